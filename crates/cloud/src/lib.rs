@@ -1,0 +1,1 @@
+//! Typed async clients for the cloud APIs orc uses.

@@ -1,0 +1,28 @@
+//! In-memory emulators of the three cloud APIs orc uses: Hetzner Cloud v1, Vultr v2 and the
+//! Hetzner Robot webservice.
+//!
+//! Each emulator is an HTTP server that an official client cannot tell from the real service
+//! on the endpoints orc uses: same paths, status codes, error bodies, pagination and
+//! rate-limit headers. Catalogue data (plans, prices, locations, images) is the seed data in
+//! `seed/`, so stock-outs and price changes are data, not code.
+//!
+//! Every emulator also serves a control API under `/_emu/` (see [`control`]) through which a
+//! test or a demo decides when the world changes: sold-out plans, disabled locations,
+//! injected errors, latency, failing actions, rate-limit budgets and the emulated clock.
+//!
+//! Invariant: this crate never imports the cloud clients (`orc-cloud`). An emulator that
+//! shared the client's types would agree with the client's bugs.
+
+pub mod accounts;
+pub mod clock;
+pub mod control;
+mod gate;
+pub mod hetzner;
+pub mod robot;
+pub mod server;
+pub mod vultr;
+
+pub use accounts::{Account, Accounts};
+pub use clock::{Clock, ClockMode};
+pub use control::{Api, EmuCore, Timings};
+pub use server::{EmuConfig, RunningEmulators};
