@@ -1,0 +1,738 @@
+//! Primary IPs and floating IPs.
+//!
+//! Rules kept: a primary IP is assigned only to a server that is `off`, in its location,
+//! holding no other primary IP of the same family; deleting or unassigning requires the
+//! server to be off and deleting requires the IP to be unassigned (`must_be_unassigned`).
+//! Unassigned primary IPs show `assignee_type: "unassigned"` (the `legacy_assignee_type`
+//! option restores the older `"server"` with `assignee_id: null`). Floating IPs can be
+//! assigned to a server in the same network zone as their home location.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde_json::{Value, json};
+
+use super::pagination::{ListQuery, SortValue, page_of, sort_items};
+use super::servers::set_ptr;
+use super::wire::{
+    AssignFloatingIp, AssignPrimaryIp, CreateFloatingIp, CreatePrimaryIp, DnsPtr, Protection,
+    Update, check_labels, check_name, required,
+};
+use super::world::{
+    Family, FloatingIp, PrimaryIp, Status, default_ptr_v4, ip_matches, ptr_list, ts,
+};
+use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, Ids, created, decode, ok};
+
+fn primary_json(ctx: &Ctx<'_>, p: &PrimaryIp) -> Value {
+    let assignee_type = if p.assignee.is_some() || ctx.hz.options.legacy_assignee_type {
+        "server"
+    } else {
+        "unassigned"
+    };
+    let mut v = json!({
+        "id": p.id,
+        "name": p.name,
+        "labels": p.labels,
+        "created": ts(p.created),
+        "blocked": false,
+        "location": ctx.hz.catalog.location_json(&p.location),
+        "ip": p.ip,
+        "dns_ptr": ptr_list(&p.dns_ptr),
+        "protection": {"delete": p.protect_delete},
+        "type": p.family.as_str(),
+        "auto_delete": p.auto_delete,
+        "assignee_type": assignee_type,
+        "assignee_id": p.assignee,
+    });
+    if ctx.hz.options.emit_datacenter {
+        let faults = ctx.hz.core.faults();
+        v["datacenter"] = ctx.hz.catalog.datacenter_json(&p.location, &faults);
+    }
+    v
+}
+
+fn find_primary<'w>(ctx: &'w Ctx<'_>, id: u64) -> Result<&'w PrimaryIp, ApiError> {
+    ctx.world
+        .primary_ips
+        .get(&id)
+        .ok_or_else(|| ApiError::not_found("primary IP", id))
+}
+
+fn family_field(kind: Option<String>) -> Result<Family, ApiError> {
+    let kind = required(kind, "type")?;
+    Family::parse(&kind).ok_or_else(|| {
+        ApiError::invalid_field("type", vec![format!("'{kind}' is not one of ipv4, ipv6")])
+    })
+}
+
+/// Checks that `server` can take a primary IP of `family` from `location`.
+fn check_assignable(
+    ctx: &Ctx<'_>,
+    server_id: u64,
+    family: Family,
+    location: Option<&str>,
+) -> Result<(), ApiError> {
+    let s = ctx
+        .world
+        .servers
+        .get(&server_id)
+        .ok_or_else(|| ApiError::not_found("server", server_id))?;
+    if s.status != Status::Off {
+        return Err(ApiError::unprocessable(
+            "server_not_stopped",
+            format!("server {server_id} must be off"),
+        ));
+    }
+    if let Some(l) = location
+        && l != s.location
+    {
+        return Err(ApiError::unprocessable(
+            "primary_ip_datacenter_mismatch",
+            format!("primary IP is in {l}, server {server_id} in {}", s.location),
+        ));
+    }
+    match family {
+        Family::V4 if s.ipv4.is_some() => Err(ApiError::unprocessable(
+            "server_has_ipv4",
+            format!("server {server_id} already has a primary IPv4"),
+        )),
+        Family::V6 if s.ipv6.is_some() => Err(ApiError::unprocessable(
+            "server_has_ipv6",
+            format!("server {server_id} already has a primary IPv6"),
+        )),
+        Family::V4 | Family::V6 => Ok(()),
+    }
+}
+
+fn attach_primary(ctx: &mut Ctx<'_>, ip_id: u64, server_id: u64) {
+    let Some(p) = ctx.world.primary_ips.get_mut(&ip_id) else {
+        return;
+    };
+    p.assignee = Some(server_id);
+    let family = p.family;
+    if let Some(s) = ctx.world.servers.get_mut(&server_id) {
+        match family {
+            Family::V4 => s.ipv4 = Some(ip_id),
+            Family::V6 => s.ipv6 = Some(ip_id),
+        }
+    }
+}
+
+fn detach_primary(ctx: &mut Ctx<'_>, ip_id: u64) {
+    let Some(p) = ctx.world.primary_ips.get_mut(&ip_id) else {
+        return;
+    };
+    let Some(server_id) = p.assignee.take() else {
+        return;
+    };
+    if let Some(s) = ctx.world.servers.get_mut(&server_id) {
+        if s.ipv4 == Some(ip_id) {
+            s.ipv4 = None;
+        }
+        if s.ipv6 == Some(ip_id) {
+            s.ipv6 = None;
+        }
+    }
+}
+
+pub(crate) async fn create_primary(
+    State(hz): Hs,
+    account: Account,
+    Body(b): Body<CreatePrimaryIp>,
+) -> ApiResult {
+    let name = required(b.name, "name")?;
+    check_name(&name, 255)?;
+    check_labels(&b.labels)?;
+    let family = family_field(b.kind)?;
+    if b.datacenter.is_some() && !hz.options.accept_datacenter_field {
+        return Err(ApiError::invalid_field(
+            "datacenter",
+            vec!["the datacenter property has been removed, use location".into()],
+        ));
+    }
+    if let Some(t) = &b.assignee_type
+        && t != "server"
+    {
+        return Err(ApiError::invalid_field(
+            "assignee_type",
+            vec![format!("'{t}' is not 'server'")],
+        ));
+    }
+    if b.location.is_some() && b.assignee_id.is_some() {
+        return Err(ApiError::invalid(
+            "location and assignee_id are mutually exclusive",
+        ));
+    }
+    let quick = hz.core.timings.quick;
+    hz.with_world(&account, |ctx| {
+        let location = match (&b.location, b.assignee_id) {
+            (Some(l), _) => ctx
+                .hz
+                .catalog
+                .location(&l.key())
+                .ok_or_else(|| {
+                    ApiError::invalid_field(
+                        "location",
+                        vec![format!("location '{}' not found", l.key())],
+                    )
+                })?
+                .name
+                .clone(),
+            (None, Some(server)) => {
+                check_assignable(ctx, server, family, None)?;
+                ctx.world
+                    .servers
+                    .get(&server)
+                    .map(|s| s.location.clone())
+                    .unwrap_or_default()
+            }
+            (None, None) => {
+                return Err(ApiError::invalid(
+                    "one of location or assignee_id is required",
+                ));
+            }
+        };
+        if ctx.world.primary_ips.values().any(|p| p.name == name) {
+            return Err(ApiError::uniqueness(
+                "primary IP name is already used",
+                json!({"fields": [{"name": "name"}]}),
+            ));
+        }
+        let id = ctx.ids.primary_ip();
+        let ip = match family {
+            Family::V4 => ctx.ids.public_ipv4(),
+            Family::V6 => ctx.ids.public_ipv6(),
+        };
+        let dns_ptr = match family {
+            Family::V4 => [(ip.clone(), default_ptr_v4(&ip))].into(),
+            Family::V6 => Default::default(),
+        };
+        ctx.world.primary_ips.insert(
+            id,
+            PrimaryIp {
+                id,
+                name,
+                labels: b.labels.unwrap_or_default(),
+                created: ctx.now,
+                location,
+                ip,
+                family,
+                dns_ptr,
+                protect_delete: false,
+                auto_delete: b.auto_delete.unwrap_or(false),
+                assignee: None,
+            },
+        );
+        let action = match b.assignee_id {
+            Some(server) => {
+                let (a, fails) = ctx.start_action(
+                    "create_primary_ip",
+                    vec![(id, "primary_ip"), (server, "server")],
+                    quick,
+                );
+                if !fails {
+                    attach_primary(ctx, id, server);
+                }
+                ctx.action_json(a)
+            }
+            None => Value::Null,
+        };
+        let p = find_primary(ctx, id)?;
+        created(json!({"primary_ip": primary_json(ctx, p), "action": action}))
+    })
+}
+
+pub(crate) async fn list_primary(State(hz): Hs, account: Account, q: ListQuery) -> ApiResult {
+    let selector = q.selector()?;
+    let sorts = q.sort(&["id", "created"])?;
+    let name = q.get("name").map(str::to_string);
+    let ip = q.get("ip").map(str::to_string);
+    hz.with_world(&account, |ctx| {
+        let mut ips: Vec<&PrimaryIp> = ctx
+            .world
+            .primary_ips
+            .values()
+            .filter(|p| name.as_deref().is_none_or(|n| p.name == n))
+            .filter(|p| ip.as_deref().is_none_or(|i| p.ip == i))
+            .filter(|p| selector.as_ref().is_none_or(|s| s.matches(&p.labels)))
+            .collect();
+        sort_items(&mut ips, &sorts, |p, f| match f {
+            "created" => SortValue::Time(p.created),
+            _ => SortValue::Int(p.id),
+        });
+        let items = ips.iter().map(|p| primary_json(ctx, p)).collect();
+        page_of(&q, "primary_ips", items)
+    })
+}
+
+pub(crate) async fn get_primary(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
+    hz.with_world(&account, |ctx| {
+        let p = find_primary(ctx, ids[0])?;
+        ok(json!({"primary_ip": primary_json(ctx, p)}))
+    })
+}
+
+pub(crate) async fn update_primary(
+    State(hz): Hs,
+    account: Account,
+    Ids(ids): Ids,
+    Body(b): Body<Update>,
+) -> ApiResult {
+    let id = ids[0];
+    check_labels(&b.labels)?;
+    if let Some(n) = &b.name {
+        check_name(n, 255)?;
+    }
+    hz.with_world(&account, |ctx| {
+        find_primary(ctx, id)?;
+        if let Some(name) = &b.name
+            && ctx
+                .world
+                .primary_ips
+                .values()
+                .any(|p| p.id != id && &p.name == name)
+        {
+            return Err(ApiError::uniqueness(
+                "primary IP name is already used",
+                json!({"fields": [{"name": "name"}]}),
+            ));
+        }
+        if let Some(p) = ctx.world.primary_ips.get_mut(&id) {
+            if let Some(name) = b.name {
+                p.name = name;
+            }
+            if let Some(labels) = b.labels {
+                p.labels = labels;
+            }
+            if let Some(a) = b.auto_delete {
+                p.auto_delete = a;
+            }
+        }
+        let p = find_primary(ctx, id)?;
+        ok(json!({"primary_ip": primary_json(ctx, p)}))
+    })
+}
+
+pub(crate) async fn delete_primary(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
+    let id = ids[0];
+    hz.with_world(&account, |ctx| {
+        let p = find_primary(ctx, id)?;
+        if p.protect_delete {
+            return Err(ApiError::protected("primary IP"));
+        }
+        if p.assignee.is_some() {
+            return Err(ApiError::unprocessable(
+                "must_be_unassigned",
+                format!("primary IP {id} must be unassigned before it can be deleted"),
+            ));
+        }
+        ctx.ensure_unlocked("primary_ip", id)?;
+        ctx.world.primary_ips.remove(&id);
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })
+}
+
+/// `POST /primary_ips/{id}/actions/{name}`.
+pub(crate) async fn primary_action(
+    State(hz): Hs,
+    account: Account,
+    IdAndName(id, name): IdAndName,
+    Body(body): Body<Value>,
+) -> ApiResult {
+    let quick = hz.core.timings.quick;
+    hz.with_world(&account, |ctx| {
+        let p = find_primary(ctx, id)?.clone();
+        if !["assign", "unassign", "change_dns_ptr", "change_protection"].contains(&name.as_str()) {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "not found",
+            ));
+        }
+        ctx.ensure_unlocked("primary_ip", id)?;
+        let me = (id, "primary_ip");
+        let action = match name.as_str() {
+            "assign" => {
+                let b: AssignPrimaryIp = decode(body)?;
+                let kind = required(b.assignee_type, "assignee_type")?;
+                if kind != "server" {
+                    return Err(ApiError::invalid_field(
+                        "assignee_type",
+                        vec![format!("'{kind}' is not 'server'")],
+                    ));
+                }
+                let server = required(b.assignee_id, "assignee_id")?;
+                if p.assignee.is_some() {
+                    return Err(ApiError::unprocessable(
+                        "primary_ip_already_assigned",
+                        format!("primary IP {id} is already assigned"),
+                    ));
+                }
+                check_assignable(ctx, server, p.family, Some(&p.location))?;
+                ctx.ensure_unlocked("server", server)?;
+                let (a, fails) =
+                    ctx.start_action("assign_primary_ip", vec![me, (server, "server")], quick);
+                if !fails {
+                    attach_primary(ctx, id, server);
+                }
+                a
+            }
+            "unassign" => {
+                let mut resources = vec![me];
+                if let Some(server) = p.assignee {
+                    let off = ctx
+                        .world
+                        .servers
+                        .get(&server)
+                        .is_none_or(|s| s.status == Status::Off);
+                    if !off {
+                        return Err(ApiError::unprocessable(
+                            "server_not_stopped",
+                            format!("server {server} must be off"),
+                        ));
+                    }
+                    ctx.ensure_unlocked("server", server)?;
+                    resources.push((server, "server"));
+                }
+                let (a, fails) = ctx.start_action("unassign_primary_ip", resources, quick);
+                if !fails {
+                    detach_primary(ctx, id);
+                }
+                a
+            }
+            "change_dns_ptr" => {
+                let b: DnsPtr = decode(body)?;
+                let ip = required(b.ip, "ip")?;
+                if !ip_matches(&p.ip, p.family, &ip) {
+                    return Err(ApiError::invalid_field(
+                        "ip",
+                        vec![format!("{ip} does not belong to primary IP {id}")],
+                    ));
+                }
+                let (a, fails) = ctx.start_action("change_dns_ptr", vec![me], quick);
+                if !fails && let Some(p) = ctx.world.primary_ips.get_mut(&id) {
+                    set_ptr(p, &ip, b.dns_ptr);
+                }
+                a
+            }
+            _ => {
+                let b: Protection = decode(body)?;
+                let (a, fails) = ctx.start_action("change_protection", vec![me], quick);
+                if !fails
+                    && let Some(d) = b.delete
+                    && let Some(p) = ctx.world.primary_ips.get_mut(&id)
+                {
+                    p.protect_delete = d;
+                }
+                a
+            }
+        };
+        created(json!({"action": ctx.action_json(action)}))
+    })
+}
+
+fn floating_json(ctx: &Ctx<'_>, f: &FloatingIp) -> Value {
+    json!({
+        "id": f.id,
+        "name": f.name,
+        "description": f.description,
+        "ip": f.ip,
+        "type": f.family.as_str(),
+        "server": f.server,
+        "dns_ptr": ptr_list(&f.dns_ptr),
+        "home_location": ctx.hz.catalog.location_json(&f.home_location),
+        "blocked": false,
+        "protection": {"delete": f.protect_delete},
+        "labels": f.labels,
+        "created": ts(f.created),
+    })
+}
+
+fn find_floating<'w>(ctx: &'w Ctx<'_>, id: u64) -> Result<&'w FloatingIp, ApiError> {
+    ctx.world
+        .floating_ips
+        .get(&id)
+        .ok_or_else(|| ApiError::not_found("floating IP", id))
+}
+
+fn zone_of(ctx: &Ctx<'_>, location: &str) -> String {
+    ctx.hz
+        .catalog
+        .location(location)
+        .map(|l| l.network_zone.clone())
+        .unwrap_or_default()
+}
+
+/// Checks that the floating IP homed in `home` can point at `server`.
+fn check_floating_target(ctx: &Ctx<'_>, home: &str, server: u64) -> Result<(), ApiError> {
+    let s = ctx
+        .world
+        .servers
+        .get(&server)
+        .ok_or_else(|| ApiError::not_found("server", server))?;
+    if zone_of(ctx, &s.location) != zone_of(ctx, home) {
+        return Err(ApiError::invalid(format!(
+            "server {server} is not in the network zone of {home}"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) async fn create_floating(
+    State(hz): Hs,
+    account: Account,
+    Body(b): Body<CreateFloatingIp>,
+) -> ApiResult {
+    check_labels(&b.labels)?;
+    let family = family_field(b.kind)?;
+    if let Some(n) = &b.name {
+        check_name(n, 255)?;
+    }
+    let quick = hz.core.timings.quick;
+    hz.with_world(&account, |ctx| {
+        let home = match (&b.home_location, b.server) {
+            (Some(l), _) => ctx
+                .hz
+                .catalog
+                .location(&l.key())
+                .ok_or_else(|| {
+                    ApiError::invalid_field(
+                        "home_location",
+                        vec![format!("location '{}' not found", l.key())],
+                    )
+                })?
+                .name
+                .clone(),
+            (None, Some(server)) => ctx
+                .world
+                .servers
+                .get(&server)
+                .ok_or_else(|| ApiError::not_found("server", server))?
+                .location
+                .clone(),
+            (None, None) => {
+                return Err(ApiError::invalid(
+                    "one of home_location or server is required",
+                ));
+            }
+        };
+        if let Some(server) = b.server {
+            check_floating_target(ctx, &home, server)?;
+        }
+        let id = ctx.ids.floating_ip();
+        let name = b.name.unwrap_or_else(|| format!("floating_ip-{id}"));
+        if ctx.world.floating_ips.values().any(|f| f.name == name) {
+            return Err(ApiError::uniqueness(
+                "floating IP name is already used",
+                json!({"fields": [{"name": "name"}]}),
+            ));
+        }
+        let ip = ctx.ids.floating(family);
+        let dns_ptr = match family {
+            Family::V4 => [(ip.clone(), default_ptr_v4(&ip))].into(),
+            Family::V6 => Default::default(),
+        };
+        ctx.world.floating_ips.insert(
+            id,
+            FloatingIp {
+                id,
+                name,
+                description: b.description,
+                ip,
+                family,
+                server: None,
+                dns_ptr,
+                home_location: home,
+                protect_delete: false,
+                labels: b.labels.unwrap_or_default(),
+                created: ctx.now,
+            },
+        );
+        let action = match b.server {
+            Some(server) => {
+                let (a, fails) = ctx.start_action(
+                    "assign_floating_ip",
+                    vec![(id, "floating_ip"), (server, "server")],
+                    quick,
+                );
+                if !fails && let Some(f) = ctx.world.floating_ips.get_mut(&id) {
+                    f.server = Some(server);
+                }
+                ctx.action_json(a)
+            }
+            None => Value::Null,
+        };
+        let f = find_floating(ctx, id)?;
+        created(json!({"floating_ip": floating_json(ctx, f), "action": action}))
+    })
+}
+
+pub(crate) async fn list_floating(State(hz): Hs, account: Account, q: ListQuery) -> ApiResult {
+    let selector = q.selector()?;
+    let sorts = q.sort(&["id", "created"])?;
+    let name = q.get("name").map(str::to_string);
+    hz.with_world(&account, |ctx| {
+        let mut ips: Vec<&FloatingIp> = ctx
+            .world
+            .floating_ips
+            .values()
+            .filter(|f| name.as_deref().is_none_or(|n| f.name == n))
+            .filter(|f| selector.as_ref().is_none_or(|s| s.matches(&f.labels)))
+            .collect();
+        sort_items(&mut ips, &sorts, |f, k| match k {
+            "created" => SortValue::Time(f.created),
+            _ => SortValue::Int(f.id),
+        });
+        let items = ips.iter().map(|f| floating_json(ctx, f)).collect();
+        page_of(&q, "floating_ips", items)
+    })
+}
+
+pub(crate) async fn get_floating(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
+    hz.with_world(&account, |ctx| {
+        let f = find_floating(ctx, ids[0])?;
+        ok(json!({"floating_ip": floating_json(ctx, f)}))
+    })
+}
+
+pub(crate) async fn update_floating(
+    State(hz): Hs,
+    account: Account,
+    Ids(ids): Ids,
+    Body(b): Body<Update>,
+) -> ApiResult {
+    let id = ids[0];
+    check_labels(&b.labels)?;
+    if let Some(n) = &b.name {
+        check_name(n, 255)?;
+    }
+    hz.with_world(&account, |ctx| {
+        find_floating(ctx, id)?;
+        if let Some(name) = &b.name
+            && ctx
+                .world
+                .floating_ips
+                .values()
+                .any(|f| f.id != id && &f.name == name)
+        {
+            return Err(ApiError::uniqueness(
+                "floating IP name is already used",
+                json!({"fields": [{"name": "name"}]}),
+            ));
+        }
+        if let Some(f) = ctx.world.floating_ips.get_mut(&id) {
+            if let Some(name) = b.name {
+                f.name = name;
+            }
+            if let Some(labels) = b.labels {
+                f.labels = labels;
+            }
+            if let Some(d) = b.description {
+                f.description = Some(d);
+            }
+        }
+        let f = find_floating(ctx, id)?;
+        ok(json!({"floating_ip": floating_json(ctx, f)}))
+    })
+}
+
+pub(crate) async fn delete_floating(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
+    let id = ids[0];
+    hz.with_world(&account, |ctx| {
+        let f = find_floating(ctx, id)?;
+        if f.protect_delete {
+            return Err(ApiError::protected("floating IP"));
+        }
+        if f.server.is_some() {
+            return Err(ApiError::unprocessable(
+                "must_be_unassigned",
+                format!("floating IP {id} must be unassigned before it can be deleted"),
+            ));
+        }
+        ctx.ensure_unlocked("floating_ip", id)?;
+        ctx.world.floating_ips.remove(&id);
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })
+}
+
+/// `POST /floating_ips/{id}/actions/{name}`.
+pub(crate) async fn floating_action(
+    State(hz): Hs,
+    account: Account,
+    IdAndName(id, name): IdAndName,
+    Body(body): Body<Value>,
+) -> ApiResult {
+    let quick = hz.core.timings.quick;
+    hz.with_world(&account, |ctx| {
+        let f = find_floating(ctx, id)?.clone();
+        if !["assign", "unassign", "change_dns_ptr", "change_protection"].contains(&name.as_str()) {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "not found",
+            ));
+        }
+        ctx.ensure_unlocked("floating_ip", id)?;
+        let me = (id, "floating_ip");
+        let action = match name.as_str() {
+            "assign" => {
+                let b: AssignFloatingIp = decode(body)?;
+                let server = required(b.server, "server")?;
+                check_floating_target(ctx, &f.home_location, server)?;
+                let (a, fails) =
+                    ctx.start_action("assign_floating_ip", vec![me, (server, "server")], quick);
+                if !fails && let Some(f) = ctx.world.floating_ips.get_mut(&id) {
+                    f.server = Some(server);
+                }
+                a
+            }
+            "unassign" => {
+                let mut resources = vec![me];
+                resources.extend(f.server.map(|s| (s, "server")));
+                let (a, fails) = ctx.start_action("unassign_floating_ip", resources, quick);
+                if !fails && let Some(f) = ctx.world.floating_ips.get_mut(&id) {
+                    f.server = None;
+                }
+                a
+            }
+            "change_dns_ptr" => {
+                let b: DnsPtr = decode(body)?;
+                let ip = required(b.ip, "ip")?;
+                if !ip_matches(&f.ip, f.family, &ip) {
+                    return Err(ApiError::invalid_field(
+                        "ip",
+                        vec![format!("{ip} does not belong to floating IP {id}")],
+                    ));
+                }
+                let (a, fails) = ctx.start_action("change_dns_ptr", vec![me], quick);
+                if !fails && let Some(f) = ctx.world.floating_ips.get_mut(&id) {
+                    match (f.family, b.dns_ptr) {
+                        (_, Some(name)) => {
+                            f.dns_ptr.insert(ip, name);
+                        }
+                        (Family::V4, None) => {
+                            let default = default_ptr_v4(&ip);
+                            f.dns_ptr.insert(ip, default);
+                        }
+                        (Family::V6, None) => {
+                            f.dns_ptr.remove(&ip);
+                        }
+                    }
+                }
+                a
+            }
+            _ => {
+                let b: Protection = decode(body)?;
+                let (a, fails) = ctx.start_action("change_protection", vec![me], quick);
+                if !fails
+                    && let Some(d) = b.delete
+                    && let Some(f) = ctx.world.floating_ips.get_mut(&id)
+                {
+                    f.protect_delete = d;
+                }
+                a
+            }
+        };
+        created(json!({"action": ctx.action_json(action)}))
+    })
+}
