@@ -1,16 +1,203 @@
-//! robot API emulator.
+//! Emulator of the Hetzner Robot webservice (dedicated servers), served at `/` with HTTP
+//! basic auth `NAME:SECRET`.
+//!
+//! Layout: [`http`] (error envelope, form bodies), [`world`] (seeded servers, keys, rDNS,
+//! key fingerprints), and handlers per area: [`servers`], [`boot`] (resets and the rescue
+//! system), [`keys`], [`rdns`].
+//!
+//! Invariants: credentials are checked before any lookup (a 404 proves the login worked);
+//! after [`MAX_FAILED_LOGINS`] failed logins in a row a client address is refused for
+//! [`LOGIN_BLOCK`] of emulated time, correct credentials included; bodies are
+//! form-encoded; every answer is JSON, errors in Robot's `{"error":{…}}` envelope. Paths
+//! with a `.yaml` suffix are not served (404). The per-user, per-endpoint hourly rate
+//! limit (403 `RATE_LIMIT_EXCEEDED`) is the gate's (see `crate::gate`).
 
-use std::sync::Arc;
+mod boot;
+mod http;
+mod keys;
+mod rdns;
+mod servers;
+mod world;
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::StatusCode;
+use axum::http::header;
+use axum::http::request::Parts;
+use axum::routing::get;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::control::EmuCore;
 use crate::server::FlavorApp;
+use http::RobotError;
+use world::World;
 
-pub fn app(core: Arc<EmuCore>) -> FlavorApp {
-    let _ = core;
-    FlavorApp {
-        router: Router::new(),
-        reset: Arc::new(|| {}),
+/// Failed logins in a row after which a client address is blocked.
+pub const MAX_FAILED_LOGINS: u32 = 3;
+/// How long a blocked address stays blocked, in emulated time.
+pub const LOGIN_BLOCK: TimeDelta = TimeDelta::minutes(10);
+
+/// Shared state of the Robot handlers.
+pub(crate) struct Robot {
+    core: Arc<EmuCore>,
+    worlds: Mutex<BTreeMap<String, World>>,
+    logins: Mutex<BTreeMap<IpAddr, FailedLogins>>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct FailedLogins {
+    count: u32,
+    blocked_until: Option<DateTime<Utc>>,
+}
+
+impl Robot {
+    /// Runs `f` on the account's world, seeding it on first use.
+    fn world<R>(&self, account: &str, f: impl FnOnce(&mut World) -> R) -> R {
+        let mut worlds = self.worlds.lock().unwrap_or_else(PoisonError::into_inner);
+        let world = worlds
+            .entry(account.to_string())
+            .or_insert_with(World::seeded);
+        f(world)
     }
+
+    fn reset(&self) {
+        self.worlds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.logins
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    /// Checks basic-auth credentials from `client`, counting failures.
+    fn login(&self, client: IpAddr, authorization: Option<&str>) -> Result<String, RobotError> {
+        let now = self.core.now();
+        let mut logins = self.logins.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = logins.entry(client).or_default();
+        match entry.blocked_until {
+            Some(until) if until > now => {
+                let seconds = (until - now).num_seconds().max(1);
+                return Err(RobotError::new(
+                    StatusCode::FORBIDDEN,
+                    "BLOCKED",
+                    format!(
+                        "too many failed logins from this address; blocked for another {seconds} s"
+                    ),
+                ));
+            }
+            Some(_) => *entry = FailedLogins::default(),
+            None => {}
+        }
+        let account = authorization
+            .and_then(|a| {
+                a.strip_prefix("Basic ")
+                    .or_else(|| a.strip_prefix("basic "))
+            })
+            .and_then(|b| STANDARD.decode(b.trim()).ok())
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|s| {
+                let (user, password) = s.split_once(':')?;
+                self.core
+                    .accounts
+                    .by_login(user, password)
+                    .map(|a| a.name.clone())
+            });
+        match account {
+            Some(name) => {
+                *entry = FailedLogins::default();
+                Ok(name)
+            }
+            None => {
+                entry.count += 1;
+                if entry.count >= MAX_FAILED_LOGINS {
+                    entry.blocked_until = now.checked_add_signed(LOGIN_BLOCK);
+                }
+                Err(RobotError::unauthorized())
+            }
+        }
+    }
+}
+
+/// The logged-in account of a request.
+#[derive(Debug)]
+pub(crate) struct Login(pub String);
+
+impl FromRequestParts<Arc<Robot>> for Login {
+    type Rejection = RobotError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        robot: &Arc<Robot>,
+    ) -> Result<Self, Self::Rejection> {
+        let client = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
+        let authorization = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        robot.login(client, authorization).map(Login)
+    }
+}
+
+/// The Robot routes, with state applied, and the reset hook.
+pub fn app(core: Arc<EmuCore>) -> FlavorApp {
+    let robot = Arc::new(Robot {
+        core,
+        worlds: Mutex::new(BTreeMap::new()),
+        logins: Mutex::new(BTreeMap::new()),
+    });
+    let reset = {
+        let robot = robot.clone();
+        Arc::new(move || robot.reset())
+    };
+    let router = Router::new()
+        .route("/server", get(servers::list))
+        .route("/server/{id}", get(servers::get_one).post(servers::rename))
+        .route("/reset", get(boot::list_resets))
+        .route("/reset/{id}", get(boot::get_reset).post(boot::reset))
+        .route("/boot/{id}", get(boot::get_boot))
+        .route(
+            "/boot/{id}/rescue",
+            get(boot::get_rescue)
+                .post(boot::activate_rescue)
+                .delete(boot::deactivate_rescue),
+        )
+        .route("/key", get(keys::list).post(keys::create))
+        .route(
+            "/key/{fingerprint}",
+            get(keys::get_one).post(keys::rename).delete(keys::delete),
+        )
+        .route(
+            "/rdns/{ip}",
+            get(rdns::get_one)
+                .put(rdns::create)
+                .post(rdns::upsert)
+                .delete(rdns::delete),
+        )
+        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(not_found)
+        .with_state(robot);
+    FlavorApp { router, reset }
+}
+
+async fn not_found(_login: Login) -> RobotError {
+    RobotError::not_found("Not Found")
+}
+
+async fn method_not_allowed(_login: Login) -> RobotError {
+    RobotError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "METHOD_NOT_ALLOWED",
+        "Method not allowed",
+    )
 }

@@ -1,16 +1,214 @@
-//! vultr API emulator.
+//! Emulator of the Vultr API v2, served under `/v2` with `Authorization: Bearer <key>`.
+//!
+//! Layout: [`http`] (error envelope and extractors), [`page`] (cursor pagination),
+//! [`catalog`] (seeded plans, regions, OS and their routes), [`world`] (per-account state
+//! and allocators), [`wire`] (request bodies and response objects), and one module of
+//! handlers per resource: [`instances`], [`network`] (reserved IPs, VPCs, VPC 2.0),
+//! [`keys`] (SSH keys), [`blocks`] (block storage), [`account`].
+//!
+//! Invariants: every answer, errors and unknown routes included, is JSON in Vultr's
+//! `{"error","status"}` envelope; the catalogue routes answer without a key, every other
+//! route checks the key before anything else; each account sees only its own resources.
+//! Rate limiting, injected errors and latency are the gate's (see `crate::gate`).
 
-use std::sync::Arc;
+mod account;
+mod blocks;
+mod catalog;
+mod http;
+mod instances;
+mod keys;
+mod network;
+mod page;
+mod wire;
+mod world;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::routing::{any, get, post};
+use chrono::{DateTime, Utc};
 
 use crate::control::EmuCore;
 use crate::server::FlavorApp;
+use catalog::Catalog;
+use http::VultrError;
+use world::{Alloc, World};
 
-pub fn app(core: Arc<EmuCore>) -> FlavorApp {
-    let _ = core;
-    FlavorApp {
-        router: Router::new(),
-        reset: Arc::new(|| {}),
+/// Shared state of the Vultr handlers.
+pub(crate) struct Vultr {
+    core: Arc<EmuCore>,
+    catalog: &'static Catalog,
+    state: Mutex<Worlds>,
+}
+
+struct Worlds {
+    accounts: BTreeMap<String, World>,
+    alloc: Alloc,
+    /// When the emulator was (re)seeded; the account's last payment date.
+    seeded: DateTime<Utc>,
+}
+
+impl Vultr {
+    /// The account whose API key the request carries, or 401.
+    fn account(&self, headers: &HeaderMap) -> Result<String, VultrError> {
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim());
+        token
+            .and_then(|t| self.core.accounts.by_token(t))
+            .map(|a| a.name.clone())
+            .ok_or_else(VultrError::unauthorized)
     }
+
+    /// Runs `f` on the account's world and the emulator's allocator under the lock.
+    fn world<R>(&self, account: &str, f: impl FnOnce(&mut World, &mut Alloc) -> R) -> R {
+        let mut guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let state = &mut *guard;
+        let world = state.accounts.entry(account.to_string()).or_default();
+        f(world, &mut state.alloc)
+    }
+
+    fn seeded(&self) -> DateTime<Utc> {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .seeded
+    }
+
+    fn reset(&self) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        *state = Worlds {
+            accounts: BTreeMap::new(),
+            alloc: Alloc::default(),
+            seeded: self.core.now(),
+        };
+    }
+}
+
+/// The Vultr API routes, with state applied, and the reset hook.
+pub fn app(core: Arc<EmuCore>) -> FlavorApp {
+    let seeded = core.now();
+    let vultr = Arc::new(Vultr {
+        core,
+        catalog: &catalog::CATALOG,
+        state: Mutex::new(Worlds {
+            accounts: BTreeMap::new(),
+            alloc: Alloc::default(),
+            seeded,
+        }),
+    });
+    let reset = {
+        let vultr = vultr.clone();
+        Arc::new(move || vultr.reset())
+    };
+    FlavorApp {
+        router: router().with_state(vultr),
+        reset,
+    }
+}
+
+fn router() -> Router<Arc<Vultr>> {
+    use instances as i;
+    Router::new()
+        .route("/v2/regions", get(catalog::list_regions))
+        .route(
+            "/v2/regions/{region}/availability",
+            get(catalog::region_availability),
+        )
+        .route("/v2/plans", get(catalog::list_plans))
+        .route("/v2/os", get(catalog::list_os))
+        .route("/v2/account", get(account::get_account))
+        .route("/v2/instances", get(i::list).post(i::create))
+        .route("/v2/instances/start", post(i::bulk_start))
+        .route("/v2/instances/halt", post(i::bulk_halt))
+        .route("/v2/instances/reboot", post(i::bulk_reboot))
+        .route(
+            "/v2/instances/{id}",
+            get(i::get_one).patch(i::update).delete(i::delete),
+        )
+        .route("/v2/instances/{id}/start", post(i::start))
+        .route("/v2/instances/{id}/halt", post(i::halt))
+        .route("/v2/instances/{id}/reboot", post(i::reboot))
+        .route("/v2/instances/{id}/reinstall", post(i::reinstall))
+        .route("/v2/instances/{id}/user-data", get(i::get_user_data))
+        .route("/v2/instances/{id}/ipv4", get(i::list_ipv4))
+        .route("/v2/instances/{id}/ipv4/reverse", post(i::set_reverse_v4))
+        .route(
+            "/v2/instances/{id}/ipv4/reverse/default",
+            post(i::default_reverse_v4),
+        )
+        .route("/v2/instances/{id}/ipv6", get(i::list_ipv6))
+        .route(
+            "/v2/instances/{id}/ipv6/reverse",
+            get(i::list_reverse_v6).post(i::set_reverse_v6),
+        )
+        .route(
+            "/v2/instances/{id}/ipv6/reverse/{ip}",
+            axum::routing::delete(i::delete_reverse_v6),
+        )
+        .route("/v2/instances/{id}/vpcs", get(i::list_vpcs))
+        .route("/v2/instances/{id}/vpcs/attach", post(i::attach_vpc))
+        .route("/v2/instances/{id}/vpcs/detach", post(i::detach_vpc))
+        .route("/v2/instances/{id}/vpc2", any(network::vpc2_gone))
+        .route("/v2/instances/{id}/vpc2/{*rest}", any(network::vpc2_gone))
+        .route(
+            "/v2/reserved-ips",
+            get(network::list_reserved).post(network::create_reserved),
+        )
+        .route("/v2/reserved-ips/convert", post(network::convert_reserved))
+        .route(
+            "/v2/reserved-ips/{id}",
+            get(network::get_reserved)
+                .patch(network::update_reserved)
+                .delete(network::delete_reserved),
+        )
+        .route(
+            "/v2/reserved-ips/{id}/attach",
+            post(network::attach_reserved),
+        )
+        .route(
+            "/v2/reserved-ips/{id}/detach",
+            post(network::detach_reserved),
+        )
+        .route(
+            "/v2/vpcs",
+            get(network::list_vpcs).post(network::create_vpc),
+        )
+        .route(
+            "/v2/vpcs/{id}",
+            get(network::get_vpc)
+                .put(network::update_vpc)
+                .delete(network::delete_vpc),
+        )
+        .route("/v2/vpc2", any(network::vpc2_gone))
+        .route("/v2/vpc2/{*rest}", any(network::vpc2_gone))
+        .route("/v2/ssh-keys", get(keys::list).post(keys::create))
+        .route(
+            "/v2/ssh-keys/{id}",
+            get(keys::get_one).patch(keys::update).delete(keys::delete),
+        )
+        .route("/v2/blocks", get(blocks::list).post(blocks::create))
+        .route(
+            "/v2/blocks/{id}",
+            get(blocks::get_one)
+                .patch(blocks::update)
+                .delete(blocks::delete),
+        )
+        .route("/v2/blocks/{id}/attach", post(blocks::attach))
+        .route("/v2/blocks/{id}/detach", post(blocks::detach))
+        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(not_found)
+}
+
+async fn not_found() -> VultrError {
+    VultrError::not_found("Not found.")
+}
+
+async fn method_not_allowed() -> VultrError {
+    VultrError::new(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed.")
 }
