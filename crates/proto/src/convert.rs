@@ -1,0 +1,801 @@
+//! Conversions between the wire messages ([`crate::pb`]) and the domain values
+//! ([`crate::domain`]).
+//!
+//! Wire → domain is `TryFrom` and checks every required field: a missing message, an empty
+//! id, an unspecified enum, an unparsable amount or address. The error names the field by
+//! its path from the envelope (`quote_reply.offer.price.amount`), so a peer's bug is found
+//! from one log line. Domain → wire is `From` and cannot fail.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use orc_common::{Architecture, Currency, Money, Period, Shape};
+use rust_decimal::Decimal;
+
+use crate::domain::*;
+use crate::ids::*;
+use crate::pb;
+
+/// A wire message could not become a domain value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConvertError {
+    /// A required field is absent, empty or unspecified.
+    #[error("{field} is missing")]
+    Missing { field: String },
+    /// A field is present but its value cannot be used.
+    #[error("{field} is invalid: {reason}")]
+    Invalid { field: String, reason: String },
+}
+
+impl ConvertError {
+    fn missing(field: &str) -> Self {
+        ConvertError::Missing {
+            field: field.to_string(),
+        }
+    }
+
+    fn invalid(field: &str, reason: impl Into<String>) -> Self {
+        ConvertError::Invalid {
+            field: field.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The path of the offending field.
+    pub fn field(&self) -> &str {
+        match self {
+            ConvertError::Missing { field } | ConvertError::Invalid { field, .. } => field,
+        }
+    }
+
+    /// Prefixes the field path with the name of the enclosing field.
+    fn within(self, parent: &str) -> Self {
+        match self {
+            ConvertError::Missing { field } => ConvertError::Missing {
+                field: format!("{parent}.{field}"),
+            },
+            ConvertError::Invalid { field, reason } => ConvertError::Invalid {
+                field: format!("{parent}.{field}"),
+                reason,
+            },
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, ConvertError>;
+
+fn id<T: TryFrom<String>>(value: String, field: &str) -> Result<T> {
+    T::try_from(value).map_err(|_| ConvertError::missing(field))
+}
+
+fn optional_id<T: TryFrom<String>>(value: String, field: &str) -> Result<Option<T>> {
+    if value.is_empty() {
+        Ok(None)
+    } else {
+        id(value, field).map(Some)
+    }
+}
+
+fn text(value: String, field: &str) -> Result<String> {
+    if value.is_empty() {
+        Err(ConvertError::missing(field))
+    } else {
+        Ok(value)
+    }
+}
+
+fn message<T, D>(value: Option<T>, field: &str) -> Result<D>
+where
+    D: TryFrom<T, Error = ConvertError>,
+{
+    let value = value.ok_or_else(|| ConvertError::missing(field))?;
+    D::try_from(value).map_err(|e| e.within(field))
+}
+
+fn optional_message<T, D>(value: Option<T>, field: &str) -> Result<Option<D>>
+where
+    D: TryFrom<T, Error = ConvertError>,
+{
+    value
+        .map(|v| D::try_from(v).map_err(|e| e.within(field)))
+        .transpose()
+}
+
+fn enum_value<E: TryFrom<i32>>(value: i32, field: &str) -> Result<E> {
+    E::try_from(value).map_err(|_| ConvertError::invalid(field, format!("unknown value {value}")))
+}
+
+// ------------------------------------------------------------------ shared values
+
+impl TryFrom<pb::Money> for Money {
+    type Error = ConvertError;
+    fn try_from(m: pb::Money) -> Result<Money> {
+        let amount_text = text(m.amount, "amount")?;
+        let amount = Decimal::from_str(&amount_text)
+            .map_err(|_| ConvertError::invalid("amount", format!("{amount_text:?} is not a decimal")))?;
+        let currency = Currency::from_str(&text(m.currency, "currency")?)
+            .map_err(|e| ConvertError::invalid("currency", e.to_string()))?;
+        let period = match enum_value::<pb::Period>(m.period, "period")? {
+            pb::Period::Unspecified => return Err(ConvertError::missing("period")),
+            pb::Period::Hour => Period::Hour,
+            pb::Period::Month => Period::Month,
+            pb::Period::Once => Period::Once,
+        };
+        Ok(Money::new(amount, currency, period))
+    }
+}
+
+impl From<Money> for pb::Money {
+    fn from(m: Money) -> pb::Money {
+        let period = match m.period {
+            Period::Hour => pb::Period::Hour,
+            Period::Month => pb::Period::Month,
+            Period::Once => pb::Period::Once,
+        };
+        pb::Money {
+            amount: m.amount.to_string(),
+            currency: m.currency.to_string(),
+            period: period as i32,
+        }
+    }
+}
+
+fn role(value: i32, field: &str) -> Result<Role> {
+    match enum_value::<pb::Role>(value, field)? {
+        pb::Role::Unspecified => Err(ConvertError::missing(field)),
+        pb::Role::Serving => Ok(Role::Serving),
+        pb::Role::Standby => Ok(Role::Standby),
+    }
+}
+
+impl From<Role> for pb::Role {
+    fn from(r: Role) -> pb::Role {
+        match r {
+            Role::Serving => pb::Role::Serving,
+            Role::Standby => pb::Role::Standby,
+        }
+    }
+}
+
+impl TryFrom<pb::Refusal> for Refusal {
+    type Error = ConvertError;
+    fn try_from(r: pb::Refusal) -> Result<Refusal> {
+        let kind = match enum_value::<pb::RefusalKind>(r.kind, "kind")? {
+            pb::RefusalKind::Unspecified => return Err(ConvertError::missing("kind")),
+            pb::RefusalKind::NoCapacity => RefusalKind::NoCapacity,
+            pb::RefusalKind::Counting => RefusalKind::Counting,
+            pb::RefusalKind::Transient => RefusalKind::Transient,
+            pb::RefusalKind::OperatorFix => RefusalKind::OperatorFix,
+            pb::RefusalKind::Failed => RefusalKind::Failed,
+        };
+        Ok(Refusal {
+            kind,
+            words: text(r.words, "words")?,
+        })
+    }
+}
+
+impl From<RefusalKind> for pb::RefusalKind {
+    fn from(k: RefusalKind) -> pb::RefusalKind {
+        match k {
+            RefusalKind::NoCapacity => pb::RefusalKind::NoCapacity,
+            RefusalKind::Counting => pb::RefusalKind::Counting,
+            RefusalKind::Transient => pb::RefusalKind::Transient,
+            RefusalKind::OperatorFix => pb::RefusalKind::OperatorFix,
+            RefusalKind::Failed => pb::RefusalKind::Failed,
+        }
+    }
+}
+
+impl From<Refusal> for pb::Refusal {
+    fn from(r: Refusal) -> pb::Refusal {
+        pb::Refusal {
+            kind: pb::RefusalKind::from(r.kind) as i32,
+            words: r.words,
+        }
+    }
+}
+
+impl TryFrom<pb::Shape> for Shape {
+    type Error = ConvertError;
+    fn try_from(s: pb::Shape) -> Result<Shape> {
+        if s.vcpus == 0 {
+            return Err(ConvertError::missing("vcpus"));
+        }
+        if s.memory_gib == 0 {
+            return Err(ConvertError::missing("memory_gib"));
+        }
+        let arch = match enum_value::<pb::Architecture>(s.arch, "arch")? {
+            pb::Architecture::Unspecified => return Err(ConvertError::missing("arch")),
+            pb::Architecture::X8664 => Architecture::X86_64,
+            pb::Architecture::Arm64 => Architecture::Arm64,
+        };
+        if let Some(index) = s.disks_gib.iter().position(|gib| *gib == 0) {
+            return Err(ConvertError::invalid(
+                &format!("disks_gib[{index}]"),
+                "a disk must have at least 1 GiB",
+            ));
+        }
+        Ok(Shape {
+            vcpus: s.vcpus,
+            memory_gib: s.memory_gib,
+            arch,
+            disks_gib: s.disks_gib,
+        })
+    }
+}
+
+impl From<Shape> for pb::Shape {
+    fn from(s: Shape) -> pb::Shape {
+        let arch = match s.arch {
+            Architecture::X86_64 => pb::Architecture::X8664,
+            Architecture::Arm64 => pb::Architecture::Arm64,
+        };
+        pb::Shape {
+            vcpus: s.vcpus,
+            memory_gib: s.memory_gib,
+            arch: arch as i32,
+            disks_gib: s.disks_gib,
+        }
+    }
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+// ------------------------------------------------------------------ provider → zone
+
+impl TryFrom<pb::Replica> for Replica {
+    type Error = ConvertError;
+    fn try_from(r: pb::Replica) -> Result<Replica> {
+        Ok(Replica {
+            host: text(r.host, "host")?,
+            pid: r.pid,
+            slot: r.slot,
+        })
+    }
+}
+
+impl From<Replica> for pb::Replica {
+    fn from(r: Replica) -> pb::Replica {
+        pb::Replica {
+            host: r.host,
+            pid: r.pid,
+            slot: r.slot,
+        }
+    }
+}
+
+impl TryFrom<pb::Hello> for Hello {
+    type Error = ConvertError;
+    fn try_from(h: pb::Hello) -> Result<Hello> {
+        if h.protocol_version == 0 {
+            return Err(ConvertError::missing("protocol_version"));
+        }
+        Ok(Hello {
+            provider: id(h.provider, "provider")?,
+            resource_uri: id(h.resource_uri, "resource_uri")?,
+            replica: message(h.replica, "replica")?,
+            version: text(h.version, "version")?,
+            protocol_version: h.protocol_version,
+        })
+    }
+}
+
+impl From<Hello> for pb::Hello {
+    fn from(h: Hello) -> pb::Hello {
+        pb::Hello {
+            provider: h.provider.into(),
+            resource_uri: h.resource_uri.into(),
+            replica: Some(h.replica.into()),
+            version: h.version,
+            protocol_version: h.protocol_version,
+        }
+    }
+}
+
+fn indexed<T, D>(items: Vec<T>, field: &str) -> Result<Vec<D>>
+where
+    D: TryFrom<T, Error = ConvertError>,
+{
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| D::try_from(item).map_err(|e| e.within(&format!("{field}[{i}]"))))
+        .collect()
+}
+
+impl TryFrom<pb::ClassInfo> for ClassInfo {
+    type Error = ConvertError;
+    fn try_from(c: pb::ClassInfo) -> Result<ClassInfo> {
+        Ok(ClassInfo {
+            id: id(c.id, "id")?,
+            title: text(c.title, "title")?,
+        })
+    }
+}
+
+impl TryFrom<pb::OsInfo> for OsInfo {
+    type Error = ConvertError;
+    fn try_from(o: pb::OsInfo) -> Result<OsInfo> {
+        Ok(OsInfo {
+            id: id(o.id, "id")?,
+            title: text(o.title, "title")?,
+        })
+    }
+}
+
+impl TryFrom<pb::ClassAvailability> for ClassAvailability {
+    type Error = ConvertError;
+    fn try_from(c: pb::ClassAvailability) -> Result<ClassAvailability> {
+        Ok(ClassAvailability {
+            class: id(c.class, "class")?,
+            can_place: c.can_place,
+        })
+    }
+}
+
+impl TryFrom<pb::Availability> for Availability {
+    type Error = ConvertError;
+    fn try_from(a: pb::Availability) -> Result<Availability> {
+        Ok(Availability {
+            classes: indexed(a.classes, "classes")?,
+            public_ipv4_offered: a.public_ipv4_offered,
+        })
+    }
+}
+
+impl TryFrom<pb::Catalog> for Catalog {
+    type Error = ConvertError;
+    fn try_from(c: pb::Catalog) -> Result<Catalog> {
+        Ok(Catalog {
+            classes: indexed(c.classes, "classes")?,
+            os: indexed(c.os, "os")?,
+            availability: message(c.availability, "availability")?,
+        })
+    }
+}
+
+impl From<Catalog> for pb::Catalog {
+    fn from(c: Catalog) -> pb::Catalog {
+        pb::Catalog {
+            classes: c
+                .classes
+                .into_iter()
+                .map(|c| pb::ClassInfo {
+                    id: c.id.into(),
+                    title: c.title,
+                })
+                .collect(),
+            os: c
+                .os
+                .into_iter()
+                .map(|o| pb::OsInfo {
+                    id: o.id.into(),
+                    title: o.title,
+                })
+                .collect(),
+            availability: Some(pb::Availability {
+                classes: c
+                    .availability
+                    .classes
+                    .into_iter()
+                    .map(|a| pb::ClassAvailability {
+                        class: a.class.into(),
+                        can_place: a.can_place,
+                    })
+                    .collect(),
+                public_ipv4_offered: c.availability.public_ipv4_offered,
+            }),
+        }
+    }
+}
+
+impl TryFrom<pb::Offer> for Offer {
+    type Error = ConvertError;
+    fn try_from(o: pb::Offer) -> Result<Offer> {
+        if o.expires_unix_ms == 0 {
+            return Err(ConvertError::missing("expires_unix_ms"));
+        }
+        Ok(Offer {
+            site: id(o.site, "site")?,
+            price: optional_message(o.price, "price")?,
+            words: text(o.words, "words")?,
+            quote_token: id(o.quote_token, "quote_token")?,
+            expires: UNIX_EPOCH + Duration::from_millis(o.expires_unix_ms),
+        })
+    }
+}
+
+impl From<Offer> for pb::Offer {
+    fn from(o: Offer) -> pb::Offer {
+        pb::Offer {
+            site: o.site.into(),
+            price: o.price.map(Into::into),
+            words: o.words,
+            quote_token: o.quote_token.into(),
+            expires_unix_ms: unix_ms(o.expires),
+        }
+    }
+}
+
+fn quote_reply(r: pb::QuoteReply) -> Result<ProviderBody> {
+    let node_id = id(r.node_id, "node_id")?;
+    let reply = match r.outcome {
+        None => return Err(ConvertError::missing("outcome")),
+        Some(pb::quote_reply::Outcome::Offer(o)) => {
+            QuoteReply::Offer(Offer::try_from(o).map_err(|e| e.within("offer"))?)
+        }
+        Some(pb::quote_reply::Outcome::Refusal(r)) => {
+            QuoteReply::Refused(Refusal::try_from(r).map_err(|e| e.within("refusal"))?)
+        }
+    };
+    Ok(ProviderBody::QuoteReply { node_id, reply })
+}
+
+fn quote_reply_to_pb(node_id: NodeId, reply: QuoteReply) -> pb::QuoteReply {
+    let outcome = match reply {
+        QuoteReply::Offer(o) => pb::quote_reply::Outcome::Offer(o.into()),
+        QuoteReply::Refused(r) => pb::quote_reply::Outcome::Refusal(r.into()),
+    };
+    pb::QuoteReply {
+        node_id: node_id.into(),
+        outcome: Some(outcome),
+    }
+}
+
+impl TryFrom<pb::DeployProgress> for DeployProgress {
+    type Error = ConvertError;
+    fn try_from(p: pb::DeployProgress) -> Result<DeployProgress> {
+        Ok(DeployProgress {
+            node_id: id(p.node_id, "node_id")?,
+            words: text(p.words, "words")?,
+        })
+    }
+}
+
+impl TryFrom<pb::DeployDone> for Deployed {
+    type Error = ConvertError;
+    fn try_from(d: pb::DeployDone) -> Result<Deployed> {
+        let addresses = d
+            .addresses
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| {
+                IpAddr::from_str(&a).map_err(|_| {
+                    ConvertError::invalid(
+                        &format!("addresses[{i}]"),
+                        format!("{a:?} is not an IP address"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Deployed {
+            node_id: id(d.node_id, "node_id")?,
+            site: id(d.site, "site")?,
+            addresses,
+            price: optional_message(d.price, "price")?,
+            instance_ref: id(d.instance_ref, "instance_ref")?,
+        })
+    }
+}
+
+impl From<Deployed> for pb::DeployDone {
+    fn from(d: Deployed) -> pb::DeployDone {
+        pb::DeployDone {
+            node_id: d.node_id.into(),
+            site: d.site.into(),
+            addresses: d.addresses.iter().map(ToString::to_string).collect(),
+            price: d.price.map(Into::into),
+            instance_ref: d.instance_ref.into(),
+        }
+    }
+}
+
+fn node_state(value: i32, field: &str) -> Result<NodeState> {
+    match enum_value::<pb::NodeState>(value, field)? {
+        pb::NodeState::Unspecified => Err(ConvertError::missing(field)),
+        pb::NodeState::Provisioning => Ok(NodeState::Provisioning),
+        pb::NodeState::Running => Ok(NodeState::Running),
+        pb::NodeState::Stopped => Ok(NodeState::Stopped),
+        pb::NodeState::Deleting => Ok(NodeState::Deleting),
+    }
+}
+
+impl TryFrom<pb::InventoryNode> for InventoryNode {
+    type Error = ConvertError;
+    fn try_from(n: pb::InventoryNode) -> Result<InventoryNode> {
+        Ok(InventoryNode {
+            node_id: id(n.node_id, "node_id")?,
+            site: id(n.site, "site")?,
+            instance_ref: id(n.instance_ref, "instance_ref")?,
+            state: node_state(n.state, "state")?,
+        })
+    }
+}
+
+impl TryFrom<pb::InventorySite> for InventorySite {
+    type Error = ConvertError;
+    fn try_from(s: pb::InventorySite) -> Result<InventorySite> {
+        let public_ipv4 = if s.public_ipv4.is_empty() {
+            None
+        } else {
+            Some(Ipv4Addr::from_str(&s.public_ipv4).map_err(|_| {
+                ConvertError::invalid(
+                    "public_ipv4",
+                    format!("{:?} is not an IPv4 address", s.public_ipv4),
+                )
+            })?)
+        };
+        Ok(InventorySite {
+            site: id(s.site, "site")?,
+            public_ipv4,
+            private_prefix: (!s.private_prefix.is_empty()).then_some(s.private_prefix),
+        })
+    }
+}
+
+impl TryFrom<pb::Inventory> for Inventory {
+    type Error = ConvertError;
+    fn try_from(i: pb::Inventory) -> Result<Inventory> {
+        if !i.complete {
+            return Err(ConvertError::invalid(
+                "complete",
+                "an inventory must be complete; a provider that cannot read everything sends none",
+            ));
+        }
+        Ok(Inventory {
+            nodes: indexed(i.nodes, "nodes")?,
+            sites: indexed(i.sites, "sites")?,
+        })
+    }
+}
+
+impl From<Inventory> for pb::Inventory {
+    fn from(i: Inventory) -> pb::Inventory {
+        pb::Inventory {
+            complete: true,
+            nodes: i
+                .nodes
+                .into_iter()
+                .map(|n| {
+                    let state = match n.state {
+                        NodeState::Provisioning => pb::NodeState::Provisioning,
+                        NodeState::Running => pb::NodeState::Running,
+                        NodeState::Stopped => pb::NodeState::Stopped,
+                        NodeState::Deleting => pb::NodeState::Deleting,
+                    };
+                    pb::InventoryNode {
+                        node_id: n.node_id.into(),
+                        site: n.site.into(),
+                        instance_ref: n.instance_ref.into(),
+                        state: state as i32,
+                    }
+                })
+                .collect(),
+            sites: i
+                .sites
+                .into_iter()
+                .map(|s| pb::InventorySite {
+                    site: s.site.into(),
+                    public_ipv4: s.public_ipv4.map(|a| a.to_string()).unwrap_or_default(),
+                    private_prefix: s.private_prefix.unwrap_or_default(),
+                })
+                .collect(),
+        }
+    }
+}
+
+fn node_refusal(node_id: String, refusal: Option<pb::Refusal>) -> Result<(NodeId, Refusal)> {
+    Ok((id(node_id, "node_id")?, message(refusal, "refusal")?))
+}
+
+impl TryFrom<pb::ProviderMessage> for ProviderMessage {
+    type Error = ConvertError;
+    fn try_from(m: pb::ProviderMessage) -> Result<ProviderMessage> {
+        use pb::provider_message::Body;
+        let body = match m.body.ok_or_else(|| ConvertError::missing("body"))? {
+            Body::Hello(h) => {
+                ProviderBody::Hello(Hello::try_from(h).map_err(|e| e.within("hello"))?)
+            }
+            Body::Catalog(c) => {
+                ProviderBody::Catalog(Catalog::try_from(c).map_err(|e| e.within("catalog"))?)
+            }
+            Body::QuoteReply(r) => quote_reply(r).map_err(|e| e.within("quote_reply"))?,
+            Body::DeployProgress(p) => ProviderBody::DeployProgress(
+                DeployProgress::try_from(p).map_err(|e| e.within("deploy_progress"))?,
+            ),
+            Body::DeployDone(d) => ProviderBody::DeployDone(
+                Deployed::try_from(d).map_err(|e| e.within("deploy_done"))?,
+            ),
+            Body::DeployRefused(r) => {
+                let (node_id, refusal) =
+                    node_refusal(r.node_id, r.refusal).map_err(|e| e.within("deploy_refused"))?;
+                ProviderBody::DeployRefused { node_id, refusal }
+            }
+            Body::DestroyDone(d) => ProviderBody::DestroyDone {
+                node_id: id(d.node_id, "destroy_done.node_id")?,
+            },
+            Body::DestroyRefused(r) => {
+                let (node_id, refusal) = node_refusal(r.node_id, r.refusal)
+                    .map_err(|e| e.within("destroy_refused"))?;
+                ProviderBody::DestroyRefused { node_id, refusal }
+            }
+            Body::Inventory(i) => ProviderBody::Inventory(
+                Inventory::try_from(i).map_err(|e| e.within("inventory"))?,
+            ),
+            Body::KeepAlive(pb::KeepAlive {}) => ProviderBody::KeepAlive,
+        };
+        Ok(ProviderMessage {
+            request_id: RequestId(m.request_id),
+            body,
+        })
+    }
+}
+
+impl From<ProviderMessage> for pb::ProviderMessage {
+    fn from(m: ProviderMessage) -> pb::ProviderMessage {
+        use pb::provider_message::Body;
+        let body = match m.body {
+            ProviderBody::Hello(h) => Body::Hello(h.into()),
+            ProviderBody::Catalog(c) => Body::Catalog(c.into()),
+            ProviderBody::QuoteReply { node_id, reply } => {
+                Body::QuoteReply(quote_reply_to_pb(node_id, reply))
+            }
+            ProviderBody::DeployProgress(p) => Body::DeployProgress(pb::DeployProgress {
+                node_id: p.node_id.into(),
+                words: p.words,
+            }),
+            ProviderBody::DeployDone(d) => Body::DeployDone(d.into()),
+            ProviderBody::DeployRefused { node_id, refusal } => {
+                Body::DeployRefused(pb::DeployRefused {
+                    node_id: node_id.into(),
+                    refusal: Some(refusal.into()),
+                })
+            }
+            ProviderBody::DestroyDone { node_id } => Body::DestroyDone(pb::DestroyDone {
+                node_id: node_id.into(),
+            }),
+            ProviderBody::DestroyRefused { node_id, refusal } => {
+                Body::DestroyRefused(pb::DestroyRefused {
+                    node_id: node_id.into(),
+                    refusal: Some(refusal.into()),
+                })
+            }
+            ProviderBody::Inventory(i) => Body::Inventory(i.into()),
+            ProviderBody::KeepAlive => Body::KeepAlive(pb::KeepAlive {}),
+        };
+        pb::ProviderMessage {
+            request_id: m.request_id.0,
+            body: Some(body),
+        }
+    }
+}
+
+// ------------------------------------------------------------------ zone → provider
+
+fn purpose(value: i32, field: &str) -> Result<Purpose> {
+    match enum_value::<pb::Purpose>(value, field)? {
+        pb::Purpose::Unspecified => Err(ConvertError::missing(field)),
+        pb::Purpose::Tenant => Ok(Purpose::Tenant),
+        pb::Purpose::Gateway => Ok(Purpose::Gateway),
+    }
+}
+
+impl TryFrom<pb::Quote> for Quote {
+    type Error = ConvertError;
+    fn try_from(q: pb::Quote) -> Result<Quote> {
+        Ok(Quote {
+            pool: id::<PoolId>(q.pool, "pool")?,
+            node_id: id(q.node_id, "node_id")?,
+            purpose: purpose(q.purpose, "purpose")?,
+            shape: message(q.shape, "shape")?,
+            class: id::<ClassId>(q.class, "class")?,
+            os: id::<OsId>(q.os, "os")?,
+            pinned_site: optional_id(q.pinned_site, "pinned_site")?,
+            public: q.public,
+        })
+    }
+}
+
+impl From<Quote> for pb::Quote {
+    fn from(q: Quote) -> pb::Quote {
+        let purpose = match q.purpose {
+            Purpose::Tenant => pb::Purpose::Tenant,
+            Purpose::Gateway => pb::Purpose::Gateway,
+        };
+        pb::Quote {
+            pool: q.pool.into(),
+            node_id: q.node_id.into(),
+            purpose: purpose as i32,
+            shape: Some(q.shape.into()),
+            class: q.class.into(),
+            os: q.os.into(),
+            pinned_site: q.pinned_site.map(String::from).unwrap_or_default(),
+            public: q.public,
+        }
+    }
+}
+
+impl TryFrom<pb::Deploy> for Deploy {
+    type Error = ConvertError;
+    fn try_from(d: pb::Deploy) -> Result<Deploy> {
+        if let Some(index) = d.ssh_keys.iter().position(String::is_empty) {
+            return Err(ConvertError::missing(&format!("ssh_keys[{index}]")));
+        }
+        Ok(Deploy {
+            node_id: id(d.node_id, "node_id")?,
+            quote_token: id(d.quote_token, "quote_token")?,
+            os: id(d.os, "os")?,
+            ssh_keys: d.ssh_keys,
+            bootstrap: Bootstrap(d.bootstrap),
+        })
+    }
+}
+
+impl From<Deploy> for pb::Deploy {
+    fn from(d: Deploy) -> pb::Deploy {
+        pb::Deploy {
+            node_id: d.node_id.into(),
+            quote_token: d.quote_token.into(),
+            os: d.os.into(),
+            ssh_keys: d.ssh_keys,
+            bootstrap: d.bootstrap.0,
+        }
+    }
+}
+
+impl TryFrom<pb::ZoneMessage> for ZoneMessage {
+    type Error = ConvertError;
+    fn try_from(m: pb::ZoneMessage) -> Result<ZoneMessage> {
+        use pb::zone_message::Body;
+        let body = match m.body.ok_or_else(|| ConvertError::missing("body"))? {
+            Body::Welcome(w) => ZoneBody::Welcome {
+                role: role(w.role, "welcome.role")?,
+            },
+            Body::RoleChange(r) => ZoneBody::RoleChange {
+                role: role(r.role, "role_change.role")?,
+            },
+            Body::Quote(q) => ZoneBody::Quote(Quote::try_from(q).map_err(|e| e.within("quote"))?),
+            Body::Deploy(d) => {
+                ZoneBody::Deploy(Deploy::try_from(d).map_err(|e| e.within("deploy"))?)
+            }
+            Body::Destroy(d) => ZoneBody::Destroy(Destroy {
+                node_id: id(d.node_id, "destroy.node_id")?,
+            }),
+            Body::KeepAlive(pb::KeepAlive {}) => ZoneBody::KeepAlive,
+        };
+        Ok(ZoneMessage {
+            request_id: RequestId(m.request_id),
+            body,
+        })
+    }
+}
+
+impl From<ZoneMessage> for pb::ZoneMessage {
+    fn from(m: ZoneMessage) -> pb::ZoneMessage {
+        use pb::zone_message::Body;
+        let body = match m.body {
+            ZoneBody::Welcome { role } => Body::Welcome(pb::Welcome {
+                role: pb::Role::from(role) as i32,
+            }),
+            ZoneBody::RoleChange { role } => Body::RoleChange(pb::RoleChange {
+                role: pb::Role::from(role) as i32,
+            }),
+            ZoneBody::Quote(q) => Body::Quote(q.into()),
+            ZoneBody::Deploy(d) => Body::Deploy(d.into()),
+            ZoneBody::Destroy(d) => Body::Destroy(pb::Destroy {
+                node_id: d.node_id.into(),
+            }),
+            ZoneBody::KeepAlive => Body::KeepAlive(pb::KeepAlive {}),
+        };
+        pb::ZoneMessage {
+            request_id: m.request_id.0,
+            body: Some(body),
+        }
+    }
+}

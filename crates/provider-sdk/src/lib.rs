@@ -1,0 +1,1 @@
+//! Provider side of the orc provider protocol.
