@@ -1,0 +1,35 @@
+//! The pure core of the partner provider (`orc-prov-partner`).
+//!
+//! - [`params`]: params (environment variables or files) → typed [`params::Config`], every
+//!   problem reported with the param it concerns; keys held in [`secret::Secret`].
+//! - [`maps`]: the region map, OS map, gateway shape and reverse-DNS domain, with their rules,
+//!   built-ins and normalised form.
+//! - [`catalog`]: per-cloud catalog snapshots (plans, prices, stock, images); [`seed`] builds
+//!   them from the emulator seed files.
+//! - [`state`]: caps, reservations, cooldowns, counting, pins and live sites.
+//! - [`quote`]: the explained quote engine; [`explain`] renders it for operators; [`words`]
+//!   holds every tenant-facing string.
+//! - [`validate`]: the admin page's Validate view over the same parsers.
+//!
+//! Invariant: the library does no network I/O and has no async runtime; the only I/O is
+//! [`params::ProcessEnv`], the thin adapter over the process environment and files. Nothing
+//! here may import the cloud clients: the live catalog reader fills [`catalog::CatalogSnapshot`]
+//! from outside.
+
+pub mod catalog;
+pub mod explain;
+pub mod ids;
+pub mod maps;
+pub mod params;
+pub mod quote;
+pub mod secret;
+pub mod seed;
+pub mod state;
+pub mod validate;
+pub mod words;
+
+pub use catalog::{CatalogSnapshot, Catalogs};
+pub use ids::{ClassId, Cloud, NodeId, OsId, PoolId, SiteName, Timestamp};
+pub use params::{Config, ConfigErrors, load_config};
+pub use quote::{QuoteOutcome, QuoteRequest, quote};
+pub use state::QuoteState;

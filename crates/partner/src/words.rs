@@ -1,0 +1,81 @@
+//! Every string a tenant can read from the partner, in one place.
+//!
+//! Invariant: these functions take only neutral inputs — a shape, a class id or title, a
+//! neutral site name, a node id — and never a cloud, plan, image, city or cloud location, so
+//! no tenant-facing string can name one. A test builds many quote outcomes over the real seed
+//! catalogs and checks every tenant string against every cloud name, plan id, city and
+//! location id they contain.
+//!
+//! Operators get full detail elsewhere ([`crate::explain`], logs).
+
+use orc_common::Shape;
+
+/// A node's price line: `2 vCPU · 4 GiB · eu-central`.
+pub fn price_line(shape: &Shape, class: &str) -> String {
+    format!("{shape} · {class}")
+}
+
+/// A public pool's address price line: `public IPv4 · eu-central`.
+pub fn pool_address_line(class: &str) -> String {
+    format!("public IPv4 · {class}")
+}
+
+/// Every site of the class is out of stock, at a cap, cooling down or retired.
+pub fn no_capacity(class_title: &str) -> String {
+    format!("no capacity in {class_title} right now")
+}
+
+/// A public pool's pinned site cannot take another node of this shape.
+pub fn no_capacity_pinned(class_title: &str) -> String {
+    format!("no capacity in {class_title} for this shape right now")
+}
+
+/// A cheaper capped cloud is being counted after a failover or roll.
+pub fn counting() -> String {
+    "counting capacity, try again shortly".to_string()
+}
+
+/// A transient failure (or a cloud that sits out while its count is retried).
+pub fn could_not_finish(class_title: &str) -> String {
+    format!("could not finish in {class_title} right now; it will be retried")
+}
+
+/// Only the provider's operator can fix this (no key, no image for the OS, …).
+pub fn needs_operator(node: &str, site: &str) -> String {
+    format!(
+        "node {node} cannot be created at site {site} until the provider's operator changes its configuration"
+    )
+}
+
+/// Only the provider's operator can fix this, and no site is involved (unknown class).
+pub fn needs_operator_in_class(node: &str, class: &str) -> String {
+    format!(
+        "node {node} cannot be created in {class} until the provider's operator changes its configuration"
+    )
+}
+
+/// Any other create failure; the node takes its normal backoff.
+pub fn could_not_create(node: &str, site: &str) -> String {
+    format!("node {node} could not be created at site {site} this time")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use orc_common::Architecture;
+
+    #[test]
+    fn price_line_reads_like_the_guide() {
+        let shape = Shape {
+            vcpus: 2,
+            memory_gib: 4,
+            arch: Architecture::X86_64,
+            disks_gib: vec![],
+        };
+        assert_eq!(price_line(&shape, "eu-central"), "2 vCPU · 4 GiB · eu-central");
+        assert_eq!(
+            no_capacity_pinned("Europe Central"),
+            "no capacity in Europe Central for this shape right now"
+        );
+    }
+}
