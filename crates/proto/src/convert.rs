@@ -112,8 +112,9 @@ impl TryFrom<pb::Money> for Money {
     type Error = ConvertError;
     fn try_from(m: pb::Money) -> Result<Money> {
         let amount_text = text(m.amount, "amount")?;
-        let amount = Decimal::from_str(&amount_text)
-            .map_err(|_| ConvertError::invalid("amount", format!("{amount_text:?} is not a decimal")))?;
+        let amount = Decimal::from_str(&amount_text).map_err(|_| {
+            ConvertError::invalid("amount", format!("{amount_text:?} is not a decimal"))
+        })?;
         let currency = Currency::from_str(&text(m.currency, "currency")?)
             .map_err(|e| ConvertError::invalid("currency", e.to_string()))?;
         let period = match enum_value::<pb::Period>(m.period, "period")? {
@@ -621,13 +622,13 @@ impl TryFrom<pb::ProviderMessage> for ProviderMessage {
                 node_id: id(d.node_id, "destroy_done.node_id")?,
             },
             Body::DestroyRefused(r) => {
-                let (node_id, refusal) = node_refusal(r.node_id, r.refusal)
-                    .map_err(|e| e.within("destroy_refused"))?;
+                let (node_id, refusal) =
+                    node_refusal(r.node_id, r.refusal).map_err(|e| e.within("destroy_refused"))?;
                 ProviderBody::DestroyRefused { node_id, refusal }
             }
-            Body::Inventory(i) => ProviderBody::Inventory(
-                Inventory::try_from(i).map_err(|e| e.within("inventory"))?,
-            ),
+            Body::Inventory(i) => {
+                ProviderBody::Inventory(Inventory::try_from(i).map_err(|e| e.within("inventory"))?)
+            }
             Body::KeepAlive(pb::KeepAlive {}) => ProviderBody::KeepAlive,
         };
         Ok(ProviderMessage {

@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 use orc_common::{Money, Shape};
 
 use crate::ids::{
-    ClassId, InstanceRef, NodeId, OsId, PoolId, ProviderName, QuoteToken, RequestId,
-    ResourceUri, SiteName,
+    ClassId, InstanceRef, NodeId, OsId, PoolId, ProviderName, QuoteToken, RequestId, ResourceUri,
+    SiteName,
 };
 
 /// What the zone has made of a replica of a resource.

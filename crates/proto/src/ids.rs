@@ -146,7 +146,10 @@ mod tests {
 
     #[test]
     fn empty_ids_are_refused_by_kind() {
-        assert_eq!(NodeId::new("").unwrap_err().to_string(), "node id must not be empty");
+        assert_eq!(
+            NodeId::new("").unwrap_err().to_string(),
+            "node id must not be empty"
+        );
         assert_eq!(SiteName::try_from("").unwrap_err().kind, "site name");
         assert_eq!(NodeId::new("n-1").unwrap().as_str(), "n-1");
     }
