@@ -794,3 +794,7 @@ fn refusal(
         site: site_name,
     })
 }
+
+#[cfg(test)]
+#[path = "quote_tests.rs"]
+mod tests;
