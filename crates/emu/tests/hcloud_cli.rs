@@ -39,10 +39,8 @@ async fn start(test: &str) -> Cli {
     config.robot = None;
     let emu = config.start().await.expect("emulator starts");
     let url = emu.hetzner_url().expect("hetzner url");
-    let config = std::env::temp_dir().join(format!(
-        "orc-hcloud-cli-{}-{test}.toml",
-        std::process::id()
-    ));
+    let config =
+        std::env::temp_dir().join(format!("orc-hcloud-cli-{}-{test}.toml", std::process::id()));
     std::fs::write(&config, "").expect("write empty hcloud config");
     Cli {
         url,
@@ -96,8 +94,18 @@ impl Cli {
 async fn hcloud_cli_lists_server_types_and_locations() {
     let cli = start("catalogue").await;
     let types = cli.ok(&["server-type", "list"]).await;
-    assert!(types.lines().any(|l| l.contains("cx23") && l.contains("114")), "{types}");
-    assert!(types.lines().any(|l| l.contains("ccx13") && l.contains("dedicated")), "{types}");
+    assert!(
+        types
+            .lines()
+            .any(|l| l.contains("cx23") && l.contains("114")),
+        "{types}"
+    );
+    assert!(
+        types
+            .lines()
+            .any(|l| l.contains("ccx13") && l.contains("dedicated")),
+        "{types}"
+    );
     assert!(!types.contains("cx22"), "removed types are absent: {types}");
 
     let locations = cli.ok(&["location", "list"]).await;
@@ -115,23 +123,52 @@ async fn hcloud_cli_creates_lists_powers_off_and_deletes_a_server() {
     let cli = start("lifecycle").await;
     let created = cli
         .ok(&[
-            "server", "create", "--name", "web-1", "--type", "cx23", "--image", "ubuntu-24.04",
-            "--location", "fsn1", "--label", "k=v",
+            "server",
+            "create",
+            "--name",
+            "web-1",
+            "--type",
+            "cx23",
+            "--image",
+            "ubuntu-24.04",
+            "--location",
+            "fsn1",
+            "--label",
+            "k=v",
         ])
         .await;
     assert!(created.contains("created"), "{created}");
     assert!(created.contains("IPv4:"), "{created}");
     cli.ok(&[
-        "server", "create", "--name", "other", "--type", "cx23", "--image", "ubuntu-24.04",
-        "--location", "nbg1", "--label", "k=w",
+        "server",
+        "create",
+        "--name",
+        "other",
+        "--type",
+        "cx23",
+        "--image",
+        "ubuntu-24.04",
+        "--location",
+        "nbg1",
+        "--label",
+        "k=w",
     ])
     .await;
 
     let listed = cli
-        .ok(&["server", "list", "-l", "k=v", "-o", "columns=name,status,location,labels"])
+        .ok(&[
+            "server",
+            "list",
+            "-l",
+            "k=v",
+            "-o",
+            "columns=name,status,location,labels",
+        ])
         .await;
     assert!(
-        listed.lines().any(|l| l.contains("web-1") && l.contains("running") && l.contains("fsn1")),
+        listed
+            .lines()
+            .any(|l| l.contains("web-1") && l.contains("running") && l.contains("fsn1")),
         "{listed}"
     );
     assert!(!listed.contains("other"), "{listed}");
@@ -157,7 +194,9 @@ async fn hcloud_cli_creates_lists_powers_off_and_deletes_a_server() {
     assert!(off.contains("stopped"), "{off}");
     let described = cli.ok(&["server", "describe", "web-1"]).await;
     assert!(
-        described.lines().any(|l| l.starts_with("Status:") && l.contains("off")),
+        described
+            .lines()
+            .any(|l| l.starts_with("Status:") && l.contains("off")),
         "{described}"
     );
 
@@ -167,7 +206,9 @@ async fn hcloud_cli_creates_lists_powers_off_and_deletes_a_server() {
     assert!(!gone.ok, "describe of a deleted server must fail");
     assert!(gone.stderr.contains("not found"), "{}", gone.stderr);
 
-    let remaining = cli.ok(&["server", "list", "-o", "noheader", "-o", "columns=name"]).await;
+    let remaining = cli
+        .ok(&["server", "list", "-o", "noheader", "-o", "columns=name"])
+        .await;
     assert_eq!(remaining.trim(), "other");
 }
 
@@ -185,22 +226,49 @@ async fn hcloud_cli_reports_unknown_servers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hcloud_cli_manages_ssh_keys_networks_and_primary_ips() {
     let cli = start("resources").await;
-    let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKXDvO6tPGNwgp2AyT2t9jYm2YGcsBuJZHAVrGTPWbMH orc";
+    let key =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKXDvO6tPGNwgp2AyT2t9jYm2YGcsBuJZHAVrGTPWbMH orc";
     cli.ok(&["ssh-key", "create", "--name", "ops", "--public-key", key])
         .await;
     let keys = cli.ok(&["ssh-key", "list"]).await;
     assert!(keys.contains("ops"), "{keys}");
 
-    cli.ok(&["network", "create", "--name", "lan", "--ip-range", "10.0.0.0/16"])
-        .await;
     cli.ok(&[
-        "network", "add-subnet", "lan", "--type", "cloud", "--network-zone", "eu-central",
-        "--ip-range", "10.0.1.0/24",
+        "network",
+        "create",
+        "--name",
+        "lan",
+        "--ip-range",
+        "10.0.0.0/16",
     ])
     .await;
     cli.ok(&[
-        "server", "create", "--name", "db", "--type", "cx23", "--image", "ubuntu-24.04",
-        "--location", "fsn1", "--ssh-key", "ops", "--network", "lan",
+        "network",
+        "add-subnet",
+        "lan",
+        "--type",
+        "cloud",
+        "--network-zone",
+        "eu-central",
+        "--ip-range",
+        "10.0.1.0/24",
+    ])
+    .await;
+    cli.ok(&[
+        "server",
+        "create",
+        "--name",
+        "db",
+        "--type",
+        "cx23",
+        "--image",
+        "ubuntu-24.04",
+        "--location",
+        "fsn1",
+        "--ssh-key",
+        "ops",
+        "--network",
+        "lan",
     ])
     .await;
     let described = cli.ok(&["server", "describe", "db"]).await;

@@ -58,10 +58,14 @@ async fn start() -> Api {
 }
 
 impl Api {
-    async fn raw(&self, method: Method, path: &str, token: Option<&str>, body: Option<String>) -> Reply {
-        let mut req = self
-            .http
-            .request(method, format!("{}{}", self.base, path));
+    async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<String>,
+    ) -> Reply {
+        let mut req = self.http.request(method, format!("{}{}", self.base, path));
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
@@ -88,15 +92,21 @@ impl Api {
         self.raw(Method::GET, path, Some(&self.token), None).await
     }
     async fn post(&self, path: &str, body: Value) -> Reply {
-        self.raw(Method::POST, path, Some(&self.token), Some(body.to_string()))
-            .await
+        self.raw(
+            Method::POST,
+            path,
+            Some(&self.token),
+            Some(body.to_string()),
+        )
+        .await
     }
     async fn put(&self, path: &str, body: Value) -> Reply {
         self.raw(Method::PUT, path, Some(&self.token), Some(body.to_string()))
             .await
     }
     async fn delete(&self, path: &str) -> Reply {
-        self.raw(Method::DELETE, path, Some(&self.token), None).await
+        self.raw(Method::DELETE, path, Some(&self.token), None)
+            .await
     }
 
     async fn control(&self, path: &str, body: Value) {
@@ -107,7 +117,11 @@ impl Api {
             .send()
             .await
             .expect("control request");
-        assert!(resp.status().is_success(), "control {path}: {}", resp.status());
+        assert!(
+            resp.status().is_success(),
+            "control {path}: {}",
+            resp.status()
+        );
     }
 
     async fn create_server(&self, name: &str, labels: Value) -> Reply {
@@ -172,13 +186,20 @@ async fn hetzner_error_shapes_for_unknown_ids_methods_and_bodies() {
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(r.code(), "invalid_input");
 
-    let r = api.raw(Method::PATCH, "/servers", Some("demo-token"), None).await;
+    let r = api
+        .raw(Method::PATCH, "/servers", Some("demo-token"), None)
+        .await;
     assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(r.code(), "method_not_allowed");
     assert!(r.content_type().starts_with("application/json"));
 
     let r = api
-        .raw(Method::POST, "/servers", Some("demo-token"), Some("{not json".into()))
+        .raw(
+            Method::POST,
+            "/servers",
+            Some("demo-token"),
+            Some("{not json".into()),
+        )
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(r.code(), "json_error");
@@ -209,7 +230,9 @@ async fn hetzner_error_shapes_for_unknown_ids_methods_and_bodies() {
 async fn hetzner_pagination_clamps_and_links_pages() {
     let api = start().await;
     for i in 0..55 {
-        let r = api.create_server(&format!("srv-{i:02}"), json!({"batch": "a"})).await;
+        let r = api
+            .create_server(&format!("srv-{i:02}"), json!({"batch": "a"}))
+            .await;
         assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
     }
     let first = api.get("/servers?per_page=100").await;
@@ -243,7 +266,10 @@ async fn hetzner_pagination_clamps_and_links_pages() {
     let single = api.get("/servers?name=srv-07").await;
     assert_eq!(ids(&single, "servers").len(), 1);
     let link = single.headers["link"].to_str().unwrap();
-    assert!(link.contains("rel=\"last\"") && !link.contains("rel=\"next\""), "{link}");
+    assert!(
+        link.contains("rel=\"last\"") && !link.contains("rel=\"next\""),
+        "{link}"
+    );
 
     let desc = api.get("/servers?sort=name:desc&per_page=3").await;
     let got: Vec<&str> = desc.body["servers"]
@@ -261,8 +287,10 @@ async fn hetzner_pagination_clamps_and_links_pages() {
 #[tokio::test]
 async fn hetzner_label_selectors_support_every_operator() {
     let api = start().await;
-    api.create_server("a", json!({"env": "prod", "tier": "web"})).await;
-    api.create_server("b", json!({"env": "dev", "tier": "db"})).await;
+    api.create_server("a", json!({"env": "prod", "tier": "web"}))
+        .await;
+    api.create_server("b", json!({"env": "dev", "tier": "db"}))
+        .await;
     api.create_server("c", json!({"tier": "web"})).await;
     let cases: [(&str, &[&str]); 10] = [
         ("env=prod", &["a"]),
@@ -372,7 +400,10 @@ async fn hetzner_server_is_locked_until_the_clock_passes_its_create_time() {
         "deleting"
     );
     api.control("clock/advance", json!({"seconds": 10})).await;
-    assert_eq!(api.get(&format!("/servers/{id}")).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        api.get(&format!("/servers/{id}")).await.status,
+        StatusCode::NOT_FOUND
+    );
 }
 
 #[tokio::test]
@@ -411,7 +442,10 @@ async fn hetzner_capacity_errors_have_the_observed_forms() {
         .await;
     assert_eq!(unsupported.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(unsupported.code(), "invalid_input");
-    assert_eq!(unsupported.message(), "unsupported location for server type");
+    assert_eq!(
+        unsupported.message(),
+        "unsupported location for server type"
+    );
 
     let removed = api
         .post(
@@ -436,7 +470,10 @@ async fn hetzner_capacity_errors_have_the_observed_forms() {
 #[tokio::test]
 async fn hetzner_names_and_key_fingerprints_are_unique() {
     let api = start().await;
-    assert_eq!(api.create_server("dup", json!({})).await.status, StatusCode::CREATED);
+    assert_eq!(
+        api.create_server("dup", json!({})).await.status,
+        StatusCode::CREATED
+    );
     let again = api.create_server("dup", json!({})).await;
     assert_eq!(again.status, StatusCode::CONFLICT);
     assert_eq!(again.code(), "uniqueness_error");
@@ -453,9 +490,15 @@ async fn hetzner_names_and_key_fingerprints_are_unique() {
         .post("/ssh_keys", json!({"name": "k2", "public_key": key}))
         .await;
     assert_eq!(same.status, StatusCode::CONFLICT);
-    assert_eq!(same.body["error"]["details"]["fields"][0]["name"], "public_key");
+    assert_eq!(
+        same.body["error"]["details"]["fields"][0]["name"],
+        "public_key"
+    );
     let garbage = api
-        .post("/ssh_keys", json!({"name": "k3", "public_key": "ssh-rsa ???"}))
+        .post(
+            "/ssh_keys",
+            json!({"name": "k3", "public_key": "ssh-rsa ???"}),
+        )
         .await;
     assert_eq!(garbage.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(garbage.code(), "invalid_input");
@@ -514,7 +557,9 @@ async fn hetzner_actions_endpoints_require_ids_and_sort() {
     assert_eq!(none.code(), "invalid_input");
 
     let both = api
-        .get(&format!("/actions?id={a2}&id={a1}&id=1&sort=status&sort=id"))
+        .get(&format!(
+            "/actions?id={a2}&id={a1}&id=1&sort=status&sort=id"
+        ))
         .await;
     assert_eq!(ids(&both, "actions"), [a1, a2]);
 
@@ -546,7 +591,10 @@ async fn hetzner_accounts_are_isolated_and_reset_forgets_everything() {
         .as_u64()
         .unwrap();
     api.token = "bob-token".into();
-    assert_eq!(api.get(&format!("/servers/{id}")).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        api.get(&format!("/servers/{id}")).await.status,
+        StatusCode::NOT_FOUND
+    );
     assert!(ids(&api.get("/servers").await, "servers").is_empty());
     assert_eq!(
         api.create_server("mine", json!({})).await.status,
@@ -586,7 +634,12 @@ async fn hetzner_delete_takes_auto_delete_ips_and_releases_others() {
     let id = server["id"].as_u64().unwrap();
     assert_eq!(server["public_net"]["ipv4"]["id"], kept_id);
     let v6 = server["public_net"]["ipv6"]["id"].as_u64().unwrap();
-    assert!(server["public_net"]["ipv6"]["ip"].as_str().unwrap().ends_with("::/64"));
+    assert!(
+        server["public_net"]["ipv6"]["ip"]
+            .as_str()
+            .unwrap()
+            .ends_with("::/64")
+    );
 
     let busy = api.delete(&format!("/primary_ips/{kept_id}")).await;
     assert_eq!(busy.status, StatusCode::UNPROCESSABLE_ENTITY);
@@ -599,9 +652,18 @@ async fn hetzner_delete_takes_auto_delete_ips_and_releases_others() {
         .await;
     assert_eq!(running.code(), "server_not_stopped");
 
-    assert_eq!(api.delete(&format!("/servers/{id}")).await.status, StatusCode::OK);
-    assert_eq!(api.get(&format!("/servers/{id}")).await.status, StatusCode::NOT_FOUND);
-    assert_eq!(api.get(&format!("/primary_ips/{v6}")).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        api.delete(&format!("/servers/{id}")).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        api.get(&format!("/servers/{id}")).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        api.get(&format!("/primary_ips/{v6}")).await.status,
+        StatusCode::NOT_FOUND
+    );
     let after = api.get(&format!("/primary_ips/{kept_id}")).await;
     assert_eq!(after.body["primary_ip"]["assignee_id"], Value::Null);
     assert_eq!(after.body["primary_ip"]["assignee_type"], "unassigned");
@@ -690,7 +752,10 @@ async fn hetzner_networks_hand_out_private_ips_from_the_subnet() {
     assert_eq!(overlap.status, StatusCode::UNPROCESSABLE_ENTITY);
     let n = api.get(&format!("/networks/{net_id}")).await;
     assert_eq!(n.body["network"]["routes"][0]["gateway"], "10.0.0.9");
-    assert_eq!(api.delete(&format!("/networks/{net_id}")).await.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        api.delete(&format!("/networks/{net_id}")).await.status,
+        StatusCode::NO_CONTENT
+    );
 }
 
 #[tokio::test]
@@ -706,13 +771,22 @@ async fn hetzner_catalogue_prices_and_images() {
         .unwrap()
         .clone();
     assert_eq!(cx23["prices"][0]["price_monthly"]["net"], "5.4900000000");
-    assert_eq!(cx23["prices"][0]["price_monthly"]["gross"], "6.5331000000000000");
+    assert_eq!(
+        cx23["prices"][0]["price_monthly"]["gross"],
+        "6.5331000000000000"
+    );
 
     let arm = api.get("/images?name=ubuntu-24.04&architecture=arm").await;
     assert_eq!(arm.body["images"].as_array().unwrap().len(), 1);
     assert_eq!(arm.body["images"][0]["architecture"], "arm");
     let apps = api.get("/images?type=app").await;
-    assert!(apps.body["images"].as_array().unwrap().iter().all(|i| i["type"] == "app"));
+    assert!(
+        apps.body["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["type"] == "app")
+    );
     let bad = api.get("/images?type=weird").await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 
