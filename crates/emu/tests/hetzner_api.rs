@@ -803,3 +803,288 @@ async fn hetzner_catalogue_prices_and_images() {
     let loc = api.get("/locations/6").await;
     assert_eq!(loc.body["location"]["network_zone"], "ap-southeast");
 }
+
+#[tokio::test]
+async fn hetzner_server_actions_change_the_server() {
+    let api = start().await;
+    let created = api.create_server("act", json!({})).await;
+    let id = created.body["server"]["id"].as_u64().unwrap();
+    let v4 = created.body["server"]["public_net"]["ipv4"]["ip"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let v6 = created.body["server"]["public_net"]["ipv6"]["ip"]
+        .as_str()
+        .unwrap()
+        .replace("::/64", "::1");
+    let path = |a: &str| format!("/servers/{id}/actions/{a}");
+
+    let ptr = api
+        .post(
+            &path("change_dns_ptr"),
+            json!({"ip": v4, "dns_ptr": "web.example.com"}),
+        )
+        .await;
+    assert_eq!(ptr.status, StatusCode::CREATED);
+    api.post(
+        &path("change_dns_ptr"),
+        json!({"ip": v6, "dns_ptr": "v6.example.com"}),
+    )
+    .await;
+    let s = api.get(&format!("/servers/{id}")).await;
+    assert_eq!(
+        s.body["server"]["public_net"]["ipv4"]["dns_ptr"],
+        "web.example.com"
+    );
+    assert_eq!(
+        s.body["server"]["public_net"]["ipv6"]["dns_ptr"][0],
+        json!({"ip": v6, "dns_ptr": "v6.example.com"})
+    );
+    let foreign = api
+        .post(
+            &path("change_dns_ptr"),
+            json!({"ip": "1.2.3.4", "dns_ptr": "x.example.com"}),
+        )
+        .await;
+    assert_eq!(foreign.status, StatusCode::UNPROCESSABLE_ENTITY);
+    api.post(&path("change_dns_ptr"), json!({"ip": v4, "dns_ptr": null}))
+        .await;
+    let s = api.get(&format!("/servers/{id}")).await;
+    assert!(
+        s.body["server"]["public_net"]["ipv4"]["dns_ptr"]
+            .as_str()
+            .unwrap()
+            .ends_with(".clients.your-server.de")
+    );
+
+    let rebuilt = api
+        .post(&path("rebuild"), json!({"image": "debian-12"}))
+        .await;
+    assert_eq!(rebuilt.status, StatusCode::CREATED);
+    assert!(rebuilt.body["root_password"].is_string());
+    let s = api.get(&format!("/servers/{id}")).await;
+    assert_eq!(s.body["server"]["image"]["name"], "debian-12");
+    assert_eq!(s.body["server"]["status"], "running");
+
+    let rescue = api
+        .post(&path("enable_rescue"), json!({"type": "linux64"}))
+        .await;
+    assert!(rescue.body["root_password"].is_string());
+    assert_eq!(
+        api.get(&format!("/servers/{id}")).await.body["server"]["rescue_enabled"],
+        true
+    );
+
+    let running_resize = api
+        .post(
+            &path("change_type"),
+            json!({"server_type": "cx33", "upgrade_disk": false}),
+        )
+        .await;
+    assert_eq!(running_resize.code(), "server_not_stopped");
+    api.post(&path("poweroff"), json!({})).await;
+    let arm = api
+        .post(
+            &path("change_type"),
+            json!({"server_type": "cax11", "upgrade_disk": false}),
+        )
+        .await;
+    assert_eq!(arm.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let resized = api
+        .post(
+            &path("change_type"),
+            json!({"server_type": "cx33", "upgrade_disk": true}),
+        )
+        .await;
+    assert_eq!(resized.status, StatusCode::CREATED);
+    let s = api.get(&format!("/servers/{id}")).await;
+    assert_eq!(s.body["server"]["server_type"]["name"], "cx33");
+    assert_eq!(s.body["server"]["status"], "off");
+
+    api.post(
+        &path("change_protection"),
+        json!({"delete": true, "rebuild": true}),
+    )
+    .await;
+    let protected = api.delete(&format!("/servers/{id}")).await;
+    assert_eq!(protected.status, StatusCode::LOCKED);
+    assert_eq!(protected.code(), "protected");
+    let no_rebuild = api
+        .post(&path("rebuild"), json!({"image": "debian-12"}))
+        .await;
+    assert_eq!(no_rebuild.code(), "protected");
+
+    let big = "x".repeat(32 * 1024 + 1);
+    let r = api
+        .post(
+            "/servers",
+            json!({"name": "big", "server_type": "cx23", "image": "ubuntu-24.04", "user_data": big}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(r.body["error"]["details"]["fields"][0]["name"], "user_data");
+}
+
+#[tokio::test]
+async fn hetzner_floating_ips_volumes_and_primary_ip_assignment() {
+    let api = start().await;
+    let created = api.create_server("host", json!({})).await;
+    let id = created.body["server"]["id"].as_u64().unwrap();
+
+    let fip = api
+        .post(
+            "/floating_ips",
+            json!({"type": "ipv4", "home_location": "nbg1", "labels": {"role": "vip"}}),
+        )
+        .await;
+    assert_eq!(fip.status, StatusCode::CREATED, "{:?}", fip.body);
+    let fid = fip.body["floating_ip"]["id"].as_u64().unwrap();
+    let assign = api
+        .post(
+            &format!("/floating_ips/{fid}/actions/assign"),
+            json!({"server": id}),
+        )
+        .await;
+    assert_eq!(assign.status, StatusCode::CREATED);
+    let s = api.get(&format!("/servers/{id}")).await;
+    assert_eq!(s.body["server"]["public_net"]["floating_ips"], json!([fid]));
+    let busy = api.delete(&format!("/floating_ips/{fid}")).await;
+    assert_eq!(busy.code(), "must_be_unassigned");
+    api.post(&format!("/floating_ips/{fid}/actions/unassign"), json!({}))
+        .await;
+    assert_eq!(
+        api.delete(&format!("/floating_ips/{fid}")).await.status,
+        StatusCode::NO_CONTENT
+    );
+
+    let vol = api
+        .post(
+            "/volumes",
+            json!({"name": "data", "size": 10, "server": id, "format": "ext4"}),
+        )
+        .await;
+    assert_eq!(vol.status, StatusCode::CREATED, "{:?}", vol.body);
+    assert_eq!(vol.body["next_actions"][0]["command"], "attach_volume");
+    let vid = vol.body["volume"]["id"].as_u64().unwrap();
+    let s = api.get(&format!("/servers/{id}")).await;
+    assert_eq!(s.body["server"]["volumes"], json!([vid]));
+    let shrink = api
+        .post(
+            &format!("/volumes/{vid}/actions/resize"),
+            json!({"size": 5}),
+        )
+        .await;
+    assert_eq!(shrink.status, StatusCode::UNPROCESSABLE_ENTITY);
+    api.post(
+        &format!("/volumes/{vid}/actions/resize"),
+        json!({"size": 50}),
+    )
+    .await;
+    assert_eq!(
+        api.get(&format!("/volumes/{vid}")).await.body["volume"]["size"],
+        50
+    );
+    assert_eq!(
+        api.delete(&format!("/volumes/{vid}")).await.status,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    api.post(&format!("/volumes/{vid}/actions/detach"), json!({}))
+        .await;
+    assert_eq!(
+        api.delete(&format!("/volumes/{vid}")).await.status,
+        StatusCode::NO_CONTENT
+    );
+
+    let spare = api
+        .post(
+            "/primary_ips",
+            json!({"name": "spare", "type": "ipv4", "location": "fsn1"}),
+        )
+        .await;
+    let pid = spare.body["primary_ip"]["id"].as_u64().unwrap();
+    let assign = |server: u64| json!({"assignee_type": "server", "assignee_id": server});
+    let running = api
+        .post(&format!("/primary_ips/{pid}/actions/assign"), assign(id))
+        .await;
+    assert_eq!(running.code(), "server_not_stopped");
+    api.post(&format!("/servers/{id}/actions/poweroff"), json!({}))
+        .await;
+    let has_v4 = api
+        .post(&format!("/primary_ips/{pid}/actions/assign"), assign(id))
+        .await;
+    assert_eq!(has_v4.code(), "server_has_ipv4");
+    let own = created.body["server"]["public_net"]["ipv4"]["id"]
+        .as_u64()
+        .unwrap();
+    let un = api
+        .post(&format!("/primary_ips/{own}/actions/unassign"), json!({}))
+        .await;
+    assert_eq!(un.status, StatusCode::CREATED);
+    let ok = api
+        .post(&format!("/primary_ips/{pid}/actions/assign"), assign(id))
+        .await;
+    assert_eq!(ok.status, StatusCode::CREATED);
+    let s = api.get(&format!("/servers/{id}")).await;
+    assert_eq!(s.body["server"]["public_net"]["ipv4"]["id"], pid);
+    let listed = api.get("/primary_ips?ip=116.203.0.3").await;
+    assert_eq!(listed.body["primary_ips"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn hetzner_options_switch_old_client_shapes() {
+    let mut config = EmuConfig::for_tests();
+    config.vultr = None;
+    config.robot = None;
+    config.hetzner_options = orc_emu::hetzner::Options {
+        emit_datacenter: false,
+        serve_datacenters: true,
+        accept_datacenter_field: true,
+        legacy_assignee_type: true,
+        server_limit: 1,
+    };
+    let emu = config.start().await.unwrap();
+    let api = Api {
+        http: reqwest::Client::new(),
+        base: emu.hetzner_url().unwrap(),
+        root: emu.hetzner.as_ref().unwrap().root_url(),
+        token: "demo-token".into(),
+        _emu: emu,
+    };
+    let s = api
+        .post(
+            "/servers",
+            json!({"name": "a", "server_type": "cx23", "image": "ubuntu-24.04", "datacenter": "fsn1-dc14"}),
+        )
+        .await;
+    assert_eq!(s.status, StatusCode::CREATED, "{:?}", s.body);
+    assert!(s.body["server"].get("datacenter").is_none());
+    let limit = api.create_server("b", json!({})).await;
+    assert_eq!(limit.status, StatusCode::FORBIDDEN);
+    assert_eq!(limit.code(), "resource_limit_exceeded");
+
+    let dcs = api.get("/datacenters").await;
+    assert_eq!(dcs.status, StatusCode::OK);
+    assert_eq!(dcs.body["datacenters"][0]["name"], "nbg1-dc3");
+    assert!(dcs.body["recommendation"].is_u64());
+    api.control("sold-out", json!({"plan": "cx23", "location": "fsn1"}))
+        .await;
+    let fsn = api.get("/datacenters/4").await;
+    let supported = fsn.body["datacenter"]["server_types"]["supported"]
+        .as_array()
+        .unwrap();
+    let available = fsn.body["datacenter"]["server_types"]["available"]
+        .as_array()
+        .unwrap();
+    assert!(supported.contains(&json!(114)));
+    assert!(!available.contains(&json!(114)));
+
+    let p = api
+        .post(
+            "/primary_ips",
+            json!({"name": "p", "type": "ipv6", "location": "hel1"}),
+        )
+        .await;
+    assert_eq!(p.body["primary_ip"]["assignee_type"], "server");
+    assert!(p.body["primary_ip"]["assignee_id"].is_null());
+    assert!(p.body["primary_ip"].get("datacenter").is_none());
+}
