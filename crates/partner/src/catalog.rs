@@ -43,7 +43,7 @@ pub struct Plan {
 impl Plan {
     /// Memory in whole GiB, or `None` when it is not a whole number of GiB.
     pub fn memory_gib_exact(&self) -> Option<u32> {
-        if self.memory_mib % 1024 == 0 {
+        if self.memory_mib.is_multiple_of(1024) {
             u32::try_from(self.memory_mib / 1024).ok()
         } else {
             None

@@ -59,16 +59,28 @@ pub fn render_table(outcome: &QuoteOutcome) -> String {
         let _ = writeln!(out, "pinned to site {pin}");
     }
     let header = [
-        "#", "site", "cloud", "location", "plan", "image", "account/month", "rate", "USD/month",
+        "#",
+        "site",
+        "cloud",
+        "location",
+        "plan",
+        "image",
+        "account/month",
+        "rate",
+        "USD/month",
         "verdict",
     ];
     let mut rows: Vec<[String; 10]> = Vec::new();
     for c in &outcome.candidates {
         let verdict = match &c.verdict {
             Verdict::Winner => "WINNER".to_string(),
-            Verdict::Eligible => "eligible, dearer or later".to_string(),
+            Verdict::Eligible => "eligible, ranked lower".to_string(),
             Verdict::Excluded { exclusion } => {
-                format!("excluded ({}): {}", exclusion.category(), exclusion.detail(c.cloud))
+                format!(
+                    "excluded ({}): {}",
+                    exclusion.category(),
+                    exclusion.detail(c.cloud)
+                )
             }
         };
         rows.push([
@@ -121,7 +133,12 @@ pub fn render_table(outcome: &QuoteOutcome) -> String {
             let _ = writeln!(
                 out,
                 "offer: site {} ({}:{}, plan {}, image {}) at {usd}; tenant sees {:?}",
-                offer.site, offer.cloud, offer.location, offer.plan, offer.image.id, offer.tenant_line
+                offer.site,
+                offer.cloud,
+                offer.location,
+                offer.plan,
+                offer.image.id,
+                offer.tenant_line
             );
         }
         Decision::Refusal(refusal) => {

@@ -283,7 +283,7 @@ pub enum ParamProblem {
     },
     #[error("is not valid UTF-8")]
     NotUnicode,
-    #[error("contains a character that is not printable ASCII (the value is not shown)")]
+    #[error("contains a space or a character that is not printable ASCII (the value is not shown)")]
     SecretNotPrintable,
     #[error("{value:?} must be printable ASCII with no colon and no space")]
     BadPartnerId { value: String },
@@ -402,7 +402,11 @@ impl Reader<'_> {
         (!trimmed.is_empty()).then(|| trimmed.to_string())
     }
 
-    fn map<T>(&mut self, name: &str, parse: impl Fn(&str) -> Result<T, Vec<MapError>>) -> Option<T> {
+    fn map<T>(
+        &mut self,
+        name: &str,
+        parse: impl Fn(&str) -> Result<T, Vec<MapError>>,
+    ) -> Option<T> {
         let text = self.raw(name)?;
         match parse(&text) {
             Ok(v) => Some(v),
@@ -462,7 +466,11 @@ impl Reader<'_> {
         }
     }
 
-    fn list(&mut self, name: &str, item_ok: fn(&str) -> Option<&'static str>) -> Option<BTreeSet<String>> {
+    fn list(
+        &mut self,
+        name: &str,
+        item_ok: fn(&str) -> Option<&'static str>,
+    ) -> Option<BTreeSet<String>> {
         let text = self.raw(name)?;
         let mut items = BTreeSet::new();
         let mut bad = false;
@@ -502,10 +510,12 @@ fn location_rule(item: &str) -> Option<&'static str> {
 
 fn plan_rule(item: &str) -> Option<&'static str> {
     let ok = item.len() <= 64
-        && item
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'_'));
-    (!ok).then_some("must be a plan id: up to 64 lowercase letters, digits, dots, dashes, underscores")
+        && item.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'_')
+        });
+    (!ok).then_some(
+        "must be a plan id: up to 64 lowercase letters, digits, dots, dashes, underscores",
+    )
 }
 
 fn image_rule(item: &str) -> Option<&'static str> {
@@ -515,7 +525,8 @@ fn image_rule(item: &str) -> Option<&'static str> {
 }
 
 const HETZNER_TAG_RULE: &str = "must be at most 63 letters, digits, '-', '_' and '.', beginning and ending with a letter or digit";
-const VULTR_TAG_RULE: &str = "must be 1 to 255 printable characters without a comma, beginning and ending with a non-space";
+const VULTR_TAG_RULE: &str =
+    "must be 1 to 255 printable characters without a comma, beginning and ending with a non-space";
 
 fn tag_rule(cloud: Cloud, tag: &str) -> Option<&'static str> {
     match cloud {
@@ -523,14 +534,22 @@ fn tag_rule(cloud: Cloud, tag: &str) -> Option<&'static str> {
             let chars_ok = tag
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-            let edges_ok = tag.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-                && tag.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric());
+            let edges_ok = tag
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphanumeric())
+                && tag
+                    .bytes()
+                    .last()
+                    .is_some_and(|b| b.is_ascii_alphanumeric());
             (!(chars_ok && edges_ok && tag.len() <= 63)).then_some(HETZNER_TAG_RULE)
         }
         Cloud::Vultr => {
             let ok = !tag.is_empty()
                 && tag.len() <= 255
-                && tag.bytes().all(|b| (b.is_ascii_graphic() || b == b' ') && b != b',')
+                && tag
+                    .bytes()
+                    .all(|b| (b.is_ascii_graphic() || b == b' ') && b != b',')
                 && !tag.starts_with(' ')
                 && !tag.ends_with(' ');
             (!ok).then_some(VULTR_TAG_RULE)
@@ -623,15 +642,19 @@ fn read_cloud(r: &mut Reader, cloud: Cloud) -> CloudConfig {
     let max_nodes = r.whole(&p("max_nodes"));
     let max_monthly_spend = r.decimal(&p("max_monthly_spend"), false);
     let exchange_rate = r.decimal(&p("exchange_rate"), true);
-    let gateway_plan = r.raw(&p("gateway_plan")).and_then(|plan| match plan_rule(&plan) {
-        None => Some(PlanId::new(plan)),
-        Some(rule) => {
-            let value = excerpt(&plan);
-            r.fail(&p("gateway_plan"), ParamProblem::BadItem { value, rule });
-            None
-        }
-    });
-    let pool_ipv4_limit = r.whole(&p("pool_ipv4_limit")).unwrap_or(DEFAULT_POOL_IPV4_LIMIT);
+    let gateway_plan = r
+        .raw(&p("gateway_plan"))
+        .and_then(|plan| match plan_rule(&plan) {
+            None => Some(PlanId::new(plan)),
+            Some(rule) => {
+                let value = excerpt(&plan);
+                r.fail(&p("gateway_plan"), ParamProblem::BadItem { value, rule });
+                None
+            }
+        });
+    let pool_ipv4_limit = r
+        .whole(&p("pool_ipv4_limit"))
+        .unwrap_or(DEFAULT_POOL_IPV4_LIMIT);
     CloudConfig {
         cloud,
         key,
@@ -719,7 +742,9 @@ pub fn load_config(source: &dyn ParamSource) -> Result<Config, ConfigErrors> {
         errors: Vec::new(),
     };
     let partner_id = read_partner_id(&mut r);
-    let regions = r.map(REGIONS, RegionMap::parse).unwrap_or_else(RegionMap::builtin);
+    let regions = r
+        .map(REGIONS, RegionMap::parse)
+        .unwrap_or_else(RegionMap::builtin);
     let os_map = r.map(OS_MAP, OsMap::parse).unwrap_or_else(OsMap::builtin);
     let gateway = r.map(GATEWAY, GatewayShape::parse).unwrap_or_default();
     let ptr_domain = r.map(PTR_DOMAIN, PtrDomain::parse);
@@ -734,10 +759,7 @@ pub fn load_config(source: &dyn ParamSource) -> Result<Config, ConfigErrors> {
         .iter()
         .any(|e| Cloud::ALL.iter().any(|c| e.param == c.key_param()));
     if !key_read_failed && !clouds.values().any(CloudConfig::is_keyed) {
-        r.fail(
-            "hetzner_api_token, vultr_api_key",
-            ParamProblem::NoCloudKey,
-        );
+        r.fail("hetzner_api_token, vultr_api_key", ParamProblem::NoCloudKey);
     }
     if r.errors.is_empty() {
         Ok(Config {
@@ -760,8 +782,7 @@ mod tests {
     use super::*;
 
     const KEY: &str = "hZ9secretKEYvalue0123456789";
-    const ED25519: &str =
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDnNVNSexvf0oW7ZTYi4F+xpqN8ZHXgrpOJJS1X6H2dF ops@example";
+    const ED25519: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDnNVNSexvf0oW7ZTYi4F+xpqN8ZHXgrpOJJS1X6H2dF ops@example";
 
     fn minimal() -> MapSource {
         MapSource::new()
@@ -800,7 +821,10 @@ mod tests {
         let source = minimal()
             .param(GATEWAY, r#"{"cpu": 2, "mem": 4}"#)
             .param(PTR_DOMAIN, "cloud.example.com")
-            .param(ACCESS_KEYS_URL, "https://zone.example.com/.well-known/orc-access/jwks.json")
+            .param(
+                ACCESS_KEYS_URL,
+                "https://zone.example.com/.well-known/orc-access/jwks.json",
+            )
             .param(SSH_KEYS, &format!("{ED25519}\n\n{ED25519}\n"))
             .param("vultr_api_key", "V1")
             .param("vultr_owner_tag", "orc partner vultr")
@@ -837,9 +861,16 @@ mod tests {
 
     #[test]
     fn an_empty_param_takes_its_default() {
-        let config = load_config(&minimal().param("hetzner_pool_ipv4_limit", "  ").param(GATEWAY, ""))
-            .unwrap();
-        assert_eq!(config.cloud(Cloud::Hetzner).pool_ipv4_limit, DEFAULT_POOL_IPV4_LIMIT);
+        let config = load_config(
+            &minimal()
+                .param("hetzner_pool_ipv4_limit", "  ")
+                .param(GATEWAY, ""),
+        )
+        .unwrap();
+        assert_eq!(
+            config.cloud(Cloud::Hetzner).pool_ipv4_limit,
+            DEFAULT_POOL_IPV4_LIMIT
+        );
         assert_eq!(config.gateway, GatewayShape::default());
     }
 
@@ -849,7 +880,10 @@ mod tests {
         let cases: &[(&str, &str)] = &[
             (PARTNER_ID, "zone:1"),
             (PARTNER_ID, "zone 1"),
-            (REGIONS, r#"{"eu": {"title": "E", "sites": [{"eu": "vultr:fra"}]}}"#),
+            (
+                REGIONS,
+                r#"{"eu": {"title": "E", "sites": [{"eu": "vultr:fra"}]}}"#,
+            ),
             (OS_MAP, r#"{"x": {"title": "X"}}"#),
             (GATEWAY, r#"{"cpu": 0, "mem": 2}"#),
             (PTR_DOMAIN, "not a domain"),
@@ -903,9 +937,18 @@ mod tests {
         let params: Vec<&str> = errs.iter().map(|e| e.param.as_str()).collect();
         assert_eq!(params, [PARTNER_ID, "hetzner_api_token, vultr_api_key"]);
 
-        let errs = errors(&MapSource::new().param(PARTNER_ID, "z").param("vultr_api_key", "k"));
+        let errs = errors(
+            &MapSource::new()
+                .param(PARTNER_ID, "z")
+                .param("vultr_api_key", "k"),
+        );
         assert_eq!(errs[0].param, "vultr_owner_tag");
-        assert_eq!(errs[0].problem, ParamProblem::RequiredWithKey { key: "vultr_api_key" });
+        assert_eq!(
+            errs[0].problem,
+            ParamProblem::RequiredWithKey {
+                key: "vultr_api_key"
+            }
+        );
 
         let errs = errors(&minimal().var("ORC_HETZNER_ENDPOINT", "ftp://x"));
         assert_eq!(errs[0].param, "ORC_HETZNER_ENDPOINT");
@@ -934,7 +977,12 @@ mod tests {
         let params: Vec<&str> = errs.iter().map(|e| e.param.as_str()).collect();
         assert_eq!(
             params,
-            [PARTNER_ID, GATEWAY, "hetzner_owner_tag", "hetzner_max_nodes"]
+            [
+                PARTNER_ID,
+                GATEWAY,
+                "hetzner_owner_tag",
+                "hetzner_max_nodes"
+            ]
         );
     }
 

@@ -22,7 +22,9 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 
 use crate::catalog::{CatalogSnapshot, Plan, PlanPrice};
-use crate::ids::{ClassId, Cloud, ImageId, LocationId, NodeId, OsId, PlanId, PoolId, SiteName, Timestamp};
+use crate::ids::{
+    ClassId, Cloud, ImageId, LocationId, NodeId, OsId, PlanId, PoolId, SiteName, Timestamp,
+};
 use crate::maps::{ImageSelector, OsEntry, RegionClass, Site, gateway_image_selector};
 use crate::params::{CloudConfig, Config};
 use crate::state::{COUNTING_WINDOW, CountStatus, QuoteState};
@@ -105,7 +107,10 @@ impl RefusalKind {
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum Exclusion {
     /// The site name is live at another location than the map now gives it.
-    RemappedWhileLive { live_cloud: Cloud, live_location: LocationId },
+    RemappedWhileLive {
+        live_cloud: Cloud,
+        live_location: LocationId,
+    },
     /// The pool is pinned to another site.
     PinnedElsewhere { pinned: SiteName },
     /// The site's cloud has no key in the params.
@@ -141,7 +146,11 @@ pub enum Exclusion {
     /// `<cloud>_max_nodes` would be passed.
     NodeCap { max: u32, used: u32 },
     /// `<cloud>_max_monthly_spend` would be passed.
-    SpendCap { max: Decimal, used: Decimal, node: Decimal },
+    SpendCap {
+        max: Decimal,
+        used: Decimal,
+        node: Decimal,
+    },
     /// A spend cap is set but the node has no USD price (no exchange rate).
     SpendCapUnpriced,
 }
@@ -226,9 +235,9 @@ impl Exclusion {
             Exclusion::NodeCap { max, used } => {
                 format!("{cloud}_max_nodes {max} reached ({used} held or reserved)")
             }
-            Exclusion::SpendCap { max, used, node } => format!(
-                "{cloud}_max_monthly_spend {max} USD would be passed ({used} + {node})"
-            ),
+            Exclusion::SpendCap { max, used, node } => {
+                format!("{cloud}_max_monthly_spend {max} USD would be passed ({used} + {node})")
+            }
             Exclusion::SpendCapUnpriced => format!(
                 "{cloud}_max_monthly_spend is set but the account has no {cloud}_exchange_rate"
             ),
@@ -478,7 +487,9 @@ impl Context<'_> {
         if let Some(pin) = self.pin
             && *pin != site.name
         {
-            return Err(Exclusion::PinnedElsewhere { pinned: pin.clone() });
+            return Err(Exclusion::PinnedElsewhere {
+                pinned: pin.clone(),
+            });
         }
         if !cloud.is_keyed() {
             return Err(Exclusion::NoKey);
@@ -518,7 +529,10 @@ impl Context<'_> {
         if let Some(allowed) = &cloud.images {
             let named = allowed.contains(image.family.as_str())
                 || allowed.contains(image.id.as_str())
-                || image.name.as_ref().is_some_and(|n| allowed.contains(n.as_str()));
+                || image
+                    .name
+                    .as_ref()
+                    .is_some_and(|n| allowed.contains(n.as_str()));
             if !named {
                 return Err(Exclusion::ImageNotAllowed {
                     image: image.id.clone(),
@@ -610,7 +624,10 @@ fn price(
 }
 
 fn plan_allowed(cloud: &CloudConfig, plan: &Plan) -> bool {
-    cloud.plans.as_ref().is_none_or(|allowed| allowed.contains(&plan.id))
+    cloud
+        .plans
+        .as_ref()
+        .is_none_or(|allowed| allowed.contains(&plan.id))
 }
 
 fn cheaper(price: PlanPrice, plan: &Plan, best: &Option<(&Plan, PlanPrice)>) -> bool {
@@ -671,11 +688,16 @@ fn gateway_plan<'a>(
         let plan = snapshot
             .plan(named.as_str())
             .filter(|p| p.prices.contains_key(location))
-            .ok_or_else(|| Exclusion::GatewayPlanNotOffered { plan: named.clone() })?;
+            .ok_or_else(|| Exclusion::GatewayPlanNotOffered {
+                plan: named.clone(),
+            })?;
         if !plan_allowed(cloud, plan) {
             return Err(Exclusion::PlanNotAllowed);
         }
-        return plan.sold_price(location).map(|p| (plan, p)).ok_or(Exclusion::SoldOut);
+        return plan
+            .sold_price(location)
+            .map(|p| (plan, p))
+            .ok_or(Exclusion::SoldOut);
     }
     let min_mib = u64::from(config.gateway.mem_gib) * 1024;
     let mut best = None;

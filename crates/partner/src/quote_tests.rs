@@ -70,15 +70,21 @@ fn gateway(class: &str, site: &str) -> QuoteRequest {
 }
 
 fn offer(outcome: &QuoteOutcome) -> &Offer {
-    outcome
-        .offer()
-        .unwrap_or_else(|| panic!("expected an offer:\n{}", crate::explain::render_table(outcome)))
+    outcome.offer().unwrap_or_else(|| {
+        panic!(
+            "expected an offer:\n{}",
+            crate::explain::render_table(outcome)
+        )
+    })
 }
 
 fn refusal(outcome: &QuoteOutcome) -> &Refusal {
-    outcome
-        .refusal()
-        .unwrap_or_else(|| panic!("expected a refusal:\n{}", crate::explain::render_table(outcome)))
+    outcome.refusal().unwrap_or_else(|| {
+        panic!(
+            "expected a refusal:\n{}",
+            crate::explain::render_table(outcome)
+        )
+    })
 }
 
 fn exclusion<'a>(outcome: &'a QuoteOutcome, site: &str) -> Option<&'a Exclusion> {
@@ -91,7 +97,11 @@ fn exclusion<'a>(outcome: &'a QuoteOutcome, site: &str) -> Option<&'a Exclusion>
 
 fn set_sold(catalogs: &mut Catalogs, cloud: Cloud, plan: &str, location: &str, sold: bool) {
     let snapshot = catalogs.get_mut(cloud).unwrap();
-    let plan = snapshot.plans.iter_mut().find(|p| p.id.as_str() == plan).unwrap();
+    let plan = snapshot
+        .plans
+        .iter_mut()
+        .find(|p| p.id.as_str() == plan)
+        .unwrap();
     let loc = LocationId::new(location);
     if sold {
         plan.sold_in.insert(loc);
@@ -113,16 +123,28 @@ fn counted(state: &mut QuoteState, cloud: Cloud, tenant_nodes: u32, spend: Decim
 #[test]
 fn two_by_four_in_the_us_lands_on_vultr() {
     let catalogs = seed_catalogs();
-    for (class, hetzner_site, vultr_site) in
-        [("us-east", "us-east-a", "us-east-b"), ("us-west", "us-west-a", "us-west-b")]
-    {
-        let outcome = quote(&request(class, shape(2, 4), "ubuntu-24.04"), &priced(), &catalogs, &QuoteState::new());
+    for (class, hetzner_site, vultr_site) in [
+        ("us-east", "us-east-a", "us-east-b"),
+        ("us-west", "us-west-a", "us-west-b"),
+    ] {
+        let outcome = quote(
+            &request(class, shape(2, 4), "ubuntu-24.04"),
+            &priced(),
+            &catalogs,
+            &QuoteState::new(),
+        );
         let o = offer(&outcome);
-        assert_eq!((o.site.as_str(), o.cloud, o.plan.as_str()), (vultr_site, Cloud::Vultr, "vc2-2c-4gb"));
+        assert_eq!(
+            (o.site.as_str(), o.cloud, o.plan.as_str()),
+            (vultr_site, Cloud::Vultr, "vc2-2c-4gb")
+        );
         assert_eq!(o.price.usd_monthly.unwrap().amount, dec!(20));
         assert_eq!(o.image.id.as_str(), "2284");
         assert_eq!(o.tenant_line, format!("2 vCPU · 4 GiB · {class}"));
-        assert_eq!(exclusion(&outcome, hetzner_site), Some(&Exclusion::NoExactPlan));
+        assert_eq!(
+            exclusion(&outcome, hetzner_site),
+            Some(&Exclusion::NoExactPlan)
+        );
     }
 }
 
@@ -137,8 +159,14 @@ fn windows_routes_only_to_vultr() {
     let o = offer(&outcome);
     assert_eq!((o.site.as_str(), o.cloud), ("eu-central-c", Cloud::Vultr));
     assert_eq!(o.image.title, "Windows 2022 Standard x64");
-    assert_eq!(exclusion(&outcome, "eu-central-a"), Some(&Exclusion::NoImage));
-    assert_eq!(exclusion(&outcome, "eu-central-b"), Some(&Exclusion::NoImage));
+    assert_eq!(
+        exclusion(&outcome, "eu-central-a"),
+        Some(&Exclusion::NoImage)
+    );
+    assert_eq!(
+        exclusion(&outcome, "eu-central-b"),
+        Some(&Exclusion::NoImage)
+    );
 }
 
 #[test]
@@ -168,14 +196,20 @@ fn a_sold_out_plan_moves_the_node_to_the_next_cheapest_site() {
     let outcome = quote(&req, &config, &catalogs, &QuoteState::new());
     assert_eq!(offer(&outcome).site.as_str(), "eu-central-b");
     // fsn1 still sells the dearer cpx22, so it stays eligible at its price.
-    assert_eq!(outcome.candidates[0].plan.as_ref().unwrap().as_str(), "cpx22");
+    assert_eq!(
+        outcome.candidates[0].plan.as_ref().unwrap().as_str(),
+        "cpx22"
+    );
 
     set_sold(&mut catalogs, Cloud::Hetzner, "cx23", "nbg1", false);
     set_sold(&mut catalogs, Cloud::Hetzner, "cpx22", "fsn1", false);
     set_sold(&mut catalogs, Cloud::Hetzner, "cpx22", "nbg1", false);
     let outcome = quote(&req, &config, &catalogs, &QuoteState::new());
     assert_eq!(offer(&outcome).site.as_str(), "eu-central-c");
-    assert_eq!(exclusion(&outcome, "eu-central-a"), Some(&Exclusion::SoldOut));
+    assert_eq!(
+        exclusion(&outcome, "eu-central-a"),
+        Some(&Exclusion::SoldOut)
+    );
 }
 
 #[test]
@@ -188,7 +222,12 @@ fn a_cap_moves_the_node() {
     let req = request("eu-central", shape(2, 4), "ubuntu-24.04");
     let mut state = QuoteState::new();
     counted(&mut state, Cloud::Hetzner, 1, dec!(0));
-    assert_eq!(offer(&quote(&req, &config, &catalogs, &state)).site.as_str(), "eu-central-a");
+    assert_eq!(
+        offer(&quote(&req, &config, &catalogs, &state))
+            .site
+            .as_str(),
+        "eu-central-a"
+    );
 
     // Another node's in-flight deploy holds the last slot.
     state.reserve(
@@ -203,7 +242,10 @@ fn a_cap_moves_the_node() {
     );
     let outcome = quote(&req, &config, &catalogs, &state);
     assert_eq!(offer(&outcome).site.as_str(), "eu-central-c");
-    assert_eq!(exclusion(&outcome, "eu-central-a"), Some(&Exclusion::NodeCap { max: 2, used: 2 }));
+    assert_eq!(
+        exclusion(&outcome, "eu-central-a"),
+        Some(&Exclusion::NodeCap { max: 2, used: 2 })
+    );
 
     // The node's own reservation does not count against it.
     state.release(&NodeId::new("n-other"));
@@ -217,7 +259,12 @@ fn a_cap_moves_the_node() {
             expires_at: T0.plus(Duration::from_secs(60)),
         },
     );
-    assert_eq!(offer(&quote(&req, &config, &catalogs, &state)).site.as_str(), "eu-central-a");
+    assert_eq!(
+        offer(&quote(&req, &config, &catalogs, &state))
+            .site
+            .as_str(),
+        "eu-central-a"
+    );
 }
 
 #[test]
@@ -230,15 +277,28 @@ fn a_spend_cap_counts_gateways_and_moves_the_node() {
     let mut state = QuoteState::new();
     counted(&mut state, Cloud::Hetzner, 0, dec!(2));
     let req = request("eu-central", shape(2, 4), "ubuntu-24.04");
-    assert_eq!(offer(&quote(&req, &config, &catalogs, &state)).site.as_str(), "eu-central-a");
+    assert_eq!(
+        offer(&quote(&req, &config, &catalogs, &state))
+            .site
+            .as_str(),
+        "eu-central-a"
+    );
 
     counted(&mut state, Cloud::Hetzner, 0, dec!(5));
     let outcome = quote(&req, &config, &catalogs, &state);
     assert_eq!(offer(&outcome).site.as_str(), "eu-central-c");
-    assert!(matches!(exclusion(&outcome, "eu-central-a"), Some(Exclusion::SpendCap { .. })));
+    assert!(matches!(
+        exclusion(&outcome, "eu-central-a"),
+        Some(Exclusion::SpendCap { .. })
+    ));
 
     // A gateway counts but is never refused by the cap.
-    let gw = quote(&gateway("eu-central", "eu-central-a"), &config, &catalogs, &state);
+    let gw = quote(
+        &gateway("eu-central", "eu-central-a"),
+        &config,
+        &catalogs,
+        &state,
+    );
     assert_eq!(offer(&gw).cloud, Cloud::Hetzner);
 }
 
@@ -246,9 +306,18 @@ fn a_spend_cap_counts_gateways_and_moves_the_node() {
 fn a_euro_account_with_no_rate_is_unpriced_and_ranks_last() {
     let config = config_with(&[]);
     let catalogs = seed_catalogs();
-    let outcome = quote(&request("eu-central", shape(2, 4), "ubuntu-24.04"), &config, &catalogs, &QuoteState::new());
+    let outcome = quote(
+        &request("eu-central", shape(2, 4), "ubuntu-24.04"),
+        &config,
+        &catalogs,
+        &QuoteState::new(),
+    );
     let o = offer(&outcome);
-    assert_eq!(o.cloud, Cloud::Vultr, "a priced offer beats an unpriced cheaper one");
+    assert_eq!(
+        o.cloud,
+        Cloud::Vultr,
+        "a priced offer beats an unpriced cheaper one"
+    );
     let a = outcome.candidates[0].price.as_ref().unwrap();
     assert_eq!((a.exchange_rate, a.usd_monthly), (None, None));
     assert_eq!(a.account_monthly.amount, dec!(6.5331));
@@ -257,7 +326,12 @@ fn a_euro_account_with_no_rate_is_unpriced_and_ranks_last() {
 
     // With no priced candidate, the earliest unpriced one wins, and the offer has no price.
     let only_hetzner = load_config(&source().param("vultr_api_key", "")).unwrap();
-    let outcome = quote(&request("eu-central", shape(2, 4), "ubuntu-24.04"), &only_hetzner, &catalogs, &QuoteState::new());
+    let outcome = quote(
+        &request("eu-central", shape(2, 4), "ubuntu-24.04"),
+        &only_hetzner,
+        &catalogs,
+        &QuoteState::new(),
+    );
     let o = offer(&outcome);
     assert_eq!(o.site.as_str(), "eu-central-a");
     assert!(o.price.usd_monthly.is_none() && o.price.usd_hourly.is_none());
@@ -272,39 +346,107 @@ fn a_euro_account_with_no_rate_is_unpriced_and_ranks_last() {
     .unwrap();
     let mut state = QuoteState::new();
     counted(&mut state, Cloud::Hetzner, 0, dec!(0));
-    let outcome = quote(&request("eu-central", shape(2, 4), "ubuntu-24.04"), &capped, &catalogs, &state);
+    let outcome = quote(
+        &request("eu-central", shape(2, 4), "ubuntu-24.04"),
+        &capped,
+        &catalogs,
+        &state,
+    );
     assert_eq!(refusal(&outcome).kind, RefusalKind::OperatorFix);
-    assert_eq!(exclusion(&outcome, "eu-central-a"), Some(&Exclusion::SpendCapUnpriced));
+    assert_eq!(
+        exclusion(&outcome, "eu-central-a"),
+        Some(&Exclusion::SpendCapUnpriced)
+    );
 }
 
 #[test]
 fn gateways_take_the_cheapest_x86_plan_with_the_minimum_or_the_named_plan() {
     let catalogs = seed_catalogs();
     let config = priced();
-    let outcome = quote(&gateway("eu-central", "eu-central-a"), &config, &catalogs, &QuoteState::new());
+    let outcome = quote(
+        &gateway("eu-central", "eu-central-a"),
+        &config,
+        &catalogs,
+        &QuoteState::new(),
+    );
     let o = offer(&outcome);
-    assert_eq!((o.plan.as_str(), o.image.title.as_str()), ("cx23", "Ubuntu 24.04"));
-    assert_eq!(exclusion(&outcome, "eu-central-c"), Some(&Exclusion::PinnedElsewhere { pinned: SiteName::new("eu-central-a") }));
+    assert_eq!(
+        (o.plan.as_str(), o.image.title.as_str()),
+        ("cx23", "Ubuntu 24.04")
+    );
+    assert_eq!(
+        exclusion(&outcome, "eu-central-c"),
+        Some(&Exclusion::PinnedElsewhere {
+            pinned: SiteName::new("eu-central-a")
+        })
+    );
 
-    let o = quote(&gateway("eu-central", "eu-central-c"), &config, &catalogs, &QuoteState::new());
-    assert_eq!((offer(&o).plan.as_str(), offer(&o).image.id.as_str()), ("vc2-1c-2gb", "2284"));
+    let o = quote(
+        &gateway("eu-central", "eu-central-c"),
+        &config,
+        &catalogs,
+        &QuoteState::new(),
+    );
+    assert_eq!(
+        (offer(&o).plan.as_str(), offer(&o).image.id.as_str()),
+        ("vc2-1c-2gb", "2284")
+    );
 
-    let o = quote(&gateway("us-east", "us-east-a"), &config, &catalogs, &QuoteState::new());
+    let o = quote(
+        &gateway("us-east", "us-east-a"),
+        &config,
+        &catalogs,
+        &QuoteState::new(),
+    );
     assert_eq!(offer(&o).plan.as_str(), "cpx11");
 
-    let bigger = config_with(&[("hetzner_exchange_rate", "1.08"), ("gateway", r#"{"cpu": 2, "mem": 8}"#)]);
-    let o = quote(&gateway("us-east", "us-east-a"), &bigger, &catalogs, &QuoteState::new());
+    let bigger = config_with(&[
+        ("hetzner_exchange_rate", "1.08"),
+        ("gateway", r#"{"cpu": 2, "mem": 8}"#),
+    ]);
+    let o = quote(
+        &gateway("us-east", "us-east-a"),
+        &bigger,
+        &catalogs,
+        &QuoteState::new(),
+    );
     // At least 2 vCPU / 8 GiB: cpx31 (4/8) is cheaper than ccx13 (2/8) in ash.
     assert_eq!(offer(&o).plan.as_str(), "cpx31");
 
-    let named = config_with(&[("hetzner_gateway_plan", "cpx22"), ("hetzner_max_nodes", "0")]);
-    let o = quote(&gateway("eu-central", "eu-central-b"), &named, &catalogs, &QuoteState::new());
-    assert_eq!(offer(&o).plan.as_str(), "cpx22", "named plan, and caps or counting never refuse a gateway");
+    let named = config_with(&[
+        ("hetzner_gateway_plan", "cpx22"),
+        ("hetzner_max_nodes", "0"),
+    ]);
+    let o = quote(
+        &gateway("eu-central", "eu-central-b"),
+        &named,
+        &catalogs,
+        &QuoteState::new(),
+    );
+    assert_eq!(
+        offer(&o).plan.as_str(),
+        "cpx22",
+        "named plan, and caps or counting never refuse a gateway"
+    );
 
     let retired = config_with(&[("hetzner_enabled", "false")]);
-    let o = quote(&gateway("eu-central", "eu-central-b"), &retired, &catalogs, &QuoteState::new());
-    assert_eq!(offer(&o).cloud, Cloud::Hetzner, "a retired cloud's open site keeps its gateway");
-    let o = quote(&request("eu-central", shape(2, 4), "ubuntu-24.04"), &retired, &catalogs, &QuoteState::new());
+    let o = quote(
+        &gateway("eu-central", "eu-central-b"),
+        &retired,
+        &catalogs,
+        &QuoteState::new(),
+    );
+    assert_eq!(
+        offer(&o).cloud,
+        Cloud::Hetzner,
+        "a retired cloud's open site keeps its gateway"
+    );
+    let o = quote(
+        &request("eu-central", shape(2, 4), "ubuntu-24.04"),
+        &retired,
+        &catalogs,
+        &QuoteState::new(),
+    );
     assert_eq!(exclusion(&o, "eu-central-a"), Some(&Exclusion::Retired));
 }
 
@@ -325,17 +467,33 @@ fn a_pinned_public_pool_parks_with_generic_words() {
     let outcome = quote(&req, &config, &catalogs, &state);
     let r = refusal(&outcome);
     assert_eq!(r.kind, RefusalKind::NoCapacity);
-    assert_eq!(r.words, "no capacity in Europe Central for this shape right now");
-    assert_eq!(exclusion(&outcome, "eu-central-a"), Some(&Exclusion::PinnedElsewhere { pinned: SiteName::new("eu-central-b") }));
+    assert_eq!(
+        r.words,
+        "no capacity in Europe Central for this shape right now"
+    );
+    assert_eq!(
+        exclusion(&outcome, "eu-central-a"),
+        Some(&Exclusion::PinnedElsewhere {
+            pinned: SiteName::new("eu-central-b")
+        })
+    );
 
     // A pool that is not public is never pinned.
     req.public = false;
-    assert_eq!(offer(&quote(&req, &config, &catalogs, &state)).site.as_str(), "eu-central-a");
+    assert_eq!(
+        offer(&quote(&req, &config, &catalogs, &state))
+            .site
+            .as_str(),
+        "eu-central-a"
+    );
 }
 
 #[test]
 fn a_cheaper_cloud_being_counted_answers_counting_for_thirty_seconds() {
-    let config = config_with(&[("hetzner_exchange_rate", "1.08"), ("hetzner_max_nodes", "50")]);
+    let config = config_with(&[
+        ("hetzner_exchange_rate", "1.08"),
+        ("hetzner_max_nodes", "50"),
+    ]);
     let catalogs = seed_catalogs();
     let mut state = QuoteState::new();
     state.start_counting(Cloud::Hetzner, T0);
@@ -343,35 +501,76 @@ fn a_cheaper_cloud_being_counted_answers_counting_for_thirty_seconds() {
     req.at = T0.plus(Duration::from_secs(5));
     let outcome = quote(&req, &config, &catalogs, &state);
     let r = refusal(&outcome);
-    assert_eq!((r.kind, r.words.as_str()), (RefusalKind::Counting, "counting capacity, try again shortly"));
+    assert_eq!(
+        (r.kind, r.words.as_str()),
+        (
+            RefusalKind::Counting,
+            "counting capacity, try again shortly"
+        )
+    );
 
     // In us-east Hetzner has no exact plan, so counting it does not hold the node back.
     let us = request("us-east", shape(2, 4), "ubuntu-24.04");
-    assert_eq!(offer(&quote(&QuoteRequest { at: req.at, ..us }, &config, &catalogs, &state)).cloud, Cloud::Vultr);
+    assert_eq!(
+        offer(&quote(
+            &QuoteRequest { at: req.at, ..us },
+            &config,
+            &catalogs,
+            &state
+        ))
+        .cloud,
+        Cloud::Vultr
+    );
 
     req.at = T0.plus(Duration::from_secs(30));
     let outcome = quote(&req, &config, &catalogs, &state);
     assert_eq!(offer(&outcome).site.as_str(), "eu-central-c");
-    assert_eq!(exclusion(&outcome, "eu-central-a"), Some(&Exclusion::CountPending));
+    assert_eq!(
+        exclusion(&outcome, "eu-central-a"),
+        Some(&Exclusion::CountPending)
+    );
 
     state.count_failed(Cloud::Hetzner, T0.plus(Duration::from_secs(2)));
     req.at = T0.plus(Duration::from_secs(3));
-    assert_eq!(offer(&quote(&req, &config, &catalogs, &state)).site.as_str(), "eu-central-c");
+    assert_eq!(
+        offer(&quote(&req, &config, &catalogs, &state))
+            .site
+            .as_str(),
+        "eu-central-c"
+    );
 
     counted(&mut state, Cloud::Hetzner, 0, dec!(0));
-    assert_eq!(offer(&quote(&req, &config, &catalogs, &state)).site.as_str(), "eu-central-a");
+    assert_eq!(
+        offer(&quote(&req, &config, &catalogs, &state))
+            .site
+            .as_str(),
+        "eu-central-a"
+    );
 
     // A dearer cloud being counted does not hold the cheaper one back.
     let vultr_capped = config_with(&[("hetzner_exchange_rate", "1.08"), ("vultr_max_nodes", "5")]);
     let mut state = QuoteState::new();
     state.start_counting(Cloud::Vultr, T0);
-    assert_eq!(offer(&quote(&req, &vultr_capped, &catalogs, &state)).site.as_str(), "eu-central-a");
+    assert_eq!(
+        offer(&quote(&req, &vultr_capped, &catalogs, &state))
+            .site
+            .as_str(),
+        "eu-central-a"
+    );
 
     // Only counting left: the class answers transient words.
-    let only_hetzner = load_config(&source().param("vultr_api_key", "").param("hetzner_max_nodes", "3")).unwrap();
+    let only_hetzner = load_config(
+        &source()
+            .param("vultr_api_key", "")
+            .param("hetzner_max_nodes", "3"),
+    )
+    .unwrap();
     let r = quote(&req, &only_hetzner, &catalogs, &QuoteState::new());
     assert_eq!(refusal(&r).kind, RefusalKind::Transient);
-    assert_eq!(refusal(&r).words, "could not finish in Europe Central right now; it will be retried");
+    assert_eq!(
+        refusal(&r).words,
+        "could not finish in Europe Central right now; it will be retried"
+    );
 }
 
 #[test]
@@ -379,32 +578,70 @@ fn cooldown_site_guard_and_allow_lists_exclude_with_reasons() {
     let catalogs = seed_catalogs();
     let req = request("eu-central", shape(2, 4), "ubuntu-24.04");
     let mut state = QuoteState::new();
-    state.cool_down(SiteName::new("eu-central-a"), T0.plus(Duration::from_secs(1)).plus(Duration::ZERO));
+    state.cool_down(
+        SiteName::new("eu-central-a"),
+        T0.plus(Duration::from_secs(1)).plus(Duration::ZERO),
+    );
     let outcome = quote(&req, &priced(), &catalogs, &state);
     assert_eq!(offer(&outcome).site.as_str(), "eu-central-b");
-    assert!(matches!(exclusion(&outcome, "eu-central-a"), Some(Exclusion::CoolingDown { .. })));
+    assert!(matches!(
+        exclusion(&outcome, "eu-central-a"),
+        Some(Exclusion::CoolingDown { .. })
+    ));
 
     let mut state = QuoteState::new();
-    state.set_live(SiteName::new("eu-central-a"), LiveSite { cloud: Cloud::Hetzner, location: LocationId::new("hel1") });
-    state.set_live(SiteName::new("eu-central-b"), LiveSite { cloud: Cloud::Hetzner, location: LocationId::new("nbg1") });
+    state.set_live(
+        SiteName::new("eu-central-a"),
+        LiveSite {
+            cloud: Cloud::Hetzner,
+            location: LocationId::new("hel1"),
+        },
+    );
+    state.set_live(
+        SiteName::new("eu-central-b"),
+        LiveSite {
+            cloud: Cloud::Hetzner,
+            location: LocationId::new("nbg1"),
+        },
+    );
     let outcome = quote(&req, &priced(), &catalogs, &state);
     assert_eq!(offer(&outcome).site.as_str(), "eu-central-b");
-    assert!(matches!(exclusion(&outcome, "eu-central-a"), Some(Exclusion::RemappedWhileLive { .. })));
+    assert!(matches!(
+        exclusion(&outcome, "eu-central-a"),
+        Some(Exclusion::RemappedWhileLive { .. })
+    ));
 
     let cases: &[(&str, &str, Exclusion)] = &[
         ("hetzner_regions", "nbg1", Exclusion::LocationNotAllowed),
         ("hetzner_plans", "ccx13", Exclusion::PlanNotAllowed),
-        ("hetzner_images", "debian", Exclusion::ImageNotAllowed { image: ImageId::new("200000003") }),
+        (
+            "hetzner_images",
+            "debian",
+            Exclusion::ImageNotAllowed {
+                image: ImageId::new("200000003"),
+            },
+        ),
     ];
     for (param, value, expected) in cases {
         let config = config_with(&[("hetzner_exchange_rate", "1.08"), (param, value)]);
         let outcome = quote(&req, &config, &catalogs, &QuoteState::new());
-        assert_eq!(exclusion(&outcome, "eu-central-a"), Some(expected), "{param}");
+        assert_eq!(
+            exclusion(&outcome, "eu-central-a"),
+            Some(expected),
+            "{param}"
+        );
     }
-    let config = config_with(&[("hetzner_exchange_rate", "1.08"), ("hetzner_plans", "cpx22")]);
+    let config = config_with(&[
+        ("hetzner_exchange_rate", "1.08"),
+        ("hetzner_plans", "cpx22"),
+    ]);
     let o = quote(&req, &config, &catalogs, &QuoteState::new());
     assert_eq!(o.candidates[0].plan.as_ref().unwrap().as_str(), "cpx22");
-    assert_eq!(offer(&o).cloud, Cloud::Vultr, "cpx22 is dearer than Vultr's 20 USD");
+    assert_eq!(
+        offer(&o).cloud,
+        Cloud::Vultr,
+        "cpx22 is dearer than Vultr's 20 USD"
+    );
 }
 
 #[test]
@@ -416,20 +653,42 @@ fn disks_arm_and_unknown_inputs() {
     let price = &offer(&o).price;
     // 5.49 × 1.19 + 100 GiB × 0.0572 × 1.19, in EUR.
     assert_eq!(price.account_monthly.amount, dec!(13.3399));
-    assert_eq!(o.candidates[2].price.as_ref().unwrap().usd_monthly.unwrap().amount, dec!(30));
+    assert_eq!(
+        o.candidates[2]
+            .price
+            .as_ref()
+            .unwrap()
+            .usd_monthly
+            .unwrap()
+            .amount,
+        dec!(30)
+    );
 
     let mut arm = request("eu-central", shape(2, 4), "debian-13");
     arm.shape.arch = Architecture::Arm64;
     let o = quote(&arm, &priced(), &catalogs, &QuoteState::new());
-    assert_eq!((offer(&o).plan.as_str(), offer(&o).image.id.as_str()), ("cax11", "200000008"));
+    assert_eq!(
+        (offer(&o).plan.as_str(), offer(&o).image.id.as_str()),
+        ("cax11", "200000008")
+    );
     assert_eq!(exclusion(&o, "eu-central-c"), Some(&Exclusion::NoExactPlan));
 
-    let o = quote(&request("mars-north", shape(2, 4), "ubuntu-24.04"), &priced(), &catalogs, &QuoteState::new());
+    let o = quote(
+        &request("mars-north", shape(2, 4), "ubuntu-24.04"),
+        &priced(),
+        &catalogs,
+        &QuoteState::new(),
+    );
     let r = refusal(&o);
     assert_eq!(r.kind, RefusalKind::OperatorFix);
     assert!(o.candidates.is_empty());
 
-    let o = quote(&request("eu-central", shape(2, 4), "plan9"), &priced(), &catalogs, &QuoteState::new());
+    let o = quote(
+        &request("eu-central", shape(2, 4), "plan9"),
+        &priced(),
+        &catalogs,
+        &QuoteState::new(),
+    );
     let r = refusal(&o);
     assert_eq!(r.kind, RefusalKind::OperatorFix);
     assert_eq!(
@@ -437,10 +696,20 @@ fn disks_arm_and_unknown_inputs() {
         "node n-000001 cannot be created at site eu-central-a until the provider's operator changes its configuration"
     );
 
-    let o = quote(&request("eu-central", shape(3, 7), "ubuntu-24.04"), &priced(), &catalogs, &QuoteState::new());
+    let o = quote(
+        &request("eu-central", shape(3, 7), "ubuntu-24.04"),
+        &priced(),
+        &catalogs,
+        &QuoteState::new(),
+    );
     assert_eq!(refusal(&o).words, "no capacity in Europe Central right now");
 
-    let o = quote(&request("eu-central", shape(2, 4), "ubuntu-24.04"), &priced(), &Catalogs::new(), &QuoteState::new());
+    let o = quote(
+        &request("eu-central", shape(2, 4), "ubuntu-24.04"),
+        &priced(),
+        &Catalogs::new(),
+        &QuoteState::new(),
+    );
     assert_eq!(refusal(&o).kind, RefusalKind::Transient);
 }
 
@@ -462,14 +731,33 @@ offer: site us-east-b (vultr:ewr, plan vc2-2c-4gb, image 2284) at 20 USD/month; 
     let value: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(value["decision"]["decision"], "offer");
     assert_eq!(value["decision"]["price"]["usd_monthly"]["amount"], "20");
-    assert_eq!(value["candidates"][0]["verdict"]["exclusion"]["reason"], "no_exact_plan");
-    assert_eq!(json, crate::explain::to_json(&quote(&req, &priced(), &catalogs, &QuoteState::new())));
+    assert_eq!(
+        value["candidates"][0]["verdict"]["exclusion"]["reason"],
+        "no_exact_plan"
+    );
+    assert_eq!(
+        json,
+        crate::explain::to_json(&quote(&req, &priced(), &catalogs, &QuoteState::new()))
+    );
 }
 
 // ---- properties -------------------------------------------------------------------------
 
-const CLASSES: [&str; 5] = ["us-east", "us-west", "eu-central", "eu-nordic", "ap-southeast"];
-const OSES: [&str; 6] = ["ubuntu-24.04", "debian-12", "windows-2022", "rocky-9", "ubuntu-26.04", "none"];
+const CLASSES: [&str; 5] = [
+    "us-east",
+    "us-west",
+    "eu-central",
+    "eu-nordic",
+    "ap-southeast",
+];
+const OSES: [&str; 6] = [
+    "ubuntu-24.04",
+    "debian-12",
+    "windows-2022",
+    "rocky-9",
+    "ubuntu-26.04",
+    "none",
+];
 const SHAPES: [(u32, u32, bool); 9] = [
     (1, 1, false),
     (1, 2, false),
@@ -502,8 +790,17 @@ struct Scenario {
 
 fn scenario() -> impl Strategy<Value = Scenario> {
     (
-        (0..CLASSES.len(), 0..OSES.len(), 0..SHAPES.len(), proptest::option::of(1u32..500)),
-        (any::<bool>(), proptest::option::of(50u32..200), any::<bool>()),
+        (
+            0..CLASSES.len(),
+            0..OSES.len(),
+            0..SHAPES.len(),
+            proptest::option::of(1u32..500),
+        ),
+        (
+            any::<bool>(),
+            proptest::option::of(50u32..200),
+            any::<bool>(),
+        ),
         (
             proptest::option::of(0u32..4),
             proptest::option::of(0u32..100),
@@ -544,7 +841,10 @@ fn scenario() -> impl Strategy<Value = Scenario> {
 fn build(s: &Scenario) -> (QuoteRequest, Config, Catalogs, QuoteState) {
     let mut src = source();
     if let Some(rate) = s.rate {
-        src = src.param("hetzner_exchange_rate", &format!("{}.{:02}", rate / 100, rate % 100));
+        src = src.param(
+            "hetzner_exchange_rate",
+            &format!("{}.{:02}", rate / 100, rate % 100),
+        );
     }
     if !s.vultr_key {
         src = src.param("vultr_api_key", "");
@@ -573,7 +873,10 @@ fn build(s: &Scenario) -> (QuoteRequest, Config, Catalogs, QuoteState) {
         counted(&mut state, Cloud::Hetzner, n, Decimal::ZERO);
     }
     match s.counting_vultr_secs {
-        Some(secs) => state.start_counting(Cloud::Vultr, Timestamp::from_unix_secs(T0.unix_millis() / 1000 - secs)),
+        Some(secs) => state.start_counting(
+            Cloud::Vultr,
+            Timestamp::from_unix_secs(T0.unix_millis() / 1000 - secs),
+        ),
         None => counted(&mut state, Cloud::Vultr, 0, dec!(40)),
     }
     for &i in &s.cooling {
@@ -590,7 +893,10 @@ fn build(s: &Scenario) -> (QuoteRequest, Config, Catalogs, QuoteState) {
     if s.gateway {
         req.purpose = Purpose::Gateway;
     }
-    req.pinned_site = s.pin.and_then(|i| class.sites.get(i)).map(|site| site.name.clone());
+    req.pinned_site = s
+        .pin
+        .and_then(|i| class.sites.get(i))
+        .map(|site| site.name.clone());
     (req, config, catalogs, state)
 }
 
@@ -607,7 +913,12 @@ fn forbidden() -> (Vec<String>, BTreeSet<String>) {
     let (h, v) = (seed_hetzner(), seed_vultr());
     let mut substrings: Vec<String> = vec!["hetzner".into(), "vultr".into()];
     for seed in [&h, &v] {
-        substrings.extend(seed.snapshot.plans.iter().map(|p| p.id.to_string().to_lowercase()));
+        substrings.extend(
+            seed.snapshot
+                .plans
+                .iter()
+                .map(|p| p.id.to_string().to_lowercase()),
+        );
         substrings.extend(seed.cities.iter().map(|c| c.to_lowercase()));
     }
     let locations = h.locations.iter().chain(&v.locations).cloned().collect();
@@ -617,10 +928,16 @@ fn forbidden() -> (Vec<String>, BTreeSet<String>) {
 fn assert_neutral(text: &str, forbidden: &(Vec<String>, BTreeSet<String>)) {
     let lower = text.to_lowercase();
     for word in &forbidden.0 {
-        assert!(!lower.contains(word.as_str()), "tenant text {text:?} contains {word:?}");
+        assert!(
+            !lower.contains(word.as_str()),
+            "tenant text {text:?} contains {word:?}"
+        );
     }
     for token in lower.split(|c: char| !c.is_ascii_alphanumeric()) {
-        assert!(!forbidden.1.contains(token), "tenant text {text:?} names location {token:?}");
+        assert!(
+            !forbidden.1.contains(token),
+            "tenant text {text:?} names location {token:?}"
+        );
     }
 }
 
@@ -717,7 +1034,13 @@ proptest! {
 #[test]
 fn the_forbidden_word_check_catches_a_leak() {
     let forbidden = forbidden();
-    for leak in ["placed on Vultr", "plan cx23", "in Falkenstein", "at fsn1", "ewr"] {
+    for leak in [
+        "placed on Vultr",
+        "plan cx23",
+        "in Falkenstein",
+        "at fsn1",
+        "ewr",
+    ] {
         let caught = std::panic::catch_unwind(|| assert_neutral(leak, &forbidden)).is_err();
         assert!(caught, "{leak:?} slipped through");
     }

@@ -308,11 +308,19 @@ pub(crate) mod testing {
     }
 
     pub(crate) fn seed_vultr() -> SeedCatalog {
-        vultr(&seed_text("vultr-catalog.json"), Timestamp::from_unix_secs(1)).unwrap()
+        vultr(
+            &seed_text("vultr-catalog.json"),
+            Timestamp::from_unix_secs(1),
+        )
+        .unwrap()
     }
 
     pub(crate) fn seed_hetzner() -> SeedCatalog {
-        hetzner(&seed_text("hetzner-cloud-catalog.json"), Timestamp::from_unix_secs(1)).unwrap()
+        hetzner(
+            &seed_text("hetzner-cloud-catalog.json"),
+            Timestamp::from_unix_secs(1),
+        )
+        .unwrap()
     }
 
     pub(crate) fn seed_catalogs() -> Catalogs {
@@ -350,7 +358,14 @@ mod tests {
         assert_eq!(json["server_types"][0]["locations"][0]["name"], "fsn1");
         let text = json.to_string();
         let sold_out = hetzner(&text, Timestamp::from_unix_secs(1)).unwrap();
-        assert!(!sold_out.snapshot.plan("cx23").unwrap().sold_in.contains(&fsn1));
+        assert!(
+            !sold_out
+                .snapshot
+                .plan("cx23")
+                .unwrap()
+                .sold_in
+                .contains(&fsn1)
+        );
     }
 
     #[test]
@@ -359,7 +374,10 @@ mod tests {
         let plan = v.snapshot.plan("vc2-2c-4gb").unwrap();
         assert_eq!(plan.prices[&LocationId::new("ewr")].monthly, dec!(20));
         assert_eq!(plan.memory_gib_exact(), Some(4));
-        assert_eq!(v.snapshot.plan("vc2-1c-0.5gb").unwrap().memory_gib_exact(), None);
+        assert_eq!(
+            v.snapshot.plan("vc2-1c-0.5gb").unwrap().memory_gib_exact(),
+            None
+        );
         assert_eq!(v.snapshot.currency, Currency::USD);
         assert!(v.locations.contains("ewr"));
         assert!(v.cities.contains("Amsterdam"));

@@ -89,7 +89,8 @@ impl QuoteState {
 
     /// A count of `cloud` started (after promotion to serving, or a retry).
     pub fn start_counting(&mut self, cloud: Cloud, now: Timestamp) {
-        self.counting.insert(cloud, CountStatus::Counting { since: now });
+        self.counting
+            .insert(cloud, CountStatus::Counting { since: now });
     }
 
     /// A count of `cloud` failed; the cloud sits out until a later count succeeds.
@@ -151,7 +152,12 @@ impl QuoteState {
     }
 
     /// Committed usage plus live reservations of `cloud`, leaving out `except`'s own.
-    pub fn usage_with_reservations(&self, cloud: Cloud, except: &NodeId, now: Timestamp) -> CloudUsage {
+    pub fn usage_with_reservations(
+        &self,
+        cloud: Cloud,
+        except: &NodeId,
+        now: Timestamp,
+    ) -> CloudUsage {
         let mut usage = self.usage.get(&cloud).copied().unwrap_or_default();
         for (node, r) in &self.reservations {
             if r.cloud != cloud || node == except || r.expires_at <= now {
@@ -173,7 +179,10 @@ impl QuoteState {
 
     /// Until when `site` sits out, if it is cooling down at `now`.
     pub fn cooling_until(&self, site: &SiteName, now: Timestamp) -> Option<Timestamp> {
-        self.cooldowns.get(site).copied().filter(|until| *until > now)
+        self.cooldowns
+            .get(site)
+            .copied()
+            .filter(|until| *until > now)
     }
 
     /// Pins a public pool to the site that holds its address (or its oldest live member).
@@ -240,7 +249,8 @@ mod tests {
         assert_eq!((u.tenant_nodes, u.monthly_spend_usd), (2, dec!(35)));
         let own = state.usage_with_reservations(Cloud::Vultr, &a, now);
         assert_eq!((own.tenant_nodes, own.monthly_spend_usd), (1, dec!(15)));
-        let later = state.usage_with_reservations(Cloud::Vultr, &other, Timestamp::from_unix_secs(160));
+        let later =
+            state.usage_with_reservations(Cloud::Vultr, &other, Timestamp::from_unix_secs(160));
         assert_eq!(later.tenant_nodes, 1);
 
         state.commit(&a).unwrap();
@@ -263,7 +273,10 @@ mod tests {
         let site = SiteName::new("eu-central-a");
         let t0 = Timestamp::from_unix_secs(1000);
         state.cool_down(site.clone(), t0);
-        assert_eq!(state.cooling_until(&site, t0.plus(Duration::from_secs(599))), Some(t0.plus(COOLDOWN)));
+        assert_eq!(
+            state.cooling_until(&site, t0.plus(Duration::from_secs(599))),
+            Some(t0.plus(COOLDOWN))
+        );
         assert_eq!(state.cooling_until(&site, t0.plus(COOLDOWN)), None);
     }
 }

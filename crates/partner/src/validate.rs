@@ -147,7 +147,9 @@ fn os_warnings(map: &OsMap, catalogs: &Catalogs) -> Vec<String> {
             }
         }
         if !resolved_anywhere {
-            warnings.push(format!("{id} resolves on no cloud; tenants cannot place it"));
+            warnings.push(format!(
+                "{id} resolves on no cloud; tenants cannot place it"
+            ));
         }
     }
     warnings

@@ -72,7 +72,10 @@ mod tests {
             arch: Architecture::X86_64,
             disks_gib: vec![],
         };
-        assert_eq!(price_line(&shape, "eu-central"), "2 vCPU · 4 GiB · eu-central");
+        assert_eq!(
+            price_line(&shape, "eu-central"),
+            "2 vCPU · 4 GiB · eu-central"
+        );
         assert_eq!(
             no_capacity_pinned("Europe Central"),
             "no capacity in Europe Central for this shape right now"

@@ -92,6 +92,9 @@ mod tests {
         );
         assert!(GatewayShape::parse(r#"{"cpu": 1}"#).is_err());
         let default = GatewayShape::default();
-        assert_eq!(GatewayShape::parse(&default.to_normalised_json()).unwrap(), default);
+        assert_eq!(
+            GatewayShape::parse(&default.to_normalised_json()).unwrap(),
+            default
+        );
     }
 }

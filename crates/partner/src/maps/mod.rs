@@ -15,7 +15,10 @@ mod ptr;
 mod region;
 
 pub use gateway::GatewayShape;
-pub use os::{BUILTIN_OS_MAP, GATEWAY_OS_TITLE, ImagePick, ImageSelector, OsEntry, OsMap, gateway_image_selector};
+pub use os::{
+    BUILTIN_OS_MAP, GATEWAY_OS_TITLE, ImagePick, ImageSelector, OsEntry, OsMap,
+    gateway_image_selector,
+};
 pub use ptr::PtrDomain;
 pub use region::{BUILTIN_REGIONS, RegionClass, RegionMap, Site};
 
@@ -194,8 +197,14 @@ mod tests {
         assert_eq!(check_name("", false), Err(NameProblem::Empty));
         assert_eq!(check_name("-a", false), Err(NameProblem::BadEdge));
         assert_eq!(check_name("a-", false), Err(NameProblem::BadEdge));
-        assert!(matches!(check_name("Eu", false), Err(NameProblem::BadChar('E', _))));
-        assert!(matches!(check_name("a.b", false), Err(NameProblem::BadChar('.', _))));
+        assert!(matches!(
+            check_name("Eu", false),
+            Err(NameProblem::BadChar('E', _))
+        ));
+        assert!(matches!(
+            check_name("a.b", false),
+            Err(NameProblem::BadChar('.', _))
+        ));
         assert_eq!(check_name("ubuntu-24.04", true), Ok(()));
         assert_eq!(check_name(&"a".repeat(40), false), Ok(()));
         assert_eq!(

@@ -127,8 +127,10 @@ impl ImageSelector {
             let key = (title_words(&image.title).count(), image.title.len());
             let better = match &best {
                 None => true,
-                Some((held, held_key)) => (key, &image.title, image.id.as_str())
-                    < (*held_key, &held.title, held.id.as_str()),
+                Some((held, held_key)) => {
+                    (key, &image.title, image.id.as_str())
+                        < (*held_key, &held.title, held.id.as_str())
+                }
             };
             if better {
                 best = Some((image, key));
@@ -322,9 +324,7 @@ fn parse_selector(problems: &mut Problems, at: &str, value: &Value) -> Option<Im
             _ => {
                 problems.push(
                     format!("{at}.{field}"),
-                    MapProblem::WrongType {
-                        expected: "string",
-                    },
+                    MapProblem::WrongType { expected: "string" },
                 );
                 return None;
             }
@@ -409,11 +409,22 @@ mod tests {
             family: family.to_string(),
             pick: ImagePick::Version(v.to_string()),
         };
-        let pick = |s: ImageSelector| s.resolve(&images, Architecture::X86_64).map(|i| i.id.to_string());
+        let pick = |s: ImageSelector| {
+            s.resolve(&images, Architecture::X86_64)
+                .map(|i| i.id.to_string())
+        };
         assert_eq!(pick(version("windows", "2022")).as_deref(), Some("501"));
         assert_eq!(pick(version("rockylinux", "9")).as_deref(), Some("1869"));
-        assert_eq!(pick(version("ubuntu", "24.04")), None, "24.04 is not the word 24.04.1");
-        assert!(version("windows", "2022").resolve(&images, Architecture::Arm64).is_none());
+        assert_eq!(
+            pick(version("ubuntu", "24.04")),
+            None,
+            "24.04 is not the word 24.04.1"
+        );
+        assert!(
+            version("windows", "2022")
+                .resolve(&images, Architecture::Arm64)
+                .is_none()
+        );
     }
 
     #[test]
@@ -426,17 +437,29 @@ mod tests {
         )
         .unwrap_err();
         let problems: Vec<&MapProblem> = errors.iter().map(|e| &e.problem).collect();
-        assert!(matches!(problems[0], MapProblem::BadName { .. }), "{problems:?}");
-        assert!(errors.iter().any(|e| e.problem == MapProblem::SelectorNeedsOne));
+        assert!(
+            matches!(problems[0], MapProblem::BadName { .. }),
+            "{problems:?}"
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.problem == MapProblem::SelectorNeedsOne)
+        );
         assert!(errors.iter().any(|e| e.problem == MapProblem::NoSelector));
-        assert!(errors.iter().any(|e| matches!(e.problem, MapProblem::NotOneWord(_))));
+        assert!(
+            errors
+                .iter()
+                .any(|e| matches!(e.problem, MapProblem::NotOneWord(_)))
+        );
         assert!(errors.iter().any(|e| e.at == "w.aws"));
     }
 
     #[test]
     fn numeric_ids_are_accepted_and_normalised_to_text() {
-        let map = OsMap::parse(r#"{"w": {"title": "W", "vultr": {"family": "windows", "id": 501}}}"#)
-            .unwrap();
+        let map =
+            OsMap::parse(r#"{"w": {"title": "W", "vultr": {"family": "windows", "id": 501}}}"#)
+                .unwrap();
         assert_eq!(
             map.get("w").unwrap().selectors[&Cloud::Vultr].pick,
             ImagePick::Id("501".to_string())

@@ -190,7 +190,10 @@ fn parse_class(problems: &mut Problems, class_id: &str, value: &Value) -> Region
                 }
             }
         }
-        Some(_) => problems.push(format!("{at}.sites"), MapProblem::WrongType { expected: "array" }),
+        Some(_) => problems.push(
+            format!("{at}.sites"),
+            MapProblem::WrongType { expected: "array" },
+        ),
     }
     class
 }
@@ -339,8 +342,9 @@ mod tests {
             [MapProblem::DuplicateSite { .. }]
         ));
         assert!(matches!(
-            problems(r#"{"a": {"title": "A", "sites": [{"s1": "vultr:fra"}, {"s2": "vultr:fra"}]}}"#)
-                [..],
+            problems(
+                r#"{"a": {"title": "A", "sites": [{"s1": "vultr:fra"}, {"s2": "vultr:fra"}]}}"#
+            )[..],
             [MapProblem::DuplicateLocation { .. }]
         ));
         assert!(matches!(
@@ -353,14 +357,21 @@ mod tests {
         ));
         assert!(matches!(
             problems(r#"{"a": {"title": "", "sites": [], "x": 1}}"#)[..],
-            [MapProblem::UnknownField { .. }, MapProblem::Empty, MapProblem::Empty]
+            [
+                MapProblem::UnknownField { .. },
+                MapProblem::Empty,
+                MapProblem::Empty
+            ]
         ));
         assert!(matches!(
             problems(r#"{"a": {"title": "A", "sites": [{"s1": "vultr:fra", "s2": "vultr:ams"}]}}"#)
                 [..],
             [MapProblem::SiteEntryShape]
         ));
-        assert!(matches!(problems("[1]")[..], [MapProblem::WrongType { .. }]));
+        assert!(matches!(
+            problems("[1]")[..],
+            [MapProblem::WrongType { .. }]
+        ));
         assert!(matches!(problems("{")[..], [MapProblem::NotJson(_)]));
     }
 
@@ -383,6 +394,9 @@ mod tests {
             1,
         );
         let map = RegionMap::parse(&text).unwrap();
-        assert_eq!(map.class("eu-west").unwrap().sites[0].location.as_str(), "ams");
+        assert_eq!(
+            map.class("eu-west").unwrap().sites[0].location.as_str(),
+            "ams"
+        );
     }
 }
