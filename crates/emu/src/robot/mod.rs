@@ -24,10 +24,12 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
-use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::StatusCode;
 use axum::http::header;
 use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -137,10 +139,7 @@ impl FromRequestParts<Arc<Robot>> for Login {
         parts: &mut Parts,
         robot: &Arc<Robot>,
     ) -> Result<Self, Self::Rejection> {
-        let client = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
+        let client = client_ip(&parts.extensions);
         let authorization = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -184,8 +183,11 @@ pub fn app(core: Arc<EmuCore>) -> FlavorApp {
                 .post(rdns::upsert)
                 .delete(rdns::delete),
         )
-        .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            robot.clone(),
+            method_not_allowed,
+        ))
         .with_state(robot);
     FlavorApp { router, reset }
 }
@@ -194,10 +196,34 @@ async fn not_found(_login: Login) -> RobotError {
     RobotError::not_found("Not Found")
 }
 
-async fn method_not_allowed(_login: Login) -> RobotError {
-    RobotError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "METHOD_NOT_ALLOWED",
-        "Method not allowed",
-    )
+/// Gives axum's bare 405 (a known path, another method) Robot's error body, after the
+/// credentials check every answer starts with.
+async fn method_not_allowed(State(robot): State<Arc<Robot>>, req: Request, next: Next) -> Response {
+    let client = client_ip(req.extensions());
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let response = next.run(req).await;
+    let bare = response.status() == StatusCode::METHOD_NOT_ALLOWED
+        && !response.headers().contains_key(header::CONTENT_TYPE);
+    if !bare {
+        return response;
+    }
+    match robot.login(client, authorization.as_deref()) {
+        Err(e) => e.into_response(),
+        Ok(_) => RobotError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "METHOD_NOT_ALLOWED",
+            "Method not allowed",
+        )
+        .into_response(),
+    }
+}
+
+fn client_ip(extensions: &axum::http::Extensions) -> IpAddr {
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip())
 }

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use chrono::{DateTime, Utc};
 
@@ -201,14 +202,21 @@ fn router() -> Router<Arc<Vultr>> {
         )
         .route("/v2/blocks/{id}/attach", post(blocks::attach))
         .route("/v2/blocks/{id}/detach", post(blocks::detach))
-        .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
+        .layer(axum::middleware::map_response(method_not_allowed))
 }
 
 async fn not_found() -> VultrError {
     VultrError::not_found("Not found.")
 }
 
-async fn method_not_allowed() -> VultrError {
-    VultrError::new(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed.")
+/// Gives axum's bare 405 (a known path, another method) Vultr's error body.
+async fn method_not_allowed(response: Response) -> Response {
+    let bare = response.status() == StatusCode::METHOD_NOT_ALLOWED
+        && !response.headers().contains_key(header::CONTENT_TYPE);
+    if bare {
+        VultrError::new(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed.").into_response()
+    } else {
+        response
+    }
 }
