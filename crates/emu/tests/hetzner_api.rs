@@ -562,6 +562,7 @@ async fn hetzner_actions_endpoints_require_ids_and_sort() {
         ))
         .await;
     assert_eq!(ids(&both, "actions"), [a1, a2]);
+    assert!(both.body.get("meta").is_none(), "GET /actions is not paginated");
 
     let of_server = api.get(&format!("/servers/{id}/actions")).await;
     assert_eq!(ids(&of_server, "actions"), [a1, a2]);

@@ -85,18 +85,22 @@ fn sorted_page(ctx: &Ctx<'_>, q: &ListQuery, mut actions: Vec<&Action>) -> ApiRe
     let statuses = q.all_of("status", &["running", "success", "error"])?;
     let now = ctx.now;
     actions.retain(|a| statuses.is_empty() || statuses.iter().any(|s| s == a.status(now)));
-    sort_items(&mut actions, &sorts, |a, f| match f {
-        "command" => SortValue::Text(a.command.to_string()),
-        "status" => SortValue::Text(a.status(now).to_string()),
-        "started" => SortValue::Time(a.started),
-        "finished" => SortValue::Time(a.finishes),
-        _ => SortValue::Int(a.id),
-    });
+    sort_items(&mut actions, &sorts, |a, f| sort_value(a, f, now));
     page_of(
         q,
         "actions",
         actions.iter().map(|a| a.to_json(now)).collect(),
     )
+}
+
+fn sort_value(a: &Action, field: &str, now: DateTime<Utc>) -> SortValue {
+    match field {
+        "command" => SortValue::Text(a.command.to_string()),
+        "status" => SortValue::Text(a.status(now).to_string()),
+        "started" => SortValue::Time(a.started),
+        "finished" => SortValue::Time(a.finishes),
+        _ => SortValue::Int(a.id),
+    }
 }
 
 fn parse_ids(q: &ListQuery) -> Result<Vec<u64>, ApiError> {
@@ -120,12 +124,16 @@ pub(crate) async fn list_by_id(State(hz): Hs, account: Account, q: ListQuery) ->
             json!({"fields": [{"name": "id", "messages": ["Missing data for required field."]}]}),
         ));
     }
+    let sorts = q.sort(&SORT_FIELDS)?;
     hz.with_world(&account, |ctx| {
-        let actions = ids
+        let mut actions: Vec<&Action> = ids
             .iter()
             .filter_map(|id| ctx.world.actions.get(id))
             .collect();
-        sorted_page(ctx, &q, actions)
+        let now = ctx.now;
+        sort_items(&mut actions, &sorts, |a, f| sort_value(a, f, now));
+        actions.dedup_by_key(|a| a.id);
+        ok(json!({"actions": actions.iter().map(|a| a.to_json(now)).collect::<Vec<_>>()}))
     })
 }
 

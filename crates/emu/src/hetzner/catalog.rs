@@ -353,7 +353,6 @@ impl Catalog {
             "architecture": s.architecture,
             "deprecated": false,
             "deprecation": null,
-            "included_traffic": s.prices.first().map(|p| p.included_traffic),
             "prices": self.type_prices(t),
             "locations": locations,
         })
