@@ -110,10 +110,24 @@ impl CatalogSnapshot {
     }
 }
 
+/// A plan as listed at one location: its index in [`CatalogSnapshot::plans`], its price there
+/// and whether it is sold there right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocatedPlan {
+    pub plan: usize,
+    pub price: PlanPrice,
+    pub sold: bool,
+}
+
 /// The latest snapshot of each cloud; a cloud not read yet has none.
+///
+/// Alongside the snapshots it keeps an index of the plans listed at each location, rebuilt
+/// whenever a snapshot is replaced or updated, so a quote never searches a plan's price map.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Catalogs {
     snapshots: BTreeMap<Cloud, CatalogSnapshot>,
+    #[serde(skip)]
+    by_location: BTreeMap<Cloud, BTreeMap<LocationId, Vec<LocatedPlan>>>,
 }
 
 impl Catalogs {
@@ -124,7 +138,39 @@ impl Catalogs {
 
     /// Replaces a cloud's snapshot whole.
     pub fn replace(&mut self, snapshot: CatalogSnapshot) {
-        self.snapshots.insert(snapshot.cloud, snapshot);
+        let cloud = snapshot.cloud;
+        self.snapshots.insert(cloud, snapshot);
+        self.reindex(cloud);
+    }
+
+    /// Changes a cloud's snapshot in place (a reader applying a partial refresh, or a test
+    /// marking a plan sold out); the index is rebuilt afterwards.
+    pub fn update(&mut self, cloud: Cloud, change: impl FnOnce(&mut CatalogSnapshot)) {
+        if let Some(snapshot) = self.snapshots.get_mut(&cloud) {
+            change(snapshot);
+            self.reindex(cloud);
+        }
+    }
+
+    fn reindex(&mut self, cloud: Cloud) {
+        let mut index: BTreeMap<LocationId, Vec<LocatedPlan>> = BTreeMap::new();
+        let Some(snapshot) = self.snapshots.get(&cloud) else {
+            self.by_location.remove(&cloud);
+            return;
+        };
+        for (i, plan) in snapshot.plans.iter().enumerate() {
+            for (location, price) in &plan.prices {
+                index
+                    .entry(location.clone())
+                    .or_default()
+                    .push(LocatedPlan {
+                        plan: i,
+                        price: *price,
+                        sold: plan.sold_in.contains(location),
+                    });
+            }
+        }
+        self.by_location.insert(cloud, index);
     }
 
     /// The snapshot of `cloud`, if read.
@@ -132,9 +178,12 @@ impl Catalogs {
         self.snapshots.get(&cloud)
     }
 
-    /// Mutable access for a reader that updates a snapshot in place (and for tests).
-    pub fn get_mut(&mut self, cloud: Cloud) -> Option<&mut CatalogSnapshot> {
-        self.snapshots.get_mut(&cloud)
+    /// The plans `cloud` lists at `location`, in snapshot order.
+    pub fn plans_at(&self, cloud: Cloud, location: &LocationId) -> &[LocatedPlan] {
+        self.by_location
+            .get(&cloud)
+            .and_then(|index| index.get(location))
+            .map_or(&[], Vec::as_slice)
     }
 
     /// Every snapshot, in cloud order.

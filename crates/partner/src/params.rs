@@ -248,10 +248,9 @@ impl Config {
         format!("urn:orc:partner:{}", self.partner_id)
     }
 
-    /// One cloud's config.
-    pub fn cloud(&self, cloud: Cloud) -> &CloudConfig {
-        // Every cloud is present: `load_config` builds one entry per `Cloud::ALL`.
-        &self.clouds[&cloud]
+    /// One cloud's config; `load_config` always builds one per [`Cloud::ALL`].
+    pub fn cloud(&self, cloud: Cloud) -> Option<&CloudConfig> {
+        self.clouds.get(&cloud)
     }
 }
 
@@ -803,7 +802,7 @@ mod tests {
         assert_eq!(config.os_map, OsMap::builtin());
         assert_eq!(config.gateway, GatewayShape { cpu: 1, mem_gib: 2 });
         assert!(config.ptr_domain.is_none() && config.access_keys_url.is_none());
-        let h = config.cloud(Cloud::Hetzner);
+        let h = config.cloud(Cloud::Hetzner).unwrap();
         assert_eq!(h.key.as_ref().map(Secret::expose), Some(KEY));
         assert!(h.enabled && h.regions.is_none() && h.plans.is_none() && h.images.is_none());
         assert_eq!(h.pool_ipv4_limit, 10);
@@ -811,7 +810,7 @@ mod tests {
         assert_eq!(h.usd_rate(orc_common::Currency::EUR), None);
         assert_eq!(h.usd_rate(orc_common::Currency::USD), Some(Decimal::ONE));
         assert_eq!(h.endpoint.as_str(), "https://api.hetzner.cloud/v1");
-        let v = config.cloud(Cloud::Vultr);
+        let v = config.cloud(Cloud::Vultr).unwrap();
         assert!(!v.is_keyed());
         assert_eq!(v.endpoint.as_str(), "https://api.vultr.com/");
     }
@@ -868,7 +867,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            config.cloud(Cloud::Hetzner).pool_ipv4_limit,
+            config.cloud(Cloud::Hetzner).unwrap().pool_ipv4_limit,
             DEFAULT_POOL_IPV4_LIMIT
         );
         assert_eq!(config.gateway, GatewayShape::default());

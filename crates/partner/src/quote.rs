@@ -21,7 +21,7 @@ use orc_common::{Currency, Money, Period, Shape};
 use rust_decimal::Decimal;
 use serde::Serialize;
 
-use crate::catalog::{CatalogSnapshot, Plan, PlanPrice};
+use crate::catalog::{CatalogSnapshot, Catalogs, LocatedPlan, Plan, PlanPrice};
 use crate::ids::{
     ClassId, Cloud, ImageId, LocationId, NodeId, OsId, PlanId, PoolId, SiteName, Timestamp,
 };
@@ -395,7 +395,7 @@ impl QuoteOutcome {
 pub fn quote(
     request: &QuoteRequest,
     config: &Config,
-    catalogs: &crate::catalog::Catalogs,
+    catalogs: &Catalogs,
     state: &QuoteState,
 ) -> QuoteOutcome {
     let pin = request.pinned_site.clone().or_else(|| {
@@ -435,7 +435,7 @@ pub fn quote(
         .sites
         .iter()
         .enumerate()
-        .map(|(order, site)| ctx.evaluate(order, site, catalogs.get(site.cloud)))
+        .map(|(order, site)| ctx.evaluate(order, site, catalogs))
         .collect();
     outcome.decision = decide(request, class, pin.as_ref(), &mut outcome.candidates);
     outcome
@@ -450,7 +450,7 @@ struct Context<'a> {
 }
 
 impl Context<'_> {
-    fn evaluate(&self, order: usize, site: &Site, snapshot: Option<&CatalogSnapshot>) -> Candidate {
+    fn evaluate(&self, order: usize, site: &Site, catalogs: &Catalogs) -> Candidate {
         let mut candidate = Candidate {
             order,
             site: site.name.clone(),
@@ -461,7 +461,9 @@ impl Context<'_> {
             price: None,
             verdict: Verdict::Eligible,
         };
-        if let Err(exclusion) = self.check(site, snapshot, &mut candidate) {
+        let snapshot = catalogs.get(site.cloud);
+        let located = catalogs.plans_at(site.cloud, &site.location);
+        if let Err(exclusion) = self.check(site, snapshot, located, &mut candidate) {
             candidate.verdict = Verdict::Excluded { exclusion };
         }
         candidate
@@ -471,11 +473,11 @@ impl Context<'_> {
         &self,
         site: &Site,
         snapshot: Option<&CatalogSnapshot>,
+        located: &[LocatedPlan],
         candidate: &mut Candidate,
     ) -> Result<(), Exclusion> {
         let request = self.request;
         let tenant = request.purpose == Purpose::Tenant;
-        let cloud = self.config.cloud(site.cloud);
         if let Some(live) = self.state.live_at(&site.name)
             && (live.cloud != site.cloud || live.location != site.location)
         {
@@ -491,9 +493,9 @@ impl Context<'_> {
                 pinned: pin.clone(),
             });
         }
-        if !cloud.is_keyed() {
+        let Some(cloud) = self.config.cloud(site.cloud).filter(|c| c.is_keyed()) else {
             return Err(Exclusion::NoKey);
-        }
+        };
         if tenant && !cloud.enabled {
             return Err(Exclusion::Retired);
         }
@@ -506,8 +508,8 @@ impl Context<'_> {
             return Err(Exclusion::CatalogUnread);
         };
         let (plan, plan_price) = match request.purpose {
-            Purpose::Tenant => exact_plan(snapshot, cloud, &request.shape, &site.location)?,
-            Purpose::Gateway => gateway_plan(snapshot, cloud, self.config, &site.location)?,
+            Purpose::Tenant => exact_plan(snapshot, located, cloud, &request.shape)?,
+            Purpose::Gateway => gateway_plan(snapshot, located, cloud, self.config)?,
         };
         candidate.plan = Some(plan.id.clone());
 
@@ -608,7 +610,11 @@ fn price(
     cloud: &CloudConfig,
 ) -> CandidatePrice {
     let monthly = plan.monthly + disk_monthly;
-    let hourly = plan.hourly + disk_monthly / Decimal::from(HOURS_PER_MONTH);
+    let hourly = if disk_monthly.is_zero() {
+        plan.hourly
+    } else {
+        plan.hourly + disk_monthly / Decimal::from(HOURS_PER_MONTH)
+    };
     let rate = cloud.usd_rate(currency);
     let usd = |amount: Decimal, period| {
         rate.and_then(|r| amount.checked_mul(r))
@@ -630,104 +636,93 @@ fn plan_allowed(cloud: &CloudConfig, plan: &Plan) -> bool {
         .is_none_or(|allowed| allowed.contains(&plan.id))
 }
 
-fn cheaper(price: PlanPrice, plan: &Plan, best: &Option<(&Plan, PlanPrice)>) -> bool {
-    match best {
-        None => true,
-        Some((held, held_price)) => {
-            (price.monthly, plan.id.as_str()) < (held_price.monthly, held.id.as_str())
-        }
-    }
-}
-
-/// The cheapest plan of exactly the shape sold at `location`, or why there is none.
-fn exact_plan<'a>(
+/// The cheapest sold, allowed plan among those listed at a location that pass `fits`, or the
+/// most specific reason there is none. Ties go to the smaller plan id, so listing order never
+/// matters.
+fn cheapest_plan<'a>(
     snapshot: &'a CatalogSnapshot,
+    located: &[LocatedPlan],
     cloud: &CloudConfig,
-    shape: &Shape,
-    location: &LocationId,
+    fits: impl Fn(&Plan) -> bool,
 ) -> Result<(&'a Plan, PlanPrice), Exclusion> {
-    let mut best = None;
+    let mut best: Option<(&Plan, PlanPrice)> = None;
     let (mut listed, mut allowed) = (false, false);
-    for plan in &snapshot.plans {
-        if plan.vcpus != shape.vcpus
-            || plan.arch != shape.arch
-            || plan.memory_gib_exact() != Some(shape.memory_gib)
-            || !plan.prices.contains_key(location)
-        {
+    for lp in located {
+        let Some(plan) = snapshot.plans.get(lp.plan) else {
+            continue;
+        };
+        if !fits(plan) {
             continue;
         }
         listed = true;
+        if let Some((held, held_price)) = &best
+            && (lp.price.monthly, plan.id.as_str()) >= (held_price.monthly, held.id.as_str())
+        {
+            continue;
+        }
         if !plan_allowed(cloud, plan) {
             continue;
         }
         allowed = true;
-        if let Some(price) = plan.sold_price(location)
-            && cheaper(price, plan, &best)
-        {
-            best = Some((plan, price));
+        if lp.sold {
+            best = Some((plan, lp.price));
         }
     }
     match best {
         Some(found) => Ok(found),
-        None if !snapshot.sells_at(location) => Err(Exclusion::LocationNotSold),
+        None if !located.iter().any(|lp| lp.sold) => Err(Exclusion::LocationNotSold),
         None if !listed => Err(Exclusion::NoExactPlan),
         None if !allowed => Err(Exclusion::PlanNotAllowed),
         None => Err(Exclusion::SoldOut),
     }
 }
 
-/// The gateway's plan at `location`: `<cloud>_gateway_plan`, or the cheapest x86 plan with
+/// The cheapest plan of exactly the shape sold at the location, or why there is none.
+fn exact_plan<'a>(
+    snapshot: &'a CatalogSnapshot,
+    located: &[LocatedPlan],
+    cloud: &CloudConfig,
+    shape: &Shape,
+) -> Result<(&'a Plan, PlanPrice), Exclusion> {
+    cheapest_plan(snapshot, located, cloud, |plan| {
+        plan.vcpus == shape.vcpus
+            && plan.arch == shape.arch
+            && plan.memory_gib_exact() == Some(shape.memory_gib)
+    })
+}
+
+/// The gateway's plan at the location: `<cloud>_gateway_plan`, or the cheapest x86 plan with
 /// at least the gateway minimum.
 fn gateway_plan<'a>(
     snapshot: &'a CatalogSnapshot,
+    located: &[LocatedPlan],
     cloud: &CloudConfig,
     config: &Config,
-    location: &LocationId,
 ) -> Result<(&'a Plan, PlanPrice), Exclusion> {
     if let Some(named) = &cloud.gateway_plan {
-        let plan = snapshot
-            .plan(named.as_str())
-            .filter(|p| p.prices.contains_key(location))
-            .ok_or_else(|| Exclusion::GatewayPlanNotOffered {
-                plan: named.clone(),
-            })?;
+        let not_offered = || Exclusion::GatewayPlanNotOffered {
+            plan: named.clone(),
+        };
+        let lp = located
+            .iter()
+            .find(|lp| snapshot.plans.get(lp.plan).is_some_and(|p| p.id == *named))
+            .ok_or_else(not_offered)?;
+        let plan = snapshot.plans.get(lp.plan).ok_or_else(not_offered)?;
         if !plan_allowed(cloud, plan) {
             return Err(Exclusion::PlanNotAllowed);
         }
-        return plan
-            .sold_price(location)
-            .map(|p| (plan, p))
-            .ok_or(Exclusion::SoldOut);
+        return if lp.sold {
+            Ok((plan, lp.price))
+        } else {
+            Err(Exclusion::SoldOut)
+        };
     }
     let min_mib = u64::from(config.gateway.mem_gib) * 1024;
-    let mut best = None;
-    let (mut listed, mut allowed) = (false, false);
-    for plan in &snapshot.plans {
-        if plan.arch != orc_common::Architecture::X86_64
-            || plan.vcpus < config.gateway.cpu
-            || plan.memory_mib < min_mib
-            || !plan.prices.contains_key(location)
-        {
-            continue;
-        }
-        listed = true;
-        if !plan_allowed(cloud, plan) {
-            continue;
-        }
-        allowed = true;
-        if let Some(price) = plan.sold_price(location)
-            && cheaper(price, plan, &best)
-        {
-            best = Some((plan, price));
-        }
-    }
-    match best {
-        Some(found) => Ok(found),
-        None if !snapshot.sells_at(location) => Err(Exclusion::LocationNotSold),
-        None if !listed => Err(Exclusion::NoExactPlan),
-        None if !allowed => Err(Exclusion::PlanNotAllowed),
-        None => Err(Exclusion::SoldOut),
-    }
+    cheapest_plan(snapshot, located, cloud, |plan| {
+        plan.arch == orc_common::Architecture::X86_64
+            && plan.vcpus >= config.gateway.cpu
+            && plan.memory_mib >= min_mib
+    })
 }
 
 fn decide(

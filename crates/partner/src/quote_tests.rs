@@ -96,18 +96,19 @@ fn exclusion<'a>(outcome: &'a QuoteOutcome, site: &str) -> Option<&'a Exclusion>
 }
 
 fn set_sold(catalogs: &mut Catalogs, cloud: Cloud, plan: &str, location: &str, sold: bool) {
-    let snapshot = catalogs.get_mut(cloud).unwrap();
-    let plan = snapshot
-        .plans
-        .iter_mut()
-        .find(|p| p.id.as_str() == plan)
-        .unwrap();
-    let loc = LocationId::new(location);
-    if sold {
-        plan.sold_in.insert(loc);
-    } else {
-        plan.sold_in.remove(&loc);
-    }
+    catalogs.update(cloud, |snapshot| {
+        let plan = snapshot
+            .plans
+            .iter_mut()
+            .find(|p| p.id.as_str() == plan)
+            .unwrap();
+        let loc = LocationId::new(location);
+        if sold {
+            plan.sold_in.insert(loc);
+        } else {
+            plan.sold_in.remove(&loc);
+        }
+    });
 }
 
 fn counted(state: &mut QuoteState, cloud: Cloud, tenant_nodes: u32, spend: Decimal) {
@@ -859,12 +860,13 @@ fn build(s: &Scenario) -> (QuoteRequest, Config, Catalogs, QuoteState) {
     let mut catalogs = seed_catalogs();
     for &(plan, loc) in &s.sold_out {
         for snapshot in [Cloud::Hetzner, Cloud::Vultr] {
-            let snap = catalogs.get_mut(snapshot).unwrap();
-            let n = snap.plans.len();
-            let p = &mut snap.plans[plan % n];
-            if let Some(l) = p.sold_in.iter().nth(loc % p.sold_in.len().max(1)).cloned() {
-                p.sold_in.remove(&l);
-            }
+            catalogs.update(snapshot, |snap| {
+                let n = snap.plans.len();
+                let p = &mut snap.plans[plan % n];
+                if let Some(l) = p.sold_in.iter().nth(loc % p.sold_in.len().max(1)).cloned() {
+                    p.sold_in.remove(&l);
+                }
+            });
         }
     }
     let class = config.regions.class(CLASSES[s.class]).unwrap();
@@ -986,9 +988,9 @@ proptest! {
     fn the_result_does_not_depend_on_listing_order(s in scenario(), seed in any::<u64>()) {
         let (req, config, catalogs, state) = build(&s);
         let expected = quote(&req, &config, &catalogs, &state);
-        let mut shuffled = catalogs.clone();
+        let mut shuffled = Catalogs::new();
         for cloud in Cloud::ALL {
-            let snap = shuffled.get_mut(cloud).unwrap();
+            let mut snap = catalogs.get(cloud).unwrap().clone();
             let mut rng = seed;
             let mut shuffle = |n: usize| {
                 rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -1002,6 +1004,7 @@ proptest! {
                 let j = shuffle(i + 1);
                 snap.images.swap(i, j);
             }
+            shuffled.replace(snap);
         }
         prop_assert_eq!(quote(&req, &config, &shuffled, &state), expected);
     }
