@@ -350,3 +350,54 @@ pub(crate) fn absent_as_none<T>(result: Result<T, CloudError>) -> Result<Option<
         Err(error) => Err(error),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Thing {
+        id: u64,
+        inner: Inner,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Inner {
+        cores: u32,
+    }
+
+    #[test]
+    fn decode_errors_name_the_field() {
+        let err = decode::<Thing>("op.x", br#"{"id":1,"inner":{"cores":"two"}}"#).unwrap_err();
+        match &err {
+            CloudError::Decode { operation, at, .. } => {
+                assert_eq!(*operation, "op.x");
+                assert_eq!(at, "inner.cores");
+            }
+            other => panic!("expected Decode, got {other:?}"),
+        }
+        assert_eq!(
+            err.to_string(),
+            "op.x: cannot decode the answer at `inner.cores`"
+        );
+        assert!(!err.retryable());
+        assert!(decode::<Thing>("op.x", b"<html>").is_err());
+    }
+
+    #[test]
+    fn missing_resources_become_none() {
+        let missing: Result<u8, CloudError> = Err(CloudError::NotFound {
+            operation: "op",
+            path: "/x/1".into(),
+        });
+        assert_eq!(absent_as_none(missing).unwrap(), None);
+        let failed: Result<u8, CloudError> = Err(CloudError::Protocol {
+            operation: "op",
+            problem: "p".into(),
+        });
+        assert!(absent_as_none(failed).is_err());
+        assert_eq!(absent_as_none(Ok(3u8)).unwrap(), Some(3));
+    }
+}

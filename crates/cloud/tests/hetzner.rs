@@ -695,3 +695,84 @@ async fn a_wrong_token_is_a_provider_error_without_the_token() {
     assert!(!format!("{err:?}").contains("wrong-token-123"));
     assert!(!format!("{client:?}").contains("wrong-token-123"));
 }
+
+#[tokio::test]
+async fn a_private_only_server_joins_its_networks() {
+    let emu = start().await;
+    let client = hetzner(&emu);
+    let network = client
+        .create_network(&CreateNetwork {
+            name: "private".into(),
+            ip_range: "10.1.0.0/16".into(),
+            subnets: vec![SubnetRequest {
+                kind: SubnetType::Cloud,
+                ip_range: "10.1.0.0/24".into(),
+                network_zone: "eu-central".into(),
+            }],
+            routes: vec![],
+            labels: Labels::new(),
+        })
+        .await
+        .unwrap();
+    let mut request = CreateServer::new("private-1", "cx23", "ubuntu-24.04");
+    request.location = Some("hel1".into());
+    request.networks = vec![network.id];
+    request.public_net.enable_ipv4 = false;
+    request.public_net.enable_ipv6 = false;
+    let created = client.create_server(&request).await.unwrap();
+    client
+        .wait_for_actions(&created.action_ids(), POLL, deadline())
+        .await
+        .unwrap();
+    let server = client.get_server(created.server.id).await.unwrap().unwrap();
+    assert!(server.public_net.ipv4.is_none());
+    assert!(server.public_net.ipv6.is_none());
+    assert_eq!(
+        server
+            .private_net
+            .iter()
+            .map(|p| p.network)
+            .collect::<Vec<_>>(),
+        [network.id]
+    );
+    assert!(server.private_net[0].ip.starts_with("10.1.0."));
+}
+
+#[tokio::test]
+async fn clones_share_counters_and_a_dead_endpoint_is_a_transport_error() {
+    let emu = start().await;
+    let client = hetzner(&emu);
+    let clone = client.clone();
+    client.list_locations().await.unwrap();
+    clone.list_locations().await.unwrap();
+    assert_eq!(
+        client.request_counts().get("hetzner.locations.list"),
+        Some(&2)
+    );
+
+    // A loopback port that was just released: every connection is refused.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let dead =
+        HetznerClient::new(HetznerConfig::new(SECRET).with_base_url(format!("http://{addr}/v1")))
+            .unwrap();
+    let err = dead.list_locations().await.unwrap_err();
+    assert!(matches!(err, CloudError::Transport { .. }), "{err:?}");
+    assert!(err.retryable());
+    assert_eq!(
+        dead.counters().get("hetzner.locations.list"),
+        3,
+        "GETs are retried"
+    );
+    let err = dead
+        .create_server(&CreateServer::new("x", "cx23", "ubuntu-24.04"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CloudError::Transport { .. }), "{err:?}");
+    assert_eq!(
+        dead.counters().get("hetzner.servers.create"),
+        1,
+        "POSTs are not"
+    );
+}
