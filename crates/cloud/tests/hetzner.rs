@@ -776,3 +776,59 @@ async fn clones_share_counters_and_a_dead_endpoint_is_a_transport_error() {
         "POSTs are not"
     );
 }
+
+/// Collects formatted tracing output.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn debug_logs_name_each_request_without_secrets_or_bodies() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter("orc_cloud=debug")
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let emu = start().await;
+    let client = hetzner(&emu);
+    let mut request = CreateServer::new("logged", "cx23", "ubuntu-24.04");
+    request.location = Some("fsn1".into());
+    request.user_data = Some("#cloud-config\nsecret_marker: body-must-not-be-logged\n".into());
+    client.create_server(&request).await.unwrap();
+    client.list_servers(&ServerFilter::default()).await.unwrap();
+
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(logs.contains("hetzner.servers.create"), "{logs}");
+    assert!(logs.contains("POST") && logs.contains("/servers"), "{logs}");
+    assert!(
+        logs.contains("status=201") && logs.contains("attempt=1"),
+        "{logs}"
+    );
+    assert!(logs.contains("hetzner.servers.list"), "{logs}");
+    assert!(!logs.contains(SECRET), "the token leaked: {logs}");
+    assert!(
+        !logs.contains("body-must-not-be-logged"),
+        "a body leaked: {logs}"
+    );
+}
