@@ -2,7 +2,8 @@
 //! endpoints that read them back.
 //!
 //! `GET /actions` requires at least one `id` (listing every action was removed from the
-//! API); ids that are unknown are simply absent from the answer.
+//! API); ids that are unknown are simply absent from the answer, which is one unpaginated
+//! list without `meta`, as the API describes it. The per-resource lists are paginated.
 
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::pagination::{ListQuery, SortValue, page_of, sort_items};
 use super::world::Action;
-use super::{Account, ApiError, ApiResult, Ctx, Hs, IdAndName, Ids, ok};
+use super::{Account, ApiError, ApiResult, Ctx, Hs, IdAndName, PathId, ok};
 use axum::extract::State;
 use std::sync::Arc;
 
@@ -138,8 +139,7 @@ pub(crate) async fn list_by_id(State(hz): Hs, account: Account, q: ListQuery) ->
 }
 
 /// `GET /actions/{id}`.
-pub(crate) async fn get_one(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
-    let id = ids[0];
+pub(crate) async fn get_one(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     hz.with_world(&account, |ctx| {
         let action = ctx
             .world
@@ -189,9 +189,8 @@ pub(crate) fn resource_action_routes(
             )
             .route(
                 &v1(&format!("/{path}/actions/{{id}}")),
-                get(move |State(hz): Hs, account: Account, Ids(ids): Ids| async move {
-                    let id = ids[0];
-                    hz.with_world(&account, |ctx| {
+                get(move |State(hz): Hs, account: Account, PathId(id): PathId| async move {
+                                        hz.with_world(&account, |ctx| {
                         let action = ctx
                             .world
                             .actions
@@ -205,9 +204,8 @@ pub(crate) fn resource_action_routes(
             .route(
                 &v1(&format!("/{path}/{{id}}/actions")),
                 get(
-                    move |State(hz): Hs, account: Account, Ids(ids): Ids, q: ListQuery| async move {
-                        let id = ids[0];
-                        hz.with_world(&account, |ctx| {
+                    move |State(hz): Hs, account: Account, PathId(id): PathId, q: ListQuery| async move {
+                                                hz.with_world(&account, |ctx| {
                             if !exists(ctx, kind, id) {
                                 return Err(ApiError::not_found(word, id));
                             }

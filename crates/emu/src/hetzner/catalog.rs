@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::pagination::{ListQuery, SortValue, page_of, page_with, sort_items};
-use super::{Account, ApiError, ApiResult, Hs, Ids, ok};
+use super::{Account, ApiError, ApiResult, Hs, PathId, ok};
 use crate::control::Faults;
 
 const SEED: &str = include_str!("../../seed/hetzner-cloud-catalog.json");
@@ -413,8 +413,7 @@ pub(crate) async fn list_server_types(State(hz): Hs, _: Account, q: ListQuery) -
     page_of(&q, "server_types", items)
 }
 
-pub(crate) async fn get_server_type(State(hz): Hs, _: Account, Ids(ids): Ids) -> ApiResult {
-    let id = ids[0];
+pub(crate) async fn get_server_type(State(hz): Hs, _: Account, PathId(id): PathId) -> ApiResult {
     let t = hz
         .catalog
         .server_type_by_id(id)
@@ -443,8 +442,7 @@ pub(crate) async fn list_locations(State(hz): Hs, _: Account, q: ListQuery) -> A
     )
 }
 
-pub(crate) async fn get_location(State(hz): Hs, _: Account, Ids(ids): Ids) -> ApiResult {
-    let id = ids[0];
+pub(crate) async fn get_location(State(hz): Hs, _: Account, PathId(id): PathId) -> ApiResult {
     let l = hz
         .catalog
         .locations
@@ -489,11 +487,10 @@ pub(crate) async fn list_datacenters(State(hz): Hs, _: Account, q: ListQuery) ->
     page_with(&q, "datacenters", items, extra)
 }
 
-pub(crate) async fn get_datacenter(State(hz): Hs, _: Account, Ids(ids): Ids) -> ApiResult {
+pub(crate) async fn get_datacenter(State(hz): Hs, _: Account, PathId(id): PathId) -> ApiResult {
     if !hz.options.serve_datacenters {
         return Err(datacenters_gone());
     }
-    let id = ids[0];
     let d = hz
         .catalog
         .datacenters
@@ -546,8 +543,7 @@ pub(crate) async fn list_images(State(hz): Hs, _: Account, q: ListQuery) -> ApiR
     )
 }
 
-pub(crate) async fn get_image(State(hz): Hs, _: Account, Ids(ids): Ids) -> ApiResult {
-    let id = ids[0];
+pub(crate) async fn get_image(State(hz): Hs, _: Account, PathId(id): PathId) -> ApiResult {
     let image = hz
         .catalog
         .image_by_id(id)

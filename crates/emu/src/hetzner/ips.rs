@@ -21,7 +21,7 @@ use super::wire::{
 use super::world::{
     Family, FloatingIp, PrimaryIp, Status, default_ptr_v4, ip_matches, ptr_list, ts,
 };
-use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, Ids, created, decode, ok};
+use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, PathId, created, decode, ok};
 
 fn primary_json(ctx: &Ctx<'_>, p: &PrimaryIp) -> Value {
     let assignee_type = if p.assignee.is_some() || ctx.hz.options.legacy_assignee_type {
@@ -265,9 +265,9 @@ pub(crate) async fn list_primary(State(hz): Hs, account: Account, q: ListQuery) 
     })
 }
 
-pub(crate) async fn get_primary(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
+pub(crate) async fn get_primary(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     hz.with_world(&account, |ctx| {
-        let p = find_primary(ctx, ids[0])?;
+        let p = find_primary(ctx, id)?;
         ok(json!({"primary_ip": primary_json(ctx, p)}))
     })
 }
@@ -275,10 +275,9 @@ pub(crate) async fn get_primary(State(hz): Hs, account: Account, Ids(ids): Ids) 
 pub(crate) async fn update_primary(
     State(hz): Hs,
     account: Account,
-    Ids(ids): Ids,
+    PathId(id): PathId,
     Body(b): Body<Update>,
 ) -> ApiResult {
-    let id = ids[0];
     check_labels(&b.labels)?;
     if let Some(n) = &b.name {
         check_name(n, 255)?;
@@ -313,8 +312,11 @@ pub(crate) async fn update_primary(
     })
 }
 
-pub(crate) async fn delete_primary(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
-    let id = ids[0];
+pub(crate) async fn delete_primary(
+    State(hz): Hs,
+    account: Account,
+    PathId(id): PathId,
+) -> ApiResult {
     hz.with_world(&account, |ctx| {
         let p = find_primary(ctx, id)?;
         if p.protect_delete {
@@ -588,9 +590,9 @@ pub(crate) async fn list_floating(State(hz): Hs, account: Account, q: ListQuery)
     })
 }
 
-pub(crate) async fn get_floating(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
+pub(crate) async fn get_floating(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     hz.with_world(&account, |ctx| {
-        let f = find_floating(ctx, ids[0])?;
+        let f = find_floating(ctx, id)?;
         ok(json!({"floating_ip": floating_json(ctx, f)}))
     })
 }
@@ -598,10 +600,9 @@ pub(crate) async fn get_floating(State(hz): Hs, account: Account, Ids(ids): Ids)
 pub(crate) async fn update_floating(
     State(hz): Hs,
     account: Account,
-    Ids(ids): Ids,
+    PathId(id): PathId,
     Body(b): Body<Update>,
 ) -> ApiResult {
-    let id = ids[0];
     check_labels(&b.labels)?;
     if let Some(n) = &b.name {
         check_name(n, 255)?;
@@ -636,8 +637,11 @@ pub(crate) async fn update_floating(
     })
 }
 
-pub(crate) async fn delete_floating(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
-    let id = ids[0];
+pub(crate) async fn delete_floating(
+    State(hz): Hs,
+    account: Account,
+    PathId(id): PathId,
+) -> ApiResult {
     hz.with_world(&account, |ctx| {
         let f = find_floating(ctx, id)?;
         if f.protect_delete {

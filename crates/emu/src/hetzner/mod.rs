@@ -293,22 +293,21 @@ pub(crate) fn decode<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
     serde_json::from_value(value).map_err(|e| ApiError::invalid(format!("invalid input: {e}")))
 }
 
-/// Path segments that are ids. A segment that is not a number names nothing: `404`.
+/// The one `{id}` segment of a path. A segment that is not a number is `400 invalid_input`.
 #[derive(Debug)]
-pub(crate) struct Ids(pub Vec<u64>);
+pub(crate) struct PathId(pub u64);
 
-impl<S: Send + Sync> FromRequestParts<S> for Ids {
+impl<S: Send + Sync> FromRequestParts<S> for PathId {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path(segments) = Path::<Vec<String>>::from_request_parts(parts, state)
+        let Path(segment) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|_| not_found_route())?;
-        segments
-            .iter()
-            .map(|s| s.parse::<u64>().map_err(|_| invalid_id(s)))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Ids)
+        segment
+            .parse::<u64>()
+            .map(PathId)
+            .map_err(|_| invalid_id(&segment))
     }
 }
 

@@ -21,7 +21,7 @@ use super::wire::{
     required,
 };
 use super::world::{Network, Route, Subnet, World, ts};
-use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, Ids, created, decode, ok};
+use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, PathId, created, decode, ok};
 
 /// An IPv4 block `addr/prefix` whose host bits are zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -374,9 +374,9 @@ pub(crate) async fn list(State(hz): Hs, account: Account, q: ListQuery) -> ApiRe
     })
 }
 
-pub(crate) async fn get_one(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
+pub(crate) async fn get_one(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     hz.with_world(&account, |ctx| {
-        let n = find(ctx, ids[0])?;
+        let n = find(ctx, id)?;
         ok(json!({"network": network_json(ctx.world, n)}))
     })
 }
@@ -384,10 +384,9 @@ pub(crate) async fn get_one(State(hz): Hs, account: Account, Ids(ids): Ids) -> A
 pub(crate) async fn update(
     State(hz): Hs,
     account: Account,
-    Ids(ids): Ids,
+    PathId(id): PathId,
     Body(b): Body<Update>,
 ) -> ApiResult {
-    let id = ids[0];
     check_labels(&b.labels)?;
     if let Some(n) = &b.name {
         check_name(n, 63)?;
@@ -423,8 +422,7 @@ pub(crate) async fn update(
     })
 }
 
-pub(crate) async fn delete(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
-    let id = ids[0];
+pub(crate) async fn delete(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     hz.with_world(&account, |ctx| {
         let n = find(ctx, id)?;
         if n.protect_delete {

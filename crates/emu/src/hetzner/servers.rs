@@ -35,7 +35,7 @@ use super::wire::{
 use super::world::{
     Event, Family, PrimaryIp, PrivateNet, Server, Status, default_ptr_v4, ip_matches, ts,
 };
-use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, Ids, created, decode, ok};
+use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, PathId, created, decode, ok};
 
 /// Largest `user_data` the API accepts.
 const MAX_USER_DATA: usize = 32 * 1024;
@@ -496,9 +496,9 @@ pub(crate) async fn list(State(hz): Hs, account: Account, q: ListQuery) -> ApiRe
     })
 }
 
-pub(crate) async fn get_one(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
+pub(crate) async fn get_one(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     hz.with_world(&account, |ctx| {
-        let s = find(ctx, ids[0])?;
+        let s = find(ctx, id)?;
         ok(json!({"server": server_json(ctx, s)}))
     })
 }
@@ -506,10 +506,9 @@ pub(crate) async fn get_one(State(hz): Hs, account: Account, Ids(ids): Ids) -> A
 pub(crate) async fn update(
     State(hz): Hs,
     account: Account,
-    Ids(ids): Ids,
+    PathId(id): PathId,
     Body(b): Body<Update>,
 ) -> ApiResult {
-    let id = ids[0];
     check_labels(&b.labels)?;
     if let Some(n) = &b.name {
         check_hostname(n)?;
@@ -540,8 +539,7 @@ pub(crate) async fn update(
     })
 }
 
-pub(crate) async fn delete(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
-    let id = ids[0];
+pub(crate) async fn delete(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     let power = hz.core.timings.power;
     hz.with_world(&account, |ctx| {
         let s = find(ctx, id)?;

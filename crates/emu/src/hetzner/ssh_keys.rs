@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::pagination::{ListQuery, SortValue, page_of, sort_items};
 use super::wire::{CreateSshKey, Update, check_labels, check_name, required};
 use super::world::{SshKey, ts};
-use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, Ids, created, ok};
+use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, PathId, created, ok};
 
 /// The fingerprint of an OpenSSH public key line, or why it is not one.
 pub(crate) fn fingerprint(public_key: &str) -> Result<String, String> {
@@ -130,19 +130,18 @@ pub(crate) async fn list(State(hz): Hs, account: Account, q: ListQuery) -> ApiRe
     })
 }
 
-pub(crate) async fn get_one(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
+pub(crate) async fn get_one(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     hz.with_world(&account, |ctx| {
-        ok(json!({"ssh_key": key_json(find(ctx, ids[0])?)}))
+        ok(json!({"ssh_key": key_json(find(ctx, id)?)}))
     })
 }
 
 pub(crate) async fn update(
     State(hz): Hs,
     account: Account,
-    Ids(ids): Ids,
+    PathId(id): PathId,
     Body(b): Body<Update>,
 ) -> ApiResult {
-    let id = ids[0];
     check_labels(&b.labels)?;
     if let Some(n) = &b.name {
         check_name(n, 255)?;
@@ -170,8 +169,7 @@ pub(crate) async fn update(
     })
 }
 
-pub(crate) async fn delete(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
-    let id = ids[0];
+pub(crate) async fn delete(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     hz.with_world(&account, |ctx| {
         find(ctx, id)?;
         ctx.world.ssh_keys.remove(&id);

@@ -15,7 +15,7 @@ use super::wire::{
     required,
 };
 use super::world::{Volume, ts};
-use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, Ids, created, decode, ok};
+use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, PathId, created, decode, ok};
 
 const MIN_SIZE: u64 = 10;
 const MAX_SIZE: u64 = 10_240;
@@ -184,9 +184,9 @@ pub(crate) async fn list(State(hz): Hs, account: Account, q: ListQuery) -> ApiRe
     })
 }
 
-pub(crate) async fn get_one(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
+pub(crate) async fn get_one(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     hz.with_world(&account, |ctx| {
-        let v = find(ctx, ids[0])?;
+        let v = find(ctx, id)?;
         ok(json!({"volume": volume_json(ctx, v)}))
     })
 }
@@ -194,10 +194,9 @@ pub(crate) async fn get_one(State(hz): Hs, account: Account, Ids(ids): Ids) -> A
 pub(crate) async fn update(
     State(hz): Hs,
     account: Account,
-    Ids(ids): Ids,
+    PathId(id): PathId,
     Body(b): Body<Update>,
 ) -> ApiResult {
-    let id = ids[0];
     check_labels(&b.labels)?;
     if let Some(n) = &b.name {
         check_name(n, 64)?;
@@ -229,8 +228,7 @@ pub(crate) async fn update(
     })
 }
 
-pub(crate) async fn delete(State(hz): Hs, account: Account, Ids(ids): Ids) -> ApiResult {
-    let id = ids[0];
+pub(crate) async fn delete(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     hz.with_world(&account, |ctx| {
         let v = find(ctx, id)?;
         if v.protect_delete {
