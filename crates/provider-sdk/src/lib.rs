@@ -1,1 +1,22 @@
-//! Provider side of the orc provider protocol.
+//! Provider side of orc's provider protocol.
+//!
+//! A provider implements one trait, [`Provider`], and hands it to [`run_provider`]: the
+//! runner dials the zone, introduces the replica, answers the zone's requests concurrently,
+//! keeps the stream alive and reconnects when it drops.
+//!
+//! For tests the crate also carries the zone's side of the stream ([`harness`]), the
+//! conformance cases every provider must pass ([`conformance`]) and a deterministic
+//! in-memory provider ([`fake::FakeProvider`]).
+
+pub mod backoff;
+pub mod conformance;
+pub mod fake;
+pub mod harness;
+pub mod provider;
+pub mod runner;
+pub mod transport;
+
+pub use backoff::Backoff;
+pub use provider::{HelloInfo, ProgressSink, Provider};
+pub use runner::{ProviderRunner, RunnerError, RunnerOptions, RunnerStatus, run_provider};
+pub use transport::{ConnectError, Connector, GrpcConnector, InvalidEndpoint};
