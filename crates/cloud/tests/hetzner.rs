@@ -403,6 +403,13 @@ async fn actions_still_running_at_the_deadline() {
     let mut request = CreateServer::new("slow", "cx23", "ubuntu-24.04");
     request.location = Some("fsn1".into());
     let created = client.create_server(&request).await.unwrap();
+    let locked = client.poweroff_server(created.server.id).await.unwrap_err();
+    assert!(
+        matches!(&locked, CloudError::Provider { status: 423, code: Some(code), .. } if code == "locked"),
+        "{locked:?}"
+    );
+    assert!(locked.retryable());
+    assert_eq!(client.counters().get("hetzner.servers.poweroff"), 1);
     let err = client
         .wait_for_actions(
             &created.action_ids(),

@@ -404,3 +404,32 @@ async fn an_injected_503_is_retried_for_gets_only() {
     let missing = VultrInstanceId::from("00000000-0000-4000-8000-000000000000");
     assert!(client.get_instance(&missing).await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn deleting_an_installing_instance_is_a_retryable_refusal() {
+    let mut config = orc_emu::EmuConfig::for_tests();
+    config.timings = orc_emu::Timings::realistic();
+    let emu = start_with(config).await;
+    let client = vultr(&emu);
+    let created = client
+        .create_instance(&ubuntu("fra", "vc2-1c-1gb"))
+        .await
+        .unwrap();
+    assert_eq!(created.status, InstanceStatus::Pending);
+    assert!(created.default_password.is_some());
+    assert!(!format!("{created:?}").contains(created.default_password.as_ref().unwrap().expose()));
+    let err = client.delete_instance(&created.id).await.unwrap_err();
+    assert!(
+        matches!(err, CloudError::Provider { status: 500, .. }),
+        "{err:?}"
+    );
+    assert!(err.retryable());
+    assert_eq!(
+        client.counters().get("vultr.instances.delete"),
+        1,
+        "DELETEs are not repeated"
+    );
+    control(&vultr_root(&emu), "clock/advance", json!({"seconds": 120})).await;
+    client.delete_instance(&created.id).await.unwrap();
+    assert!(client.get_instance(&created.id).await.unwrap().is_none());
+}
