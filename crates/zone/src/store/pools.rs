@@ -334,24 +334,26 @@ impl Store {
         now: Timestamp,
     ) -> StoreResult<PoolChange> {
         let mut tx = self.begin().await?;
-        let mut pool = pool_on(&mut tx, id).await?;
-        if pool.deleting {
+        // Updating the row first takes its lock (on PostgreSQL), so concurrent resizes of one
+        // pool run one after the other and each sees the nodes the other made.
+        let resized = sqlx::query(
+            "UPDATE pools SET size = $2, updated_at = $3 WHERE id = $1 AND deleting = 0",
+        )
+        .bind(id.as_str())
+        .bind(i64::from(size))
+        .bind(now.millis())
+        .execute(&mut *tx)
+        .await?;
+        let pool = pool_on(&mut tx, id).await?;
+        if resized.rows_affected() == 0 {
             return Err(StoreError::Invalid {
                 kind: Kind::Pool,
                 id: id.to_string(),
                 reason: "the pool is being deleted and cannot be resized".to_string(),
             });
         }
-        sqlx::query("UPDATE pools SET size = $2, updated_at = $3 WHERE id = $1")
-            .bind(id.as_str())
-            .bind(i64::from(size))
-            .bind(now.millis())
-            .execute(&mut *tx)
-            .await?;
         let (created, released) = apply_size(&mut tx, id, size, now).await?;
         tx.commit().await?;
-        pool.size = size;
-        pool.updated_at = now;
         Ok(PoolChange {
             pool,
             created,
@@ -427,17 +429,14 @@ impl Store {
     /// nodes turn `destroying`. The pool row stays until [`Store::delete_pool`].
     pub async fn mark_pool_deleting(&self, id: &PoolId, now: Timestamp) -> StoreResult<PoolChange> {
         let mut tx = self.begin().await?;
-        let mut pool = pool_on(&mut tx, id).await?;
         sqlx::query("UPDATE pools SET size = 0, deleting = 1, updated_at = $2 WHERE id = $1")
             .bind(id.as_str())
             .bind(now.millis())
             .execute(&mut *tx)
             .await?;
+        let pool = pool_on(&mut tx, id).await?;
         let (created, released) = apply_size(&mut tx, id, 0, now).await?;
         tx.commit().await?;
-        pool.size = 0;
-        pool.deleting = true;
-        pool.updated_at = now;
         Ok(PoolChange {
             pool,
             created,
@@ -445,11 +444,17 @@ impl Store {
         })
     }
 
-    /// Deletes a pool whose nodes have all ended, with those nodes (usage lines and events
-    /// keep their ids). Refused while any node is live.
+    /// Deletes a pool marked deleting whose nodes have all ended, with those nodes (usage
+    /// lines and events keep their ids). Refused while any node is live.
     pub async fn delete_pool(&self, id: &PoolId) -> StoreResult<()> {
         let mut tx = self.begin().await?;
-        pool_on(&mut tx, id).await?;
+        if !pool_on(&mut tx, id).await?.deleting {
+            return Err(StoreError::Invalid {
+                kind: Kind::Pool,
+                id: id.to_string(),
+                reason: "mark the pool deleting before deleting it".to_string(),
+            });
+        }
         let live: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM nodes WHERE pool_id = $1 AND state <> 'ended'",
         )

@@ -658,6 +658,14 @@ pub async fn pools_crud_and_resize(db: &TestDb) {
     assert_eq!(names, ["app", "batch"]);
     assert_eq!(store.list_all_pools().await.unwrap().len(), 2);
 
+    let err = store.delete_pool(&pool.id).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "pool {}: mark the pool deleting before deleting it",
+            pool.id
+        )
+    );
     // Deleting: size 0, every live node destroying; the row goes once all nodes ended.
     let deleting = store
         .mark_pool_deleting(&pool.id, T0.plus_millis(5))
@@ -1236,4 +1244,75 @@ pub async fn usage_accumulates_per_line(db: &TestDb) {
         ]
     );
     assert_eq!(store.list_usage(&project.id, &feb).await.unwrap().len(), 1);
+}
+
+pub async fn concurrent_writers_one_wins(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let node = pool_of(&store, &project, &provider, "web", 1)
+        .await
+        .remove(0);
+    let mut tasks = Vec::new();
+    for attempt in 0..8u32 {
+        let store = store.clone();
+        let node = node.clone();
+        tasks.push(tokio::spawn(async move {
+            let status = NodeStatus {
+                attempts: attempt + 1,
+                ..node.status.clone()
+            };
+            store
+                .update_node_state(&node.id, Expected::Version(1), &status, T0)
+                .await
+        }));
+    }
+    let mut won = Vec::new();
+    let mut conflicts = 0;
+    for task in tasks {
+        match task.await.expect("task") {
+            Ok(node) => won.push(node),
+            Err(StoreError::Conflict { .. }) => conflicts += 1,
+            Err(other) => panic!("unexpected error: {other}"),
+        }
+    }
+    assert_eq!(won.len(), 1, "exactly one writer wins");
+    assert_eq!(conflicts, 7);
+    assert_eq!(store.get_node(&node.id).await.unwrap(), won[0]);
+    assert_eq!(won[0].version, 2);
+}
+
+pub async fn concurrent_resizes_keep_one_node_per_slot(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    pool_of(&store, &project, &provider, "web", 1).await;
+    let pool = store.list_pools(&project.id).await.unwrap().remove(0);
+    let mut tasks = Vec::new();
+    for size in [3u32, 6, 4, 5] {
+        let store = store.clone();
+        let id = pool.id.clone();
+        tasks.push(tokio::spawn(async move {
+            store.resize_pool(&id, size, T0).await
+        }));
+    }
+    for task in tasks {
+        task.await.expect("task").expect("resize");
+    }
+    let size = store.get_pool(&pool.id).await.unwrap().size;
+    let nodes = store.list_nodes_by_pool(&pool.id, false).await.unwrap();
+    // Every slot below the size holds one live node (a slot whose node is still being
+    // destroyed stays taken until it ends); nodes above it are all being destroyed.
+    let slots: Vec<u32> = nodes.iter().map(|n| n.slot).collect();
+    let mut unique = slots.clone();
+    unique.dedup();
+    assert!(
+        slots.starts_with(&(0..size).collect::<Vec<_>>()),
+        "{slots:?} for size {size}"
+    );
+    assert!(
+        nodes
+            .iter()
+            .filter(|n| n.slot >= size)
+            .all(|n| n.status.state == NodeState::Destroying)
+    );
+    assert_eq!(slots, unique, "one live node per slot");
 }

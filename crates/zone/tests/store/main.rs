@@ -44,4 +44,6 @@ on_both_engines!(
     money_round_trips_exactly,
     events_filter_and_page,
     usage_accumulates_per_line,
+    concurrent_writers_one_wins,
+    concurrent_resizes_keep_one_node_per_slot,
 );
