@@ -195,10 +195,10 @@ pub(crate) static CATALOG: LazyLock<Catalog> = LazyLock::new(|| {
 /// A USD amount as a JSON number: integral amounts without a fraction.
 pub(crate) fn money(d: Decimal) -> Value {
     let d = d.normalize();
-    if d.scale() == 0 {
-        if let Some(i) = d.to_i64() {
-            return json!(i);
-        }
+    if d.scale() == 0
+        && let Some(i) = d.to_i64()
+    {
+        return json!(i);
     }
     d.to_f64().map_or(Value::Null, |f| json!(f))
 }

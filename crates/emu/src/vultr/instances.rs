@@ -263,7 +263,8 @@ pub(crate) async fn create(
         }
     };
     let ipv6 = b.enable_ipv6 == Some(true) || plan.ipv6_only();
-    let public_v4 = !plan.ipv6_only() && !(ipv6 && b.disable_public_ipv4 == Some(true));
+    let v6_only = ipv6 && b.disable_public_ipv4 == Some(true);
+    let public_v4 = !(plan.ipv6_only() || v6_only);
     let now = v.core.now();
     let label = b.label.clone().unwrap_or_default();
     let hostname = given(&b.hostname)
@@ -351,10 +352,8 @@ pub(crate) async fn create(
         for vpc_id in &vpc_ids {
             join_vpc(&mut w.vpcs, alloc, &mut inst, vpc_id)?;
         }
-        if let Some(rid) = reserved {
-            if let Some(r) = w.reserved_ips.get_mut(&rid) {
-                r.instance_id = Some(id.clone());
-            }
+        if let Some(r) = reserved.and_then(|rid| w.reserved_ips.get_mut(&rid)) {
+            r.instance_id = Some(id.clone());
         }
         let body = render(&v, &inst, now, true);
         w.instances.insert(id, inst);
@@ -695,12 +694,12 @@ fn public_v4s(w: &World, i: &Instance, phase: Phase) -> Vec<(Ipv4Addr, &'static 
         out.push((ip, "main_ip"));
     }
     for r in w.reserved_ips.values() {
-        if r.instance_id.as_deref() == Some(i.id.as_str()) && !r.v6 {
-            if let Ok(ip) = r.subnet.parse::<Ipv4Addr>() {
-                if Some(ip) != i.v4 {
-                    out.push((ip, "secondary_ip"));
-                }
-            }
+        if r.instance_id.as_deref() == Some(i.id.as_str())
+            && !r.v6
+            && let Ok(ip) = r.subnet.parse::<Ipv4Addr>()
+            && Some(ip) != i.v4
+        {
+            out.push((ip, "secondary_ip"));
         }
     }
     out
