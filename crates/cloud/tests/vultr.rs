@@ -102,8 +102,8 @@ async fn instance_lifecycle() {
         .await
         .unwrap();
     assert_eq!(
-        tagged.iter().map(|i| i.id.clone()).collect::<Vec<_>>(),
-        [id.clone()]
+        tagged.iter().map(|i| &i.id).collect::<Vec<_>>(),
+        [&id]
     );
     let other = client
         .list_instances(&InstanceFilter {
