@@ -101,10 +101,7 @@ async fn instance_lifecycle() {
         })
         .await
         .unwrap();
-    assert_eq!(
-        tagged.iter().map(|i| &i.id).collect::<Vec<_>>(),
-        [&id]
-    );
+    assert_eq!(tagged.iter().map(|i| &i.id).collect::<Vec<_>>(), [&id]);
     let other = client
         .list_instances(&InstanceFilter {
             tag: Some("node-2".into()),
