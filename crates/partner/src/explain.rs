@@ -50,10 +50,17 @@ pub fn render_table(outcome: &QuoteOutcome) -> String {
         .class_title
         .as_deref()
         .map_or("not in the region map".to_string(), |t| format!("{t:?}"));
+    let (shape, os) = match outcome.purpose {
+        Purpose::Tenant => (outcome.shape.to_string(), format!("os {}", outcome.os)),
+        Purpose::Gateway => (
+            format!("at least {}", outcome.shape),
+            format!("gateway image ({})", crate::maps::GATEWAY_OS_TITLE),
+        ),
+    };
     let _ = writeln!(
         out,
-        "quote for {purpose} {}: {}, os {}, class {} ({title})",
-        outcome.node, outcome.shape, outcome.os, outcome.class
+        "quote for {purpose} {}: {shape}, {os}, class {} ({title})",
+        outcome.node, outcome.class
     );
     if let Some(pin) = &outcome.pinned_site {
         let _ = writeln!(out, "pinned to site {pin}");

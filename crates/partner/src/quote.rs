@@ -229,8 +229,10 @@ impl Exclusion {
                 format!("{cloud}_images allows neither image {image} nor its family")
             }
             Exclusion::NoBlockStorage => "block-storage price unknown".to_string(),
-            Exclusion::CoolingDown { until } => format!("refused a create; sits out until {until}"),
-            Exclusion::Counting { since } => format!("being counted since {since}"),
+            Exclusion::CoolingDown { until } => {
+                format!("refused a create; sits out until unix time {until}")
+            }
+            Exclusion::Counting { since } => format!("being counted since unix time {since}"),
             Exclusion::CountPending => "count not done; sits out while it is retried".to_string(),
             Exclusion::NodeCap { max, used } => {
                 format!("{cloud}_max_nodes {max} reached ({used} held or reserved)")
@@ -356,6 +358,7 @@ pub struct QuoteOutcome {
     pub class: ClassId,
     /// `None` when the class is not in the region map.
     pub class_title: Option<String>,
+    /// The tenant's shape, or for a gateway the gateway minimum.
     pub shape: Shape,
     pub os: OsId,
     /// The pin that applied (from the request or the pool's pin).
@@ -409,7 +412,15 @@ pub fn quote(
         purpose: request.purpose,
         class: request.class.clone(),
         class_title: None,
-        shape: request.shape.clone(),
+        shape: match request.purpose {
+            Purpose::Tenant => request.shape.clone(),
+            Purpose::Gateway => Shape {
+                vcpus: config.gateway.cpu,
+                memory_gib: config.gateway.mem_gib,
+                arch: orc_common::Architecture::X86_64,
+                disks_gib: Vec::new(),
+            },
+        },
         os: request.os.clone(),
         pinned_site: pin.clone(),
         candidates: Vec::new(),
@@ -437,7 +448,13 @@ pub fn quote(
         .enumerate()
         .map(|(order, site)| ctx.evaluate(order, site, catalogs))
         .collect();
-    outcome.decision = decide(request, class, pin.as_ref(), &mut outcome.candidates);
+    outcome.decision = decide(
+        request,
+        &outcome.shape,
+        class,
+        pin.as_ref(),
+        &mut outcome.candidates,
+    );
     outcome
 }
 
@@ -727,6 +744,7 @@ fn gateway_plan<'a>(
 
 fn decide(
     request: &QuoteRequest,
+    shape: &Shape,
     class: &RegionClass,
     pin: Option<&SiteName>,
     candidates: &mut [Candidate],
@@ -772,7 +790,7 @@ fn decide(
                 plan: plan.clone(),
                 image: image.clone(),
                 price: price.clone(),
-                tenant_line: words::price_line(&request.shape, request.class.as_str()),
+                tenant_line: words::price_line(shape, request.class.as_str()),
             });
         }
     }
