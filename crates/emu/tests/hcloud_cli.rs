@@ -7,7 +7,9 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use orc_emu::{EmuConfig, RunningEmulators};
+use std::time::Duration;
+
+use orc_emu::{ClockMode, EmuConfig, RunningEmulators, Timings};
 use serde_json::Value;
 
 struct Cli {
@@ -33,8 +35,11 @@ fn require_hcloud() {
 }
 
 async fn start(test: &str) -> Cli {
+    start_with(test, EmuConfig::for_tests()).await
+}
+
+async fn start_with(test: &str, mut config: EmuConfig) -> Cli {
     require_hcloud();
-    let mut config = EmuConfig::for_tests();
     config.vultr = None;
     config.robot = None;
     let emu = config.start().await.expect("emulator starts");
@@ -276,4 +281,51 @@ async fn hcloud_cli_manages_ssh_keys_networks_and_primary_ips() {
 
     let ips = cli.ok(&["primary-ip", "list"]).await;
     assert!(ips.contains("ipv4") && ips.contains("ipv6"), "{ips}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hcloud_cli_waits_for_running_actions_in_emulated_time() {
+    let mut config = EmuConfig::for_tests();
+    config.clock_mode = ClockMode::Auto;
+    config.timings = Timings {
+        create: Duration::from_secs(2),
+        power: Duration::from_secs(1),
+        quick: Duration::ZERO,
+    };
+    let cli = start_with("waiting", config).await;
+    let created = cli
+        .ok(&[
+            "--poll-interval",
+            "200ms",
+            "server",
+            "create",
+            "--name",
+            "slow",
+            "--type",
+            "cpx22",
+            "--image",
+            "debian-12",
+            "--location",
+            "sin",
+        ])
+        .await;
+    assert!(created.contains("created"), "{created}");
+    let described = cli.ok(&["server", "describe", "slow"]).await;
+    assert!(
+        described
+            .lines()
+            .any(|l| l.starts_with("Status:") && l.contains("running")),
+        "the CLI returns only after the start action finished: {described}"
+    );
+    let off = cli
+        .ok(&["--poll-interval", "200ms", "server", "poweroff", "slow"])
+        .await;
+    assert!(off.contains("stopped"), "{off}");
+    let described = cli.ok(&["server", "describe", "slow"]).await;
+    assert!(
+        described
+            .lines()
+            .any(|l| l.starts_with("Status:") && l.contains("off")),
+        "{described}"
+    );
 }

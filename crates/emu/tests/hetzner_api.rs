@@ -562,7 +562,10 @@ async fn hetzner_actions_endpoints_require_ids_and_sort() {
         ))
         .await;
     assert_eq!(ids(&both, "actions"), [a1, a2]);
-    assert!(both.body.get("meta").is_none(), "GET /actions is not paginated");
+    assert!(
+        both.body.get("meta").is_none(),
+        "GET /actions is not paginated"
+    );
 
     let of_server = api.get(&format!("/servers/{id}/actions")).await;
     assert_eq!(ids(&of_server, "actions"), [a1, a2]);
@@ -1088,4 +1091,35 @@ async fn hetzner_options_switch_old_client_shapes() {
     assert_eq!(p.body["primary_ip"]["assignee_type"], "server");
     assert!(p.body["primary_ip"]["assignee_id"].is_null());
     assert!(p.body["primary_ip"].get("datacenter").is_none());
+}
+
+#[tokio::test]
+async fn hetzner_rate_limit_and_injected_faults_use_the_api_envelope() {
+    let api = start().await;
+    api.control(
+        "faults",
+        json!({"path": "/v1/servers", "method": "POST", "status": 503, "count": 1}),
+    )
+    .await;
+    let r = api.create_server("x", json!({})).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.code(), "unavailable");
+    assert!(r.content_type().starts_with("application/json"));
+    assert_eq!(
+        api.create_server("x", json!({})).await.status,
+        StatusCode::CREATED
+    );
+
+    api.control(
+        "rate-limit",
+        json!({"limit": 3600, "remaining": 1, "per_seconds": 3_600_000}),
+    )
+    .await;
+    let last = api.get("/servers").await;
+    assert_eq!(last.status, StatusCode::OK);
+    assert_eq!(last.headers["ratelimit-remaining"], "0");
+    let limited = api.get("/servers").await;
+    assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(limited.code(), "rate_limit_exceeded");
+    assert_eq!(limited.headers["ratelimit-limit"], "3600");
 }

@@ -250,6 +250,15 @@ impl Catalog {
         Value::Object(image.raw.clone())
     }
 
+    /// Traffic included per month with this type in this location, in bytes.
+    pub fn included_traffic(&self, t: &ServerType, location: &str) -> Option<u64> {
+        t.seed
+            .prices
+            .iter()
+            .find(|p| p.location == location)
+            .map(|p| p.included_traffic)
+    }
+
     /// Whether the type is sold in this location at all (sold out or not).
     pub fn offered(&self, t: &ServerType, location: &str) -> bool {
         t.seed.locations.iter().any(|l| l.name == location)

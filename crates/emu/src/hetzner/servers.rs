@@ -100,13 +100,7 @@ pub(crate) fn server_json(ctx: &Ctx<'_>, s: &Server) -> Value {
         .filter(|v| v.server == Some(s.id))
         .map(|v| v.id)
         .collect();
-    let included_traffic = st.map(|t| {
-        cat.server_type_json(t, &faults)["prices"]
-            .as_array()
-            .and_then(|ps| ps.iter().find(|p| p["location"] == s.location.as_str()))
-            .and_then(|p| p["included_traffic"].as_u64())
-            .unwrap_or(0)
-    });
+    let included_traffic = st.and_then(|t| cat.included_traffic(t, &s.location));
     let mut v = json!({
         "id": s.id,
         "name": s.name,
