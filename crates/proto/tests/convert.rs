@@ -9,6 +9,9 @@ use orc_proto::pb::{self, provider_message::Body as PBody, zone_message::Body as
 use orc_proto::*;
 use rust_decimal::Decimal;
 
+/// One change to a valid wire message that must make its conversion fail.
+type Mutation<T> = fn(&mut T);
+
 fn node(s: &str) -> NodeId {
     NodeId::new(s).unwrap()
 }
@@ -245,7 +248,7 @@ fn missing(field: &str) -> ConvertError {
 
 #[test]
 fn hello_names_each_missing_field() {
-    let cases: Vec<(fn(&mut pb::Hello), &str)> = vec![
+    let cases: Vec<(Mutation<pb::Hello>, &str)> = vec![
         (|h| h.provider.clear(), "hello.provider"),
         (|h| h.resource_uri.clear(), "hello.resource_uri"),
         (|h| h.replica = None, "hello.replica"),
@@ -265,7 +268,7 @@ fn hello_names_each_missing_field() {
 
 #[test]
 fn catalog_names_each_missing_field() {
-    let cases: Vec<(fn(&mut pb::Catalog), &str)> = vec![
+    let cases: Vec<(Mutation<pb::Catalog>, &str)> = vec![
         (|c| c.classes[0].id.clear(), "catalog.classes[0].id"),
         (|c| c.classes[0].title.clear(), "catalog.classes[0].title"),
         (|c| c.os[0].id.clear(), "catalog.os[0].id"),
@@ -286,7 +289,7 @@ fn catalog_names_each_missing_field() {
 
 #[test]
 fn offer_names_each_missing_or_invalid_field() {
-    let cases: Vec<(fn(&mut pb::QuoteReply), ConvertError)> = vec![
+    let cases: Vec<(Mutation<pb::QuoteReply>, ConvertError)> = vec![
         (|r| r.node_id.clear(), missing("quote_reply.node_id")),
         (|r| r.outcome = None, missing("quote_reply.outcome")),
         (|r| offer(r).site.clear(), missing("quote_reply.offer.site")),
@@ -393,7 +396,7 @@ fn deploy_results_name_each_missing_or_invalid_field() {
     assert_eq!(err, missing("deploy_progress.node_id"));
     let err = provider_error(|m| body!(m, PBody::DeployProgress).words.clear(), 4);
     assert_eq!(err, missing("deploy_progress.words"));
-    let cases: Vec<(fn(&mut pb::DeployDone), ConvertError)> = vec![
+    let cases: Vec<(Mutation<pb::DeployDone>, ConvertError)> = vec![
         (|d| d.node_id.clear(), missing("deploy_done.node_id")),
         (|d| d.site.clear(), missing("deploy_done.site")),
         (
@@ -420,7 +423,7 @@ fn deploy_results_name_each_missing_or_invalid_field() {
 
 #[test]
 fn inventory_must_be_complete_and_names_fields() {
-    let cases: Vec<(fn(&mut pb::Inventory), ConvertError)> = vec![
+    let cases: Vec<(Mutation<pb::Inventory>, ConvertError)> = vec![
         (
             |i| i.complete = false,
             ConvertError::Invalid {
@@ -492,7 +495,7 @@ fn zone_messages_name_each_missing_field() {
         zone_error(|m| body!(m, ZBody::RoleChange).role = 0, 1),
         missing("role_change.role")
     );
-    let cases: Vec<(fn(&mut pb::Quote), ConvertError)> = vec![
+    let cases: Vec<(Mutation<pb::Quote>, ConvertError)> = vec![
         (|q| q.pool.clear(), missing("quote.pool")),
         (|q| q.node_id.clear(), missing("quote.node_id")),
         (|q| q.purpose = 0, missing("quote.purpose")),
@@ -522,7 +525,7 @@ fn zone_messages_name_each_missing_field() {
     for (mutate, expected) in cases {
         assert_eq!(zone_error(|m| mutate(body!(m, ZBody::Quote)), 2), expected);
     }
-    let cases: Vec<(fn(&mut pb::Deploy), ConvertError)> = vec![
+    let cases: Vec<(Mutation<pb::Deploy>, ConvertError)> = vec![
         (|d| d.node_id.clear(), missing("deploy.node_id")),
         (|d| d.quote_token.clear(), missing("deploy.quote_token")),
         (|d| d.os.clear(), missing("deploy.os")),
