@@ -681,6 +681,22 @@ async fn volumes_attach_and_detach() {
             .unwrap_err()
             .is_not_found()
     );
+
+    let attached = client
+        .create_volume(&CreateVolume {
+            name: "scratch".into(),
+            size_gb: 10,
+            placement: VolumePlacement::Server {
+                server,
+                automount: false,
+            },
+            format: None,
+            labels: Labels::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(attached.volume.server, Some(server));
+    assert_eq!(attached.volume.location.name, "fsn1");
 }
 
 #[tokio::test]
