@@ -42,7 +42,7 @@ impl Ctx<'_> {
     ) -> (u64, bool) {
         let fails = self.hz.core.faults().take_action_failure();
         let id = self.ids.action();
-        let finishes = self.now + TimeDelta::from_std(duration).unwrap_or(TimeDelta::MAX);
+        let finishes = self.after(duration);
         self.world.actions.insert(
             id,
             Action {
@@ -68,7 +68,10 @@ impl Ctx<'_> {
 
     /// `now + d`, saturating.
     pub fn after(&self, d: Duration) -> DateTime<Utc> {
-        self.now + TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
+        TimeDelta::from_std(d)
+            .ok()
+            .and_then(|d| self.now.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
     }
 
     /// `423 locked` if an action on this resource is running.
