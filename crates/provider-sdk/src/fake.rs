@@ -97,7 +97,8 @@ pub enum DeployFault {
 
 #[derive(Debug, Default)]
 struct CloudState {
-    instances: Vec<FakeInstance>,
+    /// Instances by node id; more than one under a key is a duplicate.
+    instances: BTreeMap<NodeId, Vec<FakeInstance>>,
     next_ref: u64,
     creates: u64,
     deletes: u64,
@@ -126,18 +127,14 @@ impl FakeCloud {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Every instance, duplicates included, in creation order.
+    /// Every instance, duplicates included, by node id then creation order.
     pub fn instances(&self) -> Vec<FakeInstance> {
-        self.state().instances.clone()
+        self.state().instances.values().flatten().cloned().collect()
     }
 
     /// How many instances exist for `node_id` (more than one is a duplicate).
     pub fn instance_count(&self, node_id: &NodeId) -> usize {
-        self.state()
-            .instances
-            .iter()
-            .filter(|i| &i.node_id == node_id)
-            .count()
+        self.state().instances.get(node_id).map_or(0, Vec::len)
     }
 
     /// Instances created since start.
@@ -382,8 +379,8 @@ impl Provider for FakeProvider {
             let mut state = self.cloud.state();
             let existing = state
                 .instances
-                .iter()
-                .find(|i| i.node_id == deploy.node_id)
+                .get(&deploy.node_id)
+                .and_then(|found| found.first())
                 .cloned();
             let fault = match existing {
                 Some(_) => None,
@@ -414,7 +411,11 @@ impl Provider for FakeProvider {
                 address: IpAddr::V4(Ipv4Addr::new(192, 0, 2, (n % 250 + 1) as u8)),
                 price: self.price(vcpus),
             };
-            state.instances.push(instance.clone());
+            state
+                .instances
+                .entry(instance.node_id.clone())
+                .or_default()
+                .push(instance.clone());
             instance
         };
         if let Some(DeployFault::FailAfterCreate(refusal)) = fault {
@@ -429,9 +430,10 @@ impl Provider for FakeProvider {
         if let Some(refusal) = state.destroy_faults.pop_front() {
             return DestroyResult::Refused(refusal);
         }
-        let before = state.instances.len();
-        state.instances.retain(|i| i.node_id != node_id);
-        let removed = before - state.instances.len();
+        let removed = state
+            .instances
+            .remove(&node_id)
+            .map_or(0, |found| found.len());
         state.deletes += removed as u64;
         DestroyResult::Destroyed
     }
@@ -441,9 +443,10 @@ impl Provider for FakeProvider {
         if state.inventory_unreadable {
             return None;
         }
-        let mut nodes: Vec<InventoryNode> = state
+        let nodes: Vec<InventoryNode> = state
             .instances
-            .iter()
+            .values()
+            .flatten()
             .map(|i| InventoryNode {
                 node_id: i.node_id.clone(),
                 site: i.site.clone(),
@@ -451,8 +454,12 @@ impl Provider for FakeProvider {
                 state: NodeState::Running,
             })
             .collect();
-        nodes.sort_by(|a, b| (&a.node_id, &a.instance_ref).cmp(&(&b.node_id, &b.instance_ref)));
-        let sites: BTreeSet<SiteName> = state.instances.iter().map(|i| i.site.clone()).collect();
+        let sites: BTreeSet<SiteName> = state
+            .instances
+            .values()
+            .flatten()
+            .map(|i| i.site.clone())
+            .collect();
         Some(Inventory {
             nodes,
             sites: sites
@@ -534,6 +541,35 @@ mod tests {
             provider.quote(q).await,
             operator_fix("This operating system is not offered.")
         );
+    }
+
+    #[tokio::test]
+    async fn ten_thousand_nodes_inventory_in_node_order() {
+        let provider = FakeProvider::new(FakeCloud::new());
+        for n in (0..10_000).rev() {
+            let id = format!("n{n:05}");
+            let QuoteReply::Offer(offer) = provider.quote(quote(&id)).await else {
+                panic!("expected an offer for {id}");
+            };
+            let node_id = NodeId::new(id).unwrap();
+            let deploy = Deploy {
+                node_id: node_id.clone(),
+                quote_token: offer.quote_token,
+                os: OsId::new("debian-12").unwrap(),
+                ssh_keys: vec![],
+                bootstrap: Bootstrap::default(),
+            };
+            let result = provider.deploy(deploy, ProgressSink::discard(node_id)).await;
+            assert!(matches!(result, DeployResult::Deployed(_)));
+        }
+        let inventory = provider.inventory().await.unwrap();
+        assert_eq!(inventory.nodes.len(), 10_000);
+        assert_eq!(inventory.nodes[0].node_id.as_str(), "n00000");
+        assert_eq!(inventory.nodes[9_999].node_id.as_str(), "n09999");
+        assert_eq!(inventory.nodes[0].instance_ref.as_str(), "fake-010000");
+        let sites: Vec<&str> = inventory.sites.iter().map(|s| s.site.as_str()).collect();
+        assert_eq!(sites, vec!["eu-central-a"]);
+        assert_eq!(provider.cloud().creates(), 10_000);
     }
 
     #[tokio::test]

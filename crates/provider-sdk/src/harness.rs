@@ -46,6 +46,9 @@ pub enum HarnessError {
     Protocol(#[source] ConvertError),
 }
 
+/// Largest provider message the harness accepts: an inventory of ~100,000 nodes.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+
 type ToProvider = mpsc::Sender<Result<pb::ZoneMessage, Status>>;
 type FromProvider =
     std::pin::Pin<Box<dyn Stream<Item = Result<pb::ProviderMessage, Status>> + Send>>;
@@ -110,7 +113,8 @@ impl ZoneHarness {
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let service = ProviderHubServer::new(HubService {
             accepted: accepted_tx,
-        });
+        })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES);
         let server = tokio::spawn(async move {
             let served = tonic::transport::Server::builder()
                 .add_service(service)
