@@ -2387,3 +2387,51 @@ async fn robot_rescue_and_keys() {
     );
     fx.finish();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn robot_rdns() {
+    let w = support::start().await;
+    let api = &w.robot;
+    let mut fx = Fidelity::new("robot_rdns");
+    let list = fx.call(api, "GET", "/server", &[], Body::None, 200).await;
+    let ip = fx.need(id_at(&list, "/0/server/server_ip"), "a server IPv4 address");
+    let missing = fx
+        .call(api, "GET", "/rdns/{ip}", &[&ip], Body::None, 404)
+        .await;
+    fx.expect(
+        missing.pointer("/error/code") == Some(&json!("RDNS_NOT_FOUND")),
+        || "rDNS of an address without one: code is not RDNS_NOT_FOUND".into(),
+    );
+    fx.call(
+        api,
+        "PUT",
+        "/rdns/{ip}",
+        &[&ip],
+        form(&[("ptr", "db.example.com")]),
+        201,
+    )
+    .await;
+    let one = fx
+        .call(api, "GET", "/rdns/{ip}", &[&ip], Body::None, 200)
+        .await;
+    fx.expect(
+        one.pointer("/rdns/ptr") == Some(&json!("db.example.com")),
+        || format!("GET /rdns after PUT: ptr {:?}", one.pointer("/rdns/ptr")),
+    );
+    fx.call(
+        api,
+        "POST",
+        "/rdns/{ip}",
+        &[&ip],
+        form(&[("ptr", "db2.example.com")]),
+        200,
+    )
+    .await;
+    fx.call(api, "DELETE", "/rdns/{ip}", &[&ip], Body::None, 200)
+        .await;
+    fx.call(api, "GET", "/rdns/{ip}", &[&ip], Body::None, 404)
+        .await;
+    fx.call(api, "GET", "/rdns/{ip}", &["192.0.2.250"], Body::None, 404)
+        .await;
+    fx.finish();
+}
