@@ -783,6 +783,9 @@ mod tests {
     const KEY: &str = "hZ9secretKEYvalue0123456789";
     const ED25519: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDnNVNSexvf0oW7ZTYi4F+xpqN8ZHXgrpOJJS1X6H2dF ops@example";
 
+    const RSA: &str = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQDHpJQ8vWS6ebM1Kq/kn6plpZjbxBOg15VsfOn4qKCAQ/0AnBXDGyOCdLKo0gZJkk9Gng0Ml2QBjajMZfPSgd8k91Hd8RtHugodvjUcyhnwHAUsLoE0UNpyOCEbTuoxhLQxSCCEdaJzusGLHbvxDWDjoKc7FQMJehWtYiUiXvsBdqzFXrXGC6oph2JUaGDtzSG4RHa7qpC1Cus7o2MYIKgr6zAuZGCAqC6hjwvnmFC9PHttn6mbKOEhr05WHR6y6FaT18EhdogbDfGYToh0PHESoEZsILKHFpAzBmy0fOXrVQ5dJNmnqpjkwp4ZpyIUJlHMUPM29wOYMuRxbpAZ7me1 rsa@x";
+    const ECDSA: &str = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBAbv9qs85+wdsvY6K1PPX7Ec9Zidi/NJBXpJCRynWrg5TxiBVsjHWooHNinrXRB+wcfScH5wmlLio4AVzS9gmPs= ec@x";
+
     fn minimal() -> MapSource {
         MapSource::new()
             .param(PARTNER_ID, "zone-1")
@@ -824,7 +827,7 @@ mod tests {
                 ACCESS_KEYS_URL,
                 "https://zone.example.com/.well-known/orc-access/jwks.json",
             )
-            .param(SSH_KEYS, &format!("{ED25519}\n\n{ED25519}\n"))
+            .param(SSH_KEYS, &format!("{ED25519}\n\n{RSA}\r\n  {ECDSA}\n"))
             .param("vultr_api_key", "V1")
             .param("vultr_owner_tag", "orc partner vultr")
             .param("vultr_enabled", "false")
@@ -840,7 +843,15 @@ mod tests {
             .var("ORC_VULTR_ENDPOINT", "http://127.0.0.1:9000")
             .param_file(REGIONS, "/params/regions", crate::maps::BUILTIN_REGIONS);
         let config = load_config(&source).unwrap();
-        assert_eq!(config.ssh_keys.len(), 2);
+        let algorithms: Vec<String> = config
+            .ssh_keys
+            .iter()
+            .map(|k| k.algorithm().to_string())
+            .collect();
+        assert_eq!(
+            algorithms,
+            ["ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256"]
+        );
         assert_eq!(config.gateway.cpu, 2);
         assert_eq!(config.ptr_domain.unwrap().as_str(), "cloud.example.com");
         let v = config.clouds[&Cloud::Vultr].clone();
@@ -889,6 +900,7 @@ mod tests {
             (ACCESS_KEYS_URL, "http://zone.example.com/jwks.json"),
             (ACCESS_KEYS_URL, "::nonsense"),
             (SSH_KEYS, "ssh-rsa not-base64!"),
+            (SSH_KEYS, "# a comment is not a key"),
             ("hetzner_api_token", "has space"),
             ("vultr_api_key", "tab\tinside"),
             ("hetzner_enabled", "yes"),

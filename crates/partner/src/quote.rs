@@ -27,7 +27,7 @@ use crate::ids::{
 };
 use crate::maps::{ImageSelector, OsEntry, RegionClass, Site, gateway_image_selector};
 use crate::params::{CloudConfig, Config};
-use crate::state::{COUNTING_WINDOW, CountStatus, QuoteState};
+use crate::state::{COUNTING_WINDOW, CountStatus, QuoteState, Reservation};
 use crate::words;
 
 /// Hours in a billing month, used to turn a block-storage monthly price into an hourly one.
@@ -383,6 +383,18 @@ impl QuoteOutcome {
             Decision::Offer(_) => None,
             Decision::Refusal(refusal) => Some(refusal),
         }
+    }
+
+    /// The reservation that holds this outcome's offer until `expires_at`, for
+    /// [`QuoteState::reserve`] under [`QuoteOutcome::node`]. `None` for a refusal.
+    pub fn reservation(&self, expires_at: Timestamp) -> Option<Reservation> {
+        self.offer().map(|offer| Reservation {
+            cloud: offer.cloud,
+            site: offer.site.clone(),
+            purpose: self.purpose,
+            usd_monthly: offer.price.usd_monthly.map(|m| m.amount),
+            expires_at,
+        })
     }
 
     /// Every string of this outcome a tenant may read.

@@ -248,23 +248,40 @@ fn a_cap_moves_the_node() {
         Some(&Exclusion::NodeCap { max: 2, used: 2 })
     );
 
-    // The node's own reservation does not count against it.
+    // The node's own reservation, taken from its offer, does not count against it.
     state.release(&NodeId::new("n-other"));
+    let first = quote(&req, &config, &catalogs, &state);
+    let held = first.reservation(T0.plus(Duration::from_secs(60))).unwrap();
+    assert_eq!(
+        (held.cloud, held.usd_monthly),
+        (Cloud::Hetzner, Some(dec!(7.055748)))
+    );
+    state.reserve(first.node.clone(), held);
+    assert_eq!(quote(&req, &config, &catalogs, &state), first);
+
+    // A second node sees the slot taken, until the first deploy fails and releases it.
+    let second = QuoteRequest {
+        node: NodeId::new("n-000002"),
+        ..req.clone()
+    };
+    assert_eq!(
+        offer(&quote(&second, &config, &catalogs, &state)).cloud,
+        Cloud::Vultr
+    );
+    state.release(&req.node);
+    assert_eq!(
+        offer(&quote(&second, &config, &catalogs, &state)).cloud,
+        Cloud::Hetzner
+    );
+    // Committed, it counts like a running node.
     state.reserve(
         req.node.clone(),
-        Reservation {
-            cloud: Cloud::Hetzner,
-            site: SiteName::new("eu-central-a"),
-            purpose: Purpose::Tenant,
-            usd_monthly: Some(dec!(7)),
-            expires_at: T0.plus(Duration::from_secs(60)),
-        },
+        first.reservation(T0.plus(Duration::from_secs(60))).unwrap(),
     );
+    state.commit(&req.node);
     assert_eq!(
-        offer(&quote(&req, &config, &catalogs, &state))
-            .site
-            .as_str(),
-        "eu-central-a"
+        offer(&quote(&second, &config, &catalogs, &state)).cloud,
+        Cloud::Vultr
     );
 }
 
