@@ -552,3 +552,26 @@ fn unknown_enum_values_are_invalid_not_panics() {
     );
     assert_eq!(err.field(), "welcome.role");
 }
+
+#[test]
+fn an_inventory_of_ten_thousand_nodes_fits_tonics_default_limit() {
+    use prost::Message;
+    let nodes = (0..10_000)
+        .map(|n| InventoryNode {
+            node_id: node(&format!("0b7e2a4c-8d1f-4f6a-9c3e-{n:012}")),
+            site: SiteName::new("eu-central-a").unwrap(),
+            instance_ref: InstanceRef::new(format!("hcloud:{:09}", 100_000_000 + n)).unwrap(),
+            state: NodeState::Running,
+        })
+        .collect();
+    let wire = pb::ProviderMessage::from(ProviderMessage {
+        request_id: RequestId::UNSOLICITED,
+        body: ProviderBody::Inventory(Inventory {
+            nodes,
+            sites: vec![],
+        }),
+    });
+    let bytes = wire.encoded_len();
+    assert!(bytes < 4 << 20, "{bytes} bytes");
+    assert!(bytes > 500_000, "{bytes} bytes");
+}

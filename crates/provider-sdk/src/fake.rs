@@ -559,7 +559,9 @@ mod tests {
                 ssh_keys: vec![],
                 bootstrap: Bootstrap::default(),
             };
-            let result = provider.deploy(deploy, ProgressSink::discard(node_id)).await;
+            let result = provider
+                .deploy(deploy, ProgressSink::discard(node_id))
+                .await;
             assert!(matches!(result, DeployResult::Deployed(_)));
         }
         let inventory = provider.inventory().await.unwrap();

@@ -105,7 +105,13 @@ impl ProviderHub for HubService {
 impl ZoneHarness {
     /// Serves `ProviderHub` on a fresh loopback port.
     pub async fn grpc() -> Result<ZoneHarness, HarnessError> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        ZoneHarness::grpc_on(SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// Serves `ProviderHub` on `address`, e.g. the port of a harness that was dropped, to
+    /// play a zone that restarts.
+    pub async fn grpc_on(address: SocketAddr) -> Result<ZoneHarness, HarnessError> {
+        let listener = tokio::net::TcpListener::bind(address)
             .await
             .map_err(HarnessError::Bind)?;
         let address = listener.local_addr().map_err(HarnessError::Bind)?;

@@ -40,6 +40,9 @@ use crate::transport::{
     ConnectError, Connector, GrpcConnector, InvalidEndpoint, ProviderStream, ZoneStream,
 };
 
+/// Hello and catalog are queued before the stream opens; the channel must hold both.
+const MIN_OUTBOUND_BUFFER: usize = 2;
+
 /// Settings of the runner. `Default` gives the production values.
 #[derive(Debug, Clone)]
 pub struct RunnerOptions {
@@ -59,7 +62,7 @@ pub struct RunnerOptions {
     pub catalog_interval: Option<Duration>,
     /// Seed of the backoff jitter; `None` picks a random one. Tests set it.
     pub jitter_seed: Option<u64>,
-    /// Messages buffered towards the zone before senders wait. Default 256.
+    /// Messages buffered towards the zone before senders wait (at least 2). Default 256.
     pub outbound_buffer: usize,
 }
 
@@ -239,7 +242,9 @@ async fn tick(interval: &mut Option<Interval>) {
     }
 }
 
+/// An interval of `period` (at least 1 ms: tokio refuses a zero period).
 fn every(period: Duration, first_now: bool) -> Interval {
+    let period = period.max(Duration::from_millis(1));
     let start = if first_now {
         Instant::now()
     } else {
@@ -253,7 +258,9 @@ fn every(period: Duration, first_now: bool) -> Interval {
 impl<P: Provider, C: Connector> ProviderRunner<P, C> {
     async fn session(&self) -> SessionOutcome {
         let provider = &self.shared.provider;
-        let (out_tx, out_rx) = mpsc::channel::<pb::ProviderMessage>(self.options.outbound_buffer);
+        let (out_tx, out_rx) = mpsc::channel::<pb::ProviderMessage>(
+            self.options.outbound_buffer.max(MIN_OUTBOUND_BUFFER),
+        );
         let info = provider.hello();
         let hello = orc_proto::Hello {
             provider: info.provider,
@@ -327,12 +334,15 @@ impl<P: Provider, C: Connector> ProviderRunner<P, C> {
                         }
                         ZoneBody::KeepAlive => {}
                         ZoneBody::Quote(quote) => {
+                            tracing::debug!(request_id = %message.request_id, node = %quote.node_id, "quote");
                             self.spawn_quote(message.request_id, quote, out_tx.clone());
                         }
                         ZoneBody::Deploy(deploy) => {
+                            tracing::info!(request_id = %message.request_id, node = %deploy.node_id, "deploy");
                             self.spawn_deploy(message.request_id, deploy, out_tx.clone());
                         }
                         ZoneBody::Destroy(destroy) => {
+                            tracing::info!(request_id = %message.request_id, node = %destroy.node_id, "destroy");
                             self.spawn_destroy(message.request_id, destroy.node_id, out_tx.clone());
                         }
                     }
