@@ -503,18 +503,31 @@ async fn robot_ids(w: &World) -> Vec<String> {
     ids
 }
 
-/// The mutating operations of an API, as (method, template).
-fn mutations(api: &ApiClient) -> Vec<(String, String)> {
+/// The operations of an API, as (method, template): the mutating ones, or the reads.
+fn operations(api: &ApiClient, kind: Kind) -> Vec<(String, String)> {
     api.spec
         .operations()
         .into_iter()
-        .filter(|o| o.method != "get")
+        .filter(|o| match kind {
+            Kind::Mutations => o.method != "get",
+            Kind::Reads => o.method == "get",
+        })
         .map(|o| (o.method, o.template))
         .collect()
 }
 
+/// Which operations a property exercises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// POST, PUT, PATCH, DELETE with fuzzed bodies and queries.
+    Mutations,
+    /// GET with fuzzed queries (pagination, sorting, filters, selectors) and no body.
+    Reads,
+}
+
 fn shots(
     flavor: Flavor,
+    kind: Kind,
     ops: Vec<(String, String)>,
     ids: Vec<String>,
 ) -> impl Strategy<Value = Shot> {
@@ -546,17 +559,21 @@ fn shots(
                 }
                 FuzzBody::Empty => Vec::new(),
             };
+            let (content_type, body) = match kind {
+                Kind::Mutations => (ct, body),
+                Kind::Reads => (None, Vec::new()),
+            };
             Shot {
                 method: method.to_uppercase(),
                 path,
                 query,
-                content_type: ct,
+                content_type,
                 body,
             }
         })
 }
 
-fn mutation_property(flavor: Flavor, cases: u32) {
+fn operations_property(flavor: Flavor, kind: Kind, cases: u32) {
     let rt = runtime();
     let w = rt.block_on(support::start());
     let ids = rt.block_on(async {
@@ -571,39 +588,54 @@ fn mutation_property(flavor: Flavor, cases: u32) {
         Flavor::Vultr => w.vultr.clone(),
         Flavor::Robot => w.robot.clone(),
     };
-    let ops = mutations(&api);
+    let ops = operations(&api, kind);
     assert!(
         !ops.is_empty(),
-        "{flavor:?}: no mutating operation in the description"
+        "{flavor:?}: no {kind:?} operation in the description"
     );
     let seen = Seen::default();
     check(
-        &format!("{flavor:?} mutations"),
+        &format!("{flavor:?} {kind:?}"),
         cases,
-        shots(flavor, ops, ids),
+        shots(flavor, kind, ops, ids),
         |shot| run_shot(&rt, &api, shot, &seen),
     );
     let classes = seen.classes();
     assert!(
         classes.contains_key(&2) && classes.contains_key(&4),
-        "{flavor:?} mutations: answers by status class {classes:?}; expected some accepted \
+        "{flavor:?} {kind:?}: answers by status class {classes:?}; expected some accepted \
          (2xx) and some refused (4xx)"
     );
 }
 
 #[test]
 fn hetzner_mutations_answer_without_server_errors() {
-    mutation_property(Flavor::Hetzner, 256);
+    operations_property(Flavor::Hetzner, Kind::Mutations, 256);
+}
+
+#[test]
+fn hetzner_reads_with_arbitrary_queries_answer_without_server_errors() {
+    operations_property(Flavor::Hetzner, Kind::Reads, 192);
+}
+
+#[test]
+fn vultr_reads_with_arbitrary_queries_answer_without_server_errors() {
+    operations_property(Flavor::Vultr, Kind::Reads, 192);
+}
+
+#[test]
+fn robot_reads_answer_without_server_errors() {
+    operations_property(Flavor::Robot, Kind::Reads, 64);
 }
 
 #[test]
 fn vultr_mutations_answer_without_server_errors() {
-    mutation_property(Flavor::Vultr, 256);
+    operations_property(Flavor::Vultr, Kind::Mutations, 256);
 }
 
 #[test]
 fn robot_mutations_answer_without_server_errors() {
-    mutation_property(Flavor::Robot, 128);
+    operations_property(Flavor::Robot, Kind::Mutations, 128);
 }
 
 /// Arbitrary paths and methods under each API's base answer with that API's error shape

@@ -181,6 +181,7 @@ fn harness_rejects_violations_and_accepts_documented_wire_shapes() {
 
     let reply = support::Reply {
         status: 200,
+        headers: Default::default(),
         content_type: Some("text/plain".into()),
         bytes: br#"{"cores": 2.0, "price": 0.5}"#.to_vec(),
         json: Some(json!({"cores": 2.0, "price": 0.5})),

@@ -5,6 +5,7 @@
 //! [`Fidelity::finish`] (or at [`Fidelity::need`] when a later step cannot run) with the
 //! whole list.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,6 +48,8 @@ pub enum Body {
 #[derive(Debug, Clone)]
 pub struct Reply {
     pub status: u16,
+    /// Response headers, names in lower case (repeated headers joined with `, `).
+    pub headers: BTreeMap<String, String>,
     pub content_type: Option<String>,
     pub bytes: Vec<u8>,
     pub json: Option<Value>,
@@ -136,6 +139,17 @@ impl ApiClient {
         };
         let resp = req.send().await.map_err(|e| format!("{e:?}"))?;
         let status = resp.status().as_u16();
+        let mut headers: BTreeMap<String, String> = BTreeMap::new();
+        for (name, value) in resp.headers() {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            headers
+                .entry(name.as_str().to_ascii_lowercase())
+                .and_modify(|v| {
+                    v.push_str(", ");
+                    v.push_str(&value);
+                })
+                .or_insert(value);
+        }
         let content_type = resp
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
@@ -145,6 +159,7 @@ impl ApiClient {
         let json = serde_json::from_slice(&bytes).ok();
         Ok(Reply {
             status,
+            headers,
             content_type,
             bytes,
             json,
@@ -316,6 +331,9 @@ impl Fidelity {
         for f in transport_findings(reply) {
             self.findings.push(format!("{shown}: {f}"));
         }
+        for f in header_findings(api.flavor, method, reply) {
+            self.findings.push(format!("{shown}: {f}"));
+        }
         match api.spec.expected(method, template, reply.status) {
             Err(e) => self.findings.push(format!("{shown}: {e}")),
             Ok(Expected::Empty) => {
@@ -435,6 +453,45 @@ pub fn error_shape_findings(api: &ApiClient, reply: &Reply) -> Vec<String> {
             out.extend(api.spec.validate(&api.spec.error_schema_pointer(), body));
             out.extend(envelope_status_mismatch(api.flavor, reply.status, body));
         }
+    }
+    out
+}
+
+/// Headers a client reads: Hetzner sends its rate-limit budget and a correlation id on
+/// every answer, and a `Link` header with at least `rel="last"` on every list.
+fn header_findings(flavor: Flavor, method: &str, reply: &Reply) -> Vec<String> {
+    let mut out = Vec::new();
+    match flavor {
+        Flavor::Hetzner => {
+            for name in [
+                "ratelimit-limit",
+                "ratelimit-remaining",
+                "ratelimit-reset",
+                "x-correlation-id",
+            ] {
+                if !reply.headers.contains_key(name) {
+                    out.push(format!("header {name} missing"));
+                }
+            }
+            let is_list = method.eq_ignore_ascii_case("GET")
+                && reply.status == 200
+                && reply
+                    .json
+                    .as_ref()
+                    .is_some_and(|v| v.pointer("/meta/pagination").is_some());
+            if is_list
+                && !reply
+                    .headers
+                    .get("link")
+                    .is_some_and(|l| l.contains("rel=\"last\""))
+            {
+                out.push(format!(
+                    "list answer without a Link header naming rel=\"last\" (Link: {:?})",
+                    reply.headers.get("link")
+                ));
+            }
+        }
+        Flavor::Vultr | Flavor::Robot => {}
     }
     out
 }
