@@ -14,7 +14,7 @@ use sqlx::any::AnyRow;
 use super::error::classify_write;
 use super::nodes::insert_nodes;
 use super::rows::{big, flag, json, opt_text, parsed, text, time, to_json, uint32, uint64};
-use super::{Kind, Store, StoreError, StoreResult, allocate_ids_on};
+use super::{Engine, Kind, Store, StoreError, StoreResult, allocate_ids_on};
 use crate::model::{
     AppSpec, Name, NewPool, Node, NodeId, NodeStatus, Pool, PoolId, PoolSpec, ProjectId,
     SensitiveParams, Timestamp,
@@ -131,6 +131,7 @@ async fn pool_on(conn: &mut AnyConnection, id: &PoolId) -> StoreResult<Pool> {
 /// transaction.
 async fn apply_size(
     conn: &mut AnyConnection,
+    engine: Engine,
     pool_id: &PoolId,
     size: u32,
     now: Timestamp,
@@ -163,7 +164,7 @@ async fn apply_size(
                 updated_at: now,
             })
             .collect();
-        insert_nodes(conn, &nodes).await?;
+        insert_nodes(conn, engine, &nodes).await?;
         nodes
     };
 
@@ -249,7 +250,7 @@ impl Store {
                 },
             )
         })?;
-        let (created, released) = apply_size(&mut tx, &id, new.size, now).await?;
+        let (created, released) = apply_size(&mut tx, self.engine(), &id, new.size, now).await?;
         tx.commit().await?;
         Ok(PoolChange {
             pool: Pool {
@@ -352,7 +353,7 @@ impl Store {
                 reason: "the pool is being deleted and cannot be resized".to_string(),
             });
         }
-        let (created, released) = apply_size(&mut tx, id, size, now).await?;
+        let (created, released) = apply_size(&mut tx, self.engine(), id, size, now).await?;
         tx.commit().await?;
         Ok(PoolChange {
             pool,
@@ -435,7 +436,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let pool = pool_on(&mut tx, id).await?;
-        let (created, released) = apply_size(&mut tx, id, 0, now).await?;
+        let (created, released) = apply_size(&mut tx, self.engine(), id, 0, now).await?;
         tx.commit().await?;
         Ok(PoolChange {
             pool,
