@@ -75,6 +75,22 @@ impl Robot {
             .await
     }
 
+    /// The emulator's `X-Emu-Booted-Into-Rescue` header of a GET.
+    async fn booted_into_rescue(&self, path: &str) -> String {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .basic_auth("demo", Some("demo-token"))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status(), StatusCode::OK);
+        r.headers()["x-emu-booted-into-rescue"]
+            .to_str()
+            .expect("ascii header")
+            .to_string()
+    }
+
     async fn control(&self, path: &str, body: Value) {
         let r = self
             .http
@@ -302,17 +318,25 @@ async fn robot_rescue_activates_once_and_is_used_up_by_a_boot() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(off["rescue"]["active"], false);
 
+    assert_eq!(r.booted_into_rescue(&path).await, "false");
     r.post(&path, &[("os", "linux"), ("authorized_key[]", SEED_KEY)])
         .await;
     r.post(&format!("/reset/{FIRST}"), &[("type", "hw")]).await;
     let (_, after) = r.get(&path).await;
-    assert_eq!(after["rescue"]["active"], false);
-    assert_eq!(after["rescue"]["booted_into_rescue"], true);
+    assert_eq!(
+        after["rescue"]["active"], false,
+        "the boot used the activation up"
+    );
+    assert_eq!(r.booted_into_rescue(&path).await, "true");
+    assert_eq!(
+        r.booted_into_rescue(&format!("/boot/{FIRST}")).await,
+        "true"
+    );
     let (_, boot) = r.get(&format!("/boot/{FIRST}")).await;
-    assert_eq!(boot["boot"]["rescue"]["booted_into_rescue"], true);
+    assert_eq!(boot["boot"]["rescue"]["active"], false);
     assert_eq!(boot["boot"]["plesk"], Value::Null);
     r.post(&format!("/reset/{FIRST}"), &[("type", "sw")]).await;
-    assert_eq!(r.get(&path).await.1["rescue"]["booted_into_rescue"], false);
+    assert_eq!(r.booted_into_rescue(&path).await, "false");
 
     let (_, v6only) = r.get("/boot/2001003/rescue").await;
     assert_eq!(v6only["rescue"]["server_ip"], Value::Null);

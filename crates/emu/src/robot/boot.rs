@@ -6,22 +6,42 @@
 //! `man` asks a technician, boots the server, and keeps a manual reset pending for
 //! `Timings::create` of emulated time (a second `man` meanwhile is 409). Every boot uses
 //! up an activated rescue system and records it: `GET /boot/{n}/rescue` then shows
-//! `active: false` and the emulator's own field `booted_into_rescue: true` until the next
-//! boot without rescue or `power_long`. A failure token makes the next reset 500
+//! `active: false`, and every `/boot/{n}…` answer carries the emulator's own header
+//! `X-Emu-Booted-Into-Rescue: true` (`false` otherwise) until the next boot without rescue
+//! or `power_long`. The body keeps Robot's exact shape. A failure token makes the next reset 500
 //! `RESET_FAILED` with no effect.
 
 use std::sync::Arc;
 
+use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::IntoResponse;
 use chrono::TimeDelta;
 use rand::Rng;
 use rand::distr::Alphanumeric;
 use serde_json::{Value, json};
 
-use super::http::{Form, Reply, RobotError, Segment, json};
+use super::http::{Form, Reply, RobotError, Segment};
 use super::world::{Rescue, SEED, Server};
 use super::{Login, Robot};
+
+/// The emulator's header telling whether the last boot went into the rescue system.
+pub const BOOTED_INTO_RESCUE: &str = "x-emu-booted-into-rescue";
+
+/// A 200 JSON answer about a server's boot configuration, with [`BOOTED_INTO_RESCUE`].
+fn boot_answer(body: Value, booted: bool) -> Reply {
+    let mut response = (StatusCode::OK, Json(body)).into_response();
+    response.headers_mut().insert(
+        BOOTED_INTO_RESCUE,
+        HeaderValue::from_static(if booted { "true" } else { "false" }),
+    );
+    Ok(response)
+}
+
+fn json(status: StatusCode, body: Value) -> Reply {
+    Ok((status, Json(body)).into_response())
+}
 
 fn operating_status(s: &Server) -> &str {
     if s.seed.operating_status == "not supported" {
@@ -195,7 +215,6 @@ fn rescue_object(s: &Server, password: Option<&str>) -> Value {
         }
     }
     m.insert("host_key".into(), json!([]));
-    m.insert("booted_into_rescue".into(), json!(s.booted_rescue));
     Value::Object(m)
 }
 
@@ -243,16 +262,17 @@ pub(crate) async fn get_boot(
             .seed
             .windows
             .then(|| inactive(json!({"dist": ["standard"], "lang": ["en"], "password": null})));
-        Ok::<_, RobotError>(json!({
+        let body = json!({
             "rescue": s.seed.rescue.then(|| rescue_object(s, None)),
             "linux": linux,
             "vnc": vnc,
             "windows": windows,
             "plesk": Value::Null,
             "cpanel": Value::Null,
-        }))
+        });
+        Ok::<_, RobotError>((body, s.booted_rescue))
     })?;
-    json(StatusCode::OK, json!({"boot": body}))
+    boot_answer(json!({"boot": body.0}), body.1)
 }
 
 /// `GET /boot/{id}/rescue`: the menu when inactive, the values in force when active (the
@@ -262,10 +282,10 @@ pub(crate) async fn get_rescue(
     Login(account): Login,
     Segment(id): Segment,
 ) -> Reply {
-    let body = r.world(&account, |w| {
-        rescue_server(w, &id).map(|s| rescue_object(s, None))
+    let (body, booted) = r.world(&account, |w| {
+        rescue_server(w, &id).map(|s| (rescue_object(s, None), s.booted_rescue))
     })?;
-    json(StatusCode::OK, json!({"rescue": body}))
+    boot_answer(json!({"rescue": body}), booted)
 }
 
 /// `POST /boot/{id}/rescue` `os=linux[&arch=64][&authorized_key[]=<fingerprint>…]`.
@@ -321,9 +341,9 @@ pub(crate) async fn activate_rescue(
             arch,
             keys: chosen,
         });
-        Ok(rescue_object(server, Some(&password)))
+        Ok((rescue_object(server, Some(&password)), server.booted_rescue))
     })?;
-    json(StatusCode::OK, json!({"rescue": body}))
+    boot_answer(json!({"rescue": body.0}), body.1)
 }
 
 /// `DELETE /boot/{id}/rescue`: back to the inactive menu.
@@ -335,7 +355,7 @@ pub(crate) async fn deactivate_rescue(
     let body = r.world(&account, |w| {
         let server = rescue_server(w, &id)?;
         server.rescue = None;
-        Ok::<_, RobotError>(rescue_object(server, None))
+        Ok::<_, RobotError>((rescue_object(server, None), server.booted_rescue))
     })?;
-    json(StatusCode::OK, json!({"rescue": body}))
+    boot_answer(json!({"rescue": body.0}), body.1)
 }

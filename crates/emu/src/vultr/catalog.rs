@@ -115,6 +115,14 @@ struct OsFields {
     family: String,
 }
 
+/// The seed's own annotations (keys starting with `_`) are not part of the wire object.
+fn wire_object(mut raw: Value) -> Value {
+    if let Value::Object(map) = &mut raw {
+        map.retain(|k, _| !k.starts_with('_'));
+    }
+    raw
+}
+
 fn decimal(n: &serde_json::Number) -> Result<Decimal, String> {
     Decimal::from_str(&n.to_string()).map_err(|e| format!("price {n}: {e}"))
 }
@@ -126,6 +134,7 @@ impl Catalog {
         let plans = seed
             .plans
             .into_iter()
+            .map(wire_object)
             .map(|raw| {
                 let f: PlanFields =
                     serde_json::from_value(raw.clone()).map_err(|e| format!("plan {raw}: {e}"))?;
@@ -146,6 +155,7 @@ impl Catalog {
         let regions = seed
             .regions
             .into_iter()
+            .map(wire_object)
             .map(|raw| {
                 let f: RegionFields = serde_json::from_value(raw.clone())
                     .map_err(|e| format!("region {raw}: {e}"))?;
@@ -159,6 +169,7 @@ impl Catalog {
         let os = seed
             .os
             .into_iter()
+            .map(wire_object)
             .map(|raw| {
                 let f: OsFields =
                     serde_json::from_value(raw.clone()).map_err(|e| format!("os {raw}: {e}"))?;
@@ -301,6 +312,11 @@ mod tests {
         assert_eq!(p.hourly, Decimal::new(7, 3));
         assert!(c.region("fra").is_some());
         assert_eq!(c.os(2284).unwrap().family, "ubuntu");
+        let all = serde_json::to_string(&c.os.iter().map(|o| &o.raw).collect::<Vec<_>>()).unwrap();
+        assert!(
+            !all.contains("\"_"),
+            "seed annotations stay out of the wire objects"
+        );
     }
 
     #[test]
