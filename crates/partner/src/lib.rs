@@ -7,7 +7,7 @@
 //! - [`catalog`]: per-cloud catalog snapshots (plans, prices, stock, images); [`seed`] builds
 //!   them from the emulator seed files.
 //! - [`state`]: caps, reservations, cooldowns, counting, pins and live sites.
-//! - [`quote`]: the explained quote engine; [`explain`] renders it for operators; [`words`]
+//! - [`mod@quote`]: the explained quote engine; [`explain`] renders it for operators; [`words`]
 //!   holds every tenant-facing string.
 //! - [`validate`]: the admin page's Validate view over the same parsers.
 //!
