@@ -424,6 +424,54 @@ async fn hetzner_servers() {
         fx.call_query(api, "GET", "/servers", &[], Some(q), Body::None, 200)
             .await;
     }
+    // Pagination (EMULATOR-SPEC §1.2): two servers, one per page.
+    let page = fx
+        .call_query(
+            api,
+            "GET",
+            "/servers",
+            &[],
+            Some("page=1&per_page=1"),
+            Body::None,
+            200,
+        )
+        .await;
+    let want = json!({"page": 1, "per_page": 1, "previous_page": null, "next_page": 2,
+        "last_page": 2, "total_entries": 2});
+    fx.expect(page.pointer("/meta/pagination") == Some(&want), || {
+        format!(
+            "GET /servers?page=1&per_page=1: pagination {:?}, expected {want}",
+            page.pointer("/meta/pagination")
+        )
+    });
+    let link = fx.last_header("link").unwrap_or("").to_string();
+    fx.expect(
+        link.contains("rel=\"next\"")
+            && link.contains("rel=\"last\"")
+            && !link.contains("rel=\"prev\""),
+        || format!("GET /servers?page=1&per_page=1: Link {link:?} lacks next/last or has prev"),
+    );
+    let last = fx
+        .call_query(
+            api,
+            "GET",
+            "/servers",
+            &[],
+            Some("page=2&per_page=1"),
+            Body::None,
+            200,
+        )
+        .await;
+    fx.expect(
+        last.pointer("/meta/pagination/next_page") == Some(&Value::Null)
+            && last.pointer("/meta/pagination/previous_page") == Some(&json!(1)),
+        || {
+            format!(
+                "page 2 of 2: pagination {:?}",
+                last.pointer("/meta/pagination")
+            )
+        },
+    );
     let selected = fx
         .call_query(
             api,
@@ -660,6 +708,16 @@ async fn hetzner_servers() {
     )
     .await;
     fx.call(api, "POST", "/servers", &[], not_json(), 400).await;
+    // `datacenter` was removed from the request in July 2026 (EMULATOR-SPEC §1.7).
+    fx.call(
+        api,
+        "POST",
+        "/servers",
+        &[],
+        with("datacenter", json!("fsn1-dc14")),
+        422,
+    )
+    .await;
     fx.call(
         api,
         "POST",
@@ -1402,6 +1460,51 @@ async fn vultr_catalog() {
         )
         .await;
     }
+    // Cursor pagination (EMULATOR-SPEC §2.2): walking `links.next` visits every plan once
+    // and the last page says `next: ""`.
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = String::new();
+    for _ in 0..20 {
+        let q = if cursor.is_empty() {
+            "per_page=25".to_string()
+        } else {
+            format!("per_page=25&cursor={cursor}")
+        };
+        let page = fx
+            .call_query(api, "GET", "/plans", &[], Some(&q), Body::None, 200)
+            .await;
+        for p in page
+            .get("plans")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(id) = p.get("id").and_then(Value::as_str) {
+                fx.expect(seen.insert(id.to_string()), || {
+                    format!("plan {id} listed twice")
+                });
+            }
+        }
+        cursor = page
+            .pointer("/meta/links/next")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if cursor.is_empty() {
+            break;
+        }
+    }
+    let total = plans.pointer("/meta/total").and_then(Value::as_u64);
+    fx.expect(
+        seen.len() == list_len(&plans, "/plans") && total == Some(seen.len() as u64),
+        || {
+            format!(
+                "walking /plans by cursor saw {} plans; one page of all has {}, meta.total {total:?}",
+                seen.len(),
+                list_len(&plans, "/plans")
+            )
+        },
+    );
     let regions = fx
         .call(&anonymous, "GET", "/regions", &[], Body::None, 200)
         .await;

@@ -239,6 +239,7 @@ pub struct Fidelity {
     area: String,
     findings: Vec<String>,
     checked: usize,
+    last: Option<Reply>,
 }
 
 impl Fidelity {
@@ -247,6 +248,7 @@ impl Fidelity {
             area: area.to_string(),
             findings: Vec::new(),
             checked: 0,
+            last: None,
         }
     }
 
@@ -308,7 +310,9 @@ impl Fidelity {
             }
         };
         self.check_reply(api, method, template, &shown, &reply, expect);
-        reply.json.unwrap_or(Value::Null)
+        let body = reply.json.clone().unwrap_or(Value::Null);
+        self.last = Some(reply);
+        body
     }
 
     /// The checks of [`Fidelity::call`] on a reply obtained elsewhere.
@@ -386,6 +390,11 @@ impl Fidelity {
         for f in error_shape_findings(api, &reply) {
             self.findings.push(format!("{shown}: {f}"));
         }
+    }
+
+    /// A header of the last answer [`Fidelity::call`] received (name in lower case).
+    pub fn last_header(&self, name: &str) -> Option<&str> {
+        self.last.as_ref()?.headers.get(name).map(String::as_str)
     }
 
     /// Records a behaviour finding that is not a schema violation.
