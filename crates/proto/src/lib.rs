@@ -30,3 +30,50 @@ pub use ids::*;
 ///
 /// Bumped only for a change an older peer cannot safely ignore; adding fields is not one.
 pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The oldest protocol version this crate can still serve.
+pub const OLDEST_SUPPORTED_PROTOCOL_VERSION: u32 = 1;
+
+/// A peer speaks a protocol version this build cannot serve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "protocol version {offered} is not supported; this build speaks versions {oldest} to {newest}"
+)]
+pub struct UnsupportedProtocolVersion {
+    pub offered: u32,
+    pub oldest: u32,
+    pub newest: u32,
+}
+
+/// Checks a peer's `protocol_version` (from `Hello`) against the versions this build serves.
+/// The zone ends the stream with `FAILED_PRECONDITION` and this message when it fails.
+pub fn check_protocol_version(offered: u32) -> Result<(), UnsupportedProtocolVersion> {
+    if (OLDEST_SUPPORTED_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&offered) {
+        Ok(())
+    } else {
+        Err(UnsupportedProtocolVersion {
+            offered,
+            oldest: OLDEST_SUPPORTED_PROTOCOL_VERSION,
+            newest: PROTOCOL_VERSION,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_versions_outside_the_supported_range_are_named() {
+        assert_eq!(check_protocol_version(PROTOCOL_VERSION), Ok(()));
+        let err = check_protocol_version(PROTOCOL_VERSION + 1).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "protocol version {} is not supported; this build speaks versions 1 to {}",
+                PROTOCOL_VERSION + 1,
+                PROTOCOL_VERSION
+            )
+        );
+    }
+}

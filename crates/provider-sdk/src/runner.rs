@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use orc_proto::{
     DeployResult, DestroyResult, NodeId, PROTOCOL_VERSION, ProviderBody, ProviderMessage,
-    RequestId, Role, ZoneBody, ZoneMessage, pb,
+    RequestId, Role, pb,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -36,6 +36,7 @@ use tokio_stream::StreamExt;
 
 use crate::backoff::Backoff;
 use crate::provider::{ProgressSink, Provider};
+use crate::session::{SessionState, Step};
 use crate::transport::{
     ConnectError, Connector, GrpcConnector, InvalidEndpoint, ProviderStream, ZoneStream,
 };
@@ -281,8 +282,8 @@ impl<P: Provider, C: Connector> ProviderRunner<P, C> {
         );
         let inbound = match connecting.await {
             Ok(Ok(inbound)) => inbound,
-            Ok(Err(e)) => return outcome(false, SessionEnd::Connect(e)),
-            Err(_) => return outcome(false, SessionEnd::Connect(ConnectError::TimedOut)),
+            Ok(Err(e)) => return not_welcomed(SessionEnd::Connect(e)),
+            Err(_) => return not_welcomed(SessionEnd::Connect(ConnectError::TimedOut)),
         };
         self.status.send_modify(|s| {
             s.connected = true;
@@ -298,7 +299,7 @@ impl<P: Provider, C: Connector> ProviderRunner<P, C> {
         out_tx: mpsc::Sender<pb::ProviderMessage>,
     ) -> SessionOutcome {
         let opts = &self.options;
-        let mut welcomed = false;
+        let mut state = SessionState::new(opts.inventory_interval);
         let mut keepalive = every(opts.keepalive_interval, false);
         let silence = sleep(opts.keepalive_timeout);
         tokio::pin!(silence);
@@ -309,41 +310,33 @@ impl<P: Provider, C: Connector> ProviderRunner<P, C> {
             tokio::select! {
                 message = inbound.next() => {
                     let message = match message {
-                        None => return outcome(welcomed, SessionEnd::Closed),
-                        Some(Err(status)) => return outcome(welcomed, SessionEnd::Failed(status)),
+                        None => return outcome(&state, SessionEnd::Closed),
+                        Some(Err(status)) => return outcome(&state, SessionEnd::Failed(status)),
                         Some(Ok(message)) => message,
                     };
                     silence.as_mut().reset(Instant::now() + opts.keepalive_timeout);
-                    let message = match ZoneMessage::try_from(message) {
-                        Ok(message) => message,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "ignoring a message from the zone");
-                            continue;
-                        }
-                    };
-                    match message.body {
-                        ZoneBody::Welcome { role } | ZoneBody::RoleChange { role } => {
-                            welcomed = true;
-                            inventory = match (role, opts.inventory_interval) {
-                                (Role::Serving, Some(period)) => Some(every(period, true)),
-                                (Role::Serving, None) | (Role::Standby, _) => None,
-                            };
+                    match state.on_zone_message(message) {
+                        Step::AdoptRole { role, inventory: period } => {
+                            inventory = period.map(|p| every(p, true));
                             self.status.send_modify(|s| s.role = Some(role));
                             tracing::info!(%role, "the zone set this replica's role");
                             self.shared.provider.on_role(role);
                         }
-                        ZoneBody::KeepAlive => {}
-                        ZoneBody::Quote(quote) => {
-                            tracing::debug!(request_id = %message.request_id, node = %quote.node_id, "quote");
-                            self.spawn_quote(message.request_id, quote, out_tx.clone());
+                        Step::Nothing => {}
+                        Step::Drop(e) => {
+                            tracing::warn!(error = %e, "dropping an unreadable message from the zone");
                         }
-                        ZoneBody::Deploy(deploy) => {
-                            tracing::info!(request_id = %message.request_id, node = %deploy.node_id, "deploy");
-                            self.spawn_deploy(message.request_id, deploy, out_tx.clone());
+                        Step::Quote { request_id, quote } => {
+                            tracing::debug!(%request_id, node = %quote.node_id, "quote");
+                            self.spawn_quote(request_id, quote, out_tx.clone());
                         }
-                        ZoneBody::Destroy(destroy) => {
-                            tracing::info!(request_id = %message.request_id, node = %destroy.node_id, "destroy");
-                            self.spawn_destroy(message.request_id, destroy.node_id, out_tx.clone());
+                        Step::Deploy { request_id, deploy } => {
+                            tracing::info!(%request_id, node = %deploy.node_id, "deploy");
+                            self.spawn_deploy(request_id, deploy, out_tx.clone());
+                        }
+                        Step::Destroy { request_id, node_id } => {
+                            tracing::info!(%request_id, node = %node_id, "destroy");
+                            self.spawn_destroy(request_id, node_id, out_tx.clone());
                         }
                     }
                 }
@@ -352,7 +345,7 @@ impl<P: Provider, C: Connector> ProviderRunner<P, C> {
                     let _ = out_tx.try_send(wire(RequestId::UNSOLICITED, ProviderBody::KeepAlive));
                 }
                 () = &mut silence => {
-                    return outcome(welcomed, SessionEnd::ZoneSilent(opts.keepalive_timeout));
+                    return outcome(&state, SessionEnd::ZoneSilent(opts.keepalive_timeout));
                 }
                 () = tick(&mut inventory) => {
                     self.spawn_inventory(&inventory_running, out_tx.clone());
@@ -455,8 +448,18 @@ pub(crate) fn wire(request_id: RequestId, body: ProviderBody) -> pb::ProviderMes
     ProviderMessage { request_id, body }.into()
 }
 
-fn outcome(welcomed: bool, end: SessionEnd) -> SessionOutcome {
-    SessionOutcome { welcomed, end }
+fn not_welcomed(end: SessionEnd) -> SessionOutcome {
+    SessionOutcome {
+        welcomed: false,
+        end,
+    }
+}
+
+fn outcome(state: &SessionState, end: SessionEnd) -> SessionOutcome {
+    SessionOutcome {
+        welcomed: state.welcomed(),
+        end,
+    }
 }
 
 async fn send(

@@ -1,0 +1,204 @@
+//! The decisions of one stream, as a pure state machine: it takes what the zone sent and
+//! says what the runner must do next. The runner owns the I/O, timers and tasks and only
+//! carries out the [`Step`]s, so every rule here is tested without a runtime.
+//!
+//! Rules:
+//! - `Welcome` and `RoleChange` both set the role; either counts as the zone accepting the
+//!   stream ("welcomed"), which resets the reconnect backoff.
+//! - Inventory runs only while serving, and only when an interval is configured.
+//! - Quotes, deploys and destroys are handed on with their request id, whatever the role:
+//!   the zone decides who gets work.
+//! - A message that cannot be read is dropped with its error; it changes nothing.
+
+use std::time::Duration;
+
+use orc_proto::{ConvertError, Deploy, NodeId, Quote, RequestId, Role, ZoneBody, ZoneMessage, pb};
+
+/// What the runner does about one message from the zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Take on `role`, and run inventory passes every `inventory` from now (`None`: none).
+    AdoptRole {
+        role: Role,
+        inventory: Option<Duration>,
+    },
+    Quote {
+        request_id: RequestId,
+        quote: Quote,
+    },
+    Deploy {
+        request_id: RequestId,
+        deploy: Deploy,
+    },
+    Destroy {
+        request_id: RequestId,
+        node_id: NodeId,
+    },
+    /// Nothing beyond noting that the zone is alive.
+    Nothing,
+    /// The message could not be read.
+    Drop(ConvertError),
+}
+
+/// State of one stream.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionState {
+    inventory_interval: Option<Duration>,
+    role: Option<Role>,
+}
+
+impl SessionState {
+    pub(crate) fn new(inventory_interval: Option<Duration>) -> Self {
+        SessionState {
+            inventory_interval,
+            role: None,
+        }
+    }
+
+    /// Whether the zone has welcomed this stream.
+    pub(crate) fn welcomed(&self) -> bool {
+        self.role.is_some()
+    }
+
+    /// Reads one message from the zone.
+    pub(crate) fn on_zone_message(&mut self, message: pb::ZoneMessage) -> Step {
+        let message = match ZoneMessage::try_from(message) {
+            Ok(message) => message,
+            Err(e) => return Step::Drop(e),
+        };
+        let request_id = message.request_id;
+        match message.body {
+            ZoneBody::Welcome { role } | ZoneBody::RoleChange { role } => {
+                self.role = Some(role);
+                let inventory = match role {
+                    Role::Serving => self.inventory_interval,
+                    Role::Standby => None,
+                };
+                Step::AdoptRole { role, inventory }
+            }
+            ZoneBody::KeepAlive => Step::Nothing,
+            ZoneBody::Quote(quote) => Step::Quote { request_id, quote },
+            ZoneBody::Deploy(deploy) => Step::Deploy { request_id, deploy },
+            ZoneBody::Destroy(destroy) => Step::Destroy {
+                request_id,
+                node_id: destroy.node_id,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use orc_proto::{Bootstrap, OsId, QuoteToken};
+
+    fn wire(request_id: u64, body: ZoneBody) -> pb::ZoneMessage {
+        ZoneMessage {
+            request_id: RequestId(request_id),
+            body,
+        }
+        .into()
+    }
+
+    const MINUTE: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn roles_start_and_stop_inventory() {
+        let mut state = SessionState::new(Some(MINUTE));
+        assert!(!state.welcomed());
+        let step = state.on_zone_message(wire(
+            0,
+            ZoneBody::Welcome {
+                role: Role::Standby,
+            },
+        ));
+        assert_eq!(
+            step,
+            Step::AdoptRole {
+                role: Role::Standby,
+                inventory: None
+            }
+        );
+        assert!(state.welcomed());
+        let step = state.on_zone_message(wire(
+            0,
+            ZoneBody::RoleChange {
+                role: Role::Serving,
+            },
+        ));
+        assert_eq!(
+            step,
+            Step::AdoptRole {
+                role: Role::Serving,
+                inventory: Some(MINUTE)
+            }
+        );
+        let mut without = SessionState::new(None);
+        let step = without.on_zone_message(wire(
+            0,
+            ZoneBody::Welcome {
+                role: Role::Serving,
+            },
+        ));
+        assert_eq!(
+            step,
+            Step::AdoptRole {
+                role: Role::Serving,
+                inventory: None
+            }
+        );
+    }
+
+    #[test]
+    fn requests_keep_their_request_id() {
+        let mut state = SessionState::new(Some(MINUTE));
+        let node = NodeId::new("n1").unwrap();
+        let deploy = Deploy {
+            node_id: node.clone(),
+            quote_token: QuoteToken::new("t").unwrap(),
+            os: OsId::new("debian-12").unwrap(),
+            ssh_keys: vec![],
+            bootstrap: Bootstrap::default(),
+        };
+        assert_eq!(
+            state.on_zone_message(wire(41, ZoneBody::Deploy(deploy.clone()))),
+            Step::Deploy {
+                request_id: RequestId(41),
+                deploy
+            }
+        );
+        assert_eq!(
+            state.on_zone_message(wire(
+                42,
+                ZoneBody::Destroy(orc_proto::Destroy {
+                    node_id: node.clone()
+                })
+            )),
+            Step::Destroy {
+                request_id: RequestId(42),
+                node_id: node
+            }
+        );
+        assert_eq!(
+            state.on_zone_message(wire(0, ZoneBody::KeepAlive)),
+            Step::Nothing
+        );
+        assert!(!state.welcomed());
+    }
+
+    #[test]
+    fn unreadable_messages_are_dropped_with_their_error() {
+        let mut state = SessionState::new(Some(MINUTE));
+        let step = state.on_zone_message(pb::ZoneMessage {
+            request_id: 3,
+            body: Some(pb::zone_message::Body::Destroy(pb::Destroy {
+                node_id: String::new(),
+            })),
+        });
+        match step {
+            Step::Drop(e) => assert_eq!(e.to_string(), "destroy.node_id is missing"),
+            other => panic!("expected a drop, got {other:?}"),
+        }
+        assert!(!state.welcomed());
+    }
+}
