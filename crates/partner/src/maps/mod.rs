@@ -48,6 +48,8 @@ pub enum MapProblem {
     Missing,
     #[error("is empty")]
     Empty,
+    #[error("has the key {0:?} twice")]
+    DuplicateKey(String),
     #[error("{value:?} {problem}")]
     BadName { value: String, problem: NameProblem },
     #[error("site name {0:?} is also a class id")]
@@ -139,14 +141,128 @@ impl Problems {
     }
 }
 
-/// Parses JSON text, reporting a syntax error as a map problem at `$`.
+/// Parses JSON text, reporting a syntax error as a map problem at `$` and every key that
+/// appears twice in one object (JSON parsers keep only the last, which would silently lose
+/// a class, a site or an OS).
 pub(crate) fn parse_json(text: &str) -> Result<Value, Vec<MapError>> {
-    serde_json::from_str::<Value>(text).map_err(|e| {
+    let value = serde_json::from_str::<Value>(text).map_err(|e| {
         vec![MapError {
             at: "$".to_string(),
             problem: MapProblem::NotJson(e.to_string()),
         }]
-    })
+    })?;
+    let mut duplicates = Vec::new();
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let scan = DuplicateScan {
+        path: String::new(),
+        duplicates: &mut duplicates,
+    };
+    if let Err(e) = serde::de::DeserializeSeed::deserialize(scan, &mut deserializer) {
+        return Err(vec![MapError {
+            at: "$".to_string(),
+            problem: MapProblem::NotJson(e.to_string()),
+        }]);
+    }
+    if duplicates.is_empty() {
+        Ok(value)
+    } else {
+        Err(duplicates
+            .into_iter()
+            .map(|(at, key)| MapError {
+                at,
+                problem: MapProblem::DuplicateKey(key),
+            })
+            .collect())
+    }
+}
+
+/// Walks JSON text and records `(object path, key)` for every repeated key.
+struct DuplicateScan<'a> {
+    path: String,
+    duplicates: &'a mut Vec<(String, String)>,
+}
+
+impl DuplicateScan<'_> {
+    fn at(&self) -> String {
+        if self.path.is_empty() {
+            "$".to_string()
+        } else {
+            self.path.clone()
+        }
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for DuplicateScan<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for DuplicateScan<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0usize;
+        loop {
+            let child = DuplicateScan {
+                path: format!("{}[{i}]", self.at()),
+                duplicates: &mut *self.duplicates,
+            };
+            if seq.next_element_seed(child)?.is_none() {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let child_path = if self.path.is_empty() {
+                excerpt(&key)
+            } else {
+                format!("{}.{}", self.path, excerpt(&key))
+            };
+            if !seen.insert(key.clone()) {
+                self.duplicates.push((self.at(), excerpt(&key)));
+            }
+            map.next_value_seed(DuplicateScan {
+                path: child_path,
+                duplicates: &mut *self.duplicates,
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// Shortens a value echoed in an error so a pasted megabyte does not flood a log.
@@ -211,5 +327,21 @@ mod tests {
             check_name(&"a".repeat(41), false),
             Err(NameProblem::TooLong { max: 40 })
         );
+    }
+
+    #[test]
+    fn a_key_given_twice_is_an_error_not_a_silent_loss() {
+        let errors =
+            parse_json(r#"{"a": {"sites": [{"s": 1, "s": 2}], "title": "x"}, "b": 1, "a": {}}"#)
+                .unwrap_err();
+        let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                r#"a.sites[0]: has the key "s" twice"#,
+                r#"$: has the key "a" twice"#
+            ]
+        );
+        assert!(parse_json(r#"{"a": [{"x": 1}, {"x": 2}]}"#).is_ok());
     }
 }
