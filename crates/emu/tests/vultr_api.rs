@@ -163,6 +163,14 @@ async fn vultr_catalogue_is_public_and_the_rest_needs_a_key() {
     }
     let (status, body) = v.as_key("wrong").call(Method::GET, "/account", None).await;
     assert_error(status, &body, StatusCode::UNAUTHORIZED, "");
+    let r = v
+        .http
+        .get(format!("{}/account", v.base))
+        .bearer_auth("demo-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["x-user"], "demo@example.com");
     let (status, body) = v.get("/account").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["account"]["name"], "demo");

@@ -50,7 +50,7 @@ pub(crate) async fn get_account(State(v): State<Arc<Vultr>>, headers: HeaderMap)
         StatusCode::OK,
         json!({"account": {
             "name": account,
-            "email": format!("{account}@example.com"),
+            "email": super::account_email(&account),
             "acls": ACLS,
             "balance": money(paid),
             "pending_charges": money(pending.round_dp(2)),

@@ -26,7 +26,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use chrono::{DateTime, Utc};
@@ -108,12 +110,12 @@ pub fn app(core: Arc<EmuCore>) -> FlavorApp {
         Arc::new(move || vultr.reset())
     };
     FlavorApp {
-        router: router().with_state(vultr),
+        router: router(vultr.clone()).with_state(vultr),
         reset,
     }
 }
 
-fn router() -> Router<Arc<Vultr>> {
+fn router(vultr: Arc<Vultr>) -> Router<Arc<Vultr>> {
     use instances as i;
     Router::new()
         .route("/v2/regions", get(catalog::list_regions))
@@ -203,20 +205,33 @@ fn router() -> Router<Arc<Vultr>> {
         .route("/v2/blocks/{id}/attach", post(blocks::attach))
         .route("/v2/blocks/{id}/detach", post(blocks::detach))
         .fallback(not_found)
-        .layer(axum::middleware::map_response(method_not_allowed))
+        .layer(axum::middleware::from_fn_with_state(vultr, finish))
 }
 
 async fn not_found() -> VultrError {
     VultrError::not_found("Not found.")
 }
 
-/// Gives axum's bare 405 (a known path, another method) Vultr's error body.
-async fn method_not_allowed(response: Response) -> Response {
+/// Last touches on every answer: axum's bare 405 (a known path, another method) gets
+/// Vultr's error body, and a request with a valid key gets `x-user` (the account's
+/// e-mail address), as the real API sends.
+async fn finish(State(vultr): State<Arc<Vultr>>, req: Request, next: Next) -> Response {
+    let user = vultr.account(req.headers()).ok();
+    let response = next.run(req).await;
     let bare = response.status() == StatusCode::METHOD_NOT_ALLOWED
         && !response.headers().contains_key(header::CONTENT_TYPE);
-    if bare {
+    let mut response = if bare {
         VultrError::new(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed.").into_response()
     } else {
         response
+    };
+    if let Some(value) = user.and_then(|u| HeaderValue::from_str(&account_email(&u)).ok()) {
+        response.headers_mut().insert("x-user", value);
     }
+    response
+}
+
+/// The e-mail address the emulator gives an account.
+fn account_email(account: &str) -> String {
+    format!("{account}@example.com")
 }
