@@ -663,7 +663,6 @@ fn arbitrary_paths_answer_in_the_api_shape() {
             "vpcs",
             "v1",
             "v2",
-            "_emu",
             "",
             ".",
             "..",
@@ -694,9 +693,7 @@ fn arbitrary_paths_answer_in_the_api_shape() {
                 path.push_str(s);
             }
             // The control API is not part of the emulated API.
-            if segs.first().is_some_and(|s| s == "_emu") {
-                return Ok(());
-            }
+            prop_assume!(segs.first().is_none_or(|s| s != "_emu"));
             let shot = Shot {
                 method: method.to_string(),
                 path,

@@ -277,6 +277,8 @@ async fn hetzner_catalog() {
         || format!("GET /datacenters: code {:?}", dc.pointer("/error/code")),
     );
 
+    fx.call(api, "GET", "/datacenters/{id}", &["1"], Body::None, 410)
+        .await;
     fx.call(api, "GET", "/pricing", &[], Body::None, 200).await;
 
     let images = fx.call(api, "GET", "/images", &[], Body::None, 200).await;
@@ -1305,6 +1307,8 @@ async fn hetzner_ips() {
     )
     .await;
     w.advance(30).await;
+    fx.call(api, "GET", "/floating_ips/actions", &[], Body::None, 200)
+        .await;
     fx.call(
         api,
         "GET",
@@ -1391,6 +1395,8 @@ async fn hetzner_volumes() {
         w.advance(30).await;
     }
     fx.call(api, "GET", "/volumes/{id}/actions", &[&id], Body::None, 200)
+        .await;
+    fx.call(api, "GET", "/volumes/actions", &[], Body::None, 200)
         .await;
     fx.call(
         api,
