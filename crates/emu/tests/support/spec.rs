@@ -37,6 +37,14 @@ impl Flavor {
         }
     }
 
+    fn file(self) -> &'static str {
+        match self {
+            Flavor::Hetzner => "hetzner-cloud.json",
+            Flavor::Vultr => "vultr-v2.json",
+            Flavor::Robot => "robot.json",
+        }
+    }
+
     fn subset(self) -> &'static str {
         match self {
             Flavor::Hetzner => include_str!("../openapi/hetzner-cloud.json"),
@@ -228,7 +236,8 @@ impl Spec {
     }
 
     /// The schema of this API's error responses (used for unknown routes, where no
-    /// operation applies).
+    /// operation applies). Hetzner's description repeats one error schema under every
+    /// operation's `4xx`; the first operation's stands for all.
     pub fn error_schema_pointer(&self) -> String {
         match self.flavor {
             Flavor::Hetzner => {
