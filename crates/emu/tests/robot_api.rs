@@ -133,6 +133,26 @@ async fn robot_auth_comes_first_and_three_failures_block_the_client() {
     let (status, body) = r.send(Method::GET, "/server/999", None, &[]).await;
     assert_error(status, &body, StatusCode::UNAUTHORIZED, "UNAUTHORIZED");
     assert_eq!(body["error"]["message"], "Unauthorized");
+    let challenge = r
+        .http
+        .get(format!("{}/server", r.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        challenge.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .starts_with("Basic ")
+    );
+    for _ in 0..3 {
+        let (status, _) = r.send(Method::GET, "/server", None, &[]).await;
+        assert_eq!(
+            status,
+            StatusCode::UNAUTHORIZED,
+            "no credentials is no failed login"
+        );
+    }
     let (status, body) = r.get("/server/999").await;
     assert_error(status, &body, StatusCode::NOT_FOUND, "SERVER_NOT_FOUND");
 

@@ -117,6 +117,9 @@ impl Robot {
                 *entry = FailedLogins::default();
                 Ok(name)
             }
+            // A request without credentials is no login attempt (clients that wait for the
+            // challenge send one first) and does not count.
+            None if authorization.is_none() => Err(RobotError::unauthorized()),
             None => {
                 entry.count += 1;
                 if entry.count >= MAX_FAILED_LOGINS {

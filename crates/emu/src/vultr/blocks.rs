@@ -69,8 +69,14 @@ fn not_found() -> VultrError {
 }
 
 fn render(v: &Vultr, b: &Block, now: DateTime<Utc>) -> Value {
-    let ready = b.created + TimeDelta::from_std(v.core.timings.quick).unwrap_or(TimeDelta::MAX);
-    let status = if now >= ready { "active" } else { "pending" };
+    let ready = TimeDelta::from_std(v.core.timings.quick)
+        .ok()
+        .and_then(|d| b.created.checked_add_signed(d));
+    let status = if ready.is_some_and(|t| now >= t) {
+        "active"
+    } else {
+        "pending"
+    };
     let per_gb = TYPES
         .iter()
         .find(|t| t.name == b.block_type)
