@@ -166,13 +166,14 @@ fn bind_status<'q>(query: AnyQuery<'q>, status: &NodeStatus) -> AnyQuery<'q> {
         .bind(status.ended_at.map(Timestamp::millis))
 }
 
-/// The parameter mark of an engine in generated SQL. Both take `$n`, but SQLite resolves
-/// `$n` as a *named* parameter, which makes statements with thousands of them an order of
-/// magnitude slower; its positional `?n` form is not.
-pub(crate) fn mark(engine: Engine) -> char {
+/// Parameter `n` (1-based) of a generated statement. Generated statements use their
+/// parameters in textual order 1, 2, 3, …, so SQLite gets anonymous `?`s: sqlx looks up the
+/// name of every numbered or named SQLite parameter (`?n`, `$n`), and SQLite finds a name by
+/// a linear scan, which makes a statement with thousands of them quadratic.
+pub(crate) fn param(engine: Engine, n: usize) -> String {
     match engine {
-        Engine::Sqlite => '?',
-        Engine::Postgres => '$',
+        Engine::Sqlite => "?".to_string(),
+        Engine::Postgres => format!("${n}"),
     }
 }
 
@@ -188,8 +189,7 @@ fn placeholders(engine: Engine, rows: usize, width: usize, first: usize) -> Stri
             if col > 0 {
                 sql.push_str(", ");
             }
-            sql.push(mark(engine));
-            sql.push_str(&(first + row * width + col).to_string());
+            sql.push_str(&param(engine, first + row * width + col));
         }
         sql.push(')');
     }
@@ -277,7 +277,6 @@ async fn write_statuses(
             });
         }
     }
-    let m = mark(engine);
     let set: Vec<String> = STATUS_NAMES
         .iter()
         .enumerate()
@@ -285,18 +284,18 @@ async fn write_statuses(
         .collect();
     let mut updated = Vec::with_capacity(writes.len());
     for chunk in writes.chunks(BATCH_ROWS) {
-        let now_param = chunk.len() * WIDTH + 1;
         let sql = format!(
-            "UPDATE nodes SET {}, version = version + 1, updated_at = {m}{now_param} \
+            "UPDATE nodes SET {}, version = version + 1, updated_at = {} \
              FROM (VALUES {}) AS v \
              WHERE nodes.id = v.column1 \
              AND (v.column2 IS NULL OR nodes.version = v.column2) \
              AND (v.column3 IS NULL OR nodes.state = v.column3) \
-             RETURNING {NODE_COLUMNS}",
+             RETURNING id, pool_id, slot, version, created_at",
             set.join(", "),
-            placeholders(engine, chunk.len(), WIDTH, 1)
+            param(engine, 1),
+            placeholders(engine, chunk.len(), WIDTH, 2)
         );
-        let mut query = sqlx::query(AssertSqlSafe(sql));
+        let mut query = sqlx::query(AssertSqlSafe(sql)).bind(now.millis());
         for write in chunk {
             let (version, state) = match write.expected {
                 Expected::Version(v) => (Some(big(v)), None),
@@ -305,9 +304,26 @@ async fn write_statuses(
             query = query.bind(write.id.as_str()).bind(version).bind(state);
             query = bind_status(query, &write.status);
         }
-        query = query.bind(now.millis());
+        // Only the columns the write did not set come back; the status is the one written.
+        let by_id: BTreeMap<&str, &StatusWrite> =
+            chunk.iter().map(|w| (w.id.as_str(), w)).collect();
         for row in query.fetch_all(&mut *conn).await? {
-            updated.push(node_from(&row)?);
+            let id: NodeId = parsed(&row, "nodes.id")?;
+            let Some(write) = by_id.get(id.as_str()) else {
+                return Err(StoreError::Corrupt {
+                    column: "nodes.id".to_string(),
+                    reason: format!("{id} came back from a batch that did not write it"),
+                });
+            };
+            updated.push(Node {
+                pool_id: parsed(&row, "nodes.pool_id")?,
+                slot: uint32(&row, "nodes.slot")?,
+                status: write.status.clone(),
+                version: uint64(&row, "nodes.version")?,
+                created_at: time(&row, "nodes.created_at")?,
+                updated_at: now,
+                id,
+            });
         }
     }
     updated.sort_by(|a, b| a.id.cmp(&b.id));
@@ -319,7 +335,7 @@ async fn write_statuses(
         let sql = format!(
             "SELECT id, version, state FROM nodes WHERE id IN ({})",
             (1..=chunk.len())
-                .map(|i| format!("{m}{i}"))
+                .map(|i| param(engine, i))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
