@@ -912,6 +912,74 @@ fn label_validation_accepts_valid_and_names_invalid_labels() {
     });
 }
 
+/// A non-empty body that is not JSON, sent as JSON to a create endpoint, is the API's
+/// "bad JSON" error: Hetzner `400 json_error` (EMULATOR-SPEC §1.4), Vultr `400` in its
+/// envelope. (What the real APIs do with an empty body is not documented; it is left out.)
+#[test]
+fn malformed_json_bodies_are_refused_as_such() {
+    let rt = runtime();
+    let w = rt.block_on(support::start());
+    let creates: [(usize, &str); 9] = [
+        (0, "/servers"),
+        (0, "/ssh_keys"),
+        (0, "/networks"),
+        (0, "/primary_ips"),
+        (0, "/floating_ips"),
+        (0, "/volumes"),
+        (1, "/instances"),
+        (1, "/ssh-keys"),
+        (1, "/reserved-ips"),
+    ];
+    let apis = [w.hetzner.clone(), w.vultr.clone()];
+    let not_json = prop_oneof![
+        prop::collection::vec(any::<u8>(), 1..64),
+        "\\PC{1,32}".prop_map(String::into_bytes),
+        (1usize..40).prop_map(|n| {
+            let full = br#"{"name":"x","labels":{"a":"b"},"size":10}"#;
+            full[..n.min(full.len() - 1)].to_vec()
+        }),
+    ]
+    .prop_filter("not JSON", |b| serde_json::from_slice::<Value>(b).is_err());
+    check(
+        "malformed JSON",
+        128,
+        (prop::sample::select(creates.to_vec()), not_json),
+        |((which, path), body)| {
+            let api = &apis[which];
+            let reply = rt
+                .block_on(api.send(
+                    "POST",
+                    path,
+                    None,
+                    &Body::Raw {
+                        content_type: Some("application/json".into()),
+                        bytes: body.clone(),
+                    },
+                ))
+                .map_err(|e| TestCaseError::fail(format!("POST {path}: no HTTP answer: {e}")))?;
+            prop_assert_eq!(
+                reply.status,
+                400,
+                "POST {} {:?}: {}",
+                path,
+                body,
+                reply.snippet()
+            );
+            let f = error_shape_findings(api, &reply);
+            prop_assert!(f.is_empty(), "POST {}: {:?}", path, f);
+            if api.flavor == Flavor::Hetzner {
+                let code = reply
+                    .json
+                    .as_ref()
+                    .and_then(|v| v.pointer("/error/code"))
+                    .cloned();
+                prop_assert_eq!(code, Some(json!("json_error")), "POST {}", path);
+            }
+            Ok(())
+        },
+    );
+}
+
 /// Distinct public keys for the labelled SSH keys of the HTTP selector property.
 const SELECTOR_KEYS: [&str; 4] = [
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILe+AiXof1/cGvUvWA4flo27OuBjAMb0TUAKdrmtUc18",
