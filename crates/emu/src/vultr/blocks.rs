@@ -211,7 +211,6 @@ pub(crate) async fn attach(
     Body(b): Body<InstanceRef>,
 ) -> Reply {
     let account = v.account(&headers)?;
-    let _live = b.live.unwrap_or(false);
     v.world(&account, |w, _| {
         let block = w.blocks.get(&id).ok_or_else(not_found)?;
         let iid = given(&b.instance_id)

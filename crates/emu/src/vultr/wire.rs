@@ -104,18 +104,19 @@ pub(crate) struct ConvertReservedIp {
     pub label: Option<String>,
 }
 
-/// `PATCH /v2/reserved-ips/{id}` and `PATCH /v2/ssh-keys/{id}`, `PATCH /v2/blocks/{id}`.
+/// `PATCH /v2/reserved-ips/{id}` (`label`) and `PATCH /v2/blocks/{id}` (`label`, `size_gb`).
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct Relabel {
     pub label: Option<String>,
     pub size_gb: Option<u64>,
 }
 
-/// `{instance_id}` for reserved-IP and block attach.
+/// `{instance_id}` for reserved-IP and block attach. Block attach and detach also take
+/// `live`, which is accepted and has no effect: the emulator never restarts an instance to
+/// attach a volume.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct InstanceRef {
     pub instance_id: Option<String>,
-    pub live: Option<bool>,
 }
 
 /// `POST /v2/vpcs` and `PUT /v2/vpcs/{id}`.
