@@ -2545,3 +2545,102 @@ async fn robot_rdns() {
         .await;
     fx.finish();
 }
+
+// ---------------------------------------------------------------------------------------
+// The documented "locked" answers
+// ---------------------------------------------------------------------------------------
+
+/// With realistic timings a fresh Hetzner server is locked until `create_server` finishes
+/// (`423 locked`, EMULATOR-SPEC §1.6), and a Vultr instance that is still installing
+/// refuses deletion with the documented `500 … Server is currently locked` (§2.3); both
+/// bodies are the APIs' error envelopes, and both resources accept the request once the
+/// work is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locked_resources_answer_as_documented() {
+    let mut config = orc_emu::EmuConfig::for_tests();
+    config.timings = orc_emu::Timings::realistic();
+    let w = support::start_with(config).await;
+    let mut fx = Fidelity::new("locked_resources_answer_as_documented");
+
+    let created = fx
+        .call(
+            &w.hetzner,
+            "POST",
+            "/servers",
+            &[],
+            json_body(json!({"name": "slow-1", "server_type": "cx23",
+                "image": "ubuntu-24.04", "location": "fsn1"})),
+            201,
+        )
+        .await;
+    let id = fx.need(id_at(&created, "/server/id"), "the created server's id");
+    let locked = fx
+        .call(
+            &w.hetzner,
+            "POST",
+            "/servers/{id}/actions/poweroff",
+            &[&id],
+            Body::None,
+            423,
+        )
+        .await;
+    fx.expect(
+        locked.pointer("/error/code") == Some(&json!("locked")),
+        || {
+            format!(
+                "poweroff while creating: code {:?}",
+                locked.pointer("/error/code")
+            )
+        },
+    );
+    w.advance(600).await;
+    fx.call(
+        &w.hetzner,
+        "POST",
+        "/servers/{id}/actions/poweroff",
+        &[&id],
+        Body::None,
+        201,
+    )
+    .await;
+
+    let instance = fx
+        .call(
+            &w.vultr,
+            "POST",
+            "/instances",
+            &[],
+            json_body(json!({"region": "ewr", "plan": "vc2-1c-1gb", "os_id": 2284})),
+            202,
+        )
+        .await;
+    let iid = fx.need(id_at(&instance, "/instance/id"), "the created instance id");
+    let refused = fx
+        .call(
+            &w.vultr,
+            "DELETE",
+            "/instances/{instance-id}",
+            &[&iid],
+            Body::None,
+            500,
+        )
+        .await;
+    fx.expect(
+        refused
+            .get("error")
+            .and_then(Value::as_str)
+            .is_some_and(|m| m.contains("currently locked")),
+        || format!("delete while installing: {:?}", refused.get("error")),
+    );
+    w.advance(3600).await;
+    fx.call(
+        &w.vultr,
+        "DELETE",
+        "/instances/{instance-id}",
+        &[&iid],
+        Body::None,
+        204,
+    )
+    .await;
+    fx.finish();
+}

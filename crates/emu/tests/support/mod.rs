@@ -48,13 +48,18 @@ fn load(flavor: Flavor) -> Arc<Spec> {
 
 /// Starts all three emulators (instant timings, explicit clock) with generous rate limits.
 pub async fn start() -> World {
-    let emu = match EmuConfig::for_tests().start().await {
+    start_with(EmuConfig::for_tests()).await
+}
+
+/// [`start`] with another configuration (it must start all three emulators).
+pub async fn start_with(config: EmuConfig) -> World {
+    let emu = match config.start().await {
         Ok(e) => e,
         Err(e) => panic!("emulators did not start: {e}"),
     };
     let root = |h: &Option<orc_emu::server::EmuHandle>| match h {
         Some(h) => h.root_url(),
-        None => panic!("EmuConfig::for_tests() starts every emulator"),
+        None => panic!("the fidelity tests need all three emulators started"),
     };
     let roots = [root(&emu.hetzner), root(&emu.vultr), root(&emu.robot)];
     let http = reqwest::Client::builder()
