@@ -221,6 +221,16 @@ fn sample_body(flavor: Flavor, method: &str, template: &str) -> Value {
             json!({"ip": "192.0.2.1", "reverse": "x.example.com"})
         }
         (Flavor::Vultr, "post", "convert") => json!({"ip_address": "192.0.2.1"}),
+        (Flavor::Robot, "post", "{server-number}") if template.starts_with("/server/") => {
+            json!({"server_name": "renamed"})
+        }
+        (Flavor::Robot, "post", "{server-number}") => json!({"type": "hw"}),
+        (Flavor::Robot, "post", "rescue") => json!({"os": "linux", "authorized_key[]":
+            "56:29:99:a4:5d:ed:ac:95:c1:f5:88:82:90:5d:dd:10", "keyboard": "us"}),
+        (Flavor::Robot, "post", "key") => json!({"name": "k", "data":
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICJlP+vZBYG69FIi/Ef51KhZDjCps7XwGyk4qhgiy/l/"}),
+        (Flavor::Robot, "post", "{fingerprint}") => json!({"name": "renamed"}),
+        (Flavor::Robot, "put" | "post", "{ip}") => json!({"ptr": "x.example.com"}),
         _ => json!({}),
     }
 }
@@ -249,6 +259,7 @@ fn fuzz_body() -> impl Strategy<Value = FuzzBody> {
 fn content_type() -> impl Strategy<Value = Option<&'static str>> {
     prop::sample::select(vec![
         Some("application/json"),
+        Some("application/x-www-form-urlencoded"),
         Some("application/x-www-form-urlencoded"),
         Some("text/plain"),
         Some("application/json; charset=utf-8"),
@@ -317,6 +328,27 @@ fn encode_query(s: &str) -> String {
         }
     }
     out
+}
+
+/// A JSON value as a form body: object members become `key=value` pairs (nested values
+/// in their JSON text), anything else its JSON text as a single bare key.
+fn form_encode(v: &Value) -> Vec<u8> {
+    let field = |s: &str| encode_query(s).replace('&', "%26").replace('=', "%3D");
+    match v {
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                format!("{}={}", field(k), field(&v))
+            })
+            .collect::<Vec<_>>()
+            .join("&")
+            .into_bytes(),
+        other => field(&other.to_string()).into_bytes(),
+    }
 }
 
 fn encode_segment(s: &str) -> String {
@@ -543,11 +575,16 @@ fn shots(
             let refs: Vec<&str> = args.iter().map(String::as_str).collect();
             let path = support::fill(&template, &refs);
             let sample = sample_body(flavor, &method, &template);
+            // Robot reads forms; the others JSON.
+            let encode = |v: &Value| match flavor {
+                Flavor::Robot => form_encode(v),
+                Flavor::Hetzner | Flavor::Vultr => v.to_string().into_bytes(),
+            };
             let body = match fb {
                 FuzzBody::Bytes(b) => b,
-                FuzzBody::Json(v) => v.to_string().into_bytes(),
+                FuzzBody::Json(v) => encode(&v),
                 FuzzBody::Truncated(n) => {
-                    let full = sample.to_string().into_bytes();
+                    let full = encode(&sample);
                     full[..n.min(full.len())].to_vec()
                 }
                 FuzzBody::Bent(field, v) => {
@@ -555,7 +592,7 @@ fn shots(
                     if let Some(o) = s.as_object_mut() {
                         o.insert(field, v);
                     }
-                    s.to_string().into_bytes()
+                    encode(&s)
                 }
                 FuzzBody::Empty => Vec::new(),
             };
