@@ -272,7 +272,7 @@ impl<P: Provider, C: Connector> ProviderRunner<P, C> {
         };
         let catalog = provider.catalog().await;
         for body in [ProviderBody::Hello(hello), ProviderBody::Catalog(catalog)] {
-            // The channel is fresh and larger than two messages.
+            // The channel is fresh and holds at least two messages.
             let _ = out_tx.try_send(wire(RequestId::UNSOLICITED, body));
         }
         let outbound = ProviderStream::new(out_rx);
