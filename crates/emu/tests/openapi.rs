@@ -2644,3 +2644,80 @@ async fn locked_resources_answer_as_documented() {
     .await;
     fx.finish();
 }
+
+// ---------------------------------------------------------------------------------------
+// Rate limits and injected faults (answered by the shared gate, in each API's shape)
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_and_injected_faults_use_each_api_shape() {
+    let w = support::start().await;
+    let mut fx = Fidelity::new("rate_limits_and_injected_faults_use_each_api_shape");
+
+    // Hetzner: 429 rate_limit_exceeded with the budget headers still present.
+    w.control(
+        Flavor::Hetzner,
+        "rate-limit",
+        json!({"limit": 5, "remaining": 0}),
+    )
+    .await;
+    let limited = fx
+        .call(&w.hetzner, "GET", "/server_types", &[], Body::None, 429)
+        .await;
+    fx.expect(
+        limited.pointer("/error/code") == Some(&json!("rate_limit_exceeded")),
+        || format!("Hetzner 429: code {:?}", limited.pointer("/error/code")),
+    );
+    let remaining = fx.last_header("ratelimit-remaining").map(str::to_string);
+    fx.expect(remaining.as_deref() == Some("0"), || {
+        format!("Hetzner 429: RateLimit-Remaining {remaining:?}")
+    });
+    // Vultr: 429 in its envelope (documented for every operation by the introduction).
+    w.control(
+        Flavor::Vultr,
+        "rate-limit",
+        json!({"limit": 5, "remaining": 0}),
+    )
+    .await;
+    fx.call(&w.vultr, "GET", "/account", &[], Body::None, 429)
+        .await;
+    // Robot: the limit is a 403 with the budget in the body.
+    w.control(
+        Flavor::Robot,
+        "rate-limit",
+        json!({"limit": 5, "remaining": 0}),
+    )
+    .await;
+    let robot = fx
+        .call(&w.robot, "GET", "/server", &[], Body::None, 403)
+        .await;
+    fx.expect(
+        robot.pointer("/error/code") == Some(&json!("RATE_LIMIT_EXCEEDED"))
+            && robot.pointer("/error/max_request").is_some()
+            && robot.pointer("/error/interval").is_some(),
+        || format!("Robot rate limit body: {robot}"),
+    );
+
+    // Injected server errors keep each API's envelope.
+    for (flavor, root_path, api_path) in [
+        (Flavor::Hetzner, "/v1/pricing", "/pricing"),
+        (Flavor::Vultr, "/v2/plans", "/plans"),
+        (Flavor::Robot, "/key", "/key"),
+    ] {
+        w.control(flavor, "rate-limit", json!({"limit": 1_000_000_u64}))
+            .await;
+        w.control(
+            flavor,
+            "faults",
+            json!({"path": root_path, "status": 503, "count": 1}),
+        )
+        .await;
+        let api = match flavor {
+            Flavor::Hetzner => &w.hetzner,
+            Flavor::Vultr => &w.vultr,
+            Flavor::Robot => &w.robot,
+        };
+        fx.call_unrouted(api, "GET", api_path, 503).await;
+    }
+    fx.finish();
+}
