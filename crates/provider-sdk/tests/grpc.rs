@@ -94,3 +94,72 @@ async fn the_runner_reconnects_to_a_restarted_zone() {
     assert_eq!(status.borrow().streams_opened, 2);
     task.abort();
 }
+
+#[tokio::test]
+async fn a_standby_replica_takes_over_and_finds_the_serving_replicas_work() {
+    let harness = ZoneHarness::grpc().await.unwrap();
+    let endpoint = harness.endpoint().unwrap();
+    let cloud = FakeCloud::new();
+    let replica = |slot: u32| {
+        let config = orc_provider_sdk::fake::FakeConfig {
+            replica: orc_proto::Replica {
+                host: "localhost".into(),
+                pid: std::process::id(),
+                slot,
+            },
+            ..Default::default()
+        };
+        let provider = Arc::new(FakeProvider::with_config(Arc::clone(&cloud), config));
+        let runner = ProviderRunner::new(&endpoint, Arc::clone(&provider), options()).unwrap();
+        (
+            provider,
+            tokio::spawn(runner.run_until(std::future::pending())),
+        )
+    };
+    let (first, first_task) = replica(0);
+    let a = timeout(STEP, harness.accept()).await.unwrap().unwrap();
+    let (second, second_task) = replica(1);
+    let b = timeout(STEP, harness.accept()).await.unwrap().unwrap();
+    assert_eq!(a.hello().resource_uri, b.hello().resource_uri);
+    assert_eq!((a.hello().replica.slot, b.hello().replica.slot), (0, 1));
+    a.welcome(Role::Serving).await.unwrap();
+    b.welcome(Role::Standby).await.unwrap();
+
+    let quote = orc_proto::Quote {
+        pool: orc_proto::PoolId::new("acme/web/app").unwrap(),
+        node_id: orc_proto::NodeId::new("n1").unwrap(),
+        purpose: orc_proto::Purpose::Tenant,
+        shape: orc_common::Shape {
+            vcpus: 1,
+            memory_gib: 2,
+            arch: Default::default(),
+            disks_gib: vec![],
+        },
+        class: orc_proto::ClassId::new("eu-central").unwrap(),
+        os: orc_proto::OsId::new("debian-12").unwrap(),
+        pinned_site: None,
+        public: false,
+    };
+    let orc_proto::QuoteReply::Offer(offer) = a.quote(quote).await.unwrap() else {
+        panic!("expected an offer");
+    };
+    let deploy = orc_proto::Deploy {
+        node_id: orc_proto::NodeId::new("n1").unwrap(),
+        quote_token: offer.quote_token,
+        os: orc_proto::OsId::new("debian-12").unwrap(),
+        ssh_keys: vec![],
+        bootstrap: orc_proto::Bootstrap::default(),
+    };
+    let done = a.deploy(deploy.clone()).await.unwrap().result;
+
+    // The serving replica dies; the zone promotes the standby and sends the deploy again,
+    // as it would for an answer it never received.
+    first_task.abort();
+    a.drop_stream().await;
+    b.change_role(Role::Serving).await.unwrap();
+    assert_eq!(b.deploy(deploy).await.unwrap().result, done);
+    assert_eq!(cloud.creates(), 1);
+    assert_eq!(first.roles(), vec![Role::Serving]);
+    assert_eq!(second.roles(), vec![Role::Standby, Role::Serving]);
+    second_task.abort();
+}
