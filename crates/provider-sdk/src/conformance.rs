@@ -172,14 +172,22 @@ impl Case<'_> {
         }
     }
 
-    async fn step<T, E: std::fmt::Display>(
+    async fn step<T, E: std::error::Error>(
         &self,
         what: &str,
         future: impl Future<Output = Result<T, E>>,
     ) -> Result<T, ConformanceError> {
         match timeout(self.setup.step_timeout, future).await {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(self.fail(format!("{what}: {e}"))),
+            Ok(Err(e)) => {
+                let mut problem = format!("{what}: {e}");
+                let mut source = e.source();
+                while let Some(cause) = source {
+                    problem.push_str(&format!(": {cause}"));
+                    source = cause.source();
+                }
+                Err(self.fail(problem))
+            }
             Err(_) => Err(self.fail(format!(
                 "{what}: no answer within {} s",
                 self.setup.step_timeout.as_secs()

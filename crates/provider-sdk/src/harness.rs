@@ -225,7 +225,7 @@ async fn next_message(
 /// Routing state of one connection, shared by the test and the reader task.
 #[derive(Default)]
 struct Routes {
-    pending: HashMap<RequestId, mpsc::UnboundedSender<ProviderBody>>,
+    pending: HashMap<RequestId, mpsc::UnboundedSender<Result<ProviderBody, ConvertError>>>,
     unsolicited_errors: Vec<String>,
 }
 
@@ -259,7 +259,7 @@ impl std::fmt::Debug for RoutesBox {
 #[derive(Debug)]
 pub struct PendingReply {
     request_id: RequestId,
-    replies: mpsc::UnboundedReceiver<ProviderBody>,
+    replies: mpsc::UnboundedReceiver<Result<ProviderBody, ConvertError>>,
 }
 
 impl PendingReply {
@@ -268,9 +268,9 @@ impl PendingReply {
         self.request_id
     }
 
-    /// The next message for this request (a progress note or the final answer); `None`
-    /// once the stream has ended.
-    pub async fn next(&mut self) -> Option<ProviderBody> {
+    /// The next message for this request (a progress note or the final answer, or the
+    /// error of an answer that could not be read); `None` once the stream has ended.
+    pub async fn next(&mut self) -> Option<Result<ProviderBody, ConvertError>> {
         self.replies.recv().await
     }
 
@@ -284,8 +284,9 @@ impl PendingReply {
                         waiting_for: "the reply",
                     });
                 }
-                Some(ProviderBody::DeployProgress(p)) => progress.push(p),
-                Some(body) => return Ok((progress, body)),
+                Some(Err(e)) => return Err(HarnessError::Protocol(e)),
+                Some(Ok(ProviderBody::DeployProgress(p))) => progress.push(p),
+                Some(Ok(body)) => return Ok((progress, body)),
             }
         }
     }
@@ -508,11 +509,18 @@ async fn read_provider(
     closed: watch::Sender<bool>,
 ) {
     while let Some(Ok(message)) = inbound.next().await {
+        let request_id = RequestId(message.request_id);
         let message = match ProviderMessage::try_from(message) {
             Ok(message) => message,
             Err(e) => {
+                // An unreadable answer fails the request it answers, so a test sees why.
                 let mut routes = routes.lock().unwrap_or_else(PoisonError::into_inner);
-                routes.0.unsolicited_errors.push(e.to_string());
+                match routes.0.pending.remove(&request_id) {
+                    Some(waiter) => {
+                        let _ = waiter.send(Err(e));
+                    }
+                    None => routes.0.unsolicited_errors.push(e.to_string()),
+                }
                 continue;
             }
         };
@@ -539,7 +547,7 @@ async fn read_provider(
                 let routes = &mut routes.0;
                 match routes.pending.get(&message.request_id) {
                     Some(waiter) => {
-                        let _ = waiter.send(body);
+                        let _ = waiter.send(Ok(body));
                         if is_final {
                             routes.pending.remove(&message.request_id);
                         }

@@ -146,6 +146,8 @@ enum Flaw {
     RefusalsBecomeFailed,
     /// Destroy refuses a node it does not hold.
     DestroyAbsentFails,
+    /// Refusals go out without words.
+    RefusalsWithoutWords,
 }
 
 impl Provider for Broken {
@@ -161,6 +163,9 @@ impl Provider for Broken {
         match (self.flaw, self.inner.quote(quote).await) {
             (Flaw::RefusalsBecomeFailed, QuoteReply::Refused(r)) => {
                 QuoteReply::Refused(Refusal::new(RefusalKind::Failed, r.words))
+            }
+            (Flaw::RefusalsWithoutWords, QuoteReply::Refused(r)) => {
+                QuoteReply::Refused(Refusal::new(r.kind, ""))
             }
             (_, reply) => reply,
         }
@@ -270,5 +275,19 @@ async fn the_refusal_case_needs_refusals() {
         err.to_string(),
         "conformance case refusal_kinds_round_trip: the setup lists no refusals; give at least \
          one refused quote"
+    );
+}
+
+#[tokio::test]
+async fn a_refusal_without_words_is_named_by_the_refusal_case() {
+    let cloud = FakeCloud::new();
+    let setup = setup(&cloud);
+    let err =
+        conformance::refusal_kinds_round_trip(broken(&cloud, Flaw::RefusalsWithoutWords), &setup)
+            .await
+            .unwrap_err();
+    assert_eq!(
+        err.problem,
+        "quote: the provider sent an invalid message: quote_reply.refusal.words is missing"
     );
 }

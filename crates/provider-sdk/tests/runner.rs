@@ -295,7 +295,7 @@ async fn a_deploy_resent_after_reconnect_joins_the_running_one() {
         .unwrap();
     assert!(matches!(
         in_flight.next().await,
-        Some(ProviderBody::DeployProgress(_))
+        Some(Ok(ProviderBody::DeployProgress(_)))
     ));
     sleep(Duration::from_secs(2)).await;
     conn.drop_stream().await;
