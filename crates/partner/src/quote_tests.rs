@@ -875,16 +875,16 @@ fn build(s: &Scenario) -> (QuoteRequest, Config, Catalogs, QuoteState) {
     }
     let config = load_config(&src).unwrap();
     let mut catalogs = seed_catalogs();
-    for &(plan, loc) in &s.sold_out {
-        for snapshot in [Cloud::Hetzner, Cloud::Vultr] {
-            catalogs.update(snapshot, |snap| {
-                let n = snap.plans.len();
+    for cloud in [Cloud::Hetzner, Cloud::Vultr] {
+        catalogs.update(cloud, |snap| {
+            let n = snap.plans.len();
+            for &(plan, loc) in &s.sold_out {
                 let p = &mut snap.plans[plan % n];
                 if let Some(l) = p.sold_in.iter().nth(loc % p.sold_in.len().max(1)).cloned() {
                     p.sold_in.remove(&l);
                 }
-            });
-        }
+            }
+        });
     }
     let class = config.regions.class(CLASSES[s.class]).unwrap();
     let mut state = QuoteState::new();
@@ -927,8 +927,15 @@ fn key(c: &Candidate) -> (bool, Decimal, usize) {
     }
 }
 
+type Forbidden = (Vec<String>, BTreeSet<String>);
+
 /// Every word a tenant must never read: cloud names, plan ids, cities, location ids.
-fn forbidden() -> (Vec<String>, BTreeSet<String>) {
+fn forbidden() -> &'static Forbidden {
+    static FORBIDDEN: std::sync::OnceLock<Forbidden> = std::sync::OnceLock::new();
+    FORBIDDEN.get_or_init(forbidden_words)
+}
+
+fn forbidden_words() -> Forbidden {
     let (h, v) = (seed_hetzner(), seed_vultr());
     let mut substrings: Vec<String> = vec!["hetzner".into(), "vultr".into()];
     for seed in [&h, &v] {
@@ -944,7 +951,7 @@ fn forbidden() -> (Vec<String>, BTreeSet<String>) {
     (substrings, locations)
 }
 
-fn assert_neutral(text: &str, forbidden: &(Vec<String>, BTreeSet<String>)) {
+fn assert_neutral(text: &str, forbidden: &Forbidden) {
     let lower = text.to_lowercase();
     for word in &forbidden.0 {
         assert!(
@@ -961,7 +968,7 @@ fn assert_neutral(text: &str, forbidden: &(Vec<String>, BTreeSet<String>)) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
     fn the_winner_is_never_dearer_and_never_excluded(s in scenario()) {
@@ -1032,7 +1039,7 @@ proptest! {
         let outcome = quote(&req, &config, &catalogs, &state);
         let forbidden = forbidden();
         for text in outcome.tenant_strings() {
-            assert_neutral(text, &forbidden);
+            assert_neutral(text, forbidden);
         }
         let site = outcome.candidates.first().map_or("eu-central-a".to_string(), |c| c.site.to_string());
         let class = outcome.class_title.clone().unwrap_or_default();
@@ -1046,7 +1053,7 @@ proptest! {
             words::pool_address_line(req.class.as_str()),
             words::price_line(&req.shape, req.class.as_str()),
         ] {
-            assert_neutral(&text, &forbidden);
+            assert_neutral(&text, forbidden);
         }
     }
 }
@@ -1061,8 +1068,8 @@ fn the_forbidden_word_check_catches_a_leak() {
         "at fsn1",
         "ewr",
     ] {
-        let caught = std::panic::catch_unwind(|| assert_neutral(leak, &forbidden)).is_err();
+        let caught = std::panic::catch_unwind(|| assert_neutral(leak, forbidden)).is_err();
         assert!(caught, "{leak:?} slipped through");
     }
-    assert_neutral("no capacity in Asia Southeast right now", &forbidden);
+    assert_neutral("no capacity in Asia Southeast right now", forbidden);
 }

@@ -299,6 +299,8 @@ pub fn hetzner(text: &str, read_at: Timestamp) -> Result<SeedCatalog, SeedError>
 pub(crate) mod testing {
     //! The real seed catalogs, read from `crates/emu/seed/` at test time.
 
+    use std::sync::OnceLock;
+
     use super::*;
     use crate::catalog::Catalogs;
 
@@ -307,27 +309,46 @@ pub(crate) mod testing {
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"))
     }
 
+    static VULTR: OnceLock<SeedCatalog> = OnceLock::new();
+    static HETZNER: OnceLock<SeedCatalog> = OnceLock::new();
+    static CATALOGS: OnceLock<Catalogs> = OnceLock::new();
+
+    /// The Vultr seed, parsed once per test binary.
     pub(crate) fn seed_vultr() -> SeedCatalog {
-        vultr(
-            &seed_text("vultr-catalog.json"),
-            Timestamp::from_unix_secs(1),
-        )
-        .unwrap()
+        VULTR
+            .get_or_init(|| {
+                vultr(
+                    &seed_text("vultr-catalog.json"),
+                    Timestamp::from_unix_secs(1),
+                )
+                .unwrap()
+            })
+            .clone()
     }
 
+    /// The Hetzner seed, parsed once per test binary.
     pub(crate) fn seed_hetzner() -> SeedCatalog {
-        hetzner(
-            &seed_text("hetzner-cloud-catalog.json"),
-            Timestamp::from_unix_secs(1),
-        )
-        .unwrap()
+        HETZNER
+            .get_or_init(|| {
+                hetzner(
+                    &seed_text("hetzner-cloud-catalog.json"),
+                    Timestamp::from_unix_secs(1),
+                )
+                .unwrap()
+            })
+            .clone()
     }
 
+    /// Both seeds as catalogs (a fresh copy each call).
     pub(crate) fn seed_catalogs() -> Catalogs {
-        let mut catalogs = Catalogs::new();
-        catalogs.replace(seed_vultr().snapshot);
-        catalogs.replace(seed_hetzner().snapshot);
-        catalogs
+        CATALOGS
+            .get_or_init(|| {
+                let mut catalogs = Catalogs::new();
+                catalogs.replace(seed_vultr().snapshot);
+                catalogs.replace(seed_hetzner().snapshot);
+                catalogs
+            })
+            .clone()
     }
 }
 
