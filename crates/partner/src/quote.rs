@@ -438,11 +438,16 @@ pub fn quote(
         candidates: Vec::new(),
         decision: Decision::Refusal(Refusal {
             kind: RefusalKind::OperatorFix,
-            words: words::needs_operator_in_class(request.node.as_str(), request.class.as_str()),
+            words: String::new(),
             site: None,
         }),
     };
     let Some(class) = config.regions.class(request.class.as_str()) else {
+        outcome.decision = Decision::Refusal(Refusal {
+            kind: RefusalKind::OperatorFix,
+            words: words::needs_operator_in_class(request.node.as_str(), request.class.as_str()),
+            site: None,
+        });
         return outcome;
     };
     outcome.class_title = Some(class.title.clone());

@@ -699,6 +699,10 @@ fn disks_arm_and_unknown_inputs() {
     );
     let r = refusal(&o);
     assert_eq!(r.kind, RefusalKind::OperatorFix);
+    assert_eq!(
+        r.words,
+        "node n-000001 cannot be created in mars-north until the provider's operator changes its configuration"
+    );
     assert!(o.candidates.is_empty());
 
     let o = quote(
