@@ -408,6 +408,30 @@ impl ZoneConn {
         })
     }
 
+    /// Sends a request in wire form as it is, valid or not, with a fresh request id.
+    pub async fn request_wire(
+        &self,
+        body: pb::zone_message::Body,
+    ) -> Result<PendingReply, HarnessError> {
+        let request_id = RequestId(self.request_ids.fetch_add(1, Ordering::SeqCst));
+        let (tx, replies) = mpsc::unbounded_channel();
+        self.lock_routes().0.pending.insert(request_id, tx);
+        let message = pb::ZoneMessage {
+            request_id: request_id.0,
+            body: Some(body),
+        };
+        self.outbound
+            .send(Ok(message))
+            .await
+            .map_err(|_| HarnessError::Closed {
+                waiting_for: "sending",
+            })?;
+        Ok(PendingReply {
+            request_id,
+            replies,
+        })
+    }
+
     /// Quotes a node and waits for the answer.
     pub async fn quote(&self, quote: Quote) -> Result<QuoteReply, HarnessError> {
         match self

@@ -323,6 +323,11 @@ impl<P: Provider, C: Connector> ProviderRunner<P, C> {
                             self.shared.provider.on_role(role);
                         }
                         Step::Nothing => {}
+                        Step::Reject { error, request_id, reply } => {
+                            tracing::warn!(%error, %request_id, "refusing an unreadable request from the zone");
+                            let out_tx = out_tx.clone();
+                            tokio::spawn(async move { send(&out_tx, request_id, reply).await });
+                        }
                         Step::Drop(e) => {
                             tracing::warn!(error = %e, "dropping an unreadable message from the zone");
                         }

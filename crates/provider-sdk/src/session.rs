@@ -8,11 +8,16 @@
 //! - Inventory runs only while serving, and only when an interval is configured.
 //! - Quotes, deploys and destroys are handed on with their request id, whatever the role:
 //!   the zone decides who gets work.
-//! - A message that cannot be read is dropped with its error; it changes nothing.
+//! - A message that cannot be read changes nothing. If it is a quote or deploy whose node
+//!   id can still be read, it is answered with a `failed` refusal, so the zone does not wait
+//!   for an answer that would never come; otherwise it is dropped.
 
 use std::time::Duration;
 
-use orc_proto::{ConvertError, Deploy, NodeId, Quote, RequestId, Role, ZoneBody, ZoneMessage, pb};
+use orc_proto::{
+    ConvertError, Deploy, NodeId, ProviderBody, Quote, QuoteReply, Refusal, RefusalKind, RequestId,
+    Role, ZoneBody, ZoneMessage, pb,
+};
 
 /// What the runner does about one message from the zone.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,8 +41,34 @@ pub(crate) enum Step {
     },
     /// Nothing beyond noting that the zone is alive.
     Nothing,
-    /// The message could not be read.
+    /// The request could not be read; answer it with `reply`.
+    Reject {
+        error: ConvertError,
+        request_id: RequestId,
+        reply: ProviderBody,
+    },
+    /// The message could not be read and cannot be answered.
     Drop(ConvertError),
+}
+
+/// Tenant words of the refusal sent for a request that could not be read.
+pub(crate) const UNREADABLE_REQUEST: &str = "The request could not be processed.";
+
+/// The refusal answering an unreadable request, when its kind and node id are known.
+fn rejection(message: &pb::ZoneMessage) -> Option<ProviderBody> {
+    use pb::zone_message::Body;
+    let refusal = Refusal::new(RefusalKind::Failed, UNREADABLE_REQUEST);
+    match message.body.as_ref()? {
+        Body::Quote(q) => Some(ProviderBody::QuoteReply {
+            node_id: NodeId::new(q.node_id.clone()).ok()?,
+            reply: QuoteReply::Refused(refusal),
+        }),
+        Body::Deploy(d) => Some(ProviderBody::DeployRefused {
+            node_id: NodeId::new(d.node_id.clone()).ok()?,
+            refusal,
+        }),
+        Body::Destroy(_) | Body::Welcome(_) | Body::RoleChange(_) | Body::KeepAlive(_) => None,
+    }
 }
 
 /// State of one stream.
@@ -62,11 +93,21 @@ impl SessionState {
 
     /// Reads one message from the zone.
     pub(crate) fn on_zone_message(&mut self, message: pb::ZoneMessage) -> Step {
+        let request_id = RequestId(message.request_id);
+        let reply = rejection(&message);
         let message = match ZoneMessage::try_from(message) {
             Ok(message) => message,
-            Err(e) => return Step::Drop(e),
+            Err(error) => {
+                return match reply {
+                    Some(reply) => Step::Reject {
+                        error,
+                        request_id,
+                        reply,
+                    },
+                    None => Step::Drop(error),
+                };
+            }
         };
-        let request_id = message.request_id;
         match message.body {
             ZoneBody::Welcome { role } | ZoneBody::RoleChange { role } => {
                 self.role = Some(role);
@@ -200,5 +241,49 @@ mod tests {
             other => panic!("expected a drop, got {other:?}"),
         }
         assert!(!state.welcomed());
+    }
+
+    #[test]
+    fn unreadable_requests_with_a_node_id_are_refused_as_failed() {
+        let mut state = SessionState::new(Some(MINUTE));
+        let step = state.on_zone_message(pb::ZoneMessage {
+            request_id: 9,
+            body: Some(pb::zone_message::Body::Quote(pb::Quote {
+                node_id: "n1".into(),
+                ..Default::default()
+            })),
+        });
+        assert_eq!(
+            step,
+            Step::Reject {
+                error: ConvertError::Missing {
+                    field: "quote.pool".into()
+                },
+                request_id: RequestId(9),
+                reply: ProviderBody::QuoteReply {
+                    node_id: NodeId::new("n1").unwrap(),
+                    reply: QuoteReply::Refused(Refusal::new(
+                        RefusalKind::Failed,
+                        UNREADABLE_REQUEST
+                    )),
+                },
+            }
+        );
+        let step = state.on_zone_message(pb::ZoneMessage {
+            request_id: 10,
+            body: Some(pb::zone_message::Body::Deploy(pb::Deploy {
+                node_id: "n2".into(),
+                ..Default::default()
+            })),
+        });
+        match step {
+            Step::Reject {
+                error, request_id, ..
+            } => {
+                assert_eq!(error.field(), "deploy.quote_token");
+                assert_eq!(request_id, RequestId(10));
+            }
+            other => panic!("expected a rejection, got {other:?}"),
+        }
     }
 }

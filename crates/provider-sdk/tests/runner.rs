@@ -433,3 +433,34 @@ async fn shutdown_stops_the_runner_while_it_waits_to_reconnect() {
     sleep(Duration::from_secs(60)).await;
     assert_eq!(connector.attempts().len(), attempts);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_unreadable_quote_is_refused_not_left_waiting() {
+    let (harness, connector) = ZoneHarness::in_memory();
+    let running = start(connector, FakeCloud::new(), options());
+    let conn = harness.accept().await.unwrap();
+    conn.welcome(Role::Serving).await.unwrap();
+    let mut wire = orc_proto::pb::Quote::from(quote("n1"));
+    wire.shape = None;
+    let pending = conn
+        .request_wire(orc_proto::pb::zone_message::Body::Quote(wire))
+        .await
+        .unwrap();
+    let (_, body) = pending.finish().await.unwrap();
+    assert_eq!(
+        body,
+        ProviderBody::QuoteReply {
+            node_id: node("n1"),
+            reply: QuoteReply::Refused(Refusal::new(
+                RefusalKind::Failed,
+                "The request could not be processed."
+            )),
+        }
+    );
+    // The stream stays up and serves the next request.
+    assert!(matches!(
+        conn.quote(quote("n2")).await.unwrap(),
+        QuoteReply::Offer(_)
+    ));
+    running.stop().await;
+}
