@@ -7,12 +7,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use orc_proto::pb;
 use orc_proto::pb::provider_hub_client::ProviderHubClient;
-use std::task::{Context, Poll};
-
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
@@ -21,6 +20,7 @@ use tonic::transport::Endpoint;
 
 /// Messages from the zone, as the transport delivers them.
 pub type ZoneStream = Pin<Box<dyn Stream<Item = Result<pb::ZoneMessage, Status>> + Send + 'static>>;
+
 /// Messages to the zone, produced by the runner. A concrete type rather than a boxed
 /// stream: tonic's streaming request needs a stream whose `Send` is provable for all
 /// lifetimes, which a trait object does not give.
