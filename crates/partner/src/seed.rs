@@ -389,6 +389,51 @@ mod tests {
         );
     }
 
+    /// Every built-in selector resolves on the seed catalogs, except Ubuntu 26.04, which
+    /// neither cloud publishes yet.
+    #[test]
+    fn builtin_os_selectors_resolve_on_the_seed_catalogs() {
+        let (v, h) = (seed_vultr(), seed_hetzner());
+        let mut resolved = Vec::new();
+        for (id, entry) in crate::maps::OsMap::builtin().entries() {
+            for (cloud, selector) in &entry.selectors {
+                let images = match cloud {
+                    Cloud::Vultr => &v.snapshot.images,
+                    Cloud::Hetzner => &h.snapshot.images,
+                };
+                let image = selector.resolve(images, Architecture::X86_64);
+                resolved.push(format!(
+                    "{id} {cloud} {}",
+                    image.map_or("-".to_string(), |i| format!("{} {}", i.id, i.title))
+                ));
+            }
+        }
+        assert_eq!(
+            resolved,
+            [
+                "alma-10 hetzner 200000015 AlmaLinux 10",
+                "alma-10 vultr 2593 AlmaLinux 10 x64",
+                "alma-9 hetzner 200000013 AlmaLinux 9",
+                "alma-9 vultr 1868 AlmaLinux 9 x64",
+                "debian-12 hetzner 200000005 Debian 12",
+                "debian-13 hetzner 200000007 Debian 13",
+                "debian-13 vultr 2625 Debian 13 x64 (trixie)",
+                "rocky-10 hetzner 200000011 Rocky Linux 10",
+                "rocky-10 vultr 2594 Rocky Linux 10 x64",
+                "rocky-9 hetzner 200000009 Rocky Linux 9",
+                "rocky-9 vultr 1869 Rocky Linux 9 x64",
+                "ubuntu-22.04 hetzner 200000001 Ubuntu 22.04",
+                "ubuntu-22.04 vultr 1743 Ubuntu 22.04 LTS x64",
+                "ubuntu-24.04 hetzner 200000003 Ubuntu 24.04",
+                "ubuntu-24.04 vultr 2284 Ubuntu 24.04 LTS x64",
+                "ubuntu-26.04 hetzner -",
+                "ubuntu-26.04 vultr -",
+                "windows-2022 vultr 501 Windows 2022 Standard x64",
+                "windows-2025 vultr 2514 Windows 2025 Standard x64",
+            ]
+        );
+    }
+
     #[test]
     fn vultr_plans_are_sold_where_listed_and_half_gib_is_not_exact() {
         let v = seed_vultr();
