@@ -254,6 +254,80 @@ impl Config {
     }
 }
 
+/// One cloud's effective params as the admin page's Config view shows them: whether a key is
+/// set, never any character of it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CloudView {
+    pub key_set: bool,
+    pub endpoint: String,
+    pub enabled: bool,
+    pub owner_tag: Option<OwnerTag>,
+    pub also_owned_tags: Vec<OwnerTag>,
+    pub regions: Option<BTreeSet<LocationId>>,
+    pub plans: Option<BTreeSet<PlanId>>,
+    pub images: Option<BTreeSet<String>>,
+    pub max_nodes: Option<u32>,
+    pub max_monthly_spend_usd: Option<Decimal>,
+    pub exchange_rate: Option<Decimal>,
+    pub gateway_plan: Option<PlanId>,
+    pub pool_ipv4_limit: u32,
+}
+
+/// The effective config without secrets, for the Config view and start-up logs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ConfigView {
+    pub partner_id: String,
+    pub resource_uri: String,
+    pub ptr_domain: Option<String>,
+    pub access_keys_url: Option<String>,
+    /// `<algorithm> <SHA256 fingerprint>` of each break-glass key.
+    pub ssh_keys: Vec<String>,
+    pub gateway: GatewayShape,
+    pub clouds: BTreeMap<Cloud, CloudView>,
+}
+
+impl Config {
+    /// The effective config without any secret.
+    pub fn view(&self) -> ConfigView {
+        ConfigView {
+            partner_id: self.partner_id.clone(),
+            resource_uri: self.resource_uri(),
+            ptr_domain: self.ptr_domain.as_ref().map(|d| d.as_str().to_string()),
+            access_keys_url: self.access_keys_url.as_ref().map(ToString::to_string),
+            ssh_keys: self
+                .ssh_keys
+                .iter()
+                .map(|k| format!("{} {}", k.algorithm(), k.fingerprint(Default::default())))
+                .collect(),
+            gateway: self.gateway,
+            clouds: self
+                .clouds
+                .iter()
+                .map(|(cloud, c)| {
+                    (
+                        *cloud,
+                        CloudView {
+                            key_set: c.is_keyed(),
+                            endpoint: c.endpoint.to_string(),
+                            enabled: c.enabled,
+                            owner_tag: c.owner_tag.clone(),
+                            also_owned_tags: c.also_owned_tags.clone(),
+                            regions: c.regions.clone(),
+                            plans: c.plans.clone(),
+                            images: c.images.clone(),
+                            max_nodes: c.max_nodes,
+                            max_monthly_spend_usd: c.max_monthly_spend,
+                            exchange_rate: c.exchange_rate,
+                            gateway_plan: c.gateway_plan.clone(),
+                            pool_ipv4_limit: c.pool_ipv4_limit,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
 /// What is wrong with one param.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("param {param}: {problem}")]
@@ -1000,7 +1074,11 @@ mod tests {
 
     #[test]
     fn keys_never_appear_in_debug_or_errors() {
-        let config = load_config(&minimal()).unwrap();
+        let config = load_config(&minimal().param(SSH_KEYS, ED25519)).unwrap();
+        let view = serde_json::to_string(&config.view()).unwrap();
+        assert!(!view.contains(KEY) && !view.contains("hZ9"), "{view}");
+        assert!(view.contains(r#""key_set":true"#), "{view}");
+        assert!(view.contains("ssh-ed25519 SHA256:"), "{view}");
         assert!(!format!("{config:?}").contains(KEY));
         assert!(!format!("{config:#?}").contains("hZ9"));
         let bad_key = "hZ9 secret with space";

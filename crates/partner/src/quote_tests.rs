@@ -997,6 +997,18 @@ proptest! {
             }
             None => {
                 prop_assert!(winners.is_empty());
+                if outcome.refusal().is_some_and(|r| r.kind == RefusalKind::Counting) {
+                    let counting = outcome
+                        .candidates
+                        .iter()
+                        .filter(|c| matches!(c.exclusion(), Some(Exclusion::Counting { .. })))
+                        .map(key)
+                        .min();
+                    prop_assert!(counting.is_some(), "counting refusal with no cloud counted");
+                    for c in outcome.candidates.iter().filter(|c| c.verdict == Verdict::Eligible) {
+                        prop_assert!(counting < Some(key(c)), "counting held back a cheaper {}", c.site);
+                    }
+                }
                 prop_assert!(outcome.candidates.iter().all(|c| c.verdict != Verdict::Eligible
                     || outcome.refusal().is_some_and(|r| r.kind == RefusalKind::Counting)));
             }

@@ -15,6 +15,7 @@ const MAX_MEM_GIB: u64 = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct GatewayShape {
     pub cpu: u32,
+    #[serde(rename = "mem")]
     pub mem_gib: u32,
 }
 
