@@ -624,7 +624,11 @@ impl Context<'_> {
             }
             if let Some(max) = cloud.max_monthly_spend {
                 let node = usd_monthly.ok_or(Exclusion::SpendCapUnpriced)?;
-                if usage.monthly_spend_usd + node > max {
+                if usage
+                    .monthly_spend_usd
+                    .checked_add(node)
+                    .is_none_or(|total| total > max)
+                {
                     return Err(Exclusion::SpendCap {
                         max,
                         used: usage.monthly_spend_usd,

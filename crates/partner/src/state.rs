@@ -127,7 +127,9 @@ impl QuoteState {
         if reservation.purpose == Purpose::Tenant {
             usage.tenant_nodes = usage.tenant_nodes.saturating_add(1);
         }
-        usage.monthly_spend_usd += reservation.usd_monthly.unwrap_or_default();
+        usage.monthly_spend_usd = usage
+            .monthly_spend_usd
+            .saturating_add(reservation.usd_monthly.unwrap_or_default());
         Some(reservation)
     }
 
@@ -137,8 +139,10 @@ impl QuoteState {
         if purpose == Purpose::Tenant {
             usage.tenant_nodes = usage.tenant_nodes.saturating_sub(1);
         }
-        usage.monthly_spend_usd =
-            (usage.monthly_spend_usd - usd_monthly.unwrap_or_default()).max(Decimal::ZERO);
+        usage.monthly_spend_usd = usage
+            .monthly_spend_usd
+            .saturating_sub(usd_monthly.unwrap_or_default())
+            .max(Decimal::ZERO);
     }
 
     /// Drops reservations that lapsed at or before `now`.
@@ -166,7 +170,9 @@ impl QuoteState {
             if r.purpose == Purpose::Tenant {
                 usage.tenant_nodes = usage.tenant_nodes.saturating_add(1);
             }
-            usage.monthly_spend_usd += r.usd_monthly.unwrap_or_default();
+            usage.monthly_spend_usd = usage
+                .monthly_spend_usd
+                .saturating_add(r.usd_monthly.unwrap_or_default());
         }
         usage
     }
