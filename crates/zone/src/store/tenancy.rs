@@ -326,6 +326,21 @@ impl Store {
         row.as_ref().map(token_from).transpose()
     }
 
+    /// The token with this id (its record; the value is never kept).
+    pub async fn get_token(&self, id: &TokenId) -> StoreResult<ApiToken> {
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE id = $1"
+        ));
+        let row = sqlx::query(sql)
+            .bind(id.as_str())
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref()
+            .map(token_from)
+            .transpose()?
+            .ok_or_else(|| not_found(Kind::Token, id))
+    }
+
     /// A user's tokens (without values), by id.
     pub async fn list_tokens(&self, user_id: &UserId) -> StoreResult<Vec<ApiToken>> {
         let sql = sqlx::AssertSqlSafe(format!(

@@ -1316,3 +1316,36 @@ pub async fn concurrent_resizes_keep_one_node_per_slot(db: &TestDb) {
     );
     assert_eq!(slots, unique, "one live node per slot");
 }
+
+pub async fn corrupt_rows_are_reported_not_panicked(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let node = pool_of(&store, &project, &provider, "web", 1)
+        .await
+        .remove(0);
+    let mut raw = db.raw().await;
+    sqlx::query("UPDATE providers SET markup = 'lots' WHERE id = $1")
+        .bind(provider.as_str())
+        .execute(&mut raw)
+        .await
+        .unwrap();
+    let err = store.get_provider(&provider).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("stored value in providers.markup is invalid"),
+        "{err}"
+    );
+    sqlx::query("UPDATE nodes SET addresses = 'not json', site = NULL WHERE id = $1")
+        .bind(node.id.as_str())
+        .execute(&mut raw)
+        .await
+        .unwrap();
+    let err = store.get_node(&node.id).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("stored value in nodes.addresses is invalid"),
+        "{err}"
+    );
+    assert!(!err.is_retryable());
+}

@@ -46,4 +46,5 @@ on_both_engines!(
     usage_accumulates_per_line,
     concurrent_writers_one_wins,
     concurrent_resizes_keep_one_node_per_slot,
+    corrupt_rows_are_reported_not_panicked,
 );
