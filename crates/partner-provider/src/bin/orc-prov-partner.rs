@@ -2,27 +2,35 @@
 //!
 //! - `validate`: check drafts of `regions`, `os_map`, `gateway` and `ptr_domain` with the
 //!   partner's own parsers and print them normalised, or every error.
-//! - `quote`: explain a quote with the params of this process's environment, against catalog
-//!   snapshots read from seed files.
+//! - `quote`: explain a quote with the params of this process's environment, against the
+//!   live catalogs of the keyed clouds (read once, `ORC_<CLOUD>_ENDPOINT` honoured) or,
+//!   with `--seed-dir`, against catalog snapshots read from seed files, offline.
 //! - `bench-quote`: time the quote engine over the full seed catalogs and the built-in maps;
 //!   the last line is `ns_per_quote N`.
+//! - `serve --zone URL`: run the partner provider against a zone.
 //!
-//! A thin shell: parsing, quoting and rendering all live in the library.
+//! A thin shell: parsing, quoting and rendering live in `orc-partner`; reading clouds and
+//! the provider protocol in `orc-partner-provider`.
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 use orc_common::{Architecture, Shape};
 use orc_partner::catalog::Catalogs;
 use orc_partner::ids::{ClassId, NodeId, OsId, PoolId, SiteName, Timestamp};
-use orc_partner::params::{MapSource, ProcessEnv, load_config};
+use orc_partner::params::{Config, MapSource, ProcessEnv, load_config};
 use orc_partner::quote::{Purpose, QuoteRequest, quote};
 use orc_partner::validate::{Drafts, validate_drafts};
 use orc_partner::{QuoteState, explain, seed};
+use orc_partner_provider::clients::CloudClients;
+use orc_partner_provider::live::LiveCatalogs;
+use orc_partner_provider::{PartnerOptions, PartnerProvider, ReplicaInfo};
+use orc_provider_sdk::{RunnerOptions, run_provider};
 
 const DEFAULT_SEED_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../emu/seed");
 
@@ -56,7 +64,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Explain a quote with this environment's params against seed catalogs.
+    /// Explain a quote with this environment's params against the live catalogs (or seeds).
     Quote {
         /// Region class id.
         #[arg(long)]
@@ -77,7 +85,7 @@ enum Command {
         #[arg(long, default_value = "ubuntu-24.04")]
         os: String,
         /// Only this site may serve.
-        #[arg(long)]
+        #[arg(long, visible_alias = "pin")]
         site: Option<String>,
         /// Quote a site gateway instead of a tenant node.
         #[arg(long)]
@@ -85,9 +93,22 @@ enum Command {
         /// Print the outcome as JSON.
         #[arg(long)]
         json: bool,
-        /// Directory holding vultr-catalog.json and hetzner-cloud-catalog.json.
-        #[arg(long, default_value = DEFAULT_SEED_DIR)]
-        seed_dir: PathBuf,
+        /// Quote offline against vultr-catalog.json and hetzner-cloud-catalog.json in this
+        /// directory instead of reading the clouds.
+        #[arg(long)]
+        seed_dir: Option<PathBuf>,
+    },
+    /// Run the partner provider: dial the zone and answer its requests.
+    Serve {
+        /// The zone's provider endpoint, e.g. http://zone.internal:7400.
+        #[arg(long, env = "ORC_ZONE_ENDPOINT")]
+        zone: String,
+        /// Seconds between two catalog reads while serving.
+        #[arg(long, default_value_t = 600)]
+        refresh_secs: u64,
+        /// This replica's slot in its app pool.
+        #[arg(long, env = "ORC_SLOT", default_value_t = 0)]
+        slot: u32,
     },
     /// Time the quote engine; the last line is `ns_per_quote N`.
     BenchQuote {
@@ -200,7 +221,10 @@ fn main() -> anyhow::Result<()> {
                 other => bail!("--arch {other:?} must be x86_64 or arm64"),
             };
             let at = now();
-            let catalogs = load_catalogs(&seed_dir, at)?;
+            let catalogs = match seed_dir {
+                Some(dir) => load_catalogs(&dir, at)?,
+                None => read_live_catalogs(&config, at)?,
+            };
             let request = QuoteRequest {
                 node: NodeId::new("preview"),
                 pool: PoolId::new("preview"),
@@ -233,7 +257,79 @@ fn main() -> anyhow::Result<()> {
             seed_dir,
             iterations,
         } => bench_quote(&seed_dir, iterations),
+        Command::Serve {
+            zone,
+            refresh_secs,
+            slot,
+        } => serve(&zone, refresh_secs, slot),
     }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Reads every keyed cloud's catalog once; a cloud that cannot be read is reported on stderr
+/// and shows as "no catalog" in the explanation.
+fn read_live_catalogs(config: &Config, at: Timestamp) -> anyhow::Result<Catalogs> {
+    let clients = CloudClients::from_config(config)?;
+    let live = LiveCatalogs::new();
+    let failures = runtime()?.block_on(live.refresh(&clients, config, at));
+    for (cloud, summary) in failures {
+        eprintln!("the {cloud} catalog could not be read: {summary}");
+    }
+    Ok(live.snapshot())
+}
+
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "unknown-host".to_string())
+}
+
+fn serve(zone: &str, refresh_secs: u64, slot: u32) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = match load_config(&ProcessEnv) {
+        Ok(config) => config,
+        Err(errors) => {
+            eprintln!("{errors}");
+            std::process::exit(2);
+        }
+    };
+    let options = PartnerOptions {
+        refresh_interval: Duration::from_secs(refresh_secs.max(1)),
+        ..PartnerOptions::default()
+    };
+    let replica = ReplicaInfo {
+        host: host_name(),
+        pid: std::process::id(),
+        slot,
+    };
+    let provider = PartnerProvider::new(config, options, replica)?;
+    tracing::info!(zone, "The partner provider dials the zone");
+    runtime()?.block_on(run_provider(
+        zone,
+        Arc::new(provider),
+        RunnerOptions::default(),
+    ))?;
+    Ok(())
 }
 
 fn bench_quote(seed_dir: &Path, iterations: u32) -> anyhow::Result<()> {

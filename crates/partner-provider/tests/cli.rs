@@ -1,10 +1,11 @@
-//! The `orc-prov-partner` binary: exit codes and output of `validate`, `quote` and
-//! `bench-quote`.
+//! The `orc-prov-partner` binary: exit codes and output of `validate`, `quote` (offline,
+//! with `--seed-dir`) and `bench-quote`.
 
 use std::io::Write as _;
 use std::process::{Command, Output, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_orc-prov-partner");
+const SEED_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../emu/seed");
 
 fn run(args: &[&str], env: &[(&str, &str)], stdin: &str) -> Output {
     let mut cmd = Command::new(BIN);
@@ -82,6 +83,8 @@ fn quote_explains_with_params_from_the_environment() {
             "--mem",
             "4",
             "--json",
+            "--seed-dir",
+            SEED_DIR,
         ],
         &env,
         "",

@@ -1,0 +1,24 @@
+//! The partner provider process (`orc-prov-partner`): the asynchronous side around the pure
+//! core in `orc-partner`.
+//!
+//! - [`live`]: live catalogs read through the cloud clients into catalog snapshots, refreshed
+//!   in the background and never during a quote;
+//! - [`provider`]: the `orc_provider_sdk::Provider` implementation — hello, catalog, quotes
+//!   over the live catalogs and the quote state, deploys, destroys, inventory, counting;
+//! - [`instances`]: finding, listing, creating and deleting the partner's instances;
+//! - [`naming`]: the labels and tags recorded on every instance, and instance names;
+//! - [`token`]: quote tokens that carry an offer to its deploy;
+//! - [`clients`]: one HTTP client per keyed cloud.
+//!
+//! Invariants: the pure crate decides (quotes, words, state rules); this crate only reads
+//! and writes the clouds and keeps the state current. Tenant-facing words come from
+//! `orc_partner::words` only. Nothing here writes to disk.
+
+pub mod clients;
+pub mod instances;
+pub mod live;
+pub mod naming;
+pub mod provider;
+pub mod token;
+
+pub use provider::{PartnerOptions, PartnerProvider, ReplicaInfo};

@@ -1,0 +1,1007 @@
+//! The partner as an `orc_provider_sdk::Provider`: quotes from the pure engine over the live
+//! catalogs, deploys and destroys through the cloud clients, inventory by owner tag.
+//!
+//! Roles: a replica that is standing by reads no cloud account. It becomes serving on the
+//! zone's word or on its first work (a quote included), logs so once, reads every keyed
+//! cloud's catalog straight away and then every refresh interval, and counts each capped
+//! cloud's nodes before that cloud may place one ([`QuoteState::start_counting`]).
+//!
+//! Invariants:
+//! - A quote never calls a cloud. Only a quote that arrives before the first catalog read
+//!   has finished waits for it, at most [`PartnerOptions::first_read_wait`].
+//! - An offer is reserved in the [`QuoteState`] before it is answered, until the deploy
+//!   commits it or [`PartnerOptions::offer_ttl`] passes; the quote token carries the whole
+//!   offer ([`crate::token`]), so any replica can carry out a deploy.
+//! - A deploy looks the node id up before it creates anything, and a create that loses the
+//!   unique-name race (Hetzner) answers the instance that won; destroy of an absent node
+//!   succeeds.
+//! - An inventory is complete or not sent.
+//! - Tenant words come only from `orc_partner::words`; the cloud's own words go to DEBUG.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use orc_cloud::hetzner::{CreateServer, ImageRef, ServerFilter};
+use orc_cloud::vultr::{CreateInstance, InstanceSource};
+use orc_cloud::{CloudError, HcloudImageId, VultrInstanceId, VultrOsId};
+use orc_common::Money;
+use orc_partner::ids::{ClassId, Cloud, NodeId, OsId, PoolId, SiteName, Timestamp};
+use orc_partner::params::Config;
+use orc_partner::quote::{Decision, Purpose, QuoteRequest, RefusalKind, quote};
+use orc_partner::state::{CloudUsage, QuoteState};
+use orc_partner::words;
+use orc_proto as proto;
+use orc_provider_sdk::{HelloInfo, ProgressSink, Provider};
+use tokio::task::JoinHandle;
+
+use crate::clients::CloudClients;
+use crate::instances::{self, Owned, Ownership};
+use crate::live::LiveCatalogs;
+use crate::naming::{self, Marks, Role};
+use crate::token::OfferToken;
+
+/// Timing of the provider process.
+#[derive(Debug, Clone)]
+pub struct PartnerOptions {
+    /// How often the serving replica reads every catalog again. Default 10 minutes.
+    pub refresh_interval: Duration,
+    /// How long an offer (and its reservation) holds. Default 5 minutes.
+    pub offer_ttl: Duration,
+    /// How long a quote waits for the very first catalog read. Default 10 s.
+    pub first_read_wait: Duration,
+    /// How long a deploy waits for the cloud to finish creating. Default 5 minutes.
+    pub deploy_deadline: Duration,
+    /// How often a deploy polls while it waits. Default 2 s.
+    pub poll_interval: Duration,
+    /// How long after a failed count it is tried again. Default 15 s.
+    pub count_retry: Duration,
+}
+
+impl Default for PartnerOptions {
+    fn default() -> Self {
+        PartnerOptions {
+            refresh_interval: Duration::from_secs(600),
+            offer_ttl: Duration::from_secs(300),
+            first_read_wait: Duration::from_secs(10),
+            deploy_deadline: Duration::from_secs(300),
+            poll_interval: Duration::from_secs(2),
+            count_retry: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Where this replica runs, for `Hello`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaInfo {
+    pub host: String,
+    pub pid: u32,
+    pub slot: u32,
+}
+
+/// The provider could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Clients(#[from] crate::clients::ClientError),
+    #[error("{what} is empty")]
+    Empty { what: &'static str },
+}
+
+const ROLE_UNSET: u8 = 0;
+const ROLE_STANDBY: u8 = 1;
+const ROLE_SERVING: u8 = 2;
+
+/// The current wall-clock time as a [`Timestamp`].
+pub fn now() -> Timestamp {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
+    Timestamp::from_unix_millis(ms)
+}
+
+#[derive(Debug)]
+struct Shared {
+    config: Config,
+    clients: CloudClients,
+    options: PartnerOptions,
+    catalogs: LiveCatalogs,
+    state: Mutex<QuoteState>,
+    role: AtomicU8,
+    /// Sites of nodes this replica deployed or saw in an inventory, so a re-quote of a node
+    /// that already has an instance stays at its site.
+    known: Mutex<BTreeMap<String, SiteName>>,
+    ownership: BTreeMap<Cloud, Ownership>,
+    hello: HelloInfo,
+}
+
+/// The partner provider. Background work stops when it is dropped.
+#[derive(Debug)]
+pub struct PartnerProvider {
+    shared: Arc<Shared>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for PartnerProvider {
+    fn drop(&mut self) {
+        for task in self
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+        {
+            task.abort();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn refused(kind: proto::RefusalKind, words: String) -> proto::Refusal {
+    proto::Refusal::new(kind, words)
+}
+
+fn proto_kind(kind: RefusalKind) -> proto::RefusalKind {
+    match kind {
+        RefusalKind::NoCapacity => proto::RefusalKind::NoCapacity,
+        RefusalKind::Counting => proto::RefusalKind::Counting,
+        RefusalKind::Transient => proto::RefusalKind::Transient,
+        RefusalKind::OperatorFix => proto::RefusalKind::OperatorFix,
+        RefusalKind::Failed => proto::RefusalKind::Failed,
+    }
+}
+
+impl PartnerProvider {
+    /// A provider over `config`'s clouds. Touches no network.
+    pub fn new(
+        config: Config,
+        options: PartnerOptions,
+        replica: ReplicaInfo,
+    ) -> Result<PartnerProvider, SetupError> {
+        let clients = CloudClients::from_config(&config)?;
+        let child = naming::child_value(&config.partner_id);
+        let mut ownership = BTreeMap::new();
+        for (cloud, cc) in &config.clouds {
+            let mut tags: Vec<String> = cc.owner_tag.iter().map(|t| t.to_string()).collect();
+            tags.extend(cc.also_owned_tags.iter().map(|t| t.to_string()));
+            ownership.insert(
+                *cloud,
+                Ownership {
+                    child: child.clone(),
+                    tags,
+                },
+            );
+        }
+        let hello = HelloInfo {
+            provider: proto::ProviderName::new("partner").map_err(|_| SetupError::Empty {
+                what: "provider name",
+            })?,
+            resource_uri: proto::ResourceUri::new(config.resource_uri()).map_err(|_| {
+                SetupError::Empty {
+                    what: "resource uri",
+                }
+            })?,
+            replica: proto::Replica {
+                host: replica.host,
+                pid: replica.pid,
+                slot: replica.slot,
+            },
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        };
+        Ok(PartnerProvider {
+            shared: Arc::new(Shared {
+                config,
+                clients,
+                options,
+                catalogs: LiveCatalogs::new(),
+                state: Mutex::new(QuoteState::new()),
+                role: AtomicU8::new(ROLE_UNSET),
+                known: Mutex::new(BTreeMap::new()),
+                ownership,
+                hello,
+            }),
+            tasks: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The cloud clients (their request counters serve tests and measurements).
+    pub fn clients(&self) -> &CloudClients {
+        &self.shared.clients
+    }
+
+    /// The live catalogs.
+    pub fn catalogs(&self) -> &LiveCatalogs {
+        &self.shared.catalogs
+    }
+
+    /// A copy of the quote state.
+    pub fn quote_state(&self) -> QuoteState {
+        lock(&self.shared.state).clone()
+    }
+
+    /// Whether this replica is serving.
+    pub fn is_serving(&self) -> bool {
+        self.shared.role.load(Ordering::SeqCst) == ROLE_SERVING
+    }
+
+    /// Makes this replica serving, once: logs it, starts the catalog refresh and the count
+    /// of capped clouds.
+    fn become_serving(&self) {
+        let previous = self.shared.role.swap(ROLE_SERVING, Ordering::SeqCst);
+        if previous == ROLE_SERVING {
+            return;
+        }
+        tracing::info!(
+            resource = %self.shared.hello.resource_uri,
+            "This replica is serving the partner resource now; it keeps catalogs, caps and inventory current from here on"
+        );
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::error!("no async runtime to run the catalog refresh on");
+            return;
+        };
+        let mut tasks = lock(&self.tasks);
+        if tasks.is_empty() {
+            let shared = self.shared.clone();
+            tasks.push(runtime.spawn(refresh_loop(shared)));
+        }
+        let shared = self.shared.clone();
+        tasks.push(runtime.spawn(count_capped_clouds(shared)));
+    }
+
+    fn class_title(&self, class: &str) -> String {
+        self.shared
+            .config
+            .regions
+            .class(class)
+            .map_or_else(|| class.to_string(), |c| c.title.clone())
+    }
+
+    /// Answers one quote (the body of [`Provider::quote`]).
+    async fn answer_quote(&self, q: proto::Quote) -> proto::QuoteReply {
+        self.become_serving();
+        let shared = &self.shared;
+        if !shared.catalogs.has_read() {
+            let _ =
+                tokio::time::timeout(shared.options.first_read_wait, shared.catalogs.first_read())
+                    .await;
+        }
+        let node = q.node_id.as_str().to_string();
+        if !q.shape.disks_gib.is_empty() {
+            tracing::info!(node = %node, class = %q.class, "Extra disks are not deployed by this partner yet; the quote is refused");
+            return proto::QuoteReply::Refused(refused(
+                proto::RefusalKind::OperatorFix,
+                words::needs_operator_in_class(&node, q.class.as_str()),
+            ));
+        }
+        let at = now();
+        let known_site = lock(&shared.known).get(&node).cloned();
+        let request = QuoteRequest {
+            node: NodeId::new(node.clone()),
+            pool: PoolId::new(q.pool.as_str()),
+            purpose: match q.purpose {
+                proto::Purpose::Tenant => Purpose::Tenant,
+                proto::Purpose::Gateway => Purpose::Gateway,
+            },
+            class: ClassId::new(q.class.as_str()),
+            shape: q.shape.clone(),
+            os: OsId::new(q.os.as_str()),
+            pinned_site: q
+                .pinned_site
+                .as_ref()
+                .map(|s| SiteName::new(s.as_str()))
+                .or(known_site),
+            public: q.public,
+            at,
+        };
+        let expires = at.plus(shared.options.offer_ttl);
+        let outcome = {
+            let mut state = lock(&shared.state);
+            state.expire_reservations(at);
+            let outcome = shared
+                .catalogs
+                .with(|catalogs| quote(&request, &shared.config, catalogs, &state));
+            if let Some(reservation) = outcome.reservation(expires) {
+                state.reserve(request.node.clone(), reservation);
+            }
+            outcome
+        };
+        match &outcome.decision {
+            Decision::Offer(offer) => {
+                let token = OfferToken {
+                    node: node.clone(),
+                    class: request.class.to_string(),
+                    site: offer.site.to_string(),
+                    cloud: offer.cloud,
+                    location: offer.location.to_string(),
+                    plan: offer.plan.to_string(),
+                    image: offer.image.id.to_string(),
+                    gateway: request.purpose == Purpose::Gateway,
+                    rate: offer.price.exchange_rate,
+                    account_monthly: offer.price.account_monthly.amount,
+                    expires_ms: expires.unix_millis(),
+                };
+                let (Ok(site), Ok(quote_token)) = (
+                    proto::SiteName::new(offer.site.as_str()),
+                    proto::QuoteToken::new(token.encode()),
+                ) else {
+                    return proto::QuoteReply::Refused(refused(
+                        proto::RefusalKind::Failed,
+                        words::could_not_create(&node, offer.site.as_str()),
+                    ));
+                };
+                tracing::debug!(node = %node, site = %offer.site, cloud = %offer.cloud, plan = %offer.plan, "offer");
+                proto::QuoteReply::Offer(proto::Offer {
+                    site,
+                    price: offer.price.usd_monthly,
+                    words: offer.tenant_line.clone(),
+                    quote_token,
+                    expires: UNIX_EPOCH + Duration::from_millis(expires.unix_millis()),
+                })
+            }
+            Decision::Refusal(r) => {
+                tracing::debug!(node = %node, kind = r.kind.as_str(), "quote refused");
+                proto::QuoteReply::Refused(refused(proto_kind(r.kind), r.words.clone()))
+            }
+        }
+    }
+
+    /// The refusal for a cloud error during a deploy at `site`, logged for the operator.
+    fn deploy_failure(&self, token: &OfferToken, error: &CloudError) -> proto::Refusal {
+        let node = &token.node;
+        let site = &token.site;
+        tracing::debug!(node = %node, site = %site, error = %error, "the cloud's answer");
+        if error.is_capacity() {
+            lock(&self.shared.state).cool_down(SiteName::new(site.as_str()), now());
+            lock(&self.shared.state).release(&NodeId::new(node.as_str()));
+            tracing::info!(node = %node, site = %site, "The cloud has no room for this node here right now; the site sits out quotes for ten minutes");
+            refused(
+                proto::RefusalKind::NoCapacity,
+                words::no_capacity(&self.class_title(&token.class)),
+            )
+        } else if error.retryable() {
+            tracing::info!(node = %node, site = %site, "The node could not be finished at this site this time; it will be retried");
+            refused(
+                proto::RefusalKind::Transient,
+                words::could_not_finish(&self.class_title(&token.class)),
+            )
+        } else {
+            lock(&self.shared.state).release(&NodeId::new(node.as_str()));
+            tracing::info!(node = %node, site = %site, "The node could not be created at this site");
+            refused(
+                proto::RefusalKind::Failed,
+                words::could_not_create(node, site),
+            )
+        }
+    }
+
+    /// Carries out one deploy (the body of [`Provider::deploy`]).
+    async fn carry_out_deploy(&self, d: proto::Deploy) -> proto::DeployResult {
+        self.become_serving();
+        let node = d.node_id.as_str().to_string();
+        let token = match OfferToken::decode(d.quote_token.as_str()) {
+            Ok(token) if token.node == node => token,
+            Ok(token) => {
+                tracing::warn!(node = %node, token_node = %token.node, "a deploy came with another node's quote token");
+                return refuse(words::could_not_create(&node, &token.site));
+            }
+            Err(e) => {
+                tracing::warn!(node = %node, error = %e, "a deploy came with a quote token the partner cannot read");
+                return refuse(words::could_not_create(&node, "(unknown)"));
+            }
+        };
+        let config = &self.shared.config;
+        let mapped = config.regions.site(&token.site).is_some_and(|(_, site)| {
+            site.cloud == token.cloud && site.location.as_str() == token.location
+        });
+        if !mapped {
+            tracing::info!(node = %node, site = %token.site, "The site of this offer is no longer mapped where the offer put it; the deploy fails");
+            return refuse(words::could_not_create(&node, &token.site));
+        }
+        if !naming::is_label_value(&node) {
+            tracing::warn!(node = %node, "This node id cannot be recorded on a cloud instance (at most 63 letters, digits, '-', '_' or '.')");
+            return refuse(words::could_not_create(&node, &token.site));
+        }
+        let keyed = config.cloud(token.cloud).is_some_and(|c| c.is_keyed());
+        let Some(ownership) = self.shared.ownership.get(&token.cloud).filter(|_| keyed) else {
+            tracing::info!(node = %node, site = %token.site, "The site's cloud has no key; the operator must add one");
+            return proto::DeployResult::Refused(refused(
+                proto::RefusalKind::OperatorFix,
+                words::needs_operator(&node, &token.site),
+            ));
+        };
+        let Some(owner_tag) = ownership.tags.first().cloned() else {
+            return proto::DeployResult::Refused(refused(
+                proto::RefusalKind::OperatorFix,
+                words::needs_operator(&node, &token.site),
+            ));
+        };
+        let clients = &self.shared.clients;
+        match instances::find_node(clients, token.cloud, &node, ownership).await {
+            Ok(found) => {
+                if let Some(existing) = found.into_iter().next() {
+                    return self.finish(&token, existing).await;
+                }
+            }
+            Err(e) => return proto::DeployResult::Refused(self.deploy_failure(&token, &e)),
+        }
+        if token.expired(now()) {
+            lock(&self.shared.state).release(&NodeId::new(node.as_str()));
+            tracing::info!(node = %node, site = %token.site, "The offer lapsed before the deploy; the node will be quoted again");
+            return refuse(words::could_not_create(&node, &token.site));
+        }
+        let user_data = match user_data(&d.bootstrap.0, &d.ssh_keys, config) {
+            Ok(data) => data,
+            Err(problem) => {
+                tracing::warn!(node = %node, problem, "the node's first-boot payload cannot be used");
+                return refuse(words::could_not_create(&node, &token.site));
+            }
+        };
+        let marks = Marks {
+            owner_tag,
+            child: ownership.child.clone(),
+            node_id: node.clone(),
+            site: token.site.clone(),
+            role: if token.gateway {
+                Role::Gateway
+            } else {
+                Role::Node
+            },
+            rate: token.rate,
+            account_monthly: token.account_monthly,
+        };
+        tracing::info!(node = %node, site = %token.site, "Creating the node's instance");
+        let created = match token.cloud {
+            Cloud::Hetzner => {
+                self.create_hetzner(&token, &marks, user_data, ownership)
+                    .await
+            }
+            Cloud::Vultr => {
+                self.create_vultr(&token, &marks, user_data, ownership)
+                    .await
+            }
+        };
+        match created {
+            Ok(owned) => self.finish(&token, owned).await,
+            Err(refusal) => proto::DeployResult::Refused(refusal),
+        }
+    }
+
+    async fn create_hetzner(
+        &self,
+        token: &OfferToken,
+        marks: &Marks,
+        user_data: Option<String>,
+        ownership: &Ownership,
+    ) -> Result<Owned, proto::Refusal> {
+        let Some(client) = &self.shared.clients.hetzner else {
+            return Err(refused(
+                proto::RefusalKind::OperatorFix,
+                words::needs_operator(&token.node, &token.site),
+            ));
+        };
+        let Ok(image) = token.image.parse::<u64>() else {
+            return Err(refused(
+                proto::RefusalKind::Failed,
+                words::could_not_create(&token.node, &token.site),
+            ));
+        };
+        let name = naming::hostname(&token.node);
+        let mut request = CreateServer::new(
+            name.clone(),
+            token.plan.clone(),
+            ImageRef::Id(HcloudImageId(image)),
+        );
+        request.location = Some(token.location.clone());
+        request.labels = marks.hetzner_labels();
+        request.user_data = user_data;
+        match client.create_server(&request).await {
+            Ok(created) => {
+                let deadline = tokio::time::Instant::now() + self.shared.options.deploy_deadline;
+                let waited = client
+                    .wait_for_actions(
+                        &created.action_ids(),
+                        self.shared.options.poll_interval,
+                        deadline,
+                    )
+                    .await;
+                match waited {
+                    Ok(_) => hetzner_owned_or_fail(&created.server, ownership, token),
+                    Err(e @ CloudError::ActionFailed { .. }) => {
+                        let r = format!("hetzner:{}", created.server.id);
+                        if let Err(cleanup) = instances::delete(&self.shared.clients, &r).await {
+                            tracing::warn!(node = %token.node, instance = %r, error = %cleanup, "a server whose creation failed could not be deleted; the next deploy or inventory finds it");
+                        }
+                        Err(self.deploy_failure(token, &e))
+                    }
+                    Err(e) => Err(self.deploy_failure(token, &e)),
+                }
+            }
+            Err(CloudError::Provider {
+                status: 409,
+                code: Some(code),
+                ..
+            }) if code == "uniqueness_error" => {
+                let winner = client
+                    .list_servers(&ServerFilter {
+                        name: Some(name),
+                        ..ServerFilter::default()
+                    })
+                    .await
+                    .map_err(|e| self.deploy_failure(token, &e))?;
+                winner
+                    .iter()
+                    .filter_map(|s| instances::hetzner_owned(s, ownership))
+                    .find(|o| o.marks.node_id == token.node)
+                    .ok_or_else(|| {
+                        tracing::warn!(node = %token.node, "the node's server name is held by an instance that is not this node's");
+                        refused(
+                            proto::RefusalKind::Failed,
+                            words::could_not_create(&token.node, &token.site),
+                        )
+                    })
+            }
+            Err(e) => Err(self.deploy_failure(token, &e)),
+        }
+    }
+
+    async fn create_vultr(
+        &self,
+        token: &OfferToken,
+        marks: &Marks,
+        user_data: Option<String>,
+        ownership: &Ownership,
+    ) -> Result<Owned, proto::Refusal> {
+        let Some(client) = &self.shared.clients.vultr else {
+            return Err(refused(
+                proto::RefusalKind::OperatorFix,
+                words::needs_operator(&token.node, &token.site),
+            ));
+        };
+        let Ok(os) = token.image.parse::<u64>() else {
+            return Err(refused(
+                proto::RefusalKind::Failed,
+                words::could_not_create(&token.node, &token.site),
+            ));
+        };
+        let name = naming::hostname(&token.node);
+        let mut request = CreateInstance::new(
+            token.location.as_str(),
+            token.plan.as_str(),
+            InstanceSource::Os(VultrOsId(os)),
+        );
+        request.label = Some(name.clone());
+        request.hostname = Some(name);
+        request.tags = marks.vultr_tags();
+        request.user_data = user_data;
+        match client.create_instance(&request).await {
+            Ok(instance) => instances::vultr_owned(&instance, ownership).ok_or_else(|| {
+                tracing::warn!(node = %token.node, "the created instance does not carry the partner's tags");
+                refused(
+                    proto::RefusalKind::Failed,
+                    words::could_not_create(&token.node, &token.site),
+                )
+            }),
+            Err(e) => Err(self.deploy_failure(token, &e)),
+        }
+    }
+
+    /// Waits (Vultr) until the instance has its address, then answers it as deployed.
+    async fn finish(&self, token: &OfferToken, mut owned: Owned) -> proto::DeployResult {
+        if owned.addresses.is_empty() && owned.cloud == Cloud::Vultr {
+            let Some(client) = &self.shared.clients.vultr else {
+                return refuse(words::could_not_create(&token.node, &token.site));
+            };
+            let id = owned
+                .instance_ref
+                .strip_prefix("vultr:")
+                .unwrap_or_default()
+                .to_string();
+            let deadline = tokio::time::Instant::now() + self.shared.options.deploy_deadline;
+            let ownership = &self.shared.ownership[&Cloud::Vultr];
+            while owned.addresses.is_empty() {
+                if tokio::time::Instant::now() + self.shared.options.poll_interval > deadline {
+                    tracing::info!(node = %token.node, site = %token.site, "The instance has no address yet; the deploy will be retried");
+                    return proto::DeployResult::Refused(refused(
+                        proto::RefusalKind::Transient,
+                        words::could_not_finish(&self.class_title(&token.class)),
+                    ));
+                }
+                tokio::time::sleep(self.shared.options.poll_interval).await;
+                match client
+                    .get_instance(&VultrInstanceId::from(id.as_str()))
+                    .await
+                {
+                    Ok(Some(instance)) => match instances::vultr_owned(&instance, ownership) {
+                        Some(fresh) => owned = fresh,
+                        None => return refuse(words::could_not_create(&token.node, &token.site)),
+                    },
+                    Ok(None) => return refuse(words::could_not_create(&token.node, &token.site)),
+                    Err(e) => return proto::DeployResult::Refused(self.deploy_failure(token, &e)),
+                }
+            }
+        }
+        let node_id = NodeId::new(token.node.as_str());
+        lock(&self.shared.state).commit(&node_id);
+        let site = SiteName::new(owned.marks.site.as_str());
+        lock(&self.shared.known).insert(token.node.clone(), site.clone());
+        let (Ok(node), Ok(site), Ok(instance_ref)) = (
+            proto::NodeId::new(token.node.as_str()),
+            proto::SiteName::new(site.as_str()),
+            proto::InstanceRef::new(owned.instance_ref.as_str()),
+        ) else {
+            return refuse(words::could_not_create(&token.node, &token.site));
+        };
+        tracing::info!(node = %token.node, site = %site, instance = %owned.instance_ref, "The node's instance exists");
+        proto::DeployResult::Deployed(proto::Deployed {
+            node_id: node,
+            site,
+            addresses: owned.addresses,
+            price: owned.marks.usd_monthly().map(Money::usd_per_month),
+            instance_ref,
+        })
+    }
+
+    /// Destroys every instance of a node (the body of [`Provider::destroy`]).
+    async fn carry_out_destroy(&self, node_id: proto::NodeId) -> proto::DestroyResult {
+        self.become_serving();
+        let node = node_id.as_str().to_string();
+        let shared = &self.shared;
+        lock(&shared.state).release(&NodeId::new(node.as_str()));
+        let mut site_of_failure = None;
+        for cloud in shared.clients.keyed() {
+            let Some(ownership) = shared.ownership.get(&cloud) else {
+                continue;
+            };
+            let found = match instances::find_node(&shared.clients, cloud, &node, ownership).await {
+                Ok(found) => found,
+                Err(e) => {
+                    tracing::info!(node = %node, %cloud, "The node's instances could not be looked up; the destroy will be retried");
+                    tracing::debug!(node = %node, error = %e, "the cloud's answer");
+                    site_of_failure = Some(None);
+                    continue;
+                }
+            };
+            for owned in found {
+                match instances::delete(&shared.clients, &owned.instance_ref).await {
+                    Ok(()) => {
+                        tracing::info!(node = %node, site = %owned.marks.site, instance = %owned.instance_ref, "The node's instance is deleted");
+                        let purpose = match owned.marks.role {
+                            Role::Node => Purpose::Tenant,
+                            Role::Gateway => Purpose::Gateway,
+                        };
+                        lock(&shared.state).node_ended(cloud, purpose, owned.marks.usd_monthly());
+                        lock(&shared.known).remove(&node);
+                    }
+                    Err(e) => {
+                        tracing::info!(node = %node, site = %owned.marks.site, "The node's instance could not be deleted; the destroy will be retried");
+                        tracing::debug!(node = %node, error = %e, "the cloud's answer");
+                        site_of_failure = Some(Some(owned.marks.site.clone()));
+                    }
+                }
+            }
+        }
+        match site_of_failure {
+            None => proto::DestroyResult::Destroyed,
+            Some(site) => {
+                let title = site
+                    .and_then(|s| {
+                        shared
+                            .config
+                            .regions
+                            .site(&s)
+                            .map(|(class, _)| class.clone())
+                    })
+                    .map_or_else(
+                        || "its region".to_string(),
+                        |c| self.class_title(c.as_str()),
+                    );
+                proto::DestroyResult::Refused(refused(
+                    proto::RefusalKind::Transient,
+                    words::could_not_finish(&title),
+                ))
+            }
+        }
+    }
+
+    /// Every instance the partner holds, or `None` when any cloud cannot be listed: one
+    /// paginated listing per cloud per owned tag.
+    pub async fn list_everything(&self) -> Option<Vec<Owned>> {
+        let shared = &self.shared;
+        let mut all: BTreeMap<String, Owned> = BTreeMap::new();
+        for cloud in shared.clients.keyed() {
+            let Some(ownership) = shared.ownership.get(&cloud) else {
+                continue;
+            };
+            for tag in &ownership.tags {
+                match instances::list_by_tag(&shared.clients, cloud, tag, ownership).await {
+                    Ok(found) => {
+                        for owned in found {
+                            all.insert(owned.instance_ref.clone(), owned);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(%cloud, "One cloud's inventory could not be read; no inventory is sent this pass, so no node is declared lost");
+                        tracing::debug!(%cloud, error = %e, "the cloud's answer");
+                        return None;
+                    }
+                }
+            }
+        }
+        Some(all.into_values().collect())
+    }
+
+    async fn report_inventory(&self) -> Option<proto::Inventory> {
+        self.become_serving();
+        let everything = self.list_everything().await?;
+        let mut nodes = Vec::new();
+        let mut sites = BTreeSet::new();
+        let mut known = BTreeMap::new();
+        for owned in &everything {
+            let (Ok(node_id), Ok(site), Ok(instance_ref)) = (
+                proto::NodeId::new(owned.marks.node_id.as_str()),
+                proto::SiteName::new(owned.marks.site.as_str()),
+                proto::InstanceRef::new(owned.instance_ref.as_str()),
+            ) else {
+                continue;
+            };
+            known.insert(
+                owned.marks.node_id.clone(),
+                SiteName::new(owned.marks.site.as_str()),
+            );
+            sites.insert(owned.marks.site.clone());
+            nodes.push(proto::InventoryNode {
+                node_id,
+                site,
+                instance_ref,
+                state: owned.state,
+            });
+        }
+        *lock(&self.shared.known) = known;
+        nodes.sort_by(|a, b| a.node_id.as_str().cmp(b.node_id.as_str()));
+        let sites = sites
+            .into_iter()
+            .filter_map(|s| proto::SiteName::new(s).ok())
+            .map(|site| proto::InventorySite {
+                site,
+                public_ipv4: None,
+                private_prefix: None,
+            })
+            .collect();
+        Some(proto::Inventory { nodes, sites })
+    }
+
+    fn describe_catalog(&self) -> proto::Catalog {
+        let config = &self.shared.config;
+        let at = now();
+        let state = lock(&self.shared.state).clone();
+        let classes = config
+            .regions
+            .classes()
+            .filter_map(|(id, class)| {
+                Some(proto::ClassInfo {
+                    id: proto::ClassId::new(id.as_str()).ok()?,
+                    title: class.title.clone(),
+                })
+            })
+            .collect();
+        let os = config
+            .os_map
+            .entries()
+            .filter_map(|(id, entry)| {
+                Some(proto::OsInfo {
+                    id: proto::OsId::new(id.as_str()).ok()?,
+                    title: entry.title.clone(),
+                })
+            })
+            .collect();
+        let availability = self.shared.catalogs.with(|catalogs| {
+            config
+                .regions
+                .classes()
+                .filter_map(|(id, class)| {
+                    let can_place = class.sites.iter().any(|site| {
+                        let usable = config
+                            .cloud(site.cloud)
+                            .is_some_and(|c| c.is_keyed() && c.enabled);
+                        usable
+                            && catalogs
+                                .get(site.cloud)
+                                .is_some_and(|s| s.sells_at(&site.location))
+                            && state.cooling_until(&site.name, at).is_none()
+                    });
+                    Some(proto::ClassAvailability {
+                        class: proto::ClassId::new(id.as_str()).ok()?,
+                        can_place,
+                    })
+                })
+                .collect()
+        });
+        let public_ipv4_offered = config
+            .clouds
+            .values()
+            .filter(|c| c.is_keyed() && c.enabled)
+            .map(|c| c.pool_ipv4_limit)
+            .sum();
+        proto::Catalog {
+            classes,
+            os,
+            availability: proto::Availability {
+                classes: availability,
+                public_ipv4_offered,
+            },
+        }
+    }
+}
+
+fn refuse(words: String) -> proto::DeployResult {
+    proto::DeployResult::Refused(refused(proto::RefusalKind::Failed, words))
+}
+
+fn hetzner_owned_or_fail(
+    server: &orc_cloud::hetzner::Server,
+    ownership: &Ownership,
+    token: &OfferToken,
+) -> Result<Owned, proto::Refusal> {
+    instances::hetzner_owned(server, ownership).ok_or_else(|| {
+        tracing::warn!(node = %token.node, "the created server does not carry the partner's labels");
+        refused(
+            proto::RefusalKind::Failed,
+            words::could_not_create(&token.node, &token.site),
+        )
+    })
+}
+
+/// The node's user data: the zone's bootstrap payload, plus a cloud-config that installs
+/// the deploy's SSH keys and the `ssh_keys` param for root. With both, a MIME multipart
+/// document carries the two parts. `Err` names what is wrong.
+pub fn user_data(
+    bootstrap: &[u8],
+    deploy_keys: &[String],
+    config: &Config,
+) -> Result<Option<String>, &'static str> {
+    let bootstrap = std::str::from_utf8(bootstrap).map_err(|_| "the bootstrap is not UTF-8")?;
+    let mut keys: Vec<String> = deploy_keys.iter().map(|k| k.trim().to_string()).collect();
+    for key in &config.ssh_keys {
+        keys.push(
+            key.to_openssh()
+                .map_err(|_| "an ssh_keys entry cannot be written")?,
+        );
+    }
+    keys.retain(|k| !k.is_empty());
+    keys.dedup();
+    let cloud_config = (!keys.is_empty()).then(|| {
+        let mut text = "#cloud-config\nssh_authorized_keys:\n".to_string();
+        for key in &keys {
+            text.push_str(&format!("  - {}\n", serde_json::Value::String(key.clone())));
+        }
+        text
+    });
+    Ok(match (bootstrap.is_empty(), cloud_config) {
+        (true, None) => None,
+        (true, Some(cc)) => Some(cc),
+        (false, None) => Some(bootstrap.to_string()),
+        (false, Some(cc)) => {
+            let boundary = "==orc-partner-user-data==";
+            let kind = if bootstrap.starts_with("#cloud-config") {
+                "text/cloud-config"
+            } else {
+                "text/x-shellscript"
+            };
+            Some(format!(
+                "Content-Type: multipart/mixed; boundary=\"{boundary}\"\nMIME-Version: 1.0\n\n--{boundary}\nContent-Type: text/cloud-config; charset=\"utf-8\"\n\n{cc}\n--{boundary}\nContent-Type: {kind}; charset=\"utf-8\"\n\n{bootstrap}\n--{boundary}--\n"
+            ))
+        }
+    })
+}
+
+/// Reads every keyed cloud's catalog now and then every refresh interval, while serving.
+async fn refresh_loop(shared: Arc<Shared>) {
+    loop {
+        if shared.role.load(Ordering::SeqCst) == ROLE_SERVING {
+            shared
+                .catalogs
+                .refresh(&shared.clients, &shared.config, now())
+                .await;
+        }
+        tokio::time::sleep(shared.options.refresh_interval).await;
+    }
+}
+
+/// Counts each capped cloud's nodes, retrying a failed count, until every one is counted.
+async fn count_capped_clouds(shared: Arc<Shared>) {
+    let capped: Vec<Cloud> = shared
+        .clients
+        .keyed()
+        .into_iter()
+        .filter(|c| shared.config.cloud(*c).is_some_and(|cc| cc.is_capped()))
+        .collect();
+    let mut pending = capped;
+    while !pending.is_empty() {
+        let mut failed = Vec::new();
+        for cloud in pending {
+            lock(&shared.state).start_counting(cloud, now());
+            match count_cloud(&shared, cloud).await {
+                Ok(usage) => {
+                    tracing::info!(%cloud, tenant_nodes = usage.tenant_nodes, monthly_spend_usd = %usage.monthly_spend_usd, "Counted the cloud's nodes; it may place nodes again");
+                    lock(&shared.state).count_done(cloud, usage);
+                }
+                Err(e) => {
+                    tracing::warn!(%cloud, "The cloud's nodes could not be counted; it sits out quotes until a count succeeds");
+                    tracing::debug!(%cloud, error = %e, "the cloud's answer");
+                    lock(&shared.state).count_failed(cloud, now());
+                    failed.push(cloud);
+                }
+            }
+        }
+        pending = failed;
+        if !pending.is_empty() {
+            tokio::time::sleep(shared.options.count_retry).await;
+        }
+    }
+}
+
+async fn count_cloud(shared: &Shared, cloud: Cloud) -> Result<CloudUsage, CloudError> {
+    let mut usage = CloudUsage::default();
+    let Some(ownership) = shared.ownership.get(&cloud) else {
+        return Ok(usage);
+    };
+    let mut seen = BTreeSet::new();
+    for tag in &ownership.tags {
+        for owned in instances::list_by_tag(&shared.clients, cloud, tag, ownership).await? {
+            if !seen.insert(owned.instance_ref.clone()) {
+                continue;
+            }
+            if owned.marks.role == Role::Node {
+                usage.tenant_nodes = usage.tenant_nodes.saturating_add(1);
+            }
+            usage.monthly_spend_usd = usage
+                .monthly_spend_usd
+                .saturating_add(owned.marks.usd_monthly().unwrap_or_default());
+        }
+    }
+    Ok(usage)
+}
+
+impl Provider for PartnerProvider {
+    fn hello(&self) -> HelloInfo {
+        self.shared.hello.clone()
+    }
+
+    async fn catalog(&self) -> proto::Catalog {
+        self.describe_catalog()
+    }
+
+    async fn quote(&self, quote: proto::Quote) -> proto::QuoteReply {
+        self.answer_quote(quote).await
+    }
+
+    async fn deploy(&self, deploy: proto::Deploy, _progress: ProgressSink) -> proto::DeployResult {
+        self.carry_out_deploy(deploy).await
+    }
+
+    async fn destroy(&self, node_id: proto::NodeId) -> proto::DestroyResult {
+        self.carry_out_destroy(node_id).await
+    }
+
+    async fn inventory(&self) -> Option<proto::Inventory> {
+        self.report_inventory().await
+    }
+
+    fn on_role(&self, role: proto::Role) {
+        match role {
+            proto::Role::Serving => self.become_serving(),
+            proto::Role::Standby => {
+                let previous = self.shared.role.swap(ROLE_STANDBY, Ordering::SeqCst);
+                if previous != ROLE_STANDBY {
+                    tracing::info!(
+                        "Standing by: this replica reads no cloud account until it is handed work"
+                    );
+                }
+            }
+        }
+    }
+}

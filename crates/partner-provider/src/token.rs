@@ -1,0 +1,96 @@
+//! Quote tokens: what an offer promised, carried by the zone back to the deploy.
+//!
+//! A token is `p1.` followed by the base64url (no padding) of a small JSON object naming the
+//! node, class, site, cloud, location, plan, image, exchange rate, account price and expiry.
+//! It is self-contained on purpose: the partner keeps no state of its own, so a deploy sent
+//! to another replica after a failover must still know exactly what was offered. The zone
+//! never reads inside a token; the partner trusts it as much as it trusts the zone.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use orc_partner::ids::{Cloud, Timestamp};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+const PREFIX: &str = "p1.";
+
+/// The content of a quote token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OfferToken {
+    pub node: String,
+    pub class: String,
+    pub site: String,
+    pub cloud: Cloud,
+    pub location: String,
+    pub plan: String,
+    pub image: String,
+    /// `true` for a site gateway.
+    pub gateway: bool,
+    /// USD per unit of the account currency; `None`: unpriced.
+    pub rate: Option<Decimal>,
+    /// Plan price per month in the account currency.
+    pub account_monthly: Decimal,
+    /// Milliseconds since the Unix epoch after which the offer lapses.
+    pub expires_ms: u64,
+}
+
+/// A token that is not one of ours.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the quote token is not a partner offer ({problem})")]
+pub struct BadToken {
+    pub problem: &'static str,
+}
+
+impl OfferToken {
+    /// The token text.
+    pub fn encode(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(json))
+    }
+
+    /// Reads a token.
+    pub fn decode(text: &str) -> Result<OfferToken, BadToken> {
+        let body = text.strip_prefix(PREFIX).ok_or(BadToken {
+            problem: "unknown version",
+        })?;
+        let json = URL_SAFE_NO_PAD.decode(body).map_err(|_| BadToken {
+            problem: "not base64url",
+        })?;
+        serde_json::from_slice(&json).map_err(|_| BadToken {
+            problem: "not the expected fields",
+        })
+    }
+
+    /// Whether the offer has lapsed at `now`.
+    pub fn expired(&self, now: Timestamp) -> bool {
+        now.unix_millis() >= self.expires_ms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_and_foreign_text_is_refused() {
+        let t = OfferToken {
+            node: "n-1".into(),
+            class: "eu-central".into(),
+            site: "eu-central-a".into(),
+            cloud: Cloud::Hetzner,
+            location: "fsn1".into(),
+            plan: "cx23".into(),
+            image: "200000003".into(),
+            gateway: false,
+            rate: None,
+            account_monthly: "6.5331".parse().unwrap(),
+            expires_ms: 10,
+        };
+        assert_eq!(OfferToken::decode(&t.encode()), Ok(t.clone()));
+        assert!(t.expired(Timestamp::from_unix_millis(10)));
+        assert!(!t.expired(Timestamp::from_unix_millis(9)));
+        assert!(OfferToken::decode("fake-token").is_err());
+        assert!(OfferToken::decode("p1.!!").is_err());
+        assert!(OfferToken::decode("p1.e30").is_err());
+    }
+}

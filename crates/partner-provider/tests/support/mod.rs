@@ -1,0 +1,111 @@
+//! Emulators, configs and cloud-side counting shared by the integration tests.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use orc_cloud::hetzner::ServerFilter;
+use orc_cloud::vultr::InstanceFilter;
+use orc_cloud::{HetznerClient, HetznerConfig, VultrClient, VultrConfig};
+use orc_emu::{EmuConfig, RunningEmulators};
+use orc_partner::params::{Config, MapSource, load_config};
+use orc_partner_provider::{PartnerOptions, PartnerProvider, ReplicaInfo};
+
+pub const TOKEN: &str = "demo-token";
+
+pub async fn emulators() -> RunningEmulators {
+    EmuConfig::for_tests().start().await.unwrap()
+}
+
+pub fn hetzner_root(emu: &RunningEmulators) -> String {
+    emu.hetzner.as_ref().unwrap().root_url()
+}
+
+pub fn vultr_root(emu: &RunningEmulators) -> String {
+    emu.vultr.as_ref().unwrap().root_url()
+}
+
+/// Params for both clouds on the emulators; `owner` is the suffix of both owner tags.
+pub fn source(emu: &RunningEmulators, owner: &str) -> MapSource {
+    MapSource::new()
+        .param("partner_id", "zone-1")
+        .param("hetzner_api_token", TOKEN)
+        .param("hetzner_owner_tag", &format!("orc-partner-hetzner-{owner}"))
+        .param("hetzner_exchange_rate", "1.08")
+        .param("vultr_api_key", TOKEN)
+        .param("vultr_owner_tag", &format!("orc-partner-vultr-{owner}"))
+        .var("ORC_HETZNER_ENDPOINT", &emu.hetzner_url().unwrap())
+        .var("ORC_VULTR_ENDPOINT", &vultr_root(emu))
+}
+
+pub fn config(source: &MapSource) -> Config {
+    load_config(source).unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub fn options() -> PartnerOptions {
+    PartnerOptions {
+        poll_interval: Duration::from_millis(20),
+        deploy_deadline: Duration::from_secs(10),
+        count_retry: Duration::from_millis(100),
+        ..PartnerOptions::default()
+    }
+}
+
+pub fn provider(config: Config) -> PartnerProvider {
+    PartnerProvider::new(
+        config,
+        options(),
+        ReplicaInfo {
+            host: "test-host".into(),
+            pid: std::process::id(),
+            slot: 0,
+        },
+    )
+    .unwrap()
+}
+
+/// Instances in both emulated accounts that carry `orc-node=<node>`, whoever made them.
+pub async fn count_node(emu: &RunningEmulators, node: &str) -> usize {
+    let h = HetznerClient::new(HetznerConfig::new(TOKEN).with_base_url(emu.hetzner_url().unwrap()))
+        .unwrap();
+    let v =
+        VultrClient::new(VultrConfig::new(TOKEN).with_base_url(emu.vultr_url().unwrap())).unwrap();
+    let servers = h
+        .list_servers(&ServerFilter {
+            label_selector: Some(format!("orc-node={node}")),
+            ..ServerFilter::default()
+        })
+        .await
+        .unwrap();
+    let instances = v
+        .list_instances(&InstanceFilter {
+            tag: Some(format!("orc-node={node}")),
+            ..InstanceFilter::default()
+        })
+        .await
+        .unwrap();
+    servers.len() + instances.len()
+}
+
+/// POSTs a control request to an emulator root.
+pub async fn control(root: &str, path: &str, body: serde_json::Value) {
+    let answer = reqwest::Client::new()
+        .post(format!("{root}{path}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(answer.status().is_success(), "{path}: {}", answer.status());
+}
+
+pub async fn clear_faults(root: &str) {
+    let answer = reqwest::Client::new()
+        .delete(format!("{root}/_emu/faults"))
+        .send()
+        .await
+        .unwrap();
+    assert!(answer.status().is_success());
+}
+
+pub type Shared<T> = Arc<T>;
