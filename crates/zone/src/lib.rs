@@ -1,6 +1,7 @@
 //! The zone controller's library: the domain model (`model`, pure) and the store (`store`,
 //! SQLite or PostgreSQL). See `docs/store.md`.
 
+pub mod api;
 pub mod backend;
 pub mod model;
 pub mod store;

@@ -1,0 +1,134 @@
+//! Who the caller is and what their roles allow.
+//!
+//! A user holds roles through memberships: org-wide (no project) or in one project. The
+//! effective role in a project is the highest of the user's membership in that project, their
+//! org-wide membership in its org, and their org-wide membership in org `sys` (the zone's
+//! operators). Roles rank owner > member > viewer:
+//! - viewer: reads everything of the project (pools, nodes, providers, events, usage);
+//! - member: also writes pools (create, resize, reconfigure, delete) and asks for quotes;
+//! - owner: also manages memberships and the project's providers (scope, pricing).
+//!
+//! An owner of org `sys` is a zone operator: they create orgs and users and act as owner
+//! everywhere. A caller with no role at all in a project gets 404 for it, so the API does not
+//! reveal which names exist to strangers; a caller whose role is too low gets 403 naming the
+//! role needed.
+
+use crate::model::{ApiToken, Membership, Org, Project, Role, User, sys_org_id};
+
+use super::error::ApiError;
+
+/// An authenticated caller.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub user: User,
+    pub token: ApiToken,
+    pub memberships: Vec<Membership>,
+}
+
+/// Rank of a role: higher allows more.
+pub fn rank(role: Role) -> u8 {
+    match role {
+        Role::Viewer => 1,
+        Role::Member => 2,
+        Role::Owner => 3,
+    }
+}
+
+fn higher(a: Option<Role>, b: Role) -> Option<Role> {
+    match a {
+        Some(a) if rank(a) >= rank(b) => Some(a),
+        Some(_) | None => Some(b),
+    }
+}
+
+impl Caller {
+    /// The caller's org-wide role in the `sys` org (zone operators).
+    pub fn zone_role(&self) -> Option<Role> {
+        let sys = sys_org_id();
+        self.memberships
+            .iter()
+            .filter(|m| m.org_id == sys && m.project_id.is_none())
+            .fold(None, |acc, m| higher(acc, m.role))
+    }
+
+    /// Whether the caller operates the zone (owner of org `sys`).
+    pub fn is_operator(&self) -> bool {
+        self.zone_role() == Some(Role::Owner)
+    }
+
+    /// The caller's effective role in an org (org-wide memberships only).
+    pub fn org_role(&self, org: &Org) -> Option<Role> {
+        self.memberships
+            .iter()
+            .filter(|m| m.org_id == org.id && m.project_id.is_none())
+            .fold(self.zone_role(), |acc, m| higher(acc, m.role))
+    }
+
+    /// Whether the caller has any role in the org or one of its projects.
+    pub fn sees_org(&self, org: &Org) -> bool {
+        self.zone_role().is_some() || self.memberships.iter().any(|m| m.org_id == org.id)
+    }
+
+    /// The caller's effective role in a project.
+    pub fn project_role(&self, project: &Project) -> Option<Role> {
+        self.memberships
+            .iter()
+            .filter(|m| {
+                m.org_id == project.org_id
+                    && (m.project_id.is_none() || m.project_id.as_ref() == Some(&project.id))
+            })
+            .fold(self.zone_role(), |acc, m| higher(acc, m.role))
+    }
+
+    /// Requires at least `needed` in the project. `path` names it in errors.
+    pub fn require_project(
+        &self,
+        project: &Project,
+        path: &str,
+        needed: Role,
+    ) -> Result<Role, ApiError> {
+        match self.project_role(project) {
+            None => Err(ApiError::not_found(
+                "project",
+                format!("project {path} not found"),
+            )),
+            Some(role) if rank(role) >= rank(needed) => Ok(role),
+            Some(role) => Err(ApiError::forbidden(format!(
+                "this needs the {needed} role in project {path}; you are {role}"
+            ))),
+        }
+    }
+
+    /// Requires at least `needed` org-wide in the org.
+    pub fn require_org(&self, org: &Org, needed: Role) -> Result<Role, ApiError> {
+        if !self.sees_org(org) {
+            return Err(ApiError::not_found(
+                "org",
+                format!("org {} not found", org.name),
+            ));
+        }
+        match self.org_role(org) {
+            Some(role) if rank(role) >= rank(needed) => Ok(role),
+            Some(role) => Err(ApiError::forbidden(format!(
+                "this needs the {needed} role in org {}; you are {role} there",
+                org.name
+            ))),
+            None => Err(ApiError::forbidden(format!(
+                "this needs the {needed} role in org {}; you have a role in one of its \
+                 projects only",
+                org.name
+            ))),
+        }
+    }
+
+    /// Requires the zone operator role (owner of org `sys`).
+    pub fn require_operator(&self) -> Result<(), ApiError> {
+        if self.is_operator() {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(
+                "this needs the owner role in org sys (zone operator)",
+            ))
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Request extractors whose failures are [`ApiError`]s naming the field at fault, instead of
+//! axum's plain-text rejections.
+//!
+//! - [`JsonBody`] reads a JSON body through `serde_path_to_error`, so a wrong type names its
+//!   path (`shape.cpu`) and a missing or unknown field names that field.
+//! - [`QueryArgs`] reads the query string; query structs hold text that handlers parse with
+//!   [`parse_query_value`], so a bad value names its parameter.
+//! - [`Caller`] authenticates `Authorization: Bearer <token>` against the store and loads the
+//!   caller's memberships once per request.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use super::ApiState;
+use super::access::Caller;
+use super::error::{ApiError, ErrorCode};
+use crate::model::TokenSecret;
+
+/// A JSON request body; errors name the field.
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let is_json = req
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                let mime = v.split(';').next().unwrap_or("").trim();
+                mime.eq_ignore_ascii_case("application/json")
+            })
+            .unwrap_or(false);
+        if !is_json {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedMediaType,
+                "the request body must be JSON (Content-Type: application/json)",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::invalid("body", format!("the body could not be read: {e}")))?;
+        parse_json(&bytes).map(JsonBody)
+    }
+}
+
+/// Parses a JSON document, naming the field at fault on error.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: Result<T, _> = serde_path_to_error::deserialize(&mut de);
+    match value {
+        Ok(v) => match de.end() {
+            Ok(()) => Ok(v),
+            Err(e) => Err(ApiError::invalid(
+                "body",
+                format!("the body is not valid JSON: {e}"),
+            )),
+        },
+        Err(err) => {
+            let path = err.path().to_string();
+            let inner = err.into_inner();
+            let message = inner.to_string();
+            if inner.is_syntax() || inner.is_eof() {
+                return Err(ApiError::invalid(
+                    "body",
+                    format!("the body is not valid JSON: {message}"),
+                ));
+            }
+            Err(ApiError::invalid(field_of(&path, &message), message))
+        }
+    }
+}
+
+/// The field a serde message is about: the named field of "missing field `x`" and "unknown
+/// field `x`" under `path`, else `path` itself.
+fn field_of(path: &str, message: &str) -> String {
+    let prefix = if path == "." { "" } else { path };
+    for lead in ["missing field `", "unknown field `"] {
+        if let Some(rest) = message.strip_prefix(lead)
+            && let Some(end) = rest.find('`')
+        {
+            let name = &rest[..end];
+            return if prefix.is_empty() {
+                name.to_string()
+            } else {
+                format!("{prefix}.{name}")
+            };
+        }
+    }
+    if prefix.is_empty() {
+        "body".to_string()
+    } else {
+        prefix.to_string()
+    }
+}
+
+/// Query-string arguments; errors name the parameter.
+#[derive(Debug)]
+pub struct QueryArgs<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryArgs<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or("");
+        serde_urlencoded::from_str(query)
+            .map(QueryArgs)
+            .map_err(|err| {
+                let message = err.to_string();
+                ApiError::invalid(field_of(".", &message), message)
+            })
+    }
+}
+
+impl FromRequestParts<ApiState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &ApiState,
+    ) -> Result<Self, Self::Rejection> {
+        let header = parts.headers.get(AUTHORIZATION).ok_or_else(|| {
+            ApiError::unauthenticated("missing Authorization header (Authorization: Bearer TOKEN)")
+        })?;
+        let value = header
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| {
+                ApiError::unauthenticated("the Authorization header must be \"Bearer TOKEN\"")
+            })?;
+        let secret = TokenSecret::from_presented(value.to_string());
+        let now = state.now();
+        let token = state
+            .store
+            .authenticate_token(&secret, now)
+            .await?
+            .ok_or_else(|| ApiError::unauthenticated("the token is unknown, revoked or expired"))?;
+        let user = state.store.get_user(&token.user_id).await?;
+        let memberships = state.store.list_memberships_of_user(&user.id).await?;
+        Ok(Caller {
+            user,
+            token,
+            memberships,
+        })
+    }
+}
+
+/// Parses an optional query parameter, naming it on error.
+pub fn parse_query_value<T>(name: &str, value: Option<&str>) -> Result<Option<T>, ApiError>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    value
+        .map(|v| {
+            v.parse::<T>()
+                .map_err(|e| ApiError::invalid(name, format!("{name} {v:?} is invalid: {e}")))
+        })
+        .transpose()
+}
+
+/// Path segments; a segment that cannot be read (bad percent-encoding) is a 400 naming the
+/// path.
+#[derive(Debug)]
+pub struct PathArgs<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for PathArgs<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| PathArgs(p.0))
+            .map_err(|e| ApiError::invalid("path", e.body_text()))
+    }
+}

@@ -1,0 +1,339 @@
+//! The zone's HTTP/JSON API (axum), for the `orc` CLI, the web console and scripts.
+//!
+//! Resources: orgs, projects, users and their API tokens, memberships (roles), providers
+//! (visibility, scope, pricing strategy, catalog and replicas), pools (create, resize,
+//! reconfigure, delete), nodes, events, usage (invoice lines) and quotes. `docs/zone/api.md`
+//! describes them; `crates/zone/openapi.json` is the OpenAPI document generated from this
+//! module ([`openapi`]) and a test keeps it in step.
+//!
+//! Invariants:
+//! - every request but `GET /api/health` and `GET /api/openapi.json` carries
+//!   `Authorization: Bearer <token>`; [`access`] decides what the caller's roles allow;
+//! - every error is JSON `{"error": {"code", "message", "field"}}` ([`error`]), including
+//!   unknown paths, wrong methods and malformed bodies;
+//! - lists come in a fixed order (by name, or by id = creation order, as each says);
+//! - the API writes desired state to the store only; after a write that changes desired
+//!   state it wakes the reconcilers, which do the work.
+//!
+//! Must not import the hub or the apps supervisor: the zone hands in what the API needs
+//! from them ([`Backends`] for quotes, a [`ProviderDirectory`] for replicas and catalogs, a
+//! [`LogSource`] for app logs, a waker) when it assembles itself (`crate::zone`).
+
+pub mod access;
+pub mod error;
+pub mod extract;
+mod pools;
+mod providers;
+mod tenancy;
+pub mod views;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::{get, post, put};
+use tokio::net::TcpListener;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::backend::Backends;
+use crate::model::{Provider, Timestamp};
+use crate::store::Store;
+use error::{ApiError, ErrorCode};
+use views::{CatalogView, ReplicaView};
+
+/// What the API learns about connected providers from the hub.
+pub trait ProviderDirectory: Send + Sync + 'static {
+    /// The provider's connected replicas: serving first, then standbys by slot.
+    fn replicas(&self, provider: &Provider) -> Vec<ReplicaView>;
+    /// The catalog the provider's replicas last reported, if any.
+    fn catalog(&self, provider: &Provider) -> Option<orc_proto::Catalog>;
+}
+
+/// A directory that knows no replicas (a zone without a hub, and tests).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoDirectory;
+
+impl ProviderDirectory for NoDirectory {
+    fn replicas(&self, _provider: &Provider) -> Vec<ReplicaView> {
+        Vec::new()
+    }
+    fn catalog(&self, _provider: &Provider) -> Option<orc_proto::Catalog> {
+        None
+    }
+}
+
+/// One kept log line of an app slot.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct LogLineView {
+    pub at: i64,
+    pub slot: u32,
+    /// `error`, `warn`, `info`, `debug` or `trace`.
+    pub level: String,
+    pub message: String,
+}
+
+/// Future returned by [`LogSource::logs`].
+pub type LogsFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<LogLineView>, String>> + Send + 'a>>;
+
+/// Where the API reads the logs of a pool's app slots (the apps supervisor).
+pub trait LogSource: Send + Sync + 'static {
+    /// The kept lines of the pool's slots (one slot if `slot` is set) at `level` or more
+    /// severe, oldest first.
+    fn logs<'a>(
+        &'a self,
+        pool: &'a crate::model::Pool,
+        slot: Option<u32>,
+        level: &'a str,
+    ) -> LogsFuture<'a>;
+}
+
+type Waker = Arc<dyn Fn() + Send + Sync>;
+type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// What every handler shares. Cheap to clone.
+#[derive(Clone)]
+pub struct ApiState {
+    pub(crate) store: Store,
+    backends: Option<Backends>,
+    directory: Arc<dyn ProviderDirectory>,
+    logs: Option<Arc<dyn LogSource>>,
+    waker: Waker,
+    clock: Clock,
+}
+
+impl fmt::Debug for ApiState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiState")
+            .field("store", &self.store)
+            .field("backends", &self.backends.is_some())
+            .field("logs", &self.logs.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiState {
+    /// An API over `store` with no backends (quotes answer 503), no replicas, no logs, a
+    /// waker that does nothing and the wall clock.
+    pub fn new(store: Store) -> Self {
+        ApiState {
+            store,
+            backends: None,
+            directory: Arc::new(NoDirectory),
+            logs: None,
+            waker: Arc::new(|| {}),
+            clock: Arc::new(Timestamp::now),
+        }
+    }
+
+    /// Quotes go to these backends.
+    pub fn with_backends(mut self, backends: Backends) -> Self {
+        self.backends = Some(backends);
+        self
+    }
+
+    /// Replicas and catalogs come from this directory.
+    pub fn with_directory(mut self, directory: Arc<dyn ProviderDirectory>) -> Self {
+        self.directory = directory;
+        self
+    }
+
+    /// App logs come from this source.
+    pub fn with_logs(mut self, logs: Arc<dyn LogSource>) -> Self {
+        self.logs = Some(logs);
+        self
+    }
+
+    /// Called after every write that changes desired state (wakes the reconcilers).
+    pub fn with_waker(mut self, waker: impl Fn() + Send + Sync + 'static) -> Self {
+        self.waker = Arc::new(waker);
+        self
+    }
+
+    /// Times written by the API come from this clock.
+    pub fn with_clock(mut self, clock: impl Fn() -> Timestamp + Send + Sync + 'static) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    pub(crate) fn now(&self) -> Timestamp {
+        (self.clock)()
+    }
+
+    pub(crate) fn wake(&self) {
+        (self.waker)()
+    }
+}
+
+/// The API's routes.
+pub fn router(state: ApiState) -> Router {
+    use pools as pl;
+    use providers as pv;
+    use tenancy as tn;
+    let project = "/api/orgs/{org}/projects/{project}";
+    Router::new()
+        .route("/api/health", get(health))
+        .route("/api/openapi.json", get(openapi_json))
+        .route("/api/whoami", get(tn::whoami))
+        .route("/api/orgs", get(tn::list_orgs).post(tn::create_org))
+        .route("/api/orgs/{org}", get(tn::get_org))
+        .route(
+            "/api/orgs/{org}/projects",
+            get(tn::list_projects).post(tn::create_project),
+        )
+        .route(project, get(tn::get_project))
+        .route(
+            "/api/orgs/{org}/memberships",
+            get(tn::list_memberships).post(tn::create_membership),
+        )
+        .route(
+            "/api/orgs/{org}/memberships/{membership}",
+            axum::routing::delete(tn::delete_membership),
+        )
+        .route("/api/users", get(tn::list_users).post(tn::create_user))
+        .route(
+            "/api/users/{user}/tokens",
+            get(tn::list_tokens).post(tn::create_token),
+        )
+        .route(
+            "/api/users/{user}/tokens/{token}",
+            axum::routing::delete(tn::revoke_token),
+        )
+        .route(&format!("{project}/providers"), get(pv::list_providers))
+        .route(
+            &format!("{project}/providers/{{provider}}"),
+            get(pv::get_provider),
+        )
+        .route(
+            &format!("{project}/providers/{{provider}}/change-scope"),
+            post(pv::change_scope),
+        )
+        .route(
+            &format!("{project}/providers/{{provider}}/pricing"),
+            put(pv::set_pricing).delete(pv::remove_pricing),
+        )
+        .route(
+            &format!("{project}/pools"),
+            get(pl::list_pools).post(pl::create_pool),
+        )
+        .route(
+            &format!("{project}/pools/{{pool}}"),
+            get(pl::get_pool).delete(pl::delete_pool),
+        )
+        .route(
+            &format!("{project}/pools/{{pool}}/resize"),
+            post(pl::resize_pool),
+        )
+        .route(
+            &format!("{project}/pools/{{pool}}/reconfigure"),
+            post(pl::reconfigure_pool),
+        )
+        .route(
+            &format!("{project}/pools/{{pool}}/nodes"),
+            get(pl::list_nodes),
+        )
+        .route(
+            &format!("{project}/pools/{{pool}}/logs"),
+            get(pl::pool_logs),
+        )
+        .route(&format!("{project}/events"), get(pl::list_events))
+        .route(&format!("{project}/usage"), get(pl::usage))
+        .route(&format!("{project}/quote"), post(pl::quote))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then finishes the requests in
+/// flight.
+pub async fn serve(
+    listener: TcpListener,
+    state: ApiState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "no such API path")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "this API path does not take this method",
+    )
+}
+
+/// Whether the zone answers.
+#[utoipa::path(get, path = "/api/health", tag = "zone",
+    responses((status = 200, description = "The zone answers", body = String)))]
+async fn health() -> &'static str {
+    "ok"
+}
+
+/// The OpenAPI document of this API.
+#[utoipa::path(get, path = "/api/openapi.json", tag = "zone",
+    responses((status = 200, description = "The OpenAPI document", content_type = "application/json")))]
+async fn openapi_json(State(_): State<ApiState>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        openapi_pretty_json(),
+    )
+        .into_response()
+}
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "orc zone API", description = "The zone controller's HTTP/JSON API. See docs/zone/api.md."),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+    paths(
+        health, openapi_json,
+        tenancy::whoami, tenancy::list_orgs, tenancy::create_org, tenancy::get_org,
+        tenancy::list_projects, tenancy::create_project, tenancy::get_project,
+        tenancy::list_memberships, tenancy::create_membership, tenancy::delete_membership,
+        tenancy::list_users, tenancy::create_user,
+        tenancy::list_tokens, tenancy::create_token, tenancy::revoke_token,
+        providers::list_providers, providers::get_provider, providers::change_scope,
+        providers::set_pricing, providers::remove_pricing,
+        pools::list_pools, pools::create_pool, pools::get_pool, pools::delete_pool,
+        pools::resize_pool, pools::reconfigure_pool, pools::list_nodes, pools::pool_logs,
+        pools::list_events, pools::usage, pools::quote,
+    ),
+    components(schemas(error::ErrorBody, error::ErrorDetail, ErrorCode, LogLineView, CatalogView))
+)]
+struct ApiDoc;
+
+/// The OpenAPI document of the API, generated from the handlers and views.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+/// [`openapi`] as pretty JSON with a final newline: the text of `crates/zone/openapi.json`.
+pub fn openapi_pretty_json() -> String {
+    let mut text = openapi()
+        .to_pretty_json()
+        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    text.push('\n');
+    text
+}

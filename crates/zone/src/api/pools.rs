@@ -1,0 +1,711 @@
+//! Pools and what hangs off them: nodes, app logs, events, usage, and quotes.
+//!
+//! Viewers read; members create, resize, reconfigure and delete pools and ask for quotes.
+//! Every write that changes desired state wakes the reconcilers. A pool is deleted in two
+//! steps: `DELETE` marks it deleting (its nodes turn `destroying`), and the pool reconciler
+//! removes the row once every node has ended.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::str::FromStr;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use orc_common::{Architecture, Shape};
+use rust_decimal::Decimal;
+
+use super::access::Caller;
+use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
+use super::extract::{JsonBody, PathArgs, QueryArgs, parse_query_value};
+use super::providers::visible_provider;
+use super::tenancy::{parse_name, project_with_role};
+use super::views::{
+    CreatePool, EndpointView, EventView, EventsQuery, NodeView, NodesQuery, PoolView, QuoteRequest,
+    QuoteView, ReconfigurePool, ResizePool, ShapeView, UsageLineView, UsageQuery, UsageView,
+};
+use super::{ApiState, LogLineView};
+use crate::backend::NodeBackend;
+use crate::model::{
+    AppSpec, Endpoint, EventId, EventScope, Month, NodeId, Org, Pool, PoolSpec, PricingStrategy,
+    Project, Provider, Role, SensitiveParams, Timestamp,
+};
+use crate::store::StoreError;
+
+/// The most nodes one pool may ask for.
+pub const MAX_POOL_SIZE: u32 = 10_000;
+
+/// The pool `org/project/pool` with the project, if the caller holds `needed`.
+async fn pool_with_role(
+    state: &ApiState,
+    caller: &Caller,
+    org: &str,
+    project: &str,
+    pool: &str,
+    needed: Role,
+) -> ApiResult<(Org, Project, Pool)> {
+    let (org_row, project_row) = project_with_role(state, caller, org, project, needed).await?;
+    let name = parse_name("pool", pool)?;
+    match state
+        .store
+        .pool_by_path(&org_row.name, &project_row.name, &name)
+        .await
+    {
+        Ok(p) => Ok((org_row, project_row, p)),
+        Err(StoreError::NotFound { .. }) => Err(ApiError::not_found(
+            "pool",
+            format!("pool {org}/{project}/{pool} not found"),
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn pool_view(
+    state: &ApiState,
+    org: &Org,
+    project: &Project,
+    pool: &Pool,
+) -> ApiResult<PoolView> {
+    let provider = state.store.get_provider(&pool.spec.provider_id).await?;
+    let nodes = state.store.list_nodes_by_pool(&pool.id, false).await?;
+    Ok(PoolView::new(
+        format!("{}/{}/{}", org.name, project.name, pool.name),
+        pool,
+        provider.name.as_str(),
+        &nodes,
+    ))
+}
+
+/// Checks a requested shape, naming the field at fault.
+fn parse_shape(shape: &ShapeView) -> ApiResult<Shape> {
+    if !(1..=1024).contains(&shape.cpu) {
+        return Err(ApiError::invalid(
+            "shape.cpu",
+            format!("shape.cpu must be 1 to 1024 vCPUs, not {}", shape.cpu),
+        ));
+    }
+    if !(1..=16_384).contains(&shape.mem) {
+        return Err(ApiError::invalid(
+            "shape.mem",
+            format!("shape.mem must be 1 to 16384 GiB, not {}", shape.mem),
+        ));
+    }
+    let arch = match shape.arch.as_deref() {
+        None | Some("x86_64") => Architecture::X86_64,
+        Some("arm64") => Architecture::Arm64,
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "shape.arch",
+                format!("shape.arch {other:?} is not one of x86_64, arm64"),
+            ));
+        }
+    };
+    for (i, disk) in shape.disks.iter().enumerate() {
+        if !(1..=65_536).contains(disk) {
+            return Err(ApiError::invalid(
+                format!("shape.disks[{i}]"),
+                format!("a disk must be 1 to 65536 GiB, not {disk}"),
+            ));
+        }
+    }
+    if shape.disks.len() > 16 {
+        return Err(ApiError::invalid("shape.disks", "at most 16 extra disks"));
+    }
+    Ok(Shape {
+        vcpus: shape.cpu,
+        memory_gib: shape.mem,
+        arch,
+        disks_gib: shape.disks.clone(),
+    })
+}
+
+/// Checks class and OS against the provider's catalog when one is known.
+fn check_catalog(state: &ApiState, provider: &Provider, class: &str, os: &str) -> ApiResult<()> {
+    if class.trim().is_empty() {
+        return Err(ApiError::invalid("class", "class must name a region class"));
+    }
+    if os.trim().is_empty() {
+        return Err(ApiError::invalid(
+            "os",
+            "os must name an operating system id",
+        ));
+    }
+    if let Some(catalog) = state.directory.catalog(provider) {
+        if !catalog.classes.iter().any(|c| c.id.as_str() == class) {
+            let known: BTreeSet<&str> = catalog.classes.iter().map(|c| c.id.as_str()).collect();
+            return Err(ApiError::invalid(
+                "class",
+                format!(
+                    "provider {} offers no class {class:?} (it offers: {})",
+                    provider.name,
+                    known.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        if !catalog.os.iter().any(|o| o.id.as_str() == os) {
+            let known: BTreeSet<&str> = catalog.os.iter().map(|o| o.id.as_str()).collect();
+            return Err(ApiError::invalid(
+                "os",
+                format!(
+                    "provider {} offers no os {os:?} (it offers: {})",
+                    provider.name,
+                    known.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn valid_param_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.len() <= 64
+}
+
+fn check_params(field: &str, params: &BTreeMap<String, String>) -> ApiResult<()> {
+    for name in params.keys() {
+        if !valid_param_name(name) {
+            return Err(ApiError::invalid(
+                format!("{field}.{name}"),
+                format!(
+                    "param name {name:?} must start with a-z and hold only a-z, 0-9 and _ \
+                     (at most 64)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_package(package: &str) -> ApiResult<()> {
+    let ok = package.split_once('/').is_some_and(|(org, rest)| {
+        let (name, tag) = rest.split_once(':').unwrap_or((rest, ""));
+        org.parse::<crate::model::Name>().is_ok()
+            && name.parse::<crate::model::Name>().is_ok()
+            && (tag.is_empty()
+                || tag
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "app",
+            format!("app {package:?} is not a package reference of the form org/name:tag"),
+        ))
+    }
+}
+
+fn parse_endpoints(endpoints: &[EndpointView]) -> ApiResult<Vec<Endpoint>> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for (i, e) in endpoints.iter().enumerate() {
+        if e.name.parse::<crate::model::Name>().is_err() || !seen.insert(e.name.clone()) {
+            return Err(ApiError::invalid(
+                format!("endpoints[{i}].name"),
+                format!("endpoint name {:?} must be a unique DNS label", e.name),
+            ));
+        }
+        if !matches!(e.protocol.as_str(), "http" | "tcp") {
+            return Err(ApiError::invalid(
+                format!("endpoints[{i}].protocol"),
+                format!("protocol {:?} is not one of http, tcp", e.protocol),
+            ));
+        }
+        if e.port == 0 {
+            return Err(ApiError::invalid(
+                format!("endpoints[{i}].port"),
+                "port must be 1 to 65535",
+            ));
+        }
+        out.push(Endpoint {
+            name: e.name.clone(),
+            protocol: e.protocol.clone(),
+            port: e.port,
+        });
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn check_size(size: u32) -> ApiResult<()> {
+    if size > MAX_POOL_SIZE {
+        return Err(ApiError::invalid(
+            "size",
+            format!("size must be 0 to {MAX_POOL_SIZE}, not {size}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The project's pools, by name.
+#[utoipa::path(get, path = "/api/orgs/{org}/projects/{project}/pools", tag = "pools",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name")),
+    responses((status = 200, body = Vec<PoolView>), (status = 404, body = ErrorBody)))]
+pub(super) async fn list_pools(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project)): PathArgs<(String, String)>,
+) -> ApiResult<Json<Vec<PoolView>>> {
+    let (org, project) = project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
+    let mut out = Vec::new();
+    for pool in state.store.list_pools(&project.id).await? {
+        out.push(pool_view(&state, &org, &project, &pool).await?);
+    }
+    Ok(Json(out))
+}
+
+/// Creates a pool and its first `pending` nodes (members).
+#[utoipa::path(post, path = "/api/orgs/{org}/projects/{project}/pools", tag = "pools",
+    request_body = CreatePool,
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name")),
+    responses((status = 201, body = PoolView), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub(super) async fn create_pool(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project)): PathArgs<(String, String)>,
+    JsonBody(body): JsonBody<CreatePool>,
+) -> ApiResult<(StatusCode, Json<PoolView>)> {
+    let (org, project) = project_with_role(&state, &caller, &org, &project, Role::Member).await?;
+    let name = parse_name("name", &body.name)?;
+    check_size(body.size)?;
+    let shape = parse_shape(&body.shape)?;
+    let provider = visible_provider(&state, &project, "provider", &body.provider)
+        .await
+        .map_err(|e| ApiError::invalid("provider", e.message))?;
+    check_catalog(&state, &provider, &body.class, &body.os)?;
+    let endpoints = parse_endpoints(&body.endpoints)?;
+    check_params("params", &body.params)?;
+    check_params("sensitive_params", &body.sensitive_params)?;
+    let app = match &body.app {
+        Some(package) => {
+            check_package(package)?;
+            Some(AppSpec {
+                package: package.clone(),
+                params: body.params.clone(),
+                sensitive: SensitiveParams(body.sensitive_params.clone()),
+            })
+        }
+        None if body.params.is_empty() && body.sensitive_params.is_empty() => None,
+        None => {
+            return Err(ApiError::invalid(
+                "params",
+                "params are given to an app: set app as well",
+            ));
+        }
+    };
+    let new = crate::model::NewPool {
+        project_id: project.id.clone(),
+        name,
+        size: body.size,
+        spec: PoolSpec {
+            provider_id: provider.id.clone(),
+            shape,
+            region_class: body.class.clone(),
+            os: body.os.clone(),
+            public: body.public,
+            endpoints,
+            app,
+        },
+    };
+    let change = state.store.create_pool(&new, state.now()).await?;
+    state.wake();
+    let view = pool_view(&state, &org, &project, &change.pool).await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// One pool.
+#[utoipa::path(get, path = "/api/orgs/{org}/projects/{project}/pools/{pool}", tag = "pools",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("pool" = String, Path, description = "Pool name")),
+    responses((status = 200, body = PoolView), (status = 404, body = ErrorBody)))]
+pub(super) async fn get_pool(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, pool)): PathArgs<(String, String, String)>,
+) -> ApiResult<Json<PoolView>> {
+    let (org, project, pool) =
+        pool_with_role(&state, &caller, &org, &project, &pool, Role::Viewer).await?;
+    Ok(Json(pool_view(&state, &org, &project, &pool).await?))
+}
+
+/// Deletes a pool: it is marked deleting, its nodes are destroyed, then it disappears.
+#[utoipa::path(delete, path = "/api/orgs/{org}/projects/{project}/pools/{pool}", tag = "pools",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("pool" = String, Path, description = "Pool name")),
+    responses((status = 202, body = PoolView), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(super) async fn delete_pool(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, pool)): PathArgs<(String, String, String)>,
+) -> ApiResult<(StatusCode, Json<PoolView>)> {
+    let (org, project, pool) =
+        pool_with_role(&state, &caller, &org, &project, &pool, Role::Member).await?;
+    let change = state
+        .store
+        .mark_pool_deleting(&pool.id, state.now())
+        .await?;
+    state.wake();
+    let view = pool_view(&state, &org, &project, &change.pool).await?;
+    Ok((StatusCode::ACCEPTED, Json(view)))
+}
+
+/// Sets a pool's size: new slots get `pending` nodes, slots above it are destroyed.
+#[utoipa::path(post, path = "/api/orgs/{org}/projects/{project}/pools/{pool}/resize",
+    tag = "pools", request_body = ResizePool,
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("pool" = String, Path, description = "Pool name")),
+    responses((status = 200, body = PoolView), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub(super) async fn resize_pool(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, pool)): PathArgs<(String, String, String)>,
+    JsonBody(body): JsonBody<ResizePool>,
+) -> ApiResult<Json<PoolView>> {
+    let (org, project, pool) =
+        pool_with_role(&state, &caller, &org, &project, &pool, Role::Member).await?;
+    check_size(body.size)?;
+    let change = state
+        .store
+        .resize_pool(&pool.id, body.size, state.now())
+        .await?;
+    state.wake();
+    Ok(Json(pool_view(&state, &org, &project, &change.pool).await?))
+}
+
+/// Replaces the params of a pool's app (a rolling replacement of its slots follows).
+#[utoipa::path(post, path = "/api/orgs/{org}/projects/{project}/pools/{pool}/reconfigure",
+    tag = "pools", request_body = ReconfigurePool,
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("pool" = String, Path, description = "Pool name")),
+    responses((status = 200, body = PoolView), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub(super) async fn reconfigure_pool(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, pool)): PathArgs<(String, String, String)>,
+    JsonBody(body): JsonBody<ReconfigurePool>,
+) -> ApiResult<Json<PoolView>> {
+    let (org, project, pool) =
+        pool_with_role(&state, &caller, &org, &project, &pool, Role::Member).await?;
+    check_params("params", &body.params)?;
+    if let Some(sensitive) = &body.sensitive_params {
+        check_params("sensitive_params", sensitive)?;
+    }
+    let Some(app) = &pool.spec.app else {
+        return Err(ApiError::invalid(
+            "params",
+            format!("pool {} runs no app, so it takes no params", pool.name),
+        ));
+    };
+    let mut spec = pool.spec.clone();
+    spec.app = Some(AppSpec {
+        package: app.package.clone(),
+        params: body.params.clone(),
+        sensitive: match &body.sensitive_params {
+            Some(s) => SensitiveParams(s.clone()),
+            None => app.sensitive.clone(),
+        },
+    });
+    let generation = body.generation.unwrap_or(pool.generation);
+    let updated = state
+        .store
+        .reconfigure_pool(&pool.id, generation, &spec, state.now())
+        .await
+        .map_err(|e| ApiError::from(e).with_field("generation"))?;
+    state.wake();
+    Ok(Json(pool_view(&state, &org, &project, &updated).await?))
+}
+
+/// The pool's nodes, by slot.
+#[utoipa::path(get, path = "/api/orgs/{org}/projects/{project}/pools/{pool}/nodes",
+    tag = "pools", params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("pool" = String, Path, description = "Pool name"), NodesQuery),
+    responses((status = 200, body = Vec<NodeView>), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(super) async fn list_nodes(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, pool)): PathArgs<(String, String, String)>,
+    QueryArgs(query): QueryArgs<NodesQuery>,
+) -> ApiResult<Json<Vec<NodeView>>> {
+    let include_ended: bool =
+        parse_query_value("include_ended", query.include_ended.as_deref())?.unwrap_or(false);
+    let (_, _, pool) = pool_with_role(&state, &caller, &org, &project, &pool, Role::Viewer).await?;
+    let nodes = state
+        .store
+        .list_nodes_by_pool(&pool.id, include_ended)
+        .await?;
+    Ok(Json(nodes.iter().map(NodeView::from).collect()))
+}
+
+/// Query of `GET …/pools/{pool}/logs`.
+#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct LogsQuery {
+    /// Only this slot.
+    pub slot: Option<String>,
+    /// `error`, `warn`, `info` (default), `debug` or `trace`.
+    pub level: Option<String>,
+}
+
+/// The kept logs of an app pool's slots (project owners and members).
+#[utoipa::path(get, path = "/api/orgs/{org}/projects/{project}/pools/{pool}/logs",
+    tag = "pools", params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("pool" = String, Path, description = "Pool name"), LogsQuery),
+    responses((status = 200, body = Vec<LogLineView>), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub(super) async fn pool_logs(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, pool)): PathArgs<(String, String, String)>,
+    QueryArgs(query): QueryArgs<LogsQuery>,
+) -> ApiResult<Json<Vec<LogLineView>>> {
+    let slot: Option<u32> = parse_query_value("slot", query.slot.as_deref())?;
+    let level = query.level.as_deref().unwrap_or("info");
+    if !matches!(level, "error" | "warn" | "info" | "debug" | "trace") {
+        return Err(ApiError::invalid(
+            "level",
+            format!("level {level:?} is not one of error, warn, info, debug, trace"),
+        ));
+    }
+    let (_, _, pool) = pool_with_role(&state, &caller, &org, &project, &pool, Role::Member).await?;
+    let Some(source) = &state.logs else {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "this zone keeps no app logs (it runs no app supervisor)",
+        ));
+    };
+    let lines = source
+        .logs(&pool, slot, level)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e))?;
+    Ok(Json(lines))
+}
+
+/// The project's events, oldest first.
+#[utoipa::path(get, path = "/api/orgs/{org}/projects/{project}/events", tag = "events",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"), EventsQuery),
+    responses((status = 200, body = Vec<EventView>), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(super) async fn list_events(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project)): PathArgs<(String, String)>,
+    QueryArgs(query): QueryArgs<EventsQuery>,
+) -> ApiResult<Json<Vec<EventView>>> {
+    let after: Option<EventId> = parse_query_value("after", query.after.as_deref())?;
+    let limit: u32 = parse_query_value("limit", query.limit.as_deref())?.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::invalid("limit", "limit must be 1 to 1000"));
+    }
+    let (org_row, project_row) =
+        project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
+    let mut filter = EventScope {
+        project_id: Some(project_row.id.clone()),
+        ..EventScope::default()
+    };
+    if let Some(pool) = &query.pool {
+        let name = parse_name("pool", pool)?;
+        let pool = state
+            .store
+            .pool_by_path(&org_row.name, &project_row.name, &name)
+            .await
+            .map_err(|_| ApiError::not_found("pool", format!("pool {pool} not found")))?;
+        filter.pool_id = Some(pool.id);
+    }
+    let events = state
+        .store
+        .list_events(&filter, after.as_ref(), limit)
+        .await?;
+    Ok(Json(events.iter().map(EventView::from).collect()))
+}
+
+/// The month (UTC) a time falls in; `None` outside years 0000–9999.
+pub fn month_of(at: Timestamp) -> Option<Month> {
+    let days = at.millis().div_euclid(86_400_000);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    Month::from_str(&format!("{year:04}-{month:02}")).ok()
+}
+
+/// The project's usage (invoice lines) for a month, with totals per currency.
+#[utoipa::path(get, path = "/api/orgs/{org}/projects/{project}/usage", tag = "events",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"), UsageQuery),
+    responses((status = 200, body = UsageView), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(super) async fn usage(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project)): PathArgs<(String, String)>,
+    QueryArgs(query): QueryArgs<UsageQuery>,
+) -> ApiResult<Json<UsageView>> {
+    let month: Month = match parse_query_value("month", query.month.as_deref())? {
+        Some(m) => m,
+        None => month_of(state.now())
+            .ok_or_else(|| ApiError::invalid("month", "give the month as YYYY-MM"))?,
+    };
+    let (_, project) = project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
+    let lines = state.store.list_usage(&project.id, &month).await?;
+    let mut totals: BTreeMap<String, Decimal> = BTreeMap::new();
+    for line in &lines {
+        *totals
+            .entry(line.rate.currency.as_str().to_string())
+            .or_default() += line.amount;
+    }
+    Ok(Json(UsageView {
+        month: month.to_string(),
+        lines: lines.iter().map(UsageLineView::from).collect(),
+        totals: totals
+            .into_iter()
+            .map(|(c, a)| (c, a.to_string()))
+            .collect(),
+    }))
+}
+
+fn proto_id<T>(
+    field: &str,
+    text: String,
+    make: impl FnOnce(String) -> Result<T, orc_proto::EmptyId>,
+) -> ApiResult<T> {
+    make(text).map_err(|_| ApiError::invalid(field, format!("{field} must not be empty")))
+}
+
+/// Asks a provider what a node of this shape would cost, and where (members). Nothing is
+/// created: the answer is a preview, like the request wizard's.
+#[utoipa::path(post, path = "/api/orgs/{org}/projects/{project}/quote", tag = "pools",
+    request_body = QuoteRequest,
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name")),
+    responses((status = 200, body = QuoteView), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 503, body = ErrorBody)))]
+pub(super) async fn quote(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project)): PathArgs<(String, String)>,
+    JsonBody(body): JsonBody<QuoteRequest>,
+) -> ApiResult<Json<QuoteView>> {
+    let (org_row, project_row) =
+        project_with_role(&state, &caller, &org, &project, Role::Member).await?;
+    let shape = parse_shape(&body.shape)?;
+    let provider = visible_provider(&state, &project_row, "provider", &body.provider)
+        .await
+        .map_err(|e| ApiError::invalid("provider", e.message))?;
+    check_catalog(&state, &provider, &body.class, &body.os)?;
+    let Some(backends) = &state.backends else {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "this zone has no provider connections to ask",
+        ));
+    };
+    let node = NodeId::from_counter(state.store.allocate_ids(1).await?);
+    let request = orc_proto::Quote {
+        pool: proto_id(
+            "pool",
+            format!("{}/{}/quote-preview", org_row.name, project_row.name),
+            orc_proto::PoolId::new,
+        )?,
+        node_id: proto_id("node", node.to_string(), orc_proto::NodeId::new)?,
+        purpose: orc_proto::Purpose::Tenant,
+        shape,
+        class: proto_id("class", body.class.clone(), orc_proto::ClassId::new)?,
+        os: proto_id("os", body.os.clone(), orc_proto::OsId::new)?,
+        pinned_site: None,
+        public: body.public,
+    };
+    let reply = backends.quote(&provider, request).await?;
+    Ok(Json(quote_view(&provider, reply)))
+}
+
+/// The tenant's view of a provider's quote reply, with the provider's pricing strategy.
+pub fn quote_view(provider: &Provider, reply: orc_proto::QuoteReply) -> QuoteView {
+    match reply {
+        orc_proto::QuoteReply::Offer(offer) => {
+            let (price, markup) = match provider.pricing {
+                PricingStrategy::None => (None, None),
+                PricingStrategy::Markup(m) => (
+                    offer
+                        .price
+                        .and_then(|p| p.checked_mul(Decimal::ONE + m.value()).ok()),
+                    Some(m.value().to_string()),
+                ),
+            };
+            QuoteView {
+                provider: provider.name.to_string(),
+                outcome: "offer".to_string(),
+                words: offer.words,
+                site: Some(offer.site.to_string()),
+                price: price.as_ref().map(super::views::MoneyView::from),
+                markup,
+                refusal: None,
+            }
+        }
+        orc_proto::QuoteReply::Refused(refusal) => QuoteView {
+            provider: provider.name.to_string(),
+            outcome: "refused".to_string(),
+            words: refusal.words,
+            site: None,
+            price: None,
+            markup: None,
+            refusal: Some(refusal.kind.as_str().to_string()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn months_of_times() {
+        assert_eq!(month_of(Timestamp(0)).unwrap().as_str(), "1970-01");
+        // 2026-11-29T18:00:00Z
+        assert_eq!(
+            month_of(Timestamp(1_795_975_200_000)).unwrap().as_str(),
+            "2026-11"
+        );
+        // 2024-02-29T23:59:59Z and a millisecond later
+        assert_eq!(
+            month_of(Timestamp(1_709_251_199_000)).unwrap().as_str(),
+            "2024-02"
+        );
+        assert_eq!(
+            month_of(Timestamp(1_709_251_200_000)).unwrap().as_str(),
+            "2024-03"
+        );
+    }
+
+    #[test]
+    fn param_names() {
+        assert!(valid_param_name("partner_id"));
+        assert!(!valid_param_name("Partner"));
+        assert!(!valid_param_name("1a"));
+        assert!(!valid_param_name("a-b"));
+    }
+}

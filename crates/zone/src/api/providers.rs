@@ -1,0 +1,215 @@
+//! Providers as a project sees them: its own and every zone-scoped one. Owners of the project
+//! a provider registered in change its scope and its pricing strategy.
+
+use std::str::FromStr;
+
+use axum::Json;
+use axum::extract::State;
+use rust_decimal::Decimal;
+
+use super::ApiState;
+use super::access::Caller;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{JsonBody, PathArgs};
+use super::tenancy::project_with_role;
+use super::views::{CatalogView, ChangeScope, ProviderView, SetPricing};
+use crate::model::{Markup, PricingStrategy, Project, Provider, ProviderId, ProviderScope, Role};
+
+/// The provider `name_or_id` among those visible to `project`: the project's own first, then
+/// zone-scoped ones (oldest first). `field` names where the request gave it.
+pub(super) async fn visible_provider(
+    state: &ApiState,
+    project: &Project,
+    field: &str,
+    name_or_id: &str,
+) -> ApiResult<Provider> {
+    let visible = state.store.list_providers_for(&project.id).await?;
+    let by_id = ProviderId::from_str(name_or_id).ok();
+    let matches = |p: &&Provider| match &by_id {
+        Some(id) => &p.id == id,
+        None => p.name.as_str() == name_or_id,
+    };
+    visible
+        .iter()
+        .filter(|p| p.project_id == project.id)
+        .find(matches)
+        .or_else(|| visible.iter().find(matches))
+        .cloned()
+        .ok_or_else(|| {
+            ApiError::not_found(
+                field,
+                format!("no provider {name_or_id:?} is visible to this project"),
+            )
+        })
+}
+
+/// `org/project` of the project a provider registered in.
+async fn provider_home(state: &ApiState, p: &Provider) -> ApiResult<String> {
+    let project = state.store.get_project(&p.project_id).await?;
+    let org = state.store.get_org(&project.org_id).await?;
+    Ok(format!("{}/{}", org.name, project.name))
+}
+
+pub(super) async fn provider_view(state: &ApiState, p: &Provider) -> ApiResult<ProviderView> {
+    let home = provider_home(state, p).await?;
+    let replicas = state.directory.replicas(p);
+    let catalog = state.directory.catalog(p).as_ref().map(CatalogView::from);
+    Ok(ProviderView::new(p, home, replicas, catalog))
+}
+
+/// Requires that the provider registered in `project` (scope and pricing are changed there).
+async fn require_home(state: &ApiState, project: &Project, p: &Provider) -> ApiResult<()> {
+    if p.project_id == project.id {
+        return Ok(());
+    }
+    let home = provider_home(state, p).await?;
+    Err(ApiError::forbidden(format!(
+        "provider {} belongs to project {home}; change it there",
+        p.name
+    )))
+}
+
+/// Providers visible to the project: its own and every zone-scoped one, by id.
+#[utoipa::path(get, path = "/api/orgs/{org}/projects/{project}/providers", tag = "providers",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name")),
+    responses((status = 200, body = Vec<ProviderView>), (status = 404, body = ErrorBody)))]
+pub(super) async fn list_providers(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project)): PathArgs<(String, String)>,
+) -> ApiResult<Json<Vec<ProviderView>>> {
+    let (_, project) = project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
+    let mut out = Vec::new();
+    for p in state.store.list_providers_for(&project.id).await? {
+        out.push(provider_view(&state, &p).await?);
+    }
+    Ok(Json(out))
+}
+
+/// One provider visible to the project, with its replicas and catalog.
+#[utoipa::path(get, path = "/api/orgs/{org}/projects/{project}/providers/{provider}",
+    tag = "providers",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("provider" = String, Path, description = "Provider name or id")),
+    responses((status = 200, body = ProviderView), (status = 404, body = ErrorBody)))]
+pub(super) async fn get_provider(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, provider)): PathArgs<(String, String, String)>,
+) -> ApiResult<Json<ProviderView>> {
+    let (_, project) = project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
+    let p = visible_provider(&state, &project, "provider", &provider).await?;
+    Ok(Json(provider_view(&state, &p).await?))
+}
+
+/// Changes who may use the provider: `{"scope": "zone"}` makes it visible to every project
+/// of the zone, `{"scope": "project"}` to its own project only (owners of that project).
+#[utoipa::path(post,
+    path = "/api/orgs/{org}/projects/{project}/providers/{provider}/change-scope",
+    tag = "providers", request_body = ChangeScope,
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("provider" = String, Path, description = "Provider name or id")),
+    responses((status = 200, body = ProviderView), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(super) async fn change_scope(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, provider)): PathArgs<(String, String, String)>,
+    JsonBody(body): JsonBody<ChangeScope>,
+) -> ApiResult<Json<ProviderView>> {
+    let (_, project) = project_with_role(&state, &caller, &org, &project, Role::Owner).await?;
+    let scope: ProviderScope = body.scope.parse().map_err(|_| {
+        ApiError::invalid(
+            "scope",
+            format!("scope {:?} is not one of zone, project", body.scope),
+        )
+    })?;
+    let p = visible_provider(&state, &project, "provider", &provider).await?;
+    require_home(&state, &project, &p).await?;
+    let p = state
+        .store
+        .set_provider_scope(&p.id, scope, state.now())
+        .await?;
+    state.wake();
+    Ok(Json(provider_view(&state, &p).await?))
+}
+
+/// Sets the provider's pricing strategy: `{"markup": "0.15"}` (0 allowed); `{"markup": null}`
+/// removes it, after which new nodes are unpriced. Nodes keep the markup they were admitted
+/// with.
+#[utoipa::path(put,
+    path = "/api/orgs/{org}/projects/{project}/providers/{provider}/pricing",
+    tag = "providers", request_body = SetPricing,
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("provider" = String, Path, description = "Provider name or id")),
+    responses((status = 200, body = ProviderView), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(super) async fn set_pricing(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, provider)): PathArgs<(String, String, String)>,
+    JsonBody(body): JsonBody<SetPricing>,
+) -> ApiResult<Json<ProviderView>> {
+    let pricing = match &body.markup {
+        None => PricingStrategy::None,
+        Some(text) => {
+            let value = Decimal::from_str(text.trim()).map_err(|_| {
+                ApiError::invalid(
+                    "markup",
+                    format!("markup {text:?} is not a decimal number such as \"0.15\""),
+                )
+            })?;
+            PricingStrategy::Markup(
+                Markup::new(value).map_err(|e| ApiError::invalid("markup", e.to_string()))?,
+            )
+        }
+    };
+    apply_pricing(&state, &caller, &org, &project, &provider, pricing).await
+}
+
+/// Removes the provider's pricing strategy: new nodes are unpriced.
+#[utoipa::path(delete,
+    path = "/api/orgs/{org}/projects/{project}/providers/{provider}/pricing",
+    tag = "providers",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("provider" = String, Path, description = "Provider name or id")),
+    responses((status = 200, body = ProviderView), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(super) async fn remove_pricing(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, provider)): PathArgs<(String, String, String)>,
+) -> ApiResult<Json<ProviderView>> {
+    apply_pricing(
+        &state,
+        &caller,
+        &org,
+        &project,
+        &provider,
+        PricingStrategy::None,
+    )
+    .await
+}
+
+async fn apply_pricing(
+    state: &ApiState,
+    caller: &Caller,
+    org: &str,
+    project: &str,
+    provider: &str,
+    pricing: PricingStrategy,
+) -> ApiResult<Json<ProviderView>> {
+    let (_, project) = project_with_role(state, caller, org, project, Role::Owner).await?;
+    let p = visible_provider(state, &project, "provider", provider).await?;
+    require_home(state, &project, &p).await?;
+    let p = state
+        .store
+        .set_provider_pricing(&p.id, pricing, state.now())
+        .await?;
+    Ok(Json(provider_view(state, &p).await?))
+}

@@ -1,0 +1,444 @@
+//! Orgs, projects, users, tokens and memberships, and the lookups other handlers share
+//! (an org or project by name, checked against the caller's roles).
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+
+use super::ApiState;
+use super::access::Caller;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{JsonBody, PathArgs};
+use super::views::{
+    CreateMembership, CreateOrg, CreateProject, CreateToken, CreateUser, MembershipView,
+    NewTokenView, OrgView, ProjectView, TokenView, UserView, WhoAmIView,
+};
+use crate::model::{MembershipId, Name, Org, Project, Role, Timestamp, TokenId, User};
+use crate::store::StoreError;
+
+/// Parses a name given in `field`, naming the field if it is not a DNS label.
+pub(super) fn parse_name(field: &str, text: &str) -> ApiResult<Name> {
+    text.parse::<Name>()
+        .map_err(|e| ApiError::invalid(field, format!("{field}: {e}")))
+}
+
+/// The org named `org` if the caller has any role in it (404 otherwise).
+pub(super) async fn visible_org(state: &ApiState, caller: &Caller, org: &str) -> ApiResult<Org> {
+    let name = parse_name("org", org)?;
+    let missing = || ApiError::not_found("org", format!("org {org} not found"));
+    let org = match state.store.org_by_name(&name).await {
+        Ok(o) => o,
+        Err(StoreError::NotFound { .. }) => return Err(missing()),
+        Err(e) => return Err(e.into()),
+    };
+    if caller.sees_org(&org) {
+        Ok(org)
+    } else {
+        Err(missing())
+    }
+}
+
+/// The project `org/project` if the caller holds at least `needed` in it: 404 when they hold
+/// no role, 403 when it is too low.
+pub(super) async fn project_with_role(
+    state: &ApiState,
+    caller: &Caller,
+    org: &str,
+    project: &str,
+    needed: Role,
+) -> ApiResult<(Org, Project)> {
+    let org_row = visible_org(state, caller, org).await?;
+    let name = parse_name("project", project)?;
+    let path = format!("{org}/{project}");
+    let project_row = match state.store.project_by_path(&org_row.name, &name).await {
+        Ok(p) => p,
+        Err(StoreError::NotFound { .. }) => {
+            return Err(ApiError::not_found(
+                "project",
+                format!("project {path} not found"),
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    caller.require_project(&project_row, &path, needed)?;
+    Ok((org_row, project_row))
+}
+
+/// The user named `user` (404 if absent).
+async fn user_named(state: &ApiState, field: &str, user: &str) -> ApiResult<User> {
+    let name = parse_name(field, user)?;
+    match state.store.user_by_name(&name).await {
+        Ok(u) => Ok(u),
+        Err(StoreError::NotFound { .. }) => {
+            Err(ApiError::not_found(field, format!("user {user} not found")))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The caller and their memberships.
+#[utoipa::path(get, path = "/api/whoami", tag = "users",
+    responses((status = 200, body = WhoAmIView), (status = 401, body = ErrorBody)))]
+pub(super) async fn whoami(
+    State(state): State<ApiState>,
+    caller: Caller,
+) -> ApiResult<Json<WhoAmIView>> {
+    let mut memberships = Vec::new();
+    for m in &caller.memberships {
+        memberships.push(membership_view(&state, m, Some(&caller.user)).await?);
+    }
+    Ok(Json(WhoAmIView {
+        user: UserView::from(&caller.user),
+        token_id: caller.token.id.to_string(),
+        memberships,
+    }))
+}
+
+async fn membership_view(
+    state: &ApiState,
+    m: &crate::model::Membership,
+    user: Option<&User>,
+) -> ApiResult<MembershipView> {
+    let user_name = match user {
+        Some(u) if u.id == m.user_id => u.name.to_string(),
+        Some(_) | None => state.store.get_user(&m.user_id).await?.name.to_string(),
+    };
+    let org = state.store.get_org(&m.org_id).await?;
+    let project = match &m.project_id {
+        Some(p) => Some(state.store.get_project(p).await?.name.to_string()),
+        None => None,
+    };
+    Ok(MembershipView::new(
+        m,
+        &user_name,
+        org.name.as_str(),
+        project.as_deref(),
+    ))
+}
+
+/// Orgs the caller has a role in (every org for zone operators and sys members), by name.
+#[utoipa::path(get, path = "/api/orgs", tag = "orgs",
+    responses((status = 200, body = Vec<OrgView>), (status = 401, body = ErrorBody)))]
+pub(super) async fn list_orgs(
+    State(state): State<ApiState>,
+    caller: Caller,
+) -> ApiResult<Json<Vec<OrgView>>> {
+    let orgs = state.store.list_orgs().await?;
+    Ok(Json(
+        orgs.iter()
+            .filter(|o| caller.sees_org(o))
+            .map(OrgView::from)
+            .collect(),
+    ))
+}
+
+/// Creates an org (zone operators only).
+#[utoipa::path(post, path = "/api/orgs", tag = "orgs", request_body = CreateOrg,
+    responses((status = 201, body = OrgView), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub(super) async fn create_org(
+    State(state): State<ApiState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<CreateOrg>,
+) -> ApiResult<(StatusCode, Json<OrgView>)> {
+    caller.require_operator()?;
+    let name = parse_name("name", &body.name)?;
+    let org = state.store.create_org(&name, state.now()).await?;
+    Ok((StatusCode::CREATED, Json(OrgView::from(&org))))
+}
+
+/// One org.
+#[utoipa::path(get, path = "/api/orgs/{org}", tag = "orgs",
+    params(("org" = String, Path, description = "Org name")),
+    responses((status = 200, body = OrgView), (status = 404, body = ErrorBody)))]
+pub(super) async fn get_org(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs(org): PathArgs<String>,
+) -> ApiResult<Json<OrgView>> {
+    let org = visible_org(&state, &caller, &org).await?;
+    Ok(Json(OrgView::from(&org)))
+}
+
+/// The org's projects the caller has a role in, by name.
+#[utoipa::path(get, path = "/api/orgs/{org}/projects", tag = "orgs",
+    params(("org" = String, Path, description = "Org name")),
+    responses((status = 200, body = Vec<ProjectView>), (status = 404, body = ErrorBody)))]
+pub(super) async fn list_projects(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs(org): PathArgs<String>,
+) -> ApiResult<Json<Vec<ProjectView>>> {
+    let org = visible_org(&state, &caller, &org).await?;
+    let projects = state.store.list_projects(&org.id).await?;
+    Ok(Json(
+        projects
+            .iter()
+            .filter(|p| caller.project_role(p).is_some())
+            .map(|p| ProjectView::new(&org, p))
+            .collect(),
+    ))
+}
+
+/// Creates a project (org owners).
+#[utoipa::path(post, path = "/api/orgs/{org}/projects", tag = "orgs", request_body = CreateProject,
+    params(("org" = String, Path, description = "Org name")),
+    responses((status = 201, body = ProjectView), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub(super) async fn create_project(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs(org): PathArgs<String>,
+    JsonBody(body): JsonBody<CreateProject>,
+) -> ApiResult<(StatusCode, Json<ProjectView>)> {
+    let org = visible_org(&state, &caller, &org).await?;
+    caller.require_org(&org, Role::Owner)?;
+    let name = parse_name("name", &body.name)?;
+    let project = state
+        .store
+        .create_project(&org.id, &name, state.now())
+        .await?;
+    Ok((StatusCode::CREATED, Json(ProjectView::new(&org, &project))))
+}
+
+/// One project.
+#[utoipa::path(get, path = "/api/orgs/{org}/projects/{project}", tag = "orgs",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name")),
+    responses((status = 200, body = ProjectView), (status = 404, body = ErrorBody)))]
+pub(super) async fn get_project(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project)): PathArgs<(String, String)>,
+) -> ApiResult<Json<ProjectView>> {
+    let (org, project) = project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
+    Ok(Json(ProjectView::new(&org, &project)))
+}
+
+/// The org's memberships, by id (org members and owners).
+#[utoipa::path(get, path = "/api/orgs/{org}/memberships", tag = "memberships",
+    params(("org" = String, Path, description = "Org name")),
+    responses((status = 200, body = Vec<MembershipView>), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(super) async fn list_memberships(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs(org): PathArgs<String>,
+) -> ApiResult<Json<Vec<MembershipView>>> {
+    let org = visible_org(&state, &caller, &org).await?;
+    caller.require_org(&org, Role::Viewer)?;
+    let mut out = Vec::new();
+    for m in state.store.list_memberships_of_org(&org.id).await? {
+        out.push(membership_view(&state, &m, None).await?);
+    }
+    Ok(Json(out))
+}
+
+/// Gives a user a role in the org or one of its projects (org owners; project owners for
+/// their project).
+#[utoipa::path(post, path = "/api/orgs/{org}/memberships", tag = "memberships",
+    request_body = CreateMembership,
+    params(("org" = String, Path, description = "Org name")),
+    responses((status = 201, body = MembershipView), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub(super) async fn create_membership(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs(org): PathArgs<String>,
+    JsonBody(body): JsonBody<CreateMembership>,
+) -> ApiResult<(StatusCode, Json<MembershipView>)> {
+    let org_row = visible_org(&state, &caller, &org).await?;
+    let role: Role = body.role.parse().map_err(|_| {
+        ApiError::invalid(
+            "role",
+            format!("role {:?} is not one of owner, member, viewer", body.role),
+        )
+    })?;
+    let project = match &body.project {
+        Some(p) => {
+            let (_, project) = project_with_role(&state, &caller, &org, p, Role::Owner)
+                .await
+                .map_err(|e| e.with_field("project"))?;
+            Some(project)
+        }
+        None => {
+            caller.require_org(&org_row, Role::Owner)?;
+            None
+        }
+    };
+    let user = user_named(&state, "user", &body.user).await?;
+    let m = state
+        .store
+        .add_membership(
+            &user.id,
+            &org_row.id,
+            project.as_ref().map(|p| &p.id),
+            role,
+            state.now(),
+        )
+        .await?;
+    let view = membership_view(&state, &m, Some(&user)).await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// Removes a membership (org owners; project owners for their project).
+#[utoipa::path(delete, path = "/api/orgs/{org}/memberships/{membership}", tag = "memberships",
+    params(("org" = String, Path, description = "Org name"),
+        ("membership" = String, Path, description = "Membership id (m-…)")),
+    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(super) async fn delete_membership(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, membership)): PathArgs<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let org_row = visible_org(&state, &caller, &org).await?;
+    let id: MembershipId = membership
+        .parse()
+        .map_err(|e| ApiError::invalid("membership", format!("{e}")))?;
+    let missing = || ApiError::not_found("membership", format!("membership {id} not found"));
+    let m = state
+        .store
+        .list_memberships_of_org(&org_row.id)
+        .await?
+        .into_iter()
+        .find(|m| m.id == id)
+        .ok_or_else(missing)?;
+    match &m.project_id {
+        Some(p) => {
+            let project = state.store.get_project(p).await?;
+            caller.require_project(&project, &format!("{org}/{}", project.name), Role::Owner)?;
+        }
+        None => {
+            caller.require_org(&org_row, Role::Owner)?;
+        }
+    }
+    state.store.remove_membership(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Every user, by name (zone operators).
+#[utoipa::path(get, path = "/api/users", tag = "users",
+    responses((status = 200, body = Vec<UserView>), (status = 403, body = ErrorBody)))]
+pub(super) async fn list_users(
+    State(state): State<ApiState>,
+    caller: Caller,
+) -> ApiResult<Json<Vec<UserView>>> {
+    caller.require_operator()?;
+    let users = state.store.list_users().await?;
+    Ok(Json(users.iter().map(UserView::from).collect()))
+}
+
+/// Creates a user (zone operators). Give them a token and a membership next.
+#[utoipa::path(post, path = "/api/users", tag = "users", request_body = CreateUser,
+    responses((status = 201, body = UserView), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub(super) async fn create_user(
+    State(state): State<ApiState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<CreateUser>,
+) -> ApiResult<(StatusCode, Json<UserView>)> {
+    caller.require_operator()?;
+    let name = parse_name("name", &body.name)?;
+    let user = state.store.create_user(&name, state.now()).await?;
+    Ok((StatusCode::CREATED, Json(UserView::from(&user))))
+}
+
+/// The user a token path names, if the caller may manage its tokens (themselves or a zone
+/// operator).
+async fn token_owner(state: &ApiState, caller: &Caller, user: &str) -> ApiResult<User> {
+    if user == caller.user.name.as_str() {
+        return Ok(caller.user.clone());
+    }
+    if !caller.is_operator() {
+        return Err(ApiError::forbidden(
+            "only the user themselves or a zone operator may manage a user's tokens",
+        ));
+    }
+    user_named(state, "user", user).await
+}
+
+/// A user's tokens, by id (never their values).
+#[utoipa::path(get, path = "/api/users/{user}/tokens", tag = "users",
+    params(("user" = String, Path, description = "User name")),
+    responses((status = 200, body = Vec<TokenView>), (status = 403, body = ErrorBody)))]
+pub(super) async fn list_tokens(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs(user): PathArgs<String>,
+) -> ApiResult<Json<Vec<TokenView>>> {
+    let user = token_owner(&state, &caller, &user).await?;
+    let tokens = state.store.list_tokens(&user.id).await?;
+    Ok(Json(
+        tokens.iter().map(|t| TokenView::new(&user, t)).collect(),
+    ))
+}
+
+/// Creates a token; the answer carries its value, shown this once.
+#[utoipa::path(post, path = "/api/users/{user}/tokens", tag = "users", request_body = CreateToken,
+    params(("user" = String, Path, description = "User name")),
+    responses((status = 201, body = NewTokenView), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody)))]
+pub(super) async fn create_token(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs(user): PathArgs<String>,
+    JsonBody(body): JsonBody<CreateToken>,
+) -> ApiResult<(StatusCode, Json<NewTokenView>)> {
+    let user = token_owner(&state, &caller, &user).await?;
+    let label = body.label.trim();
+    if label.is_empty() || label.chars().count() > 100 {
+        return Err(ApiError::invalid(
+            "label",
+            "label must be 1 to 100 characters",
+        ));
+    }
+    let now = state.now();
+    if let Some(at) = body.expires_at
+        && at <= now.millis()
+    {
+        return Err(ApiError::invalid(
+            "expires_at",
+            "expires_at must be in the future",
+        ));
+    }
+    let (token, secret) = state
+        .store
+        .create_token(&user.id, label, body.expires_at.map(Timestamp), now)
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(NewTokenView {
+            token: TokenView::new(&user, &token),
+            value: secret.expose().to_string(),
+        }),
+    ))
+}
+
+/// Revokes a token.
+#[utoipa::path(delete, path = "/api/users/{user}/tokens/{token}", tag = "users",
+    params(("user" = String, Path, description = "User name"),
+        ("token" = String, Path, description = "Token id (t-…)")),
+    responses((status = 200, body = TokenView), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(super) async fn revoke_token(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((user, token)): PathArgs<(String, String)>,
+) -> ApiResult<Json<TokenView>> {
+    let user = token_owner(&state, &caller, &user).await?;
+    let id: TokenId = token
+        .parse()
+        .map_err(|e| ApiError::invalid("token", format!("{e}")))?;
+    let missing = || ApiError::not_found("token", format!("token {id} not found"));
+    let record = match state.store.get_token(&id).await {
+        Ok(t) => t,
+        Err(StoreError::NotFound { .. }) => return Err(missing()),
+        Err(e) => return Err(e.into()),
+    };
+    if record.user_id != user.id {
+        return Err(missing());
+    }
+    let revoked = state.store.revoke_token(&id, state.now()).await?;
+    Ok(Json(TokenView::new(&user, &revoked)))
+}
