@@ -5,3 +5,4 @@ pub mod api;
 pub mod backend;
 pub mod model;
 pub mod store;
+pub mod zone;

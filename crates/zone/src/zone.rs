@@ -1,0 +1,300 @@
+//! A running zone: the store, the provider hub's gRPC server, the apps supervisor, the
+//! reconcilers and the HTTP API, assembled and stopped together.
+//!
+//! [`Zone::start`] opens the store (SQLite in the data dir unless a PostgreSQL URL is given),
+//! makes sure the first operator exists, binds the listeners and starts every part;
+//! [`Zone::shutdown`] stops the API (finishing requests in flight), then the other parts, then
+//! closes the store. Starting again on the same data dir resumes: the store keeps all state,
+//! and the admin token file is reused.
+//!
+//! Files in the data dir:
+//! - `zone.db` — the SQLite store (when no database URL is given);
+//! - `admin-token` — the first operator's API token, mode 0600, written once;
+//! - `zone-url` — the API's URL, rewritten at every start, so the CLI finds a local zone.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::api::{self, ApiState};
+use crate::model::{Name, Role, TokenSecret, sys_org_id};
+use crate::store::{Store, StoreError, sqlite_url};
+
+/// Default address of the HTTP API.
+pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:7070";
+/// Default address of the providers' gRPC endpoint.
+pub const DEFAULT_GRPC_ADDR: &str = "127.0.0.1:7400";
+/// Name of the first operator the zone creates.
+pub const ADMIN_USER: &str = "admin";
+/// File in the data dir holding the admin token.
+pub const ADMIN_TOKEN_FILE: &str = "admin-token";
+/// File in the data dir holding the API's URL.
+pub const ZONE_URL_FILE: &str = "zone-url";
+
+/// The data dir used when none is given: `$ORC_DATA_DIR`, else `$XDG_DATA_HOME/orc`, else
+/// `$HOME/.local/share/orc`, else `./.orc`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("ORC_DATA_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("orc");
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(home).join(".local/share/orc");
+    }
+    PathBuf::from(".orc")
+}
+
+/// How to run a zone.
+#[derive(Debug, Clone)]
+pub struct ZoneConfig {
+    /// Where the zone keeps its files (created if missing).
+    pub data_dir: PathBuf,
+    /// `postgres://…` to keep the store in PostgreSQL; `None` for SQLite in the data dir.
+    pub database_url: Option<String>,
+    /// Where the HTTP API listens (port 0 picks a free port).
+    pub http_addr: SocketAddr,
+    /// Where providers dial in over gRPC (port 0 picks a free port).
+    pub grpc_addr: SocketAddr,
+}
+
+impl ZoneConfig {
+    /// A config with the default addresses and SQLite in `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        ZoneConfig {
+            data_dir: data_dir.into(),
+            database_url: None,
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            grpc_addr: SocketAddr::from(([127, 0, 0, 1], 7400)),
+        }
+    }
+
+    /// A config for tests: loopback, free ports.
+    pub fn ephemeral(data_dir: impl Into<PathBuf>) -> Self {
+        ZoneConfig {
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..ZoneConfig::new(data_dir)
+        }
+    }
+}
+
+/// Why a zone could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ZoneError {
+    /// The data dir or a file in it could not be created, read or written.
+    #[error("cannot use {path}")]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store could not be opened or prepared.
+    #[error("the store could not be opened")]
+    Store(#[source] StoreError),
+    /// A listener could not be bound.
+    #[error("cannot listen for the {what} on {addr}")]
+    Bind {
+        what: &'static str,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A running zone. Stop it with [`Zone::shutdown`].
+#[derive(Debug)]
+pub struct Zone {
+    store: Store,
+    data_dir: PathBuf,
+    http_addr: SocketAddr,
+    admin_token: TokenSecret,
+    admin_token_is_new: bool,
+    stop: watch::Sender<bool>,
+    http_task: JoinHandle<std::io::Result<()>>,
+}
+
+impl Zone {
+    /// Opens the store, makes sure the first operator exists, and starts every part.
+    pub async fn start(config: ZoneConfig) -> Result<Zone, ZoneError> {
+        let data_dir = config.data_dir.clone();
+        create_private_dir(&data_dir)?;
+        let url = match &config.database_url {
+            Some(url) => url.clone(),
+            None => sqlite_url(&data_dir.join("zone.db")),
+        };
+        let store = Store::open(&url).await.map_err(ZoneError::Store)?;
+        let (admin_token, admin_token_is_new) = ensure_admin(&store, &data_dir).await?;
+
+        let http = TcpListener::bind(config.http_addr)
+            .await
+            .map_err(|source| ZoneError::Bind {
+                what: "HTTP API",
+                addr: config.http_addr,
+                source,
+            })?;
+        let http_addr = http.local_addr().map_err(|source| ZoneError::Bind {
+            what: "HTTP API",
+            addr: config.http_addr,
+            source,
+        })?;
+
+        let state = ApiState::new(store.clone());
+
+        let (stop, stopped) = watch::channel(false);
+        let http_task = tokio::spawn(api::serve(http, state, wait_for_stop(stopped)));
+
+        let url_file = data_dir.join(ZONE_URL_FILE);
+        std::fs::write(&url_file, format!("http://{http_addr}\n")).map_err(|source| {
+            ZoneError::DataDir {
+                path: url_file,
+                source,
+            }
+        })?;
+        tracing::info!(%http_addr, "zone API listening");
+
+        Ok(Zone {
+            store,
+            data_dir,
+            http_addr,
+            admin_token,
+            admin_token_is_new,
+            stop,
+            http_task,
+        })
+    }
+
+    /// The store the zone runs on.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The data dir.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// Where the HTTP API listens.
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
+    /// The API's base URL, `http://ADDR`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.http_addr)
+    }
+
+    /// The first operator's token (from `<data_dir>/admin-token`).
+    pub fn admin_token(&self) -> &TokenSecret {
+        &self.admin_token
+    }
+
+    /// Whether this start created the admin token (so it should be shown once).
+    pub fn admin_token_is_new(&self) -> bool {
+        self.admin_token_is_new
+    }
+
+    /// Stops every part: the API first (requests in flight finish), then the rest; closes
+    /// the store.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        match self.http_task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "the API server ended with an error"),
+            Err(e) => tracing::warn!(error = %e, "the API server task failed"),
+        }
+        self.store.close().await;
+    }
+}
+
+async fn wait_for_stop(mut stopped: watch::Receiver<bool>) {
+    // An error means the sender is gone, which also means stop.
+    let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), ZoneError> {
+    let io = |source| ZoneError::DataDir {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir).map_err(io)
+}
+
+/// Makes sure user `admin` exists with an owner role in org `sys` and a token in
+/// `<data_dir>/admin-token`. Returns the token and whether it was created now.
+async fn ensure_admin(store: &Store, data_dir: &Path) -> Result<(TokenSecret, bool), ZoneError> {
+    let path = data_dir.join(ADMIN_TOKEN_FILE);
+    let now = crate::model::Timestamp::now();
+    let name: Name = ADMIN_USER.parse().map_err(|e: crate::model::ModelError| {
+        ZoneError::Store(StoreError::Invalid {
+            kind: crate::store::Kind::User,
+            id: ADMIN_USER.to_string(),
+            reason: e.to_string(),
+        })
+    })?;
+    let user = match store.user_by_name(&name).await {
+        Ok(u) => u,
+        Err(StoreError::NotFound { .. }) => {
+            let user = store
+                .create_user(&name, now)
+                .await
+                .map_err(ZoneError::Store)?;
+            store
+                .add_membership(&user.id, &sys_org_id(), None, Role::Owner, now)
+                .await
+                .map_err(ZoneError::Store)?;
+            user
+        }
+        Err(e) => return Err(ZoneError::Store(e)),
+    };
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let secret = TokenSecret::from_presented(text.trim().to_string());
+        let valid = store
+            .authenticate_token(&secret, now)
+            .await
+            .map_err(ZoneError::Store)?;
+        if valid.is_some_and(|t| t.user_id == user.id) {
+            return Ok((secret, false));
+        }
+        tracing::warn!(path = %path.display(), "the admin token file holds no valid token; writing a new one");
+    }
+    let (_, secret) = store
+        .create_token(&user.id, "admin (created at zone start)", None, now)
+        .await
+        .map_err(ZoneError::Store)?;
+    write_private_file(&path, secret.expose()).map_err(|source| ZoneError::DataDir {
+        path: path.clone(),
+        source,
+    })?;
+    Ok((secret, true))
+}
+
+fn write_private_file(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    writeln!(file, "{text}")?;
+    file.sync_all()
+}
