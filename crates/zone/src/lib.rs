@@ -2,6 +2,7 @@
 //! SQLite or PostgreSQL). See `docs/store.md`.
 
 pub mod api;
+pub mod apps;
 pub mod backend;
 pub mod model;
 pub mod store;
