@@ -239,6 +239,13 @@ impl PartnerProvider {
             resource = %self.shared.hello.resource_uri,
             "This replica is serving the partner resource now; it keeps catalogs, caps and inventory current from here on"
         );
+        {
+            let at = now();
+            let mut state = lock(&self.shared.state);
+            for cloud in capped_clouds(&self.shared) {
+                state.start_counting(cloud, at);
+            }
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::error!("no async runtime to run the catalog refresh on");
             return;
@@ -911,19 +918,24 @@ async fn refresh_loop(shared: Arc<Shared>) {
     }
 }
 
-/// Counts each capped cloud's nodes, retrying a failed count, until every one is counted.
-async fn count_capped_clouds(shared: Arc<Shared>) {
-    let capped: Vec<Cloud> = shared
+/// The keyed clouds with a cap.
+fn capped_clouds(shared: &Shared) -> Vec<Cloud> {
+    shared
         .clients
         .keyed()
         .into_iter()
         .filter(|c| shared.config.cloud(*c).is_some_and(|cc| cc.is_capped()))
-        .collect();
-    let mut pending = capped;
-    while !pending.is_empty() {
+        .collect()
+}
+
+/// Counts each capped cloud's nodes (their counts were started on promotion), retrying a
+/// failed count, until every one is counted or the replica stands by. A retried count does
+/// not start a new counting window: a cloud whose count failed sits out until one succeeds.
+async fn count_capped_clouds(shared: Arc<Shared>) {
+    let mut pending = capped_clouds(&shared);
+    while !pending.is_empty() && shared.role.load(Ordering::SeqCst) == ROLE_SERVING {
         let mut failed = Vec::new();
         for cloud in pending {
-            lock(&shared.state).start_counting(cloud, now());
             match count_cloud(&shared, cloud).await {
                 Ok(usage) => {
                     tracing::info!(%cloud, tenant_nodes = usage.tenant_nodes, monthly_spend_usd = %usage.monthly_spend_usd, "Counted the cloud's nodes; it may place nodes again");
