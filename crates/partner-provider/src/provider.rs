@@ -1017,3 +1017,62 @@ impl Provider for PartnerProvider {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use orc_partner::params::{MapSource, load_config};
+
+    use super::*;
+
+    const KEY: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHkxbq0XPwVbYb2oZfhIfxXvqqxVGbAIbR2l4vXQdQ5Y ops";
+
+    fn config() -> Config {
+        load_config(
+            &MapSource::new()
+                .param("partner_id", "zone-1")
+                .param("vultr_api_key", "k")
+                .param("vultr_owner_tag", "t"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn user_data_carries_the_bootstrap_and_the_keys() {
+        let cfg = config();
+        assert_eq!(user_data(b"", &[], &cfg), Ok(None));
+        assert_eq!(
+            user_data(b"#!/bin/sh\ntrue\n", &[], &cfg),
+            Ok(Some("#!/bin/sh\ntrue\n".to_string()))
+        );
+        let keys_only = user_data(b"", &[KEY.to_string()], &cfg).unwrap().unwrap();
+        assert_eq!(
+            keys_only,
+            format!("#cloud-config\nssh_authorized_keys:\n  - \"{KEY}\"\n")
+        );
+        let both = user_data(b"#!/bin/sh\ntrue\n", &[KEY.to_string()], &cfg)
+            .unwrap()
+            .unwrap();
+        assert!(both.starts_with("Content-Type: multipart/mixed;"), "{both}");
+        assert!(both.contains("Content-Type: text/x-shellscript"), "{both}");
+        assert!(
+            both.contains(KEY) && both.contains("#!/bin/sh\ntrue\n"),
+            "{both}"
+        );
+        assert!(user_data(&[0xff, 0xfe], &[], &cfg).is_err());
+    }
+
+    #[test]
+    fn every_refusal_kind_has_its_wire_kind() {
+        let kinds = [
+            RefusalKind::NoCapacity,
+            RefusalKind::Counting,
+            RefusalKind::Transient,
+            RefusalKind::OperatorFix,
+            RefusalKind::Failed,
+        ];
+        let wire: Vec<&str> = kinds.iter().map(|k| proto_kind(*k).as_str()).collect();
+        let pure: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+        assert_eq!(wire, pure);
+    }
+}
