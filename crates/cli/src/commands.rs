@@ -1,0 +1,645 @@
+//! The verbs that talk to a zone's API. Each prints a table for people or, with `--json`,
+//! the API's JSON unchanged (pretty-printed) for scripts.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use orc_zone::api::LogLineView;
+use orc_zone::api::views::{NodeView, OrgView, PoolView, ProjectView, ProviderView, QuoteView};
+use serde_json::json;
+
+use crate::ConnArgs;
+use crate::client::{Client, segment};
+use crate::table::{Table, fields};
+
+/// The default API URL when nothing else names one.
+const DEFAULT_URL: &str = "http://127.0.0.1:7070";
+
+fn data_dir() -> PathBuf {
+    orc_zone::zone::default_data_dir()
+}
+
+fn read_trimmed(path: &std::path::Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
+
+/// The client for `conn`: URL from `--url`/`ORC_URL`, else `<data dir>/zone-url`, else the
+/// default; token from `--token`/`ORC_TOKEN`, else `<data dir>/admin-token`.
+pub fn client(conn: &ConnArgs) -> Client {
+    let dir = data_dir();
+    let url = conn
+        .url
+        .clone()
+        .or_else(|| read_trimmed(&dir.join(orc_zone::zone::ZONE_URL_FILE)))
+        .unwrap_or_else(|| DEFAULT_URL.to_string());
+    let token = conn
+        .token
+        .clone()
+        .or_else(|| read_trimmed(&dir.join(orc_zone::zone::ADMIN_TOKEN_FILE)));
+    Client::new(&url, token)
+}
+
+/// `ORG/PROJECT`.
+fn project_path(text: &str) -> anyhow::Result<(String, String)> {
+    match text.split('/').collect::<Vec<_>>().as_slice() {
+        [org, project] if !org.is_empty() && !project.is_empty() => {
+            Ok((org.to_string(), project.to_string()))
+        }
+        _ => bail!("{text:?} is not ORG/PROJECT"),
+    }
+}
+
+/// `ORG/PROJECT/NAME`, or `ORG/NAME` for the org's project of the same name (`sys/partner`
+/// is pool `partner` of project `sys/sys`).
+pub fn object_path(text: &str, what: &str) -> anyhow::Result<(String, String, String)> {
+    match text.split('/').collect::<Vec<_>>().as_slice() {
+        [org, project, name] if [org, project, name].iter().all(|s| !s.is_empty()) => {
+            Ok((org.to_string(), project.to_string(), name.to_string()))
+        }
+        [org, name] if !org.is_empty() && !name.is_empty() => {
+            Ok((org.to_string(), org.to_string(), name.to_string()))
+        }
+        _ => bail!("{text:?} is not ORG/PROJECT/{what} (or ORG/{what})"),
+    }
+}
+
+fn project_url(org: &str, project: &str) -> String {
+    format!("/api/orgs/{}/projects/{}", segment(org), segment(project))
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+fn shape_text(p: &PoolView) -> String {
+    let mut text = format!("{} vCPU · {} GiB", p.shape.cpu, p.shape.mem);
+    if let Some(arch) = &p.shape.arch
+        && arch != "x86_64"
+    {
+        text.push_str(&format!(" · {arch}"));
+    }
+    for d in &p.shape.disks {
+        text.push_str(&format!(" · +{d} GiB"));
+    }
+    text
+}
+
+fn pools_table(pools: &[PoolView]) -> String {
+    let mut t = Table::new(&[
+        "POOL", "PROVIDER", "SIZE", "RUNNING", "STARTING", "PARKED", "SHAPE", "CLASS", "OS",
+        "STATUS",
+    ]);
+    for p in pools {
+        t.row(vec![
+            p.path.clone(),
+            p.provider.clone(),
+            p.size.to_string(),
+            p.nodes.running.to_string(),
+            p.nodes.starting.to_string(),
+            p.nodes.parked.to_string(),
+            shape_text(p),
+            p.class.clone(),
+            p.os.clone(),
+            if p.deleting { "deleting" } else { "" }.to_string(),
+        ]);
+    }
+    t.render()
+}
+
+/// `orc pools [ORG/PROJECT]`.
+pub async fn pools(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> {
+    let client = client(conn);
+    let mut all: Vec<PoolView> = Vec::new();
+    match project {
+        Some(p) => {
+            let (org, project) = project_path(p)?;
+            all = client
+                .get(&format!("{}/pools", project_url(&org, &project)))
+                .await?;
+        }
+        None => {
+            let orgs: Vec<OrgView> = client.get("/api/orgs").await?;
+            for org in orgs {
+                let projects: Vec<ProjectView> = client
+                    .get(&format!("/api/orgs/{}/projects", segment(&org.name)))
+                    .await?;
+                for project in projects {
+                    let pools: Vec<PoolView> = client
+                        .get(&format!("{}/pools", project_url(&org.name, &project.name)))
+                        .await?;
+                    all.extend(pools);
+                }
+            }
+        }
+    }
+    if conn.json {
+        return print_json(&all);
+    }
+    if all.is_empty() {
+        println!("No pools.");
+        return Ok(());
+    }
+    print!("{}", pools_table(&all));
+    Ok(())
+}
+
+/// Arguments of `orc pool create`.
+#[derive(Debug, Args)]
+pub struct CreatePoolArgs {
+    /// ORG/PROJECT/NAME
+    pub pool: String,
+    /// Provider name (visible to the project).
+    #[arg(long)]
+    pub provider: String,
+    /// Region class (eu-central).
+    #[arg(long)]
+    pub class: String,
+    /// vCPUs per node.
+    #[arg(long)]
+    pub cpu: u32,
+    /// Memory per node, GiB.
+    #[arg(long)]
+    pub mem: u32,
+    /// Architecture: x86_64 or arm64.
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// Extra disk, GiB (repeat for more).
+    #[arg(long = "disk")]
+    pub disks: Vec<u32>,
+    /// OS id (debian-12).
+    #[arg(long)]
+    pub os: String,
+    /// Number of nodes.
+    #[arg(long)]
+    pub size: u32,
+    /// Give the pool a public address.
+    #[arg(long)]
+    pub public: bool,
+    /// App package the nodes run (org/name:tag).
+    #[arg(long)]
+    pub app: Option<String>,
+    /// App param NAME=VALUE (repeat for more).
+    #[arg(long = "param", value_parser = parse_param)]
+    pub params: Vec<(String, String)>,
+    /// Wait until every node runs, with a progress bar.
+    #[arg(long)]
+    pub wait: bool,
+    /// Give up waiting after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+}
+
+fn parse_param(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))
+}
+
+/// `orc pool create`.
+pub async fn pool_create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(&args.pool, "NAME")?;
+    let params: BTreeMap<String, String> = args.params.into_iter().collect();
+    let body = json!({
+        "name": name,
+        "provider": args.provider,
+        "size": args.size,
+        "shape": {"cpu": args.cpu, "mem": args.mem, "arch": args.arch, "disks": args.disks},
+        "class": args.class,
+        "os": args.os,
+        "public": args.public,
+        "app": args.app,
+        "params": params,
+    });
+    let pool: PoolView = client
+        .post(&format!("{}/pools", project_url(&org, &project)), &body)
+        .await?;
+    if !args.wait {
+        if conn.json {
+            return print_json(&pool);
+        }
+        println!("Created pool {} with {} node(s).", pool.path, pool.size);
+        return Ok(());
+    }
+    let pool = wait_for_nodes(
+        &client,
+        &org,
+        &project,
+        &name,
+        pool.size,
+        args.timeout,
+        conn.json,
+    )
+    .await?;
+    if conn.json {
+        return print_json(&pool);
+    }
+    println!(
+        "Pool {} is up: {} of {} node(s) running.",
+        pool.path, pool.nodes.running, pool.size
+    );
+    Ok(())
+}
+
+/// Polls the pool until `size` nodes run, showing a progress bar (hidden when stderr is not
+/// a terminal or with `--json`).
+async fn wait_for_nodes(
+    client: &Client,
+    org: &str,
+    project: &str,
+    name: &str,
+    size: u32,
+    timeout: u64,
+    quiet: bool,
+) -> anyhow::Result<PoolView> {
+    let url = format!("{}/pools/{}", project_url(org, project), segment(name));
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(u64::from(size))
+    };
+    if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} running  {msg}") {
+        bar.set_style(style);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+    loop {
+        let pool: PoolView = client.get(&url).await?;
+        bar.set_position(u64::from(pool.nodes.running));
+        let mut msg = format!(
+            "{} starting, {} parked",
+            pool.nodes.starting, pool.nodes.parked
+        );
+        if pool.nodes.parked > 0 {
+            let nodes: Vec<NodeView> = client.get(&format!("{url}/nodes")).await?;
+            if let Some(words) = nodes
+                .iter()
+                .find(|n| n.state == "parked")
+                .and_then(|n| n.words.clone())
+            {
+                msg.push_str(&format!(": {words}"));
+            }
+        }
+        bar.set_message(msg);
+        if pool.nodes.running >= size {
+            bar.finish_and_clear();
+            return Ok(pool);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bar.abandon();
+            bail!(
+                "gave up after {timeout} s: {} of {size} node(s) running",
+                pool.nodes.running
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// `orc pool resize`.
+pub async fn pool_resize(conn: &ConnArgs, pool: &str, size: u32) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(pool, "POOL")?;
+    let view: PoolView = client
+        .post(
+            &format!(
+                "{}/pools/{}/resize",
+                project_url(&org, &project),
+                segment(&name)
+            ),
+            &json!({ "size": size }),
+        )
+        .await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    println!("Pool {} now has size {}.", view.path, view.size);
+    Ok(())
+}
+
+/// `orc pool delete`.
+pub async fn pool_delete(conn: &ConnArgs, pool: &str) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(pool, "POOL")?;
+    let view: PoolView = client
+        .delete(&format!(
+            "{}/pools/{}",
+            project_url(&org, &project),
+            segment(&name)
+        ))
+        .await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    println!(
+        "Pool {} is being deleted; its nodes are destroyed first.",
+        view.path
+    );
+    Ok(())
+}
+
+fn price_text(n: &NodeView) -> String {
+    match &n.price {
+        Some(p) => format!("{} {}/{}", p.amount, p.currency, p.period),
+        None => "unpriced".to_string(),
+    }
+}
+
+fn nodes_table(nodes: &[NodeView]) -> String {
+    let mut t = Table::new(&[
+        "SLOT",
+        "NODE",
+        "STATE",
+        "SITE",
+        "PRICE",
+        "ADDRESSES",
+        "WORDS",
+    ]);
+    for n in nodes {
+        t.row(vec![
+            n.slot.to_string(),
+            n.id.clone(),
+            n.state.clone(),
+            n.site.clone().unwrap_or_else(|| "-".to_string()),
+            price_text(n),
+            if n.addresses.is_empty() {
+                "-".to_string()
+            } else {
+                n.addresses.join(",")
+            },
+            n.words.clone().unwrap_or_default(),
+        ]);
+    }
+    t.render()
+}
+
+/// `orc nodes ORG/PROJECT/POOL`.
+pub async fn nodes(conn: &ConnArgs, pool: &str, all: bool) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(pool, "POOL")?;
+    let nodes: Vec<NodeView> = client
+        .get(&format!(
+            "{}/pools/{}/nodes{}",
+            project_url(&org, &project),
+            segment(&name),
+            if all { "?include_ended=true" } else { "" }
+        ))
+        .await?;
+    if conn.json {
+        return print_json(&nodes);
+    }
+    if nodes.is_empty() {
+        println!("No nodes.");
+        return Ok(());
+    }
+    print!("{}", nodes_table(&nodes));
+    Ok(())
+}
+
+fn providers_table(providers: &[ProviderView]) -> String {
+    let mut t = Table::new(&[
+        "PROVIDER", "PROJECT", "SCOPE", "MARKUP", "SERVING", "STANDBY", "RESOURCE",
+    ]);
+    for p in providers {
+        let serving = p.replicas.iter().filter(|r| r.role == "serving").count();
+        let standby = p.replicas.len() - serving;
+        t.row(vec![
+            p.name.clone(),
+            p.project.clone(),
+            p.scope.clone(),
+            p.pricing
+                .markup
+                .clone()
+                .unwrap_or_else(|| "none".to_string()),
+            serving.to_string(),
+            standby.to_string(),
+            p.resource_uri.clone(),
+        ]);
+    }
+    t.render()
+}
+
+/// `orc providers [ORG/PROJECT]` (default `sys/sys`).
+pub async fn providers(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project) = project_path(project.unwrap_or("sys/sys"))?;
+    let list: Vec<ProviderView> = client
+        .get(&format!("{}/providers", project_url(&org, &project)))
+        .await?;
+    if conn.json {
+        return print_json(&list);
+    }
+    if list.is_empty() {
+        println!("No providers visible to {org}/{project}.");
+        return Ok(());
+    }
+    print!("{}", providers_table(&list));
+    Ok(())
+}
+
+/// `orc provider change-scope ORG/PROJECT/PROVIDER zone|project`.
+pub async fn change_scope(conn: &ConnArgs, provider: &str, scope: &str) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(provider, "PROVIDER")?;
+    let view: ProviderView = client
+        .post(
+            &format!(
+                "{}/providers/{}/change-scope",
+                project_url(&org, &project),
+                segment(&name)
+            ),
+            &json!({ "scope": scope }),
+        )
+        .await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    let whom = match view.scope.as_str() {
+        "zone" => "every project of the zone".to_string(),
+        _ => format!("project {} only", view.project),
+    };
+    println!(
+        "Provider {} now has scope {}: visible to {whom}.",
+        view.name, view.scope
+    );
+    Ok(())
+}
+
+/// `orc provider pricing ORG/PROJECT/PROVIDER --markup M | --none`.
+pub async fn pricing(
+    conn: &ConnArgs,
+    provider: &str,
+    markup: Option<String>,
+) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(provider, "PROVIDER")?;
+    let view: ProviderView = client
+        .put(
+            &format!(
+                "{}/providers/{}/pricing",
+                project_url(&org, &project),
+                segment(&name)
+            ),
+            &json!({ "markup": markup }),
+        )
+        .await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    match &view.pricing.markup {
+        Some(m) => println!(
+            "Provider {} now prices new nodes with markup {m}.",
+            view.name
+        ),
+        None => println!(
+            "Provider {} has no pricing strategy: new nodes are unpriced.",
+            view.name
+        ),
+    }
+    Ok(())
+}
+
+/// Arguments of `orc quote`.
+#[derive(Debug, Args)]
+pub struct QuoteArgs {
+    /// ORG/PROJECT asking.
+    pub project: String,
+    /// Provider name.
+    #[arg(long)]
+    pub provider: String,
+    /// Region class.
+    #[arg(long)]
+    pub class: String,
+    /// vCPUs.
+    #[arg(long)]
+    pub cpu: u32,
+    /// Memory, GiB.
+    #[arg(long)]
+    pub mem: u32,
+    /// Architecture: x86_64 or arm64.
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// Extra disk, GiB (repeat for more).
+    #[arg(long = "disk")]
+    pub disks: Vec<u32>,
+    /// OS id.
+    #[arg(long)]
+    pub os: String,
+    /// Quote for a public pool.
+    #[arg(long)]
+    pub public: bool,
+}
+
+/// `orc quote`.
+pub async fn quote(conn: &ConnArgs, args: QuoteArgs) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project) = project_path(&args.project)?;
+    let body = json!({
+        "provider": args.provider,
+        "shape": {"cpu": args.cpu, "mem": args.mem, "arch": args.arch, "disks": args.disks},
+        "class": args.class,
+        "os": args.os,
+        "public": args.public,
+    });
+    let view: QuoteView = client
+        .post(&format!("{}/quote", project_url(&org, &project)), &body)
+        .await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    print!("{}", quote_text(&view));
+    Ok(())
+}
+
+fn quote_text(view: &QuoteView) -> String {
+    let mut pairs = vec![
+        ("provider", view.provider.clone()),
+        ("outcome", view.outcome.clone()),
+    ];
+    match view.outcome.as_str() {
+        "offer" => {
+            pairs.push(("site", view.site.clone().unwrap_or_default()));
+            pairs.push(("line", view.words.clone()));
+            pairs.push((
+                "price",
+                match &view.price {
+                    Some(p) => format!("{} {}/{}", p.amount, p.currency, p.period),
+                    None => "unpriced".to_string(),
+                },
+            ));
+            pairs.push((
+                "markup",
+                view.markup.clone().unwrap_or_else(|| "none".into()),
+            ));
+        }
+        _ => {
+            pairs.push(("reason", view.words.clone()));
+            pairs.push(("kind", view.refusal.clone().unwrap_or_default()));
+        }
+    }
+    fields(&pairs)
+}
+
+/// `orc logs POOL [--slot N] [--level L]`.
+pub async fn logs(
+    conn: &ConnArgs,
+    pool: &str,
+    slot: Option<u32>,
+    level: &str,
+) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(pool, "POOL")?;
+    let mut url = format!(
+        "{}/pools/{}/logs?level={}",
+        project_url(&org, &project),
+        segment(&name),
+        segment(level)
+    );
+    if let Some(slot) = slot {
+        url.push_str(&format!("&slot={slot}"));
+    }
+    let lines: Vec<LogLineView> = client
+        .get(&url)
+        .await
+        .with_context(|| format!("reading the logs of {org}/{project}/{name}"))?;
+    if conn.json {
+        return print_json(&lines);
+    }
+    for line in lines {
+        println!(
+            "{} [{}] {:<5} {}",
+            line.at,
+            line.slot,
+            line.level.to_uppercase(),
+            line.message
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_parse_and_name_what_is_wrong() {
+        assert_eq!(
+            object_path("acme/web/db", "POOL").unwrap(),
+            ("acme".into(), "web".into(), "db".into())
+        );
+        assert_eq!(
+            object_path("sys/partner", "POOL").unwrap(),
+            ("sys".into(), "sys".into(), "partner".into())
+        );
+        let e = object_path("a//b", "POOL").unwrap_err().to_string();
+        assert_eq!(e, "\"a//b\" is not ORG/PROJECT/POOL (or ORG/POOL)");
+        assert!(project_path("acme").is_err());
+    }
+}

@@ -1,0 +1,251 @@
+//! `orc`: runs a zone (`orc zone serve`, `orc up`) and talks to a zone's API (`orc pools`,
+//! `orc pool create`, `orc quote`, …). A thin layer: argument parsing here, calls in
+//! [`commands`], HTTP in [`client`], tables in [`table`]. See `docs/cli.md`.
+
+mod client;
+mod commands;
+mod table;
+mod up;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// orc: a small cloud platform.
+#[derive(Debug, Parser)]
+#[command(name = "orc", version, about)]
+struct Cli {
+    #[command(flatten)]
+    conn: ConnArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// How to reach a zone.
+#[derive(Debug, Clone, Args)]
+pub struct ConnArgs {
+    /// The zone's API URL [default: <data dir>/zone-url, else http://127.0.0.1:7070].
+    #[arg(long, global = true, env = "ORC_URL")]
+    pub url: Option<String>,
+    /// API token [default: <data dir>/admin-token].
+    #[arg(long, global = true, env = "ORC_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start everything on this machine: zone, emulated clouds and the partner provider.
+    Up(up::UpArgs),
+    /// Run a zone controller.
+    Zone {
+        #[command(subcommand)]
+        command: ZoneCommand,
+    },
+    /// List pools of a project (all visible projects if none given).
+    Pools {
+        /// ORG/PROJECT
+        project: Option<String>,
+    },
+    /// Create, resize or delete a pool.
+    Pool {
+        #[command(subcommand)]
+        command: PoolCommand,
+    },
+    /// List the nodes of a pool.
+    Nodes {
+        /// ORG/PROJECT/POOL (ORG/POOL means the org's project of the same name)
+        pool: String,
+        /// Include ended nodes.
+        #[arg(long)]
+        all: bool,
+    },
+    /// List the providers a project may use (default sys/sys).
+    Providers {
+        /// ORG/PROJECT
+        project: Option<String>,
+    },
+    /// Change a provider's scope or pricing.
+    Provider {
+        #[command(subcommand)]
+        command: ProviderCommand,
+    },
+    /// Ask a provider what a node would cost, and where.
+    Quote(commands::QuoteArgs),
+    /// Show the kept logs of an app pool's slots.
+    Logs {
+        /// ORG/PROJECT/POOL (ORG/POOL means the org's project of the same name)
+        pool: String,
+        /// Only this slot.
+        #[arg(long)]
+        slot: Option<u32>,
+        /// Least severe level shown: error, warn, info, debug or trace.
+        #[arg(long, default_value = "info")]
+        level: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ZoneCommand {
+    /// Run the zone controller until Ctrl-C.
+    Serve(ServeArgs),
+}
+
+/// Arguments of `orc zone serve`.
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Where the zone keeps its files [default: $ORC_DATA_DIR, else ~/.local/share/orc].
+    #[arg(long, env = "ORC_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Keep the store in PostgreSQL (postgres://USER:PASSWORD@HOST:PORT/DB) instead of
+    /// SQLite in the data dir.
+    #[arg(long, env = "ORC_DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// Where the HTTP API listens.
+    #[arg(long, default_value = orc_zone::zone::DEFAULT_HTTP_ADDR)]
+    http: SocketAddr,
+    /// Where providers dial in (gRPC).
+    #[arg(long, default_value = orc_zone::zone::DEFAULT_GRPC_ADDR)]
+    grpc: SocketAddr,
+}
+
+#[derive(Debug, Subcommand)]
+enum PoolCommand {
+    /// Create a pool.
+    Create(commands::CreatePoolArgs),
+    /// Set a pool's size.
+    Resize {
+        /// ORG/PROJECT/POOL
+        pool: String,
+        /// New number of nodes.
+        size: u32,
+    },
+    /// Delete a pool (its nodes are destroyed first).
+    Delete {
+        /// ORG/PROJECT/POOL
+        pool: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ProviderCommand {
+    /// Make a provider visible to every project (zone) or its own only (project).
+    ChangeScope {
+        /// ORG/PROJECT/PROVIDER (the project it registered in)
+        provider: String,
+        /// zone or project
+        scope: String,
+    },
+    /// Set a provider's markup (0 allowed), or remove its strategy with --none.
+    Pricing {
+        /// ORG/PROJECT/PROVIDER (the project it registered in)
+        provider: String,
+        /// Markup as a decimal (0.15 = 15 %).
+        #[arg(long, conflicts_with = "none", required_unless_present = "none")]
+        markup: Option<String>,
+        /// No strategy: new nodes are unpriced.
+        #[arg(long)]
+        none: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error and its causes on one line.
+fn one_line(e: &anyhow::Error) -> String {
+    e.chain()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let conn = cli.conn;
+    match cli.command {
+        Command::Up(args) => up::run(args).await,
+        Command::Zone {
+            command: ZoneCommand::Serve(args),
+        } => serve(args).await,
+        Command::Pools { project } => commands::pools(&conn, project.as_deref()).await,
+        Command::Pool { command } => match command {
+            PoolCommand::Create(args) => commands::pool_create(&conn, args).await,
+            PoolCommand::Resize { pool, size } => commands::pool_resize(&conn, &pool, size).await,
+            PoolCommand::Delete { pool } => commands::pool_delete(&conn, &pool).await,
+        },
+        Command::Nodes { pool, all } => commands::nodes(&conn, &pool, all).await,
+        Command::Providers { project } => commands::providers(&conn, project.as_deref()).await,
+        Command::Provider { command } => match command {
+            ProviderCommand::ChangeScope { provider, scope } => {
+                commands::change_scope(&conn, &provider, &scope).await
+            }
+            ProviderCommand::Pricing {
+                provider,
+                markup,
+                none,
+            } => commands::pricing(&conn, &provider, if none { None } else { markup }).await,
+        },
+        Command::Quote(args) => commands::quote(&conn, args).await,
+        Command::Logs { pool, slot, level } => commands::logs(&conn, &pool, slot, &level).await,
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    init_tracing();
+    let data_dir = args
+        .data_dir
+        .unwrap_or_else(orc_zone::zone::default_data_dir);
+    let mut config = orc_zone::zone::ZoneConfig::new(&data_dir);
+    config.database_url = args.database_url;
+    config.http_addr = args.http;
+    config.grpc_addr = args.grpc;
+    let zone = orc_zone::zone::Zone::start(config).await?;
+    println!("zone API:    {}", zone.url());
+    println!("data dir:    {}", zone.data_dir().display());
+    let token_file = zone.data_dir().join(orc_zone::zone::ADMIN_TOKEN_FILE);
+    if zone.admin_token_is_new() {
+        println!(
+            "admin token: {} (saved in {}; shown only this once)",
+            zone.admin_token().expose(),
+            token_file.display()
+        );
+    } else {
+        println!("admin token: in {}", token_file.display());
+    }
+    println!("Ctrl-C stops the zone.");
+    tokio::signal::ctrl_c().await?;
+    println!("stopping…");
+    zone.shutdown().await;
+    Ok(())
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ORC_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
