@@ -352,3 +352,48 @@ async fn an_unreadable_cloud_sends_no_inventory() {
     clear_faults(&hetzner_root(&emu)).await;
     assert_eq!(p.inventory().await.unwrap().nodes.len(), 1);
 }
+
+/// Two replicas deploy one node at once (a zone failover during a partition): the create
+/// that loses Hetzner's unique-name race answers the instance that won.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_racing_on_one_node_make_one_server() {
+    let emu = emulators().await;
+    let a = provider(config(&source(&emu, "a")));
+    let b = provider(config(&source(&emu, "a")));
+    let o = offer(&a, quote("n-race", "eu-central", 2, 4)).await;
+    control(
+        &hetzner_root(&emu),
+        "/_emu/latency",
+        serde_json::json!({"ms": 150}),
+    )
+    .await;
+    let (first, second) = tokio::join!(
+        deploy(&a, "n-race", o.quote_token.clone()),
+        deploy(&b, "n-race", o.quote_token.clone())
+    );
+    control(
+        &hetzner_root(&emu),
+        "/_emu/latency",
+        serde_json::json!({"ms": 0}),
+    )
+    .await;
+    let (first, second) = (deployed(first), deployed(second));
+    assert_eq!(first.instance_ref, second.instance_ref);
+    assert_eq!(count_node(&emu, "n-race").await, 1);
+    let log: serde_json::Value = reqwest::get(format!("{}/_emu/requests", hetzner_root(&emu)))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let entries = log
+        .as_array()
+        .or_else(|| log["requests"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    let conflicts = entries
+        .iter()
+        .filter(|r| r["method"] == "POST" && r["status"] == 409)
+        .count();
+    assert_eq!(conflicts, 1, "the race was not run: {log}");
+}
