@@ -4,6 +4,9 @@
 pub mod api;
 pub mod apps;
 pub mod backend;
+pub mod hub;
 pub mod model;
+pub mod pricing;
+pub mod reconcile;
 pub mod store;
 pub mod zone;

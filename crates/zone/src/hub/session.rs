@@ -1,0 +1,387 @@
+//! One provider stream from `Attach` to its end: authenticate, read the hello, register
+//! the replica in its group, then route what the provider sends until the stream ends or
+//! falls silent; on the way out, promote a standby if this replica was serving.
+
+use std::pin::Pin;
+
+use orc_proto::pb::provider_hub_server::ProviderHub;
+use orc_proto::{
+    Hello, ProviderBody, ProviderMessage, RequestId, Role, ZoneBody, check_protocol_version, pb,
+};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::auth::authenticate;
+use super::{Attached, Group, Hub, Outbound, send};
+use crate::backend::BackendError;
+use crate::model::{Name, NewProvider, PricingStrategy, Project, Provider, ProviderScope};
+use crate::store::StoreError;
+
+/// The tonic service behind [`Hub::grpc_service`].
+pub struct HubService {
+    pub(super) hub: Hub,
+}
+
+impl std::fmt::Debug for HubService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HubService")
+    }
+}
+
+type Inbound = Pin<Box<dyn Stream<Item = Result<pb::ProviderMessage, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl ProviderHub for HubService {
+    type AttachStream = UnboundedReceiverStream<Result<pb::ZoneMessage, Status>>;
+
+    async fn attach(
+        &self,
+        request: Request<Streaming<pb::ProviderMessage>>,
+    ) -> Result<Response<Self::AttachStream>, Status> {
+        let hub = self.hub.clone();
+        let project = authenticate(&hub.inner.store, request.metadata(), hub.now()).await?;
+        let inbound: Inbound = Box::pin(request.into_inner());
+        let (outbound, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move { hub.run_session(project, inbound, outbound).await });
+        Ok(Response::new(UnboundedReceiverStream::new(rx)))
+    }
+}
+
+impl Hub {
+    async fn run_session(&self, project: Project, mut inbound: Inbound, outbound: Outbound) {
+        let hello = match self.read_hello(&mut inbound).await {
+            Ok(hello) => hello,
+            Err(status) => {
+                let _ = outbound.send(Err(status));
+                return;
+            }
+        };
+        let provider = match self.register_provider(&project, &hello).await {
+            Ok(p) => p,
+            Err(status) => {
+                let _ = outbound.send(Err(status));
+                return;
+            }
+        };
+        let stream = self
+            .inner
+            .next_stream
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let role = self.attach_replica(&provider, hello.clone(), stream, outbound.clone());
+        tracing::info!(
+            provider = %provider.name,
+            resource = %provider.resource_uri,
+            host = %hello.replica.host,
+            pid = hello.replica.pid,
+            slot = hello.replica.slot,
+            %role,
+            "provider replica attached"
+        );
+        let end = self
+            .route_messages(&provider, stream, &mut inbound, &outbound)
+            .await;
+        tracing::info!(
+            provider = %provider.name,
+            host = %hello.replica.host,
+            pid = hello.replica.pid,
+            reason = end,
+            "provider replica detached"
+        );
+        self.detach_replica(&provider.resource_uri, stream);
+    }
+
+    async fn read_hello(&self, inbound: &mut Inbound) -> Result<Hello, Status> {
+        let first = tokio::time::timeout(self.inner.options.hello_timeout, inbound.next())
+            .await
+            .map_err(|_| Status::deadline_exceeded("no hello within the hello timeout"))?;
+        let message = match first {
+            Some(Ok(m)) => m,
+            Some(Err(status)) => return Err(status),
+            None => return Err(Status::cancelled("the stream ended before its hello")),
+        };
+        let message = ProviderMessage::try_from(message)
+            .map_err(|e| Status::invalid_argument(format!("the first message is invalid: {e}")))?;
+        match message.body {
+            ProviderBody::Hello(hello) => {
+                check_protocol_version(hello.protocol_version)
+                    .map_err(|e| Status::failed_precondition(e.to_string()))?;
+                Ok(hello)
+            }
+            other => Err(Status::invalid_argument(format!(
+                "the first message must be hello, not {}",
+                super::body_name(&other)
+            ))),
+        }
+    }
+
+    /// The provider row of the hello's resource URI, created in `project` if absent.
+    async fn register_provider(
+        &self,
+        project: &Project,
+        hello: &Hello,
+    ) -> Result<Provider, Status> {
+        let store = &self.inner.store;
+        let uri = hello.resource_uri.as_str();
+        let name: Name = hello.provider.as_str().parse().map_err(|e| {
+            Status::invalid_argument(format!("hello.provider is not a valid name: {e}"))
+        })?;
+        let unavailable = |e: StoreError| {
+            tracing::warn!(error = %e, resource = uri, "store error while registering a provider");
+            Status::unavailable("the zone's store is not available")
+        };
+        let found = match store.provider_by_resource(uri).await {
+            Ok(p) => Some(p),
+            Err(StoreError::NotFound { .. }) => None,
+            Err(e) => return Err(unavailable(e)),
+        };
+        let provider = match found {
+            Some(p) => p,
+            None => {
+                let new = NewProvider {
+                    project_id: project.id.clone(),
+                    name,
+                    resource_uri: uri.to_string(),
+                    scope: ProviderScope::Project,
+                    pricing: PricingStrategy::None,
+                };
+                match store.create_provider(&new, self.now()).await {
+                    Ok(p) => p,
+                    // Another replica of the resource may have registered it meanwhile.
+                    Err(create_error) => match store.provider_by_resource(uri).await {
+                        Ok(p) => p,
+                        Err(_) => {
+                            return Err(Status::invalid_argument(format!(
+                                "provider {} cannot be registered: {create_error}",
+                                hello.provider
+                            )));
+                        }
+                    },
+                }
+            }
+        };
+        if provider.project_id != project.id {
+            return Err(Status::permission_denied(format!(
+                "resource {uri} belongs to another project"
+            )));
+        }
+        Ok(provider)
+    }
+
+    /// Adds the replica to its group and welcomes it; a serving replica gets the group's
+    /// requests in flight.
+    fn attach_replica(
+        &self,
+        provider: &Provider,
+        hello: Hello,
+        stream: u64,
+        outbound: Outbound,
+    ) -> Role {
+        let now = self.now();
+        let mut state = self.state();
+        let group = state
+            .groups
+            .entry(provider.resource_uri.clone())
+            .or_insert_with(|| Group {
+                provider: provider.clone(),
+                replicas: Vec::new(),
+                catalog: None,
+                config_changed_at: now,
+                in_flight: Default::default(),
+            });
+        group.provider = provider.clone();
+        group.config_changed_at = now;
+        let role = if group.serving().is_some() {
+            Role::Standby
+        } else {
+            Role::Serving
+        };
+        send(
+            &outbound,
+            RequestId::UNSOLICITED,
+            ZoneBody::Welcome { role },
+        );
+        group.replicas.push(Attached {
+            stream,
+            hello,
+            since: now,
+            role,
+            outbound,
+        });
+        if role == Role::Serving {
+            group.resend_in_flight();
+        }
+        role
+    }
+
+    /// Removes the replica; if it served, promotes the oldest standby and re-sends the
+    /// group's requests in flight to it.
+    fn detach_replica(&self, resource_uri: &str, stream: u64) {
+        let mut state = self.state();
+        let Some(group) = state.groups.get_mut(resource_uri) else {
+            return;
+        };
+        let Some(index) = group.replicas.iter().position(|r| r.stream == stream) else {
+            return;
+        };
+        let gone = group.replicas.remove(index);
+        if gone.role != Role::Serving {
+            return;
+        }
+        if let Some(next) = group.replicas.first_mut() {
+            next.role = Role::Serving;
+            send(
+                &next.outbound,
+                RequestId::UNSOLICITED,
+                ZoneBody::RoleChange {
+                    role: Role::Serving,
+                },
+            );
+            tracing::info!(
+                provider = %group.provider.name,
+                host = %next.hello.replica.host,
+                pid = next.hello.replica.pid,
+                in_flight = group.in_flight.len(),
+                "standby promoted to serving"
+            );
+            group.resend_in_flight();
+        }
+    }
+
+    /// Handles the stream's messages until it ends or falls silent; returns why it ended.
+    async fn route_messages(
+        &self,
+        provider: &Provider,
+        stream: u64,
+        inbound: &mut Inbound,
+        outbound: &Outbound,
+    ) -> &'static str {
+        let silence = self.inner.options.keepalive_timeout;
+        loop {
+            let deadline = Instant::now() + silence;
+            let next = tokio::select! {
+                next = inbound.next() => next,
+                () = tokio::time::sleep_until(deadline) => return "silent past the keep-alive timeout",
+                () = outbound.closed() => return "the zone closed the stream",
+            };
+            let raw = match next {
+                Some(Ok(raw)) => raw,
+                Some(Err(_)) => return "the stream failed",
+                None => return "the provider closed the stream",
+            };
+            let request_id = RequestId(raw.request_id);
+            match ProviderMessage::try_from(raw) {
+                Ok(message) => self.handle_message(provider, stream, message, outbound),
+                Err(e) => {
+                    tracing::warn!(provider = %provider.name, error = %e, "invalid provider message");
+                    if request_id != RequestId::UNSOLICITED {
+                        self.finish_request(
+                            provider,
+                            request_id,
+                            Err(BackendError::Protocol {
+                                provider: provider.name.to_string(),
+                                detail: e.to_string(),
+                            }),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn handle_message(
+        &self,
+        provider: &Provider,
+        stream: u64,
+        message: ProviderMessage,
+        outbound: &Outbound,
+    ) {
+        let ProviderMessage { request_id, body } = message;
+        match body {
+            ProviderBody::KeepAlive => send(outbound, RequestId::UNSOLICITED, ZoneBody::KeepAlive),
+            ProviderBody::Catalog(catalog) => {
+                let now = self.now();
+                let mut state = self.state();
+                if let Some(group) = state.groups.get_mut(&provider.resource_uri) {
+                    let changed = group
+                        .catalog
+                        .as_ref()
+                        .is_none_or(|(previous, _)| *previous != catalog);
+                    if changed {
+                        group.config_changed_at = now;
+                    }
+                    group.catalog = Some((catalog, now));
+                }
+            }
+            ProviderBody::Hello(_) => {
+                tracing::warn!(provider = %provider.name, "a second hello on one stream is ignored");
+            }
+            ProviderBody::DeployProgress(progress) => {
+                tracing::debug!(
+                    provider = %provider.name,
+                    node = %progress.node_id,
+                    words = %progress.words,
+                    "deploy progress"
+                );
+            }
+            ProviderBody::Inventory(inventory) => {
+                let serving = self
+                    .state()
+                    .groups
+                    .get(&provider.resource_uri)
+                    .and_then(|g| g.serving().map(|s| s.stream))
+                    == Some(stream);
+                if !serving {
+                    tracing::warn!(provider = %provider.name, "inventory from a standby is ignored");
+                    return;
+                }
+                let store = self.inner.store.clone();
+                let provider = provider.clone();
+                let now = self.now();
+                let grace = self.inner.options.lost_grace;
+                tokio::spawn(async move {
+                    if let Err(e) =
+                        crate::reconcile::apply_inventory(&store, &provider, &inventory, now, grace)
+                            .await
+                    {
+                        tracing::warn!(provider = %provider.name, error = %e, "inventory not applied");
+                    }
+                });
+            }
+            body @ (ProviderBody::QuoteReply { .. }
+            | ProviderBody::DeployDone(_)
+            | ProviderBody::DeployRefused { .. }
+            | ProviderBody::DestroyDone { .. }
+            | ProviderBody::DestroyRefused { .. }) => {
+                self.finish_request(provider, request_id, Ok(body));
+            }
+        }
+    }
+
+    /// Hands the final answer to the waiting request; an answer nobody waits for (already
+    /// answered on another stream, or timed out) is dropped.
+    fn finish_request(
+        &self,
+        provider: &Provider,
+        request_id: RequestId,
+        answer: Result<ProviderBody, BackendError>,
+    ) {
+        let waiting = self
+            .state()
+            .groups
+            .get_mut(&provider.resource_uri)
+            .and_then(|g| g.in_flight.remove(&request_id.0));
+        match waiting {
+            Some(in_flight) => {
+                let _ = in_flight.reply.send(answer);
+            }
+            None => tracing::debug!(
+                provider = %provider.name,
+                %request_id,
+                "answer for a request no longer waiting"
+            ),
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Complete inventory reports: a node the zone believes running that the provider's
+//! complete report does not list is `lost`.
+//!
+//! Only complete reports exist (the protocol has no partial ones), so absence is evidence.
+//! A node that turned running within the grace period is spared: the provider may have read
+//! its inventory before that node's deploy finished. A lost node stops accruing usage (its
+//! usage is written up to the moment it is found missing).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use orc_proto::Inventory;
+
+use crate::model::{Expected, NodeState, Provider, Timestamp};
+use crate::store::{StatusWrite, Store, StoreResult};
+
+/// Words a tenant reads on a lost node.
+pub const LOST_WORDS: &str = "The node is no longer reported by its provider.";
+
+/// Marks as lost every running node of `provider` missing from `inventory` (and not changed
+/// within `grace`). Returns how many nodes were marked.
+pub async fn apply_inventory(
+    store: &Store,
+    provider: &Provider,
+    inventory: &Inventory,
+    now: Timestamp,
+    grace: Duration,
+) -> StoreResult<usize> {
+    let reported: BTreeSet<&str> = inventory.nodes.iter().map(|n| n.node_id.as_str()).collect();
+    let grace = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+    let running = store
+        .nodes_of_provider_in(&provider.id, &[NodeState::Running])
+        .await?;
+    let mut writes = Vec::new();
+    let mut missing = Vec::new();
+    for node in running {
+        if reported.contains(node.id.as_str()) || node.updated_at.plus_millis(grace) > now {
+            continue;
+        }
+        let mut status = node.status.clone();
+        status.state = NodeState::Lost;
+        status.state_words = Some(LOST_WORDS.to_string());
+        status.next_attempt_at = None;
+        writes.push(StatusWrite {
+            id: node.id.clone(),
+            expected: Expected::Version(node.version),
+            status,
+        });
+        missing.push(node);
+    }
+    if writes.is_empty() {
+        return Ok(0);
+    }
+    let outcome = store.update_node_states(&writes, now).await?;
+    for node in &outcome.updated {
+        tracing::warn!(node = %node.id, provider = %provider.name, "node missing from a complete inventory; marked lost");
+    }
+    let marked: BTreeSet<_> = outcome.updated.iter().map(|n| n.id.clone()).collect();
+    for node in missing.into_iter().filter(|n| marked.contains(&n.id)) {
+        if let Some(subject) = super::billing_subject_for(store, &node).await? {
+            super::accrue_usage(store, &subject, now).await?;
+        }
+    }
+    Ok(marked.len())
+}

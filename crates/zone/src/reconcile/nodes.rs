@@ -1,0 +1,219 @@
+//! The node state machine as pure functions: what to do with a due node ([`plan`]) and the
+//! status a provider's answer leads to ([`after_quote`], [`after_deploy`], [`after_destroy`],
+//! [`after_backend_error`]). No I/O here; the pass in `mod.rs` carries the steps out.
+//!
+//! ```text
+//! pending ─► quoting ─► deploying ─► running ─► destroying ─► ended
+//!    ▲          │            │                      ▲
+//!    └─ retry ◄─┴── refused ─┘ (parked: no_capacity, operator_fix)   lost (inventory)
+//! ```
+//!
+//! Every step writes a lease (`next_attempt_at` in the future) before its request goes out,
+//! so a node whose answer never comes (a zone restart, a lost stream) is due again once the
+//! lease runs out and its request is sent again; requests are idempotent by node id.
+
+use std::time::Duration;
+
+use orc_proto::{Deployed, Offer, Refusal, RefusalKind as WireRefusal};
+
+use super::ReconcileOptions;
+use crate::model::{Node, NodeState, NodeStatus, RefusalKind, Timestamp};
+use crate::pricing::tenant_price;
+
+/// What a due node needs next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Ask for a quote; the status is the claim to write first.
+    Quote(NodeStatus),
+    /// Send the deploy with this quote token; the status is the claim.
+    Deploy {
+        claim: NodeStatus,
+        quote_token: String,
+    },
+    /// Send the destroy; the status is the claim.
+    Destroy(NodeStatus),
+    /// Record usage up to now, then write the status (next accrual).
+    Accrue(NodeStatus),
+    /// Nothing to send; write the status (a new due time or none).
+    Requeue(NodeStatus),
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The retry delay after `attempts` failed attempts: `initial · 2^attempts`, capped.
+pub fn backoff(options: &ReconcileOptions, attempts: u32) -> Duration {
+    let factor = 1u32.checked_shl(attempts.min(20)).unwrap_or(u32::MAX);
+    options
+        .backoff_initial
+        .saturating_mul(factor)
+        .min(options.backoff_max)
+}
+
+/// What to do with a due node. `markup` is what an admitted node records (from the
+/// provider's strategy); `config_changed_at` is when the provider's configuration last
+/// changed, if its backend tracks that; `billable` says whether a running node accrues usage.
+pub fn plan(
+    node: &Node,
+    options: &ReconcileOptions,
+    markup: Option<rust_decimal::Decimal>,
+    config_changed_at: Option<Timestamp>,
+    billable: bool,
+    now: Timestamp,
+) -> Step {
+    let mut status = node.status.clone();
+    match node.status.state {
+        NodeState::Pending | NodeState::Quoting => {
+            if node.status.state == NodeState::Pending && node.status.attempts == 0 {
+                status.markup = markup;
+            }
+            status.state = NodeState::Quoting;
+            status.next_attempt_at = Some(now.plus_millis(millis(options.quote_lease)));
+            Step::Quote(status)
+        }
+        NodeState::Parked => {
+            let waits_for_config = node.status.refusal == Some(RefusalKind::OperatorFix);
+            let changed = match config_changed_at {
+                Some(at) => at > node.updated_at,
+                None => true,
+            };
+            if waits_for_config && !changed {
+                status.next_attempt_at =
+                    Some(now.plus_millis(millis(options.operator_fix_recheck)));
+                Step::Requeue(status)
+            } else {
+                status.state = NodeState::Quoting;
+                status.next_attempt_at = Some(now.plus_millis(millis(options.quote_lease)));
+                Step::Quote(status)
+            }
+        }
+        NodeState::Deploying => match node.status.quote_token.clone() {
+            Some(quote_token) => {
+                status.next_attempt_at = Some(now.plus_millis(millis(options.deploy_lease)));
+                Step::Deploy {
+                    claim: status,
+                    quote_token,
+                }
+            }
+            None => {
+                status.state = NodeState::Quoting;
+                status.next_attempt_at = Some(now.plus_millis(millis(options.quote_lease)));
+                Step::Quote(status)
+            }
+        },
+        NodeState::Destroying => {
+            status.next_attempt_at = Some(now.plus_millis(millis(options.destroy_lease)));
+            Step::Destroy(status)
+        }
+        NodeState::Running => {
+            if billable {
+                status.next_attempt_at = Some(now.plus_millis(millis(options.usage_interval)));
+                Step::Accrue(status)
+            } else {
+                status.next_attempt_at = None;
+                Step::Requeue(status)
+            }
+        }
+        NodeState::Lost | NodeState::Ended => {
+            status.next_attempt_at = None;
+            Step::Requeue(status)
+        }
+    }
+}
+
+/// The zone's kind for a wire refusal kind.
+pub fn refusal_kind(kind: WireRefusal) -> RefusalKind {
+    match kind {
+        WireRefusal::NoCapacity => RefusalKind::NoCapacity,
+        WireRefusal::Counting => RefusalKind::Counting,
+        WireRefusal::Transient => RefusalKind::Transient,
+        WireRefusal::OperatorFix => RefusalKind::OperatorFix,
+        WireRefusal::Failed => RefusalKind::Failed,
+    }
+}
+
+/// The status after a refusal of a quote or deploy (the node is quoted again later) or of a
+/// destroy (`destroying` is kept and the destroy sent again later).
+pub fn after_refusal(
+    claimed: &NodeStatus,
+    refusal: &Refusal,
+    destroying: bool,
+    options: &ReconcileOptions,
+    now: Timestamp,
+) -> NodeStatus {
+    let mut status = claimed.clone();
+    let kind = refusal_kind(refusal.kind);
+    status.refusal = Some(kind);
+    status.state_words = Some(refusal.words.clone());
+    status.attempts = claimed.attempts.saturating_add(1);
+    status.quote_token = None;
+    let (state, delay) = match kind {
+        RefusalKind::NoCapacity => (NodeState::Parked, options.no_capacity_retry),
+        RefusalKind::Counting => (NodeState::Pending, options.counting_retry),
+        RefusalKind::Transient => (NodeState::Pending, backoff(options, claimed.attempts)),
+        RefusalKind::OperatorFix => (NodeState::Parked, options.operator_fix_recheck),
+        RefusalKind::Failed => (NodeState::Pending, backoff(options, claimed.attempts)),
+    };
+    status.state = if destroying {
+        NodeState::Destroying
+    } else {
+        state
+    };
+    status.next_attempt_at = Some(now.plus_millis(millis(delay)));
+    status
+}
+
+/// The status after an offer: deploy next, at once.
+pub fn after_offer(claimed: &NodeStatus, offer: &Offer, now: Timestamp) -> NodeStatus {
+    let mut status = claimed.clone();
+    status.state = NodeState::Deploying;
+    status.site = Some(offer.site.to_string());
+    status.quote_token = Some(offer.quote_token.to_string());
+    status.price = tenant_price(offer.price.as_ref(), claimed.markup);
+    status.state_words = Some(offer.words.clone());
+    status.refusal = None;
+    status.attempts = 0;
+    status.next_attempt_at = Some(now);
+    status
+}
+
+/// The status after a deploy: running, accruing usage from now when `billable`.
+pub fn after_deployed(
+    claimed: &NodeStatus,
+    deployed: &Deployed,
+    billable: bool,
+    options: &ReconcileOptions,
+    now: Timestamp,
+) -> NodeStatus {
+    let mut status = claimed.clone();
+    status.state = NodeState::Running;
+    status.site = Some(deployed.site.to_string());
+    status.instance_ref = Some(deployed.instance_ref.to_string());
+    status.addresses = deployed.addresses.iter().map(ToString::to_string).collect();
+    if status.price.is_none() {
+        status.price = tenant_price(deployed.price.as_ref(), claimed.markup);
+    }
+    status.quote_token = None;
+    status.refusal = None;
+    status.state_words = None;
+    status.attempts = 0;
+    status.next_attempt_at = billable.then(|| now.plus_millis(millis(options.usage_interval)));
+    status
+}
+
+/// The status after the zone could not reach the provider: the same step again after the
+/// backoff (a quote falls back to pending).
+pub fn after_backend_error(
+    claimed: &NodeStatus,
+    options: &ReconcileOptions,
+    now: Timestamp,
+) -> NodeStatus {
+    let mut status = claimed.clone();
+    if status.state == NodeState::Quoting {
+        status.state = NodeState::Pending;
+    }
+    status.attempts = claimed.attempts.saturating_add(1);
+    status.next_attempt_at = Some(now.plus_millis(millis(backoff(options, claimed.attempts))));
+    status
+}
