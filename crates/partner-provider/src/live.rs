@@ -59,9 +59,6 @@ pub async fn read_hetzner(
     let mib_per_gb = Decimal::from(1024);
     let mut plans = Vec::with_capacity(types.len());
     for t in &types {
-        if t.deprecated {
-            continue;
-        }
         let Ok(memory_mib) = u64::try_from((t.memory * mib_per_gb).trunc()) else {
             continue;
         };

@@ -30,7 +30,7 @@ use orc_common::Money;
 use orc_partner::ids::{ClassId, Cloud, NodeId, OsId, PoolId, SiteName, Timestamp};
 use orc_partner::params::Config;
 use orc_partner::quote::{Decision, Purpose, QuoteRequest, RefusalKind, quote};
-use orc_partner::state::{CloudUsage, QuoteState};
+use orc_partner::state::{CloudUsage, QuoteState, Reservation};
 use orc_partner::words;
 use orc_proto as proto;
 use orc_provider_sdk::{HelloInfo, ProgressSink, Provider};
@@ -430,7 +430,7 @@ impl PartnerProvider {
         match instances::find_node(clients, token.cloud, &node, ownership).await {
             Ok(found) => {
                 if let Some(existing) = found.into_iter().next() {
-                    return self.finish(&token, existing).await;
+                    return self.finish(&token, existing, false).await;
                 }
             }
             Err(e) => return proto::DeployResult::Refused(self.deploy_failure(&token, &e)),
@@ -472,7 +472,7 @@ impl PartnerProvider {
             }
         };
         match created {
-            Ok(owned) => self.finish(&token, owned).await,
+            Ok(owned) => self.finish(&token, owned, true).await,
             Err(refusal) => proto::DeployResult::Refused(refusal),
         }
     }
@@ -596,8 +596,15 @@ impl PartnerProvider {
         }
     }
 
-    /// Waits (Vultr) until the instance has its address, then answers it as deployed.
-    async fn finish(&self, token: &OfferToken, mut owned: Owned) -> proto::DeployResult {
+    /// Waits (Vultr) until the instance has its address, then answers it as deployed and
+    /// commits its usage. A replica that created the node without holding its reservation
+    /// (the quote was answered by another replica) records the usage from the token.
+    async fn finish(
+        &self,
+        token: &OfferToken,
+        mut owned: Owned,
+        created: bool,
+    ) -> proto::DeployResult {
         if owned.addresses.is_empty() && owned.cloud == Cloud::Vultr {
             let Some(client) = &self.shared.clients.vultr else {
                 return refuse(words::could_not_create(&token.node, &token.site));
@@ -632,7 +639,25 @@ impl PartnerProvider {
             }
         }
         let node_id = NodeId::new(token.node.as_str());
-        lock(&self.shared.state).commit(&node_id);
+        {
+            let mut state = lock(&self.shared.state);
+            if created && state.reservation(&node_id).is_none() {
+                state.reserve(
+                    node_id.clone(),
+                    Reservation {
+                        cloud: owned.cloud,
+                        site: SiteName::new(owned.marks.site.as_str()),
+                        purpose: match owned.marks.role {
+                            Role::Node => Purpose::Tenant,
+                            Role::Gateway => Purpose::Gateway,
+                        },
+                        usd_monthly: owned.marks.usd_monthly(),
+                        expires_at: now().plus(Duration::from_secs(60)),
+                    },
+                );
+            }
+            state.commit(&node_id);
+        }
         let site = SiteName::new(owned.marks.site.as_str());
         lock(&self.shared.known).insert(token.node.clone(), site.clone());
         let (Ok(node), Ok(site), Ok(instance_ref)) = (
