@@ -71,26 +71,35 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                     format!("the body is not valid JSON: {message}"),
                 ));
             }
+            let message = match message.rfind(" at line ") {
+                Some(i) => message[..i].to_string(),
+                None => message,
+            };
             Err(ApiError::invalid(field_of(&path, &message), message))
         }
     }
 }
 
-/// The field a serde message is about: the named field of "missing field `x`" and "unknown
-/// field `x`" under `path`, else `path` itself.
+/// The field a serde message is about: for "missing field `x`" the field `x` under `path`
+/// (serde reports the parent's path), for anything else `path` itself (which already ends in
+/// the unknown or ill-typed field); `body` at the top level.
 fn field_of(path: &str, message: &str) -> String {
     let prefix = if path == "." { "" } else { path };
-    for lead in ["missing field `", "unknown field `"] {
-        if let Some(rest) = message.strip_prefix(lead)
-            && let Some(end) = rest.find('`')
-        {
-            let name = &rest[..end];
-            return if prefix.is_empty() {
-                name.to_string()
-            } else {
-                format!("{prefix}.{name}")
-            };
-        }
+    if let Some(rest) = message.strip_prefix("missing field `")
+        && let Some(end) = rest.find('`')
+    {
+        let name = &rest[..end];
+        return if prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{prefix}.{name}")
+        };
+    }
+    if let Some(rest) = message.strip_prefix("unknown field `")
+        && prefix.is_empty()
+        && let Some(end) = rest.find('`')
+    {
+        return rest[..end].to_string();
     }
     if prefix.is_empty() {
         "body".to_string()

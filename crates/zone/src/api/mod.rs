@@ -272,14 +272,14 @@ async fn method_not_allowed() -> ApiError {
 }
 
 /// Whether the zone answers.
-#[utoipa::path(get, path = "/api/health", tag = "zone",
-    responses((status = 200, description = "The zone answers", body = String)))]
-async fn health() -> &'static str {
-    "ok"
+#[utoipa::path(get, path = "/api/health", tag = "zone", security(()),
+    responses((status = 200, description = "The zone answers: `{\"status\": \"ok\"}`")))]
+async fn health() -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({ "status": "ok" }))
 }
 
 /// The OpenAPI document of this API.
-#[utoipa::path(get, path = "/api/openapi.json", tag = "zone",
+#[utoipa::path(get, path = "/api/openapi.json", tag = "zone", security(()),
     responses((status = 200, description = "The OpenAPI document", content_type = "application/json")))]
 async fn openapi_json(State(_): State<ApiState>) -> axum::response::Response {
     use axum::response::IntoResponse;

@@ -1,0 +1,242 @@
+//! Quotes through a backend: the provider's offer with the provider's pricing strategy
+//! applied, refusals with their kind, and the catalog checks on class and OS.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use orc_common::{Currency, Money, Period};
+use orc_zone::api::views::ReplicaView;
+use orc_zone::api::{ApiState, ProviderDirectory};
+use orc_zone::backend::{BackendError, Backends, NodeBackend};
+use orc_zone::model::{
+    Markup, NewProvider, PricingStrategy, Provider, ProviderScope, Role, Timestamp, sys_org_id,
+    sys_project_id,
+};
+use orc_zone::store::Store;
+use reqwest::StatusCode;
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+
+/// Offers 0.10 USD/hour at `eu-central-a`, refuses class `ap-south` with `no_capacity`.
+struct FixedBackend;
+
+impl NodeBackend for FixedBackend {
+    async fn quote(
+        &self,
+        _provider: &Provider,
+        quote: orc_proto::Quote,
+    ) -> Result<orc_proto::QuoteReply, BackendError> {
+        if quote.class.as_str() == "ap-south" {
+            return Ok(orc_proto::QuoteReply::Refused(orc_proto::Refusal::new(
+                orc_proto::RefusalKind::NoCapacity,
+                "no capacity in Asia South right now",
+            )));
+        }
+        Ok(orc_proto::QuoteReply::Offer(orc_proto::Offer {
+            site: orc_proto::SiteName::new("eu-central-a").unwrap(),
+            price: Some(Money::new(Decimal::new(10, 2), Currency::USD, Period::Hour)),
+            words: format!("{} · {}", quote.shape, quote.class),
+            quote_token: orc_proto::QuoteToken::new("q-1").unwrap(),
+            expires: SystemTime::now() + Duration::from_secs(60),
+        }))
+    }
+
+    async fn deploy(
+        &self,
+        provider: &Provider,
+        _deploy: orc_proto::Deploy,
+    ) -> Result<orc_proto::DeployResult, BackendError> {
+        Err(BackendError::NoReplica {
+            provider: provider.name.to_string(),
+        })
+    }
+
+    async fn destroy(
+        &self,
+        provider: &Provider,
+        _node: orc_proto::NodeId,
+    ) -> Result<orc_proto::DestroyResult, BackendError> {
+        Err(BackendError::NoReplica {
+            provider: provider.name.to_string(),
+        })
+    }
+}
+
+/// Reports one serving replica and a catalog with classes eu-central and ap-south.
+struct FixedDirectory;
+
+impl ProviderDirectory for FixedDirectory {
+    fn replicas(&self, _provider: &Provider) -> Vec<ReplicaView> {
+        vec![ReplicaView {
+            host: "h1".into(),
+            pid: 7,
+            slot: 0,
+            role: "serving".into(),
+            connected_since: 1,
+        }]
+    }
+
+    fn catalog(&self, _provider: &Provider) -> Option<orc_proto::Catalog> {
+        Some(orc_proto::Catalog {
+            classes: ["eu-central", "ap-south"]
+                .iter()
+                .map(|c| orc_proto::ClassInfo {
+                    id: orc_proto::ClassId::new(*c).unwrap(),
+                    title: c.to_string(),
+                })
+                .collect(),
+            os: vec![orc_proto::OsInfo {
+                id: orc_proto::OsId::new("debian-12").unwrap(),
+                title: "Debian 12".into(),
+            }],
+            availability: orc_proto::Availability::default(),
+        })
+    }
+}
+
+struct Setup {
+    url: String,
+    token: String,
+    store: Store,
+    provider: Provider,
+    _dir: tempfile::TempDir,
+}
+
+async fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_sqlite_file(&dir.path().join("zone.db"))
+        .await
+        .unwrap();
+    let now = Timestamp::now();
+    let admin = store
+        .create_user(&"admin".parse().unwrap(), now)
+        .await
+        .unwrap();
+    store
+        .add_membership(&admin.id, &sys_org_id(), None, Role::Owner, now)
+        .await
+        .unwrap();
+    let (_, secret) = store.create_token(&admin.id, "t", None, now).await.unwrap();
+    let provider = store
+        .create_provider(
+            &NewProvider {
+                project_id: sys_project_id(),
+                name: "partner".parse().unwrap(),
+                resource_uri: "urn:orc:partner:test".into(),
+                scope: ProviderScope::Zone,
+                pricing: PricingStrategy::None,
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    let state = ApiState::new(store.clone())
+        .with_backends(Backends::single(Arc::new(FixedBackend)))
+        .with_directory(Arc::new(FixedDirectory));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(orc_zone::api::serve(
+        listener,
+        state,
+        std::future::pending(),
+    ));
+    Setup {
+        url,
+        token: secret.expose().to_string(),
+        store,
+        provider,
+        _dir: dir,
+    }
+}
+
+async fn quote(s: &Setup, body: Value) -> (StatusCode, Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/api/orgs/sys/projects/sys/quote", s.url))
+        .bearer_auth(&s.token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (resp.status(), resp.json().await.unwrap())
+}
+
+fn request(class: &str, os: &str) -> Value {
+    json!({ "provider": "partner", "shape": { "cpu": 2, "mem": 4 }, "class": class, "os": os })
+}
+
+#[tokio::test]
+async fn offers_are_unpriced_without_a_strategy_and_marked_up_with_one() {
+    let s = setup().await;
+    let (status, body) = quote(&s, request("eu-central", "debian-12")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["outcome"], "offer");
+    assert_eq!(body["site"], "eu-central-a");
+    assert_eq!(body["words"], "2 vCPU · 4 GiB · eu-central");
+    assert_eq!(body["price"], Value::Null);
+    assert_eq!(body["markup"], Value::Null);
+
+    let markup = Markup::new(Decimal::new(15, 2)).unwrap();
+    s.store
+        .set_provider_pricing(
+            &s.provider.id,
+            PricingStrategy::Markup(markup),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    let (_, body) = quote(&s, request("eu-central", "debian-12")).await;
+    assert_eq!(body["markup"], "0.15");
+    assert_eq!(
+        body["price"],
+        json!({ "amount": "0.1150", "currency": "USD", "period": "hour" })
+    );
+
+    s.store
+        .set_provider_pricing(
+            &s.provider.id,
+            PricingStrategy::Markup(Markup::new(Decimal::ZERO).unwrap()),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    let (_, body) = quote(&s, request("eu-central", "debian-12")).await;
+    assert_eq!(body["price"]["amount"], "0.10");
+}
+
+#[tokio::test]
+async fn refusals_carry_their_kind_and_words() {
+    let s = setup().await;
+    let (status, body) = quote(&s, request("ap-south", "debian-12")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["outcome"], "refused");
+    assert_eq!(body["refusal"], "no_capacity");
+    assert_eq!(body["words"], "no capacity in Asia South right now");
+}
+
+#[tokio::test]
+async fn class_and_os_are_checked_against_the_catalog() {
+    let s = setup().await;
+    let (status, body) = quote(&s, request("mars-north", "debian-12")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["field"], "class");
+    assert_eq!(
+        body["error"]["message"],
+        "provider partner offers no class \"mars-north\" (it offers: ap-south, eu-central)"
+    );
+    let (_, body) = quote(&s, request("eu-central", "templeos")).await;
+    assert_eq!(body["error"]["field"], "os");
+
+    let resp = reqwest::Client::new()
+        .get(format!(
+            "{}/api/orgs/sys/projects/sys/providers/partner",
+            s.url
+        ))
+        .bearer_auth(&s.token)
+        .send()
+        .await
+        .unwrap();
+    let view: Value = resp.json().await.unwrap();
+    assert_eq!(view["replicas"][0]["role"], "serving");
+    assert_eq!(view["catalog"]["classes"][0]["id"], "ap-south");
+    assert_eq!(view["catalog"]["os"][0]["title"], "Debian 12");
+}
