@@ -5,11 +5,23 @@ use orc_emu::EmuConfig;
 use serde_json::{Value, json};
 
 async fn post(client: &reqwest::Client, url: String, body: Value) -> reqwest::Response {
-    client.post(url).json(&body).send().await.expect("control request")
+    client
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .expect("control request")
 }
 
 async fn get_json(client: &reqwest::Client, url: String) -> Value {
-    client.get(url).send().await.expect("request").json().await.expect("json body")
+    client
+        .get(url)
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json body")
 }
 
 #[tokio::test]
@@ -30,14 +42,28 @@ async fn injected_fault_hits_only_matching_requests_and_only_count_times() {
     assert_ne!(get.status(), 503);
 
     for _ in 0..2 {
-        let r = c.post(format!("{root}/v1/servers")).body("{}").send().await.unwrap();
+        let r = c
+            .post(format!("{root}/v1/servers"))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 503);
         assert_eq!(r.headers()["content-type"], "application/json");
         let body: Value = r.json().await.unwrap();
         assert_eq!(body["error"]["code"], "unavailable");
     }
-    let third = c.post(format!("{root}/v1/servers")).body("{}").send().await.unwrap();
-    assert_ne!(third.status(), 503, "the fault was injected for two requests only");
+    let third = c
+        .post(format!("{root}/v1/servers"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(
+        third.status(),
+        503,
+        "the fault was injected for two requests only"
+    );
 }
 
 #[tokio::test]
@@ -59,8 +85,12 @@ async fn each_api_renders_injected_errors_in_its_own_shape() {
     let c = reqwest::Client::new();
 
     let vultr = emu.vultr.as_ref().unwrap().root_url();
-    post(&c, format!("{vultr}/_emu/faults"), json!({"path": "/v2/instances", "status": 500}))
-        .await;
+    post(
+        &c,
+        format!("{vultr}/_emu/faults"),
+        json!({"path": "/v2/instances", "status": 500}),
+    )
+    .await;
     let r = c.get(format!("{vultr}/v2/instances")).send().await.unwrap();
     assert_eq!(r.status(), 500);
     let body: Value = r.json().await.unwrap();
@@ -68,7 +98,12 @@ async fn each_api_renders_injected_errors_in_its_own_shape() {
     assert!(body["error"].is_string());
 
     let robot = emu.robot.as_ref().unwrap().root_url();
-    post(&c, format!("{robot}/_emu/faults"), json!({"path": "/server", "status": 404})).await;
+    post(
+        &c,
+        format!("{robot}/_emu/faults"),
+        json!({"path": "/server", "status": 404}),
+    )
+    .await;
     let r = c.get(format!("{robot}/server")).send().await.unwrap();
     assert_eq!(r.status(), 404);
     let body: Value = r.json().await.unwrap();
@@ -81,8 +116,12 @@ async fn hetzner_budget_runs_out_and_says_so_in_headers() {
     let emu = EmuConfig::for_tests().start().await.unwrap();
     let root = emu.hetzner.as_ref().unwrap().root_url();
     let c = reqwest::Client::new();
-    let r =
-        post(&c, format!("{root}/_emu/rate-limit"), json!({"limit": 3600, "remaining": 1})).await;
+    let r = post(
+        &c,
+        format!("{root}/_emu/rate-limit"),
+        json!({"limit": 3600, "remaining": 1}),
+    )
+    .await;
     assert_eq!(r.status(), 204);
 
     let first = c.get(format!("{root}/v1/locations")).send().await.unwrap();
@@ -93,12 +132,21 @@ async fn hetzner_budget_runs_out_and_says_so_in_headers() {
 
     let second = c.get(format!("{root}/v1/locations")).send().await.unwrap();
     assert_eq!(second.status(), 429);
-    let reset: u64 = second.headers()["ratelimit-reset"].to_str().unwrap().parse().unwrap();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let reset: u64 = second.headers()["ratelimit-reset"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
     assert!(reset > now.as_secs(), "reset lies in the future");
     let body: Value = second.json().await.unwrap();
     assert_eq!(body["error"]["code"], "rate_limit_exceeded");
-    assert_eq!(body["error"]["message"], "limit of 3600 requests per hour reached");
+    assert_eq!(
+        body["error"]["message"],
+        "limit of 3600 requests per hour reached"
+    );
 }
 
 #[tokio::test]
@@ -106,8 +154,17 @@ async fn robot_reports_rate_limit_as_403() {
     let emu = EmuConfig::for_tests().start().await.unwrap();
     let root = emu.robot.as_ref().unwrap().root_url();
     let c = reqwest::Client::new();
-    post(&c, format!("{root}/_emu/rate-limit"), json!({"limit": 5, "remaining": 0})).await;
-    let r = c.get(format!("{root}/server")).basic_auth("demo", Some("demo-token")).send().await;
+    post(
+        &c,
+        format!("{root}/_emu/rate-limit"),
+        json!({"limit": 5, "remaining": 0}),
+    )
+    .await;
+    let r = c
+        .get(format!("{root}/server"))
+        .basic_auth("demo", Some("demo-token"))
+        .send()
+        .await;
     let r = r.unwrap();
     assert_eq!(r.status(), 403);
     let body: Value = r.json().await.unwrap();
@@ -122,15 +179,24 @@ async fn explicit_clock_advances_on_request_and_rejects_negative_steps() {
     let c = reqwest::Client::new();
     let before = get_json(&c, format!("{root}/_emu/clock")).await;
     assert_eq!(before["mode"], "explicit");
-    let after: Value = post(&c, format!("{root}/_emu/clock/advance"), json!({"seconds": 90}))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let after: Value = post(
+        &c,
+        format!("{root}/_emu/clock/advance"),
+        json!({"seconds": 90}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
     let t0 = chrono::DateTime::parse_from_rfc3339(before["now"].as_str().unwrap()).unwrap();
     let t1 = chrono::DateTime::parse_from_rfc3339(after["now"].as_str().unwrap()).unwrap();
     assert_eq!((t1 - t0).num_seconds(), 90);
-    let bad = post(&c, format!("{root}/_emu/clock/advance"), json!({"seconds": -1})).await;
+    let bad = post(
+        &c,
+        format!("{root}/_emu/clock/advance"),
+        json!({"seconds": -1}),
+    )
+    .await;
     assert_eq!(bad.status(), 400);
     // All three emulators of one process share the clock.
     let vultr = emu.vultr.as_ref().unwrap().root_url();
@@ -144,9 +210,15 @@ async fn requests_are_logged_and_counted_by_operation_and_reset_clears_them() {
     let root = emu.hetzner.as_ref().unwrap().root_url();
     let c = reqwest::Client::new();
     for id in [1, 2, 3] {
-        c.get(format!("{root}/v1/servers/{id}")).send().await.unwrap();
+        c.get(format!("{root}/v1/servers/{id}"))
+            .send()
+            .await
+            .unwrap();
     }
-    c.get(format!("{root}/v1/locations?page=1")).send().await.unwrap();
+    c.get(format!("{root}/v1/locations?page=1"))
+        .send()
+        .await
+        .unwrap();
 
     let counters = get_json(&c, format!("{root}/_emu/counters")).await;
     assert_eq!(counters["operations"]["GET /v1/servers/{id}"], 3);
@@ -159,7 +231,12 @@ async fn requests_are_logged_and_counted_by_operation_and_reset_clears_them() {
     assert_eq!(requests[3]["query"], "page=1");
     assert_eq!(requests[0]["path"], "/v1/servers/1");
 
-    assert_eq!(post(&c, format!("{root}/_emu/reset"), json!({})).await.status(), 204);
+    assert_eq!(
+        post(&c, format!("{root}/_emu/reset"), json!({}))
+            .await
+            .status(),
+        204
+    );
     let counters = get_json(&c, format!("{root}/_emu/counters")).await;
     assert_eq!(counters["total"], 0);
 }
@@ -170,13 +247,30 @@ async fn sold_out_and_disabled_locations_show_in_state() {
     let handle = emu.hetzner.as_ref().unwrap();
     let root = handle.root_url();
     let c = reqwest::Client::new();
-    post(&c, format!("{root}/_emu/sold-out"), json!({"plan": "cx23", "location": "fsn1"})).await;
-    post(&c, format!("{root}/_emu/locations"), json!({"location": "nbg1", "disabled": true}))
-        .await;
+    post(
+        &c,
+        format!("{root}/_emu/sold-out"),
+        json!({"plan": "cx23", "location": "fsn1"}),
+    )
+    .await;
+    post(
+        &c,
+        format!("{root}/_emu/locations"),
+        json!({"location": "nbg1", "disabled": true}),
+    )
+    .await;
     post(&c, format!("{root}/_emu/latency"), json!({"ms": 5})).await;
-    post(&c, format!("{root}/_emu/fail-next-action"), json!({"count": 2})).await;
+    post(
+        &c,
+        format!("{root}/_emu/fail-next-action"),
+        json!({"count": 2}),
+    )
+    .await;
     let state = get_json(&c, format!("{root}/_emu/state")).await;
-    assert_eq!(state["sold_out"], json!([{"plan": "cx23", "location": "fsn1"}]));
+    assert_eq!(
+        state["sold_out"],
+        json!([{"plan": "cx23", "location": "fsn1"}])
+    );
     assert_eq!(state["disabled_locations"], json!(["nbg1"]));
     assert_eq!(state["latency_ms"], 5);
     assert_eq!(state["fail_next_actions"], 2);
@@ -186,5 +280,8 @@ async fn sold_out_and_disabled_locations_show_in_state() {
     post(&c, format!("{root}/_emu/sold-out"), back).await;
     assert!(!handle.core.faults().is_sold_out("cx23", "fsn1"));
     let incomplete = post(&c, format!("{root}/_emu/sold-out"), json!({"plan": "cx23"})).await;
-    assert!(incomplete.status().is_client_error(), "a body missing `location` is refused");
+    assert!(
+        incomplete.status().is_client_error(),
+        "a body missing `location` is refused"
+    );
 }
