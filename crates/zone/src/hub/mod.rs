@@ -39,7 +39,7 @@ use orc_proto::{
     RequestId, Role, ZoneBody, ZoneMessage, pb,
 };
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::Status;
 
@@ -183,6 +183,8 @@ struct Inner {
     state: Mutex<HubState>,
     next_request: AtomicU64,
     next_stream: AtomicU64,
+    /// Set once by [`Hub::shutdown`]; every session ends when it flips.
+    closing: watch::Sender<bool>,
 }
 
 /// The zone's provider hub. Cheap to clone.
@@ -209,6 +211,7 @@ impl Hub {
                 state: Mutex::new(HubState::default()),
                 next_request: AtomicU64::new(1),
                 next_stream: AtomicU64::new(1),
+                closing: watch::Sender::new(false),
             }),
         }
     }
@@ -269,6 +272,18 @@ impl Hub {
             received_at,
             config_changed_at: group.config_changed_at,
         })
+    }
+
+    /// Ends every provider stream and fails every request waiting for an answer with
+    /// [`BackendError::ShuttingDown`]. Streams opened afterwards are ended at once.
+    pub fn shutdown(&self) {
+        self.inner.closing.send_replace(true);
+        let mut state = self.state();
+        for group in state.groups.values_mut() {
+            for (_, in_flight) in std::mem::take(&mut group.in_flight) {
+                let _ = in_flight.reply.send(Err(BackendError::ShuttingDown));
+            }
+        }
     }
 
     /// Requests waiting for an answer, over all providers.

@@ -259,12 +259,17 @@ impl Hub {
         outbound: &Outbound,
     ) -> &'static str {
         let silence = self.inner.options.keepalive_timeout;
+        let mut closing = self.inner.closing.subscribe();
         loop {
+            if *closing.borrow_and_update() {
+                return "the zone is shutting down";
+            }
             let deadline = Instant::now() + silence;
             let next = tokio::select! {
                 next = inbound.next() => next,
                 () = tokio::time::sleep_until(deadline) => return "silent past the keep-alive timeout",
                 () = outbound.closed() => return "the zone closed the stream",
+                _ = closing.changed() => return "the zone is shutting down",
             };
             let raw = match next {
                 Some(Ok(raw)) => raw,
