@@ -1,15 +1,522 @@
 //! `orc up`: the all-in-one development zone on one machine.
+//!
+//! One process runs everything: the Hetzner Cloud and Vultr emulators (in memory, real-time
+//! clock, realistic timings, seed catalogs), the zone on SQLite in the data dir, and pool
+//! `sys/sys/partner` on provider `core`, whose two slots run the `orc-prov-partner` binary
+//! with params pointing at the emulators. Ctrl-C stops the slots, the zone and the emulators.
+//!
+//! Running it again on the same data dir resumes: the store keeps the zone's state, the admin
+//! token is reused, and the partner pool is found rather than created again (its params are
+//! brought up to date if they differ). The emulators keep nothing, so instances they held in a
+//! previous run are gone.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use orc_common::{Architecture, Shape};
+use orc_emu::{Account, Accounts, ClockMode, EmuConfig, RunningEmulators, Timings};
+use orc_zone::apps::{AppBinary, AppsConfig, config::builtin_next_to_exe};
+use orc_zone::model::{
+    AppSpec, Name, NewPool, NodeState, Pool, PoolSpec, SensitiveParams, Timestamp, sys_project_id,
+};
+use orc_zone::store::{Store, StoreError};
+use orc_zone::zone::{Zone, ZoneConfig};
+
+/// The partner's app name and the package its pool runs.
+pub const PARTNER_APP: &str = "orc-prov-partner";
+/// Package of the partner app.
+pub const PARTNER_PACKAGE: &str = "sys/orc-prov-partner:default";
+/// Name of the partner pool in project `sys/sys`.
+pub const PARTNER_POOL: &str = "partner";
+/// Replicas of the partner: one serving, one standing by.
+pub const PARTNER_REPLICAS: u32 = 2;
+/// The emulators' one account. A local tool's credential, not a secret.
+const EMULATOR_ACCOUNT: &str = "orc-up";
+const EMULATOR_TOKEN: &str = "orc-up-emulator-token";
 
 /// Arguments of `orc up`.
 #[derive(Debug, clap::Args)]
 pub struct UpArgs {
-    /// Where the zone keeps its files.
+    /// Where the zone keeps its files [default: $ORC_DATA_DIR, else ~/.local/share/orc].
     #[arg(long, env = "ORC_DATA_DIR")]
-    pub data_dir: Option<std::path::PathBuf>,
+    pub data_dir: Option<PathBuf>,
+    /// Where the HTTP API listens.
+    #[arg(long, default_value = orc_zone::zone::DEFAULT_HTTP_ADDR)]
+    pub http: SocketAddr,
+    /// Where providers dial in (gRPC).
+    #[arg(long, default_value = orc_zone::zone::DEFAULT_GRPC_ADDR)]
+    pub grpc: SocketAddr,
+    /// Where the Hetzner Cloud emulator listens.
+    #[arg(long, default_value = "127.0.0.1:4010")]
+    pub hetzner_emu: SocketAddr,
+    /// Where the Vultr emulator listens.
+    #[arg(long, default_value = "127.0.0.1:4011")]
+    pub vultr_emu: SocketAddr,
+    /// The partner binary [default: orc-prov-partner next to this orc].
+    #[arg(long)]
+    pub partner_bin: Option<PathBuf>,
+    /// Seconds to wait for the partner's replicas before printing the summary anyway.
+    #[arg(long, default_value_t = 60)]
+    pub partner_wait: u64,
 }
 
-/// Runs `orc up`.
+/// Runs `orc up` until Ctrl-C.
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
-    let _ = args;
-    anyhow::bail!("orc up is not available yet")
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let spinner = ProgressBar::new_spinner();
+    spinner.set_style(
+        ProgressStyle::with_template("{spinner} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    spinner.enable_steady_tick(Duration::from_millis(100));
+    let report = |words: &str| spinner.set_message(words.to_string());
+    let up = match Up::start(&args, &report).await {
+        Ok(up) => up,
+        Err(error) => {
+            spinner.finish_and_clear();
+            return Err(error);
+        }
+    };
+    spinner.finish_and_clear();
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(up.summary().as_bytes());
+    let _ = out.flush();
+    drop(out);
+
+    tokio::signal::ctrl_c()
+        .await
+        .context("cannot wait for Ctrl-C")?;
+    let spinner = ProgressBar::new_spinner();
+    spinner.enable_steady_tick(Duration::from_millis(100));
+    spinner.set_message("stopping the partner, the zone and the emulators");
+    up.shutdown().await;
+    spinner.finish_with_message("stopped");
+    Ok(())
+}
+
+/// A running `orc up`: the zone and the emulators.
+#[derive(Debug)]
+pub struct Up {
+    zone: Zone,
+    emulators: RunningEmulators,
+    data_dir: PathBuf,
+    pool_created: bool,
+    partner_running: usize,
+}
+
+impl Up {
+    /// Starts the emulators, the zone and the partner pool, reporting each step.
+    pub async fn start(args: &UpArgs, report: &dyn Fn(&str)) -> anyhow::Result<Up> {
+        let data_dir = args
+            .data_dir
+            .clone()
+            .unwrap_or_else(orc_zone::zone::default_data_dir);
+        check_data_dir(&data_dir)?;
+        let partner = partner_binary(args.partner_bin.as_deref())?;
+        for (what, addr) in [
+            ("the zone API", args.http),
+            ("the provider endpoint", args.grpc),
+            ("the Hetzner Cloud emulator", args.hetzner_emu),
+            ("the Vultr emulator", args.vultr_emu),
+        ] {
+            check_port(what, addr)?;
+        }
+
+        report("starting the cloud emulators");
+        let emulators = EmuConfig {
+            hetzner: Some(args.hetzner_emu),
+            vultr: Some(args.vultr_emu),
+            robot: None,
+            accounts: Accounts::new(vec![Account {
+                name: EMULATOR_ACCOUNT.to_string(),
+                secret: EMULATOR_TOKEN.to_string(),
+            }]),
+            clock_mode: ClockMode::Auto,
+            timings: Timings::realistic(),
+            hetzner_options: Default::default(),
+        }
+        .start()
+        .await
+        .context("cannot start the cloud emulators")?;
+        let (Some(hetzner_url), Some(vultr_url)) = (emulators.hetzner_url(), emulators.vultr_url())
+        else {
+            bail!("the cloud emulators started without their URLs");
+        };
+
+        report("starting the zone");
+        let mut apps = AppsConfig::default();
+        apps.apps.insert(
+            PARTNER_APP.to_string(),
+            AppBinary {
+                path: partner,
+                args: vec!["serve".to_string()],
+                env: BTreeMap::from([
+                    ("ORC_HETZNER_ENDPOINT".to_string(), hetzner_url),
+                    ("ORC_VULTR_ENDPOINT".to_string(), vultr_url),
+                ]),
+            },
+        );
+        let mut config = ZoneConfig::new(&data_dir);
+        config.http_addr = args.http;
+        config.grpc_addr = args.grpc;
+        let _pending_zone_apps_field = apps;
+        let zone = Zone::start(config)
+            .await
+            .with_context(|| format!("cannot start the zone in {}", data_dir.display()))?;
+
+        report("creating pool sys/sys/partner");
+        let (pool, pool_created) = match ensure_partner_pool(zone.store()).await {
+            Ok(done) => done,
+            Err(error) => {
+                zone.shutdown().await;
+                return Err(error);
+            }
+        };
+
+        let mut partner_running = 0;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(args.partner_wait);
+        while tokio::time::Instant::now() < deadline {
+            partner_running = running_nodes(zone.store(), &pool).await;
+            report(&format!(
+                "waiting for the partner replicas ({partner_running}/{} running)",
+                pool.size
+            ));
+            if partner_running >= pool.size as usize {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        Ok(Up {
+            zone,
+            emulators,
+            data_dir,
+            pool_created,
+            partner_running,
+        })
+    }
+
+    /// What `orc up` prints once everything is up.
+    pub fn summary(&self) -> String {
+        let mut text = String::new();
+        let url = self.zone.url();
+        text.push_str(&format!("zone      {url}\n"));
+        text.push_str(&format!("data dir  {}\n", self.data_dir.display()));
+        if self.zone.admin_token_is_new() {
+            text.push_str(&format!(
+                "token     {}   (shown once; kept in {})\n",
+                self.zone.admin_token().expose(),
+                self.data_dir
+                    .join(orc_zone::zone::ADMIN_TOKEN_FILE)
+                    .display()
+            ));
+        } else {
+            text.push_str(&format!(
+                "token     in {}\n",
+                self.data_dir
+                    .join(orc_zone::zone::ADMIN_TOKEN_FILE)
+                    .display()
+            ));
+        }
+        if let Some(h) = &self.emulators.hetzner {
+            text.push_str(&format!("hetzner   {} (emulated)\n", h.root_url()));
+        }
+        if let Some(v) = &self.emulators.vultr {
+            text.push_str(&format!("vultr     {} (emulated)\n", v.root_url()));
+        }
+        text.push_str(&format!(
+            "partner   pool sys/sys/partner on core, {}/{PARTNER_REPLICAS} replicas running{}\n",
+            self.partner_running,
+            if self.pool_created { " (created)" } else { "" }
+        ));
+        if self.partner_running < PARTNER_REPLICAS as usize {
+            text.push_str("          still starting: see `orc logs sys/partner`\n");
+        }
+        let data = shell_word(&self.data_dir.to_string_lossy());
+        text.push_str(&format!(
+            "\nIn another terminal (the CLI finds this zone through ORC_DATA_DIR):\n\
+             \x20 export ORC_DATA_DIR={data}\n\
+             \x20 orc providers\n\
+             \x20 orc logs sys/partner --level debug\n\
+             \x20 orc quote sys/sys --provider partner --class eu-central --cpu 2 --mem 4 --os ubuntu-24.04\n\
+             \x20 orc pool create sys/sys/web --provider partner --class eu-central --cpu 2 --mem 4 --os ubuntu-24.04 --size 1\n\
+             \x20 orc nodes sys/sys/web\n\
+             \nCtrl-C stops everything; `orc up` again resumes.\n"
+        ));
+        text
+    }
+
+    /// Stops the zone (its app slots first) and the emulators.
+    pub async fn shutdown(self) {
+        self.zone.shutdown().await;
+        drop(self.emulators);
+    }
+}
+
+fn shell_word(text: &str) -> String {
+    if text
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"/._-+:@".contains(&b))
+    {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+fn check_data_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("the data dir {} cannot be created", dir.display()))?;
+    let probe = dir.join(".orc-up-probe");
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("the data dir {} is not writable", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+fn check_port(what: &str, addr: SocketAddr) -> anyhow::Result<()> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    TcpListener::bind(addr).map(drop).with_context(|| {
+        format!(
+            "{what} cannot listen on {addr}: the port is in use (another `orc up`?) or not \
+             allowed; pick another with the matching --option of `orc up`"
+        )
+    })
+}
+
+fn partner_binary(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = given {
+        if path.is_file() {
+            return Ok(path.to_path_buf());
+        }
+        bail!("the partner binary {} does not exist", path.display());
+    }
+    match builtin_next_to_exe(PARTNER_APP) {
+        Some(app) => Ok(app.path),
+        None => {
+            let dir = std::env::current_exe()
+                .ok()
+                .and_then(|exe| exe.parent().map(Path::to_path_buf))
+                .unwrap_or_default();
+            bail!(
+                "the partner binary {PARTNER_APP} is not next to orc in {}; build it with \
+                 `cargo build --release --bin {PARTNER_APP}` (the same profile as orc), or \
+                 pass --partner-bin PATH",
+                dir.display()
+            )
+        }
+    }
+}
+
+/// The partner's app spec for the emulators.
+pub fn partner_app() -> AppSpec {
+    let params = BTreeMap::from([
+        ("partner_id".to_string(), "orc-up".to_string()),
+        (
+            "hetzner_owner_tag".to_string(),
+            "orc-up-hetzner".to_string(),
+        ),
+        ("vultr_owner_tag".to_string(), "orc-up-vultr".to_string()),
+    ]);
+    let sensitive = BTreeMap::from([
+        ("hetzner_api_token".to_string(), EMULATOR_TOKEN.to_string()),
+        ("vultr_api_key".to_string(), EMULATOR_TOKEN.to_string()),
+    ]);
+    AppSpec {
+        package: PARTNER_PACKAGE.to_string(),
+        params,
+        sensitive: SensitiveParams(sensitive),
+    }
+}
+
+fn name(text: &str) -> anyhow::Result<Name> {
+    text.parse()
+        .with_context(|| format!("{text:?} is not a valid name"))
+}
+
+/// Finds pool `sys/sys/partner` or creates it with [`PARTNER_REPLICAS`] slots. A pool that
+/// exists keeps its size; its app is brought up to date (a rolling replacement) if it
+/// differs. Returns the pool and whether it was created.
+pub async fn ensure_partner_pool(store: &Store) -> anyhow::Result<(Pool, bool)> {
+    let sys = name("sys")?;
+    let wanted = partner_app();
+    match store.pool_by_path(&sys, &sys, &name(PARTNER_POOL)?).await {
+        Ok(pool) => {
+            if pool.spec.app.as_ref() == Some(&wanted) {
+                return Ok((pool, false));
+            }
+            let mut spec = pool.spec.clone();
+            spec.app = Some(wanted);
+            let pool = store
+                .reconfigure_pool(&pool.id, pool.generation, &spec, Timestamp::now())
+                .await
+                .context("cannot update the partner pool's params")?;
+            Ok((pool, false))
+        }
+        Err(StoreError::NotFound { .. }) => {
+            let core = store
+                .list_providers_for(&sys_project_id())
+                .await
+                .context("cannot list the providers of sys/sys")?
+                .into_iter()
+                .find(|p| {
+                    p.project_id == sys_project_id()
+                        && p.name.as_str() == orc_zone::backend::CORE_PROVIDER
+                })
+                .context("the zone has no core provider: its apps supervisor did not start")?;
+            let new = NewPool {
+                project_id: sys_project_id(),
+                name: name(PARTNER_POOL)?,
+                size: PARTNER_REPLICAS,
+                spec: PoolSpec {
+                    provider_id: core.id,
+                    shape: Shape {
+                        vcpus: 1,
+                        memory_gib: 1,
+                        arch: Architecture::X86_64,
+                        disks_gib: vec![],
+                    },
+                    region_class: "local".to_string(),
+                    os: "none".to_string(),
+                    public: false,
+                    endpoints: vec![],
+                    app: Some(wanted),
+                },
+            };
+            let change = store
+                .create_pool(&new, Timestamp::now())
+                .await
+                .context("cannot create the partner pool")?;
+            Ok((change.pool, true))
+        }
+        Err(error) => Err(error).context("cannot read the partner pool"),
+    }
+}
+
+async fn running_nodes(store: &Store, pool: &Pool) -> usize {
+    store
+        .list_nodes_by_pool(&pool.id, false)
+        .await
+        .map(|nodes| {
+            nodes
+                .iter()
+                .filter(|n| n.status.state == NodeState::Running)
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    fn args(dir: &Path, partner: &Path) -> UpArgs {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        UpArgs {
+            data_dir: Some(dir.join("data")),
+            http: any,
+            grpc: any,
+            hetzner_emu: any,
+            vultr_emu: any,
+            partner_bin: Some(partner.to_path_buf()),
+            partner_wait: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn up_starts_the_zone_with_the_partner_pool_and_resumes_without_duplicates() {
+        let dir = tempfile::tempdir().unwrap();
+        let partner = dir.path().join("fake-partner");
+        std::fs::write(&partner, "#!/bin/sh\nexec sleep 600\n").unwrap();
+        std::fs::set_permissions(&partner, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let steps = std::sync::Mutex::new(Vec::new());
+        let report = |w: &str| steps.lock().unwrap().push(w.to_string());
+
+        let up = Up::start(&args(dir.path(), &partner), &report)
+            .await
+            .unwrap();
+        assert!(up.pool_created);
+        let token = up.zone.admin_token().expose().to_string();
+        let health = reqwest::Client::new()
+            .get(format!("{}/api/orgs", up.zone.url()))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert!(health.status().is_success(), "{}", health.status());
+        let summary = up.summary();
+        assert!(summary.contains(&up.zone.url()), "{summary}");
+        assert!(
+            summary.contains(&token),
+            "a new token is shown once: {summary}"
+        );
+        let sys: Name = "sys".parse().unwrap();
+        let pool = up
+            .zone
+            .store()
+            .pool_by_path(&sys, &sys, &name(PARTNER_POOL).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(pool.size, PARTNER_REPLICAS);
+        assert_eq!(pool.spec.app, Some(partner_app()));
+        up.shutdown().await;
+        assert_eq!(
+            steps.lock().unwrap()[..3],
+            [
+                "starting the cloud emulators",
+                "starting the zone",
+                "creating pool sys/sys/partner"
+            ]
+        );
+
+        let again = Up::start(&args(dir.path(), &partner), &report)
+            .await
+            .unwrap();
+        assert!(!again.pool_created);
+        let pools = again
+            .zone
+            .store()
+            .list_pools(&sys_project_id())
+            .await
+            .unwrap();
+        let partners: Vec<_> = pools
+            .iter()
+            .filter(|p| p.name.as_str() == PARTNER_POOL)
+            .collect();
+        assert_eq!(partners.len(), 1);
+        assert_eq!(partners[0].id, pool.id);
+        assert_eq!(partners[0].generation, pool.generation);
+        assert!(
+            !again.summary().contains(&token),
+            "the token is shown only once"
+        );
+        again.shutdown().await;
+    }
+
+    #[test]
+    fn a_missing_partner_binary_says_how_to_build_it() {
+        let error = partner_binary(Some(Path::new("/nonexistent/orc-prov-partner")))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("does not exist"), "{error}");
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let error = check_port("the zone API", taken.local_addr().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("in use"), "{error}");
+    }
 }

@@ -1,0 +1,283 @@
+//! The `orc` binary against a zone started in-process: human tables compared with golden
+//! files in `tests/golden/` (regenerate with `ORC_BLESS=1`), `--json` output, and errors as
+//! one line naming the field.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use orc_zone::model::{Name, NewProvider, PricingStrategy, ProviderScope, Timestamp};
+use orc_zone::zone::{Zone, ZoneConfig};
+
+struct Env {
+    zone: Zone,
+    dir: tempfile::TempDir,
+}
+
+async fn start() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let zone = Zone::start(ZoneConfig::ephemeral(dir.path()))
+        .await
+        .unwrap();
+    let store = zone.store();
+    let now = Timestamp::now();
+    let org = store.create_org(&name("acme"), now).await.unwrap();
+    let web = store
+        .create_project(&org.id, &name("web"), now)
+        .await
+        .unwrap();
+    store
+        .create_project(&org.id, &name("data"), now)
+        .await
+        .unwrap();
+    store
+        .create_provider(
+            &NewProvider {
+                project_id: web.id,
+                name: name("fake"),
+                resource_uri: "urn:orc:test:fake".into(),
+                scope: ProviderScope::Project,
+                pricing: PricingStrategy::None,
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    Env { zone, dir }
+}
+
+fn name(text: &str) -> Name {
+    text.parse().unwrap()
+}
+
+/// Runs `orc ARGS` against the zone (off the runtime's threads, which serve the zone).
+async fn orc(env: &Env, args: &[&str]) -> Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
+    cmd.args(args)
+        .env("ORC_URL", env.zone.url())
+        .env("ORC_TOKEN", env.zone.admin_token().expose())
+        .env("ORC_DATA_DIR", env.dir.path())
+        .env_remove("NO_COLOR");
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "orc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn golden(name: &str, actual: &str) {
+    let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("ORC_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        expected == actual,
+        "{} differs (ORC_BLESS=1 regenerates it)\n--- expected\n{expected}\n--- actual\n{actual}",
+        path.display()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pools_nodes_and_providers_print_stable_tables() {
+    let env = start().await;
+    let created = orc(
+        &env,
+        &[
+            "pool",
+            "create",
+            "acme/web/db",
+            "--provider",
+            "fake",
+            "--class",
+            "eu-central",
+            "--cpu",
+            "2",
+            "--mem",
+            "4",
+            "--os",
+            "debian-12",
+            "--size",
+            "3",
+        ],
+    )
+    .await;
+    assert_eq!(
+        stdout(&created),
+        "Created pool acme/web/db with 3 node(s).\n"
+    );
+    let created = orc(
+        &env,
+        &[
+            "pool",
+            "create",
+            "acme/web/cache",
+            "--provider",
+            "fake",
+            "--class",
+            "eu-central",
+            "--cpu",
+            "1",
+            "--mem",
+            "2",
+            "--arch",
+            "arm64",
+            "--disk",
+            "20",
+            "--os",
+            "debian-12",
+            "--size",
+            "1",
+        ],
+    )
+    .await;
+    stdout(&created);
+
+    golden(
+        "pools.txt",
+        &stdout(&orc(&env, &["pools", "acme/web"]).await),
+    );
+    golden("pools-all.txt", &stdout(&orc(&env, &["pools"]).await));
+    golden(
+        "nodes.txt",
+        &stdout(&orc(&env, &["nodes", "acme/web/db"]).await),
+    );
+    golden(
+        "providers.txt",
+        &stdout(&orc(&env, &["providers", "acme/web"]).await),
+    );
+
+    let resized = orc(&env, &["pool", "resize", "acme/web/db", "1"]).await;
+    assert_eq!(stdout(&resized), "Pool acme/web/db now has size 1.\n");
+    golden(
+        "nodes-after-resize.txt",
+        &stdout(&orc(&env, &["nodes", "acme/web/db"]).await),
+    );
+
+    let json = stdout(&orc(&env, &["--json", "pools", "acme/web"]).await);
+    let pools: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(pools[0]["path"], "acme/web/cache");
+    assert_eq!(pools[1]["nodes"]["destroying"], 2);
+
+    let deleted = orc(&env, &["pool", "delete", "acme/web/cache"]).await;
+    assert_eq!(
+        stdout(&deleted),
+        "Pool acme/web/cache is being deleted; its nodes are destroyed first.\n"
+    );
+    env.zone.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_scope_and_pricing_are_reported_in_words() {
+    let env = start().await;
+    let before = stdout(&orc(&env, &["providers", "acme/data"]).await);
+    assert_eq!(before, "No providers visible to acme/data.\n");
+    let changed = orc(&env, &["provider", "change-scope", "acme/web/fake", "zone"]).await;
+    assert_eq!(
+        stdout(&changed),
+        "Provider fake now has scope zone: visible to every project of the zone.\n"
+    );
+    let priced = orc(
+        &env,
+        &["provider", "pricing", "acme/web/fake", "--markup", "0.15"],
+    )
+    .await;
+    assert_eq!(
+        stdout(&priced),
+        "Provider fake now prices new nodes with markup 0.15.\n"
+    );
+    golden(
+        "providers-zone.txt",
+        &stdout(&orc(&env, &["providers", "acme/data"]).await),
+    );
+    let unpriced = orc(&env, &["provider", "pricing", "acme/web/fake", "--none"]).await;
+    assert_eq!(
+        stdout(&unpriced),
+        "Provider fake has no pricing strategy: new nodes are unpriced.\n"
+    );
+    env.zone.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_one_line_naming_the_field() {
+    let env = start().await;
+    let out = orc(
+        &env,
+        &[
+            "pool",
+            "create",
+            "acme/web/db",
+            "--provider",
+            "fake",
+            "--class",
+            "eu-central",
+            "--cpu",
+            "0",
+            "--mem",
+            "4",
+            "--os",
+            "debian-12",
+            "--size",
+            "1",
+        ],
+    )
+    .await;
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "error: shape.cpu must be 1 to 1024 vCPUs, not 0 (field: shape.cpu) [400 invalid]\n"
+    );
+
+    let scope = orc(
+        &env,
+        &["provider", "change-scope", "acme/web/fake", "global"],
+    )
+    .await;
+    assert_eq!(
+        String::from_utf8(scope.stderr).unwrap(),
+        "error: scope \"global\" is not one of zone, project (field: scope) [400 invalid]\n"
+    );
+
+    let path = orc(&env, &["nodes", "acme"]).await;
+    assert_eq!(
+        String::from_utf8(path.stderr).unwrap(),
+        "error: \"acme\" is not ORG/PROJECT/POOL (or ORG/POOL)\n"
+    );
+
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
+    cmd.args(["pools", "acme/web"])
+        .env("ORC_URL", env.zone.url())
+        .env("ORC_TOKEN", "orc_wrong")
+        .env("ORC_DATA_DIR", env.dir.path());
+    let denied = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(denied.stderr).unwrap(),
+        "error: the token is unknown, revoked or expired [401 unauthenticated]\n"
+    );
+    env.zone.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_data_dir_tells_the_cli_where_the_zone_is() {
+    let env = start().await;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
+    cmd.args(["pools", "acme/web"])
+        .env_remove("ORC_URL")
+        .env_remove("ORC_TOKEN")
+        .env("ORC_DATA_DIR", env.dir.path());
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(stdout(&out), "No pools.\n");
+    env.zone.shutdown().await;
+}
