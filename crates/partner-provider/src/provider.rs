@@ -930,16 +930,24 @@ pub fn user_data(
     })
 }
 
-/// Reads every keyed cloud's catalog now and then every refresh interval, while serving.
+/// How soon a failed catalog read is tried again (never later than the refresh interval).
+const FAILED_READ_RETRY: Duration = Duration::from_secs(30);
+
+/// Reads every keyed cloud's catalog now and then every refresh interval, while serving; a
+/// read that failed is tried again after [`FAILED_READ_RETRY`].
 async fn refresh_loop(shared: Arc<Shared>) {
     loop {
+        let mut wait = shared.options.refresh_interval;
         if shared.role.load(Ordering::SeqCst) == ROLE_SERVING {
-            shared
+            let failures = shared
                 .catalogs
                 .refresh(&shared.clients, &shared.config, now())
                 .await;
+            if !failures.is_empty() {
+                wait = wait.min(FAILED_READ_RETRY);
+            }
         }
-        tokio::time::sleep(shared.options.refresh_interval).await;
+        tokio::time::sleep(wait).await;
     }
 }
 
