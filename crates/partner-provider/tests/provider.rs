@@ -252,9 +252,7 @@ async fn a_capped_cloud_is_counted_on_becoming_serving() {
     ));
     fresh.on_role(Role::Serving);
     tokio::time::timeout(Duration::from_secs(10), async {
-        while fresh
-            .quote_state()
-            .count_status(orc_partner::ids::Cloud::Vultr)
+        while fresh.quote_state().count_status(Cloud::Vultr)
             != Some(orc_partner::state::CountStatus::Counted)
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
