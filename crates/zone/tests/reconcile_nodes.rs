@@ -1,0 +1,335 @@
+//! The reconcilers against a fake provider called directly, on a manual clock: refusal
+//! kinds and retry times, operator_fix waiting for a configuration change, pricing and
+//! usage, resize down, lost detection, and pool deletion.
+
+mod hub_support;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use hub_support::*;
+use orc_proto::{Inventory, InventoryNode, Refusal, RefusalKind as WireKind};
+use orc_provider_sdk::fake::FakeCloud;
+use orc_zone::backend::Backends;
+use orc_zone::model::{Markup, Node, NodeState, PricingStrategy, RefusalKind, Timestamp};
+use orc_zone::reconcile::{ManualClock, apply_inventory};
+use rust_decimal::Decimal;
+
+fn wire(node: &Node) -> orc_proto::NodeId {
+    orc_proto::NodeId::new(node.id.as_str()).unwrap()
+}
+
+async fn nodes(t: &Tenant, pool: &orc_zone::model::PoolId) -> Vec<Node> {
+    t.store.list_nodes_by_pool(pool, true).await.unwrap()
+}
+
+#[tokio::test]
+async fn reconcile_refusal_kinds_drive_node_states_and_retry_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let provider = provider_row(&t).await;
+    let cloud = FakeCloud::new();
+    let clock = ManualClock::new(START);
+    let backend = Direct::new(&cloud);
+    let reconciler = reconciler(&t.store, Backends::single(backend.clone()), &clock);
+    let cases = [
+        (WireKind::NoCapacity, NodeState::Parked, 60_000),
+        (WireKind::Counting, NodeState::Pending, 5_000),
+        (WireKind::Transient, NodeState::Pending, 2_000),
+        (WireKind::OperatorFix, NodeState::Parked, 30_000),
+        (WireKind::Failed, NodeState::Pending, 2_000),
+    ];
+    let mut pools = Vec::new();
+    for (i, (kind, _, _)) in cases.iter().enumerate() {
+        let pool = create_pool(&t, &provider, &format!("p{i}"), 1).await;
+        let node = nodes(&t, &pool.id).await.remove(0);
+        cloud.refuse_node(
+            wire(&node),
+            Some(Refusal::new(*kind, format!("words {kind}"))),
+        );
+        pools.push(pool);
+    }
+    reconciler.pass().await.unwrap();
+    reconciler.settle().await.unwrap();
+    for ((kind, state, delay), pool) in cases.iter().zip(&pools) {
+        let node = nodes(&t, &pool.id).await.remove(0);
+        assert_eq!(node.status.state, *state, "{kind}");
+        assert_eq!(
+            node.status.state_words,
+            Some(format!("words {kind}")),
+            "{kind}"
+        );
+        assert_eq!(node.status.refusal.map(|r| r.as_str()), Some(kind.as_str()));
+        assert_eq!(
+            node.status.next_attempt_at,
+            Some(START.plus_millis(*delay)),
+            "{kind} retries after {delay} ms"
+        );
+    }
+    // A second transient refusal backs off further.
+    clock.advance(Duration::from_secs(2));
+    reconciler.pass().await.unwrap();
+    reconciler.settle().await.unwrap();
+    let transient = nodes(&t, &pools[2].id).await.remove(0);
+    assert_eq!(transient.status.attempts, 2);
+    assert_eq!(
+        transient.status.next_attempt_at,
+        Some(START.plus_millis(2_000 + 4_000))
+    );
+    // Nothing was created for any refused node.
+    assert_eq!(cloud.creates(), 0);
+    assert!(backend.quotes.load(Ordering::SeqCst) >= 6);
+}
+
+#[tokio::test]
+async fn reconcile_operator_fix_waits_for_a_configuration_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let provider = provider_row(&t).await;
+    let cloud = FakeCloud::new();
+    let clock = ManualClock::new(START);
+    let backend = Direct::new(&cloud);
+    let reconciler = reconciler(&t.store, Backends::single(backend.clone()), &clock);
+    let pool = create_pool(&t, &provider, "web", 1).await;
+    let class = orc_proto::ClassId::new("eu-central").unwrap();
+    cloud.refuse_class(
+        class.clone(),
+        Some(Refusal::new(
+            WireKind::OperatorFix,
+            "The provider needs its operator.",
+        )),
+    );
+    reconciler.pass().await.unwrap();
+    reconciler.settle().await.unwrap();
+    assert_eq!(nodes(&t, &pool.id).await[0].status.state, NodeState::Parked);
+    let quotes = backend.quotes.load(Ordering::SeqCst);
+    cloud.refuse_class(class, None);
+
+    // Re-checks without a configuration change send nothing.
+    for _ in 0..3 {
+        clock.advance(Duration::from_secs(30));
+        reconciler.pass().await.unwrap();
+        reconciler.settle().await.unwrap();
+    }
+    let node = nodes(&t, &pool.id).await.remove(0);
+    assert_eq!(node.status.state, NodeState::Parked);
+    assert_eq!(node.status.refusal, Some(RefusalKind::OperatorFix));
+    assert_eq!(
+        backend.quotes.load(Ordering::SeqCst),
+        quotes,
+        "no quote while waiting"
+    );
+
+    // The provider's configuration changes: the node is quoted again and deploys.
+    clock.advance(Duration::from_secs(1));
+    *backend.config_changed.lock().unwrap() = Some(clock_now(&clock));
+    clock.advance(Duration::from_secs(30));
+    drive(
+        &reconciler,
+        &t.store,
+        &pool.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
+    assert_eq!(cloud.creates(), 1);
+}
+
+fn clock_now(clock: &ManualClock) -> Timestamp {
+    use orc_zone::reconcile::Clock;
+    clock.now()
+}
+
+#[tokio::test]
+async fn reconcile_pricing_unpriced_markup_and_usage_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let provider = provider_row(&t).await;
+    let cloud = FakeCloud::new();
+    let clock = ManualClock::new(START);
+    let reconciler = reconciler(&t.store, Backends::single(Direct::new(&cloud)), &clock);
+
+    let free = create_pool(&t, &provider, "unpriced", 1).await;
+    drive(
+        &reconciler,
+        &t.store,
+        &free.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
+    let half = Markup::new(Decimal::new(5, 1)).unwrap();
+    t.store
+        .set_provider_pricing(&provider.id, PricingStrategy::Markup(half), START)
+        .await
+        .unwrap();
+    let priced = create_pool(&t, &provider, "priced", 1).await;
+    drive(
+        &reconciler,
+        &t.store,
+        &priced.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
+    let zero = Markup::new(Decimal::ZERO).unwrap();
+    t.store
+        .set_provider_pricing(&provider.id, PricingStrategy::Markup(zero), START)
+        .await
+        .unwrap();
+    let at_cost = create_pool(&t, &provider, "at-cost", 1).await;
+    drive(
+        &reconciler,
+        &t.store,
+        &at_cost.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
+
+    let unpriced = nodes(&t, &free.id).await.remove(0);
+    assert_eq!(unpriced.status.price, None, "unpriced, not zero");
+    assert_eq!(unpriced.status.markup, None);
+    let marked = nodes(&t, &priced.id).await.remove(0);
+    assert_eq!(
+        marked.status.markup,
+        Some(Decimal::new(5, 1)),
+        "markup kept after change"
+    );
+    let price = marked.status.price.expect("priced");
+    assert_eq!(
+        price.amount,
+        Decimal::new(750, 2),
+        "5.00 a month with 50 % markup"
+    );
+    let cost = nodes(&t, &at_cost.id).await.remove(0);
+    assert_eq!(cost.status.markup, Some(Decimal::ZERO));
+    assert_eq!(cost.status.price.unwrap().amount, Decimal::new(500, 2));
+
+    // An hour later the priced nodes have accrued one hour; the unpriced one nothing.
+    clock.advance(Duration::from_secs(3600));
+    let report = reconciler.pass().await.unwrap();
+    assert_eq!(report.accrued, 2);
+    let month = "2026-03".parse().unwrap();
+    let lines = t.store.list_usage(&t.project.id, &month).await.unwrap();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    let line = lines
+        .iter()
+        .find(|l| l.node_id.as_ref() == Some(&marked.id))
+        .expect("line of the marked-up node");
+    assert_eq!(line.description, "2 vCPU · 4 GiB · eu-central");
+    assert_eq!(line.hours, Decimal::ONE);
+    assert_eq!(line.amount, Decimal::new(750, 2) / Decimal::from(730));
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.node_id.as_ref() != Some(&unpriced.id))
+    );
+    // Accruing again at the same instant adds nothing.
+    orc_zone::reconcile::accrue_usage(
+        &t.store,
+        &orc_zone::pricing::BillingSubject {
+            project_id: t.project.id.clone(),
+            pool_id: priced.id.clone(),
+            node_id: marked.id.clone(),
+            description: line.description.clone(),
+            rate: line.rate,
+        },
+        clock_now(&clock),
+    )
+    .await
+    .unwrap();
+    let again = t.store.list_usage(&t.project.id, &month).await.unwrap();
+    assert_eq!(again, lines);
+}
+
+#[tokio::test]
+async fn reconcile_resize_down_destroys_and_deleting_pool_goes_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let provider = provider_row(&t).await;
+    let cloud = FakeCloud::new();
+    let clock = ManualClock::new(START);
+    let reconciler = reconciler(&t.store, Backends::single(Direct::new(&cloud)), &clock);
+    let pool = create_pool(&t, &provider, "web", 3).await;
+    drive(
+        &reconciler,
+        &t.store,
+        &pool.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
+    t.store.resize_pool(&pool.id, 1, START).await.unwrap();
+    let after = drive(&reconciler, &t.store, &pool.id, 4, |nodes| {
+        nodes
+            .iter()
+            .filter(|n| n.status.state == NodeState::Ended)
+            .count()
+            == 2
+    })
+    .await;
+    let live: Vec<_> = after.iter().filter(|n| n.status.state.is_live()).collect();
+    assert_eq!(live.len(), 1);
+    assert_eq!(live[0].slot, 0);
+    assert_eq!(cloud.deletes(), 2);
+    assert_eq!(cloud.instances().len(), 1);
+
+    t.store.mark_pool_deleting(&pool.id, START).await.unwrap();
+    drive(&reconciler, &t.store, &pool.id, 4, all_in(NodeState::Ended)).await;
+    assert_eq!(reconciler.pool_pass().await.unwrap(), 1);
+    assert!(t.store.get_pool(&pool.id).await.is_err(), "pool deleted");
+    assert!(cloud.instances().is_empty());
+}
+
+#[tokio::test]
+async fn reconcile_complete_inventory_marks_missing_running_nodes_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let provider = provider_row(&t).await;
+    let cloud = FakeCloud::new();
+    let clock = ManualClock::new(START);
+    let reconciler = reconciler(&t.store, Backends::single(Direct::new(&cloud)), &clock);
+    let pool = create_pool(&t, &provider, "web", 2).await;
+    let running = drive(
+        &reconciler,
+        &t.store,
+        &pool.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
+    let kept = &running[0];
+    let report = Inventory {
+        nodes: vec![InventoryNode {
+            node_id: wire(kept),
+            site: orc_proto::SiteName::new(kept.status.site.clone().unwrap()).unwrap(),
+            instance_ref: orc_proto::InstanceRef::new(kept.status.instance_ref.clone().unwrap())
+                .unwrap(),
+            state: orc_proto::NodeState::Running,
+        }],
+        sites: vec![],
+    };
+    let grace = Duration::from_secs(120);
+    let within_grace = apply_inventory(&t.store, &provider, &report, START, grace).await;
+    assert_eq!(
+        within_grace.unwrap(),
+        0,
+        "nodes that just started are spared"
+    );
+    let later = START.plus_millis(121_000);
+    assert_eq!(
+        apply_inventory(&t.store, &provider, &report, later, grace)
+            .await
+            .unwrap(),
+        1
+    );
+    let after = nodes(&t, &pool.id).await;
+    assert_eq!(after[0].status.state, NodeState::Running);
+    assert_eq!(after[1].status.state, NodeState::Lost);
+    assert_eq!(
+        after[1].status.state_words.as_deref(),
+        Some("The node is no longer reported by its provider.")
+    );
+    assert_eq!(after[1].status.next_attempt_at, None);
+}
