@@ -17,7 +17,8 @@
 //!   used.
 //!
 //! Invariants: a failed read keeps the previous snapshot and records the failure as its
-//! last answer; a site whose location its cloud does not sell now is logged once at INFO
+//! last answer (operator detail, also logged at DEBUG; the WARN line names only the cloud
+//! and the operation); a site whose location its cloud does not sell now is logged once at INFO
 //! when it starts (and once when it stops) being left out, not on every read.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -313,7 +314,12 @@ impl LiveCatalogs {
             }
             Err(e) => {
                 let summary = e.to_string();
-                tracing::warn!(%cloud, error = %summary, "The cloud's catalog could not be read; the previous one stays in use");
+                tracing::warn!(
+                    %cloud,
+                    operation = e.operation().unwrap_or("-"),
+                    "The cloud's catalog could not be read; the previous one stays in use"
+                );
+                tracing::debug!(%cloud, error = %summary, "the cloud's answer");
                 catalogs.update(cloud, |s| {
                     s.last_answer = LastAnswer::Failed {
                         at: now,
