@@ -517,6 +517,7 @@ impl Apps {
         env.insert("ORC_POOL_GENERATION".into(), pool.generation.to_string());
         env.insert("ORC_NODE".into(), node.id.to_string());
         env.insert("ORC_ZONE_GRPC".into(), self.inner.zone_grpc_url.clone());
+        env.insert("ORC_ZONE_ENDPOINT".into(), self.inner.zone_grpc_url.clone());
         env.insert("ORC_ZONE_PROJECT".into(), project_path);
         env.insert(
             "ORC_RUNTIME_DIR".into(),
