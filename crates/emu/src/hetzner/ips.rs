@@ -12,6 +12,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
+use super::named::{ensure_name_free, rename_and_relabel};
 use super::pagination::{ListQuery, SortValue, page_of, sort_items};
 use super::servers::set_ptr;
 use super::wire::{
@@ -192,12 +193,7 @@ pub(crate) async fn create_primary(
                 ));
             }
         };
-        if ctx.world.primary_ips.values().any(|p| p.name == name) {
-            return Err(ApiError::uniqueness(
-                "primary IP name is already used",
-                json!({"fields": [{"name": "name"}]}),
-            ));
-        }
+        ensure_name_free(&ctx.world.primary_ips, &name, None)?;
         let id = ctx.ids.primary_ip();
         let ip = match family {
             Family::V4 => ctx.ids.public_ipv4(),
@@ -284,28 +280,10 @@ pub(crate) async fn update_primary(
     }
     hz.with_world(&account, |ctx| {
         find_primary(ctx, id)?;
-        if let Some(name) = &b.name
-            && ctx
-                .world
-                .primary_ips
-                .values()
-                .any(|p| p.id != id && &p.name == name)
+        if let Some(p) = rename_and_relabel(&mut ctx.world.primary_ips, id, b.name, b.labels)?
+            && let Some(a) = b.auto_delete
         {
-            return Err(ApiError::uniqueness(
-                "primary IP name is already used",
-                json!({"fields": [{"name": "name"}]}),
-            ));
-        }
-        if let Some(p) = ctx.world.primary_ips.get_mut(&id) {
-            if let Some(name) = b.name {
-                p.name = name;
-            }
-            if let Some(labels) = b.labels {
-                p.labels = labels;
-            }
-            if let Some(a) = b.auto_delete {
-                p.auto_delete = a;
-            }
+            p.auto_delete = a;
         }
         let p = find_primary(ctx, id)?;
         ok(json!({"primary_ip": primary_json(ctx, p)}))
@@ -523,12 +501,7 @@ pub(crate) async fn create_floating(
         }
         let id = ctx.ids.floating_ip();
         let name = b.name.unwrap_or_else(|| format!("floating_ip-{id}"));
-        if ctx.world.floating_ips.values().any(|f| f.name == name) {
-            return Err(ApiError::uniqueness(
-                "floating IP name is already used",
-                json!({"fields": [{"name": "name"}]}),
-            ));
-        }
+        ensure_name_free(&ctx.world.floating_ips, &name, None)?;
         let ip = ctx.ids.floating(family);
         let dns_ptr = match family {
             Family::V4 => [(ip.clone(), default_ptr_v4(&ip))].into(),
@@ -609,28 +582,10 @@ pub(crate) async fn update_floating(
     }
     hz.with_world(&account, |ctx| {
         find_floating(ctx, id)?;
-        if let Some(name) = &b.name
-            && ctx
-                .world
-                .floating_ips
-                .values()
-                .any(|f| f.id != id && &f.name == name)
+        if let Some(f) = rename_and_relabel(&mut ctx.world.floating_ips, id, b.name, b.labels)?
+            && let Some(d) = b.description
         {
-            return Err(ApiError::uniqueness(
-                "floating IP name is already used",
-                json!({"fields": [{"name": "name"}]}),
-            ));
-        }
-        if let Some(f) = ctx.world.floating_ips.get_mut(&id) {
-            if let Some(name) = b.name {
-                f.name = name;
-            }
-            if let Some(labels) = b.labels {
-                f.labels = labels;
-            }
-            if let Some(d) = b.description {
-                f.description = Some(d);
-            }
+            f.description = Some(d);
         }
         let f = find_floating(ctx, id)?;
         ok(json!({"floating_ip": floating_json(ctx, f)}))

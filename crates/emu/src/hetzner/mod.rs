@@ -22,6 +22,7 @@ mod actions;
 mod catalog;
 mod ips;
 pub mod labels;
+mod named;
 mod networks;
 mod pagination;
 mod servers;

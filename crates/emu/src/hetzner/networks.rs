@@ -15,6 +15,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
+use super::named::{ensure_name_free, rename_and_relabel};
 use super::pagination::{ListQuery, SortValue, page_of, sort_items};
 use super::wire::{
     CreateNetwork, IpRange, Protection, RouteReq, SubnetReq, Update, check_labels, check_name,
@@ -320,12 +321,7 @@ pub(crate) async fn create(
         ));
     }
     hz.with_world(&account, |ctx| {
-        if ctx.world.networks.values().any(|n| n.name == name) {
-            return Err(ApiError::uniqueness(
-                "network name is already used",
-                json!({"fields": [{"name": "name"}]}),
-            ));
-        }
+        ensure_name_free(&ctx.world.networks, &name, None)?;
         let mut net = Network {
             id: 0,
             name,
@@ -393,27 +389,9 @@ pub(crate) async fn update(
     }
     hz.with_world(&account, |ctx| {
         find(ctx, id)?;
-        if let Some(name) = &b.name
-            && ctx
-                .world
-                .networks
-                .values()
-                .any(|n| n.id != id && &n.name == name)
-        {
-            return Err(ApiError::uniqueness(
-                "network name is already used",
-                json!({"fields": [{"name": "name"}]}),
-            ));
-        }
-        let Some(n) = ctx.world.networks.get_mut(&id) else {
+        let Some(n) = rename_and_relabel(&mut ctx.world.networks, id, b.name, b.labels)? else {
             return Err(ApiError::not_found("network", id));
         };
-        if let Some(name) = b.name {
-            n.name = name;
-        }
-        if let Some(labels) = b.labels {
-            n.labels = labels;
-        }
         if let Some(e) = b.expose_routes_to_vswitch {
             n.expose_routes_to_vswitch = e;
         }

@@ -26,6 +26,7 @@ use rand::distr::Alphanumeric;
 use serde_json::{Value, json};
 
 use super::catalog::ServerType;
+use super::named::{ensure_name_free, rename_and_relabel};
 use super::networks::allocate_ip;
 use super::pagination::{ListQuery, SortValue, page_of, sort_items};
 use super::wire::{
@@ -343,12 +344,7 @@ pub(crate) async fn create(
             )
             .with_details(json!({"limits": [{"name": "server_limit"}]})));
         }
-        if ctx.world.servers.values().any(|s| s.name == name) {
-            return Err(ApiError::uniqueness(
-                "server name is already used",
-                json!({}),
-            ));
-        }
+        ensure_name_free(&ctx.world.servers, &name, None)?;
 
         let id = ctx.ids.server();
         let mut primary = [None, None];
@@ -509,25 +505,7 @@ pub(crate) async fn update(
     }
     hz.with_world(&account, |ctx| {
         find(ctx, id)?;
-        if let Some(name) = &b.name
-            && ctx
-                .world
-                .servers
-                .values()
-                .any(|s| s.id != id && &s.name == name)
-        {
-            return Err(ApiError::uniqueness(
-                "server name is already used",
-                json!({}),
-            ));
-        }
-        let s = server_mut(ctx, id)?;
-        if let Some(name) = b.name {
-            s.name = name;
-        }
-        if let Some(labels) = b.labels {
-            s.labels = labels;
-        }
+        rename_and_relabel(&mut ctx.world.servers, id, b.name, b.labels)?;
         let s = find(ctx, id)?;
         ok(json!({"server": server_json(ctx, s)}))
     })

@@ -12,6 +12,7 @@ use base64::Engine;
 use md5::{Digest, Md5};
 use serde_json::{Value, json};
 
+use super::named::{ensure_name_free, rename_and_relabel};
 use super::pagination::{ListQuery, SortValue, page_of, sort_items};
 use super::wire::{CreateSshKey, Update, check_labels, check_name, required};
 use super::world::{SshKey, ts};
@@ -60,13 +61,6 @@ fn find<'w>(ctx: &'w Ctx<'_>, id: u64) -> Result<&'w SshKey, ApiError> {
         .ok_or_else(|| ApiError::not_found("SSH key", id))
 }
 
-fn name_taken() -> ApiError {
-    ApiError::uniqueness(
-        "SSH key with the same name already exists",
-        json!({"fields": [{"name": "name"}]}),
-    )
-}
-
 pub(crate) async fn create(
     State(hz): Hs,
     account: Account,
@@ -79,9 +73,7 @@ pub(crate) async fn create(
     let fingerprint =
         fingerprint(&public_key).map_err(|e| ApiError::invalid_field("public_key", vec![e]))?;
     hz.with_world(&account, |ctx| {
-        if ctx.world.ssh_keys.values().any(|k| k.name == name) {
-            return Err(name_taken());
-        }
+        ensure_name_free(&ctx.world.ssh_keys, &name, None)?;
         if ctx
             .world
             .ssh_keys
@@ -148,23 +140,7 @@ pub(crate) async fn update(
     }
     hz.with_world(&account, |ctx| {
         find(ctx, id)?;
-        if let Some(name) = &b.name
-            && ctx
-                .world
-                .ssh_keys
-                .values()
-                .any(|k| k.id != id && &k.name == name)
-        {
-            return Err(name_taken());
-        }
-        if let Some(k) = ctx.world.ssh_keys.get_mut(&id) {
-            if let Some(name) = b.name {
-                k.name = name;
-            }
-            if let Some(labels) = b.labels {
-                k.labels = labels;
-            }
-        }
+        rename_and_relabel(&mut ctx.world.ssh_keys, id, b.name, b.labels)?;
         ok(json!({"ssh_key": key_json(find(ctx, id)?)}))
     })
 }

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
+use super::named::{ensure_name_free, rename_and_relabel};
 use super::pagination::{ListQuery, SortValue, page_of, sort_items};
 use super::wire::{
     AttachVolume, CreateVolume, Protection, ResizeVolume, Update, check_labels, check_name,
@@ -117,12 +118,7 @@ pub(crate) async fn create(
         if let Some(server) = b.server {
             check_server(ctx, server, &location)?;
         }
-        if ctx.world.volumes.values().any(|v| v.name == name) {
-            return Err(ApiError::uniqueness(
-                "volume name is already used",
-                json!({"fields": [{"name": "name"}]}),
-            ));
-        }
+        ensure_name_free(&ctx.world.volumes, &name, None)?;
         let id = ctx.ids.volume();
         ctx.world.volumes.insert(
             id,
@@ -203,26 +199,7 @@ pub(crate) async fn update(
     }
     hz.with_world(&account, |ctx| {
         find(ctx, id)?;
-        if let Some(name) = &b.name
-            && ctx
-                .world
-                .volumes
-                .values()
-                .any(|v| v.id != id && &v.name == name)
-        {
-            return Err(ApiError::uniqueness(
-                "volume name is already used",
-                json!({"fields": [{"name": "name"}]}),
-            ));
-        }
-        if let Some(v) = ctx.world.volumes.get_mut(&id) {
-            if let Some(name) = b.name {
-                v.name = name;
-            }
-            if let Some(labels) = b.labels {
-                v.labels = labels;
-            }
-        }
+        rename_and_relabel(&mut ctx.world.volumes, id, b.name, b.labels)?;
         let v = find(ctx, id)?;
         ok(json!({"volume": volume_json(ctx, v)}))
     })
