@@ -643,3 +643,183 @@ mod tests {
         assert!(project_path("acme").is_err());
     }
 }
+
+/// Golden files of the human tables, rendered from fixed views (the integration tests in
+/// `tests/cli.rs` render the rest from a live zone). `ORC_BLESS=1` regenerates them.
+#[cfg(test)]
+mod golden {
+    use super::*;
+    use orc_zone::api::views::{MoneyView, NodeCounts, PricingView, ReplicaView, ShapeView};
+
+    fn check(name: &str, actual: &str) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(name);
+        if std::env::var_os("ORC_BLESS").is_some_and(|v| v == "1") {
+            std::fs::write(&path, actual).unwrap();
+        }
+        let expected = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            expected == actual,
+            "{} differs (ORC_BLESS=1 regenerates it)\n--- expected\n{expected}\n--- actual\n{actual}",
+            path.display()
+        );
+    }
+
+    fn node(slot: u32, id: &str, state: &str) -> NodeView {
+        NodeView {
+            id: id.to_string(),
+            slot,
+            state: state.to_string(),
+            words: None,
+            refusal: None,
+            site: None,
+            addresses: Vec::new(),
+            price: None,
+            markup: None,
+            attempts: 0,
+            created_at: 0,
+            updated_at: 0,
+            ended_at: None,
+        }
+    }
+
+    #[test]
+    fn nodes_table_golden() {
+        let mut running = node(0, "n-00000000000k", "running");
+        running.site = Some("eu-central-a".into());
+        running.addresses = vec!["192.0.2.1".into(), "2001:db8::1".into()];
+        running.price = Some(MoneyView {
+            amount: "0.0079".into(),
+            currency: "USD".into(),
+            period: "hour".into(),
+        });
+        running.markup = Some("0.15".into());
+        let mut unpriced = node(1, "n-00000000000m", "running");
+        unpriced.site = Some("eu-central-b".into());
+        unpriced.addresses = vec!["192.0.2.2".into()];
+        let mut parked = node(2, "n-00000000000n", "parked");
+        parked.words = Some("no capacity in Europe Central right now".into());
+        parked.refusal = Some("no_capacity".into());
+        let pending = node(3, "n-00000000000p", "pending");
+        check(
+            "nodes.txt",
+            &nodes_table(&[running, unpriced, parked, pending]),
+        );
+    }
+
+    #[test]
+    fn providers_table_golden() {
+        let provider =
+            |name: &str, project: &str, scope: &str, markup: Option<&str>| ProviderView {
+                id: "pv-000000000005".into(),
+                name: name.into(),
+                project: project.into(),
+                resource_uri: format!("urn:orc:{name}:zone-1"),
+                scope: scope.into(),
+                pricing: PricingView {
+                    markup: markup.map(str::to_string),
+                },
+                replicas: Vec::new(),
+                catalog: None,
+                created_at: 0,
+                updated_at: 0,
+            };
+        let mut partner = provider("partner", "sys/sys", "zone", Some("0.15"));
+        partner.replicas = vec![
+            ReplicaView {
+                host: "zone-1".into(),
+                pid: 41,
+                slot: 0,
+                role: "serving".into(),
+                connected_since: 0,
+            },
+            ReplicaView {
+                host: "zone-1".into(),
+                pid: 42,
+                slot: 1,
+                role: "standby".into(),
+                connected_since: 0,
+            },
+        ];
+        check(
+            "providers-replicas.txt",
+            &providers_table(&[
+                provider("core", "sys/sys", "zone", None),
+                partner,
+                provider("lab", "acme/web", "project", Some("0")),
+            ]),
+        );
+    }
+
+    #[test]
+    fn pools_table_with_states() {
+        let pool = PoolView {
+            id: "pl-000000000009".into(),
+            path: "sys/sys/partner".into(),
+            name: "partner".into(),
+            provider: "core".into(),
+            provider_id: "pv-000000000004".into(),
+            size: 2,
+            shape: ShapeView {
+                cpu: 1,
+                mem: 1,
+                arch: Some("x86_64".into()),
+                disks: Vec::new(),
+            },
+            class: "local".into(),
+            os: "host".into(),
+            public: false,
+            endpoints: Vec::new(),
+            app: None,
+            generation: 3,
+            deleting: false,
+            nodes: NodeCounts {
+                running: 1,
+                starting: 0,
+                parked: 1,
+                destroying: 0,
+                lost: 0,
+            },
+            created_at: 0,
+            updated_at: 0,
+        };
+        let mut old = pool.clone();
+        old.path = "acme/web/old".into();
+        old.provider = "partner".into();
+        old.size = 0;
+        old.deleting = true;
+        old.nodes = NodeCounts::default();
+        check("pools-states.txt", &pools_table(&[pool, old]));
+    }
+
+    #[test]
+    fn quote_offer_and_refusal() {
+        let offer = QuoteView {
+            provider: "partner".into(),
+            outcome: "offer".into(),
+            words: "2 vCPU · 4 GiB · eu-central".into(),
+            site: Some("eu-central-a".into()),
+            price: Some(MoneyView {
+                amount: "0.0115".into(),
+                currency: "USD".into(),
+                period: "hour".into(),
+            }),
+            markup: Some("0.15".into()),
+            refusal: None,
+        };
+        let refused = QuoteView {
+            provider: "partner".into(),
+            outcome: "refused".into(),
+            words: "no capacity in Asia South right now".into(),
+            site: None,
+            price: None,
+            markup: None,
+            refusal: Some("no_capacity".into()),
+        };
+        check(
+            "quote.txt",
+            &format!("{}\n{}", quote_text(&offer), quote_text(&refused)),
+        );
+    }
+}

@@ -146,10 +146,19 @@ async fn pools_nodes_and_providers_print_stable_tables() {
         &stdout(&orc(&env, &["pools", "acme/web"]).await),
     );
     golden("pools-all.txt", &stdout(&orc(&env, &["pools"]).await));
-    golden(
-        "nodes.txt",
-        &stdout(&orc(&env, &["nodes", "acme/web/db"]).await),
+    // No replica of `fake` is connected: nodes wait in pending or quoting, so their table
+    // (golden-tested from fixed views in the binary's unit tests) is checked by shape here.
+    let nodes = stdout(&orc(&env, &["nodes", "acme/web/db"]).await);
+    let lines: Vec<&str> = nodes.lines().collect();
+    assert_eq!(
+        lines[0], "SLOT  NODE            STATE    SITE  PRICE     ADDRESSES  WORDS",
+        "{nodes}"
     );
+    assert_eq!(lines.len(), 4, "{nodes}");
+    for (slot, line) in lines[1..].iter().enumerate() {
+        assert!(line.starts_with(&format!("{slot}     n-")), "{nodes}");
+        assert!(line.contains("unpriced"), "{nodes}");
+    }
     golden(
         "providers.txt",
         &stdout(&orc(&env, &["providers", "acme/web"]).await),
@@ -157,10 +166,17 @@ async fn pools_nodes_and_providers_print_stable_tables() {
 
     let resized = orc(&env, &["pool", "resize", "acme/web/db", "1"]).await;
     assert_eq!(stdout(&resized), "Pool acme/web/db now has size 1.\n");
-    golden(
-        "nodes-after-resize.txt",
-        &stdout(&orc(&env, &["nodes", "acme/web/db"]).await),
-    );
+    let json = stdout(&orc(&env, &["--json", "nodes", "acme/web/db"]).await);
+    let nodes: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let states: Vec<&str> = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states.len(), 3, "{json}");
+    assert!(matches!(states[0], "pending" | "quoting"), "{json}");
+    assert_eq!(&states[1..], ["destroying", "destroying"], "{json}");
 
     let json = stdout(&orc(&env, &["--json", "pools", "acme/web"]).await);
     let pools: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -179,7 +195,8 @@ async fn pools_nodes_and_providers_print_stable_tables() {
 async fn change_scope_and_pricing_are_reported_in_words() {
     let env = start().await;
     let before = stdout(&orc(&env, &["providers", "acme/data"]).await);
-    assert_eq!(before, "No providers visible to acme/data.\n");
+    assert!(!before.contains("fake"), "{before}");
+    assert!(before.contains("core"), "{before}");
     let changed = orc(&env, &["provider", "change-scope", "acme/web/fake", "zone"]).await;
     assert_eq!(
         stdout(&changed),

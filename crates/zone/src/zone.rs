@@ -1,5 +1,5 @@
-//! A running zone: the store, the provider hub's gRPC server, the apps supervisor, the
-//! reconcilers and the HTTP API, assembled and stopped together.
+//! A running zone: the store, the provider hub's gRPC server, the apps supervisor (`core`
+//! provider), the reconcilers and the HTTP API, assembled and stopped together.
 //!
 //! [`Zone::start`] opens the store (SQLite in the data dir unless a PostgreSQL URL is given),
 //! makes sure the first operator exists, binds the listeners and starts every part;
@@ -13,15 +13,21 @@
 //! - `zone-url` — the API's URL, rewritten at every start, so the CLI finds a local zone.
 
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::api::{self, ApiState};
-use crate::model::{Name, Role, TokenSecret, sys_org_id};
+use crate::api::views::ReplicaView;
+use crate::api::{self, ApiState, LogLineView, LogSource, LogsFuture, ProviderDirectory};
+use crate::apps::{Apps, AppsConfig, AppsError};
+use crate::backend::Backends;
+use crate::hub::{Hub, HubOptions};
+use crate::model::{Name, Pool, Provider, Role, TokenSecret, sys_org_id};
+use crate::reconcile::{ReconcileOptions, ReconcilerHandle, Reconcilers, SharedClock, SystemClock};
 use crate::store::{Store, StoreError, sqlite_url};
 
 /// Default address of the HTTP API.
@@ -61,6 +67,12 @@ pub struct ZoneConfig {
     pub http_addr: SocketAddr,
     /// Where providers dial in over gRPC (port 0 picks a free port).
     pub grpc_addr: SocketAddr,
+    /// The built-in `core` provider: which binaries apps run.
+    pub apps: AppsConfig,
+    /// Timings of the reconcilers.
+    pub reconcile: ReconcileOptions,
+    /// Timeouts of the provider hub.
+    pub hub: HubOptions,
 }
 
 impl ZoneConfig {
@@ -71,6 +83,9 @@ impl ZoneConfig {
             database_url: None,
             http_addr: SocketAddr::from(([127, 0, 0, 1], 7070)),
             grpc_addr: SocketAddr::from(([127, 0, 0, 1], 7400)),
+            apps: AppsConfig::default(),
+            reconcile: ReconcileOptions::default(),
+            hub: HubOptions::default(),
         }
     }
 
@@ -97,6 +112,9 @@ pub enum ZoneError {
     /// The store could not be opened or prepared.
     #[error("the store could not be opened")]
     Store(#[source] StoreError),
+    /// The `core` provider (apps supervisor) could not start.
+    #[error("the apps supervisor could not start")]
+    Apps(#[source] AppsError),
     /// A listener could not be bound.
     #[error("cannot listen for the {what} on {addr}")]
     Bind {
@@ -113,10 +131,15 @@ pub struct Zone {
     store: Store,
     data_dir: PathBuf,
     http_addr: SocketAddr,
+    grpc_addr: SocketAddr,
     admin_token: TokenSecret,
     admin_token_is_new: bool,
+    hub: Hub,
+    apps: Apps,
+    reconcilers: ReconcilerHandle,
     stop: watch::Sender<bool>,
     http_task: JoinHandle<std::io::Result<()>>,
+    grpc_task: JoinHandle<Result<(), tonic::transport::Error>>,
 }
 
 impl Zone {
@@ -131,41 +154,71 @@ impl Zone {
         let store = Store::open(&url).await.map_err(ZoneError::Store)?;
         let (admin_token, admin_token_is_new) = ensure_admin(&store, &data_dir).await?;
 
-        let http = TcpListener::bind(config.http_addr)
-            .await
-            .map_err(|source| ZoneError::Bind {
-                what: "HTTP API",
-                addr: config.http_addr,
-                source,
-            })?;
-        let http_addr = http.local_addr().map_err(|source| ZoneError::Bind {
-            what: "HTTP API",
-            addr: config.http_addr,
-            source,
-        })?;
-
-        let state = ApiState::new(store.clone());
-
+        let (http, http_addr) = bind("HTTP API", config.http_addr).await?;
+        let (grpc, grpc_addr) = bind("provider gRPC endpoint", config.grpc_addr).await?;
         let (stop, stopped) = watch::channel(false);
+
+        let clock: SharedClock = Arc::new(SystemClock);
+        let hub = Hub::new(store.clone(), config.hub.clone());
+        let grpc_task = {
+            let hub = hub.clone();
+            let stopped = stopped.clone();
+            tokio::spawn(async move { hub.serve(grpc, wait_for_stop(stopped)).await })
+        };
+        let apps = match Apps::start(
+            store.clone(),
+            &data_dir,
+            &format!("http://{}", dialable(grpc_addr)),
+            config.apps.clone(),
+        )
+        .await
+        {
+            Ok(apps) => apps,
+            Err(e) => {
+                let _ = stop.send(true);
+                hub.shutdown();
+                store.close().await;
+                return Err(ZoneError::Apps(e));
+            }
+        };
+        let backends = Backends::new(hub.clone(), apps.clone());
+        let reconcilers = Reconcilers::spawn(
+            store.clone(),
+            backends.clone(),
+            clock.clone(),
+            config.reconcile.clone(),
+        );
+        let reconciler = reconcilers.reconciler().clone();
+        let state = ApiState::new(store.clone())
+            .with_backends(backends)
+            .with_directory(Arc::new(HubDirectory(hub.clone())))
+            .with_logs(Arc::new(AppsLogs(apps.clone())))
+            .with_waker(move || reconciler.wake())
+            .with_clock(move || clock.now());
         let http_task = tokio::spawn(api::serve(http, state, wait_for_stop(stopped)));
 
         let url_file = data_dir.join(ZONE_URL_FILE);
-        std::fs::write(&url_file, format!("http://{http_addr}\n")).map_err(|source| {
-            ZoneError::DataDir {
+        std::fs::write(&url_file, format!("http://{}\n", dialable(http_addr))).map_err(
+            |source| ZoneError::DataDir {
                 path: url_file,
                 source,
-            }
-        })?;
-        tracing::info!(%http_addr, "zone API listening");
+            },
+        )?;
+        tracing::info!(%http_addr, %grpc_addr, "zone started");
 
         Ok(Zone {
             store,
             data_dir,
             http_addr,
+            grpc_addr,
             admin_token,
             admin_token_is_new,
+            hub,
+            apps,
+            reconcilers,
             stop,
             http_task,
+            grpc_task,
         })
     }
 
@@ -184,9 +237,34 @@ impl Zone {
         self.http_addr
     }
 
-    /// The API's base URL, `http://ADDR`.
+    /// The API's base URL, `http://ADDR` (loopback when it listens on every address).
     pub fn url(&self) -> String {
-        format!("http://{}", self.http_addr)
+        format!("http://{}", dialable(self.http_addr))
+    }
+
+    /// Where providers dial in.
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc_addr
+    }
+
+    /// The gRPC URL providers dial, `http://ADDR`.
+    pub fn grpc_url(&self) -> String {
+        format!("http://{}", dialable(self.grpc_addr))
+    }
+
+    /// The provider hub (connected replicas, catalogs).
+    pub fn hub(&self) -> &Hub {
+        &self.hub
+    }
+
+    /// The `core` provider (app slots and their logs).
+    pub fn apps(&self) -> &Apps {
+        &self.apps
+    }
+
+    /// Asks the reconcilers for a pass now.
+    pub fn wake(&self) {
+        self.reconcilers.wake();
     }
 
     /// The first operator's token (from `<data_dir>/admin-token`).
@@ -199,8 +277,9 @@ impl Zone {
         self.admin_token_is_new
     }
 
-    /// Stops every part: the API first (requests in flight finish), then the rest; closes
-    /// the store.
+    /// Stops every part: the API first (requests in flight finish), then the reconcilers,
+    /// the app slots and the provider streams; closes the store. Nodes keep their state in
+    /// the store, so the next start resumes them.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         match self.http_task.await {
@@ -208,7 +287,84 @@ impl Zone {
             Ok(Err(e)) => tracing::warn!(error = %e, "the API server ended with an error"),
             Err(e) => tracing::warn!(error = %e, "the API server task failed"),
         }
+        self.reconcilers.shutdown().await;
+        self.apps.shutdown().await;
+        self.hub.shutdown();
+        match self.grpc_task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "the gRPC server ended with an error"),
+            Err(e) => tracing::warn!(error = %e, "the gRPC server task failed"),
+        }
         self.store.close().await;
+    }
+}
+
+/// The API's view of the hub's replicas and catalogs.
+struct HubDirectory(Hub);
+
+impl ProviderDirectory for HubDirectory {
+    fn replicas(&self, provider: &Provider) -> Vec<ReplicaView> {
+        self.0
+            .replicas_of(provider)
+            .into_iter()
+            .map(|r| ReplicaView {
+                host: r.host,
+                pid: r.pid,
+                slot: r.slot,
+                role: r.role.to_string(),
+                connected_since: r.connected_since.millis(),
+            })
+            .collect()
+    }
+
+    fn catalog(&self, provider: &Provider) -> Option<orc_proto::Catalog> {
+        self.0.catalog(provider).map(|c| c.catalog)
+    }
+}
+
+/// The API's view of the app slots' logs.
+struct AppsLogs(Apps);
+
+impl LogSource for AppsLogs {
+    fn logs<'a>(&'a self, pool: &'a Pool, slot: Option<u32>, level: &'a str) -> LogsFuture<'a> {
+        Box::pin(async move {
+            let min_level = level.parse().map_err(|e| format!("{e}"))?;
+            Ok(self
+                .0
+                .logs(&pool.id, slot, min_level)
+                .into_iter()
+                .map(|line| LogLineView {
+                    at: line.at.millis(),
+                    slot: line.slot,
+                    level: line.level.as_str().to_string(),
+                    message: line.text,
+                })
+                .collect())
+        })
+    }
+}
+
+/// Binds `addr`, returning the listener and its actual address.
+async fn bind(
+    what: &'static str,
+    addr: SocketAddr,
+) -> Result<(TcpListener, SocketAddr), ZoneError> {
+    let error = |source| ZoneError::Bind { what, addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(error)?;
+    let local = listener.local_addr().map_err(error)?;
+    Ok((listener, local))
+}
+
+/// An address a local client can dial: a wildcard listen address becomes loopback.
+fn dialable(addr: SocketAddr) -> SocketAddr {
+    if addr.ip().is_unspecified() {
+        let ip = match addr.ip() {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+        };
+        SocketAddr::new(ip, addr.port())
+    } else {
+        addr
     }
 }
 

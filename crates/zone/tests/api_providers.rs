@@ -20,15 +20,18 @@ async fn change_scope_makes_a_provider_visible_to_another_project() {
     let t = tenancy(&z).await;
     z.grant("acme", Some("data"), "mia", "member").await;
 
+    // `core` (the zone's app runner, in sys/sys with scope zone) is visible everywhere.
     let web = z.get("/api/orgs/acme/projects/web/providers", &t.mia).await;
-    assert_eq!(names(&web.body), ["fake"]);
-    assert_eq!(web.body[0]["scope"], "project");
-    assert_eq!(web.body[0]["project"], "acme/web");
-    assert_eq!(web.body[0]["pricing"]["markup"], serde_json::Value::Null);
+    assert_eq!(names(&web.body), ["core", "fake"]);
+    assert_eq!(web.body[0]["scope"], "zone");
+    assert_eq!(web.body[0]["project"], "sys/sys");
+    assert_eq!(web.body[1]["scope"], "project");
+    assert_eq!(web.body[1]["project"], "acme/web");
+    assert_eq!(web.body[1]["pricing"]["markup"], serde_json::Value::Null);
     let before = z
         .get("/api/orgs/acme/projects/data/providers", &t.mia)
         .await;
-    assert_eq!(before.body, json!([]));
+    assert_eq!(names(&before.body), ["core"]);
     let refused = z
         .post(
             "/api/orgs/acme/projects/data/pools",
@@ -52,7 +55,7 @@ async fn change_scope_makes_a_provider_visible_to_another_project() {
     let after = z
         .get("/api/orgs/acme/projects/data/providers", &t.mia)
         .await;
-    assert_eq!(names(&after.body), ["fake"]);
+    assert_eq!(names(&after.body), ["core", "fake"]);
     let placed = z
         .post(
             "/api/orgs/acme/projects/data/pools",
@@ -87,7 +90,7 @@ async fn change_scope_makes_a_provider_visible_to_another_project() {
     let gone = z
         .get("/api/orgs/acme/projects/data/providers", &t.mia)
         .await;
-    assert_eq!(gone.body, json!([]));
+    assert_eq!(names(&gone.body), ["core"]);
 }
 
 #[tokio::test]

@@ -157,6 +157,13 @@ pub struct Tenancy {
 
 /// Builds the standard tenancy (see the module doc).
 pub async fn tenancy(z: &TestZone) -> Tenancy {
+    let t = tenancy_without_provider(z).await;
+    z.provider("acme", "web", "fake").await;
+    t
+}
+
+/// The standard tenancy without provider `fake` (a connecting provider registers itself).
+pub async fn tenancy_without_provider(z: &TestZone) -> Tenancy {
     let a = z
         .post("/api/orgs", &z.admin, json!({ "name": "acme" }))
         .await;
@@ -176,7 +183,6 @@ pub async fn tenancy(z: &TestZone) -> Tenancy {
     z.grant("acme", None, "olivia", "owner").await;
     z.grant("acme", Some("web"), "mia", "member").await;
     z.grant("acme", Some("web"), "vic", "viewer").await;
-    z.provider("acme", "web", "fake").await;
     t
 }
 
@@ -190,4 +196,75 @@ pub fn pool_body(name: &str, size: u32) -> Value {
         "class": "eu-central",
         "os": "debian-12",
     })
+}
+
+/// Dials the zone's hub with an API token and project in the stream's metadata, as a
+/// provider replica does.
+#[derive(Clone)]
+pub struct AuthConnector {
+    endpoint: tonic::transport::Endpoint,
+    token: String,
+    project: String,
+}
+
+impl AuthConnector {
+    pub fn new(endpoint: &str, token: &str, project: &str) -> Self {
+        AuthConnector {
+            endpoint: tonic::transport::Endpoint::from_shared(endpoint.to_string())
+                .expect("endpoint")
+                .connect_timeout(std::time::Duration::from_secs(2)),
+            token: token.to_string(),
+            project: project.to_string(),
+        }
+    }
+}
+
+impl orc_provider_sdk::transport::Connector for AuthConnector {
+    fn connect(
+        &self,
+        outbound: orc_provider_sdk::transport::ProviderStream,
+    ) -> impl Future<
+        Output = Result<
+            orc_provider_sdk::transport::ZoneStream,
+            orc_provider_sdk::transport::ConnectError,
+        >,
+    > + Send {
+        use orc_provider_sdk::transport::{ConnectError, ZoneStream};
+        let this = self.clone();
+        async move {
+            let channel = this
+                .endpoint
+                .connect()
+                .await
+                .map_err(ConnectError::Transport)?;
+            let mut client = orc_proto::pb::provider_hub_client::ProviderHubClient::new(channel);
+            let mut request = tonic::Request::new(outbound);
+            let bearer = format!("Bearer {}", this.token).parse().expect("ascii");
+            request.metadata_mut().insert("authorization", bearer);
+            request
+                .metadata_mut()
+                .insert("x-orc-project", this.project.parse().expect("ascii"));
+            let response = client
+                .attach(request)
+                .await
+                .map_err(ConnectError::Refused)?;
+            let inbound: ZoneStream = Box::pin(response.into_inner());
+            Ok(inbound)
+        }
+    }
+}
+
+/// Polls `check` every 100 ms for up to 30 s.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..300 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("gave up waiting: {what}");
 }
