@@ -33,6 +33,8 @@ pub const PARTNER_APP: &str = "orc-prov-partner";
 pub const PARTNER_PACKAGE: &str = "sys/orc-prov-partner:default";
 /// Name of the partner pool in project `sys/sys`.
 pub const PARTNER_POOL: &str = "partner";
+/// The shared resource the partner registers for `partner_id` `orc-up`.
+pub const PARTNER_RESOURCE: &str = "urn:orc:partner:orc-up";
 /// Replicas of the partner: one serving, one standing by.
 pub const PARTNER_REPLICAS: u32 = 2;
 /// The emulators' one account. A local tool's credential, not a secret.
@@ -113,6 +115,7 @@ pub struct Up {
     data_dir: PathBuf,
     pool_created: bool,
     partner_running: usize,
+    partner_registered: bool,
 }
 
 impl Up {
@@ -170,7 +173,7 @@ impl Up {
         let mut config = ZoneConfig::new(&data_dir);
         config.http_addr = args.http;
         config.grpc_addr = args.grpc;
-        let _pending_zone_apps_field = apps;
+        config.apps = apps;
         let zone = Zone::start(config)
             .await
             .with_context(|| format!("cannot start the zone in {}", data_dir.display()))?;
@@ -185,14 +188,25 @@ impl Up {
         };
 
         let mut partner_running = 0;
+        let mut partner_registered = false;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(args.partner_wait);
         while tokio::time::Instant::now() < deadline {
             partner_running = running_nodes(zone.store(), &pool).await;
+            partner_registered = zone
+                .store()
+                .provider_by_resource(PARTNER_RESOURCE)
+                .await
+                .is_ok();
             report(&format!(
-                "waiting for the partner replicas ({partner_running}/{} running)",
-                pool.size
+                "waiting for the partner ({partner_running}/{} slots running, {})",
+                pool.size,
+                if partner_registered {
+                    "registered"
+                } else {
+                    "not registered yet"
+                }
             ));
-            if partner_running >= pool.size as usize {
+            if partner_running >= pool.size as usize && partner_registered {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
@@ -203,6 +217,7 @@ impl Up {
             data_dir,
             pool_created,
             partner_running,
+            partner_registered,
         })
     }
 
@@ -235,11 +250,17 @@ impl Up {
             text.push_str(&format!("vultr     {} (emulated)\n", v.root_url()));
         }
         text.push_str(&format!(
-            "partner   pool sys/sys/partner on core, {}/{PARTNER_REPLICAS} replicas running{}\n",
+            "partner   pool sys/sys/partner on core, {}/{PARTNER_REPLICAS} slots running{}; \
+             provider {}\n",
             self.partner_running,
-            if self.pool_created { " (created)" } else { "" }
+            if self.pool_created { " (created)" } else { "" },
+            if self.partner_registered {
+                "registered"
+            } else {
+                "not registered yet"
+            }
         ));
-        if self.partner_running < PARTNER_REPLICAS as usize {
+        if self.partner_running < PARTNER_REPLICAS as usize || !self.partner_registered {
             text.push_str("          still starting: see `orc logs sys/partner`\n");
         }
         let data = shell_word(&self.data_dir.to_string_lossy());
@@ -437,6 +458,17 @@ mod tests {
         }
     }
 
+    /// Waits until the reconcilers have had the core provider start both slots.
+    async fn wait_until_running(store: &Store, pool: &Pool) {
+        for _ in 0..600 {
+            if running_nodes(store, pool).await == PARTNER_REPLICAS as usize {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the partner slots never ran");
+    }
+
     #[tokio::test]
     async fn up_starts_the_zone_with_the_partner_pool_and_resumes_without_duplicates() {
         let dir = tempfile::tempdir().unwrap();
@@ -473,6 +505,7 @@ mod tests {
             .unwrap();
         assert_eq!(pool.size, PARTNER_REPLICAS);
         assert_eq!(pool.spec.app, Some(partner_app()));
+        wait_until_running(up.zone.store(), &pool).await;
         up.shutdown().await;
         assert_eq!(
             steps.lock().unwrap()[..3],
@@ -487,6 +520,7 @@ mod tests {
             .await
             .unwrap();
         assert!(!again.pool_created);
+        wait_until_running(again.zone.store(), &pool).await;
         let pools = again
             .zone
             .store()
@@ -513,7 +547,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("does not exist"), "{error}");
-        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let taken = TcpListener::bind("127.0.0.1:0").unwrap();
         let error = check_port("the zone API", taken.local_addr().unwrap())
             .unwrap_err()
             .to_string();
