@@ -219,6 +219,7 @@ async fn slot_gets_env_and_files_and_deploy_is_idempotent() {
     assert_eq!(env["ORC_POOL"], "sys/sys/web");
     assert_eq!(env["ORC_NODE"], node.id.as_str());
     assert_eq!(env["ORC_ZONE_GRPC"], "http://127.0.0.1:7999");
+    assert_eq!(env["ORC_ZONE_ENDPOINT"], "http://127.0.0.1:7999");
     assert_eq!(env["ORC_ZONE_PROJECT"], "sys/sys");
     assert_eq!(env["ORC_PARAM_PARTNER_ID"], "zone-1");
     assert!(!env.contains_key("ORC_PARAM_REGIONS"));

@@ -117,6 +117,9 @@ pub enum LaunchError {
     /// The process could not be started.
     #[error(transparent)]
     Spawn(#[from] SpawnError),
+    /// The zone is stopping its apps.
+    #[error("the zone is stopping its apps")]
+    ShuttingDown,
 }
 
 fn join_errors(errors: &[ParamError]) -> String {
@@ -137,6 +140,7 @@ impl LaunchError {
             | LaunchError::Resolve { .. }
             | LaunchError::Params { .. } => K::OperatorFix,
             LaunchError::NotCore { .. } | LaunchError::Spawn(_) => K::Failed,
+            LaunchError::ShuttingDown => K::Transient,
             LaunchError::Store { source, .. } => {
                 if source.is_retryable() {
                     K::Transient
@@ -281,7 +285,7 @@ impl Apps {
     /// Stops the supervisor and every slot (SIGTERM, SIGKILL after the grace period), and
     /// waits for them. Nodes stay `running` in the store; the next start adopts them.
     pub async fn shutdown(&self) {
-        let _ = self.inner.shutdown.send(true);
+        self.inner.shutdown.send_replace(true);
         let task = self.inner.supervisor.lock().ok().and_then(|mut t| t.take());
         if let Some(task) = task {
             let _ = task.await;
@@ -391,6 +395,9 @@ impl Apps {
         let mut slots = self.inner.slots.lock().await;
         if slots.contains_key(&node_id) {
             return Ok(node_id);
+        }
+        if *self.inner.shutdown.borrow() {
+            return Err(LaunchError::ShuttingDown);
         }
         let (pool, node) = self.core_node(&node_id).await?;
         let handle = self.start_handle(&pool, &node).await?;
