@@ -206,3 +206,101 @@ async fn hub_refuses_streams_without_valid_credentials() {
     assert!(server.hub.replicas().is_empty());
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hub_background_reconcilers_bring_a_pool_up_and_shut_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let clock = ManualClock::new(START);
+    let server = HubServer::start(&t.store, &clock, None).await;
+    let cloud = FakeCloud::new();
+    let _replica = Replica::start(&cloud, 0, &server.endpoint(), &t.token);
+    let provider = registered(&server.hub, &t.store, 1).await;
+    let handle = orc_zone::reconcile::Reconcilers::spawn(
+        t.store.clone(),
+        Backends::single(Arc::new(server.hub.clone())),
+        Arc::new(clock.clone()),
+        orc_zone::reconcile::ReconcileOptions {
+            poll_interval: Duration::from_millis(20),
+            ..Default::default()
+        },
+    );
+    let pool = create_pool(&t, &provider, "web", 2).await;
+    handle.wake();
+    for _ in 0..500 {
+        let nodes = t.store.list_nodes_by_pool(&pool.id, false).await.unwrap();
+        if nodes.iter().all(|n| n.status.state == NodeState::Running) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let nodes = t.store.list_nodes_by_pool(&pool.id, false).await.unwrap();
+    assert!(
+        nodes.iter().all(|n| n.status.state == NodeState::Running),
+        "{nodes:#?}"
+    );
+    assert_eq!(cloud.creates(), 2);
+    handle.shutdown().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hub_silent_serving_stream_is_dropped_and_the_standby_promoted() {
+    use orc_provider_sdk::transport::Connector;
+    use tokio_stream::StreamExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let clock = ManualClock::new(START);
+    let options = orc_zone::hub::HubOptions {
+        keepalive_timeout: Duration::from_millis(300),
+        clock: Arc::new(clock.clone()),
+        ..Default::default()
+    };
+    let hub = orc_zone::hub::Hub::new(t.store.clone(), options);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let serving = hub.clone();
+    let server = tokio::spawn(async move {
+        let _ = serving.serve(listener, std::future::pending()).await;
+    });
+
+    // A replica that says hello and then never speaks again.
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let hello = orc_proto::ProviderMessage {
+        request_id: orc_proto::RequestId::UNSOLICITED,
+        body: orc_proto::ProviderBody::Hello(orc_proto::Hello {
+            provider: orc_proto::ProviderName::new("fake").unwrap(),
+            resource_uri: orc_proto::ResourceUri::new("urn:orc:fake:test").unwrap(),
+            replica: orc_proto::Replica {
+                host: "mute".into(),
+                pid: 1,
+                slot: 7,
+            },
+            version: "0".into(),
+            protocol_version: orc_proto::PROTOCOL_VERSION,
+        }),
+    };
+    tx.send(hello.into()).await.unwrap();
+    let mute = AuthConnector::new(&endpoint, &t.token, "acme/web");
+    let mut inbound = mute
+        .connect(orc_provider_sdk::transport::ProviderStream::new(rx))
+        .await
+        .expect("stream accepted");
+    eventually("mute replica serves", || role_is(&hub, 7, Role::Serving)).await;
+    let cloud = FakeCloud::new();
+    let _standby = Replica::start(&cloud, 1, &endpoint, &t.token);
+    eventually("standby attached", || role_is(&hub, 1, Role::Standby)).await;
+
+    eventually("standby promoted", || role_is(&hub, 1, Role::Serving)).await;
+    assert!(!role_is(&hub, 7, Role::Serving));
+    // The mute replica's stream was ended by the zone after its welcome.
+    let mut messages = 0;
+    while let Some(Ok(_)) = inbound.next().await {
+        messages += 1;
+    }
+    assert_eq!(messages, 1, "only the welcome was sent to the mute replica");
+    drop(tx);
+    hub.shutdown();
+    server.abort();
+}

@@ -182,7 +182,6 @@ struct Shared {
     answers_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Answer>>,
     /// Requests sent and not yet written back.
     outstanding: AtomicUsize,
-    settled: Notify,
     /// Nodes with a request in flight from this zone.
     busy: Mutex<BTreeSet<NodeId>>,
     wake: Notify,
@@ -230,7 +229,6 @@ impl Reconciler {
                 answers_tx,
                 answers_rx: tokio::sync::Mutex::new(answers_rx),
                 outstanding: AtomicUsize::new(0),
-                settled: Notify::new(),
                 busy: Mutex::new(BTreeSet::new()),
                 wake: Notify::new(),
             }),
@@ -528,7 +526,6 @@ impl Reconciler {
         }
         drop(busy);
         self.shared.outstanding.fetch_sub(count, Ordering::SeqCst);
-        self.shared.settled.notify_waiters();
     }
 
     async fn apply_answers(&self, answers: Vec<Answer>) -> Result<(), ReconcileError> {
