@@ -612,16 +612,21 @@ pub async fn logs(
     if conn.json {
         return print_json(&lines);
     }
-    for line in lines {
-        println!(
-            "{} [{}] {:<5} {}",
-            line.at,
-            line.slot,
-            line.level.to_uppercase(),
-            line.message
-        );
+    for line in &lines {
+        println!("{}", log_line_text(line));
     }
     Ok(())
+}
+
+/// One log line for people: UTC time, slot, level, message.
+fn log_line_text(line: &LogLineView) -> String {
+    format!(
+        "{} slot {} {:<5} {}",
+        orc_zone::apps::logs::format_time(orc_zone::model::Timestamp(line.at)),
+        line.slot,
+        line.level.to_uppercase(),
+        line.message
+    )
 }
 
 #[cfg(test)]
@@ -791,6 +796,25 @@ mod golden {
         old.deleting = true;
         old.nodes = NodeCounts::default();
         check("pools-states.txt", &pools_table(&[pool, old]));
+    }
+
+    #[test]
+    fn log_lines() {
+        let line = |at: i64, slot: u32, level: &str, message: &str| LogLineView {
+            at,
+            slot,
+            level: level.into(),
+            message: message.into(),
+        };
+        let text: String = [
+            line(1_795_975_200_123, 0, "info", "replica 0 serves"),
+            line(1_795_975_201_000, 1, "debug", "replica 1 waits"),
+            line(1_795_975_202_500, 0, "warn", "catalog read slow"),
+        ]
+        .iter()
+        .map(|l| log_line_text(l) + "\n")
+        .collect();
+        check("logs.txt", &text);
     }
 
     #[test]
