@@ -26,6 +26,7 @@ use orc_zone::model::{
 };
 use orc_zone::store::{Store, StoreError};
 use orc_zone::zone::{Zone, ZoneConfig};
+use tokio::signal::unix::{SignalKind, signal};
 
 /// The partner's app name and the package its pool runs.
 pub const PARTNER_APP: &str = "orc-prov-partner";
@@ -83,22 +84,34 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
     spinner.enable_steady_tick(Duration::from_millis(100));
     let report = |words: &str| spinner.set_message(words.to_string());
-    let up = match Up::start(&args, &report).await {
+    // Registered before anything starts, so Ctrl-C at any point stops what was started
+    // instead of killing this process and orphaning the app slots.
+    let mut interrupt =
+        signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C (SIGINT)")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut up = match Up::start(&args, &report).await {
         Ok(up) => up,
         Err(error) => {
             spinner.finish_and_clear();
             return Err(error);
         }
     };
+    let stopped_early = tokio::select! {
+        () = up.wait_for_partner(Duration::from_secs(args.partner_wait), &report) => false,
+        _ = interrupt.recv() => true,
+        _ = terminate.recv() => true,
+    };
     spinner.finish_and_clear();
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(up.summary().as_bytes());
-    let _ = out.flush();
-    drop(out);
-
-    tokio::signal::ctrl_c()
-        .await
-        .context("cannot wait for Ctrl-C")?;
+    if !stopped_early {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(up.summary().as_bytes());
+        let _ = out.flush();
+        drop(out);
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    }
     let spinner = ProgressBar::new_spinner();
     spinner.enable_steady_tick(Duration::from_millis(100));
     spinner.set_message("stopping the partner, the zone and the emulators");
@@ -113,6 +126,7 @@ pub struct Up {
     zone: Zone,
     emulators: RunningEmulators,
     data_dir: PathBuf,
+    pool: Pool,
     pool_created: bool,
     partner_running: usize,
     partner_registered: bool,
@@ -187,38 +201,40 @@ impl Up {
             }
         };
 
-        let mut partner_running = 0;
-        let mut partner_registered = false;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(args.partner_wait);
+        Ok(Up {
+            zone,
+            emulators,
+            data_dir,
+            pool,
+            pool_created,
+            partner_running: 0,
+            partner_registered: false,
+        })
+    }
+
+    /// Waits up to `wait` for the partner's slots to run and its provider to register,
+    /// reporting progress; what it saw shows in [`Up::summary`].
+    pub async fn wait_for_partner(&mut self, wait: Duration, report: &dyn Fn(&str)) {
+        let store = self.zone.store().clone();
+        let deadline = tokio::time::Instant::now() + wait;
         while tokio::time::Instant::now() < deadline {
-            partner_running = running_nodes(zone.store(), &pool).await;
-            partner_registered = zone
-                .store()
-                .provider_by_resource(PARTNER_RESOURCE)
-                .await
-                .is_ok();
+            self.partner_running = running_nodes(&store, &self.pool).await;
+            self.partner_registered = store.provider_by_resource(PARTNER_RESOURCE).await.is_ok();
             report(&format!(
-                "waiting for the partner ({partner_running}/{} slots running, {})",
-                pool.size,
-                if partner_registered {
+                "waiting for the partner ({}/{} slots running, {})",
+                self.partner_running,
+                self.pool.size,
+                if self.partner_registered {
                     "registered"
                 } else {
                     "not registered yet"
                 }
             ));
-            if partner_running >= pool.size as usize && partner_registered {
+            if self.partner_running >= self.pool.size as usize && self.partner_registered {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        Ok(Up {
-            zone,
-            emulators,
-            data_dir,
-            pool_created,
-            partner_running,
-            partner_registered,
-        })
     }
 
     /// What `orc up` prints once everything is up.
@@ -454,7 +470,7 @@ mod tests {
             hetzner_emu: any,
             vultr_emu: any,
             partner_bin: Some(partner.to_path_buf()),
-            partner_wait: 0,
+            partner_wait: 30,
         }
     }
 
