@@ -262,6 +262,16 @@ async fn quotes_without_provider_connections_are_unavailable() {
         .await;
     assert_eq!(unavailable.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(unavailable.code(), Some("unavailable"));
+    let core = z
+        .post(
+            "/api/orgs/acme/projects/web/quote",
+            &t.mia,
+            json!({ "provider": "core", "shape": { "cpu": 1, "mem": 1 },
+                    "class": "local", "os": "host" }),
+        )
+        .await;
+    assert_eq!(core.status, StatusCode::BAD_REQUEST);
+    assert_eq!(core.field(), Some("provider"));
     let logs = z
         .get(&format!("{POOLS}/none/logs?level=loud"), &t.mia)
         .await;

@@ -617,6 +617,12 @@ pub(super) async fn quote(
     let provider = visible_provider(&state, &project_row, "provider", &body.provider)
         .await
         .map_err(|e| ApiError::invalid("provider", e.message))?;
+    if provider.name.as_str() == crate::backend::CORE_PROVIDER {
+        return Err(ApiError::invalid(
+            "provider",
+            "provider core runs apps on the zone host; its slots are not quoted in advance",
+        ));
+    }
     check_catalog(&state, &provider, &body.class, &body.os)?;
     let Some(backends) = &state.backends else {
         return Err(ApiError::new(
