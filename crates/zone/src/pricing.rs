@@ -9,6 +9,7 @@
 //!   currency and period;
 //! - a priced node accrues node-hours into one usage line per (project, month, pool, node,
 //!   price line), split at UTC month boundaries;
+//! - a public pool's node has one more line, its IPv4 address, at rate 0;
 //! - gateways (pools named `gw-*` in org `sys`) are never billed to a tenant.
 
 use orc_common::{Money, Period, Shape};
@@ -133,45 +134,57 @@ pub struct BillingSubject {
     pub description: String,
     /// The tenant's price per hour.
     pub rate: Money,
+    /// The pool has a public IPv4 address: one more line, at rate 0.
+    pub public_ipv4: bool,
 }
 
-/// Usage for the running time `[from, to)`, one entry per UTC month it touches. Empty when
-/// `to` is not after `from`. An empty interval at the start of a node's life is recorded
-/// with [`opening_usage`] instead.
+/// Description of the public IPv4 line of a public pool's node (always at rate 0).
+pub const PUBLIC_IPV4_LINE: &str = "public IPv4";
+
+impl BillingSubject {
+    fn line(&self, month: Month, hours: Decimal) -> Vec<NewUsage> {
+        let main = NewUsage {
+            project_id: self.project_id.clone(),
+            month,
+            pool_id: Some(self.pool_id.clone()),
+            node_id: Some(self.node_id.clone()),
+            description: self.description.clone(),
+            hours,
+            rate: self.rate,
+            amount: hours * self.rate.amount,
+        };
+        let mut lines = Vec::with_capacity(2);
+        if self.public_ipv4 {
+            lines.push(NewUsage {
+                description: PUBLIC_IPV4_LINE.to_string(),
+                rate: Money::zero(self.rate.currency, Period::Hour),
+                amount: Decimal::ZERO,
+                ..main.clone()
+            });
+        }
+        lines.insert(0, main);
+        lines
+    }
+}
+
+/// Usage for the running time `[from, to)`, per UTC month it touches: the node's price
+/// line first, then (public pools) its IPv4 line at rate 0. Empty when `to` is not after
+/// `from`. The start of a node's billing is recorded with [`opening_usage`] instead.
 pub fn usage_between(subject: &BillingSubject, from: Timestamp, to: Timestamp) -> Vec<NewUsage> {
     let mut out = Vec::new();
     let mut start = from;
     while start < to {
         let end = next_month_start(start).min(to);
-        let hours = hours_of(end.millis() - start.millis());
-        out.push(NewUsage {
-            project_id: subject.project_id.clone(),
-            month: month_of(start),
-            pool_id: Some(subject.pool_id.clone()),
-            node_id: Some(subject.node_id.clone()),
-            description: subject.description.clone(),
-            hours,
-            rate: subject.rate,
-            amount: hours * subject.rate.amount,
-        });
+        out.extend(subject.line(month_of(start), hours_of(end.millis() - start.millis())));
         start = end;
     }
     out
 }
 
-/// The zero-hour line that opens a node's billing at `at` (its creation time marks when
-/// the node started running).
-pub fn opening_usage(subject: &BillingSubject, at: Timestamp) -> NewUsage {
-    NewUsage {
-        project_id: subject.project_id.clone(),
-        month: month_of(at),
-        pool_id: Some(subject.pool_id.clone()),
-        node_id: Some(subject.node_id.clone()),
-        description: subject.description.clone(),
-        hours: Decimal::ZERO,
-        rate: subject.rate,
-        amount: Decimal::ZERO,
-    }
+/// The zero-hour lines that open a node's billing at `at`: the price line's creation time
+/// marks when the node started running.
+pub fn opening_usage(subject: &BillingSubject, at: Timestamp) -> Vec<NewUsage> {
+    subject.line(month_of(at), Decimal::ZERO)
 }
 
 #[cfg(test)]
@@ -235,6 +248,7 @@ mod tests {
             node_id: NodeId::from_counter(7),
             description: "2 vCPU · 4 GiB · eu-central".into(),
             rate: usd_hour(Decimal::new(10, 2)),
+            public_ipv4: false,
         };
         let lines = usage_between(&subject, jan_end, feb);
         assert_eq!(lines.len(), 2);
@@ -243,6 +257,16 @@ mod tests {
         assert_eq!(lines[1].month.as_str(), "2026-02");
         assert_eq!(lines[1].amount, Decimal::new(10, 2));
         assert!(usage_between(&subject, feb, feb).is_empty());
+        let public = BillingSubject {
+            public_ipv4: true,
+            ..subject.clone()
+        };
+        let lines = usage_between(&public, jan_end, jan_end.plus_millis(1_800_000));
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1].description, PUBLIC_IPV4_LINE);
+        assert_eq!(lines[1].hours, Decimal::new(5, 1));
+        assert_eq!(lines[1].rate.amount, Decimal::ZERO);
+        assert_eq!(lines[1].amount, Decimal::ZERO);
         let monthly = Money::new(Decimal::new(730, 0), "USD".parse().unwrap(), Period::Month);
         assert_eq!(hourly_rate(&monthly).unwrap().amount, Decimal::ONE);
         assert_eq!(millis_of(hours_of(1234)), 1234);

@@ -304,3 +304,57 @@ async fn hub_silent_serving_stream_is_dropped_and_the_standby_promoted() {
     hub.shutdown();
     server.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hub_inventory_from_the_serving_replica_marks_vanished_nodes_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let clock = ManualClock::new(START);
+    let server = HubServer::start(&t.store, &clock, None).await;
+    let cloud = FakeCloud::new();
+    let replica = Replica::start_with_inventory(
+        &cloud,
+        0,
+        &server.endpoint(),
+        &t.token,
+        Duration::from_millis(50),
+    );
+    let provider = registered(&server.hub, &t.store, 1).await;
+    let pool = create_pool(&t, &provider, "web", 2).await;
+    let reconciler = reconciler(
+        &t.store,
+        Backends::single(Arc::new(server.hub.clone())),
+        &clock,
+    );
+    let nodes = drive(
+        &reconciler,
+        &t.store,
+        &pool.id,
+        5,
+        all_in(NodeState::Running),
+    )
+    .await;
+
+    // One instance disappears behind the zone's back; reports after the grace period show it.
+    let gone = orc_proto::NodeId::new(nodes[1].id.as_str()).unwrap();
+    let destroyed = orc_provider_sdk::Provider::destroy(&*replica.provider, gone).await;
+    assert_eq!(destroyed, orc_proto::DestroyResult::Destroyed);
+    clock.advance(Duration::from_secs(180));
+    let mut states = Vec::new();
+    for _ in 0..500 {
+        states = t
+            .store
+            .list_nodes_by_pool(&pool.id, false)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|n| n.status.state)
+            .collect();
+        if states.contains(&NodeState::Lost) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(states, vec![NodeState::Running, NodeState::Lost]);
+    server.stop().await;
+}

@@ -234,6 +234,7 @@ async fn reconcile_pricing_unpriced_markup_and_usage_lines() {
             node_id: marked.id.clone(),
             description: line.description.clone(),
             rate: line.rate,
+            public_ipv4: false,
         },
         clock_now(&clock),
     )
@@ -332,4 +333,89 @@ async fn reconcile_complete_inventory_marks_missing_running_nodes_lost() {
         Some("The node is no longer reported by its provider.")
     );
     assert_eq!(after[1].status.next_attempt_at, None);
+}
+
+#[tokio::test]
+async fn reconcile_gateways_are_never_billed_and_public_pools_get_an_ipv4_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let provider = provider_row(&t).await;
+    let zero = Markup::new(Decimal::ZERO).unwrap();
+    t.store
+        .set_provider_pricing(&provider.id, PricingStrategy::Markup(zero), START)
+        .await
+        .unwrap();
+    let cloud = FakeCloud::new();
+    let clock = ManualClock::new(START);
+    let reconciler = reconciler(&t.store, Backends::single(Direct::new(&cloud)), &clock);
+    let gateway = t
+        .store
+        .create_pool(
+            &orc_zone::model::NewPool {
+                project_id: orc_zone::model::sys_project_id(),
+                name: name("gw-eu-central"),
+                size: 1,
+                spec: spec(&provider),
+            },
+            START,
+        )
+        .await
+        .unwrap()
+        .pool;
+    let public = t
+        .store
+        .create_pool(
+            &orc_zone::model::NewPool {
+                project_id: t.project.id.clone(),
+                name: name("edge"),
+                size: 1,
+                spec: orc_zone::model::PoolSpec {
+                    public: true,
+                    ..spec(&provider)
+                },
+            },
+            START,
+        )
+        .await
+        .unwrap()
+        .pool;
+    drive(
+        &reconciler,
+        &t.store,
+        &gateway.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
+    drive(
+        &reconciler,
+        &t.store,
+        &public.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
+    clock.advance(Duration::from_secs(2 * 3600));
+    reconciler.pass().await.unwrap();
+
+    let month = "2026-03".parse().unwrap();
+    let sys_lines = t
+        .store
+        .list_usage(&orc_zone::model::sys_project_id(), &month)
+        .await
+        .unwrap();
+    assert!(
+        sys_lines.is_empty(),
+        "gateways are not billed: {sys_lines:#?}"
+    );
+    let lines = t.store.list_usage(&t.project.id, &month).await.unwrap();
+    let descriptions: Vec<&str> = lines.iter().map(|l| l.description.as_str()).collect();
+    assert_eq!(descriptions, ["2 vCPU · 4 GiB · eu-central", "public IPv4"]);
+    assert!(lines.iter().all(|l| l.hours == Decimal::from(2)));
+    assert_eq!(lines[1].rate.amount, Decimal::ZERO);
+    assert_eq!(lines[1].amount, Decimal::ZERO);
+    assert_eq!(
+        lines[0].amount,
+        Decimal::new(500, 2) / Decimal::from(730) * Decimal::from(2)
+    );
 }

@@ -718,6 +718,7 @@ fn context_subject(context: &PoolContext, node: &Node) -> Option<crate::pricing:
             &context.pool.spec.region_class,
         ),
         rate,
+        public_ipv4: context.pool.spec.public,
     })
 }
 

@@ -2,7 +2,8 @@
 //!
 //! The lines themselves are the billing mark: a node's billing starts with a zero-hour line
 //! created when it starts running, and the instant up to which it is billed is that line's
-//! creation time plus every hour recorded on its lines. Accrual recomputes that mark from the
+//! creation time plus every hour recorded on its price lines (the rate-0 IPv4 line of a
+//! public pool follows along and is not counted). Accrual recomputes that mark from the
 //! store each time, so a repeated or interrupted accrual never bills an hour twice. Accruals
 //! run one at a time in the process.
 
@@ -21,10 +22,14 @@ pub(crate) async fn open_usage(
     now: Timestamp,
 ) -> StoreResult<()> {
     let _one_at_a_time = ACCRUALS.lock().await;
-    if store.billed_usage(&subject.node_id).await?.is_none() {
-        store
-            .record_usage(&opening_usage(subject, now), now)
-            .await?;
+    if store
+        .billed_usage(&subject.node_id, &subject.description)
+        .await?
+        .is_none()
+    {
+        for usage in opening_usage(subject, now) {
+            store.record_usage(&usage, now).await?;
+        }
     }
     Ok(())
 }
@@ -37,11 +42,14 @@ pub async fn accrue_usage(
     now: Timestamp,
 ) -> StoreResult<()> {
     let _one_at_a_time = ACCRUALS.lock().await;
-    match store.billed_usage(&subject.node_id).await? {
+    match store
+        .billed_usage(&subject.node_id, &subject.description)
+        .await?
+    {
         None => {
-            store
-                .record_usage(&opening_usage(subject, now), now)
-                .await?;
+            for usage in opening_usage(subject, now) {
+                store.record_usage(&usage, now).await?;
+            }
         }
         Some(billed) => {
             let until = billed.since.plus_millis(millis_of(billed.hours));

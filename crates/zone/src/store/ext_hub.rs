@@ -40,12 +40,20 @@ impl Store {
         Ok(out)
     }
 
-    /// What `node_id` has been billed: `None` before its first usage line.
-    pub async fn billed_usage(&self, node_id: &NodeId) -> StoreResult<Option<BilledUsage>> {
-        let rows = sqlx::query("SELECT hours, created_at FROM usage_lines WHERE node_id = $1")
-            .bind(node_id.as_str())
-            .fetch_all(self.pool())
-            .await?;
+    /// What `node_id` has been billed on its lines described `description`: `None` before
+    /// the first such line.
+    pub async fn billed_usage(
+        &self,
+        node_id: &NodeId,
+        description: &str,
+    ) -> StoreResult<Option<BilledUsage>> {
+        let rows = sqlx::query(
+            "SELECT hours, created_at FROM usage_lines WHERE node_id = $1 AND description = $2",
+        )
+        .bind(node_id.as_str())
+        .bind(description)
+        .fetch_all(self.pool())
+        .await?;
         let mut billed: Option<BilledUsage> = None;
         for row in &rows {
             let hours = decimal(row, "usage_lines.hours")?;

@@ -179,8 +179,29 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Starts a fake replica (slot `slot`) on `cloud`, dialling `endpoint`.
+    /// Starts a fake replica (slot `slot`) on `cloud`, dialling `endpoint`, without inventory.
     pub fn start(cloud: &Arc<FakeCloud>, slot: u32, endpoint: &str, token: &str) -> Replica {
+        Replica::launch(cloud, slot, endpoint, token, None)
+    }
+
+    /// Like [`Replica::start`], reporting inventory every `every` while serving.
+    pub fn start_with_inventory(
+        cloud: &Arc<FakeCloud>,
+        slot: u32,
+        endpoint: &str,
+        token: &str,
+        every: Duration,
+    ) -> Replica {
+        Replica::launch(cloud, slot, endpoint, token, Some(every))
+    }
+
+    fn launch(
+        cloud: &Arc<FakeCloud>,
+        slot: u32,
+        endpoint: &str,
+        token: &str,
+        inventory_interval: Option<Duration>,
+    ) -> Replica {
         let mut config = FakeConfig::default();
         config.replica.slot = slot;
         let provider = Arc::new(FakeProvider::with_config(Arc::clone(cloud), config));
@@ -196,7 +217,7 @@ impl Replica {
                 initial: Duration::from_millis(50),
                 max: Duration::from_millis(200),
             },
-            inventory_interval: None,
+            inventory_interval,
             catalog_interval: None,
             jitter_seed: Some(u64::from(slot)),
             ..RunnerOptions::default()
