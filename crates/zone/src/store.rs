@@ -21,6 +21,7 @@
 
 mod error;
 mod events;
+mod ext_api;
 mod ext_hub;
 mod nodes;
 mod pools;

@@ -66,12 +66,12 @@ async fn pool_view(
     pool: &Pool,
 ) -> ApiResult<PoolView> {
     let provider = state.store.get_provider(&pool.spec.provider_id).await?;
-    let nodes = state.store.list_nodes_by_pool(&pool.id, false).await?;
+    let counts = state.store.count_live_nodes_by_state(&pool.id).await?;
     Ok(PoolView::new(
         format!("{}/{}/{}", org.name, project.name, pool.name),
         pool,
         provider.name.as_str(),
-        &nodes,
+        &counts,
     ))
 }
 

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::model::{
-    ApiToken, Event, Membership, Node, Org, Pool, PricingStrategy, Project, Provider, UsageLine,
-    User,
+    ApiToken, Event, Membership, Node, NodeState, Org, Pool, PricingStrategy, Project, Provider,
+    UsageLine, User,
 };
 
 /// An org.
@@ -352,18 +352,23 @@ pub struct PoolView {
 }
 
 impl PoolView {
-    pub(crate) fn new(path: String, p: &Pool, provider: &str, nodes: &[Node]) -> Self {
+    pub(crate) fn new(
+        path: String,
+        p: &Pool,
+        provider: &str,
+        live: &BTreeMap<NodeState, u32>,
+    ) -> Self {
         let mut counts = NodeCounts::default();
-        for n in nodes {
-            match n.status.state {
-                crate::model::NodeState::Running => counts.running += 1,
-                crate::model::NodeState::Pending
-                | crate::model::NodeState::Quoting
-                | crate::model::NodeState::Deploying => counts.starting += 1,
-                crate::model::NodeState::Parked => counts.parked += 1,
-                crate::model::NodeState::Destroying => counts.destroying += 1,
-                crate::model::NodeState::Lost => counts.lost += 1,
-                crate::model::NodeState::Ended => {}
+        for (state, n) in live {
+            match state {
+                NodeState::Running => counts.running += n,
+                NodeState::Pending | NodeState::Quoting | NodeState::Deploying => {
+                    counts.starting += n
+                }
+                NodeState::Parked => counts.parked += n,
+                NodeState::Destroying => counts.destroying += n,
+                NodeState::Lost => counts.lost += n,
+                NodeState::Ended => {}
             }
         }
         let shape = &p.spec.shape;
