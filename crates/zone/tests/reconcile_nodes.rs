@@ -66,6 +66,24 @@ async fn reconcile_refusal_kinds_drive_node_states_and_retry_times() {
             "{kind} retries after {delay} ms"
         );
     }
+    let parked = nodes(&t, &pools[0].id).await.remove(0);
+    let events = t
+        .store
+        .list_events(
+            &orc_zone::model::EventScope {
+                node_id: Some(parked.id.clone()),
+                ..Default::default()
+            },
+            None,
+            10,
+        )
+        .await
+        .unwrap();
+    let seen: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e.kind.as_str(), e.words.as_str()))
+        .collect();
+    assert_eq!(seen, [("node.parked", "words no_capacity (no_capacity)")]);
     // A second transient refusal backs off further.
     clock.advance(Duration::from_secs(2));
     reconciler.pass().await.unwrap();
@@ -333,6 +351,20 @@ async fn reconcile_complete_inventory_marks_missing_running_nodes_lost() {
         Some("The node is no longer reported by its provider.")
     );
     assert_eq!(after[1].status.next_attempt_at, None);
+    let events = t
+        .store
+        .list_events(
+            &orc_zone::model::EventScope {
+                node_id: Some(after[1].id.clone()),
+                ..Default::default()
+            },
+            None,
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].kind, "node.lost");
 }
 
 #[tokio::test]

@@ -330,6 +330,24 @@ impl Hub {
                     words = %progress.words,
                     "deploy progress"
                 );
+                let Ok(node_id) = progress.node_id.as_str().parse::<crate::model::NodeId>() else {
+                    return;
+                };
+                let store = self.inner.store.clone();
+                let scope = crate::model::EventScope {
+                    provider_id: Some(provider.id.clone()),
+                    node_id: Some(node_id),
+                    ..Default::default()
+                };
+                let now = self.now();
+                tokio::spawn(async move {
+                    if let Err(e) = store
+                        .record_event(&scope, "node.progress", &progress.words, now)
+                        .await
+                    {
+                        tracing::warn!(error = %e, "deploy progress not recorded");
+                    }
+                });
             }
             ProviderBody::Inventory(inventory) => {
                 let serving = self

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use orc_proto::Inventory;
 
-use crate::model::{Expected, NodeState, Provider, Timestamp};
+use crate::model::{EventScope, Expected, NodeState, Provider, Timestamp};
 use crate::store::{StatusWrite, Store, StoreResult};
 
 /// Words a tenant reads on a lost node.
@@ -54,6 +54,15 @@ pub async fn apply_inventory(
     let outcome = store.update_node_states(&writes, now).await?;
     for node in &outcome.updated {
         tracing::warn!(node = %node.id, provider = %provider.name, "node missing from a complete inventory; marked lost");
+        let scope = EventScope {
+            provider_id: Some(provider.id.clone()),
+            pool_id: Some(node.pool_id.clone()),
+            node_id: Some(node.id.clone()),
+            ..EventScope::default()
+        };
+        store
+            .record_event(&scope, "node.lost", LOST_WORDS, now)
+            .await?;
     }
     let marked: BTreeSet<_> = outcome.updated.iter().map(|n| n.id.clone()).collect();
     for node in missing.into_iter().filter(|n| marked.contains(&n.id)) {

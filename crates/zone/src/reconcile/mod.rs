@@ -48,8 +48,8 @@ pub use usage::accrue_usage;
 
 use crate::backend::{BackendError, Backends, NodeBackend};
 use crate::model::{
-    Expected, Node, NodeId, NodeState, NodeStatus, Org, Pool, PoolId, Project, ProjectId, Provider,
-    ProviderId, Timestamp,
+    EventScope, Expected, Node, NodeId, NodeState, NodeStatus, Org, Pool, PoolId, Project,
+    ProjectId, Provider, ProviderId, Timestamp,
 };
 use crate::pricing::{is_gateway, markup_at_admission};
 use crate::store::{StatusWrite, Store, StoreError, StoreResult};
@@ -536,6 +536,7 @@ impl Reconciler {
         let mut opened = Vec::new();
         let mut destroyed = Vec::new();
         let mut deploy_answers = BTreeSet::new();
+        let mut events = Vec::new();
         for Answer {
             node,
             context,
@@ -574,6 +575,26 @@ impl Reconciler {
                     nodes::after_backend_error(claimed, options, now)
                 }
             };
+            if let (Some(refusal), Some(words)) = (status.refusal, &status.state_words)
+                && status.attempts > claimed.attempts
+            {
+                let kind = match status.state {
+                    NodeState::Parked => "node.parked",
+                    NodeState::Pending
+                    | NodeState::Quoting
+                    | NodeState::Deploying
+                    | NodeState::Running
+                    | NodeState::Destroying
+                    | NodeState::Ended
+                    | NodeState::Lost => "node.refused",
+                };
+                events.push((
+                    node.id.clone(),
+                    event_scope(&context, &node.id),
+                    kind,
+                    format!("{words} ({refusal})"),
+                ));
+            }
             writes.push(StatusWrite {
                 id: node.id.clone(),
                 expected: Expected::Version(node.version),
@@ -590,6 +611,13 @@ impl Reconciler {
             }
         }
         let written: BTreeSet<&NodeId> = outcome.updated.iter().map(|n| &n.id).collect();
+        for (id, scope, kind, words) in events {
+            if written.contains(&id)
+                && let Err(e) = self.store().record_event(&scope, kind, &words, now).await
+            {
+                tracing::warn!(node = %id, error = %e, "event not recorded");
+            }
+        }
         for (node, context) in opened {
             if written.contains(&node.id) {
                 let subject = context_subject(&context, &node);
@@ -678,6 +706,17 @@ impl Reconciler {
     /// Wakes the background loop (something changed: a pool was created or resized).
     pub fn wake(&self) {
         self.shared.wake.notify_one();
+    }
+}
+
+/// Which objects an event about `node` of this pool concerns.
+fn event_scope(context: &PoolContext, node: &NodeId) -> EventScope {
+    EventScope {
+        org_id: Some(context.org.id.clone()),
+        project_id: Some(context.project.id.clone()),
+        provider_id: Some(context.provider.id.clone()),
+        pool_id: Some(context.pool.id.clone()),
+        node_id: Some(node.clone()),
     }
 }
 
