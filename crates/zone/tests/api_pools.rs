@@ -117,6 +117,7 @@ async fn bad_pool_requests_name_the_field() {
             "endpoints[0].protocol",
         ),
         (json!({ "public": "yes" }), "public"),
+        (json!({ "provider": "core" }), "app"),
     ];
     for (patch, field) in cases {
         let mut body = pool_body("db", 1);

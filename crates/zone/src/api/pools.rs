@@ -300,6 +300,12 @@ pub(super) async fn create_pool(
             ));
         }
     };
+    if app.is_none() && provider.name.as_str() == crate::backend::CORE_PROVIDER {
+        return Err(ApiError::invalid(
+            "app",
+            "pools on provider core run an app: set app (org/name:tag)",
+        ));
+    }
     let new = crate::model::NewPool {
         project_id: project.id.clone(),
         name,
