@@ -217,3 +217,105 @@ pub fn after_backend_error(
     status.next_attempt_at = Some(now.plus_millis(millis(backoff(options, claimed.attempts))));
     status
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{NodeId, PoolId};
+    use rust_decimal::Decimal;
+
+    fn node(state: NodeState, attempts: u32) -> Node {
+        let mut status = NodeStatus::pending(Timestamp(0));
+        status.state = state;
+        status.attempts = attempts;
+        Node {
+            id: NodeId::from_counter(10),
+            pool_id: PoolId::from_counter(9),
+            slot: 0,
+            status,
+            version: 1,
+            created_at: Timestamp(0),
+            updated_at: Timestamp(1_000),
+        }
+    }
+
+    #[test]
+    fn reconcile_backoff_doubles_and_is_capped() {
+        let options = ReconcileOptions::default();
+        assert_eq!(backoff(&options, 0), Duration::from_secs(2));
+        assert_eq!(backoff(&options, 3), Duration::from_secs(16));
+        assert_eq!(backoff(&options, 30), Duration::from_secs(300));
+        assert_eq!(backoff(&options, u32::MAX), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn reconcile_markup_is_recorded_only_at_admission() {
+        let options = ReconcileOptions::default();
+        let now = Timestamp(5_000);
+        let markup = Some(Decimal::new(2, 1));
+        let Step::Quote(claim) = plan(
+            &node(NodeState::Pending, 0),
+            &options,
+            markup,
+            None,
+            false,
+            now,
+        ) else {
+            panic!("a pending node is quoted");
+        };
+        assert_eq!(claim.markup, markup);
+        assert_eq!(claim.state, NodeState::Quoting);
+        assert_eq!(
+            claim.next_attempt_at,
+            Some(Timestamp(65_000)),
+            "quote lease"
+        );
+        // A node retried after a refusal keeps the markup it was admitted with.
+        let mut retried = node(NodeState::Pending, 2);
+        retried.status.markup = None;
+        let Step::Quote(claim) = plan(&retried, &options, markup, None, false, now) else {
+            panic!("a retried node is quoted");
+        };
+        assert_eq!(claim.markup, None);
+    }
+
+    #[test]
+    fn reconcile_operator_fix_requeues_until_the_config_changes() {
+        let options = ReconcileOptions::default();
+        let mut parked = node(NodeState::Parked, 1);
+        parked.status.refusal = Some(RefusalKind::OperatorFix);
+        let now = Timestamp(40_000);
+        match plan(&parked, &options, None, Some(Timestamp(500)), false, now) {
+            Step::Requeue(status) => {
+                assert_eq!(status.state, NodeState::Parked);
+                assert_eq!(status.next_attempt_at, Some(Timestamp(70_000)));
+            }
+            other => panic!("expected a requeue, got {other:?}"),
+        }
+        assert!(matches!(
+            plan(&parked, &options, None, Some(Timestamp(2_000)), false, now),
+            Step::Quote(_)
+        ));
+        parked.status.refusal = Some(RefusalKind::NoCapacity);
+        assert!(matches!(
+            plan(&parked, &options, None, Some(Timestamp(500)), false, now),
+            Step::Quote(_)
+        ));
+    }
+
+    #[test]
+    fn reconcile_running_nodes_are_due_only_when_billed() {
+        let options = ReconcileOptions::default();
+        let running = node(NodeState::Running, 0);
+        match plan(&running, &options, None, None, true, Timestamp(0)) {
+            Step::Accrue(status) => {
+                assert_eq!(status.next_attempt_at, Some(Timestamp(3_600_000)))
+            }
+            other => panic!("expected accrual, got {other:?}"),
+        }
+        match plan(&running, &options, None, None, false, Timestamp(0)) {
+            Step::Requeue(status) => assert_eq!(status.next_attempt_at, None),
+            other => panic!("expected no due time, got {other:?}"),
+        }
+    }
+}
