@@ -9,7 +9,9 @@ use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use orc_zone::api::LogLineView;
-use orc_zone::api::views::{NodeView, OrgView, PoolView, ProjectView, ProviderView, QuoteView};
+use orc_zone::api::views::{
+    EventView, NodeView, OrgView, PoolView, ProjectView, ProviderView, QuoteView, UsageView,
+};
 use serde_json::json;
 
 use crate::ConnArgs;
@@ -345,6 +347,54 @@ pub async fn pool_delete(conn: &ConnArgs, pool: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Arguments of `orc pool reconfigure`.
+#[derive(Debug, Args)]
+pub struct ReconfigureArgs {
+    /// ORG/PROJECT/POOL
+    pub pool: String,
+    /// Set param NAME=VALUE (repeat for more); other params keep their values.
+    #[arg(long = "param", value_parser = parse_param)]
+    pub params: Vec<(String, String)>,
+    /// Remove param NAME (repeat for more).
+    #[arg(long = "unset")]
+    pub unset: Vec<String>,
+    /// Replace ALL sensitive params with these NAME=VALUE pairs (their values cannot be
+    /// read back, so they are given in full or not at all).
+    #[arg(long = "sensitive", value_parser = parse_param)]
+    pub sensitive: Vec<(String, String)>,
+}
+
+/// `orc pool reconfigure`: merges the changes into the pool's current params and sends them
+/// with the generation they were read at, so a concurrent change is refused, not lost.
+pub async fn pool_reconfigure(conn: &ConnArgs, args: ReconfigureArgs) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(&args.pool, "POOL")?;
+    let url = format!("{}/pools/{}", project_url(&org, &project), segment(&name));
+    let current: PoolView = client.get(&url).await?;
+    let Some(app) = &current.app else {
+        bail!("pool {} runs no app, so it has no params", current.path);
+    };
+    let mut params = app.params.clone();
+    for key in &args.unset {
+        params.remove(key);
+    }
+    params.extend(args.params.iter().cloned());
+    let mut body = json!({ "params": params, "generation": current.generation });
+    if !args.sensitive.is_empty() {
+        let sensitive: BTreeMap<String, String> = args.sensitive.into_iter().collect();
+        body["sensitive_params"] = json!(sensitive);
+    }
+    let view: PoolView = client.post(&format!("{url}/reconfigure"), &body).await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    println!(
+        "Pool {} is at generation {}; its slots are replaced one at a time.",
+        view.path, view.generation
+    );
+    Ok(())
+}
+
 fn price_text(n: &NodeView) -> String {
     match &n.price {
         Some(p) => format!("{} {}/{}", p.amount, p.currency, p.period),
@@ -587,6 +637,82 @@ fn quote_text(view: &QuoteView) -> String {
     fields(&pairs)
 }
 
+fn events_table(events: &[EventView]) -> String {
+    let mut t = Table::new(&["TIME", "KIND", "NODE", "WORDS"]);
+    for e in events {
+        t.row(vec![
+            orc_zone::apps::logs::format_time(orc_zone::model::Timestamp(e.at)),
+            e.kind.clone(),
+            e.node_id.clone().unwrap_or_else(|| "-".to_string()),
+            e.words.clone(),
+        ]);
+    }
+    t.render()
+}
+
+/// `orc events ORG/PROJECT [--pool P] [--limit N]`.
+pub async fn events(
+    conn: &ConnArgs,
+    project: &str,
+    pool: Option<&str>,
+    limit: u32,
+) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project) = project_path(project)?;
+    let mut url = format!("{}/events?limit={limit}", project_url(&org, &project));
+    if let Some(pool) = pool {
+        url.push_str(&format!("&pool={}", segment(pool)));
+    }
+    let list: Vec<EventView> = client.get(&url).await?;
+    if conn.json {
+        return print_json(&list);
+    }
+    if list.is_empty() {
+        println!("No events.");
+        return Ok(());
+    }
+    print!("{}", events_table(&list));
+    Ok(())
+}
+
+fn usage_text(usage: &UsageView) -> String {
+    let mut t = Table::new(&["DESCRIPTION", "NODE", "HOURS", "RATE", "AMOUNT"]);
+    for line in &usage.lines {
+        t.row(vec![
+            line.description.clone(),
+            line.node_id.clone().unwrap_or_else(|| "-".to_string()),
+            line.hours.clone(),
+            format!(
+                "{} {}/{}",
+                line.rate.amount, line.rate.currency, line.rate.period
+            ),
+            format!("{} {}", line.amount, line.rate.currency),
+        ]);
+    }
+    let mut out = format!("Usage of {}\n", usage.month);
+    out.push_str(&t.render());
+    for (currency, total) in &usage.totals {
+        out.push_str(&format!("total: {total} {currency}\n"));
+    }
+    out
+}
+
+/// `orc usage ORG/PROJECT [--month YYYY-MM]`.
+pub async fn usage(conn: &ConnArgs, project: &str, month: Option<&str>) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project) = project_path(project)?;
+    let mut url = format!("{}/usage", project_url(&org, &project));
+    if let Some(month) = month {
+        url.push_str(&format!("?month={}", segment(month)));
+    }
+    let view: UsageView = client.get(&url).await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    print!("{}", usage_text(&view));
+    Ok(())
+}
+
 /// `orc logs POOL [--slot N] [--level L]`.
 pub async fn logs(
     conn: &ConnArgs,
@@ -796,6 +922,41 @@ mod golden {
         old.deleting = true;
         old.nodes = NodeCounts::default();
         check("pools-states.txt", &pools_table(&[pool, old]));
+    }
+
+    #[test]
+    fn events_and_usage() {
+        let event = EventView {
+            id: "e-00000000000q".into(),
+            at: 1_795_975_200_000,
+            kind: "node.parked".into(),
+            words: "no capacity in Europe Central right now".into(),
+            provider_id: None,
+            pool_id: Some("pl-000000000009".into()),
+            node_id: Some("n-00000000000n".into()),
+        };
+        let usage = UsageView {
+            month: "2026-11".into(),
+            lines: vec![orc_zone::api::views::UsageLineView {
+                id: "ul-00000000000r".into(),
+                month: "2026-11".into(),
+                pool_id: Some("pl-000000000009".into()),
+                node_id: Some("n-00000000000k".into()),
+                description: "2 vCPU · 4 GiB · eu-central".into(),
+                hours: "12".into(),
+                rate: MoneyView {
+                    amount: "0.0079".into(),
+                    currency: "USD".into(),
+                    period: "hour".into(),
+                },
+                amount: "0.0948".into(),
+            }],
+            totals: [("USD".to_string(), "0.0948".to_string())].into(),
+        };
+        check(
+            "events-usage.txt",
+            &format!("{}\n{}", events_table(&[event]), usage_text(&usage)),
+        );
     }
 
     #[test]

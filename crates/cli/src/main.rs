@@ -76,6 +76,25 @@ enum Command {
     },
     /// Ask a provider what a node would cost, and where.
     Quote(commands::QuoteArgs),
+    /// Show a project's events, oldest first.
+    Events {
+        /// ORG/PROJECT
+        project: String,
+        /// Only this pool's events.
+        #[arg(long)]
+        pool: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+    /// Show a project's usage (invoice lines) for a month.
+    Usage {
+        /// ORG/PROJECT
+        project: String,
+        /// YYYY-MM (default: this month, UTC).
+        #[arg(long)]
+        month: Option<String>,
+    },
     /// Show the kept logs of an app pool's slots.
     Logs {
         /// ORG/PROJECT/POOL (ORG/POOL means the org's project of the same name)
@@ -129,6 +148,8 @@ enum PoolCommand {
         /// ORG/PROJECT/POOL
         pool: String,
     },
+    /// Change an app pool's params (its slots are replaced one at a time).
+    Reconfigure(commands::ReconfigureArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -194,6 +215,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             PoolCommand::Create(args) => commands::pool_create(&conn, args).await,
             PoolCommand::Resize { pool, size } => commands::pool_resize(&conn, &pool, size).await,
             PoolCommand::Delete { pool } => commands::pool_delete(&conn, &pool).await,
+            PoolCommand::Reconfigure(args) => commands::pool_reconfigure(&conn, args).await,
         },
         Command::Nodes { pool, all } => commands::nodes(&conn, &pool, all).await,
         Command::Providers { project } => commands::providers(&conn, project.as_deref()).await,
@@ -208,6 +230,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             } => commands::pricing(&conn, &provider, if none { None } else { markup }).await,
         },
         Command::Quote(args) => commands::quote(&conn, args).await,
+        Command::Events {
+            project,
+            pool,
+            limit,
+        } => commands::events(&conn, &project, pool.as_deref(), limit).await,
+        Command::Usage { project, month } => {
+            commands::usage(&conn, &project, month.as_deref()).await
+        }
         Command::Logs { pool, slot, level } => commands::logs(&conn, &pool, slot, &level).await,
     }
 }

@@ -298,3 +298,86 @@ async fn the_data_dir_tells_the_cli_where_the_zone_is() {
     assert_eq!(stdout(&out), "No pools.\n");
     env.zone.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconfigure_merges_params_and_usage_reads_a_month() {
+    let env = start().await;
+    let created = orc(
+        &env,
+        &[
+            "pool",
+            "create",
+            "acme/web/svc",
+            "--provider",
+            "fake",
+            "--class",
+            "eu-central",
+            "--cpu",
+            "1",
+            "--mem",
+            "1",
+            "--os",
+            "debian-12",
+            "--size",
+            "0",
+            "--app",
+            "acme/svc:1",
+            "--param",
+            "mode=a",
+            "--param",
+            "old=x",
+        ],
+    )
+    .await;
+    stdout(&created);
+    let changed = orc(
+        &env,
+        &[
+            "pool",
+            "reconfigure",
+            "acme/web/svc",
+            "--param",
+            "mode=b",
+            "--unset",
+            "old",
+            "--sensitive",
+            "api_key=k",
+        ],
+    )
+    .await;
+    assert_eq!(
+        stdout(&changed),
+        "Pool acme/web/svc is at generation 2; its slots are replaced one at a time.\n"
+    );
+    let json = stdout(&orc(&env, &["--json", "pools", "acme/web"]).await);
+    let pools: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        pools[0]["app"]["params"],
+        serde_json::json!({ "mode": "b" })
+    );
+    assert_eq!(
+        pools[0]["app"]["sensitive_params"],
+        serde_json::json!(["api_key"])
+    );
+
+    let usage = stdout(&orc(&env, &["usage", "acme/web", "--month", "2026-11"]).await);
+    assert_eq!(
+        usage,
+        "Usage of 2026-11\nDESCRIPTION  NODE  HOURS  RATE  AMOUNT\n"
+    );
+    let bad = orc(&env, &["usage", "acme/web", "--month", "2026-13"]).await;
+    assert_eq!(
+        String::from_utf8(bad.stderr).unwrap(),
+        "error: month \"2026-13\" is invalid: \"2026-13\" is not a month of the form YYYY-MM \
+         (field: month) [400 invalid]\n"
+    );
+    let json = stdout(&orc(&env, &["--json", "events", "acme/web", "--limit", "5"]).await);
+    let events: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(events.as_array().is_some_and(|e| e.len() <= 5), "{json}");
+    let bad_limit = orc(&env, &["events", "acme/web", "--limit", "0"]).await;
+    assert_eq!(
+        String::from_utf8(bad_limit.stderr).unwrap(),
+        "error: limit must be 1 to 1000 (field: limit) [400 invalid]\n"
+    );
+    env.zone.shutdown().await;
+}
