@@ -51,7 +51,7 @@ enum Command {
         /// ORG/PROJECT
         project: Option<String>,
     },
-    /// Create, resize or delete a pool.
+    /// Create, resize, reconfigure or delete a pool.
     Pool {
         #[command(subcommand)]
         command: PoolCommand,
@@ -253,6 +253,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.grpc_addr = args.grpc;
     let zone = orc_zone::zone::Zone::start(config).await?;
     println!("zone API:    {}", zone.url());
+    println!("providers:   {} (gRPC)", zone.grpc_url());
     println!("data dir:    {}", zone.data_dir().display());
     let token_file = zone.data_dir().join(orc_zone::zone::ADMIN_TOKEN_FILE);
     if zone.admin_token_is_new() {
