@@ -20,4 +20,6 @@ pub mod transport;
 pub use backoff::Backoff;
 pub use provider::{HelloInfo, ProgressSink, Provider};
 pub use runner::{ProviderRunner, RunnerError, RunnerOptions, RunnerStatus, run_provider};
-pub use transport::{ConnectError, Connector, GrpcConnector, InvalidEndpoint};
+pub use transport::{
+    ConnectError, Connector, GrpcConnector, InvalidCredentials, InvalidEndpoint, ZoneCredentials,
+};

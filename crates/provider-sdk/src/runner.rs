@@ -38,7 +38,8 @@ use crate::backoff::Backoff;
 use crate::provider::{ProgressSink, Provider};
 use crate::session::{SessionState, Step};
 use crate::transport::{
-    ConnectError, Connector, GrpcConnector, InvalidEndpoint, ProviderStream, ZoneStream,
+    ConnectError, Connector, GrpcConnector, InvalidEndpoint, ProviderStream, ZoneCredentials,
+    ZoneStream,
 };
 
 /// Hello and catalog are queued before the stream opens; the channel must hold both.
@@ -65,6 +66,9 @@ pub struct RunnerOptions {
     pub jitter_seed: Option<u64>,
     /// Messages buffered towards the zone before senders wait (at least 2). Default 256.
     pub outbound_buffer: usize,
+    /// Token and project sent when a stream opens; a zone that checks them refuses a stream
+    /// without. Default none.
+    pub credentials: Option<ZoneCredentials>,
 }
 
 impl Default for RunnerOptions {
@@ -78,6 +82,7 @@ impl Default for RunnerOptions {
             catalog_interval: Some(Duration::from_secs(60)),
             jitter_seed: None,
             outbound_buffer: 256,
+            credentials: None,
         }
     }
 }
@@ -138,7 +143,10 @@ impl<P: Provider> ProviderRunner<P, GrpcConnector> {
         provider: Arc<P>,
         options: RunnerOptions,
     ) -> Result<Self, RunnerError> {
-        let connector = GrpcConnector::new(endpoint, options.connect_timeout)?;
+        let mut connector = GrpcConnector::new(endpoint, options.connect_timeout)?;
+        if let Some(credentials) = options.credentials.clone() {
+            connector = connector.with_credentials(credentials);
+        }
         Ok(Self::with_connector(connector, provider, options))
     }
 }

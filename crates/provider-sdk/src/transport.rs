@@ -69,6 +69,67 @@ pub trait Connector: Send + Sync + 'static {
 #[derive(Debug, Clone)]
 pub struct GrpcConnector {
     endpoint: Endpoint,
+    credentials: Option<ZoneCredentials>,
+}
+
+/// What a provider shows the zone when it opens its stream: a zone API token (sent as
+/// `authorization: Bearer …`) and the project it registers in (`x-orc-project`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ZoneCredentials {
+    token: String,
+    project: String,
+}
+
+impl ZoneCredentials {
+    /// Credentials for `project` (`<org>/<project>`). Both must be printable ASCII, as gRPC
+    /// metadata requires.
+    pub fn new(token: &str, project: &str) -> Result<Self, InvalidCredentials> {
+        let printable = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic());
+        if !printable(token) {
+            return Err(InvalidCredentials::Token);
+        }
+        if !printable(project) || !project.contains('/') {
+            return Err(InvalidCredentials::Project(project.to_string()));
+        }
+        Ok(ZoneCredentials {
+            token: token.to_string(),
+            project: project.to_string(),
+        })
+    }
+
+    /// The project the provider registers in.
+    pub fn project(&self) -> &str {
+        &self.project
+    }
+
+    fn apply<T>(&self, request: &mut tonic::Request<T>) {
+        let metadata = request.metadata_mut();
+        // Both values were checked to be printable ASCII, which metadata always accepts.
+        if let Ok(bearer) = format!("Bearer {}", self.token).parse() {
+            metadata.insert("authorization", bearer);
+        }
+        if let Ok(project) = self.project.parse() {
+            metadata.insert("x-orc-project", project);
+        }
+    }
+}
+
+impl std::fmt::Debug for ZoneCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZoneCredentials")
+            .field("token", &"<redacted>")
+            .field("project", &self.project)
+            .finish()
+    }
+}
+
+/// Credentials that cannot travel as gRPC metadata.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidCredentials {
+    #[error("the zone token must be non-empty printable ASCII")]
+    Token,
+    #[error("zone project {0:?} must be printable ASCII of the form <org>/<project>")]
+    Project(String),
 }
 
 /// The zone's address could not be used.
@@ -87,7 +148,16 @@ impl GrpcConnector {
             })?
             .connect_timeout(connect_timeout)
             .tcp_nodelay(true);
-        Ok(GrpcConnector { endpoint })
+        Ok(GrpcConnector {
+            endpoint,
+            credentials: None,
+        })
+    }
+
+    /// Sends `credentials` with every stream it opens.
+    pub fn with_credentials(mut self, credentials: ZoneCredentials) -> Self {
+        self.credentials = Some(credentials);
+        self
     }
 }
 
@@ -97,10 +167,14 @@ impl Connector for GrpcConnector {
         outbound: ProviderStream,
     ) -> impl Future<Output = Result<ZoneStream, ConnectError>> + Send {
         let endpoint = self.endpoint.clone();
+        let credentials = self.credentials.clone();
         async move {
             let channel = endpoint.connect().await.map_err(ConnectError::Transport)?;
             let mut client = ProviderHubClient::new(channel);
-            let request = tonic::Request::new(outbound);
+            let mut request = tonic::Request::new(outbound);
+            if let Some(credentials) = &credentials {
+                credentials.apply(&mut request);
+            }
             let response = client
                 .attach(request)
                 .await
@@ -108,5 +182,42 @@ impl Connector for GrpcConnector {
             let inbound: ZoneStream = Box::pin(response.into_inner());
             Ok(inbound)
         }
+    }
+}
+
+#[cfg(test)]
+mod credential_tests {
+    use super::*;
+
+    #[test]
+    fn credentials_travel_as_metadata_and_never_show_the_token() {
+        let credentials = ZoneCredentials::new("orc_s3cret", "sys/sys").unwrap();
+        let mut request = tonic::Request::new(());
+        credentials.apply(&mut request);
+        assert_eq!(
+            request.metadata().get("authorization").unwrap(),
+            "Bearer orc_s3cret"
+        );
+        assert_eq!(request.metadata().get("x-orc-project").unwrap(), "sys/sys");
+        let shown = format!("{credentials:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("sys/sys"));
+    }
+
+    #[test]
+    fn credentials_that_cannot_be_metadata_are_refused_naming_the_part() {
+        assert!(matches!(
+            ZoneCredentials::new("", "sys/sys"),
+            Err(InvalidCredentials::Token)
+        ));
+        assert!(matches!(
+            ZoneCredentials::new("tok en", "sys/sys"),
+            Err(InvalidCredentials::Token)
+        ));
+        let err = ZoneCredentials::new("token", "sys").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "zone project \"sys\" must be printable ASCII of the form <org>/<project>"
+        );
     }
 }

@@ -184,7 +184,7 @@ async fn hub_refuses_streams_without_valid_credentials() {
     let (_tx, rx) = tokio::sync::mpsc::channel(1);
     let outbound = orc_provider_sdk::transport::ProviderStream::new(rx);
     use orc_provider_sdk::transport::{ConnectError, Connector};
-    let bad = AuthConnector::new(&server.endpoint(), "orc_not-a-token", "acme/web");
+    let bad = auth_connector(&server.endpoint(), "orc_not-a-token", "acme/web");
     match bad.connect(outbound).await {
         Err(ConnectError::Refused(status)) => {
             assert_eq!(status.code(), tonic::Code::Unauthenticated);
@@ -195,7 +195,7 @@ async fn hub_refuses_streams_without_valid_credentials() {
     }
     let (_tx, rx) = tokio::sync::mpsc::channel(1);
     let outbound = orc_provider_sdk::transport::ProviderStream::new(rx);
-    let other_project = AuthConnector::new(&server.endpoint(), &t.token, "acme/other");
+    let other_project = auth_connector(&server.endpoint(), &t.token, "acme/other");
     match other_project.connect(outbound).await {
         Err(ConnectError::Refused(status)) => {
             assert_eq!(status.code(), tonic::Code::PermissionDenied)
@@ -282,7 +282,7 @@ async fn hub_silent_serving_stream_is_dropped_and_the_standby_promoted() {
         }),
     };
     tx.send(hello.into()).await.unwrap();
-    let mute = AuthConnector::new(&endpoint, &t.token, "acme/web");
+    let mute = auth_connector(&endpoint, &t.token, "acme/web");
     let mut inbound = mute
         .connect(orc_provider_sdk::transport::ProviderStream::new(rx))
         .await

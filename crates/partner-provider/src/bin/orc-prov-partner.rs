@@ -30,7 +30,7 @@ use orc_partner::{QuoteState, explain, seed};
 use orc_partner_provider::clients::CloudClients;
 use orc_partner_provider::live::LiveCatalogs;
 use orc_partner_provider::{PartnerOptions, PartnerProvider, ReplicaInfo};
-use orc_provider_sdk::{RunnerOptions, run_provider};
+use orc_provider_sdk::{RunnerOptions, ZoneCredentials, run_provider};
 
 const DEFAULT_SEED_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../emu/seed");
 
@@ -109,6 +109,12 @@ enum Command {
         /// This replica's slot in its app pool.
         #[arg(long, env = "ORC_SLOT", default_value_t = 0)]
         slot: u32,
+        /// File holding the zone API token the stream authenticates with.
+        #[arg(long, env = "ORC_ZONE_TOKEN_FILE", requires = "project")]
+        token_file: Option<PathBuf>,
+        /// The project (`<org>/<project>`) the partner registers in.
+        #[arg(long, env = "ORC_ZONE_PROJECT", requires = "token_file")]
+        project: Option<String>,
     },
     /// Time the quote engine; the last line is `ns_per_quote N`.
     BenchQuote {
@@ -261,7 +267,12 @@ fn main() -> anyhow::Result<()> {
             zone,
             refresh_secs,
             slot,
-        } => serve(&zone, refresh_secs, slot),
+            token_file,
+            project,
+        } => {
+            let credentials = zone_credentials(token_file.as_deref(), project.as_deref())?;
+            serve(&zone, refresh_secs, slot, credentials)
+        }
     }
 }
 
@@ -298,7 +309,27 @@ fn host_name() -> String {
         .unwrap_or_else(|| "unknown-host".to_string())
 }
 
-fn serve(zone: &str, refresh_secs: u64, slot: u32) -> anyhow::Result<()> {
+/// Reads the zone credentials: the token from its file (never logged), the project as given.
+fn zone_credentials(
+    token_file: Option<&Path>,
+    project: Option<&str>,
+) -> anyhow::Result<Option<ZoneCredentials>> {
+    let (Some(token_file), Some(project)) = (token_file, project) else {
+        return Ok(None);
+    };
+    let token = std::fs::read_to_string(token_file)
+        .with_context(|| format!("reading the zone token file {}", token_file.display()))?;
+    let credentials = ZoneCredentials::new(token.trim(), project)
+        .with_context(|| format!("zone token file {}", token_file.display()))?;
+    Ok(Some(credentials))
+}
+
+fn serve(
+    zone: &str,
+    refresh_secs: u64,
+    slot: u32,
+    credentials: Option<ZoneCredentials>,
+) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -324,11 +355,11 @@ fn serve(zone: &str, refresh_secs: u64, slot: u32) -> anyhow::Result<()> {
     };
     let provider = PartnerProvider::new(config, options, replica)?;
     tracing::info!(zone, "The partner provider dials the zone");
-    runtime()?.block_on(run_provider(
-        zone,
-        Arc::new(provider),
-        RunnerOptions::default(),
-    ))?;
+    let options = RunnerOptions {
+        credentials,
+        ..RunnerOptions::default()
+    };
+    runtime()?.block_on(run_provider(zone, Arc::new(provider), options))?;
     Ok(())
 }
 

@@ -9,10 +9,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use orc_proto::pb::provider_hub_client::ProviderHubClient;
 use orc_provider_sdk::fake::{FakeCloud, FakeConfig, FakeProvider};
-use orc_provider_sdk::transport::{ConnectError, Connector, ProviderStream, ZoneStream};
-use orc_provider_sdk::{ProviderRunner, RunnerOptions};
+use orc_provider_sdk::{GrpcConnector, ProviderRunner, RunnerOptions, ZoneCredentials};
 use orc_zone::backend::{BackendError, Backends, NodeBackend};
 use orc_zone::hub::{Hub, HubOptions};
 use orc_zone::model::{
@@ -23,7 +21,6 @@ use orc_zone::store::Store;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tonic::transport::Endpoint;
 
 /// 2026-03-01T00:00:00Z, a fixed start for manual clocks.
 pub const START: Timestamp = Timestamp(1_772_323_200_000);
@@ -121,55 +118,13 @@ impl HubServer {
     }
 }
 
-/// Dials the hub with the zone token and project in the stream's metadata.
-#[derive(Clone)]
-pub struct AuthConnector {
-    endpoint: Endpoint,
-    token: String,
-    project: String,
-}
-
-impl AuthConnector {
-    pub fn new(endpoint: &str, token: &str, project: &str) -> Self {
-        AuthConnector {
-            endpoint: Endpoint::from_shared(endpoint.to_string())
-                .expect("endpoint")
-                .connect_timeout(Duration::from_secs(2)),
-            token: token.to_string(),
-            project: project.to_string(),
-        }
-    }
-}
-
-impl Connector for AuthConnector {
-    fn connect(
-        &self,
-        outbound: ProviderStream,
-    ) -> impl Future<Output = Result<ZoneStream, ConnectError>> + Send {
-        let this = self.clone();
-        async move {
-            let channel = this
-                .endpoint
-                .connect()
-                .await
-                .map_err(ConnectError::Transport)?;
-            let mut client = ProviderHubClient::new(channel);
-            let mut request = tonic::Request::new(outbound);
-            let bearer = format!("Bearer {}", this.token)
-                .parse()
-                .expect("ascii token");
-            request.metadata_mut().insert("authorization", bearer);
-            request
-                .metadata_mut()
-                .insert("x-orc-project", this.project.parse().expect("ascii path"));
-            let response = client
-                .attach(request)
-                .await
-                .map_err(ConnectError::Refused)?;
-            let inbound: ZoneStream = Box::pin(response.into_inner());
-            Ok(inbound)
-        }
-    }
+/// Dials the hub with the zone token and project in the stream's metadata, as a provider
+/// process does.
+pub fn auth_connector(endpoint: &str, token: &str, project: &str) -> GrpcConnector {
+    let credentials = ZoneCredentials::new(token, project).expect("printable credentials");
+    GrpcConnector::new(endpoint, Duration::from_secs(2))
+        .expect("endpoint")
+        .with_credentials(credentials)
 }
 
 /// A provider replica running in a runtime of its own.
@@ -222,7 +177,7 @@ impl Replica {
             jitter_seed: Some(u64::from(slot)),
             ..RunnerOptions::default()
         };
-        let connector = AuthConnector::new(endpoint, token, "acme/web");
+        let connector = auth_connector(endpoint, token, "acme/web");
         let runner = ProviderRunner::with_connector(connector, Arc::clone(&provider), options);
         runtime.spawn(runner.run_until(std::future::pending()));
         Replica {
