@@ -6,7 +6,6 @@
 //! removes the row once every node has ended.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::str::FromStr;
 
 use axum::Json;
 use axum::extract::State;
@@ -26,9 +25,10 @@ use super::views::{
 use super::{ApiState, LogLineView};
 use crate::backend::NodeBackend;
 use crate::model::{
-    AppSpec, Endpoint, EventId, EventScope, Month, NodeId, Org, Pool, PoolSpec, PricingStrategy,
-    Project, Provider, Role, SensitiveParams, Timestamp,
+    AppSpec, Endpoint, EventId, EventScope, Month, NodeId, Org, Pool, PoolSpec, Project, Provider,
+    Role, SensitiveParams,
 };
+use crate::pricing::{markup_at_admission, tenant_price};
 use crate::store::StoreError;
 
 /// The most nodes one pool may ask for.
@@ -544,21 +544,6 @@ pub(super) async fn list_events(
     Ok(Json(events.iter().map(EventView::from).collect()))
 }
 
-/// The month (UTC) a time falls in; `None` outside years 0000–9999.
-pub fn month_of(at: Timestamp) -> Option<Month> {
-    let days = at.millis().div_euclid(86_400_000);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    Month::from_str(&format!("{year:04}-{month:02}")).ok()
-}
-
 /// The project's usage (invoice lines) for a month, with totals per currency.
 #[utoipa::path(get, path = "/api/orgs/{org}/projects/{project}/usage", tag = "events",
     params(("org" = String, Path, description = "Org name"),
@@ -573,8 +558,7 @@ pub(super) async fn usage(
 ) -> ApiResult<Json<UsageView>> {
     let month: Month = match parse_query_value("month", query.month.as_deref())? {
         Some(m) => m,
-        None => month_of(state.now())
-            .ok_or_else(|| ApiError::invalid("month", "give the month as YYYY-MM"))?,
+        None => crate::pricing::month_of(state.now()),
     };
     let (_, project) = project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
     let lines = state.store.list_usage(&project.id, &month).await?;
@@ -659,22 +643,15 @@ pub(super) async fn quote(
 pub fn quote_view(provider: &Provider, reply: orc_proto::QuoteReply) -> QuoteView {
     match reply {
         orc_proto::QuoteReply::Offer(offer) => {
-            let (price, markup) = match provider.pricing {
-                PricingStrategy::None => (None, None),
-                PricingStrategy::Markup(m) => (
-                    offer
-                        .price
-                        .and_then(|p| p.checked_mul(Decimal::ONE + m.value()).ok()),
-                    Some(m.value().to_string()),
-                ),
-            };
+            let markup = markup_at_admission(provider.pricing);
+            let price = tenant_price(offer.price.as_ref(), markup);
             QuoteView {
                 provider: provider.name.to_string(),
                 outcome: "offer".to_string(),
                 words: offer.words,
                 site: Some(offer.site.to_string()),
                 price: price.as_ref().map(super::views::MoneyView::from),
-                markup,
+                markup: markup.map(|m| m.to_string()),
                 refusal: None,
             }
         }
@@ -693,25 +670,6 @@ pub fn quote_view(provider: &Provider, reply: orc_proto::QuoteReply) -> QuoteVie
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn months_of_times() {
-        assert_eq!(month_of(Timestamp(0)).unwrap().as_str(), "1970-01");
-        // 2026-11-29T18:00:00Z
-        assert_eq!(
-            month_of(Timestamp(1_795_975_200_000)).unwrap().as_str(),
-            "2026-11"
-        );
-        // 2024-02-29T23:59:59Z and a millisecond later
-        assert_eq!(
-            month_of(Timestamp(1_709_251_199_000)).unwrap().as_str(),
-            "2024-02"
-        );
-        assert_eq!(
-            month_of(Timestamp(1_709_251_200_000)).unwrap().as_str(),
-            "2024-03"
-        );
-    }
 
     #[test]
     fn param_names() {
