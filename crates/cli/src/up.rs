@@ -357,6 +357,9 @@ fn partner_binary(given: Option<&Path>) -> anyhow::Result<PathBuf> {
     }
 }
 
+/// US dollars per euro for the emulated Hetzner account (an example figure, not a live rate).
+pub const DEMO_EUR_RATE: &str = "1.08";
+
 /// The partner's app spec for the emulators.
 pub fn partner_app() -> AppSpec {
     let params = BTreeMap::from([
@@ -366,6 +369,12 @@ pub fn partner_app() -> AppSpec {
             "orc-up-hetzner".to_string(),
         ),
         ("vultr_owner_tag".to_string(), "orc-up-vultr".to_string()),
+        // The emulated Hetzner project bills in euros, like a real one: without a rate its
+        // offers would stay unpriced and every node would go to Vultr.
+        (
+            "hetzner_exchange_rate".to_string(),
+            DEMO_EUR_RATE.to_string(),
+        ),
     ]);
     let sensitive = BTreeMap::from([
         ("hetzner_api_token".to_string(), EMULATOR_TOKEN.to_string()),
