@@ -2,52 +2,14 @@
 //! returns once every node runs, and `orc quote` prints the provider's offer with the
 //! markup applied.
 
-use std::future::Future;
 use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
 use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
-use orc_provider_sdk::transport::{ConnectError, Connector, ProviderStream, ZoneStream};
-use orc_provider_sdk::{ProviderRunner, RunnerOptions};
+use orc_provider_sdk::{ProviderRunner, RunnerOptions, ZoneCredentials};
 use orc_zone::model::{Markup, PricingStrategy, Timestamp};
 use orc_zone::zone::{Zone, ZoneConfig};
-
-/// Dials the hub with a token and project in the stream's metadata.
-#[derive(Clone)]
-struct AuthConnector {
-    endpoint: tonic::transport::Endpoint,
-    token: String,
-}
-
-impl Connector for AuthConnector {
-    fn connect(
-        &self,
-        outbound: ProviderStream,
-    ) -> impl Future<Output = Result<ZoneStream, ConnectError>> + Send {
-        let this = self.clone();
-        async move {
-            let channel = this
-                .endpoint
-                .connect()
-                .await
-                .map_err(ConnectError::Transport)?;
-            let mut client = orc_proto::pb::provider_hub_client::ProviderHubClient::new(channel);
-            let mut request = tonic::Request::new(outbound);
-            let bearer = format!("Bearer {}", this.token).parse().expect("ascii");
-            request.metadata_mut().insert("authorization", bearer);
-            request
-                .metadata_mut()
-                .insert("x-orc-project", "sys/sys".parse().expect("ascii"));
-            let response = client
-                .attach(request)
-                .await
-                .map_err(ConnectError::Refused)?;
-            let inbound: ZoneStream = Box::pin(response.into_inner());
-            Ok(inbound)
-        }
-    }
-}
 
 async fn orc(zone: &Zone, dir: &std::path::Path, args: &[&str]) -> Output {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
@@ -77,21 +39,20 @@ async fn pool_create_waits_for_running_nodes_and_quotes_show_the_markup() {
         .unwrap();
 
     let cloud = FakeCloud::new();
-    let connector = AuthConnector {
-        endpoint: tonic::transport::Endpoint::from_shared(zone.grpc_url()).unwrap(),
-        token: zone.admin_token().expose().to_string(),
-    };
+    let credentials = ZoneCredentials::new(zone.admin_token().expose(), "sys/sys").unwrap();
     let options = RunnerOptions {
         keepalive_interval: Duration::from_millis(500),
         inventory_interval: None,
         jitter_seed: Some(1),
+        credentials: Some(credentials),
         ..RunnerOptions::default()
     };
-    let runner = ProviderRunner::with_connector(
-        connector,
+    let runner = ProviderRunner::new(
+        &zone.grpc_url(),
         Arc::new(FakeProvider::new(Arc::clone(&cloud))),
         options,
-    );
+    )
+    .unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(runner.run_until(async {
         let _ = stopped.await;

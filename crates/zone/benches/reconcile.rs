@@ -21,8 +21,7 @@ use orc_proto::{
     SiteName,
 };
 use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
-use orc_provider_sdk::transport::{ConnectError, Connector, ProviderStream, ZoneStream};
-use orc_provider_sdk::{ProviderRunner, RunnerOptions};
+use orc_provider_sdk::{ProviderRunner, RunnerOptions, ZoneCredentials};
 use orc_zone::backend::{BackendError, Backends, NodeBackend};
 use orc_zone::hub::{Hub, HubOptions};
 use orc_zone::model::{
@@ -193,41 +192,6 @@ fn pass_10k(c: &mut Criterion) {
     );
 }
 
-#[derive(Clone)]
-struct AuthConnector {
-    endpoint: tonic::transport::Endpoint,
-    token: String,
-}
-
-impl Connector for AuthConnector {
-    fn connect(
-        &self,
-        outbound: ProviderStream,
-    ) -> impl Future<Output = Result<ZoneStream, ConnectError>> + Send {
-        let this = self.clone();
-        async move {
-            let channel = this
-                .endpoint
-                .connect()
-                .await
-                .map_err(ConnectError::Transport)?;
-            let mut client = orc_proto::pb::provider_hub_client::ProviderHubClient::new(channel);
-            let mut request = tonic::Request::new(outbound);
-            let bearer = format!("Bearer {}", this.token).parse().expect("ascii");
-            request.metadata_mut().insert("authorization", bearer);
-            request
-                .metadata_mut()
-                .insert("x-orc-project", "bench/bench".parse().expect("ascii"));
-            let response = client
-                .attach(request)
-                .await
-                .map_err(ConnectError::Refused)?;
-            let inbound: ZoneStream = Box::pin(response.into_inner());
-            Ok(inbound)
-        }
-    }
-}
-
 fn replica(cloud: &Arc<FakeCloud>, endpoint: &str, token: &str, slot: u32) -> Runtime {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -237,16 +201,13 @@ fn replica(cloud: &Arc<FakeCloud>, endpoint: &str, token: &str, slot: u32) -> Ru
     let mut config = orc_provider_sdk::fake::FakeConfig::default();
     config.replica.slot = slot;
     let provider = Arc::new(FakeProvider::with_config(Arc::clone(cloud), config));
-    let connector = AuthConnector {
-        endpoint: tonic::transport::Endpoint::from_shared(endpoint.to_string()).expect("url"),
-        token: token.to_string(),
-    };
     let options = RunnerOptions {
         inventory_interval: None,
         catalog_interval: None,
+        credentials: Some(ZoneCredentials::new(token, "bench/bench").expect("credentials")),
         ..RunnerOptions::default()
     };
-    let runner = ProviderRunner::with_connector(connector, provider, options);
+    let runner = ProviderRunner::new(endpoint, provider, options).expect("runner");
     runtime.spawn(runner.run_until(std::future::pending()));
     runtime
 }

@@ -7,7 +7,7 @@ mod api_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use api_support::{AuthConnector, TestZone, eventually, tenancy_without_provider};
+use api_support::{TestZone, auth_connector, eventually, tenancy_without_provider};
 use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
 use orc_provider_sdk::{ProviderRunner, RunnerOptions};
 use reqwest::StatusCode;
@@ -31,7 +31,7 @@ fn start_replica(
         jitter_seed: Some(1),
         ..RunnerOptions::default()
     };
-    let connector = AuthConnector::new(&z.zone.grpc_url(), token, "acme/web");
+    let connector = auth_connector(&z.zone.grpc_url(), token, "acme/web");
     let runner = ProviderRunner::with_connector(connector, provider, options);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(runner.run_until(async {

@@ -200,58 +200,16 @@ pub fn pool_body(name: &str, size: u32) -> Value {
 
 /// Dials the zone's hub with an API token and project in the stream's metadata, as a
 /// provider replica does.
-#[derive(Clone)]
-pub struct AuthConnector {
-    endpoint: tonic::transport::Endpoint,
-    token: String,
-    project: String,
-}
-
-impl AuthConnector {
-    pub fn new(endpoint: &str, token: &str, project: &str) -> Self {
-        AuthConnector {
-            endpoint: tonic::transport::Endpoint::from_shared(endpoint.to_string())
-                .expect("endpoint")
-                .connect_timeout(std::time::Duration::from_secs(2)),
-            token: token.to_string(),
-            project: project.to_string(),
-        }
-    }
-}
-
-impl orc_provider_sdk::transport::Connector for AuthConnector {
-    fn connect(
-        &self,
-        outbound: orc_provider_sdk::transport::ProviderStream,
-    ) -> impl Future<
-        Output = Result<
-            orc_provider_sdk::transport::ZoneStream,
-            orc_provider_sdk::transport::ConnectError,
-        >,
-    > + Send {
-        use orc_provider_sdk::transport::{ConnectError, ZoneStream};
-        let this = self.clone();
-        async move {
-            let channel = this
-                .endpoint
-                .connect()
-                .await
-                .map_err(ConnectError::Transport)?;
-            let mut client = orc_proto::pb::provider_hub_client::ProviderHubClient::new(channel);
-            let mut request = tonic::Request::new(outbound);
-            let bearer = format!("Bearer {}", this.token).parse().expect("ascii");
-            request.metadata_mut().insert("authorization", bearer);
-            request
-                .metadata_mut()
-                .insert("x-orc-project", this.project.parse().expect("ascii"));
-            let response = client
-                .attach(request)
-                .await
-                .map_err(ConnectError::Refused)?;
-            let inbound: ZoneStream = Box::pin(response.into_inner());
-            Ok(inbound)
-        }
-    }
+pub fn auth_connector(
+    endpoint: &str,
+    token: &str,
+    project: &str,
+) -> orc_provider_sdk::GrpcConnector {
+    let credentials =
+        orc_provider_sdk::ZoneCredentials::new(token, project).expect("printable credentials");
+    orc_provider_sdk::GrpcConnector::new(endpoint, std::time::Duration::from_secs(2))
+        .expect("endpoint")
+        .with_credentials(credentials)
 }
 
 /// Polls `check` every 100 ms for up to 30 s.
