@@ -174,7 +174,25 @@ enum ProviderCommand {
     },
 }
 
+/// The first argument under which `orc` runs the embedded partner provider, so that
+/// `orc up` works where only `orc` was built: `orc prov-partner serve …` is
+/// `orc-prov-partner serve …`.
+pub const EMBEDDED_PARTNER: &str = "prov-partner";
+
 fn main() -> ExitCode {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == EMBEDDED_PARTNER)
+    {
+        let args = std::iter::once("orc-prov-partner".into()).chain(std::env::args_os().skip(2));
+        return match orc_partner_provider::cli::main_from::<_, std::ffi::OsString>(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

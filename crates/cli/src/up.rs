@@ -140,7 +140,7 @@ impl Up {
             .clone()
             .unwrap_or_else(orc_zone::zone::default_data_dir);
         check_data_dir(&data_dir)?;
-        let partner = partner_binary(args.partner_bin.as_deref())?;
+        let (partner, partner_args) = partner_binary(args.partner_bin.as_deref())?;
         for (what, addr) in [
             ("the zone API", args.http),
             ("the provider endpoint", args.grpc),
@@ -177,7 +177,7 @@ impl Up {
             PARTNER_APP.to_string(),
             AppBinary {
                 path: partner,
-                args: vec!["serve".to_string()],
+                args: partner_args,
                 env: BTreeMap::from([
                     ("ORC_HETZNER_ENDPOINT".to_string(), hetzner_url),
                     ("ORC_VULTR_ENDPOINT".to_string(), vultr_url),
@@ -333,28 +333,24 @@ fn check_port(what: &str, addr: SocketAddr) -> anyhow::Result<()> {
     })
 }
 
-fn partner_binary(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+/// How to run the partner: `--partner-bin`, else `orc-prov-partner` next to `orc`, else `orc`
+/// itself, which embeds the partner (`orc prov-partner serve`).
+fn partner_binary(given: Option<&Path>) -> anyhow::Result<(PathBuf, Vec<String>)> {
+    let serve = || vec!["serve".to_string()];
     if let Some(path) = given {
         if path.is_file() {
-            return Ok(path.to_path_buf());
+            return Ok((path.to_path_buf(), serve()));
         }
         bail!("the partner binary {} does not exist", path.display());
     }
-    match builtin_next_to_exe(PARTNER_APP) {
-        Some(app) => Ok(app.path),
-        None => {
-            let dir = std::env::current_exe()
-                .ok()
-                .and_then(|exe| exe.parent().map(Path::to_path_buf))
-                .unwrap_or_default();
-            bail!(
-                "the partner binary {PARTNER_APP} is not next to orc in {}; build it with \
-                 `cargo build --release --bin {PARTNER_APP}` (the same profile as orc), or \
-                 pass --partner-bin PATH",
-                dir.display()
-            )
-        }
+    if let Some(app) = builtin_next_to_exe(PARTNER_APP) {
+        return Ok((app.path, app.args));
     }
+    let orc = std::env::current_exe().context("cannot find the running orc executable")?;
+    Ok((
+        orc,
+        vec![crate::EMBEDDED_PARTNER.to_string(), "serve".to_string()],
+    ))
 }
 
 /// US dollars per euro for the emulated Hetzner account (an example figure, not a live rate).
@@ -567,7 +563,7 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_partner_binary_says_how_to_build_it() {
+    fn a_missing_partner_binary_and_a_taken_port_are_named() {
         let error = partner_binary(Some(Path::new("/nonexistent/orc-prov-partner")))
             .unwrap_err()
             .to_string();

@@ -8,12 +8,14 @@
 //! - [`instances`]: finding, listing, creating and deleting the partner's instances;
 //! - [`naming`]: the labels and tags recorded on every instance, and instance names;
 //! - [`token`]: quote tokens that carry an offer to its deploy;
-//! - [`clients`]: one HTTP client per keyed cloud.
+//! - [`clients`]: one HTTP client per keyed cloud;
+//! - [`cli`]: the `orc-prov-partner` command line.
 //!
 //! Invariants: the pure crate decides (quotes, words, state rules); this crate only reads
 //! and writes the clouds and keeps the state current. Tenant-facing words come from
 //! `orc_partner::words` only. Nothing here writes to disk.
 
+pub mod cli;
 pub mod clients;
 pub mod instances;
 pub mod live;

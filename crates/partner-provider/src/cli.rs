@@ -1,0 +1,434 @@
+//! The `orc-prov-partner` command line: operator commands over the partner's pure core, and
+//! the provider process itself. The `orc-prov-partner` binary is a thin wrapper over
+//! [`main_from`]; `orc` embeds the same entry point (`orc prov-partner …`) so that `orc up`
+//! runs the partner even where only `orc` was built.
+//!
+//! - `validate`: check drafts of `regions`, `os_map`, `gateway` and `ptr_domain` with the
+//!   partner's own parsers and print them normalised, or every error.
+//! - `quote`: explain a quote with the params of this process's environment, against the
+//!   live catalogs of the keyed clouds (read once, `ORC_<CLOUD>_ENDPOINT` honoured) or,
+//!   with `--seed-dir`, against catalog snapshots read from seed files, offline.
+//! - `bench-quote`: time the quote engine over the full seed catalogs and the built-in maps;
+//!   the last line is `ns_per_quote N`.
+//! - `serve --zone URL`: run the partner provider against a zone.
+//!
+//! A thin shell: parsing, quoting and rendering live in `orc-partner`; reading clouds and
+//! the provider protocol in this crate's other modules.
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::clients::CloudClients;
+use crate::live::LiveCatalogs;
+use crate::{PartnerOptions, PartnerProvider, ReplicaInfo};
+use anyhow::{Context as _, bail};
+use clap::{Parser, Subcommand};
+use orc_common::{Architecture, Shape};
+use orc_partner::catalog::Catalogs;
+use orc_partner::ids::{ClassId, NodeId, OsId, PoolId, SiteName, Timestamp};
+use orc_partner::params::{Config, MapSource, ProcessEnv, load_config};
+use orc_partner::quote::{Purpose, QuoteRequest, quote};
+use orc_partner::validate::{Drafts, validate_drafts};
+use orc_partner::{QuoteState, explain, seed};
+use orc_provider_sdk::{RunnerOptions, ZoneCredentials, run_provider};
+
+const DEFAULT_SEED_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../emu/seed");
+
+#[derive(Debug, Parser)]
+#[command(name = "orc-prov-partner", version, about = "The orc partner provider")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check map drafts and print them normalised (exit 1 on any error).
+    Validate {
+        /// A `regions` draft: a file, or `-` for stdin.
+        #[arg(long)]
+        regions: Option<PathBuf>,
+        /// An `os_map` draft: a file, or `-` for stdin.
+        #[arg(long)]
+        os_map: Option<PathBuf>,
+        /// A `gateway` draft: a file, or `-` for stdin.
+        #[arg(long)]
+        gateway: Option<PathBuf>,
+        /// A `ptr_domain` draft (the value itself).
+        #[arg(long)]
+        ptr_domain: Option<String>,
+        /// Resolve drafts against the catalogs in this seed directory (warnings only).
+        #[arg(long)]
+        seed_dir: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Explain a quote with this environment's params against the live catalogs (or seeds).
+    Quote {
+        /// Region class id.
+        #[arg(long)]
+        class: String,
+        /// vCPUs.
+        #[arg(long)]
+        cpu: u32,
+        /// Memory in GiB.
+        #[arg(long)]
+        mem: u32,
+        /// Architecture: x86_64 or arm64.
+        #[arg(long, default_value = "x86_64")]
+        arch: String,
+        /// An extra disk in GiB (repeatable).
+        #[arg(long = "disk")]
+        disks: Vec<u32>,
+        /// OS id.
+        #[arg(long, default_value = "ubuntu-24.04")]
+        os: String,
+        /// Only this site may serve.
+        #[arg(long, visible_alias = "pin")]
+        site: Option<String>,
+        /// Quote a site gateway instead of a tenant node.
+        #[arg(long)]
+        gateway: bool,
+        /// Print the outcome as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Quote offline against vultr-catalog.json and hetzner-cloud-catalog.json in this
+        /// directory instead of reading the clouds.
+        #[arg(long)]
+        seed_dir: Option<PathBuf>,
+    },
+    /// Run the partner provider: dial the zone and answer its requests.
+    Serve {
+        /// The zone's provider endpoint, e.g. http://zone.internal:7400.
+        #[arg(long, env = "ORC_ZONE_ENDPOINT")]
+        zone: String,
+        /// Seconds between two catalog reads while serving.
+        #[arg(long, default_value_t = 600)]
+        refresh_secs: u64,
+        /// This replica's slot in its app pool.
+        #[arg(long, env = "ORC_SLOT", default_value_t = 0)]
+        slot: u32,
+        /// File holding the zone API token the stream authenticates with.
+        #[arg(long, env = "ORC_ZONE_TOKEN_FILE", requires = "project")]
+        token_file: Option<PathBuf>,
+        /// The project (`<org>/<project>`) the partner registers in.
+        #[arg(long, env = "ORC_ZONE_PROJECT", requires = "token_file")]
+        project: Option<String>,
+    },
+    /// Time the quote engine; the last line is `ns_per_quote N`.
+    BenchQuote {
+        /// Directory holding vultr-catalog.json and hetzner-cloud-catalog.json.
+        #[arg(long, default_value = DEFAULT_SEED_DIR)]
+        seed_dir: PathBuf,
+        /// Quotes to time.
+        #[arg(long, default_value_t = 200_000)]
+        iterations: u32,
+    },
+}
+
+fn now() -> Timestamp {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
+    Timestamp::from_unix_millis(ms)
+}
+
+fn load_catalogs(dir: &Path, at: Timestamp) -> anyhow::Result<Catalogs> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+    };
+    let mut catalogs = Catalogs::new();
+    catalogs.replace(seed::vultr(&read("vultr-catalog.json")?, at)?.snapshot);
+    catalogs.replace(seed::hetzner(&read("hetzner-cloud-catalog.json")?, at)?.snapshot);
+    Ok(catalogs)
+}
+
+fn read_draft(path: &Path, stdin_used: &mut bool) -> anyhow::Result<String> {
+    if path == Path::new("-") {
+        if *stdin_used {
+            bail!("only one draft can come from stdin");
+        }
+        *stdin_used = true;
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text)?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+    }
+}
+
+/// Runs the command line `args` (the first item is the program name, as in `std::env::args_os`).
+pub fn main_from<I, T>(args: I) -> anyhow::Result<()>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    match Cli::parse_from(args).command {
+        Command::Validate {
+            regions,
+            os_map,
+            gateway,
+            ptr_domain,
+            seed_dir,
+            json,
+        } => {
+            let mut stdin_used = false;
+            let mut read = |p: Option<PathBuf>| -> anyhow::Result<Option<String>> {
+                p.map(|p| read_draft(&p, &mut stdin_used)).transpose()
+            };
+            let drafts = Drafts {
+                regions: read(regions)?,
+                os_map: read(os_map)?,
+                gateway: read(gateway)?,
+                ptr_domain,
+            };
+            if drafts.regions.is_none()
+                && drafts.os_map.is_none()
+                && drafts.gateway.is_none()
+                && drafts.ptr_domain.is_none()
+            {
+                bail!("give at least one of --regions, --os-map, --gateway, --ptr-domain");
+            }
+            let catalogs = match seed_dir {
+                Some(dir) => load_catalogs(&dir, now())?,
+                None => Catalogs::new(),
+            };
+            let report = validate_drafts(&drafts, &catalogs, &BTreeMap::new());
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.render());
+            }
+            if !report.is_valid() {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Quote {
+            class,
+            cpu,
+            mem,
+            arch,
+            disks,
+            os,
+            site,
+            gateway,
+            json,
+            seed_dir,
+        } => {
+            let config = match load_config(&ProcessEnv) {
+                Ok(config) => config,
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    std::process::exit(2);
+                }
+            };
+            let arch = match arch.as_str() {
+                "x86_64" => Architecture::X86_64,
+                "arm64" => Architecture::Arm64,
+                other => bail!("--arch {other:?} must be x86_64 or arm64"),
+            };
+            let at = now();
+            let catalogs = match seed_dir {
+                Some(dir) => load_catalogs(&dir, at)?,
+                None => read_live_catalogs(&config, at)?,
+            };
+            let request = QuoteRequest {
+                node: NodeId::new("preview"),
+                pool: PoolId::new("preview"),
+                purpose: if gateway {
+                    Purpose::Gateway
+                } else {
+                    Purpose::Tenant
+                },
+                class: ClassId::new(class),
+                shape: Shape {
+                    vcpus: cpu,
+                    memory_gib: mem,
+                    arch,
+                    disks_gib: disks,
+                },
+                os: OsId::new(os),
+                pinned_site: site.map(SiteName::new),
+                public: false,
+                at,
+            };
+            let outcome = quote(&request, &config, &catalogs, &QuoteState::new());
+            if json {
+                println!("{}", explain::to_json(&outcome));
+            } else {
+                print!("{}", explain::render_table(&outcome));
+            }
+            Ok(())
+        }
+        Command::BenchQuote {
+            seed_dir,
+            iterations,
+        } => bench_quote(&seed_dir, iterations),
+        Command::Serve {
+            zone,
+            refresh_secs,
+            slot,
+            token_file,
+            project,
+        } => {
+            let credentials = zone_credentials(token_file.as_deref(), project.as_deref())?;
+            serve(&zone, refresh_secs, slot, credentials)
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Reads every keyed cloud's catalog once; a cloud that cannot be read is reported on stderr
+/// and shows as "no catalog" in the explanation.
+fn read_live_catalogs(config: &Config, at: Timestamp) -> anyhow::Result<Catalogs> {
+    let clients = CloudClients::from_config(config)?;
+    let live = LiveCatalogs::new();
+    let failures = runtime()?.block_on(live.refresh(&clients, config, at));
+    for (cloud, summary) in failures {
+        eprintln!("the {cloud} catalog could not be read: {summary}");
+    }
+    Ok(live.snapshot())
+}
+
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "unknown-host".to_string())
+}
+
+/// Reads the zone credentials: the token from its file (never logged), the project as given.
+fn zone_credentials(
+    token_file: Option<&Path>,
+    project: Option<&str>,
+) -> anyhow::Result<Option<ZoneCredentials>> {
+    let (Some(token_file), Some(project)) = (token_file, project) else {
+        return Ok(None);
+    };
+    let token = std::fs::read_to_string(token_file)
+        .with_context(|| format!("reading the zone token file {}", token_file.display()))?;
+    let credentials = ZoneCredentials::new(token.trim(), project)
+        .with_context(|| format!("zone token file {}", token_file.display()))?;
+    Ok(Some(credentials))
+}
+
+fn serve(
+    zone: &str,
+    refresh_secs: u64,
+    slot: u32,
+    credentials: Option<ZoneCredentials>,
+) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = match load_config(&ProcessEnv) {
+        Ok(config) => config,
+        Err(errors) => {
+            eprintln!("{errors}");
+            std::process::exit(2);
+        }
+    };
+    let options = PartnerOptions {
+        refresh_interval: Duration::from_secs(refresh_secs.max(1)),
+        ..PartnerOptions::default()
+    };
+    let replica = ReplicaInfo {
+        host: host_name(),
+        pid: std::process::id(),
+        slot,
+    };
+    let provider = PartnerProvider::new(config, options, replica)?;
+    tracing::info!(zone, "The partner provider dials the zone");
+    let options = RunnerOptions {
+        credentials,
+        ..RunnerOptions::default()
+    };
+    runtime()?.block_on(run_provider(zone, Arc::new(provider), options))?;
+    Ok(())
+}
+
+fn bench_quote(seed_dir: &Path, iterations: u32) -> anyhow::Result<()> {
+    let source = MapSource::new()
+        .param("partner_id", "bench")
+        .param("hetzner_api_token", "bench-token")
+        .param("hetzner_owner_tag", "orc-partner-hetzner")
+        .param("hetzner_exchange_rate", "1.08")
+        .param("vultr_api_key", "bench-key")
+        .param("vultr_owner_tag", "orc-partner-vultr");
+    let config = load_config(&source).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let at = Timestamp::from_unix_secs(1_800_000_000);
+    let catalogs = load_catalogs(seed_dir, at)?;
+    let request = QuoteRequest {
+        node: NodeId::new("bench-node"),
+        pool: PoolId::new("bench-pool"),
+        purpose: Purpose::Tenant,
+        class: ClassId::new("eu-central"),
+        shape: Shape {
+            vcpus: 2,
+            memory_gib: 4,
+            arch: Architecture::X86_64,
+            disks_gib: vec![],
+        },
+        os: OsId::new("ubuntu-24.04"),
+        pinned_site: None,
+        public: false,
+        at,
+    };
+    let state = QuoteState::new();
+    let plans: usize = catalogs.iter().map(|s| s.plans.len()).sum();
+    let images: usize = catalogs.iter().map(|s| s.images.len()).sum();
+    let warm = quote(&request, &config, &catalogs, &state);
+    let winner = warm
+        .offer()
+        .map_or("refusal".to_string(), |o| o.site.to_string());
+    println!(
+        "catalogs: {plans} plans, {images} images; request: eu-central 2 vCPU · 4 GiB ubuntu-24.04"
+    );
+    println!("winner: {winner}");
+    for _ in 0..iterations.min(10_000) {
+        std::hint::black_box(quote(
+            std::hint::black_box(&request),
+            &config,
+            &catalogs,
+            &state,
+        ));
+    }
+    let start = Instant::now();
+    for _ in 0..iterations {
+        std::hint::black_box(quote(
+            std::hint::black_box(&request),
+            &config,
+            &catalogs,
+            &state,
+        ));
+    }
+    let elapsed = start.elapsed();
+    let ns = elapsed.as_nanos() / u128::from(iterations.max(1));
+    println!("iterations {iterations}");
+    println!("ns_per_quote {ns}");
+    Ok(())
+}
