@@ -92,6 +92,26 @@ async fn cloud_instances(http: &reqwest::Client, emu: &orc_emu::RunningEmulators
     hetzner["servers"].as_array().unwrap().len() + vultr["instances"].as_array().unwrap().len()
 }
 
+/// Requests both emulators have answered so far.
+async fn cloud_requests(http: &reqwest::Client, emu: &orc_emu::RunningEmulators) -> u64 {
+    let mut total = 0;
+    for handle in [emu.hetzner.as_ref(), emu.vultr.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        let counters: Value = http
+            .get(format!("{}/_emu/counters", handle.root_url()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        total += counters["total"].as_u64().unwrap();
+    }
+    total
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_the_serving_replica_loses_and_duplicates_nothing() {
     let mut emu_config = EmuConfig::for_tests();
@@ -118,6 +138,54 @@ async fn sigkill_of_the_serving_replica_loses_and_duplicates_nothing() {
         (rows.len() == 2).then_some(())
     })
     .await;
+
+    // Quotes travel zone → partner → zone and never reach a cloud.
+    let quote = json!({
+        "provider": "partner",
+        "shape": {"cpu": 2, "mem": 4},
+        "class": "eu-central",
+        "os": "ubuntu-24.04",
+    });
+    let first = http
+        .post(format!("{api}/api/orgs/sys/projects/sys/quote"))
+        .bearer_auth(&token)
+        .json(&quote)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        first.status().is_success(),
+        "{}",
+        first.text().await.unwrap()
+    );
+    // Becoming serving reads the catalogs and takes an inventory; let that settle first.
+    let mut before = cloud_requests(&http, &emu).await;
+    eventually("the clouds to go quiet", async || {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = cloud_requests(&http, &emu).await;
+        let quiet = now == before;
+        before = now;
+        quiet.then_some(())
+    })
+    .await;
+    for _ in 0..20 {
+        let offer: Value = http
+            .post(format!("{api}/api/orgs/sys/projects/sys/quote"))
+            .bearer_auth(&token)
+            .json(&quote)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(offer["site"], "eu-central-a", "{offer}");
+    }
+    assert_eq!(
+        cloud_requests(&http, &emu).await,
+        before,
+        "a quote sent a cloud request"
+    );
 
     let create = json!({
         "name": "web",

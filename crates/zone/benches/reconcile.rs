@@ -212,41 +212,44 @@ fn replica(cloud: &Arc<FakeCloud>, endpoint: &str, token: &str, slot: u32) -> Ru
     runtime
 }
 
+/// A store with project bench/bench and a token of its owner.
+async fn hub_store(dir: &std::path::Path) -> (Store, String) {
+    let store = Store::open_sqlite_file(&dir.join("zone.db"))
+        .await
+        .expect("store");
+    let org = store
+        .create_org(&name("bench"), Timestamp(0))
+        .await
+        .expect("org");
+    let project = store
+        .create_project(&org.id, &name("bench"), Timestamp(0))
+        .await
+        .expect("project");
+    let user = store
+        .create_user(&name("ops"), Timestamp(0))
+        .await
+        .expect("user");
+    store
+        .add_membership(
+            &user.id,
+            &org.id,
+            Some(&project.id),
+            Role::Owner,
+            Timestamp(0),
+        )
+        .await
+        .expect("membership");
+    let (_, secret) = store
+        .create_token(&user.id, "bench", None, Timestamp(0))
+        .await
+        .expect("token");
+    (store, secret.expose().to_string())
+}
+
 fn failover(c: &mut Criterion) {
     let runtime = Runtime::new().expect("runtime");
     let dir = tempfile::tempdir().expect("temp dir");
-    let (store, token) = runtime.block_on(async {
-        let store = Store::open_sqlite_file(&dir.path().join("zone.db"))
-            .await
-            .expect("store");
-        let org = store
-            .create_org(&name("bench"), Timestamp(0))
-            .await
-            .expect("org");
-        let project = store
-            .create_project(&org.id, &name("bench"), Timestamp(0))
-            .await
-            .expect("project");
-        let user = store
-            .create_user(&name("ops"), Timestamp(0))
-            .await
-            .expect("user");
-        store
-            .add_membership(
-                &user.id,
-                &org.id,
-                Some(&project.id),
-                Role::Owner,
-                Timestamp(0),
-            )
-            .await
-            .expect("membership");
-        let (_, secret) = store
-            .create_token(&user.id, "bench", None, Timestamp(0))
-            .await
-            .expect("token");
-        (store, secret.expose().to_string())
-    });
+    let (store, token) = runtime.block_on(hub_store(dir.path()));
     let mut group = c.benchmark_group("hub");
     group.sample_size(10);
     group.bench_function("failover", |b| {
@@ -285,16 +288,7 @@ async fn failover_once(store: &Store, token: &str) -> Duration {
         .provider_by_resource("urn:orc:fake:test")
         .await
         .expect("provider");
-    let quote = Quote {
-        pool: orc_proto::PoolId::new("bench/bench/p").expect("pool"),
-        node_id: orc_proto::NodeId::new("n-000000000099").expect("node"),
-        purpose: Purpose::Tenant,
-        shape: spec(&provider).shape,
-        class: ClassId::new("eu-central").expect("class"),
-        os: OsId::new("debian-12").expect("os"),
-        pinned_site: None,
-        public: false,
-    };
+    let quote = bench_quote(&provider);
     let started = Instant::now();
     first.shutdown_background();
     // The quote may meet the dead stream (and be re-sent on promotion) or the promoted one.
@@ -312,11 +306,82 @@ async fn failover_once(store: &Store, token: &str) -> Duration {
     elapsed
 }
 
+fn bench_quote(provider: &Provider) -> Quote {
+    Quote {
+        pool: orc_proto::PoolId::new("bench/bench/p").expect("pool"),
+        node_id: orc_proto::NodeId::new("n-000000000099").expect("node"),
+        purpose: Purpose::Tenant,
+        shape: spec(provider).shape,
+        class: ClassId::new("eu-central").expect("class"),
+        os: OsId::new("debian-12").expect("os"),
+        pinned_site: None,
+        public: false,
+    }
+}
+
+/// Quote round trip zone → provider → zone through the real hub over loopback gRPC, one
+/// quote at a time; prints p50 and p99 of 5,000 quotes besides criterion's figures.
+fn quote_round_trip(c: &mut Criterion) {
+    let runtime = Runtime::new().expect("runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (store, token) = runtime.block_on(hub_store(dir.path()));
+    let hub = Hub::new(store.clone(), HubOptions::default());
+    let (endpoint, server) = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .expect("bind");
+        let endpoint = format!("http://{}", listener.local_addr().expect("address"));
+        let serving = hub.clone();
+        let server = tokio::spawn(async move {
+            let _ = serving.serve(listener, std::future::pending()).await;
+        });
+        (endpoint, server)
+    });
+    let cloud = FakeCloud::new();
+    let provider_runtime = replica(&cloud, &endpoint, &token, 0);
+    let provider = runtime.block_on(async {
+        wait_until(|| hub.replicas().len() == 1).await;
+        store
+            .provider_by_resource("urn:orc:fake:test")
+            .await
+            .expect("provider")
+    });
+    let quote = bench_quote(&provider);
+    let mut samples: Vec<Duration> = runtime.block_on(async {
+        let mut samples = Vec::with_capacity(5_000);
+        for _ in 0..5_000 {
+            let started = Instant::now();
+            hub.quote(&provider, quote.clone()).await.expect("quote");
+            samples.push(started.elapsed());
+        }
+        samples
+    });
+    samples.sort_unstable();
+    eprintln!(
+        "hub/quote_round_trip: p50 {:?}, p99 {:?} over {} quotes",
+        samples[samples.len() / 2],
+        samples[samples.len() * 99 / 100],
+        samples.len()
+    );
+    let mut group = c.benchmark_group("hub");
+    group.bench_function("quote_round_trip", |b| {
+        b.iter(|| {
+            runtime
+                .block_on(hub.quote(&provider, quote.clone()))
+                .expect("quote")
+        });
+    });
+    group.finish();
+    hub.shutdown();
+    provider_runtime.shutdown_background();
+    server.abort();
+}
+
 async fn wait_until(mut check: impl FnMut() -> bool) {
     while !check() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
-criterion_group!(benches, pass_10k, failover);
+criterion_group!(benches, pass_10k, failover, quote_round_trip);
 criterion_main!(benches);
