@@ -269,6 +269,20 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.database_url = args.database_url;
     config.http_addr = args.http;
     config.grpc_addr = args.grpc;
+    // The partner app runs from `orc-prov-partner` next to `orc` when there is one, else
+    // from `orc` itself, which embeds it.
+    if config.apps.resolve(up::PARTNER_PACKAGE).is_err() {
+        let (path, args) = up::partner_binary(None)?;
+        let partner = orc_zone::apps::AppBinary {
+            path,
+            args,
+            env: Default::default(),
+        };
+        config
+            .apps
+            .apps
+            .insert(up::PARTNER_APP.to_string(), partner);
+    }
     let zone = orc_zone::zone::Zone::start(config).await?;
     println!("zone API:    {}", zone.url());
     println!("providers:   {} (gRPC)", zone.grpc_url());

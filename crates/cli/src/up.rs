@@ -335,7 +335,7 @@ fn check_port(what: &str, addr: SocketAddr) -> anyhow::Result<()> {
 
 /// How to run the partner: `--partner-bin`, else `orc-prov-partner` next to `orc`, else `orc`
 /// itself, which embeds the partner (`orc prov-partner serve`).
-fn partner_binary(given: Option<&Path>) -> anyhow::Result<(PathBuf, Vec<String>)> {
+pub(crate) fn partner_binary(given: Option<&Path>) -> anyhow::Result<(PathBuf, Vec<String>)> {
     let serve = || vec!["serve".to_string()];
     if let Some(path) = given {
         if path.is_file() {
