@@ -12,6 +12,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
+use super::known_action;
 use super::named::{ensure_name_free, rename_and_relabel};
 use super::pagination::{ListQuery, SortValue, page_of, sort_items};
 use super::servers::set_ptr;
@@ -322,13 +323,10 @@ pub(crate) async fn primary_action(
     let quick = hz.core.timings.quick;
     hz.with_world(&account, |ctx| {
         let p = find_primary(ctx, id)?.clone();
-        if !["assign", "unassign", "change_dns_ptr", "change_protection"].contains(&name.as_str()) {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                "not found",
-            ));
-        }
+        known_action(
+            &name,
+            &["assign", "unassign", "change_dns_ptr", "change_protection"],
+        )?;
         ctx.ensure_unlocked("primary_ip", id)?;
         let me = (id, "primary_ip");
         let action = match name.as_str() {
@@ -624,13 +622,10 @@ pub(crate) async fn floating_action(
     let quick = hz.core.timings.quick;
     hz.with_world(&account, |ctx| {
         let f = find_floating(ctx, id)?.clone();
-        if !["assign", "unassign", "change_dns_ptr", "change_protection"].contains(&name.as_str()) {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                "not found",
-            ));
-        }
+        known_action(
+            &name,
+            &["assign", "unassign", "change_dns_ptr", "change_protection"],
+        )?;
         ctx.ensure_unlocked("floating_ip", id)?;
         let me = (id, "floating_ip");
         let action = match name.as_str() {

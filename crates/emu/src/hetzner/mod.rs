@@ -337,8 +337,18 @@ fn invalid_id(segment: &str) -> ApiError {
     )
 }
 
-fn not_found_route() -> ApiError {
+/// The answer to a path no route serves, including an action name the resource lacks.
+pub(crate) fn not_found_route() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "not found")
+}
+
+/// Refuses an action `name` that is not among `known`, as an unknown route.
+pub(crate) fn known_action(name: &str, known: &[&str]) -> Result<(), ApiError> {
+    if known.contains(&name) {
+        Ok(())
+    } else {
+        Err(not_found_route())
+    }
 }
 
 /// Checks the bearer token of a request whose route exists.

@@ -16,6 +16,7 @@ use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use super::named::{ensure_name_free, rename_and_relabel};
+use super::not_found_route;
 use super::pagination::{ListQuery, SortValue, page_of, sort_items};
 use super::wire::{
     CreateNetwork, IpRange, Protection, RouteReq, SubnetReq, Update, check_labels, check_name,
@@ -433,11 +434,7 @@ pub(crate) async fn action(
             "change_ip_range" => "change_ip_range",
             "change_protection" => "change_protection",
             _ => {
-                return Err(ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    "not_found",
-                    "not found",
-                ));
+                return Err(not_found_route());
             }
         };
         ctx.ensure_unlocked("network", id)?;

@@ -26,6 +26,7 @@ use rand::distr::Alphanumeric;
 use serde_json::{Value, json};
 
 use super::catalog::ServerType;
+use super::known_action;
 use super::named::{ensure_name_free, rename_and_relabel};
 use super::networks::allocate_ip;
 use super::pagination::{ListQuery, SortValue, page_of, sort_items};
@@ -577,13 +578,7 @@ pub(crate) async fn action(
             "change_type",
             "reset_password",
         ];
-        if !known.contains(&name.as_str()) {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                "not found",
-            ));
-        }
+        known_action(&name, &known)?;
         ctx.ensure_unlocked("server", id)?;
         let me = vec![(id, "server")];
         match name.as_str() {

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
+use super::known_action;
 use super::named::{ensure_name_free, rename_and_relabel};
 use super::pagination::{ListQuery, SortValue, page_of, sort_items};
 use super::wire::{
@@ -233,13 +234,7 @@ pub(crate) async fn action(
     let quick = hz.core.timings.quick;
     hz.with_world(&account, |ctx| {
         let v = find(ctx, id)?.clone();
-        if !["attach", "detach", "resize", "change_protection"].contains(&name.as_str()) {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                "not found",
-            ));
-        }
+        known_action(&name, &["attach", "detach", "resize", "change_protection"])?;
         ctx.ensure_unlocked("volume", id)?;
         let me = (id, "volume");
         let action = match name.as_str() {
