@@ -36,6 +36,7 @@ fn quote(node: &str, class: &str, cpu: u32, mem: u32) -> Quote {
         os: OsId::new("ubuntu-24.04").unwrap(),
         pinned_site: None,
         public: false,
+        placement: Default::default(),
     }
 }
 

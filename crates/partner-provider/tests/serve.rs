@@ -89,6 +89,7 @@ async fn serve_says_hello_stands_by_then_serves() {
             os: OsId::new("ubuntu-24.04").unwrap(),
             pinned_site: None,
             public: false,
+            placement: Default::default(),
         })
         .await
         .unwrap();

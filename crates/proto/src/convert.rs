@@ -6,6 +6,7 @@
 //! its path from the envelope (`quote_reply.offer.price.amount`), so a peer's bug is found
 //! from one log line. Domain → wire is `From` and cannot fail.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -75,6 +76,29 @@ fn optional_id<T: TryFrom<String>>(value: String, field: &str) -> Result<Option<
     } else {
         id(value, field).map(Some)
     }
+}
+
+/// Placement keys are short lowercase words; values are non-empty.
+fn placement(map: std::collections::HashMap<String, String>) -> Result<BTreeMap<String, String>> {
+    let mut placement = BTreeMap::new();
+    for (key, value) in map {
+        let key_ok = !key.is_empty()
+            && key.len() <= 64
+            && key
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !key_ok {
+            return Err(ConvertError::invalid(
+                "placement",
+                format!("key {key:?} must be 1 to 64 of a-z, 0-9 and _"),
+            ));
+        }
+        if value.is_empty() {
+            return Err(ConvertError::missing(&format!("placement.{key}")));
+        }
+        placement.insert(key, value);
+    }
+    Ok(placement)
 }
 
 fn text(value: String, field: &str) -> Result<String> {
@@ -699,6 +723,7 @@ impl TryFrom<pb::Quote> for Quote {
             os: id::<OsId>(q.os, "os")?,
             pinned_site: optional_id(q.pinned_site, "pinned_site")?,
             public: q.public,
+            placement: placement(q.placement)?,
         })
     }
 }
@@ -718,6 +743,7 @@ impl From<Quote> for pb::Quote {
             os: q.os.into(),
             pinned_site: q.pinned_site.map(String::from).unwrap_or_default(),
             public: q.public,
+            placement: q.placement.into_iter().collect(),
         }
     }
 }

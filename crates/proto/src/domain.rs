@@ -4,6 +4,7 @@
 //! ids are non-empty, enums are never "unspecified", money is a decimal with currency and
 //! period, an absent price means *unpriced* (not free), and an [`Inventory`] is complete.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, SystemTime};
@@ -204,6 +205,9 @@ pub struct Quote {
     pub pinned_site: Option<SiteName>,
     /// The pool has a public address.
     pub public: bool,
+    /// Provider-specific placement of a pool placed directly on one cloud
+    /// (`plan` → `cx23`); empty for pools that leave the choice to the provider.
+    pub placement: BTreeMap<String, String>,
 }
 
 /// A provider's offer for one node.

@@ -157,7 +157,22 @@ fn quote() -> Quote {
         os: OsId::new("debian-12").unwrap(),
         pinned_site: Some(SiteName::new("eu-central-b").unwrap()),
         public: true,
+        placement: [("plan".to_string(), "cx23".to_string())].into(),
     }
+}
+
+#[test]
+fn a_placement_key_outside_the_alphabet_is_refused_by_name() {
+    let mut wire = pb::Quote::from(quote());
+    wire.placement.insert("Plan!".into(), "cx23".into());
+    let err = Quote::try_from(wire).unwrap_err();
+    assert_eq!(err.field(), "placement");
+    assert!(err.to_string().contains("Plan!"), "{err}");
+
+    let mut wire = pb::Quote::from(quote());
+    wire.placement.insert("location".into(), String::new());
+    let err = Quote::try_from(wire).unwrap_err();
+    assert_eq!(err.field(), "placement.location");
 }
 
 fn zone_messages() -> Vec<ZoneMessage> {

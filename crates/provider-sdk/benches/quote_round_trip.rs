@@ -32,6 +32,7 @@ fn quote(n: usize) -> Quote {
         os: OsId::new("debian-12").expect("non-empty"),
         pinned_site: None,
         public: false,
+        placement: Default::default(),
     }
 }
 

@@ -507,6 +507,7 @@ mod tests {
             os: OsId::new("debian-12").unwrap(),
             pinned_site: None,
             public: false,
+            placement: Default::default(),
         }
     }
 

@@ -139,6 +139,7 @@ async fn a_standby_replica_takes_over_and_finds_the_serving_replicas_work() {
         os: orc_proto::OsId::new("debian-12").unwrap(),
         pinned_site: None,
         public: false,
+        placement: Default::default(),
     };
     let orc_proto::QuoteReply::Offer(offer) = a.quote(quote).await.unwrap() else {
         panic!("expected an offer");

@@ -83,6 +83,7 @@ fn quote(node_id: &str) -> Quote {
         os: OsId::new("debian-12").unwrap(),
         pinned_site: None,
         public: false,
+        placement: Default::default(),
     }
 }
 

@@ -316,6 +316,7 @@ fn bench_quote(provider: &Provider) -> Quote {
         os: OsId::new("debian-12").expect("os"),
         pinned_site: None,
         public: false,
+        placement: Default::default(),
     }
 }
 

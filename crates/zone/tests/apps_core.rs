@@ -530,6 +530,7 @@ async fn quotes_offer_local_unpriced_or_refuse_with_operator_fix() {
         os: orc_proto::OsId::new("none").unwrap(),
         pinned_site: None,
         public: false,
+        placement: Default::default(),
     };
     match f.apps.quote_slot(&quote(&good[0])).await {
         orc_proto::QuoteReply::Offer(offer) => {

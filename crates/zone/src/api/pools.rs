@@ -634,6 +634,7 @@ pub(super) async fn quote(
         os: proto_id("os", body.os.clone(), orc_proto::OsId::new)?,
         pinned_site: None,
         public: body.public,
+        placement: Default::default(),
     };
     let reply = backends.quote(&provider, request).await?;
     Ok(Json(quote_view(&provider, reply)))

@@ -777,6 +777,7 @@ fn build_quote(context: &PoolContext, node: &Node) -> Result<Quote, String> {
         os: OsId::new(spec.os.as_str()).map_err(|e| format!("pool {}: {e}", context.pool.id))?,
         pinned_site: None,
         public: spec.public,
+        placement: Default::default(),
     })
 }
 
