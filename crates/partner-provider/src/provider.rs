@@ -803,7 +803,11 @@ impl PartnerProvider {
                 private_prefix: None,
             })
             .collect();
-        Some(proto::Inventory { nodes, sites })
+        Some(proto::Inventory {
+            nodes,
+            sites,
+            pool_addresses: Vec::new(),
+        })
     }
 
     fn describe_catalog(&self) -> proto::Catalog {

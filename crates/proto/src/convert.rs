@@ -564,6 +564,20 @@ impl TryFrom<pb::InventorySite> for InventorySite {
     }
 }
 
+impl TryFrom<pb::PoolAddress> for PoolAddress {
+    type Error = ConvertError;
+    fn try_from(a: pb::PoolAddress) -> Result<PoolAddress> {
+        let ipv4 = Ipv4Addr::from_str(&a.ipv4).map_err(|_| {
+            ConvertError::invalid("ipv4", format!("{:?} is not an IPv4 address", a.ipv4))
+        })?;
+        Ok(PoolAddress {
+            pool: id(a.pool, "pool")?,
+            site: id(a.site, "site")?,
+            ipv4,
+        })
+    }
+}
+
 impl TryFrom<pb::Inventory> for Inventory {
     type Error = ConvertError;
     fn try_from(i: pb::Inventory) -> Result<Inventory> {
@@ -576,6 +590,7 @@ impl TryFrom<pb::Inventory> for Inventory {
         Ok(Inventory {
             nodes: indexed(i.nodes, "nodes")?,
             sites: indexed(i.sites, "sites")?,
+            pool_addresses: indexed(i.pool_addresses, "pool_addresses")?,
         })
     }
 }
@@ -609,6 +624,15 @@ impl From<Inventory> for pb::Inventory {
                     site: s.site.into(),
                     public_ipv4: s.public_ipv4.map(|a| a.to_string()).unwrap_or_default(),
                     private_prefix: s.private_prefix.unwrap_or_default(),
+                })
+                .collect(),
+            pool_addresses: i
+                .pool_addresses
+                .into_iter()
+                .map(|a| pb::PoolAddress {
+                    pool: a.pool.into(),
+                    site: a.site.into(),
+                    ipv4: a.ipv4.to_string(),
                 })
                 .collect(),
         }

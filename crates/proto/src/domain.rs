@@ -324,6 +324,16 @@ pub struct InventorySite {
 pub struct Inventory {
     pub nodes: Vec<InventoryNode>,
     pub sites: Vec<InventorySite>,
+    /// Public pools' addresses, one per public pool that has one.
+    pub pool_addresses: Vec<PoolAddress>,
+}
+
+/// A public pool's IPv4 at one site; the zone pins the pool's quotes to that site.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolAddress {
+    pub pool: PoolId,
+    pub site: SiteName,
+    pub ipv4: Ipv4Addr,
 }
 
 /// A message from the provider, in an envelope.

@@ -106,6 +106,11 @@ fn provider_messages() -> Vec<ProviderMessage> {
                     private_prefix: None,
                 },
             ],
+            pool_addresses: vec![PoolAddress {
+                pool: PoolId::new("acme/web/app").unwrap(),
+                site: SiteName::new("eu-central-a").unwrap(),
+                ipv4: Ipv4Addr::new(192, 0, 2, 7),
+            }],
         }),
         ProviderBody::KeepAlive,
     ];
@@ -584,6 +589,7 @@ fn an_inventory_of_ten_thousand_nodes_fits_tonics_default_limit() {
         body: ProviderBody::Inventory(Inventory {
             nodes,
             sites: vec![],
+            pool_addresses: vec![],
         }),
     });
     let bytes = wire.encoded_len();

@@ -470,6 +470,7 @@ impl Provider for FakeProvider {
                     private_prefix: None,
                 })
                 .collect(),
+            pool_addresses: Vec::new(),
         })
     }
 

@@ -328,6 +328,7 @@ async fn reconcile_complete_inventory_marks_missing_running_nodes_lost() {
             state: orc_proto::NodeState::Running,
         }],
         sites: vec![],
+        pool_addresses: vec![],
     };
     let grace = Duration::from_secs(120);
     let within_grace = apply_inventory(&t.store, &provider, &report, START, grace).await;
