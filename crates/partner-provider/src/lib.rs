@@ -6,6 +6,7 @@
 //! - [`provider`]: the `orc_provider_sdk::Provider` implementation — hello, catalog, quotes
 //!   over the live catalogs and the quote state, deploys, destroys, inventory, counting;
 //! - [`instances`]: finding, listing, creating and deleting the partner's instances;
+//! - [`inventory`]: the inventory pass sent to the zone;
 //! - [`naming`]: the labels and tags recorded on every instance, and instance names;
 //! - [`token`]: quote tokens that carry an offer to its deploy;
 //! - [`clients`]: one HTTP client per keyed cloud;
@@ -18,6 +19,7 @@
 pub mod cli;
 pub mod clients;
 pub mod instances;
+pub mod inventory;
 pub mod live;
 pub mod naming;
 pub mod provider;

@@ -103,24 +103,24 @@ pub fn now() -> Timestamp {
 }
 
 #[derive(Debug)]
-struct Shared {
-    config: Config,
-    clients: CloudClients,
-    options: PartnerOptions,
-    catalogs: LiveCatalogs,
-    state: Mutex<QuoteState>,
-    role: AtomicU8,
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    pub(crate) clients: CloudClients,
+    pub(crate) options: PartnerOptions,
+    pub(crate) catalogs: LiveCatalogs,
+    pub(crate) state: Mutex<QuoteState>,
+    pub(crate) role: AtomicU8,
     /// Sites of nodes this replica deployed or saw in an inventory, so a re-quote of a node
     /// that already has an instance stays at its site.
-    known: Mutex<BTreeMap<String, SiteName>>,
-    ownership: BTreeMap<Cloud, Ownership>,
-    hello: HelloInfo,
+    pub(crate) known: Mutex<BTreeMap<String, SiteName>>,
+    pub(crate) ownership: BTreeMap<Cloud, Ownership>,
+    pub(crate) hello: HelloInfo,
 }
 
 /// The partner provider. Background work stops when it is dropped.
 #[derive(Debug)]
 pub struct PartnerProvider {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -137,7 +137,7 @@ impl Drop for PartnerProvider {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -230,7 +230,7 @@ impl PartnerProvider {
 
     /// Makes this replica serving, once: logs it, starts the catalog refresh and the count
     /// of capped clouds.
-    fn become_serving(&self) {
+    pub(crate) fn become_serving(&self) {
         let previous = self.shared.role.swap(ROLE_SERVING, Ordering::SeqCst);
         if previous == ROLE_SERVING {
             return;
@@ -737,77 +737,6 @@ impl PartnerProvider {
                 ))
             }
         }
-    }
-
-    /// Every instance the partner holds, or `None` when any cloud cannot be listed: one
-    /// paginated listing per cloud per owned tag.
-    pub async fn list_everything(&self) -> Option<Vec<Owned>> {
-        let shared = &self.shared;
-        let mut all: BTreeMap<String, Owned> = BTreeMap::new();
-        for cloud in shared.clients.keyed() {
-            let Some(ownership) = shared.ownership.get(&cloud) else {
-                continue;
-            };
-            for tag in &ownership.tags {
-                match instances::list_by_tag(&shared.clients, cloud, tag, ownership).await {
-                    Ok(found) => {
-                        for owned in found {
-                            all.insert(owned.instance_ref.clone(), owned);
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(%cloud, "One cloud's inventory could not be read; no inventory is sent this pass, so no node is declared lost");
-                        tracing::debug!(%cloud, error = %e, "the cloud's answer");
-                        return None;
-                    }
-                }
-            }
-        }
-        Some(all.into_values().collect())
-    }
-
-    async fn report_inventory(&self) -> Option<proto::Inventory> {
-        self.become_serving();
-        let everything = self.list_everything().await?;
-        let mut nodes = Vec::new();
-        let mut sites = BTreeSet::new();
-        let mut known = BTreeMap::new();
-        for owned in &everything {
-            let (Ok(node_id), Ok(site), Ok(instance_ref)) = (
-                proto::NodeId::new(owned.marks.node_id.as_str()),
-                proto::SiteName::new(owned.marks.site.as_str()),
-                proto::InstanceRef::new(owned.instance_ref.as_str()),
-            ) else {
-                continue;
-            };
-            known.insert(
-                owned.marks.node_id.clone(),
-                SiteName::new(owned.marks.site.as_str()),
-            );
-            sites.insert(owned.marks.site.clone());
-            nodes.push(proto::InventoryNode {
-                node_id,
-                site,
-                instance_ref,
-                state: owned.state,
-            });
-        }
-        *lock(&self.shared.known) = known;
-        nodes.sort_by(|a, b| a.node_id.as_str().cmp(b.node_id.as_str()));
-        let sites = sites
-            .into_iter()
-            .filter_map(|s| proto::SiteName::new(s).ok())
-            .map(|site| proto::InventorySite {
-                site,
-                public_ipv4: None,
-                private_prefix: None,
-            })
-            .collect();
-        Some(proto::Inventory {
-            nodes,
-            sites,
-            pool_addresses: Vec::new(),
-        })
     }
 
     fn describe_catalog(&self) -> proto::Catalog {
