@@ -7,8 +7,31 @@ use std::collections::{BTreeMap, BTreeSet};
 use orc_partner::ids::SiteName;
 use orc_proto as proto;
 
+use std::sync::Mutex;
+
 use crate::instances::{self, Owned};
 use crate::provider::{PartnerProvider, lock};
+
+/// What the inventory pass remembers from one pass to the next (held in the provider's
+/// shared state): which live sites the guard has already logged, which addresses' reverse
+/// DNS still has to be set, and which clouds' addresses could not be listed last pass.
+#[allow(dead_code, reason = "read once the provider's shared state holds it")]
+#[derive(Debug, Default)]
+pub(crate) struct InventoryState {
+    pub(crate) memory: Mutex<PassMemory>,
+}
+
+/// The contents of [`InventoryState`], behind its lock.
+#[allow(dead_code, reason = "read once the provider's shared state holds it")]
+#[derive(Debug, Default, Clone)]
+pub(crate) struct PassMemory {
+    /// Live sites the map now puts elsewhere, already logged once (site → where it is live).
+    pub(crate) guard_logged: BTreeMap<String, String>,
+    /// Addresses whose reverse DNS could not be set last pass (address → wanted name).
+    pub(crate) rdns_retry: BTreeMap<String, String>,
+    /// Clouds whose addresses could not be listed in the last pass.
+    pub(crate) unlisted_clouds: BTreeSet<String>,
+}
 
 impl PartnerProvider {
     /// Every instance the partner holds, or `None` when any cloud cannot be listed: one
