@@ -14,6 +14,7 @@ pub mod fake;
 pub mod harness;
 pub mod provider;
 pub mod runner;
+pub mod secret;
 mod session;
 pub mod transport;
 
