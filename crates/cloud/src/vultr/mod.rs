@@ -440,6 +440,21 @@ impl VultrClient {
         .await
     }
 
+    /// The instance's IPv4 addresses (main, secondary and reserved ones attached to it, and
+    /// private ones) with their reverse DNS names, every page.
+    pub async fn list_instance_ipv4(
+        &self,
+        id: &VultrInstanceId,
+    ) -> Result<Vec<InstanceIpv4>, CloudError> {
+        self.list_all(
+            "vultr.instances.list_ipv4",
+            &format!("/instances/{id}/ipv4"),
+            "ipv4s",
+            vec![],
+        )
+        .await
+    }
+
     /// Sets the reverse DNS name of an IPv4 address of an instance (its main or a reserved
     /// one attached to it).
     pub async fn set_reverse_ipv4(

@@ -196,6 +196,22 @@ pub struct Instance {
     pub default_password: Option<Secret>,
 }
 
+/// One IPv4 address of an instance, as `GET /instances/{id}/ipv4` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct InstanceIpv4 {
+    pub ip: String,
+    #[serde(default)]
+    pub netmask: String,
+    #[serde(default)]
+    pub gateway: String,
+    /// `main_ip`, `secondary_ip` or `private`.
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    /// The reverse DNS name (for a private address, the address itself).
+    #[serde(default)]
+    pub reverse: String,
+}
+
 /// A VPC network.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Vpc {
