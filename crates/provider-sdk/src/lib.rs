@@ -12,6 +12,7 @@ pub mod backoff;
 pub mod conformance;
 pub mod fake;
 pub mod harness;
+pub mod machine;
 pub mod provider;
 pub mod runner;
 pub mod secret;
