@@ -11,6 +11,26 @@
 //! | role | `orc-role=node\|gateway` | `orc-role=node\|gateway` | tenant node or site gateway |
 //! | rate | `orc-rate=<USD per unit>\|none` | `orc-rate=…` | exchange rate recorded at creation |
 //! | price | `orc-price=<account monthly>` | `orc-price=…` | the plan's monthly price at creation, account currency |
+//! | pool | `orc-pool=<pool label>` | `orc-pool=<pool label>` | the pool the node belongs to ([`pool_label`]) |
+//! | gateway generation | `orc-gw-gen=<generation>` | `orc-gw-gen=…` | the gateway shape a gateway was created with ([`gateway_generation`]) |
+//!
+//! The pool and the gateway generation are optional when read back (instances created before
+//! they were recorded carry neither).
+//!
+//! Site resources carry [`ResourceMarks`]: as Hetzner labels, or on Vultr (whose VPCs,
+//! reserved IPs, SSH keys and blocks take no tags) as `key=value` words separated by spaces
+//! in the description, label or name:
+//!
+//! | resource | Hetzner | Vultr | marks besides owner and child |
+//! |---|---|---|---|
+//! | site network | network | VPC description | `orc-kind=network`, site, `orc-prefix` |
+//! | stable IPv4 | primary IP | reserved IP label | `orc-kind=stable`, site, `orc-closed` once closed |
+//! | pool address | floating IP (raw pool id in its description) | reserved IP label | `orc-kind=pool`, pool, site |
+//! | sealed key | SSH key | SSH key name | `orc-kind=sealed` |
+//! | extra disk | volume | block label | `orc-kind=disk`, node id, `orc-disk=<index>` |
+//!
+//! A site's private prefix is a /24 in `10.64.0.0/10` ([`Prefix`]): the cloud's router (on
+//! Hetzner) is `.1`, the site gateway's fixed private address is `.254`.
 //!
 //! Invariants: the partner adopts an instance only when it carries the child tag of this
 //! partner id and the owner tag or one of the also-owned tags; a node id or partner id that
@@ -18,8 +38,11 @@
 //! ids are hashed), never silently truncated.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::net::Ipv4Addr;
 
-use orc_partner::ids::Cloud;
+use orc_partner::ids::{Cloud, Timestamp};
+use orc_partner::params::Config;
 use rust_decimal::Decimal;
 use sha2::{Digest, Sha256};
 
@@ -38,6 +61,20 @@ pub const ROLE_KEY: &str = "orc-role";
 pub const RATE_KEY: &str = "orc-rate";
 /// Label key / tag prefix of the monthly price recorded at creation (account currency).
 pub const PRICE_KEY: &str = "orc-price";
+/// Label key / tag prefix of the node's pool ([`pool_label`]).
+pub const POOL_KEY: &str = "orc-pool";
+/// Label key / tag prefix of the gateway shape generation a gateway was created with.
+pub const GEN_KEY: &str = "orc-gw-gen";
+/// Label key / word of a site resource's kind ([`ResourceKind`]).
+pub const KIND_KEY: &str = "orc-kind";
+/// Label key / word of a site network's private prefix ([`Prefix`]).
+pub const PREFIX_KEY: &str = "orc-prefix";
+/// Label key / word of a stable IPv4's close time, milliseconds since the Unix epoch.
+pub const CLOSED_KEY: &str = "orc-closed";
+/// Label key / word of an extra disk's index among its node's disks.
+pub const DISK_KEY: &str = "orc-disk";
+/// How long a closed site's stable IPv4 is kept for a returning site.
+pub const STABLE_KEEP: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 /// Whether `value` is a valid Hetzner label value: at most 63 characters of letters, digits,
 /// `-`, `_` and `.`, beginning and ending with a letter or digit.
@@ -59,10 +96,49 @@ pub fn child_value(partner_id: &str) -> String {
     if is_label_value(partner_id) {
         partner_id.to_string()
     } else {
-        let digest = Sha256::digest(partner_id.as_bytes());
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        format!("h{}", &hex[..40])
+        hashed(partner_id)
     }
+}
+
+/// SHA-256 of `text` as `h` and its first 40 hex digits: a valid label value.
+fn hashed(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("h{}", &hex[..40])
+}
+
+/// The pool mark of `pool` (`<org>/<project>/<name>`): the id with `/` written as `.` when
+/// that is a label value and the id has no `.` of its own (so [`pool_from_label`] reads it
+/// back), else its hash ([`child_value`]'s form).
+pub fn pool_label(pool: &str) -> String {
+    let dotted = pool.replace('/', ".");
+    if !pool.contains('.') && is_label_value(&dotted) {
+        dotted
+    } else {
+        hashed(pool)
+    }
+}
+
+/// The pool id a pool mark stands for, when it is not a hash.
+pub fn pool_from_label(label: &str) -> Option<String> {
+    label.contains('.').then(|| label.replace('.', "/"))
+}
+
+/// The gateway shape generation of `cloud` under `config`: `g` and 10 hex digits of a hash
+/// of the gateway minimum and `<cloud>_gateway_plan`. A gateway whose recorded generation
+/// differs was created on an older shape.
+pub fn gateway_generation(config: &Config, cloud: Cloud) -> String {
+    let plan = config
+        .cloud(cloud)
+        .and_then(|c| c.gateway_plan.as_ref())
+        .map_or_else(|| "-".to_string(), |p| p.to_string());
+    let text = format!(
+        "cpu={};mem={};plan={plan}",
+        config.gateway.cpu, config.gateway.mem_gib
+    );
+    let digest = Sha256::digest(text.as_bytes());
+    let hex: String = digest.iter().take(5).map(|b| format!("{b:02x}")).collect();
+    format!("g{hex}")
 }
 
 /// The instance name (Hetzner server name, Vultr hostname and label) for a node: `orc-`
@@ -123,6 +199,10 @@ pub struct Marks {
     pub rate: Option<Decimal>,
     /// The plan's monthly price at creation, in the account currency.
     pub account_monthly: Decimal,
+    /// The pool mark ([`pool_label`]); `None` on instances that predate it.
+    pub pool: Option<String>,
+    /// The gateway shape generation (gateways only).
+    pub gateway_gen: Option<String>,
 }
 
 impl Marks {
@@ -132,7 +212,7 @@ impl Marks {
     }
 
     fn pairs(&self) -> Vec<(&'static str, String)> {
-        vec![
+        let mut pairs = vec![
             (CHILD_KEY, self.child.clone()),
             (NODE_KEY, self.node_id.clone()),
             (SITE_KEY, self.site.clone()),
@@ -143,7 +223,14 @@ impl Marks {
                     .map_or_else(|| "none".to_string(), |r| r.normalize().to_string()),
             ),
             (PRICE_KEY, self.account_monthly.normalize().to_string()),
-        ]
+        ];
+        if let Some(pool) = &self.pool {
+            pairs.push((POOL_KEY, pool.clone()));
+        }
+        if let Some(generation) = &self.gateway_gen {
+            pairs.push((GEN_KEY, generation.clone()));
+        }
+        pairs
     }
 
     /// Hetzner labels.
@@ -202,8 +289,291 @@ impl Marks {
             role: Role::parse(&get(ROLE_KEY)?)?,
             rate,
             account_monthly: get(PRICE_KEY)?.parse().ok()?,
+            pool: get(POOL_KEY),
+            gateway_gen: get(GEN_KEY),
         })
     }
+}
+
+/// A site's private prefix: the `index`-th /24 of `10.64.0.0/10`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Prefix(u16);
+
+impl Prefix {
+    /// How many prefixes there are.
+    pub const COUNT: u16 = 16384;
+
+    /// The `index`-th prefix, when there is one.
+    pub fn new(index: u16) -> Option<Prefix> {
+        (index < Prefix::COUNT).then_some(Prefix(index))
+    }
+
+    /// Its index.
+    pub fn index(self) -> u16 {
+        self.0
+    }
+
+    fn octets(self, host: u8) -> Ipv4Addr {
+        let [hi, lo] = self.0.to_be_bytes();
+        Ipv4Addr::new(10, 64 + hi, lo, host)
+    }
+
+    /// The network address.
+    pub fn network(self) -> Ipv4Addr {
+        self.octets(0)
+    }
+
+    /// The cloud router's address (Hetzner's network gateway).
+    pub fn router(self) -> Ipv4Addr {
+        self.octets(1)
+    }
+
+    /// The site gateway's fixed private address.
+    pub fn gateway(self) -> Ipv4Addr {
+        self.octets(254)
+    }
+
+    /// The prefix length.
+    pub fn len(self) -> u8 {
+        24
+    }
+
+    /// As a label value: `10.64.3.0-24` (a label value holds no `/`).
+    pub fn label_value(self) -> String {
+        format!("{}-{}", self.network(), self.len())
+    }
+
+    /// Reads `10.64.3.0/24` or `10.64.3.0-24`.
+    pub fn parse(text: &str) -> Option<Prefix> {
+        let (ip, len) = text.split_once('/').or_else(|| text.split_once('-'))?;
+        if len != "24" {
+            return None;
+        }
+        let [a, b, c, d]: [u8; 4] = ip.parse::<Ipv4Addr>().ok()?.octets();
+        if a != 10 || d != 0 || !(64..128).contains(&b) {
+            return None;
+        }
+        Prefix::new(u16::from_be_bytes([b - 64, c]))
+    }
+}
+
+impl fmt::Display for Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.network(), self.len())
+    }
+}
+
+/// What a site resource is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ResourceKind {
+    /// A site's private network (Hetzner network, Vultr VPC).
+    Network,
+    /// A site's stable public IPv4 (Hetzner primary IP, Vultr reserved IP).
+    Stable,
+    /// A public pool's address (Hetzner floating IP, Vultr reserved IP).
+    PoolAddress,
+    /// The sealed SSH key of a cloud account.
+    SealedKey,
+    /// An extra disk of a node (Hetzner volume, Vultr block).
+    Disk,
+}
+
+impl ResourceKind {
+    /// The mark's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceKind::Network => "network",
+            ResourceKind::Stable => "stable",
+            ResourceKind::PoolAddress => "pool",
+            ResourceKind::SealedKey => "sealed",
+            ResourceKind::Disk => "disk",
+        }
+    }
+
+    fn parse(text: &str) -> Option<ResourceKind> {
+        match text {
+            "network" => Some(ResourceKind::Network),
+            "stable" => Some(ResourceKind::Stable),
+            "pool" => Some(ResourceKind::PoolAddress),
+            "sealed" => Some(ResourceKind::SealedKey),
+            "disk" => Some(ResourceKind::Disk),
+            _ => None,
+        }
+    }
+}
+
+/// What the partner records on a site resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceMarks {
+    pub owner_tag: String,
+    pub child: String,
+    pub kind: ResourceKind,
+    /// The site (networks, stable IPv4s, pool addresses).
+    pub site: Option<String>,
+    /// The private prefix (networks).
+    pub prefix: Option<Prefix>,
+    /// When the site closed (stable IPv4s of closed sites).
+    pub closed_at: Option<Timestamp>,
+    /// The pool mark ([`pool_label`]) of a pool address.
+    pub pool: Option<String>,
+    /// The node of an extra disk.
+    pub node: Option<String>,
+    /// The index of an extra disk among its node's disks.
+    pub disk: Option<u32>,
+}
+
+impl ResourceMarks {
+    /// Marks of `kind` with only owner and child set.
+    pub fn new(owner_tag: &str, child: &str, kind: ResourceKind) -> ResourceMarks {
+        ResourceMarks {
+            owner_tag: owner_tag.to_string(),
+            child: child.to_string(),
+            kind,
+            site: None,
+            prefix: None,
+            closed_at: None,
+            pool: None,
+            node: None,
+            disk: None,
+        }
+    }
+
+    fn pairs(&self, vultr: bool) -> Vec<(&'static str, String)> {
+        let mut pairs = vec![
+            (OWNER_KEY, self.owner_tag.clone()),
+            (CHILD_KEY, self.child.clone()),
+            (KIND_KEY, self.kind.as_str().to_string()),
+        ];
+        if let Some(site) = &self.site {
+            pairs.push((SITE_KEY, site.clone()));
+        }
+        if let Some(prefix) = self.prefix {
+            let text = if vultr {
+                prefix.to_string()
+            } else {
+                prefix.label_value()
+            };
+            pairs.push((PREFIX_KEY, text));
+        }
+        if let Some(at) = self.closed_at {
+            pairs.push((CLOSED_KEY, at.unix_millis().to_string()));
+        }
+        if let Some(pool) = &self.pool {
+            pairs.push((POOL_KEY, pool.clone()));
+        }
+        if let Some(node) = &self.node {
+            pairs.push((NODE_KEY, node.clone()));
+        }
+        if let Some(disk) = self.disk {
+            pairs.push((DISK_KEY, disk.to_string()));
+        }
+        pairs
+    }
+
+    /// Hetzner labels.
+    pub fn hetzner_labels(&self) -> BTreeMap<String, String> {
+        self.pairs(false)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    /// The Vultr text: `key=value` words separated by spaces.
+    pub fn vultr_text(&self) -> String {
+        self.pairs(true)
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The Hetzner label selector of this resource's owner, child and kind, plus `site`.
+    pub fn hetzner_selector(&self) -> String {
+        let mut selector = format!(
+            "{OWNER_KEY}={},{CHILD_KEY}={},{KIND_KEY}={}",
+            self.owner_tag,
+            self.child,
+            self.kind.as_str()
+        );
+        if let Some(site) = &self.site {
+            selector.push_str(&format!(",{SITE_KEY}={site}"));
+        }
+        selector
+    }
+
+    /// Reads Hetzner labels back; `None` when owner, child or kind is missing or a mark
+    /// present is unreadable.
+    pub fn from_hetzner(labels: &BTreeMap<String, String>) -> Option<ResourceMarks> {
+        ResourceMarks::from_lookup(|k| labels.get(k).cloned())
+    }
+
+    /// Reads a Vultr text back; `None` as for [`ResourceMarks::from_hetzner`].
+    pub fn from_vultr(text: &str) -> Option<ResourceMarks> {
+        let words: BTreeMap<&str, &str> = text
+            .split_whitespace()
+            .filter_map(|w| w.split_once('='))
+            .collect();
+        ResourceMarks::from_lookup(|k| words.get(k).map(|v| v.to_string()))
+    }
+
+    fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Option<ResourceMarks> {
+        let prefix = match get(PREFIX_KEY) {
+            Some(text) => Some(Prefix::parse(&text)?),
+            None => None,
+        };
+        let closed_at = match get(CLOSED_KEY) {
+            Some(text) => Some(Timestamp::from_unix_millis(text.parse().ok()?)),
+            None => None,
+        };
+        let disk = match get(DISK_KEY) {
+            Some(text) => Some(text.parse().ok()?),
+            None => None,
+        };
+        Some(ResourceMarks {
+            owner_tag: get(OWNER_KEY)?,
+            child: get(CHILD_KEY)?,
+            kind: ResourceKind::parse(&get(KIND_KEY)?)?,
+            site: get(SITE_KEY),
+            prefix,
+            closed_at,
+            pool: get(POOL_KEY),
+            node: get(NODE_KEY),
+            disk,
+        })
+    }
+
+    /// Whether `ownership`'s child and one of its owned tags are on these marks.
+    pub fn owned_by(&self, child: &str, tags: &[String]) -> bool {
+        self.child == child && tags.contains(&self.owner_tag)
+    }
+}
+
+/// The sealed SSH key's public half for an account share: an `ssh-ed25519` key whose 32
+/// key bytes are a SHA-256 of the child value and owner tag. No private key for it is known
+/// to anyone (none is ever made), so it lets no one in; it is there so the clouds never
+/// mail or return a root password. The same inputs give the same key, so two replicas
+/// creating it at once make one key.
+pub fn sealed_public_key(child: &str, owner_tag: &str) -> String {
+    use base64::Engine as _;
+    let key_bytes = Sha256::digest(format!("orc-sealed-key\n{child}\n{owner_tag}").as_bytes());
+    let mut blob = Vec::with_capacity(51);
+    for part in [b"ssh-ed25519".as_slice(), key_bytes.as_slice()] {
+        let len = u32::try_from(part.len()).unwrap_or(u32::MAX);
+        blob.extend_from_slice(&len.to_be_bytes());
+        blob.extend_from_slice(part);
+    }
+    format!(
+        "ssh-ed25519 {} orc-sealed",
+        base64::engine::general_purpose::STANDARD.encode(blob)
+    )
+}
+
+/// The sealed key's name in the account.
+pub fn sealed_key_name(child: &str, owner_tag: &str) -> String {
+    format!(
+        "orc-sealed-{}",
+        &hashed(&format!("{child}/{owner_tag}"))[..13]
+    )
 }
 
 #[cfg(test)]
@@ -219,7 +589,95 @@ mod tests {
             role: Role::Node,
             rate: Some("1.08".parse().unwrap()),
             account_monthly: "6.5331".parse().unwrap(),
+            pool: Some(pool_label("acme/web/api")),
+            gateway_gen: None,
         }
+    }
+
+    #[test]
+    fn site_resource_marks_round_trip_on_both_clouds() {
+        let mut m = ResourceMarks::new("orc-partner-hetzner", "zone-1", ResourceKind::Network);
+        m.site = Some("eu-central-a".into());
+        m.prefix = Prefix::new(259);
+        let labels = m.hetzner_labels();
+        assert_eq!(labels["orc-prefix"], "10.65.3.0-24");
+        assert!(labels.values().all(|v| is_label_value(v)), "{labels:?}");
+        assert_eq!(ResourceMarks::from_hetzner(&labels), Some(m.clone()));
+        assert_eq!(
+            m.vultr_text(),
+            "orc-owner=orc-partner-hetzner orc-partner-child=zone-1 orc-kind=network orc-site=eu-central-a orc-prefix=10.65.3.0/24"
+        );
+        assert_eq!(ResourceMarks::from_vultr(&m.vultr_text()), Some(m.clone()));
+        assert_eq!(
+            m.hetzner_selector(),
+            "orc-owner=orc-partner-hetzner,orc-partner-child=zone-1,orc-kind=network,orc-site=eu-central-a"
+        );
+        let mut stable = ResourceMarks::new("t", "zone-1", ResourceKind::Stable);
+        stable.closed_at = Some(Timestamp::from_unix_millis(1_700_000_000_123));
+        stable.pool = Some(pool_label("a/b/c"));
+        stable.node = Some("n-1".into());
+        stable.disk = Some(2);
+        assert_eq!(
+            ResourceMarks::from_vultr(&stable.vultr_text()),
+            Some(stable.clone())
+        );
+        assert_eq!(
+            ResourceMarks::from_hetzner(&stable.hetzner_labels()),
+            Some(stable)
+        );
+        assert_eq!(
+            ResourceMarks::from_vultr("orc-owner=t orc-kind=network"),
+            None
+        );
+        assert_eq!(ResourceMarks::from_vultr("Default VPC"), None);
+        assert!(ResourceMarks::from_vultr("orc-owner=t orc-partner-child=c orc-kind=x").is_none());
+        assert!(m.owned_by("zone-1", &["orc-partner-hetzner".into()]));
+        assert!(!m.owned_by("zone-2", &["orc-partner-hetzner".into()]));
+    }
+
+    #[test]
+    fn prefixes_are_distinct_24s_with_fixed_router_and_gateway() {
+        let p = Prefix::new(0).unwrap();
+        assert_eq!(p.to_string(), "10.64.0.0/24");
+        assert_eq!(p.router(), Ipv4Addr::new(10, 64, 0, 1));
+        assert_eq!(p.gateway(), Ipv4Addr::new(10, 64, 0, 254));
+        let last = Prefix::new(Prefix::COUNT - 1).unwrap();
+        assert_eq!(last.to_string(), "10.127.255.0/24");
+        assert_eq!(Prefix::new(Prefix::COUNT), None);
+        for index in [0, 1, 255, 256, 9000, Prefix::COUNT - 1] {
+            let p = Prefix::new(index).unwrap();
+            assert_eq!(Prefix::parse(&p.to_string()), Some(p));
+            assert_eq!(Prefix::parse(&p.label_value()), Some(p));
+        }
+        for bad in [
+            "10.63.0.0/24",
+            "10.64.0.1/24",
+            "10.64.0.0/16",
+            "192.168.0.0/24",
+            "x",
+        ] {
+            assert_eq!(Prefix::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn pool_marks_read_back_and_keys_are_sealed_and_stable() {
+        assert_eq!(pool_label("acme/web/api"), "acme.web.api");
+        assert_eq!(
+            pool_from_label("acme.web.api").as_deref(),
+            Some("acme/web/api")
+        );
+        let odd = pool_label("acme/web.v2/api");
+        assert!(odd.starts_with('h') && is_label_value(&odd));
+        assert_eq!(pool_from_label(&odd), None);
+        let key = sealed_public_key("zone-1", "t");
+        assert_eq!(key, sealed_public_key("zone-1", "t"));
+        assert_ne!(key, sealed_public_key("zone-1", "u"));
+        assert!(
+            key.starts_with("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI"),
+            "{key}"
+        );
+        assert!(is_label_value(&sealed_key_name("zone-1", "t")));
     }
 
     #[test]

@@ -330,6 +330,9 @@ impl PartnerProvider {
                     rate: offer.price.exchange_rate,
                     account_monthly: offer.price.account_monthly.amount,
                     expires_ms: expires.unix_millis(),
+                    pool: q.pool.as_str().to_string(),
+                    public: q.public,
+                    disks_gib: q.shape.disks_gib.clone(),
                 };
                 let (Ok(site), Ok(quote_token)) = (
                     proto::SiteName::new(offer.site.as_str()),
@@ -459,6 +462,10 @@ impl PartnerProvider {
             },
             rate: token.rate,
             account_monthly: token.account_monthly,
+            pool: (!token.pool.is_empty()).then(|| naming::pool_label(&token.pool)),
+            gateway_gen: token
+                .gateway
+                .then(|| naming::gateway_generation(config, token.cloud)),
         };
         tracing::info!(node = %node, site = %token.site, "Creating the node's instance");
         let created = match token.cloud {

@@ -32,6 +32,15 @@ pub struct OfferToken {
     pub account_monthly: Decimal,
     /// Milliseconds since the Unix epoch after which the offer lapses.
     pub expires_ms: u64,
+    /// The node's pool (`<org>/<project>/<name>`).
+    #[serde(default)]
+    pub pool: String,
+    /// The pool exposes an endpoint publicly (it gets a pool address at its site).
+    #[serde(default)]
+    pub public: bool,
+    /// Sizes of the extra disks, GiB.
+    #[serde(default)]
+    pub disks_gib: Vec<u32>,
 }
 
 /// A token that is not one of ours.
@@ -85,6 +94,9 @@ mod tests {
             rate: None,
             account_monthly: "6.5331".parse().unwrap(),
             expires_ms: 10,
+            pool: "acme/web/api".into(),
+            public: true,
+            disks_gib: vec![20],
         };
         assert_eq!(OfferToken::decode(&t.encode()), Ok(t.clone()));
         assert!(t.expired(Timestamp::from_unix_millis(10)));
