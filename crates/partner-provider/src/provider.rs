@@ -115,6 +115,8 @@ pub(crate) struct Shared {
     pub(crate) known: Mutex<BTreeMap<String, SiteName>>,
     pub(crate) ownership: BTreeMap<Cloud, Ownership>,
     pub(crate) hello: HelloInfo,
+    /// What the inventory pass remembers between passes.
+    pub(crate) inventory: crate::inventory::InventoryState,
 }
 
 /// The partner provider. Background work stops when it is dropped.
@@ -203,6 +205,7 @@ impl PartnerProvider {
                 known: Mutex::new(BTreeMap::new()),
                 ownership,
                 hello,
+                inventory: Default::default(),
             }),
             tasks: Mutex::new(Vec::new()),
         })
