@@ -517,6 +517,29 @@ impl HetznerClient {
         self.transport.json(&call).await
     }
 
+    /// Attaches a server to a network, at `ip` when given (else the network picks the
+    /// lowest free address of the server's network zone).
+    pub async fn attach_server_to_network(
+        &self,
+        id: HcloudServerId,
+        network: HcloudNetworkId,
+        ip: Option<&str>,
+    ) -> Result<Action, CloudError> {
+        let mut body = json!({ "network": network });
+        if let Some(ip) = ip {
+            body["ip"] = Value::String(ip.to_string());
+        }
+        self.action(
+            Call::new(
+                "hetzner.servers.attach_to_network",
+                Method::POST,
+                format!("/servers/{id}/actions/attach_to_network"),
+            )
+            .json(body),
+        )
+        .await
+    }
+
     // ----- actions -----
 
     /// The actions with these ids (in chunks of 25 per request).
