@@ -97,6 +97,8 @@ pub struct CreateInstance {
     /// No public IPv4. The API honours this only with IPv6, so it turns IPv6 on.
     pub disable_public_ipv4: bool,
     pub sshkey_id: Vec<VultrSshKeyId>,
+    /// A reserved IPv4 (of the same region, not attached) to use as the main address.
+    pub reserved_ipv4: Option<VultrReservedIpId>,
 }
 
 impl CreateInstance {
@@ -118,6 +120,7 @@ impl CreateInstance {
             enable_ipv6: false,
             disable_public_ipv4: false,
             sshkey_id: Vec::new(),
+            reserved_ipv4: None,
         }
     }
 
@@ -155,6 +158,9 @@ impl CreateInstance {
         }
         if !self.sshkey_id.is_empty() {
             body["sshkey_id"] = json!(self.sshkey_id);
+        }
+        if let Some(reserved) = &self.reserved_ipv4 {
+            body["reserved_ipv4"] = json!(reserved);
         }
         body
     }
@@ -559,6 +565,24 @@ impl VultrClient {
             "/reserved-ips",
             "reserved_ips",
             vec![],
+        )
+        .await
+    }
+
+    /// Sets a reserved IP's label.
+    pub async fn update_reserved_ip_label(
+        &self,
+        id: &VultrReservedIpId,
+        label: &str,
+    ) -> Result<ReservedIp, CloudError> {
+        self.field(
+            Call::new(
+                "vultr.reserved_ips.update",
+                Method::PATCH,
+                format!("/reserved-ips/{id}"),
+            )
+            .json(json!({ "label": label })),
+            "reserved_ip",
         )
         .await
     }
