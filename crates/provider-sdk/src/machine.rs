@@ -19,14 +19,26 @@
 //! adapter logs it at DEBUG only and gives the zone generic words, with the
 //! refusal kind taken from the error's class ([`MachineError::refusal_kind`]).
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::future::Future;
 use std::net::IpAddr;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use orc_cloud::CloudError;
-use orc_common::{Architecture, Money};
-use orc_proto::RefusalKind;
+use orc_common::{Architecture, Currency, Money, Period};
+use orc_proto::{
+    Availability, Catalog, ClassAvailability, ClassId, ClassInfo, Deploy, DeployResult, Deployed,
+    DestroyResult, InstanceRef, Inventory, InventoryNode, InventorySite, NodeId, NodeState, Offer,
+    OsId, OsInfo, Quote, QuoteReply, QuoteToken, Refusal, RefusalKind, Role, SiteName,
+};
+use rust_decimal::Decimal;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::provider::{HelloInfo, ProgressSink, Provider};
 
 /// The idempotency key of a machine: the zone's node id, recorded on the machine (label,
 /// tag or name) so the machine is found again after a restart or a failover.
@@ -356,8 +368,8 @@ impl From<CloudError> for MachineError {
 /// One cloud account's machines. Implementations are cheap to call concurrently; every
 /// method reads the cloud (none caches), and credentials are resolved on each request.
 pub trait MachineProvider: Send + Sync + 'static {
-    /// Locations and images this account advertises.
-    fn catalog(&self) -> impl Future<Output = Result<MachineCatalog, MachineError>> + Send;
+    /// Locations and images this account advertises (from its config; no request).
+    fn catalog(&self) -> MachineCatalog;
 
     /// Plans with prices and availability; nothing for GPU or metal queries when the cloud
     /// has none.
@@ -442,4 +454,655 @@ fn fnv1a(bytes: &[u8]) -> u64 {
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
     hash
+}
+
+/// Settings of a [`MachineAdapter`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdapterOptions {
+    /// How often the offers snapshot is read again while serving. Default 5 minutes.
+    pub refresh_interval: Duration,
+    /// How soon a failed read is tried again. Default 30 s.
+    pub failed_refresh_retry: Duration,
+    /// How long a quote or catalog waits for the first snapshot before answering without
+    /// it. Default 10 s.
+    pub first_read_wait: Duration,
+    /// How long an offer's quote token is honoured. Default 10 minutes.
+    pub offer_ttl: Duration,
+}
+
+impl Default for AdapterOptions {
+    fn default() -> Self {
+        AdapterOptions {
+            refresh_interval: Duration::from_secs(300),
+            failed_refresh_retry: Duration::from_secs(30),
+            first_read_wait: Duration::from_secs(10),
+            offer_ttl: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The offers read at one instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffersSnapshot {
+    /// Every offer, sorted by location, then hourly price, then plan.
+    pub offers: Vec<MachineOffer>,
+    pub read_at: SystemTime,
+}
+
+/// Serves a [`MachineProvider`] to a zone as a [`Provider`].
+///
+/// A standby replica sends no request to the cloud; the offers refresh starts when the
+/// replica becomes serving (or first answers a quote) and stops when the adapter is
+/// dropped.
+pub struct MachineAdapter<M: MachineProvider> {
+    shared: Arc<Shared<M>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+struct Shared<M> {
+    machines: M,
+    hello: HelloInfo,
+    options: AdapterOptions,
+    catalog: MachineCatalog,
+    snapshot: watch::Sender<Option<Arc<OffersSnapshot>>>,
+    serving: AtomicBool,
+}
+
+impl<M: MachineProvider> fmt::Debug for MachineAdapter<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MachineAdapter")
+            .field("provider", &self.shared.hello.provider)
+            .field("options", &self.shared.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M: MachineProvider> Drop for MachineAdapter<M> {
+    fn drop(&mut self) {
+        for task in lock(&self.tasks).drain(..) {
+            task.abort();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<M: MachineProvider> MachineAdapter<M> {
+    /// An adapter over `machines` that introduces itself with `hello`. Touches no network.
+    pub fn new(machines: M, hello: HelloInfo, options: AdapterOptions) -> Self {
+        let catalog = machines.catalog();
+        let (snapshot, _) = watch::channel(None);
+        MachineAdapter {
+            shared: Arc::new(Shared {
+                machines,
+                hello,
+                options,
+                catalog,
+                snapshot,
+                serving: AtomicBool::new(false),
+            }),
+            tasks: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The machine provider behind the adapter.
+    pub fn machines(&self) -> &M {
+        &self.shared.machines
+    }
+
+    /// The current offers snapshot, when one was read.
+    pub fn snapshot(&self) -> Option<Arc<OffersSnapshot>> {
+        self.shared.snapshot.borrow().clone()
+    }
+
+    /// Reads the offers now and replaces the snapshot; the snapshot is kept on failure.
+    pub async fn refresh(&self) -> Result<(), MachineError> {
+        refresh_once(&self.shared).await
+    }
+
+    fn become_serving(&self) {
+        if self.shared.serving.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        tracing::info!(
+            provider = %self.shared.hello.provider,
+            "This replica serves now; it reads the cloud's offers from here on"
+        );
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::error!("no async runtime to run the offers refresh on");
+            return;
+        };
+        let shared = self.shared.clone();
+        lock(&self.tasks).push(runtime.spawn(refresh_loop(shared)));
+    }
+
+    async fn current_snapshot(&self) -> Option<Arc<OffersSnapshot>> {
+        let mut rx = self.shared.snapshot.subscribe();
+        let waited = tokio::time::timeout(
+            self.shared.options.first_read_wait,
+            rx.wait_for(Option::is_some),
+        )
+        .await;
+        match waited {
+            Ok(Ok(snapshot)) => snapshot.clone(),
+            Ok(Err(_)) | Err(_) => None,
+        }
+    }
+
+    fn describe_catalog(&self) -> Catalog {
+        let snapshot = self.shared.snapshot.borrow().clone();
+        let catalog = &self.shared.catalog;
+        let classes = catalog
+            .locations
+            .iter()
+            .filter_map(|l| {
+                Some(ClassInfo {
+                    id: ClassId::new(l.id.as_str()).ok()?,
+                    title: l.title.clone(),
+                })
+            })
+            .collect();
+        let os = catalog
+            .images
+            .iter()
+            .filter_map(|i| {
+                Some(OsInfo {
+                    id: OsId::new(i.id.as_str()).ok()?,
+                    title: i.title.clone(),
+                })
+            })
+            .collect();
+        let availability = Availability {
+            classes: catalog
+                .locations
+                .iter()
+                .filter_map(|l| {
+                    let can_place = snapshot.as_ref().is_some_and(|s| {
+                        s.offers.iter().any(|o| o.location == l.id && o.available)
+                    });
+                    Some(ClassAvailability {
+                        class: ClassId::new(l.id.as_str()).ok()?,
+                        can_place,
+                    })
+                })
+                .collect(),
+            public_ipv4_offered: 0,
+        };
+        Catalog {
+            classes,
+            os,
+            availability,
+        }
+    }
+
+    async fn answer_quote(&self, q: Quote) -> QuoteReply {
+        self.become_serving();
+        let node = q.node_id.as_str();
+        let location = q.class.as_str();
+        let refuse = |kind: RefusalKind, why: &str| {
+            tracing::info!(node, class = location, reason = why, "quote refused");
+            QuoteReply::Refused(Refusal::new(kind, words::quote(kind)))
+        };
+        let catalog = &self.shared.catalog;
+        if !catalog.locations.iter().any(|l| l.id == location) {
+            return refuse(RefusalKind::OperatorFix, "the class is not a location here");
+        }
+        if !catalog.images.iter().any(|i| i.id == q.os.as_str()) {
+            return refuse(
+                RefusalKind::OperatorFix,
+                "the operating system is not offered",
+            );
+        }
+        if q.pinned_site
+            .as_ref()
+            .is_some_and(|s| s.as_str() != location)
+        {
+            return refuse(
+                RefusalKind::NoCapacity,
+                "the node is pinned to another site",
+            );
+        }
+        if !q.shape.disks_gib.is_empty() {
+            return refuse(RefusalKind::OperatorFix, "extra disks are not deployed");
+        }
+        if let Some(kind) = q.placement.get("kind")
+            && matches!(kind.as_str(), "gpu" | "metal")
+        {
+            return refuse(RefusalKind::NoCapacity, "this cloud has no GPU or metal");
+        }
+        let Some(snapshot) = self.current_snapshot().await else {
+            return refuse(RefusalKind::Transient, "the offers are not read yet");
+        };
+        let chosen = match q.placement.get("plan") {
+            Some(plan) => {
+                let Some(offer) = snapshot
+                    .offers
+                    .iter()
+                    .find(|o| &o.plan == plan && o.location == location)
+                else {
+                    return refuse(RefusalKind::OperatorFix, "the placement's plan is unknown");
+                };
+                if !offer.available {
+                    return refuse(RefusalKind::NoCapacity, "the plan is sold out");
+                }
+                offer
+            }
+            None => {
+                let shaped: Vec<&MachineOffer> = snapshot
+                    .offers
+                    .iter()
+                    .filter(|o| {
+                        o.location == location
+                            && o.matches(q.shape.vcpus, q.shape.memory_gib, q.shape.arch)
+                    })
+                    .collect();
+                let cheapest = shaped
+                    .iter()
+                    .copied()
+                    .filter(|o| o.available)
+                    .min_by(|a, b| (a.hourly.amount, &a.plan).cmp(&(b.hourly.amount, &b.plan)));
+                match cheapest {
+                    Some(offer) => offer,
+                    None if shaped.is_empty() => {
+                        return refuse(RefusalKind::NoCapacity, "no plan has this shape");
+                    }
+                    None => {
+                        return refuse(
+                            RefusalKind::NoCapacity,
+                            "every plan of this shape is sold out",
+                        );
+                    }
+                }
+            }
+        };
+        let expires = SystemTime::now() + self.shared.options.offer_ttl;
+        let token = OfferToken {
+            node: node.to_string(),
+            location: chosen.location.clone(),
+            plan: chosen.plan.clone(),
+            hourly: chosen.hourly,
+            expires_ms: unix_millis(expires),
+        };
+        let (Ok(site), Ok(quote_token)) = (
+            SiteName::new(chosen.location.as_str()),
+            QuoteToken::new(token.encode()),
+        ) else {
+            return refuse(RefusalKind::Failed, "the offer has an empty location");
+        };
+        QuoteReply::Offer(Offer {
+            site,
+            price: Some(chosen.hourly),
+            words: format!("{} · {}", q.shape, chosen.location),
+            quote_token,
+            expires,
+        })
+    }
+
+    async fn carry_out_deploy(&self, d: Deploy) -> DeployResult {
+        self.become_serving();
+        let node = d.node_id.as_str();
+        let failed = |why: &str| {
+            tracing::warn!(node, reason = why, "deploy refused");
+            DeployResult::Refused(Refusal::new(RefusalKind::Failed, words::COULD_NOT_CREATE))
+        };
+        let token = match OfferToken::decode(d.quote_token.as_str()) {
+            Some(token) if token.node == node => token,
+            Some(_) => return failed("the quote token belongs to another node"),
+            None => return failed("the quote token cannot be read"),
+        };
+        let Some(key) = MachineKey::new(node) else {
+            return failed("the node id is empty");
+        };
+        let machines = &self.shared.machines;
+        let outcome = if token.expires_ms < unix_millis(SystemTime::now()) {
+            match machines.get(&key).await {
+                Ok(Some(machine)) => Ok(machine),
+                Ok(None) => return failed("the offer lapsed before the deploy"),
+                Err(e) => Err(e),
+            }
+        } else {
+            let user_data = match user_data(&d.bootstrap.0, &d.ssh_keys) {
+                Ok(data) => data,
+                Err(problem) => return failed(problem),
+            };
+            let spec = MachineSpec {
+                idempotency_key: key,
+                name: hostname_for(node),
+                location: token.location.clone(),
+                plan: token.plan.clone(),
+                image: d.os.as_str().to_string(),
+                ssh_keys: d.ssh_keys.clone(),
+                user_data,
+            };
+            tracing::info!(node, location = %spec.location, plan = %spec.plan, "creating the node's machine");
+            machines.create(&spec).await
+        };
+        match outcome {
+            Ok(machine) => deployed(&d.node_id, machine, Some(token.hourly)),
+            Err(e) => {
+                let kind = e.refusal_kind();
+                tracing::info!(node, kind = %kind, "the node's machine could not be created");
+                tracing::debug!(node, error = %e, "the cloud's answer");
+                DeployResult::Refused(Refusal::new(kind, words::deploy(kind)))
+            }
+        }
+    }
+
+    async fn carry_out_destroy(&self, node_id: NodeId) -> DestroyResult {
+        self.become_serving();
+        let Some(key) = MachineKey::new(node_id.as_str()) else {
+            return DestroyResult::Destroyed;
+        };
+        match self.shared.machines.delete(&key).await {
+            Ok(()) => DestroyResult::Destroyed,
+            Err(e) if e.is_not_found() => DestroyResult::Destroyed,
+            Err(e) => {
+                let kind = e.refusal_kind();
+                tracing::info!(node = %node_id, kind = %kind, "the node's machine could not be deleted");
+                tracing::debug!(node = %node_id, error = %e, "the cloud's answer");
+                DestroyResult::Refused(Refusal::new(kind, words::destroy(kind)))
+            }
+        }
+    }
+
+    async fn report_inventory(&self) -> Option<Inventory> {
+        let machines = match self.shared.machines.list().await {
+            Ok(machines) => machines,
+            Err(e) => {
+                tracing::info!(kind = %e.refusal_kind(), "the machines could not be listed; no inventory this pass");
+                tracing::debug!(error = %e, "the cloud's answer");
+                return None;
+            }
+        };
+        Some(inventory_of(&machines))
+    }
+}
+
+/// The inventory report of a complete machine list: one node per machine, one site per
+/// location that holds one, both sorted.
+pub fn inventory_of(machines: &[Machine]) -> Inventory {
+    let mut nodes = Vec::new();
+    let mut sites = BTreeSet::new();
+    for machine in machines {
+        let (Ok(node_id), Ok(site), Ok(instance_ref)) = (
+            NodeId::new(machine.key.as_str()),
+            SiteName::new(machine.location.as_str()),
+            InstanceRef::new(machine.instance_ref.as_str()),
+        ) else {
+            continue;
+        };
+        sites.insert(site.clone());
+        nodes.push(InventoryNode {
+            node_id,
+            site,
+            instance_ref,
+            state: match machine.state {
+                MachineState::Provisioning => NodeState::Provisioning,
+                MachineState::Running => NodeState::Running,
+                MachineState::Stopped => NodeState::Stopped,
+                MachineState::Deleting => NodeState::Deleting,
+            },
+        });
+    }
+    nodes.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+    Inventory {
+        nodes,
+        sites: sites
+            .into_iter()
+            .map(|site| InventorySite {
+                site,
+                public_ipv4: None,
+                private_prefix: None,
+            })
+            .collect(),
+        pool_addresses: Vec::new(),
+    }
+}
+
+fn deployed(node_id: &NodeId, machine: Machine, price: Option<Money>) -> DeployResult {
+    let (Ok(site), Ok(instance_ref)) = (
+        SiteName::new(machine.location.as_str()),
+        InstanceRef::new(machine.instance_ref.as_str()),
+    ) else {
+        tracing::warn!(node = %node_id, "the cloud answered a machine without location or id");
+        return DeployResult::Refused(Refusal::new(RefusalKind::Failed, words::COULD_NOT_CREATE));
+    };
+    DeployResult::Deployed(Deployed {
+        node_id: node_id.clone(),
+        site,
+        addresses: machine.addresses,
+        price,
+        instance_ref,
+    })
+}
+
+async fn refresh_once<M: MachineProvider>(shared: &Shared<M>) -> Result<(), MachineError> {
+    let mut offers = shared.machines.offers(&OfferQuery::default()).await?;
+    offers.sort_by(|a, b| {
+        (&a.location, a.hourly.amount, &a.plan).cmp(&(&b.location, b.hourly.amount, &b.plan))
+    });
+    tracing::debug!(offers = offers.len(), "offers read");
+    shared.snapshot.send_replace(Some(Arc::new(OffersSnapshot {
+        offers,
+        read_at: SystemTime::now(),
+    })));
+    Ok(())
+}
+
+async fn refresh_loop<M: MachineProvider>(shared: Arc<Shared<M>>) {
+    loop {
+        let wait = match refresh_once(&shared).await {
+            Ok(()) => shared.options.refresh_interval,
+            Err(e) => {
+                tracing::warn!(kind = %e.refusal_kind(), "the cloud's offers could not be read; quotes use the last snapshot");
+                tracing::debug!(error = %e, "the cloud's answer");
+                shared
+                    .options
+                    .failed_refresh_retry
+                    .min(shared.options.refresh_interval)
+            }
+        };
+        tokio::time::sleep(wait).await;
+    }
+}
+
+impl<M: MachineProvider> Provider for MachineAdapter<M> {
+    fn hello(&self) -> HelloInfo {
+        self.shared.hello.clone()
+    }
+
+    async fn catalog(&self) -> Catalog {
+        if self.shared.serving.load(Ordering::SeqCst) {
+            let _ = self.current_snapshot().await;
+        }
+        self.describe_catalog()
+    }
+
+    async fn quote(&self, quote: Quote) -> QuoteReply {
+        self.answer_quote(quote).await
+    }
+
+    async fn deploy(&self, deploy: Deploy, progress: ProgressSink) -> DeployResult {
+        progress.note(words::CREATING).await;
+        self.carry_out_deploy(deploy).await
+    }
+
+    async fn destroy(&self, node_id: NodeId) -> DestroyResult {
+        self.carry_out_destroy(node_id).await
+    }
+
+    async fn inventory(&self) -> Option<Inventory> {
+        self.report_inventory().await
+    }
+
+    fn on_role(&self, role: Role) {
+        match role {
+            Role::Serving => self.become_serving(),
+            Role::Standby => {
+                if self.shared.serving.swap(false, Ordering::SeqCst) {
+                    for task in lock(&self.tasks).drain(..) {
+                        task.abort();
+                    }
+                    tracing::info!(
+                        "Standing by: this replica reads no cloud account until it is handed work"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// What a quote token carries: the node, the plan and location it was offered at, the
+/// hourly price and when it lapses. Any replica can read it (no state behind it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct OfferToken {
+    node: String,
+    location: String,
+    plan: String,
+    hourly: Money,
+    expires_ms: u64,
+}
+
+const TOKEN_VERSION: &str = "m1";
+
+impl OfferToken {
+    fn encode(&self) -> String {
+        format!(
+            "{TOKEN_VERSION}|{}|{}|{}|{}|{}|{}",
+            self.location,
+            self.plan,
+            self.hourly.amount,
+            self.hourly.currency.as_str(),
+            self.expires_ms,
+            self.node
+        )
+    }
+
+    fn decode(text: &str) -> Option<OfferToken> {
+        let mut parts = text.splitn(7, '|');
+        if parts.next()? != TOKEN_VERSION {
+            return None;
+        }
+        let location = parts.next()?.to_string();
+        let plan = parts.next()?.to_string();
+        let amount: Decimal = parts.next()?.parse().ok()?;
+        let currency: Currency = parts.next()?.parse().ok()?;
+        let expires_ms = parts.next()?.parse().ok()?;
+        let node = parts.next()?.to_string();
+        Some(OfferToken {
+            node,
+            location,
+            plan,
+            hourly: Money::new(amount, currency, Period::Hour),
+            expires_ms,
+        })
+    }
+}
+
+fn unix_millis(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// The node's user data: a cloud-config installing `ssh_keys` for root, the zone's
+/// bootstrap payload, or a MIME multipart document with both. `Err` names what is wrong.
+pub fn user_data(bootstrap: &[u8], ssh_keys: &[String]) -> Result<Option<String>, &'static str> {
+    let bootstrap = std::str::from_utf8(bootstrap).map_err(|_| "the bootstrap is not UTF-8")?;
+    let mut keys: Vec<&str> = ssh_keys
+        .iter()
+        .map(|k| k.trim())
+        .filter(|k| !k.is_empty())
+        .collect();
+    keys.dedup();
+    let cloud_config = (!keys.is_empty()).then(|| {
+        let mut text = "#cloud-config\nssh_authorized_keys:\n".to_string();
+        for key in &keys {
+            text.push_str(&format!("  - {}\n", quoted(key)));
+        }
+        text
+    });
+    Ok(match (bootstrap.is_empty(), cloud_config) {
+        (true, None) => None,
+        (true, Some(cc)) => Some(cc),
+        (false, None) => Some(bootstrap.to_string()),
+        (false, Some(cc)) => {
+            let boundary = "==orc-machine-user-data==";
+            let kind = if bootstrap.starts_with("#cloud-config") {
+                "text/cloud-config"
+            } else {
+                "text/x-shellscript"
+            };
+            Some(format!(
+                "Content-Type: multipart/mixed; boundary=\"{boundary}\"\nMIME-Version: 1.0\n\n--{boundary}\nContent-Type: text/cloud-config; charset=\"utf-8\"\n\n{cc}\n--{boundary}\nContent-Type: {kind}; charset=\"utf-8\"\n\n{bootstrap}\n--{boundary}--\n"
+            ))
+        }
+    })
+}
+
+/// A YAML double-quoted scalar.
+fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The adapter's words for tenants: generic, never naming a cloud, plan or city.
+pub mod words {
+    use orc_proto::RefusalKind;
+
+    /// Progress note when a deploy starts.
+    pub const CREATING: &str = "creating the machine";
+    /// A deploy failed for a reason the tenant cannot act on.
+    pub const COULD_NOT_CREATE: &str = "the machine could not be created";
+
+    /// Words of a refused quote.
+    pub fn quote(kind: RefusalKind) -> &'static str {
+        match kind {
+            RefusalKind::NoCapacity => "no machine of this kind can be placed here right now",
+            RefusalKind::Counting => "the provider is still reading what it holds",
+            RefusalKind::Transient => "the provider is busy; the request will be tried again",
+            RefusalKind::OperatorFix => {
+                "this request needs a change to the provider's configuration"
+            }
+            RefusalKind::Failed => "the request could not be priced",
+        }
+    }
+
+    /// Words of a refused deploy.
+    pub fn deploy(kind: RefusalKind) -> &'static str {
+        match kind {
+            RefusalKind::NoCapacity => "no machine of this kind can be placed here right now",
+            RefusalKind::Counting => "the provider is still reading what it holds",
+            RefusalKind::Transient => "the provider is busy; the machine will be created later",
+            RefusalKind::OperatorFix => {
+                "the machine needs a change to the provider's configuration"
+            }
+            RefusalKind::Failed => COULD_NOT_CREATE,
+        }
+    }
+
+    /// Words of a refused destroy.
+    pub fn destroy(kind: RefusalKind) -> &'static str {
+        match kind {
+            RefusalKind::NoCapacity | RefusalKind::Counting | RefusalKind::Transient => {
+                "the provider is busy; the machine will be removed later"
+            }
+            RefusalKind::OperatorFix => {
+                "removing the machine needs a change to the provider's configuration"
+            }
+            RefusalKind::Failed => "the machine could not be removed",
+        }
+    }
 }
