@@ -30,5 +30,8 @@ pub use ids::*;
 pub use ratelimit::{RateQuota, RetryPolicy};
 pub use robot::{RobotClient, RobotConfig};
 pub use secret::Secret;
-pub use transport::ClientOptions;
+pub use transport::{
+    ClientOptions, Exchange, ExchangeFuture, HttpExchange, RecordedExchange, RecordingExchange,
+    ReplayExchange, TokenSource, TransportHooks, WireRequest, WireResponse,
+};
 pub use vultr::{VultrClient, VultrConfig};

@@ -28,7 +28,9 @@ use crate::ids::{
 };
 use crate::ratelimit::{AccountLimiter, RateQuota};
 use crate::secret::Secret;
-use crate::transport::{Auth, Call, ClientOptions, Transport, absent_as_none, decode_value};
+use crate::transport::{
+    Auth, Call, ClientOptions, Transport, TransportHooks, absent_as_none, decode_value,
+};
 
 /// The public Hetzner Cloud endpoint.
 pub const HETZNER_DEFAULT_URL: &str = "https://api.hetzner.cloud/v1";
@@ -270,6 +272,22 @@ impl HetznerClient {
             Auth::Bearer(config.token),
             AccountLimiter::shared(config.quota),
             config.options,
+        )?;
+        Ok(HetznerClient {
+            transport: Arc::new(transport),
+        })
+    }
+
+    /// Builds a client whose token source or exchange is swapped by `hooks` (a token
+    /// resolved on each request; recorded or replayed traffic).
+    pub fn with_hooks(config: HetznerConfig, hooks: TransportHooks) -> Result<Self, CloudError> {
+        let transport = Transport::with_hooks(
+            CloudApi::Hetzner,
+            &config.base_url,
+            Auth::Bearer(config.token),
+            AccountLimiter::shared(config.quota),
+            config.options,
+            hooks,
         )?;
         Ok(HetznerClient {
             transport: Arc::new(transport),
