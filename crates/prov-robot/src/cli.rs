@@ -1,0 +1,267 @@
+//! The `orc-prov-robot` command line. The binary is a thin wrapper over [`main_from`]; `orc`
+//! can embed the same entry point.
+//!
+//! - `serve`: dial the zone and serve the account's servers through the SDK's machine
+//!   adapter (zone endpoint, token file, project and slot from `ORC_ZONE_ENDPOINT`,
+//!   `ORC_ZONE_TOKEN_FILE`, `ORC_ZONE_PROJECT`, `ORC_SLOT`);
+//! - `offers`: print what the account offers now (one line per product and location);
+//! - `validate`: check the account config and print it normalised, or every problem.
+//!
+//! The account config comes from `ORC_PARAM_ACCOUNT` (JSON text) or `ORC_PARAM_ACCOUNT_FILE`
+//! (a JSON file), the Robot endpoint from `ORC_PARAM_API_URL` (default the public one), the
+//! provider's name from `ORC_PARAM_NAME` (default `robot`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use clap::{Parser, Subcommand};
+use orc_cloud::robot::ROBOT_DEFAULT_URL;
+use orc_proto::{ProviderName, Replica, ResourceUri};
+use orc_provider_sdk::machine::{AdapterOptions, MachineAdapter, MachineProvider, OfferQuery};
+use orc_provider_sdk::{HelloInfo, RunnerOptions, ZoneCredentials, run_provider};
+
+use crate::config::{RobotAccount, parse_account};
+use crate::machines::{RobotMachines, SshOptions};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "orc-prov-robot",
+    version,
+    about = "The orc Hetzner Robot provider"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Args)]
+struct AccountArgs {
+    /// The account config as JSON text.
+    #[arg(long, env = "ORC_PARAM_ACCOUNT", hide_env_values = true)]
+    account: Option<String>,
+    /// A file holding the account config as JSON.
+    #[arg(long, env = "ORC_PARAM_ACCOUNT_FILE")]
+    account_file: Option<PathBuf>,
+    /// The Robot webservice endpoint.
+    #[arg(long, env = "ORC_PARAM_API_URL", default_value = ROBOT_DEFAULT_URL)]
+    api_url: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Dial the zone and serve the account's servers.
+    Serve {
+        #[command(flatten)]
+        account: AccountArgs,
+        /// The zone's provider endpoint, e.g. http://zone.internal:7400.
+        #[arg(long, env = "ORC_ZONE_ENDPOINT")]
+        zone: String,
+        /// The provider's name at the zone.
+        #[arg(long, env = "ORC_PARAM_NAME", default_value = "robot")]
+        name: String,
+        /// This replica's slot in its app pool.
+        #[arg(long, env = "ORC_SLOT", default_value_t = 0)]
+        slot: u32,
+        /// File holding the zone API token the stream authenticates with.
+        #[arg(long, env = "ORC_ZONE_TOKEN_FILE", requires = "project")]
+        token_file: Option<PathBuf>,
+        /// The project (`<org>/<project>`) the provider registers in.
+        #[arg(long, env = "ORC_ZONE_PROJECT", requires = "token_file")]
+        project: Option<String>,
+    },
+    /// Print the account's free servers as offers.
+    Offers {
+        #[command(flatten)]
+        account: AccountArgs,
+        /// Only this location (fsn1, nbg1, hel1).
+        #[arg(long)]
+        location: Option<String>,
+        /// GPU servers instead of the others.
+        #[arg(long)]
+        gpu: bool,
+    },
+    /// Check the account config and print it normalised (exit 1 on any problem).
+    Validate {
+        #[command(flatten)]
+        account: AccountArgs,
+    },
+}
+
+fn read_account(args: &AccountArgs) -> anyhow::Result<RobotAccount> {
+    let text = match (&args.account, &args.account_file) {
+        (Some(_), Some(_)) => {
+            bail!("give the account as ORC_PARAM_ACCOUNT or ORC_PARAM_ACCOUNT_FILE, not both")
+        }
+        (Some(text), None) => text.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .with_context(|| format!("reading the account file {}", path.display()))?,
+        (None, None) => bail!("no account config: set ORC_PARAM_ACCOUNT or ORC_PARAM_ACCOUNT_FILE"),
+    };
+    Ok(parse_account(&text)?)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Runs the command line `args` (the first item is the program name).
+pub fn main_from<I, T>(args: I) -> anyhow::Result<()>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    match Cli::parse_from(args).command {
+        Command::Validate { account } => match read_account(&account) {
+            Ok(account) => {
+                println!("{}", render_account(&account));
+                Ok(())
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        },
+        Command::Offers {
+            account: args,
+            location,
+            gpu,
+        } => {
+            let account = read_account(&args)?;
+            let machines = RobotMachines::new(account, args.api_url, SshOptions::default());
+            let query = OfferQuery {
+                location,
+                gpu,
+                metal: true,
+            };
+            let offers = runtime()?
+                .block_on(machines.offers(&query))
+                .map_err(|e| anyhow::anyhow!("reading Robot offers: {e}"))?;
+            println!("plan\tlocation\tvcpus\tmemory_gib\tavailable\thourly");
+            for offer in offers {
+                println!(
+                    "{}\t{}\t{}\t{}\t{}\t{}",
+                    offer.plan,
+                    offer.location,
+                    offer.vcpus,
+                    offer.memory_mib / 1024,
+                    offer.available,
+                    offer.hourly
+                );
+            }
+            Ok(())
+        }
+        Command::Serve {
+            account: args,
+            zone,
+            name,
+            slot,
+            token_file,
+            project,
+        } => {
+            let credentials = zone_credentials(token_file.as_deref(), project.as_deref())?;
+            let account = read_account(&args)?;
+            serve(account, args.api_url, &zone, &name, slot, credentials)
+        }
+    }
+}
+
+fn render_account(account: &RobotAccount) -> String {
+    let mut lines = vec![
+        format!("user: {}", account.user),
+        format!("password: {}", account.password),
+        format!("rescue_key_fingerprint: {}", account.rescue_key_fingerprint),
+        format!("rescue_key: {}", account.rescue_key),
+        format!("image: {}", account.image),
+    ];
+    for (name, spec) in account.product_table().iter() {
+        lines.push(format!(
+            "product {name}: {} vCPU, {} GiB, {} GiB disk, {}{}",
+            spec.vcpus,
+            spec.memory_gib,
+            spec.disk_gib,
+            spec.arch,
+            spec.gpu
+                .as_deref()
+                .map(|g| format!(", {g}"))
+                .unwrap_or_default()
+        ));
+    }
+    lines.join("\n")
+}
+
+fn zone_credentials(
+    token_file: Option<&Path>,
+    project: Option<&str>,
+) -> anyhow::Result<Option<ZoneCredentials>> {
+    let (Some(token_file), Some(project)) = (token_file, project) else {
+        return Ok(None);
+    };
+    let token = std::fs::read_to_string(token_file)
+        .with_context(|| format!("reading the zone token file {}", token_file.display()))?;
+    let credentials = ZoneCredentials::new(token.trim(), project)
+        .with_context(|| format!("zone token file {}", token_file.display()))?;
+    Ok(Some(credentials))
+}
+
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "unknown-host".to_string())
+}
+
+/// The hello a Robot provider replica sends.
+pub fn hello_for(name: &str, account: &RobotAccount, slot: u32) -> anyhow::Result<HelloInfo> {
+    Ok(HelloInfo {
+        provider: ProviderName::new(name).context("ORC_PARAM_NAME must not be empty")?,
+        resource_uri: ResourceUri::new(format!("urn:orc:robot:{}", account.user))
+            .context("resource uri")?,
+        replica: Replica {
+            host: host_name(),
+            pid: std::process::id(),
+            slot,
+        },
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    })
+}
+
+fn serve(
+    account: RobotAccount,
+    api_url: String,
+    zone: &str,
+    name: &str,
+    slot: u32,
+    credentials: Option<ZoneCredentials>,
+) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let hello = hello_for(name, &account, slot)?;
+    let runtime = runtime()?;
+    let machines = RobotMachines::new(account, api_url, SshOptions::default());
+    tracing::info!(zone, provider = name, "The Robot provider dials the zone");
+    let options = RunnerOptions {
+        credentials,
+        ..RunnerOptions::default()
+    };
+    runtime.block_on(async {
+        let adapter = MachineAdapter::new(machines, hello, AdapterOptions::default());
+        run_provider(zone, Arc::new(adapter), options).await
+    })?;
+    Ok(())
+}
