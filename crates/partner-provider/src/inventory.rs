@@ -1,107 +1,591 @@
-//! The inventory pass: the complete list of the partner's instances and sites, read from
-//! every keyed cloud by its owned tags, or nothing at all when any cloud cannot be listed
-//! (a partial list would make the zone declare nodes lost).
+//! The inventory pass: the complete list of the partner's instances, open sites and pool
+//! addresses, read from every keyed cloud by its owned tags, or nothing at all when any
+//! cloud cannot be listed (a partial list would make the zone declare nodes lost).
+//!
+//! One pass, on the serving replica only (a standby reads no cloud and sends nothing):
+//!
+//! 1. per keyed cloud, one paginated listing of instances per owned tag (the owner tag and
+//!    every also-owned tag), adopting only instances with this partner's child tag, then one
+//!    listing of each kind of site resource (Hetzner: networks, primary IPs, floating IPs;
+//!    Vultr: VPCs and reserved IPs), kept when their marks carry the child tag and an owned
+//!    tag ([`crate::naming::ResourceMarks`]);
+//! 2. the site guard ([`guard`]) learns where each site name is live and feeds the quote
+//!    state;
+//! 3. with `ptr_domain`, reverse DNS ([`rdns`]) is compared and set where it differs;
+//! 4. the report: every instance (tenant nodes and gateways), every open site with its
+//!    stable IPv4 and private prefix, every pool address whose pool is known.
+//!
+//! Invariants: an instance or resource without this partner's child tag and an owned tag is
+//! never reported, counted or changed; a pass that could not list everything sends no
+//! inventory and leaves the guard's live sites as they were (and "site guard incomplete"
+//! stands while a cloud's addresses could not be listed).
+
+pub(crate) mod guard;
+pub(crate) mod rdns;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
 
-use orc_partner::ids::SiteName;
+use orc_cloud::hetzner::ServerFilter;
+use orc_cloud::vultr::InstanceFilter;
+use orc_cloud::{CloudError, HcloudFloatingIpId, HcloudPrimaryIpId, VultrInstanceId};
+use orc_partner::ids::{Cloud, SiteName};
 use orc_proto as proto;
 
-use std::sync::Mutex;
-
-use crate::instances::{self, Owned};
-use crate::provider::{PartnerProvider, lock};
+use crate::instances::{self, Owned, Ownership};
+use crate::naming::{self, CHILD_KEY, KIND_KEY, OWNER_KEY, Prefix, ResourceKind, ResourceMarks};
+use crate::provider::{PartnerProvider, Shared, lock};
 
 /// What the inventory pass remembers from one pass to the next (held in the provider's
-/// shared state): which live sites the guard has already logged, which addresses' reverse
-/// DNS still has to be set, and which clouds' addresses could not be listed last pass.
-#[allow(dead_code, reason = "read once the provider's shared state holds it")]
+/// shared state): which remapped live sites the guard has logged, which addresses' reverse
+/// DNS is still to be set, and which clouds' addresses could not be listed last pass.
 #[derive(Debug, Default)]
 pub(crate) struct InventoryState {
     pub(crate) memory: Mutex<PassMemory>,
 }
 
 /// The contents of [`InventoryState`], behind its lock.
-#[allow(dead_code, reason = "read once the provider's shared state holds it")]
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct PassMemory {
-    /// Live sites the map now puts elsewhere, already logged once (site → where it is live).
+    /// Live sites the map now puts elsewhere, already logged (site → the logged mismatch).
     pub(crate) guard_logged: BTreeMap<String, String>,
     /// Addresses whose reverse DNS could not be set last pass (address → wanted name).
-    pub(crate) rdns_retry: BTreeMap<String, String>,
-    /// Clouds whose addresses could not be listed in the last pass.
-    pub(crate) unlisted_clouds: BTreeSet<String>,
+    pub(crate) rdns_retry: BTreeMap<Ipv4Addr, String>,
+    /// Clouds whose site addresses could not be listed in the last pass.
+    pub(crate) unlisted_addresses: BTreeSet<Cloud>,
+}
+
+/// The value `PartnerProvider::on_role(Standby)` stores in `Shared::role`.
+const ROLE_STANDBY: u8 = 1;
+
+/// One instance the partner holds, with the cloud location it runs in.
+#[derive(Debug, Clone)]
+pub(crate) struct Held {
+    pub(crate) owned: Owned,
+    pub(crate) location: String,
+}
+
+/// How an address is changed in its cloud.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AddressHandle {
+    HetznerPrimary(HcloudPrimaryIpId),
+    HetznerFloating(HcloudFloatingIpId),
+    /// A Vultr reserved IP and the instance it is attached to (reverse DNS is set through
+    /// that instance; a detached address has none).
+    Vultr(Option<VultrInstanceId>),
+}
+
+/// A site's stable IPv4 or a pool's address, as read back from its cloud.
+#[derive(Debug, Clone)]
+pub(crate) struct SiteAddress {
+    pub(crate) cloud: Cloud,
+    pub(crate) kind: ResourceKind,
+    pub(crate) site: String,
+    pub(crate) ipv4: Ipv4Addr,
+    /// The cloud location holding the address.
+    pub(crate) location: String,
+    /// A stable address of a closed site (kept for a returning site).
+    pub(crate) closed: bool,
+    /// The pool id (`<org>/<project>/<name>`) of a pool address, when it can be read back.
+    pub(crate) pool: Option<String>,
+    /// The pool mark of a pool address ([`naming::pool_label`]).
+    pub(crate) pool_mark: Option<String>,
+    pub(crate) handle: AddressHandle,
+    /// The reverse DNS name the cloud reports; `None` when not read (Vultr reads it per
+    /// holding instance, only when `ptr_domain` is set).
+    pub(crate) ptr: Option<String>,
+}
+
+/// A site's private network.
+#[derive(Debug, Clone)]
+pub(crate) struct SiteNetwork {
+    pub(crate) cloud: Cloud,
+    pub(crate) site: String,
+    pub(crate) prefix: Prefix,
+}
+
+/// Everything one pass read from the clouds.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Listing {
+    pub(crate) held: Vec<Held>,
+    pub(crate) addresses: Vec<SiteAddress>,
+    pub(crate) networks: Vec<SiteNetwork>,
+}
+
+/// Why a pass read nothing usable from one cloud.
+#[derive(Debug)]
+enum ListFailure {
+    Instances(CloudError),
+    Addresses(CloudError),
 }
 
 impl PartnerProvider {
     /// Every instance the partner holds, or `None` when any cloud cannot be listed: one
     /// paginated listing per cloud per owned tag.
     pub async fn list_everything(&self) -> Option<Vec<Owned>> {
-        let shared = &self.shared;
         let mut all: BTreeMap<String, Owned> = BTreeMap::new();
-        for cloud in shared.clients.keyed() {
-            let Some(ownership) = shared.ownership.get(&cloud) else {
+        for cloud in self.shared.clients.keyed() {
+            let Some(ownership) = self.shared.ownership.get(&cloud) else {
                 continue;
             };
-            for tag in &ownership.tags {
-                match instances::list_by_tag(&shared.clients, cloud, tag, ownership).await {
-                    Ok(found) => {
-                        for owned in found {
-                            all.insert(owned.instance_ref.clone(), owned);
-                        }
+            match list_instances(&self.shared, cloud, ownership).await {
+                Ok(held) => {
+                    for h in held {
+                        all.insert(h.owned.instance_ref.clone(), h.owned);
                     }
-                    Err(e) => {
-                        tracing::warn!(%cloud, "One cloud's inventory could not be read; no inventory is sent this pass, so no node is declared lost");
-                        tracing::debug!(%cloud, error = %e, "the cloud's answer");
-                        return None;
-                    }
+                }
+                Err(e) => {
+                    log_unreadable(cloud, &e);
+                    return None;
                 }
             }
         }
         Some(all.into_values().collect())
     }
 
+    /// Whether the site guard lacks a cloud's addresses: the last pass could not list the
+    /// stable addresses of at least one keyed cloud, so a live site may be missed.
+    pub fn site_guard_incomplete(&self) -> bool {
+        !lock(&self.shared.inventory.memory)
+            .unlisted_addresses
+            .is_empty()
+    }
+
+    /// Addresses whose reverse DNS the last pass could not set, with the wanted names.
+    pub fn reverse_dns_pending(&self) -> BTreeMap<Ipv4Addr, String> {
+        lock(&self.shared.inventory.memory).rdns_retry.clone()
+    }
+
+    /// Whether this replica was told to stand by.
+    fn standing_by(&self) -> bool {
+        self.shared.role.load(Ordering::SeqCst) == ROLE_STANDBY
+    }
+
+    /// One inventory pass (the body of `Provider::inventory`).
     pub(crate) async fn report_inventory(&self) -> Option<proto::Inventory> {
-        self.become_serving();
-        let everything = self.list_everything().await?;
-        let mut nodes = Vec::new();
-        let mut sites = BTreeSet::new();
-        let mut known = BTreeMap::new();
-        for owned in &everything {
-            let (Ok(node_id), Ok(site), Ok(instance_ref)) = (
-                proto::NodeId::new(owned.marks.node_id.as_str()),
-                proto::SiteName::new(owned.marks.site.as_str()),
-                proto::InstanceRef::new(owned.instance_ref.as_str()),
-            ) else {
-                continue;
-            };
-            known.insert(
-                owned.marks.node_id.clone(),
-                SiteName::new(owned.marks.site.as_str()),
-            );
-            sites.insert(owned.marks.site.clone());
-            nodes.push(proto::InventoryNode {
-                node_id,
-                site,
-                instance_ref,
-                state: owned.state,
-            });
+        if self.standing_by() {
+            tracing::debug!("standing by: no cloud is listed and no inventory is sent");
+            return None;
         }
-        *lock(&self.shared.known) = known;
-        nodes.sort_by(|a, b| a.node_id.as_str().cmp(b.node_id.as_str()));
-        let sites = sites
-            .into_iter()
-            .filter_map(|s| proto::SiteName::new(s).ok())
-            .map(|site| proto::InventorySite {
-                site,
-                public_ipv4: None,
-                private_prefix: None,
+        self.become_serving();
+        let shared = &self.shared;
+        let listing = match list_all(shared).await {
+            Ok(listing) => {
+                lock(&shared.inventory.memory).unlisted_addresses.clear();
+                listing
+            }
+            Err((cloud, failure)) => {
+                if let ListFailure::Addresses(_) = failure {
+                    lock(&shared.inventory.memory)
+                        .unlisted_addresses
+                        .insert(cloud);
+                }
+                let error = match &failure {
+                    ListFailure::Instances(e) | ListFailure::Addresses(e) => e,
+                };
+                log_unreadable(cloud, error);
+                return None;
+            }
+        };
+        guard::update(shared, &listing);
+        let mut listing = listing;
+        if let Some(domain) = &shared.config.ptr_domain {
+            rdns::converge(shared, domain.as_str(), &mut listing.addresses).await;
+        }
+        Some(build_report(shared, &listing))
+    }
+}
+
+fn log_unreadable(cloud: Cloud, error: &CloudError) {
+    tracing::warn!(%cloud, "One cloud's inventory could not be read; no inventory is sent this pass, so no node is declared lost");
+    tracing::debug!(%cloud, error = %error, "the cloud's answer");
+}
+
+/// Reads every keyed cloud; the first cloud that cannot be listed ends the pass.
+async fn list_all(shared: &Shared) -> Result<Listing, (Cloud, ListFailure)> {
+    let mut listing = Listing::default();
+    for cloud in shared.clients.keyed() {
+        let Some(ownership) = shared.ownership.get(&cloud) else {
+            continue;
+        };
+        let held = list_instances(shared, cloud, ownership)
+            .await
+            .map_err(|e| (cloud, ListFailure::Instances(e)))?;
+        listing.held.extend(held);
+        list_site_resources(shared, cloud, ownership, &mut listing)
+            .await
+            .map_err(|e| (cloud, ListFailure::Addresses(e)))?;
+    }
+    Ok(listing)
+}
+
+/// The partner's instances in `cloud`: one paginated listing per owned tag, each instance
+/// once.
+async fn list_instances(
+    shared: &Shared,
+    cloud: Cloud,
+    ownership: &Ownership,
+) -> Result<Vec<Held>, CloudError> {
+    let mut found: BTreeMap<String, Held> = BTreeMap::new();
+    for tag in &ownership.tags {
+        match cloud {
+            Cloud::Hetzner => {
+                let Some(client) = &shared.clients.hetzner else {
+                    continue;
+                };
+                let selector = format!("{OWNER_KEY}={tag},{CHILD_KEY}={}", ownership.child);
+                let servers = client
+                    .list_servers(&ServerFilter {
+                        label_selector: Some(selector),
+                        ..ServerFilter::default()
+                    })
+                    .await?;
+                for server in &servers {
+                    if let Some(owned) = instances::hetzner_owned(server, ownership) {
+                        found.insert(
+                            owned.instance_ref.clone(),
+                            Held {
+                                owned,
+                                location: server.location.name.clone(),
+                            },
+                        );
+                    }
+                }
+            }
+            Cloud::Vultr => {
+                let Some(client) = &shared.clients.vultr else {
+                    continue;
+                };
+                let listed = client
+                    .list_instances(&InstanceFilter {
+                        tag: Some(tag.clone()),
+                        ..InstanceFilter::default()
+                    })
+                    .await?;
+                for instance in &listed {
+                    if let Some(owned) = instances::vultr_owned(instance, ownership) {
+                        found.insert(
+                            owned.instance_ref.clone(),
+                            Held {
+                                owned,
+                                location: instance.region.to_string(),
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+    Ok(found.into_values().collect())
+}
+
+/// Marks that are this partner's, of one of `kinds`, with a site.
+fn owned_marks(
+    marks: Option<ResourceMarks>,
+    ownership: &Ownership,
+    kinds: &[ResourceKind],
+) -> Option<(ResourceMarks, String)> {
+    let marks = marks?;
+    if !marks.owned_by(&ownership.child, &ownership.tags) || !kinds.contains(&marks.kind) {
+        return None;
+    }
+    let site = marks.site.clone()?;
+    Some((marks, site))
+}
+
+/// The pool id of a pool address: the raw id recorded beside the marks (a Hetzner floating
+/// IP's description, `pool <pool id>`) when there is one, else the id the pool mark spells.
+fn pool_of(raw: Option<&str>, marks: &ResourceMarks) -> Option<String> {
+    raw.and_then(|d| d.trim().strip_prefix("pool "))
+        .map(str::trim)
+        .filter(|r| r.split('/').count() == 3 && r.split('/').all(|part| !part.is_empty()))
+        .map(str::to_string)
+        .or_else(|| marks.pool.as_deref().and_then(naming::pool_from_label))
+}
+
+/// The site networks, stable addresses and pool addresses of `cloud`: one listing of each
+/// kind of resource, filtered by child tag in the cloud (Hetzner) and by owned tag here.
+async fn list_site_resources(
+    shared: &Shared,
+    cloud: Cloud,
+    ownership: &Ownership,
+    listing: &mut Listing,
+) -> Result<(), CloudError> {
+    let selector = |kind: ResourceKind| {
+        format!(
+            "{CHILD_KEY}={},{KIND_KEY}={}",
+            ownership.child,
+            kind.as_str()
+        )
+    };
+    match cloud {
+        Cloud::Hetzner => {
+            let Some(client) = &shared.clients.hetzner else {
+                return Ok(());
+            };
+            let networks = client
+                .list_networks(Some(&selector(ResourceKind::Network)))
+                .await?;
+            for network in &networks {
+                let marks = ResourceMarks::from_hetzner(&network.labels);
+                if let Some((marks, site)) = owned_marks(marks, ownership, &[ResourceKind::Network])
+                    && let Some(prefix) = marks.prefix
+                {
+                    listing.networks.push(SiteNetwork {
+                        cloud,
+                        site,
+                        prefix,
+                    });
+                }
+            }
+            let primaries = client
+                .list_primary_ips(Some(&selector(ResourceKind::Stable)))
+                .await?;
+            for ip in &primaries {
+                let marks = ResourceMarks::from_hetzner(&ip.labels);
+                let (Some((marks, site)), Ok(ipv4)) = (
+                    owned_marks(marks, ownership, &[ResourceKind::Stable]),
+                    ip.ip.parse::<Ipv4Addr>(),
+                ) else {
+                    continue;
+                };
+                listing.addresses.push(SiteAddress {
+                    cloud,
+                    kind: marks.kind,
+                    site,
+                    ipv4,
+                    location: ip.location.name.clone(),
+                    closed: marks.closed_at.is_some(),
+                    pool: None,
+                    pool_mark: None,
+                    handle: AddressHandle::HetznerPrimary(ip.id),
+                    ptr: Some(hetzner_ptr(&ip.dns_ptr, &ip.ip)),
+                });
+            }
+            let floating = client
+                .list_floating_ips(Some(&selector(ResourceKind::PoolAddress)))
+                .await?;
+            for ip in &floating {
+                let marks = ResourceMarks::from_hetzner(&ip.labels);
+                let (Some((marks, site)), Ok(ipv4)) = (
+                    owned_marks(marks, ownership, &[ResourceKind::PoolAddress]),
+                    ip.ip.parse::<Ipv4Addr>(),
+                ) else {
+                    continue;
+                };
+                listing.addresses.push(SiteAddress {
+                    cloud,
+                    kind: marks.kind,
+                    site,
+                    ipv4,
+                    location: ip.home_location.name.clone(),
+                    closed: false,
+                    pool: pool_of(ip.description.as_deref(), &marks),
+                    pool_mark: marks.pool.clone(),
+                    handle: AddressHandle::HetznerFloating(ip.id),
+                    ptr: Some(hetzner_ptr(&ip.dns_ptr, &ip.ip)),
+                });
+            }
+        }
+        Cloud::Vultr => {
+            let Some(client) = &shared.clients.vultr else {
+                return Ok(());
+            };
+            for vpc in client.list_vpcs().await? {
+                let marks = ResourceMarks::from_vultr(&vpc.description);
+                if let Some((marks, site)) = owned_marks(marks, ownership, &[ResourceKind::Network])
+                    && let Some(prefix) = marks.prefix
+                {
+                    listing.networks.push(SiteNetwork {
+                        cloud,
+                        site,
+                        prefix,
+                    });
+                }
+            }
+            for reserved in client.list_reserved_ips().await? {
+                if reserved.ip_type != "v4" {
+                    continue;
+                }
+                let marks = ResourceMarks::from_vultr(&reserved.label);
+                let (Some((marks, site)), Ok(ipv4)) = (
+                    owned_marks(
+                        marks,
+                        ownership,
+                        &[ResourceKind::Stable, ResourceKind::PoolAddress],
+                    ),
+                    reserved.subnet.parse::<Ipv4Addr>(),
+                ) else {
+                    continue;
+                };
+                let pool = match marks.kind {
+                    ResourceKind::PoolAddress => pool_of(None, &marks),
+                    ResourceKind::Stable
+                    | ResourceKind::Network
+                    | ResourceKind::SealedKey
+                    | ResourceKind::Disk => None,
+                };
+                listing.addresses.push(SiteAddress {
+                    cloud,
+                    kind: marks.kind,
+                    site,
+                    ipv4,
+                    location: reserved.region.to_string(),
+                    closed: marks.closed_at.is_some(),
+                    pool,
+                    pool_mark: marks.pool.clone(),
+                    handle: AddressHandle::Vultr(reserved.instance()),
+                    ptr: None,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The reverse DNS name Hetzner reports for `ip` (empty when it reports none).
+fn hetzner_ptr(entries: &[orc_cloud::hetzner::DnsPtr], ip: &str) -> String {
+    entries
+        .iter()
+        .find(|e| e.ip == ip)
+        .map(|e| e.dns_ptr.clone())
+        .unwrap_or_default()
+}
+
+/// The report sent to the zone, and the replica's memory of where each node runs.
+fn build_report(shared: &Shared, listing: &Listing) -> proto::Inventory {
+    let mut nodes = Vec::new();
+    let mut known = BTreeMap::new();
+    // site → the clouds its nodes run in
+    let mut node_sites: BTreeMap<String, BTreeSet<Cloud>> = BTreeMap::new();
+    for held in &listing.held {
+        let owned = &held.owned;
+        node_sites
+            .entry(owned.marks.site.clone())
+            .or_default()
+            .insert(owned.cloud);
+        let (Ok(node_id), Ok(site), Ok(instance_ref)) = (
+            proto::NodeId::new(owned.marks.node_id.as_str()),
+            proto::SiteName::new(owned.marks.site.as_str()),
+            proto::InstanceRef::new(owned.instance_ref.as_str()),
+        ) else {
+            continue;
+        };
+        known.insert(
+            owned.marks.node_id.clone(),
+            SiteName::new(owned.marks.site.as_str()),
+        );
+        nodes.push(proto::InventoryNode {
+            node_id,
+            site,
+            instance_ref,
+            state: owned.state,
+        });
+    }
+    *lock(&shared.known) = known;
+    nodes.sort_by(|a, b| a.node_id.as_str().cmp(b.node_id.as_str()));
+
+    let mut open: BTreeSet<String> = node_sites.keys().cloned().collect();
+    for address in &listing.addresses {
+        if address.kind == ResourceKind::Stable && !address.closed {
+            open.insert(address.site.clone());
+        }
+    }
+    let sites = open
+        .into_iter()
+        .filter_map(|name| {
+            let clouds = node_sites.get(&name);
+            let prefer = |cloud: Cloud| clouds.is_none_or(|c| c.contains(&cloud));
+            let stable = pick(
+                listing
+                    .addresses
+                    .iter()
+                    .filter(|a| a.kind == ResourceKind::Stable && a.site == name),
+                |a| (prefer(a.cloud), !a.closed),
+            )
+            .map(|a| a.ipv4);
+            let prefix = pick(listing.networks.iter().filter(|n| n.site == name), |n| {
+                (prefer(n.cloud), true)
             })
-            .collect();
-        Some(proto::Inventory {
-            nodes,
-            sites,
-            pool_addresses: Vec::new(),
+            .map(|n| n.prefix.to_string());
+            Some(proto::InventorySite {
+                site: proto::SiteName::new(name).ok()?,
+                public_ipv4: stable,
+                private_prefix: prefix,
+            })
         })
+        .collect();
+
+    let mut pool_addresses: Vec<proto::PoolAddress> = listing
+        .addresses
+        .iter()
+        .filter(|a| a.kind == ResourceKind::PoolAddress)
+        .filter_map(|a| {
+            Some(proto::PoolAddress {
+                pool: proto::PoolId::new(a.pool.as_deref()?).ok()?,
+                site: proto::SiteName::new(a.site.as_str()).ok()?,
+                ipv4: a.ipv4,
+            })
+        })
+        .collect();
+    pool_addresses.sort_by(|a, b| {
+        (a.pool.as_str(), a.site.as_str(), a.ipv4).cmp(&(b.pool.as_str(), b.site.as_str(), b.ipv4))
+    });
+    proto::Inventory {
+        nodes,
+        sites,
+        pool_addresses,
+    }
+}
+
+/// The first item with the best key (`true` beats `false`).
+fn pick<'a, T>(
+    items: impl Iterator<Item = &'a T>,
+    key: impl Fn(&T) -> (bool, bool),
+) -> Option<&'a T> {
+    let mut best: Option<(&T, (bool, bool))> = None;
+    for item in items {
+        let k = key(item);
+        if best.is_none_or(|(_, b)| k > b) {
+            best = Some((item, k));
+        }
+    }
+    best.map(|(item, _)| item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_ids_come_from_the_raw_id_or_the_mark() {
+        let mut marks = ResourceMarks::new("t", "zone-1", ResourceKind::PoolAddress);
+        marks.pool = Some(naming::pool_label("acme/web/api"));
+        assert_eq!(pool_of(None, &marks).as_deref(), Some("acme/web/api"));
+        assert_eq!(
+            pool_of(Some("pool acme/web.v2/api"), &marks).as_deref(),
+            Some("acme/web.v2/api")
+        );
+        assert_eq!(
+            pool_of(Some("acme/web.v2/api"), &marks).as_deref(),
+            Some("acme/web/api")
+        );
+        marks.pool = Some(naming::pool_label("acme/web.v2/api"));
+        assert_eq!(pool_of(None, &marks), None);
+    }
+
+    #[test]
+    fn pick_prefers_the_best_key_then_the_first() {
+        let items = [
+            (1, false, true),
+            (2, true, false),
+            (3, true, true),
+            (4, true, true),
+        ];
+        let best = pick(items.iter(), |i| (i.1, i.2)).unwrap();
+        assert_eq!(best.0, 3);
+        assert!(pick(std::iter::empty::<&(u8, bool, bool)>(), |_| (true, true)).is_none());
     }
 }

@@ -1,0 +1,284 @@
+//! The site guard: where each site name is live, and which live sites the region map now
+//! puts somewhere else.
+//!
+//! A site name is live where the partner's instances carrying its site mark run, and where
+//! its stable address is held (the address's site mark, or with `ptr_domain` its reverse
+//! DNS name `gw-<site>.<ptr_domain>`). Each complete inventory pass replaces the quote
+//! state's live sites ([`QuoteState::set_live`]); the quote engine leaves a site out of
+//! quotes while it is live at another cloud location than the map gives it, and
+//! [`refuses`] fails deploys into it.
+//!
+//! Invariants: a site live in several places is recorded at a place that differs from the
+//! map whenever one does (the guard errs towards excluding); one WARN line per remapped site
+//! names the site, where it is live and where the map points, and is not repeated until the
+//! site clears (an INFO line says so) or the mismatch changes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use orc_partner::ids::{Cloud, LocationId, SiteName};
+use orc_partner::params::Config;
+use orc_partner::state::LiveSite;
+use orc_partner::words;
+
+use super::{Listing, rdns};
+use crate::naming::ResourceKind;
+use crate::provider::{Shared, lock};
+
+/// A cloud location: where a site name can be live.
+pub(crate) type Place = (Cloud, String);
+
+/// Every place each site name is live at, from the listing: instances' site marks, stable
+/// addresses' site marks and, with `ptr_domain`, their reverse DNS names.
+pub(crate) fn live_places(
+    listing: &Listing,
+    ptr_domain: Option<&str>,
+) -> BTreeMap<String, BTreeSet<Place>> {
+    let mut live: BTreeMap<String, BTreeSet<Place>> = BTreeMap::new();
+    for held in &listing.held {
+        live.entry(held.owned.marks.site.clone())
+            .or_default()
+            .insert((held.owned.cloud, held.location.clone()));
+    }
+    for address in &listing.addresses {
+        if address.kind != ResourceKind::Stable {
+            continue;
+        }
+        let place = (address.cloud, address.location.clone());
+        live.entry(address.site.clone())
+            .or_default()
+            .insert(place.clone());
+        let named = ptr_domain.and_then(|domain| {
+            address
+                .ptr
+                .as_deref()
+                .and_then(|ptr| rdns::site_of_gateway_name(ptr, domain))
+        });
+        if let Some(site) = named {
+            live.entry(site).or_default().insert(place);
+        }
+    }
+    live
+}
+
+/// Where the map puts `site`, when it names it.
+fn mapped(config: &Config, site: &str) -> Option<Place> {
+    config
+        .regions
+        .site(site)
+        .map(|(_, s)| (s.cloud, s.location.to_string()))
+}
+
+/// The place recorded for each live site: one that differs from the map when there is one.
+pub(crate) fn chosen_places(
+    config: &Config,
+    live: &BTreeMap<String, BTreeSet<Place>>,
+) -> BTreeMap<String, Place> {
+    live.iter()
+        .filter_map(|(site, places)| {
+            let map = mapped(config, site);
+            let place = places
+                .iter()
+                .find(|p| map.as_ref().is_some_and(|m| m != *p))
+                .or_else(|| places.iter().next())?;
+            Some((site.clone(), place.clone()))
+        })
+        .collect()
+}
+
+/// Live sites the map puts elsewhere: site → (where it is live, where the map points).
+pub(crate) fn remapped(
+    config: &Config,
+    chosen: &BTreeMap<String, Place>,
+) -> BTreeMap<String, (Place, Place)> {
+    chosen
+        .iter()
+        .filter_map(|(site, live)| {
+            let map = mapped(config, site)?;
+            (map != *live).then(|| (site.clone(), (live.clone(), map)))
+        })
+        .collect()
+}
+
+fn describe(place: &Place) -> String {
+    format!("{}:{}", place.0, place.1)
+}
+
+/// Feeds a complete pass's live sites into the quote state and logs each remapped live site
+/// once until it clears.
+pub(crate) fn update(shared: &Shared, listing: &Listing) {
+    let domain = shared.config.ptr_domain.as_ref().map(|d| d.as_str());
+    let chosen = chosen_places(&shared.config, &live_places(listing, domain));
+    {
+        let mut state = lock(&shared.state);
+        let gone: Vec<SiteName> = state
+            .live_sites()
+            .keys()
+            .filter(|site| !chosen.contains_key(site.as_str()))
+            .cloned()
+            .collect();
+        for site in &gone {
+            state.clear_live(site);
+        }
+        for (site, (cloud, location)) in &chosen {
+            state.set_live(
+                SiteName::new(site.as_str()),
+                LiveSite {
+                    cloud: *cloud,
+                    location: LocationId::new(location.as_str()),
+                },
+            );
+        }
+    }
+    let mismatches = remapped(&shared.config, &chosen);
+    let mut memory = lock(&shared.inventory.memory);
+    for (site, (live, map)) in &mismatches {
+        let line = format!("{} -> {}", describe(live), describe(map));
+        if memory.guard_logged.get(site) == Some(&line) {
+            continue;
+        }
+        tracing::warn!(
+            site = %site,
+            live_at = %describe(live),
+            map_points_to = %describe(map),
+            "Site {site} is live at {} but the region map now puts it at {}; it is left out of quotes and deploys into it fail until the old mapping is put back",
+            describe(live),
+            describe(map),
+        );
+        memory.guard_logged.insert(site.clone(), line);
+    }
+    let cleared: Vec<String> = memory
+        .guard_logged
+        .keys()
+        .filter(|site| !mismatches.contains_key(*site))
+        .cloned()
+        .collect();
+    for site in cleared {
+        tracing::info!(site = %site, "Site {site} is in step with the region map again");
+        memory.guard_logged.remove(&site);
+    }
+}
+
+/// The tenant words for a deploy of `node` into `site` while the site is live at another
+/// place than the map now gives it; `None` when the guard has nothing against it. The
+/// deploy path refuses such a deploy as `failed`, so the zone quotes the node again and the
+/// quote leaves the site out.
+#[allow(dead_code, reason = "called by the deploy path")]
+pub(crate) fn refuses(shared: &Shared, node: &str, site: &str) -> Option<String> {
+    let (_, mapped) = shared.config.regions.site(site)?;
+    let state = lock(&shared.state);
+    let live = state.live_at(&SiteName::new(site))?;
+    if live.cloud == mapped.cloud && live.location == mapped.location {
+        return None;
+    }
+    tracing::debug!(node = %node, site = %site, live_at = %format!("{}:{}", live.cloud, live.location), "a deploy into a remapped live site is refused");
+    Some(words::could_not_create(node, site))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use orc_partner::params::{MapSource, load_config};
+    use orc_proto::NodeState;
+
+    use super::*;
+    use crate::instances::Owned;
+    use crate::inventory::{AddressHandle, Held, SiteAddress};
+    use crate::naming::{Marks, Role};
+
+    fn config() -> Config {
+        load_config(
+            &MapSource::new()
+                .param("partner_id", "zone-1")
+                .param("vultr_api_key", "k")
+                .param("vultr_owner_tag", "t"),
+        )
+        .unwrap()
+    }
+
+    fn held(site: &str, cloud: Cloud, location: &str) -> Held {
+        Held {
+            owned: Owned {
+                cloud,
+                marks: Marks {
+                    owner_tag: "t".into(),
+                    child: "zone-1".into(),
+                    node_id: format!("n-{site}-{location}"),
+                    site: site.into(),
+                    role: Role::Node,
+                    rate: None,
+                    account_monthly: "1".parse().unwrap(),
+                    pool: None,
+                    gateway_gen: None,
+                },
+                instance_ref: format!("{cloud}:{site}-{location}"),
+                addresses: vec![],
+                state: NodeState::Running,
+            },
+            location: location.into(),
+        }
+    }
+
+    fn stable(site: &str, cloud: Cloud, location: &str, ptr: &str) -> SiteAddress {
+        SiteAddress {
+            cloud,
+            kind: ResourceKind::Stable,
+            site: site.into(),
+            ipv4: Ipv4Addr::new(203, 0, 113, 10),
+            location: location.into(),
+            closed: true,
+            pool: None,
+            pool_mark: None,
+            handle: AddressHandle::Vultr(None),
+            ptr: Some(ptr.into()),
+        }
+    }
+
+    #[test]
+    fn live_places_come_from_site_marks_and_gateway_names() {
+        let listing = Listing {
+            held: vec![held("eu-central-a", Cloud::Hetzner, "fsn1")],
+            addresses: vec![stable(
+                "us-east-b",
+                Cloud::Vultr,
+                "ewr",
+                "gw-old-site.cloud.example.com.",
+            )],
+            networks: vec![],
+        };
+        let live = live_places(&listing, Some("cloud.example.com"));
+        let names: Vec<&str> = live.keys().map(String::as_str).collect();
+        assert_eq!(names, ["eu-central-a", "old-site", "us-east-b"]);
+        assert!(live["old-site"].contains(&(Cloud::Vultr, "ewr".to_string())));
+        let without = live_places(&listing, None);
+        assert!(!without.contains_key("old-site"));
+    }
+
+    #[test]
+    fn a_site_live_elsewhere_than_the_map_is_remapped() {
+        let cfg = config();
+        let listing = Listing {
+            held: vec![
+                held("eu-central-a", Cloud::Hetzner, "fsn1"),
+                held("eu-central-b", Cloud::Hetzner, "fsn1"),
+                held("eu-central-b", Cloud::Hetzner, "nbg1"),
+                held("gone-site", Cloud::Vultr, "ams"),
+            ],
+            addresses: vec![],
+            networks: vec![],
+        };
+        let chosen = chosen_places(&cfg, &live_places(&listing, None));
+        assert_eq!(chosen["eu-central-b"], (Cloud::Hetzner, "fsn1".to_string()));
+        let remapped = remapped(&cfg, &chosen);
+        let sites: Vec<&str> = remapped.keys().map(String::as_str).collect();
+        assert_eq!(
+            sites,
+            ["eu-central-b"],
+            "a removed site name is not remapped"
+        );
+        assert_eq!(
+            remapped["eu-central-b"].1,
+            (Cloud::Hetzner, "nbg1".to_string())
+        );
+    }
+}
