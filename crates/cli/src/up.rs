@@ -435,6 +435,7 @@ pub async fn ensure_partner_pool(store: &Store) -> anyhow::Result<(Pool, bool)> 
                     public: false,
                     endpoints: vec![],
                     app: Some(wanted),
+                    placement: Default::default(),
                 },
             };
             let change = store

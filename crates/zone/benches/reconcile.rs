@@ -93,6 +93,7 @@ fn spec(provider: &Provider) -> PoolSpec {
         public: false,
         endpoints: vec![],
         app: None,
+        placement: Default::default(),
     }
 }
 

@@ -88,6 +88,7 @@ impl Bench {
                         public: false,
                         endpoints: vec![],
                         app: None,
+                        placement: Default::default(),
                     },
                 },
                 Timestamp(0),

@@ -713,6 +713,9 @@ pub struct PoolSpec {
     pub public: bool,
     pub endpoints: Vec<Endpoint>,
     pub app: Option<AppSpec>,
+    /// Provider-specific placement of a pool placed directly on one cloud
+    /// (`plan` → `cx23`); empty when the provider chooses.
+    pub placement: BTreeMap<String, String>,
 }
 
 /// A pool `<org>/<project>/<name>` of identical nodes.
@@ -762,6 +765,10 @@ pub struct NodeStatus {
     pub quote_token: Option<String>,
     /// Set exactly when the state is `ended`.
     pub ended_at: Option<Timestamp>,
+    /// When the node was found missing from its provider's complete inventory: billing
+    /// stops there and the zone replaces the node a while later. Cleared when a later
+    /// report lists it again.
+    pub lost_at: Option<Timestamp>,
 }
 
 impl NodeStatus {
@@ -780,6 +787,7 @@ impl NodeStatus {
             next_attempt_at: Some(due),
             quote_token: None,
             ended_at: None,
+            lost_at: None,
         }
     }
 }

@@ -69,10 +69,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "events usage",
         include_str!("../migrations/0003_events_usage.sql"),
     ),
+    (
+        4,
+        "lost nodes placement",
+        include_str!("../migrations/0004_lost_nodes_placement.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

@@ -22,6 +22,13 @@ async fn a_new_pool_has_one_pending_node_per_slot() {
         json!({ "cpu": 2, "mem": 4, "arch": "x86_64", "disks": [] })
     );
     assert_eq!(pool["nodes"]["starting"], 3);
+    assert_eq!(pool["placement"], json!({}));
+
+    let mut placed = pool_body("direct", 1);
+    placed["placement"] = json!({ "plan": "cx23" });
+    let placed = z.post(POOLS, &t.mia, placed).await;
+    assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.body);
+    assert_eq!(placed.body["placement"], json!({ "plan": "cx23" }));
 
     let nodes = z.get(&format!("{POOLS}/db/nodes"), &t.vic).await;
     assert_eq!(nodes.status, StatusCode::OK);
@@ -49,7 +56,7 @@ async fn a_new_pool_has_one_pending_node_per_slot() {
         .iter()
         .map(|p| p["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["app", "db"]);
+    assert_eq!(names, ["app", "db", "direct"]);
 }
 
 #[tokio::test]
@@ -118,6 +125,13 @@ async fn bad_pool_requests_name_the_field() {
         ),
         (json!({ "public": "yes" }), "public"),
         (json!({ "provider": "core" }), "app"),
+        (json!({ "placement": { "Plan": "cx23" } }), "placement.Plan"),
+        (json!({ "placement": { "plan": "" } }), "placement.plan"),
+        (
+            json!({ "placement": { "plan": "cx 23" } }),
+            "placement.plan",
+        ),
+        (json!({ "placement": { "plan": 23 } }), "placement.plan"),
     ];
     for (patch, field) in cases {
         let mut body = pool_body("db", 1);

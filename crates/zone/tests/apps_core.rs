@@ -123,6 +123,7 @@ impl Fixture {
                 public: false,
                 endpoints: vec![],
                 app: Some(app),
+                placement: Default::default(),
             },
         };
         let change = self

@@ -351,7 +351,8 @@ async fn reconcile_complete_inventory_marks_missing_running_nodes_lost() {
         after[1].status.state_words.as_deref(),
         Some("The node is no longer reported by its provider.")
     );
-    assert_eq!(after[1].status.next_attempt_at, None);
+    assert_eq!(after[1].status.lost_at, Some(later));
+    assert_eq!(after[1].status.next_attempt_at, Some(later));
     let events = t
         .store
         .list_events(
@@ -366,6 +367,185 @@ async fn reconcile_complete_inventory_marks_missing_running_nodes_lost() {
         .unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].kind, "node.lost");
+}
+
+fn listing(nodes: &[&Node]) -> Inventory {
+    Inventory {
+        nodes: nodes
+            .iter()
+            .map(|node| InventoryNode {
+                node_id: wire(node),
+                site: orc_proto::SiteName::new(node.status.site.clone().unwrap()).unwrap(),
+                instance_ref: orc_proto::InstanceRef::new(
+                    node.status.instance_ref.clone().unwrap(),
+                )
+                .unwrap(),
+                state: orc_proto::NodeState::Running,
+            })
+            .collect(),
+        sites: vec![],
+        pool_addresses: vec![],
+    }
+}
+
+#[tokio::test]
+async fn reconcile_lost_node_is_restored_when_reported_again_else_replaced_in_its_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let provider = provider_row(&t).await;
+    let zero = Markup::new(Decimal::ZERO).unwrap();
+    t.store
+        .set_provider_pricing(&provider.id, PricingStrategy::Markup(zero), START)
+        .await
+        .unwrap();
+    let cloud = FakeCloud::new();
+    let clock = ManualClock::new(START);
+    let reconciler = reconciler(&t.store, Backends::single(Direct::new(&cloud)), &clock);
+    let pool = create_pool(&t, &provider, "web", 2).await;
+    let running = drive(
+        &reconciler,
+        &t.store,
+        &pool.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
+    let (kept, missing) = (&running[0], &running[1]);
+    let grace = Duration::from_secs(120);
+
+    // Missing from one report, listed by the next: running again, with an event.
+    let t1 = START.plus_millis(600_000);
+    clock.set(t1);
+    let marked = apply_inventory(&t.store, &provider, &listing(&[kept]), t1, grace).await;
+    assert_eq!(marked.unwrap(), 1);
+    let t2 = t1.plus_millis(60_000);
+    clock.set(t2);
+    apply_inventory(&t.store, &provider, &listing(&[kept, missing]), t2, grace)
+        .await
+        .unwrap();
+    let node = t.store.get_node(&missing.id).await.unwrap();
+    assert_eq!(node.status.state, NodeState::Running);
+    assert_eq!(node.status.lost_at, None);
+    let kinds: Vec<String> = t
+        .store
+        .list_events(
+            &orc_zone::model::EventScope {
+                node_id: Some(missing.id.clone()),
+                ..Default::default()
+            },
+            None,
+            10,
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(kinds, ["node.lost", "node.found"]);
+
+    // Missing again and not reported within the replacement delay: a pass before the
+    // delay leaves it lost; one after it destroys what is left of it.
+    // (The restored node is written by the next pass: an accrual that opens its grace
+    // again. A report after the grace marks it lost.)
+    reconciler.pass().await.unwrap();
+    reconciler.settle().await.unwrap();
+    let t3 = t2.plus_millis(600_000);
+    clock.set(t3);
+    apply_inventory(&t.store, &provider, &listing(&[kept]), t3, grace)
+        .await
+        .unwrap();
+    let month = "2026-03".parse().unwrap();
+    let hours_of = |lines: Vec<orc_zone::model::UsageLine>| -> Decimal {
+        lines
+            .iter()
+            .filter(|l| l.node_id.as_ref() == Some(&missing.id))
+            .map(|l| l.hours)
+            .sum()
+    };
+    let billed_at_loss = hours_of(t.store.list_usage(&t.project.id, &month).await.unwrap());
+    assert!(
+        billed_at_loss > Decimal::ZERO,
+        "billed until it went missing"
+    );
+    clock.set(t3.plus_millis(240_000));
+    reconciler.pass().await.unwrap();
+    reconciler.settle().await.unwrap();
+    let node = t.store.get_node(&missing.id).await.unwrap();
+    assert_eq!(node.status.state, NodeState::Lost, "still within the delay");
+    assert_eq!(cloud.deletes(), 0);
+
+    clock.set(t3.plus_millis(300_000));
+    reconciler.pass().await.unwrap();
+    reconciler.settle().await.unwrap();
+    let node = t.store.get_node(&missing.id).await.unwrap();
+    assert_eq!(node.status.state, NodeState::Ended);
+    assert_eq!(
+        cloud.deletes(),
+        1,
+        "what was left of the lost node is destroyed"
+    );
+    assert_eq!(
+        hours_of(t.store.list_usage(&t.project.id, &month).await.unwrap()),
+        billed_at_loss,
+        "no usage accrues for the time a node was lost"
+    );
+
+    // The pool pass gives the slot a new node, which is deployed like any other.
+    reconciler.pool_pass().await.unwrap();
+    let after = drive(&reconciler, &t.store, &pool.id, 4, |nodes| {
+        nodes
+            .iter()
+            .filter(|n| n.status.state == NodeState::Running)
+            .count()
+            == 2
+    })
+    .await;
+    let live: Vec<&Node> = after.iter().filter(|n| n.status.state.is_live()).collect();
+    assert_eq!(live.len(), 2);
+    let replacement = live.iter().find(|n| n.slot == missing.slot).unwrap();
+    assert_ne!(replacement.id, missing.id);
+    assert_eq!(cloud.instances().len(), 2);
+    assert_eq!(reconciler.pool_pass().await.unwrap(), 0);
+    assert!(t.store.pools_with_free_slots().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn reconcile_a_deploy_refused_for_capacity_is_quoted_again_soon() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let provider = provider_row(&t).await;
+    let cloud = FakeCloud::new();
+    let clock = ManualClock::new(START);
+    let backend = Direct::new(&cloud);
+    let reconciler = reconciler(&t.store, Backends::single(backend.clone()), &clock);
+    cloud.push_deploy_fault(orc_provider_sdk::fake::DeployFault::RefuseBeforeCreate(
+        Refusal::new(WireKind::NoCapacity, "sold out there"),
+    ));
+    let pool = create_pool(&t, &provider, "web", 1).await;
+    // Quote, then deploy (refused).
+    for _ in 0..2 {
+        reconciler.pass().await.unwrap();
+        reconciler.settle().await.unwrap();
+    }
+    let node = nodes(&t, &pool.id).await.remove(0);
+    assert_eq!(node.status.state, NodeState::Pending);
+    assert_eq!(node.status.refusal, Some(RefusalKind::NoCapacity));
+    let due = node.status.next_attempt_at.unwrap();
+    assert!(
+        due <= clock_now(&clock).plus_millis(2_000),
+        "due at {due:?}"
+    );
+    clock.set(due);
+    let done = drive(
+        &reconciler,
+        &t.store,
+        &pool.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
+    assert_eq!(done.len(), 1);
+    assert_eq!(cloud.creates(), 1);
 }
 
 #[tokio::test]

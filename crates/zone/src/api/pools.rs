@@ -178,6 +178,27 @@ fn check_params(field: &str, params: &BTreeMap<String, String>) -> ApiResult<()>
     Ok(())
 }
 
+/// Placement keys follow the param-name rule; values are short non-empty words.
+fn check_placement(placement: &BTreeMap<String, String>) -> ApiResult<()> {
+    check_params("placement", placement)?;
+    for (key, value) in placement {
+        let ok = !value.is_empty()
+            && value.len() <= 128
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+        if !ok {
+            return Err(ApiError::invalid(
+                format!("placement.{key}"),
+                format!(
+                    "placement value {value:?} must be 1 to 128 of A-Z, a-z, 0-9, '.', '-' and '_'"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check_package(package: &str) -> ApiResult<()> {
     let ok = package.split_once('/').is_some_and(|(org, rest)| {
         let (name, tag) = rest.split_once(':').unwrap_or((rest, ""));
@@ -283,6 +304,7 @@ pub(super) async fn create_pool(
     let endpoints = parse_endpoints(&body.endpoints)?;
     check_params("params", &body.params)?;
     check_params("sensitive_params", &body.sensitive_params)?;
+    check_placement(&body.placement)?;
     let app = match &body.app {
         Some(package) => {
             check_package(package)?;
@@ -318,6 +340,7 @@ pub(super) async fn create_pool(
             public: body.public,
             endpoints,
             app,
+            placement: body.placement.clone(),
         },
     };
     let change = state.store.create_pool(&new, state.now()).await?;
@@ -614,6 +637,7 @@ pub(super) async fn quote(
         ));
     }
     check_catalog(&state, &provider, &body.class, &body.os)?;
+    check_placement(&body.placement)?;
     let Some(backends) = &state.backends else {
         return Err(ApiError::new(
             ErrorCode::Unavailable,
@@ -634,7 +658,7 @@ pub(super) async fn quote(
         os: proto_id("os", body.os.clone(), orc_proto::OsId::new)?,
         pinned_site: None,
         public: body.public,
-        placement: Default::default(),
+        placement: body.placement.clone(),
     };
     let reply = backends.quote(&provider, request).await?;
     Ok(Json(quote_view(&provider, reply)))

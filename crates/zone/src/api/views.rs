@@ -344,6 +344,8 @@ pub struct PoolView {
     pub public: bool,
     pub endpoints: Vec<EndpointView>,
     pub app: Option<AppView>,
+    /// Provider-specific placement (`{"plan": "cx23"}`); empty when the provider chooses.
+    pub placement: BTreeMap<String, String>,
     pub generation: u64,
     pub deleting: bool,
     pub nodes: NodeCounts,
@@ -388,6 +390,7 @@ impl PoolView {
             class: p.spec.region_class.clone(),
             os: p.spec.os.clone(),
             public: p.spec.public,
+            placement: p.spec.placement.clone(),
             endpoints: p
                 .spec
                 .endpoints
@@ -628,6 +631,10 @@ pub struct CreatePool {
     /// Sensitive app params (never shown back, never logged).
     #[serde(default)]
     pub sensitive_params: BTreeMap<String, String>,
+    /// Provider-specific placement for a pool placed directly on one cloud, e.g.
+    /// `{"plan": "cx23"}` (the class is then the cloud location, `fsn1`).
+    #[serde(default)]
+    pub placement: BTreeMap<String, String>,
 }
 
 /// `POST …/pools/{pool}/resize`.
@@ -662,6 +669,9 @@ pub struct QuoteRequest {
     pub os: String,
     #[serde(default)]
     pub public: bool,
+    /// Provider-specific placement, as on pool creation.
+    #[serde(default)]
+    pub placement: BTreeMap<String, String>,
 }
 
 /// Query of `GET …/pools/{pool}/nodes`.

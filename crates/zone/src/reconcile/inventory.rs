@@ -1,5 +1,6 @@
 //! Complete inventory reports: a node the zone believes running that the provider's
-//! complete report does not list is `lost`.
+//! complete report does not list is `lost`; a lost node a later report lists again is
+//! `running` again (and billed for the whole time: it ran all along).
 //!
 //! Only complete reports exist (the protocol has no partial ones), so absence is evidence.
 //! A node that turned running within the grace period is spared: the provider may have read
@@ -13,6 +14,9 @@ use orc_proto::Inventory;
 
 use crate::model::{EventScope, Expected, NodeState, Provider, Timestamp};
 use crate::store::{StatusWrite, Store, StoreResult};
+
+/// Words of the event when a lost node is reported again.
+pub const FOUND_WORDS: &str = "The node is reported by its provider again.";
 
 /// Words a tenant reads on a lost node.
 pub const LOST_WORDS: &str = "The node is no longer reported by its provider.";
@@ -40,7 +44,9 @@ pub async fn apply_inventory(
         let mut status = node.status.clone();
         status.state = NodeState::Lost;
         status.state_words = Some(LOST_WORDS.to_string());
-        status.next_attempt_at = None;
+        status.lost_at = Some(now);
+        // Due at once: the node plan then waits out the replacement delay.
+        status.next_attempt_at = Some(now);
         writes.push(StatusWrite {
             id: node.id.clone(),
             expected: Expected::Version(node.version),
@@ -48,6 +54,7 @@ pub async fn apply_inventory(
         });
         missing.push(node);
     }
+    restore_found(store, provider, &reported, now).await?;
     if writes.is_empty() {
         return Ok(0);
     }
@@ -71,4 +78,49 @@ pub async fn apply_inventory(
         }
     }
     Ok(marked.len())
+}
+
+/// Lost nodes of `provider` that the report lists again turn `running` again.
+async fn restore_found(
+    store: &Store,
+    provider: &Provider,
+    reported: &BTreeSet<&str>,
+    now: Timestamp,
+) -> StoreResult<usize> {
+    let lost = store
+        .nodes_of_provider_in(&provider.id, &[NodeState::Lost])
+        .await?;
+    let writes: Vec<StatusWrite> = lost
+        .into_iter()
+        .filter(|node| reported.contains(node.id.as_str()))
+        .map(|node| {
+            let mut status = node.status.clone();
+            status.state = NodeState::Running;
+            status.state_words = None;
+            status.lost_at = None;
+            status.next_attempt_at = Some(now);
+            StatusWrite {
+                id: node.id,
+                expected: Expected::Version(node.version),
+                status,
+            }
+        })
+        .collect();
+    if writes.is_empty() {
+        return Ok(0);
+    }
+    let outcome = store.update_node_states(&writes, now).await?;
+    for node in &outcome.updated {
+        tracing::info!(node = %node.id, provider = %provider.name, "lost node reported again; running");
+        let scope = EventScope {
+            provider_id: Some(provider.id.clone()),
+            pool_id: Some(node.pool_id.clone()),
+            node_id: Some(node.id.clone()),
+            ..EventScope::default()
+        };
+        store
+            .record_event(&scope, "node.found", FOUND_WORDS, now)
+            .await?;
+    }
+    Ok(outcome.updated.len())
 }

@@ -21,7 +21,8 @@
 //! - time comes from the injected [`Clock`] only.
 //!
 //! Pools: the store creates and releases nodes when a pool is created, resized or marked
-//! deleting; the pool pass deletes pools marked deleting once their nodes have ended.
+//! deleting; the pool pass refills slots whose node ended without a resize (a replaced lost
+//! node) and deletes pools marked deleting once their nodes have ended.
 
 mod clock;
 mod inventory;
@@ -84,6 +85,9 @@ pub struct ReconcileOptions {
     pub destroy_lease: Duration,
     /// How often a priced running node's usage is written. Default 1 h.
     pub usage_interval: Duration,
+    /// How long a lost node waits to be reported again before the zone destroys it (to
+    /// remove whatever may be left of it) and its slot gets a new node. Default 5 min.
+    pub lost_replace_after: Duration,
 }
 
 impl Default for ReconcileOptions {
@@ -102,6 +106,7 @@ impl Default for ReconcileOptions {
             deploy_lease: Duration::from_secs(20 * 60),
             destroy_lease: Duration::from_secs(15 * 60),
             usage_interval: Duration::from_secs(3600),
+            lost_replace_after: Duration::from_secs(5 * 60),
         }
     }
 }
@@ -629,7 +634,9 @@ impl Reconciler {
             }
         }
         for (node, context) in destroyed {
-            if let Some(subject) = context_subject(&context, &node)
+            // A lost node's billing stopped when it went missing.
+            if node.status.lost_at.is_none()
+                && let Some(subject) = context_subject(&context, &node)
                 && let Err(e) = accrue_usage(self.store(), &subject, now).await
             {
                 tracing::warn!(node = %node.id, error = %e, "final usage not written");
@@ -680,8 +687,17 @@ impl Reconciler {
         }
     }
 
-    /// The pool pass: deletes pools marked deleting whose nodes have all ended.
+    /// The pool pass: gives free slots of pools new nodes (after a lost node was
+    /// replaced), and deletes pools marked deleting whose nodes have all ended. Returns how
+    /// many pools it deleted.
     pub async fn pool_pass(&self) -> Result<usize, ReconcileError> {
+        for id in self.store().pools_with_free_slots().await? {
+            let created = self.store().refill_pool(&id, self.now()).await?;
+            if !created.is_empty() {
+                tracing::info!(pool = %id, nodes = created.len(), "free slots get new nodes");
+                self.shared.wake.notify_one();
+            }
+        }
         let mut deleted = 0;
         for pool in self.store().list_all_pools().await? {
             if !pool.deleting {
@@ -777,7 +793,7 @@ fn build_quote(context: &PoolContext, node: &Node) -> Result<Quote, String> {
         os: OsId::new(spec.os.as_str()).map_err(|e| format!("pool {}: {e}", context.pool.id))?,
         pinned_site: None,
         public: spec.public,
-        placement: Default::default(),
+        placement: spec.placement.clone(),
     })
 }
 

@@ -4,9 +4,17 @@
 //!
 //! ```text
 //! pending ─► quoting ─► deploying ─► running ─► destroying ─► ended
-//!    ▲          │            │                      ▲
-//!    └─ retry ◄─┴── refused ─┘ (parked: no_capacity, operator_fix)   lost (inventory)
+//!    ▲          │            │          │ ▲             ▲
+//!    └─ retry ◄─┴── refused ─┘          ▼ │ reported    │ not reported again
+//!       (parked: no_capacity,          lost ──────────────┘ within lost_replace_after
+//!        operator_fix)
 //! ```
+//!
+//! A lost node is restored to `running` when a later complete inventory lists it again;
+//! otherwise it is destroyed (whatever is left of it) and, once ended, the pool pass gives
+//! its slot a new node. Its billing stops at `lost_at`. A deploy refused `no_capacity`
+//! is quoted again soon (the offer's site ran out, another may not have); a quote refused
+//! `no_capacity` parks the node.
 //!
 //! Every step writes a lease (`next_attempt_at` in the future) before its request goes out,
 //! so a node whose answer never comes (a zone restart, a lost stream) is due again once the
@@ -19,6 +27,10 @@ use orc_proto::{Deployed, Offer, Refusal, RefusalKind as WireRefusal};
 use super::ReconcileOptions;
 use crate::model::{Node, NodeState, NodeStatus, RefusalKind, Timestamp};
 use crate::pricing::tenant_price;
+
+/// Words a tenant reads while a lost node is being replaced.
+pub const REPLACING_WORDS: &str =
+    "The node was no longer reported by its provider; it is being replaced.";
 
 /// What a due node needs next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,7 +127,20 @@ pub fn plan(
                 Step::Requeue(status)
             }
         }
-        NodeState::Lost | NodeState::Ended => {
+        NodeState::Lost => {
+            let since = node.status.lost_at.unwrap_or(node.updated_at);
+            let replace_at = since.plus_millis(millis(options.lost_replace_after));
+            if now >= replace_at {
+                status.state = NodeState::Destroying;
+                status.state_words = Some(REPLACING_WORDS.to_string());
+                status.next_attempt_at = Some(now.plus_millis(millis(options.destroy_lease)));
+                Step::Destroy(status)
+            } else {
+                status.next_attempt_at = Some(replace_at);
+                Step::Requeue(status)
+            }
+        }
+        NodeState::Ended => {
             status.next_attempt_at = None;
             Step::Requeue(status)
         }
@@ -149,6 +174,11 @@ pub fn after_refusal(
     status.attempts = claimed.attempts.saturating_add(1);
     status.quote_token = None;
     let (state, delay) = match kind {
+        // The site the offer named has none left: the provider no longer offers it, so
+        // another quote may well place the node elsewhere at once.
+        RefusalKind::NoCapacity if claimed.state == NodeState::Deploying => {
+            (NodeState::Pending, options.backoff_initial)
+        }
         RefusalKind::NoCapacity => (NodeState::Parked, options.no_capacity_retry),
         RefusalKind::Counting => (NodeState::Pending, options.counting_retry),
         RefusalKind::Transient => (NodeState::Pending, backoff(options, claimed.attempts)),

@@ -27,10 +27,10 @@ use crate::model::{
 
 pub(crate) const NODE_COLUMNS: &str = "id, pool_id, slot, state, state_words, refusal, site, \
      instance_ref, addresses, price_amount, price_currency, price_period, markup, attempts, \
-     next_attempt_at, quote_token, version, created_at, updated_at, ended_at";
+     next_attempt_at, quote_token, version, created_at, updated_at, ended_at, lost_at";
 
 /// Number of status columns bound by [`bind_status`].
-const STATUS_COLUMNS: usize = 14;
+const STATUS_COLUMNS: usize = 15;
 /// The status columns, in [`bind_status`] order.
 const STATUS_NAMES: [&str; STATUS_COLUMNS] = [
     "state",
@@ -47,6 +47,7 @@ const STATUS_NAMES: [&str; STATUS_COLUMNS] = [
     "next_attempt_at",
     "quote_token",
     "ended_at",
+    "lost_at",
 ];
 
 /// One compare-and-set write of a node's status.
@@ -130,6 +131,7 @@ fn node_from(row: &AnyRow) -> StoreResult<Node> {
             next_attempt_at: opt_time(row, "nodes.next_attempt_at")?,
             quote_token: opt_text(row, "nodes.quote_token")?,
             ended_at: opt_time(row, "nodes.ended_at")?,
+            lost_at: opt_time(row, "nodes.lost_at")?,
         },
         version: uint64(row, "nodes.version")?,
         created_at: time(row, "nodes.created_at")?,
@@ -164,6 +166,7 @@ fn bind_status<'q>(query: AnyQuery<'q>, status: &NodeStatus) -> AnyQuery<'q> {
         .bind(status.next_attempt_at.map(Timestamp::millis))
         .bind(status.quote_token.clone())
         .bind(status.ended_at.map(Timestamp::millis))
+        .bind(status.lost_at.map(Timestamp::millis))
 }
 
 /// Parameter `n` (1-based) of a generated statement. Generated statements use their

@@ -22,7 +22,7 @@ use crate::model::{
 
 const POOL_COLUMNS: &str = "id, project_id, name, provider_id, size, vcpus, memory_gib, arch, \
      disks_gib, region_class, os, public, endpoints, app, app_params, app_sensitive_params, \
-     generation, deleting, created_at, updated_at";
+     generation, deleting, created_at, updated_at, placement";
 
 /// What a resize did to the pool's nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +92,7 @@ fn pool_from(row: &AnyRow) -> StoreResult<Pool> {
             public: flag(row, "pools.public")?,
             endpoints: json(row, "pools.endpoints")?,
             app,
+            placement: json(row, "pools.placement")?,
         },
         generation: uint64(row, "pools.generation")?,
         deleting: flag(row, "pools.deleting")?,
@@ -209,9 +210,9 @@ impl Store {
         sqlx::query(
             "INSERT INTO pools (id, project_id, name, provider_id, size, vcpus, memory_gib, \
              arch, disks_gib, region_class, os, public, endpoints, app, app_params, \
-             app_sensitive_params, generation, deleting, created_at, updated_at) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 1, 0, \
-             $17, $17)",
+             app_sensitive_params, generation, deleting, created_at, updated_at, placement) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 1, \
+             0, $17, $17, $18)",
         )
         .bind(id.as_str())
         .bind(new.project_id.as_str())
@@ -230,6 +231,7 @@ impl Store {
         .bind(params)
         .bind(sensitive)
         .bind(now.millis())
+        .bind(to_json(&spec.placement))
         .execute(&mut *tx)
         .await
         .map_err(|e| {
@@ -362,6 +364,44 @@ impl Store {
         })
     }
 
+    /// Pools (not being deleted) that have a slot below their size with no live node: a
+    /// node there ended without a resize (a lost node that was replaced).
+    pub async fn pools_with_free_slots(&self) -> StoreResult<Vec<PoolId>> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT p.id FROM pools p WHERE p.deleting = 0 AND p.size > (SELECT COUNT(*) \
+             FROM nodes n WHERE n.pool_id = p.id AND n.state <> 'ended' AND n.slot < p.size) \
+             ORDER BY p.id",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        ids.into_iter()
+            .map(|raw| {
+                raw.parse::<PoolId>().map_err(|e| StoreError::Corrupt {
+                    column: "pools.id".to_string(),
+                    reason: e.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// Gives every free slot of a pool below its size a new `pending` node, in one
+    /// transaction that first takes the pool's row (so it cannot race a resize). A pool
+    /// being deleted gets none.
+    pub async fn refill_pool(&self, id: &PoolId, now: Timestamp) -> StoreResult<Vec<Node>> {
+        let mut tx = self.begin().await?;
+        let touched = sqlx::query("UPDATE pools SET size = size WHERE id = $1 AND deleting = 0")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        if touched.rows_affected() == 0 {
+            return Ok(Vec::new());
+        }
+        let pool = pool_on(&mut tx, id).await?;
+        let (created, _) = apply_size(&mut tx, self.engine(), id, pool.size, now).await?;
+        tx.commit().await?;
+        Ok(created)
+    }
+
     /// Replaces a pool's spec if its generation is still `expected_generation`, and bumps
     /// the generation. A stale writer gets [`StoreError::Conflict`].
     pub async fn reconfigure_pool(
@@ -383,7 +423,7 @@ impl Store {
             "UPDATE pools SET provider_id = $3, vcpus = $4, memory_gib = $5, arch = $6, \
              disks_gib = $7, region_class = $8, os = $9, public = $10, endpoints = $11, \
              app = $12, app_params = $13, app_sensitive_params = $14, \
-             generation = generation + 1, updated_at = $15 \
+             generation = generation + 1, updated_at = $15, placement = $16 \
              WHERE id = $1 AND generation = $2 RETURNING {POOL_COLUMNS}"
         ));
         let row = sqlx::query(sql)
@@ -402,6 +442,7 @@ impl Store {
             .bind(params)
             .bind(sensitive)
             .bind(now.millis())
+            .bind(to_json(&spec.placement))
             .fetch_optional(self.pool())
             .await
             .map_err(|e| {

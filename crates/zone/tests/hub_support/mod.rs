@@ -235,6 +235,7 @@ pub fn spec(provider: &Provider) -> PoolSpec {
         public: false,
         endpoints: vec![],
         app: None,
+        placement: Default::default(),
     }
 }
 

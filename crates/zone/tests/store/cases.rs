@@ -43,6 +43,7 @@ fn spec(provider_id: &ProviderId) -> PoolSpec {
         public: false,
         endpoints: vec![],
         app: None,
+        placement: Default::default(),
     }
 }
 
@@ -1348,4 +1349,65 @@ pub async fn corrupt_rows_are_reported_not_panicked(db: &TestDb) {
         "{err}"
     );
     assert!(!err.is_retryable());
+}
+
+pub async fn lost_nodes_and_free_slots(db: &TestDb) {
+    let store = &db.store().await;
+    let (project, provider) = tenant(store).await;
+    let nodes = pool_of(store, &project, &provider, "db", 3).await;
+    assert!(store.pools_with_free_slots().await.unwrap().is_empty());
+
+    // A lost node keeps its slot and records when it went missing.
+    let lost_at = T0.plus_millis(5);
+    let lost = NodeStatus {
+        state: NodeState::Lost,
+        lost_at: Some(lost_at),
+        ..running(&nodes[1])
+    };
+    let written = store
+        .update_node_state(&nodes[1].id, Expected::Version(1), &lost, lost_at)
+        .await
+        .unwrap();
+    assert_eq!(written.status.lost_at, Some(lost_at));
+    assert_eq!(store.get_node(&nodes[1].id).await.unwrap().status, lost);
+    assert!(store.pools_with_free_slots().await.unwrap().is_empty());
+
+    // Once it ends, its slot is free and a refill gives it one new pending node.
+    store
+        .end_node(
+            &nodes[1].id,
+            Expected::State(NodeState::Lost),
+            None,
+            T0.plus_millis(6),
+        )
+        .await
+        .unwrap();
+    let pool = nodes[1].pool_id.clone();
+    assert_eq!(store.pools_with_free_slots().await.unwrap(), [pool.clone()]);
+    let created = store.refill_pool(&pool, T0.plus_millis(7)).await.unwrap();
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0].slot, 1);
+    assert_eq!(created[0].status.state, NodeState::Pending);
+    assert!(store.pools_with_free_slots().await.unwrap().is_empty());
+    assert!(
+        store
+            .refill_pool(&pool, T0.plus_millis(8))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A pool being deleted is never refilled.
+    store
+        .mark_pool_deleting(&pool, T0.plus_millis(9))
+        .await
+        .unwrap();
+    assert!(store.pools_with_free_slots().await.unwrap().is_empty());
+    assert!(
+        store
+            .refill_pool(&pool, T0.plus_millis(10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -47,4 +47,5 @@ on_both_engines!(
     concurrent_writers_one_wins,
     concurrent_resizes_keep_one_node_per_slot,
     corrupt_rows_are_reported_not_panicked,
+    lost_nodes_and_free_slots,
 );
