@@ -1383,7 +1383,10 @@ pub async fn lost_nodes_and_free_slots(db: &TestDb) {
         .await
         .unwrap();
     let pool = nodes[1].pool_id.clone();
-    assert_eq!(store.pools_with_free_slots().await.unwrap(), [pool.clone()]);
+    assert_eq!(
+        store.pools_with_free_slots().await.unwrap(),
+        std::slice::from_ref(&pool)
+    );
     let created = store.refill_pool(&pool, T0.plus_millis(7)).await.unwrap();
     assert_eq!(created.len(), 1);
     assert_eq!(created[0].slot, 1);
