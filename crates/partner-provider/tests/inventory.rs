@@ -1,0 +1,762 @@
+//! The inventory pass against the in-process emulators: owner-tag migration, another
+//! installation's resources, an unreadable cloud, standby, the site guard with its log line,
+//! reverse DNS set once and retried after a failure, and the request cost of one pass
+//! (figures in docs/partner/inventory.md).
+//!
+//! Instances and site resources are made here through the cloud clients with the partner's
+//! marks ([`Marks`], [`ResourceMarks`]), so each case controls exactly what the clouds hold.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
+
+use orc_cloud::hetzner::{CreateFloatingIp, CreatePrimaryIp, CreateServer, IpType};
+use orc_cloud::vultr::{CreateInstance, InstanceSource};
+use orc_cloud::{
+    HcloudServerId, HetznerClient, HetznerConfig, VultrClient, VultrConfig, VultrInstanceId,
+    VultrOsId,
+};
+use orc_common::{Architecture, Shape};
+use orc_emu::RunningEmulators;
+use orc_partner_provider::PartnerProvider;
+use orc_partner_provider::naming::{
+    Marks, Prefix, ResourceKind, ResourceMarks, Role as NodeRole, pool_label,
+};
+use orc_proto::{ClassId, NodeId, OsId, PoolId, Purpose, Quote, QuoteReply, Role};
+use orc_provider_sdk::Provider;
+use support::*;
+
+const CHILD: &str = "zone-1";
+const DOMAIN: &str = "cloud.example.com";
+
+struct Clouds {
+    h: HetznerClient,
+    v: VultrClient,
+}
+
+fn clouds(emu: &RunningEmulators) -> Clouds {
+    Clouds {
+        h: HetznerClient::new(HetznerConfig::new(TOKEN).with_base_url(emu.hetzner_url().unwrap()))
+            .unwrap(),
+        v: VultrClient::new(VultrConfig::new(TOKEN).with_base_url(emu.vultr_url().unwrap()))
+            .unwrap(),
+    }
+}
+
+fn marks(owner: &str, node: &str, site: &str, role: NodeRole) -> Marks {
+    Marks {
+        owner_tag: owner.into(),
+        child: CHILD.into(),
+        node_id: node.into(),
+        site: site.into(),
+        role,
+        rate: Some("1".parse().unwrap()),
+        account_monthly: "5".parse().unwrap(),
+        pool: None,
+        gateway_gen: None,
+    }
+}
+
+fn resource(owner: &str, kind: ResourceKind, site: &str) -> ResourceMarks {
+    let mut m = ResourceMarks::new(owner, CHILD, kind);
+    m.site = Some(site.into());
+    m
+}
+
+impl Clouds {
+    async fn hetzner_node(&self, owner: &str, node: &str, site: &str, location: &str) -> u64 {
+        let mut request = CreateServer::new(format!("orc-{node}"), "cx23", "ubuntu-24.04");
+        request.location = Some(location.into());
+        request.labels = marks(owner, node, site, NodeRole::Node).hetzner_labels();
+        self.h.create_server(&request).await.unwrap().server.id.0
+    }
+
+    async fn vultr_node(
+        &self,
+        owner: &str,
+        node: &str,
+        site: &str,
+        region: &str,
+        role: NodeRole,
+    ) -> VultrInstanceId {
+        let mut request =
+            CreateInstance::new(region, "vc2-1c-1gb", InstanceSource::Os(VultrOsId(2284)));
+        request.tags = marks(owner, node, site, role).vultr_tags();
+        self.v.create_instance(&request).await.unwrap().id
+    }
+
+    async fn hetzner_stable(&self, owner: &str, site: &str, location: &str) -> Ipv4Addr {
+        let ip = self
+            .h
+            .create_primary_ip(&CreatePrimaryIp {
+                name: format!("orc-stable-{site}-{owner}"),
+                kind: IpType::Ipv4,
+                location: location.into(),
+                labels: resource(owner, ResourceKind::Stable, site).hetzner_labels(),
+                auto_delete: false,
+            })
+            .await
+            .unwrap();
+        ip.primary_ip.ip.parse().unwrap()
+    }
+
+    async fn hetzner_pool_address(&self, owner: &str, pool: &str, site: &str) -> Ipv4Addr {
+        let mut m = resource(owner, ResourceKind::PoolAddress, site);
+        m.pool = Some(pool_label(pool));
+        let created = self
+            .h
+            .create_floating_ip(&CreateFloatingIp {
+                kind: IpType::Ipv4,
+                home_location: "fsn1".into(),
+                name: None,
+                description: Some(format!("pool {pool}")),
+                labels: m.hetzner_labels(),
+            })
+            .await
+            .unwrap();
+        created.floating_ip.ip.parse().unwrap()
+    }
+
+    async fn hetzner_network(&self, owner: &str, site: &str, prefix: Prefix) {
+        let mut m = resource(owner, ResourceKind::Network, site);
+        m.prefix = Some(prefix);
+        self.h
+            .create_network(&orc_cloud::hetzner::CreateNetwork {
+                name: format!("orc-{site}-{owner}"),
+                ip_range: prefix.to_string(),
+                subnets: vec![],
+                routes: vec![],
+                labels: m.hetzner_labels(),
+            })
+            .await
+            .unwrap();
+    }
+
+    /// A reserved IPv4 with the marks in its label, attached to `holder`.
+    async fn vultr_address(
+        &self,
+        marks: &ResourceMarks,
+        region: &str,
+        holder: &VultrInstanceId,
+    ) -> Ipv4Addr {
+        let reserved = self
+            .v
+            .create_reserved_ip(&region.into(), "v4", Some(&marks.vultr_text()))
+            .await
+            .unwrap();
+        self.v
+            .attach_reserved_ip(&reserved.id, holder)
+            .await
+            .unwrap();
+        reserved.subnet.parse().unwrap()
+    }
+
+    async fn hetzner_ptr(&self, ip: Ipv4Addr) -> String {
+        let ip = ip.to_string();
+        let mut names = Vec::new();
+        for p in self.h.list_primary_ips(None).await.unwrap() {
+            names.extend(p.dns_ptr.into_iter().filter(|d| d.ip == ip));
+        }
+        for f in self.h.list_floating_ips(None).await.unwrap() {
+            names.extend(f.dns_ptr.into_iter().filter(|d| d.ip == ip));
+        }
+        names.pop().map(|d| d.dns_ptr).unwrap_or_default()
+    }
+
+    async fn vultr_ptr(&self, holder: &VultrInstanceId, ip: Ipv4Addr) -> String {
+        self.v
+            .list_instance_ipv4(holder)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|i| i.ip == ip.to_string())
+            .map(|i| i.reverse)
+            .unwrap_or_default()
+    }
+}
+
+fn quote(node: &str, class: &str) -> Quote {
+    Quote {
+        pool: PoolId::new("acme/web/api").unwrap(),
+        node_id: NodeId::new(node).unwrap(),
+        purpose: Purpose::Tenant,
+        shape: Shape {
+            vcpus: 2,
+            memory_gib: 4,
+            arch: Architecture::X86_64,
+            disks_gib: vec![],
+        },
+        class: ClassId::new(class).unwrap(),
+        os: OsId::new("ubuntu-24.04").unwrap(),
+        pinned_site: None,
+        public: false,
+        placement: Default::default(),
+    }
+}
+
+async fn offered_site(p: &PartnerProvider, node: &str, class: &str) -> String {
+    match p.quote(quote(node, class)).await {
+        QuoteReply::Offer(o) => o.site.as_str().to_string(),
+        QuoteReply::Refused(r) => panic!("refused: {r}"),
+    }
+}
+
+/// Requests per operation whose name contains `part`.
+fn counted(p: &PartnerProvider, part: &str) -> u64 {
+    p.clients()
+        .request_counts()
+        .iter()
+        .filter(|(op, _)| op.contains(part))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn node_ids(inventory: &orc_proto::Inventory) -> Vec<String> {
+    inventory
+        .nodes
+        .iter()
+        .map(|n| n.node_id.as_str().to_string())
+        .collect()
+}
+
+/// A log sink for one test: everything the partner logs on this thread, as text.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    fn count(&self, needle: &str) -> usize {
+        self.text().matches(needle).count()
+    }
+}
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
+    let sink = Captured::default();
+    let writer = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(move || writer.clone())
+        .finish();
+    (sink, tracing::subscriber::set_default(subscriber))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_tag_migration_with_also_owned_tags_keeps_every_node() {
+    let emu = emulators().await;
+    no_rate_limits(&emu).await;
+    let c = clouds(&emu);
+    let (old_h, old_v) = ("orc-partner-hetzner-old", "orc-partner-vultr-old");
+    c.hetzner_node(old_h, "n-old-h", "eu-central-a", "fsn1")
+        .await;
+    c.vultr_node(old_v, "n-old-v", "us-east-b", "ewr", NodeRole::Node)
+        .await;
+    c.hetzner_node("orc-partner-hetzner-new", "n-new-h", "eu-central-a", "fsn1")
+        .await;
+    c.hetzner_stable(old_h, "eu-central-a", "fsn1").await;
+
+    let migrated = provider(config(
+        &source(&emu, "new")
+            .param("hetzner_also_owned_tags", old_h)
+            .param("vultr_also_owned_tags", old_v),
+    ));
+    let inventory = migrated.inventory().await.unwrap();
+    assert_eq!(node_ids(&inventory), ["n-new-h", "n-old-h", "n-old-v"]);
+    assert_eq!(
+        counted(&migrated, "hetzner.servers.list"),
+        2,
+        "one listing per owned tag"
+    );
+    assert_eq!(counted(&migrated, "vultr.instances.list"), 2);
+    let site = inventory
+        .sites
+        .iter()
+        .find(|s| s.site.as_str() == "eu-central-a")
+        .unwrap();
+    assert!(site.public_ipv4.is_some(), "the old tag's stable address");
+
+    let unmigrated = provider(config(&source(&emu, "new")));
+    let inventory = unmigrated.inventory().await.unwrap();
+    assert_eq!(
+        node_ids(&inventory),
+        ["n-new-h"],
+        "without also_owned_tags the old tag's nodes are not the partner's"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_installations_instances_and_addresses_are_never_reported_or_touched() {
+    let emu = emulators().await;
+    no_rate_limits(&emu).await;
+    let c = clouds(&emu);
+    let (theirs_h, theirs_v) = ("orc-partner-hetzner-theirs", "orc-partner-vultr-theirs");
+    c.hetzner_node(theirs_h, "n-theirs-h", "eu-central-a", "fsn1")
+        .await;
+    let gw = c
+        .vultr_node(
+            theirs_v,
+            "n-theirs-gw",
+            "us-east-b",
+            "ewr",
+            NodeRole::Gateway,
+        )
+        .await;
+    let their_stable_h = c.hetzner_stable(theirs_h, "eu-central-a", "fsn1").await;
+    let their_pool_h = c
+        .hetzner_pool_address(theirs_h, "acme/web/api", "eu-central-a")
+        .await;
+    let their_stable_v = c
+        .vultr_address(
+            &resource(theirs_v, ResourceKind::Stable, "us-east-b"),
+            "ewr",
+            &gw,
+        )
+        .await;
+    let before = (
+        c.hetzner_ptr(their_stable_h).await,
+        c.hetzner_ptr(their_pool_h).await,
+        c.vultr_ptr(&gw, their_stable_v).await,
+    );
+
+    let ours = provider(config(&source(&emu, "ours").param("ptr_domain", DOMAIN)));
+    let inventory = ours.inventory().await.unwrap();
+    assert!(inventory.nodes.is_empty(), "{inventory:?}");
+    assert!(inventory.sites.is_empty(), "{inventory:?}");
+    assert!(inventory.pool_addresses.is_empty(), "{inventory:?}");
+    assert!(ours.quote_state().live_sites().is_empty());
+    let counts = ours.clients().request_counts();
+    assert!(
+        counts
+            .keys()
+            .all(|op| op.ends_with(".list") || op.ends_with(".list_ipv4")),
+        "only listings: {counts:?}"
+    );
+    assert_eq!(counted(&ours, "list_ipv4"), 0, "no read of their instance");
+    let after = (
+        c.hetzner_ptr(their_stable_h).await,
+        c.hetzner_ptr(their_pool_h).await,
+        c.vultr_ptr(&gw, their_stable_v).await,
+    );
+    assert_eq!(before, after);
+
+    let theirs = provider(config(&source(&emu, "theirs")));
+    assert_eq!(
+        node_ids(&theirs.inventory().await.unwrap()),
+        ["n-theirs-gw", "n-theirs-h"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloud_that_cannot_be_listed_sends_no_inventory_and_the_guard_says_incomplete() {
+    let emu = emulators().await;
+    no_rate_limits(&emu).await;
+    let c = clouds(&emu);
+    c.hetzner_node("orc-partner-hetzner-a", "n-a", "eu-central-a", "fsn1")
+        .await;
+    let p = provider(config(&source(&emu, "a")));
+    assert_eq!(node_ids(&p.inventory().await.unwrap()), ["n-a"]);
+    assert!(!p.site_guard_incomplete());
+
+    control(
+        &vultr_root(&emu),
+        "/_emu/faults",
+        serde_json::json!({"path": "/v2/instances", "method": "GET", "status": 500, "count": 20}),
+    )
+    .await;
+    assert_eq!(
+        p.inventory().await,
+        None,
+        "one cloud unreadable: no inventory"
+    );
+    assert!(
+        !p.site_guard_incomplete(),
+        "the addresses were not the problem"
+    );
+    clear_faults(&vultr_root(&emu)).await;
+
+    control(
+        &hetzner_root(&emu),
+        "/_emu/faults",
+        serde_json::json!({"path": "/v1/primary_ips", "method": "GET", "status": 503, "count": 20}),
+    )
+    .await;
+    assert_eq!(
+        p.inventory().await,
+        None,
+        "addresses unreadable: no inventory"
+    );
+    assert!(p.site_guard_incomplete());
+    assert_eq!(
+        p.quote_state().live_sites().len(),
+        1,
+        "the live sites stay as the last complete pass found them"
+    );
+    clear_faults(&hetzner_root(&emu)).await;
+
+    assert_eq!(node_ids(&p.inventory().await.unwrap()), ["n-a"]);
+    assert!(!p.site_guard_incomplete());
+}
+
+#[tokio::test]
+async fn the_unreadable_cloud_line_is_logged() {
+    let emu = emulators().await;
+    no_rate_limits(&emu).await;
+    let (logs, _guard) = capture();
+    let p = provider(config(&source(&emu, "a")));
+    control(
+        &hetzner_root(&emu),
+        "/_emu/faults",
+        serde_json::json!({"path": "/v1/servers", "method": "GET", "status": 503, "count": 20}),
+    )
+    .await;
+    assert_eq!(p.inventory().await, None);
+    assert_eq!(
+        logs.count("One cloud's inventory could not be read"),
+        1,
+        "{}",
+        logs.text()
+    );
+    assert!(logs.text().contains("cloud=hetzner"), "{}", logs.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_lists_nothing_and_sends_no_inventory() {
+    let emu = emulators().await;
+    no_rate_limits(&emu).await;
+    let c = clouds(&emu);
+    c.hetzner_node("orc-partner-hetzner-a", "n-a", "eu-central-a", "fsn1")
+        .await;
+    let p = provider(config(&source(&emu, "a")));
+    p.on_role(Role::Standby);
+    assert_eq!(p.inventory().await, None);
+    assert!(
+        p.clients().request_counts().is_empty(),
+        "a standby reads no cloud"
+    );
+    assert!(
+        !p.is_serving(),
+        "an inventory pass is not work that promotes"
+    );
+    p.on_role(Role::Serving);
+    assert_eq!(node_ids(&p.inventory().await.unwrap()), ["n-a"]);
+}
+
+#[tokio::test]
+async fn a_remapped_live_site_is_left_out_of_quotes_with_one_log_line() {
+    let emu = emulators().await;
+    no_rate_limits(&emu).await;
+    let c = clouds(&emu);
+    let regions = serde_json::json!({
+        "eu-central": {
+            "title": "Europe Central",
+            "sites": [{"eu-central-a": "hetzner:nbg1"}, {"eu-central-c": "vultr:fra"}]
+        }
+    });
+    let p = provider(config(
+        &source(&emu, "a").param("regions", &regions.to_string()),
+    ));
+    assert_eq!(
+        offered_site(&p, "n-before", "eu-central").await,
+        "eu-central-a",
+        "the site wins on price while nothing is known to be live"
+    );
+    let server = c
+        .hetzner_node("orc-partner-hetzner-a", "n-old", "eu-central-a", "fsn1")
+        .await;
+
+    let (logs, _guard) = capture();
+    p.inventory().await.unwrap();
+    assert_eq!(
+        offered_site(&p, "n-after", "eu-central").await,
+        "eu-central-c"
+    );
+    let line =
+        "Site eu-central-a is live at hetzner:fsn1 but the region map now puts it at hetzner:nbg1";
+    assert_eq!(logs.count(line), 1, "{}", logs.text());
+    p.inventory().await.unwrap();
+    p.inventory().await.unwrap();
+    assert_eq!(logs.count(line), 1, "logged once until it clears");
+
+    c.h.delete_server(HcloudServerId(server)).await.unwrap();
+    p.inventory().await.unwrap();
+    assert_eq!(
+        logs.count("Site eu-central-a is in step with the region map again"),
+        1,
+        "{}",
+        logs.text()
+    );
+    assert_eq!(
+        offered_site(&p, "n-cleared", "eu-central").await,
+        "eu-central-a"
+    );
+    c.hetzner_node("orc-partner-hetzner-a", "n-back", "eu-central-a", "fsn1")
+        .await;
+    p.inventory().await.unwrap();
+    assert_eq!(logs.count(line), 2, "logged again after it cleared");
+}
+
+/// Both clouds with one open site each (network, stable address on the gateway, one pool
+/// address) under `owner`; answers the Vultr gateway and the four addresses.
+async fn two_open_sites(c: &Clouds, owner: &str) -> (VultrInstanceId, [Ipv4Addr; 4]) {
+    let (h_owner, v_owner) = (
+        format!("orc-partner-hetzner-{owner}"),
+        format!("orc-partner-vultr-{owner}"),
+    );
+    c.hetzner_node(&h_owner, "n-h", "eu-central-a", "fsn1")
+        .await;
+    c.hetzner_network(&h_owner, "eu-central-a", Prefix::new(0).unwrap())
+        .await;
+    let stable_h = c.hetzner_stable(&h_owner, "eu-central-a", "fsn1").await;
+    let pool_h = c
+        .hetzner_pool_address(&h_owner, "acme/web/api", "eu-central-a")
+        .await;
+    c.vultr_node(&v_owner, "n-v", "us-east-b", "ewr", NodeRole::Node)
+        .await;
+    let gw = c
+        .vultr_node(&v_owner, "n-gw-v", "us-east-b", "ewr", NodeRole::Gateway)
+        .await;
+    let stable_v = c
+        .vultr_address(
+            &resource(&v_owner, ResourceKind::Stable, "us-east-b"),
+            "ewr",
+            &gw,
+        )
+        .await;
+    let mut pool = resource(&v_owner, ResourceKind::PoolAddress, "us-east-b");
+    pool.pool = Some(pool_label("acme/db/main"));
+    let pool_v = c.vultr_address(&pool, "ewr", &gw).await;
+    (gw, [stable_h, pool_h, stable_v, pool_v])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_lists_open_sites_and_pool_addresses() {
+    let emu = emulators().await;
+    no_rate_limits(&emu).await;
+    let c = clouds(&emu);
+    let (_, [stable_h, pool_h, stable_v, pool_v]) = two_open_sites(&c, "a").await;
+    let p = provider(config(&source(&emu, "a")));
+    let inventory = p.inventory().await.unwrap();
+    assert_eq!(node_ids(&inventory), ["n-gw-v", "n-h", "n-v"]);
+    let sites: Vec<(&str, Option<Ipv4Addr>, Option<&str>)> = inventory
+        .sites
+        .iter()
+        .map(|s| (s.site.as_str(), s.public_ipv4, s.private_prefix.as_deref()))
+        .collect();
+    assert_eq!(
+        sites,
+        [
+            ("eu-central-a", Some(stable_h), Some("10.64.0.0/24")),
+            ("us-east-b", Some(stable_v), None),
+        ]
+    );
+    let pools: Vec<(&str, &str, Ipv4Addr)> = inventory
+        .pool_addresses
+        .iter()
+        .map(|a| (a.pool.as_str(), a.site.as_str(), a.ipv4))
+        .collect();
+    assert_eq!(
+        pools,
+        [
+            ("acme/db/main", "us-east-b", pool_v),
+            ("acme/web/api", "eu-central-a", pool_h),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reverse_dns_is_set_once_and_a_failed_record_is_retried() {
+    let emu = emulators().await;
+    no_rate_limits(&emu).await;
+    let c = clouds(&emu);
+    let (gw, [stable_h, pool_h, stable_v, pool_v]) = two_open_sites(&c, "a").await;
+    let p = provider(config(&source(&emu, "a").param("ptr_domain", DOMAIN)));
+
+    p.inventory().await.unwrap();
+    assert_eq!(counted(&p, "primary_ips.change_dns_ptr"), 1);
+    assert_eq!(counted(&p, "floating_ips.change_dns_ptr"), 1);
+    assert_eq!(counted(&p, "vultr.instances.reverse_ipv4"), 2);
+    assert_eq!(
+        c.hetzner_ptr(stable_h).await,
+        "gw-eu-central-a.cloud.example.com"
+    );
+    assert_eq!(
+        c.hetzner_ptr(pool_h).await,
+        "pool-acme-web-api-eu-central-a.cloud.example.com"
+    );
+    assert_eq!(
+        c.vultr_ptr(&gw, stable_v).await,
+        "gw-us-east-b.cloud.example.com"
+    );
+    assert_eq!(
+        c.vultr_ptr(&gw, pool_v).await,
+        "pool-acme-db-main-us-east-b.cloud.example.com"
+    );
+
+    p.clients().reset_counts();
+    p.inventory().await.unwrap();
+    assert_eq!(
+        counted(&p, "dns_ptr") + counted(&p, "reverse_ipv4"),
+        0,
+        "every record already right: nothing is set"
+    );
+
+    // Someone changes a record by hand while the cloud refuses changes for a while.
+    let floating = c.h.list_floating_ips(None).await.unwrap();
+    c.h.change_floating_ip_dns_ptr(
+        floating[0].id,
+        &pool_h.to_string(),
+        Some("elsewhere.example.net"),
+    )
+    .await
+    .unwrap();
+    control(
+        &hetzner_root(&emu),
+        "/_emu/faults",
+        serde_json::json!({"path": "/v1/floating_ips/", "method": "POST", "status": 503, "count": 20}),
+    )
+    .await;
+    p.inventory()
+        .await
+        .expect("a reverse DNS failure does not hold the inventory back");
+    assert_eq!(
+        p.reverse_dns_pending(),
+        BTreeMap::from([(
+            pool_h,
+            "pool-acme-web-api-eu-central-a.cloud.example.com".to_string()
+        )])
+    );
+    clear_faults(&hetzner_root(&emu)).await;
+    p.clients().reset_counts();
+    p.inventory().await.unwrap();
+    assert_eq!(counted(&p, "floating_ips.change_dns_ptr"), 1);
+    assert_eq!(counted(&p, "primary_ips.change_dns_ptr"), 0);
+    assert!(p.reverse_dns_pending().is_empty());
+    assert_eq!(
+        c.hetzner_ptr(pool_h).await,
+        "pool-acme-web-api-eu-central-a.cloud.example.com"
+    );
+}
+
+#[tokio::test]
+async fn a_reverse_dns_failure_is_logged_once_while_it_lasts() {
+    let emu = emulators().await;
+    no_rate_limits(&emu).await;
+    let c = clouds(&emu);
+    c.hetzner_node("orc-partner-hetzner-a", "n-h", "eu-central-a", "fsn1")
+        .await;
+    c.hetzner_stable("orc-partner-hetzner-a", "eu-central-a", "fsn1")
+        .await;
+    let p = provider(config(&source(&emu, "a").param("ptr_domain", DOMAIN)));
+    control(
+        &hetzner_root(&emu),
+        "/_emu/faults",
+        serde_json::json!({"path": "/v1/primary_ips/", "method": "POST", "status": 503, "count": 50}),
+    )
+    .await;
+    let (logs, _guard) = capture();
+    p.inventory().await.unwrap();
+    p.inventory().await.unwrap();
+    let line = "Some addresses' reverse DNS could not be set yet";
+    assert_eq!(logs.count(line), 1, "{}", logs.text());
+    clear_faults(&hetzner_root(&emu)).await;
+    p.inventory().await.unwrap();
+    assert_eq!(
+        logs.count("Every address's reverse DNS is set now"),
+        1,
+        "{}",
+        logs.text()
+    );
+}
+
+/// Lifts both emulators' rate limits, so a count never includes a retry after a 429 caused
+/// by the other providers of the same test sharing the account.
+async fn no_rate_limits(emu: &RunningEmulators) {
+    let limit = serde_json::json!({"limit": 1_000_000, "remaining": 1_000_000, "per_seconds": 1});
+    control(&vultr_root(emu), "/_emu/rate-limit", limit.clone()).await;
+    control(&hetzner_root(emu), "/_emu/rate-limit", limit).await;
+}
+
+/// A serving provider whose first catalog read is done and counters are zero.
+async fn serving(p: PartnerProvider) -> PartnerProvider {
+    p.on_role(Role::Serving);
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        p.catalogs().first_read(),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    p.clients().reset_counts();
+    p
+}
+
+/// The requests one inventory pass sends.
+async fn one_pass(p: &PartnerProvider) -> BTreeMap<String, u64> {
+    p.clients().reset_counts();
+    p.inventory().await.unwrap();
+    p.clients().request_counts()
+}
+
+/// The request cost of one pass, measured with the clients' counters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_cost_of_one_pass_matches_the_documented_figures() {
+    let emu = emulators().await;
+    no_rate_limits(&emu).await;
+    let c = clouds(&emu);
+    two_open_sites(&c, "a").await;
+    let p = serving(provider(config(
+        &source(&emu, "a").param("ptr_domain", DOMAIN),
+    )))
+    .await;
+    let first = one_pass(&p).await;
+    let steady = one_pass(&p).await;
+    let plain = serving(provider(config(&source(&emu, "a")))).await;
+    let without_ptr = one_pass(&plain).await;
+    let migrating = serving(provider(config(
+        &source(&emu, "a")
+            .param("hetzner_also_owned_tags", "orc-partner-hetzner-old")
+            .param("vultr_also_owned_tags", "orc-partner-vultr-old"),
+    )))
+    .await;
+    let two_tags = one_pass(&migrating).await;
+
+    let total = |m: &BTreeMap<String, u64>| m.values().sum::<u64>();
+    let figures = format!(
+        "first pass with ptr_domain {first:?}\nsteady pass with ptr_domain {steady:?}\nwithout ptr_domain {without_ptr:?}\ntwo tags per cloud {two_tags:?}"
+    );
+    println!("{figures}");
+    let listings = BTreeMap::from([
+        ("hetzner.floating_ips.list".to_string(), 1),
+        ("hetzner.networks.list".to_string(), 1),
+        ("hetzner.primary_ips.list".to_string(), 1),
+        ("hetzner.servers.list".to_string(), 1),
+        ("vultr.instances.list".to_string(), 1),
+        ("vultr.reserved_ips.list".to_string(), 1),
+        ("vultr.vpcs.list".to_string(), 1),
+    ]);
+    assert_eq!(without_ptr, listings, "{figures}");
+    let mut with_reads = listings.clone();
+    with_reads.insert("vultr.instances.list_ipv4".to_string(), 1);
+    assert_eq!(steady, with_reads, "{figures}");
+    assert_eq!(total(&first), total(&steady) + 4, "{figures}");
+    let mut more_tags = listings.clone();
+    more_tags.insert("hetzner.servers.list".to_string(), 2);
+    more_tags.insert("vultr.instances.list".to_string(), 2);
+    assert_eq!(two_tags, more_tags, "{figures}");
+}
