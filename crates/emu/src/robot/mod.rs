@@ -13,6 +13,7 @@
 //! limit (403 `RATE_LIMIT_EXCEEDED`) is the gate's (see `crate::gate`).
 
 mod boot;
+mod control;
 mod http;
 mod keys;
 mod rdns;
@@ -185,6 +186,10 @@ pub fn app(core: Arc<EmuCore>) -> FlavorApp {
                 .put(rdns::create)
                 .post(rdns::upsert)
                 .delete(rdns::delete),
+        )
+        .route(
+            "/_emu/robot/servers",
+            axum::routing::post(control::add_server),
         )
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(

@@ -97,7 +97,7 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    fn from_seed(seed: &SeedServer) -> Self {
+    pub(crate) fn from_seed(seed: &SeedServer) -> Self {
         Server {
             name: seed.server_name.clone(),
             seed: seed.clone(),
