@@ -631,25 +631,33 @@ impl MachineProvider for RobotMachines {
             .filter(|s| spec.location.is_empty() || location_of(&s.dc) == spec.location)
             .collect();
         candidates.sort_by_key(|s| s.server_number);
-        let Some(server) = candidates.first() else {
-            return Err(MachineError::Capacity {
-                message: format!(
-                    "no free {} server in {}",
-                    if spec.plan.is_empty() {
-                        "Robot"
-                    } else {
-                        &spec.plan
-                    },
-                    if spec.location.is_empty() {
-                        "any location"
-                    } else {
-                        &spec.location
-                    }
-                ),
-            });
-        };
-        self.rename_and_confirm(&client, key, &name, server.server_number)
-            .await
+        for server in candidates {
+            match self
+                .rename_and_confirm(&client, key, &name, server.server_number)
+                .await
+            {
+                Ok(machine) => return Ok(machine),
+                Err(MachineError::Conflict { message }) => {
+                    tracing::warn!(server = %server.server_number, "claim lost: {message}");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(MachineError::Capacity {
+            message: format!(
+                "no free {} server in {}",
+                if spec.plan.is_empty() {
+                    "Robot"
+                } else {
+                    &spec.plan
+                },
+                if spec.location.is_empty() {
+                    "any location"
+                } else {
+                    &spec.location
+                }
+            ),
+        })
     }
 
     async fn get(&self, key: &MachineKey) -> Result<Option<Machine>, MachineError> {
