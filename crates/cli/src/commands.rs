@@ -94,6 +94,15 @@ fn shape_text(p: &PoolView) -> String {
     text
 }
 
+/// The class, with a direct placement after it: `fsn1 · plan=cx23`.
+fn class_text(p: &PoolView) -> String {
+    let mut text = p.class.clone();
+    for (key, value) in &p.placement {
+        text.push_str(&format!(" · {key}={value}"));
+    }
+    text
+}
+
 fn pools_table(pools: &[PoolView]) -> String {
     let mut t = Table::new(&[
         "POOL", "PROVIDER", "SIZE", "RUNNING", "STARTING", "PARKED", "SHAPE", "CLASS", "OS",
@@ -108,7 +117,7 @@ fn pools_table(pools: &[PoolView]) -> String {
             p.nodes.starting.to_string(),
             p.nodes.parked.to_string(),
             shape_text(p),
-            p.class.clone(),
+            class_text(p),
             p.os.clone(),
             if p.deleting { "deleting" } else { "" }.to_string(),
         ]);
@@ -161,9 +170,15 @@ pub struct CreatePoolArgs {
     /// Provider name (visible to the project).
     #[arg(long)]
     pub provider: String,
-    /// Region class (eu-central).
-    #[arg(long)]
+    /// Region class (eu-central); for a provider of one cloud, the cloud location (fsn1).
+    #[arg(long, visible_alias = "location")]
     pub class: String,
+    /// Exact plan of a provider of one cloud (cx23); sets placement plan=PLAN.
+    #[arg(long)]
+    pub plan: Option<String>,
+    /// Provider-specific placement KEY=VALUE (repeat for more).
+    #[arg(long = "placement", value_parser = parse_param)]
+    pub placement: Vec<(String, String)>,
     /// vCPUs per node.
     #[arg(long)]
     pub cpu: u32,
@@ -199,6 +214,16 @@ pub struct CreatePoolArgs {
     pub timeout: u64,
 }
 
+/// The placement object of `--placement K=V` and `--plan P`; `--plan` wins over a
+/// `--placement plan=…`.
+fn placement(pairs: Vec<(String, String)>, plan: Option<String>) -> BTreeMap<String, String> {
+    let mut placement: BTreeMap<String, String> = pairs.into_iter().collect();
+    if let Some(plan) = plan {
+        placement.insert("plan".to_string(), plan);
+    }
+    placement
+}
+
 fn parse_param(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -220,6 +245,7 @@ pub async fn pool_create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Resul
         "public": args.public,
         "app": args.app,
         "params": params,
+        "placement": placement(args.placement, args.plan),
     });
     let pool: PoolView = client
         .post(&format!("{}/pools", project_url(&org, &project)), &body)
@@ -564,9 +590,15 @@ pub struct QuoteArgs {
     /// Provider name.
     #[arg(long)]
     pub provider: String,
-    /// Region class.
-    #[arg(long)]
+    /// Region class; for a provider of one cloud, the cloud location.
+    #[arg(long, visible_alias = "location")]
     pub class: String,
+    /// Exact plan of a provider of one cloud; sets placement plan=PLAN.
+    #[arg(long)]
+    pub plan: Option<String>,
+    /// Provider-specific placement KEY=VALUE (repeat for more).
+    #[arg(long = "placement", value_parser = parse_param)]
+    pub placement: Vec<(String, String)>,
     /// vCPUs.
     #[arg(long)]
     pub cpu: u32,
@@ -597,6 +629,7 @@ pub async fn quote(conn: &ConnArgs, args: QuoteArgs) -> anyhow::Result<()> {
         "class": args.class,
         "os": args.os,
         "public": args.public,
+        "placement": placement(args.placement, args.plan),
     });
     let view: QuoteView = client
         .post(&format!("{}/quote", project_url(&org, &project)), &body)
@@ -903,6 +936,7 @@ mod golden {
             public: false,
             endpoints: Vec::new(),
             app: None,
+            placement: Default::default(),
             generation: 3,
             deleting: false,
             nodes: NodeCounts {
