@@ -145,8 +145,9 @@ impl PartnerProvider {
         Some(all.into_values().collect())
     }
 
-    /// Whether the site guard lacks a cloud's addresses: the last pass could not list the
-    /// stable addresses of at least one keyed cloud, so a live site may be missed.
+    /// Whether the site guard lacks a cloud's addresses ("site guard incomplete"): the last
+    /// pass could not list at least one keyed cloud (its instances or its addresses), so a
+    /// live site may be missed. Clears with the next complete pass.
     pub fn site_guard_incomplete(&self) -> bool {
         !lock(&self.shared.inventory.memory)
             .unlisted_addresses
@@ -167,6 +168,8 @@ impl PartnerProvider {
     pub(crate) async fn report_inventory(&self) -> Option<proto::Inventory> {
         if self.standing_by() {
             tracing::debug!("standing by: no cloud is listed and no inventory is sent");
+            // A later serving period logs each remapped site afresh.
+            lock(&self.shared.inventory.memory).guard_logged.clear();
             return None;
         }
         self.become_serving();
@@ -177,11 +180,10 @@ impl PartnerProvider {
                 listing
             }
             Err((cloud, failure)) => {
-                if let ListFailure::Addresses(_) = failure {
-                    lock(&shared.inventory.memory)
-                        .unlisted_addresses
-                        .insert(cloud);
-                }
+                // Either way this cloud's addresses were not read this pass.
+                lock(&shared.inventory.memory)
+                    .unlisted_addresses
+                    .insert(cloud);
                 let error = match &failure {
                     ListFailure::Instances(e) | ListFailure::Addresses(e) => e,
                 };

@@ -255,6 +255,44 @@ mod tests {
     }
 
     #[test]
+    fn deploys_into_a_remapped_live_site_are_refused_in_neutral_words() {
+        let p = crate::PartnerProvider::new(
+            config(),
+            crate::PartnerOptions::default(),
+            crate::ReplicaInfo {
+                host: "h".into(),
+                pid: 1,
+                slot: 0,
+            },
+        )
+        .unwrap();
+        let shared = &p.shared;
+        assert_eq!(refuses(shared, "n-1", "eu-central-a"), None, "nothing live");
+        let live = |location: &str| LiveSite {
+            cloud: Cloud::Hetzner,
+            location: LocationId::new(location),
+        };
+        lock(&shared.state).set_live(SiteName::new("eu-central-a"), live("fsn1"));
+        assert_eq!(
+            refuses(shared, "n-1", "eu-central-a"),
+            None,
+            "live where mapped"
+        );
+        lock(&shared.state).set_live(SiteName::new("eu-central-a"), live("nbg1"));
+        let words = refuses(shared, "n-1", "eu-central-a").unwrap();
+        assert_eq!(words, words::could_not_create("n-1", "eu-central-a"));
+        for name in ["hetzner", "fsn1", "nbg1", "Falkenstein", "Nuremberg"] {
+            assert!(!words.contains(name), "{words}");
+        }
+        lock(&shared.state).set_live(SiteName::new("no-such-site"), live("fsn1"));
+        assert_eq!(
+            refuses(shared, "n-1", "no-such-site"),
+            None,
+            "not in the map"
+        );
+    }
+
+    #[test]
     fn a_site_live_elsewhere_than_the_map_is_remapped() {
         let cfg = config();
         let listing = Listing {
