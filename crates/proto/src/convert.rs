@@ -381,6 +381,7 @@ impl TryFrom<pb::Catalog> for Catalog {
             classes: indexed(c.classes, "classes")?,
             os: indexed(c.os, "os")?,
             availability: message(c.availability, "availability")?,
+            site_gateways: c.site_gateways,
         })
     }
 }
@@ -416,6 +417,7 @@ impl From<Catalog> for pb::Catalog {
                     .collect(),
                 public_ipv4_offered: c.availability.public_ipv4_offered,
             }),
+            site_gateways: c.site_gateways,
         }
     }
 }

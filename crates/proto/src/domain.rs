@@ -190,6 +190,9 @@ pub struct Catalog {
     pub classes: Vec<ClassInfo>,
     pub os: Vec<OsInfo>,
     pub availability: Availability,
+    /// Every site needs one gateway node while it has a tenant node; the zone keeps pool
+    /// `sys/sys/gw-<site>` at one gateway for each such site (the partner's sites).
+    pub site_gateways: bool,
 }
 
 /// The zone asks what a node would cost, and where.

@@ -49,6 +49,7 @@ fn provider_messages() -> Vec<ProviderMessage> {
                 }],
                 public_ipv4_offered: 3,
             },
+            site_gateways: true,
         }),
         ProviderBody::QuoteReply {
             node_id: node("n1"),

@@ -40,6 +40,8 @@ pub struct FakeConfig {
     /// Monthly USD price per vCPU; `None` quotes unpriced nodes.
     pub price_per_vcpu_month: Option<Decimal>,
     pub public_ipv4_offered: u32,
+    /// Whether its sites need gateways (as the partner's do).
+    pub site_gateways: bool,
 }
 
 impl Default for FakeConfig {
@@ -72,6 +74,7 @@ impl Default for FakeConfig {
             )],
             price_per_vcpu_month: Some(Decimal::new(250, 2)),
             public_ipv4_offered: 4,
+            site_gateways: false,
         }
     }
 }
@@ -320,6 +323,7 @@ impl Provider for FakeProvider {
                 classes: availability,
                 public_ipv4_offered: self.config.public_ipv4_offered,
             },
+            site_gateways: self.config.site_gateways,
         }
     }
 

@@ -90,6 +90,7 @@ impl ProviderDirectory for FixedDirectory {
                 title: "Debian 12".into(),
             }],
             availability: orc_proto::Availability::default(),
+            site_gateways: false,
         })
     }
 }
