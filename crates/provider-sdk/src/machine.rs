@@ -634,6 +634,7 @@ impl<M: MachineProvider> MachineAdapter<M> {
             classes,
             os,
             availability,
+            site_gateways: false,
         }
     }
 
