@@ -220,11 +220,14 @@ impl Drop for ArgvSampler {
     }
 }
 
+/// Commands sent over SSH, each with its stdin.
+type Sent = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
 /// The real executor, recording every command and stdin it sends.
 #[derive(Clone, Default)]
 struct Recording {
     inner: RusshExecutor,
-    sent: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    sent: Sent,
 }
 
 impl SshExecutor for Recording {

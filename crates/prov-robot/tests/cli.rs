@@ -1,0 +1,101 @@
+//! The `orc-prov-robot` binary: `validate` and `offers` against the Robot emulator.
+
+mod support;
+
+use std::process::Command;
+
+use support::*;
+
+fn bin() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_orc-prov-robot"));
+    command
+        .env_remove("ORC_PARAM_ACCOUNT")
+        .env_remove("ORC_PARAM_ACCOUNT_FILE")
+        .env_remove("ORC_PARAM_API_URL");
+    command
+}
+
+fn account_json(dir: &std::path::Path) -> String {
+    let password = dir.join("pw");
+    std::fs::write(&password, ROBOT_PASSWORD).unwrap();
+    serde_json::json!({
+        "user": ROBOT_USER,
+        "password": format!("file://{}", password.display()),
+        "rescue_key_fingerprint": SEED_FINGERPRINT,
+        "rescue_key": "env://ORC_TEST_RESCUE_KEY",
+    })
+    .to_string()
+}
+
+#[test]
+fn validate_prints_the_config_without_secrets_or_names_every_bad_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        .arg("validate")
+        .env("ORC_PARAM_ACCOUNT", account_json(dir.path()))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("user: demo"), "{stdout}");
+    assert!(
+        stdout.contains("image: Ubuntu-2404-noble-amd64-base.tar.gz"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("product AX102: 32 vCPU, 128 GiB"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains(ROBOT_PASSWORD), "{stdout}");
+
+    let file = dir.path().join("bad.json");
+    std::fs::write(
+        &file,
+        r#"{"user":"demo","password":"hunter2","image":"a b"}"#,
+    )
+    .unwrap();
+    let out = bin()
+        .arg("validate")
+        .env("ORC_PARAM_ACCOUNT_FILE", &file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for field in ["password", "rescue_key", "rescue_key_fingerprint", "image"] {
+        assert!(
+            stderr.contains(&format!("{field}:")),
+            "{field} not named: {stderr}"
+        );
+    }
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offers_lists_the_free_servers() {
+    let emu = robot_emulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = bin();
+    command
+        .arg("offers")
+        .env("ORC_PARAM_ACCOUNT", account_json(dir.path()))
+        .env("ORC_PARAM_API_URL", robot_url(&emu));
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(
+        lines[1].starts_with("EX44\thel1\t20\t64\ttrue\t"),
+        "{stdout}"
+    );
+}
