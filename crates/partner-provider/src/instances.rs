@@ -17,7 +17,7 @@ use orc_partner::ids::Cloud;
 use orc_proto::NodeState;
 
 use crate::clients::CloudClients;
-use crate::naming::{CHILD_KEY, Marks, NODE_KEY, OWNER_KEY};
+use crate::naming::{CHILD_KEY, Marks, NODE_KEY, OWNER_KEY, POOL_KEY, SITE_KEY};
 
 /// Which instances are the partner's: its child value and every owned tag of a cloud.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,6 +169,54 @@ pub async fn list_by_tag(
                 return Ok(Vec::new());
             };
             vultr_list(client, tag.to_string(), ownership).await
+        }
+    }
+}
+
+/// The partner's instances in `cloud` at `site` (tenant nodes and gateways): one listing.
+pub async fn list_at_site(
+    clients: &CloudClients,
+    cloud: Cloud,
+    site: &str,
+    ownership: &Ownership,
+) -> Result<Vec<Owned>, CloudError> {
+    match cloud {
+        Cloud::Hetzner => {
+            let Some(client) = &clients.hetzner else {
+                return Ok(Vec::new());
+            };
+            let selector = format!("{SITE_KEY}={site},{CHILD_KEY}={}", ownership.child);
+            hetzner_list(client, selector, ownership).await
+        }
+        Cloud::Vultr => {
+            let Some(client) = &clients.vultr else {
+                return Ok(Vec::new());
+            };
+            vultr_list(client, format!("{SITE_KEY}={site}"), ownership).await
+        }
+    }
+}
+
+/// The partner's instances in `cloud` of the pool with mark `pool_mark`: one listing.
+pub async fn list_of_pool(
+    clients: &CloudClients,
+    cloud: Cloud,
+    pool_mark: &str,
+    ownership: &Ownership,
+) -> Result<Vec<Owned>, CloudError> {
+    match cloud {
+        Cloud::Hetzner => {
+            let Some(client) = &clients.hetzner else {
+                return Ok(Vec::new());
+            };
+            let selector = format!("{POOL_KEY}={pool_mark},{CHILD_KEY}={}", ownership.child);
+            hetzner_list(client, selector, ownership).await
+        }
+        Cloud::Vultr => {
+            let Some(client) = &clients.vultr else {
+                return Ok(Vec::new());
+            };
+            vultr_list(client, format!("{POOL_KEY}={pool_mark}"), ownership).await
         }
     }
 }

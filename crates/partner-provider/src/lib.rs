@@ -5,8 +5,11 @@
 //!   in the background and never during a quote;
 //! - [`provider`]: the `orc_provider_sdk::Provider` implementation — hello, catalog, quotes
 //!   over the live catalogs and the quote state, deploys, destroys, inventory, counting;
+//! - [`deploy`]: deploys and destroys of tenant nodes and site gateways;
+//! - [`pools`]: public pools' addresses;
 //! - [`instances`]: finding, listing, creating and deleting the partner's instances;
 //! - [`inventory`]: the inventory pass sent to the zone;
+//! - [`sites`]: site networks, stable addresses and sealed keys, opened and closed;
 //! - [`naming`]: the labels and tags recorded on every instance, and instance names;
 //! - [`token`]: quote tokens that carry an offer to its deploy;
 //! - [`clients`]: one HTTP client per keyed cloud;
@@ -18,11 +21,14 @@
 
 pub mod cli;
 pub mod clients;
+pub mod deploy;
 pub mod instances;
 pub mod inventory;
 pub mod live;
 pub mod naming;
+pub mod pools;
 pub mod provider;
+pub mod sites;
 pub mod token;
 
 pub use provider::{PartnerOptions, PartnerProvider, ReplicaInfo};

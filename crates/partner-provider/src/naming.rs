@@ -334,13 +334,13 @@ impl Prefix {
     }
 
     /// The prefix length.
-    pub fn len(self) -> u8 {
+    pub fn bits(self) -> u8 {
         24
     }
 
     /// As a label value: `10.64.3.0-24` (a label value holds no `/`).
     pub fn label_value(self) -> String {
-        format!("{}-{}", self.network(), self.len())
+        format!("{}-{}", self.network(), self.bits())
     }
 
     /// Reads `10.64.3.0/24` or `10.64.3.0-24`.
@@ -359,7 +359,7 @@ impl Prefix {
 
 impl fmt::Display for Prefix {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.network(), self.len())
+        write!(f, "{}/{}", self.network(), self.bits())
     }
 }
 
@@ -565,6 +565,15 @@ pub fn sealed_public_key(child: &str, owner_tag: &str) -> String {
     format!(
         "ssh-ed25519 {} orc-sealed",
         base64::engine::general_purpose::STANDARD.encode(blob)
+    )
+}
+
+/// A cloud-unique name for a site resource of one installation: `orc-<what>-<site>-` and
+/// 8 hex digits of a hash of the child value and owner tag.
+pub fn scoped_name(what: &str, site: &str, child: &str, owner_tag: &str) -> String {
+    format!(
+        "orc-{what}-{site}-{}",
+        &hashed(&format!("{child}/{owner_tag}"))[1..9]
     )
 }
 

@@ -23,23 +23,20 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use orc_cloud::hetzner::{CreateServer, ImageRef, ServerFilter};
-use orc_cloud::vultr::{CreateInstance, InstanceSource};
-use orc_cloud::{CloudError, HcloudImageId, VultrInstanceId, VultrOsId};
-use orc_common::Money;
+use orc_cloud::CloudError;
 use orc_partner::ids::{ClassId, Cloud, NodeId, OsId, PoolId, SiteName, Timestamp};
 use orc_partner::params::Config;
 use orc_partner::quote::{Decision, Purpose, QuoteRequest, RefusalKind, quote};
-use orc_partner::state::{CloudUsage, QuoteState, Reservation};
+use orc_partner::state::{CloudUsage, QuoteState};
 use orc_partner::words;
 use orc_proto as proto;
 use orc_provider_sdk::{HelloInfo, ProgressSink, Provider};
 use tokio::task::JoinHandle;
 
 use crate::clients::CloudClients;
-use crate::instances::{self, Owned, Ownership};
+use crate::instances::{self, Ownership};
 use crate::live::LiveCatalogs;
-use crate::naming::{self, Marks, Role};
+use crate::naming::{self, Role};
 use crate::token::OfferToken;
 
 /// Timing of the provider process.
@@ -115,6 +112,8 @@ pub(crate) struct Shared {
     pub(crate) known: Mutex<BTreeMap<String, SiteName>>,
     pub(crate) ownership: BTreeMap<Cloud, Ownership>,
     pub(crate) hello: HelloInfo,
+    /// Open sites and sealed keys known to this process.
+    pub(crate) sites: crate::sites::SiteCache,
     /// What the inventory pass remembers between passes.
     pub(crate) inventory: crate::inventory::InventoryState,
 }
@@ -143,7 +142,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn refused(kind: proto::RefusalKind, words: String) -> proto::Refusal {
+pub(crate) fn refused(kind: proto::RefusalKind, words: String) -> proto::Refusal {
     proto::Refusal::new(kind, words)
 }
 
@@ -205,6 +204,7 @@ impl PartnerProvider {
                 known: Mutex::new(BTreeMap::new()),
                 ownership,
                 hello,
+                sites: Default::default(),
                 inventory: Default::default(),
             }),
             tasks: Mutex::new(Vec::new()),
@@ -262,7 +262,7 @@ impl PartnerProvider {
         tasks.push(runtime.spawn(count_capped_clouds(shared)));
     }
 
-    fn class_title(&self, class: &str) -> String {
+    pub(crate) fn class_title(&self, class: &str) -> String {
         self.shared
             .config
             .regions
@@ -280,13 +280,6 @@ impl PartnerProvider {
                     .await;
         }
         let node = q.node_id.as_str().to_string();
-        if !q.shape.disks_gib.is_empty() {
-            tracing::info!(node = %node, class = %q.class, "Extra disks are not deployed by this partner yet; the quote is refused");
-            return proto::QuoteReply::Refused(refused(
-                proto::RefusalKind::OperatorFix,
-                words::needs_operator_in_class(&node, q.class.as_str()),
-            ));
-        }
         let at = now();
         let known_site = lock(&shared.known).get(&node).cloned();
         let request = QuoteRequest {
@@ -363,7 +356,7 @@ impl PartnerProvider {
     }
 
     /// The refusal for a cloud error during a deploy at `site`, logged for the operator.
-    fn deploy_failure(&self, token: &OfferToken, error: &CloudError) -> proto::Refusal {
+    pub(crate) fn deploy_failure(&self, token: &OfferToken, error: &CloudError) -> proto::Refusal {
         let node = &token.node;
         let site = &token.site;
         tracing::debug!(node = %node, site = %site, error = %error, "the cloud's answer");
@@ -388,364 +381,6 @@ impl PartnerProvider {
                 proto::RefusalKind::Failed,
                 words::could_not_create(node, site),
             )
-        }
-    }
-
-    /// Carries out one deploy (the body of [`Provider::deploy`]).
-    async fn carry_out_deploy(&self, d: proto::Deploy) -> proto::DeployResult {
-        self.become_serving();
-        let node = d.node_id.as_str().to_string();
-        let token = match OfferToken::decode(d.quote_token.as_str()) {
-            Ok(token) if token.node == node => token,
-            Ok(token) => {
-                tracing::warn!(node = %node, token_node = %token.node, "a deploy came with another node's quote token");
-                return refuse(words::could_not_create(&node, &token.site));
-            }
-            Err(e) => {
-                tracing::warn!(node = %node, error = %e, "a deploy came with a quote token the partner cannot read");
-                return refuse(words::could_not_create(&node, "(unknown)"));
-            }
-        };
-        let config = &self.shared.config;
-        let mapped = config.regions.site(&token.site).is_some_and(|(_, site)| {
-            site.cloud == token.cloud && site.location.as_str() == token.location
-        });
-        if !mapped {
-            tracing::info!(node = %node, site = %token.site, "The site of this offer is no longer mapped where the offer put it; the deploy fails");
-            return refuse(words::could_not_create(&node, &token.site));
-        }
-        if !naming::is_label_value(&node) {
-            tracing::warn!(node = %node, "This node id cannot be recorded on a cloud instance (at most 63 letters, digits, '-', '_' or '.')");
-            return refuse(words::could_not_create(&node, &token.site));
-        }
-        let keyed = config.cloud(token.cloud).is_some_and(|c| c.is_keyed());
-        let Some(ownership) = self.shared.ownership.get(&token.cloud).filter(|_| keyed) else {
-            tracing::info!(node = %node, site = %token.site, "The site's cloud has no key; the operator must add one");
-            return proto::DeployResult::Refused(refused(
-                proto::RefusalKind::OperatorFix,
-                words::needs_operator(&node, &token.site),
-            ));
-        };
-        let Some(owner_tag) = ownership.tags.first().cloned() else {
-            return proto::DeployResult::Refused(refused(
-                proto::RefusalKind::OperatorFix,
-                words::needs_operator(&node, &token.site),
-            ));
-        };
-        let clients = &self.shared.clients;
-        match instances::find_node(clients, token.cloud, &node, ownership).await {
-            Ok(found) => {
-                if let Some(existing) = found.into_iter().next() {
-                    return self.finish(&token, existing, false).await;
-                }
-            }
-            Err(e) => return proto::DeployResult::Refused(self.deploy_failure(&token, &e)),
-        }
-        if token.expired(now()) {
-            lock(&self.shared.state).release(&NodeId::new(node.as_str()));
-            tracing::info!(node = %node, site = %token.site, "The offer lapsed before the deploy; the node will be quoted again");
-            return refuse(words::could_not_create(&node, &token.site));
-        }
-        let user_data = match user_data(&d.bootstrap.0, &d.ssh_keys, config) {
-            Ok(data) => data,
-            Err(problem) => {
-                tracing::warn!(node = %node, problem, "the node's first-boot payload cannot be used");
-                return refuse(words::could_not_create(&node, &token.site));
-            }
-        };
-        let marks = Marks {
-            owner_tag,
-            child: ownership.child.clone(),
-            node_id: node.clone(),
-            site: token.site.clone(),
-            role: if token.gateway {
-                Role::Gateway
-            } else {
-                Role::Node
-            },
-            rate: token.rate,
-            account_monthly: token.account_monthly,
-            pool: (!token.pool.is_empty()).then(|| naming::pool_label(&token.pool)),
-            gateway_gen: token
-                .gateway
-                .then(|| naming::gateway_generation(config, token.cloud)),
-        };
-        tracing::info!(node = %node, site = %token.site, "Creating the node's instance");
-        let created = match token.cloud {
-            Cloud::Hetzner => {
-                self.create_hetzner(&token, &marks, user_data, ownership)
-                    .await
-            }
-            Cloud::Vultr => {
-                self.create_vultr(&token, &marks, user_data, ownership)
-                    .await
-            }
-        };
-        match created {
-            Ok(owned) => self.finish(&token, owned, true).await,
-            Err(refusal) => proto::DeployResult::Refused(refusal),
-        }
-    }
-
-    async fn create_hetzner(
-        &self,
-        token: &OfferToken,
-        marks: &Marks,
-        user_data: Option<String>,
-        ownership: &Ownership,
-    ) -> Result<Owned, proto::Refusal> {
-        let Some(client) = &self.shared.clients.hetzner else {
-            return Err(refused(
-                proto::RefusalKind::OperatorFix,
-                words::needs_operator(&token.node, &token.site),
-            ));
-        };
-        let Ok(image) = token.image.parse::<u64>() else {
-            return Err(refused(
-                proto::RefusalKind::Failed,
-                words::could_not_create(&token.node, &token.site),
-            ));
-        };
-        let name = naming::hostname(&token.node);
-        let mut request = CreateServer::new(
-            name.clone(),
-            token.plan.clone(),
-            ImageRef::Id(HcloudImageId(image)),
-        );
-        request.location = Some(token.location.clone());
-        request.labels = marks.hetzner_labels();
-        request.user_data = user_data;
-        match client.create_server(&request).await {
-            Ok(created) => {
-                let deadline = tokio::time::Instant::now() + self.shared.options.deploy_deadline;
-                let waited = client
-                    .wait_for_actions(
-                        &created.action_ids(),
-                        self.shared.options.poll_interval,
-                        deadline,
-                    )
-                    .await;
-                match waited {
-                    Ok(_) => hetzner_owned_or_fail(&created.server, ownership, token),
-                    Err(e @ CloudError::ActionFailed { .. }) => {
-                        let r = format!("hetzner:{}", created.server.id);
-                        if let Err(cleanup) = instances::delete(&self.shared.clients, &r).await {
-                            tracing::warn!(node = %token.node, instance = %r, error = %cleanup, "a server whose creation failed could not be deleted; the next deploy or inventory finds it");
-                        }
-                        Err(self.deploy_failure(token, &e))
-                    }
-                    Err(e) => Err(self.deploy_failure(token, &e)),
-                }
-            }
-            Err(CloudError::Provider {
-                status: 409,
-                code: Some(code),
-                ..
-            }) if code == "uniqueness_error" => {
-                let winner = client
-                    .list_servers(&ServerFilter {
-                        name: Some(name),
-                        ..ServerFilter::default()
-                    })
-                    .await
-                    .map_err(|e| self.deploy_failure(token, &e))?;
-                winner
-                    .iter()
-                    .filter_map(|s| instances::hetzner_owned(s, ownership))
-                    .find(|o| o.marks.node_id == token.node)
-                    .ok_or_else(|| {
-                        tracing::warn!(node = %token.node, "the node's server name is held by an instance that is not this node's");
-                        refused(
-                            proto::RefusalKind::Failed,
-                            words::could_not_create(&token.node, &token.site),
-                        )
-                    })
-            }
-            Err(e) => Err(self.deploy_failure(token, &e)),
-        }
-    }
-
-    async fn create_vultr(
-        &self,
-        token: &OfferToken,
-        marks: &Marks,
-        user_data: Option<String>,
-        ownership: &Ownership,
-    ) -> Result<Owned, proto::Refusal> {
-        let Some(client) = &self.shared.clients.vultr else {
-            return Err(refused(
-                proto::RefusalKind::OperatorFix,
-                words::needs_operator(&token.node, &token.site),
-            ));
-        };
-        let Ok(os) = token.image.parse::<u64>() else {
-            return Err(refused(
-                proto::RefusalKind::Failed,
-                words::could_not_create(&token.node, &token.site),
-            ));
-        };
-        let name = naming::hostname(&token.node);
-        let mut request = CreateInstance::new(
-            token.location.as_str(),
-            token.plan.as_str(),
-            InstanceSource::Os(VultrOsId(os)),
-        );
-        request.label = Some(name.clone());
-        request.hostname = Some(name);
-        request.tags = marks.vultr_tags();
-        request.user_data = user_data;
-        match client.create_instance(&request).await {
-            Ok(instance) => instances::vultr_owned(&instance, ownership).ok_or_else(|| {
-                tracing::warn!(node = %token.node, "the created instance does not carry the partner's tags");
-                refused(
-                    proto::RefusalKind::Failed,
-                    words::could_not_create(&token.node, &token.site),
-                )
-            }),
-            Err(e) => Err(self.deploy_failure(token, &e)),
-        }
-    }
-
-    /// Waits (Vultr) until the instance has its address, then answers it as deployed and
-    /// commits its usage. A replica that created the node without holding its reservation
-    /// (the quote was answered by another replica) records the usage from the token.
-    async fn finish(
-        &self,
-        token: &OfferToken,
-        mut owned: Owned,
-        created: bool,
-    ) -> proto::DeployResult {
-        if owned.addresses.is_empty() && owned.cloud == Cloud::Vultr {
-            let Some(client) = &self.shared.clients.vultr else {
-                return refuse(words::could_not_create(&token.node, &token.site));
-            };
-            let id = owned
-                .instance_ref
-                .strip_prefix("vultr:")
-                .unwrap_or_default()
-                .to_string();
-            let deadline = tokio::time::Instant::now() + self.shared.options.deploy_deadline;
-            let ownership = &self.shared.ownership[&Cloud::Vultr];
-            while owned.addresses.is_empty() {
-                if tokio::time::Instant::now() + self.shared.options.poll_interval > deadline {
-                    tracing::info!(node = %token.node, site = %token.site, "The instance has no address yet; the deploy will be retried");
-                    return proto::DeployResult::Refused(refused(
-                        proto::RefusalKind::Transient,
-                        words::could_not_finish(&self.class_title(&token.class)),
-                    ));
-                }
-                tokio::time::sleep(self.shared.options.poll_interval).await;
-                match client
-                    .get_instance(&VultrInstanceId::from(id.as_str()))
-                    .await
-                {
-                    Ok(Some(instance)) => match instances::vultr_owned(&instance, ownership) {
-                        Some(fresh) => owned = fresh,
-                        None => return refuse(words::could_not_create(&token.node, &token.site)),
-                    },
-                    Ok(None) => return refuse(words::could_not_create(&token.node, &token.site)),
-                    Err(e) => return proto::DeployResult::Refused(self.deploy_failure(token, &e)),
-                }
-            }
-        }
-        let node_id = NodeId::new(token.node.as_str());
-        {
-            let mut state = lock(&self.shared.state);
-            if created && state.reservation(&node_id).is_none() {
-                state.reserve(
-                    node_id.clone(),
-                    Reservation {
-                        cloud: owned.cloud,
-                        site: SiteName::new(owned.marks.site.as_str()),
-                        purpose: match owned.marks.role {
-                            Role::Node => Purpose::Tenant,
-                            Role::Gateway => Purpose::Gateway,
-                        },
-                        usd_monthly: owned.marks.usd_monthly(),
-                        expires_at: now().plus(Duration::from_secs(60)),
-                    },
-                );
-            }
-            state.commit(&node_id);
-        }
-        let site = SiteName::new(owned.marks.site.as_str());
-        lock(&self.shared.known).insert(token.node.clone(), site.clone());
-        let (Ok(node), Ok(site), Ok(instance_ref)) = (
-            proto::NodeId::new(token.node.as_str()),
-            proto::SiteName::new(site.as_str()),
-            proto::InstanceRef::new(owned.instance_ref.as_str()),
-        ) else {
-            return refuse(words::could_not_create(&token.node, &token.site));
-        };
-        tracing::info!(node = %token.node, site = %site, instance = %owned.instance_ref, "The node's instance exists");
-        proto::DeployResult::Deployed(proto::Deployed {
-            node_id: node,
-            site,
-            addresses: owned.addresses,
-            price: owned.marks.usd_monthly().map(Money::usd_per_month),
-            instance_ref,
-        })
-    }
-
-    /// Destroys every instance of a node (the body of [`Provider::destroy`]).
-    async fn carry_out_destroy(&self, node_id: proto::NodeId) -> proto::DestroyResult {
-        self.become_serving();
-        let node = node_id.as_str().to_string();
-        let shared = &self.shared;
-        lock(&shared.state).release(&NodeId::new(node.as_str()));
-        let mut site_of_failure = None;
-        for cloud in shared.clients.keyed() {
-            let Some(ownership) = shared.ownership.get(&cloud) else {
-                continue;
-            };
-            let found = match instances::find_node(&shared.clients, cloud, &node, ownership).await {
-                Ok(found) => found,
-                Err(e) => {
-                    tracing::info!(node = %node, %cloud, "The node's instances could not be looked up; the destroy will be retried");
-                    tracing::debug!(node = %node, error = %e, "the cloud's answer");
-                    site_of_failure = Some(None);
-                    continue;
-                }
-            };
-            for owned in found {
-                match instances::delete(&shared.clients, &owned.instance_ref).await {
-                    Ok(()) => {
-                        tracing::info!(node = %node, site = %owned.marks.site, instance = %owned.instance_ref, "The node's instance is deleted");
-                        let purpose = match owned.marks.role {
-                            Role::Node => Purpose::Tenant,
-                            Role::Gateway => Purpose::Gateway,
-                        };
-                        lock(&shared.state).node_ended(cloud, purpose, owned.marks.usd_monthly());
-                        lock(&shared.known).remove(&node);
-                    }
-                    Err(e) => {
-                        tracing::info!(node = %node, site = %owned.marks.site, "The node's instance could not be deleted; the destroy will be retried");
-                        tracing::debug!(node = %node, error = %e, "the cloud's answer");
-                        site_of_failure = Some(Some(owned.marks.site.clone()));
-                    }
-                }
-            }
-        }
-        match site_of_failure {
-            None => proto::DestroyResult::Destroyed,
-            Some(site) => {
-                let title = site
-                    .and_then(|s| {
-                        shared
-                            .config
-                            .regions
-                            .site(&s)
-                            .map(|(class, _)| class.clone())
-                    })
-                    .map_or_else(
-                        || "its region".to_string(),
-                        |c| self.class_title(c.as_str()),
-                    );
-                proto::DestroyResult::Refused(refused(
-                    proto::RefusalKind::Transient,
-                    words::could_not_finish(&title),
-                ))
-            }
         }
     }
 
@@ -808,69 +443,9 @@ impl PartnerProvider {
                 classes: availability,
                 public_ipv4_offered,
             },
+            site_gateways: true,
         }
     }
-}
-
-fn refuse(words: String) -> proto::DeployResult {
-    proto::DeployResult::Refused(refused(proto::RefusalKind::Failed, words))
-}
-
-fn hetzner_owned_or_fail(
-    server: &orc_cloud::hetzner::Server,
-    ownership: &Ownership,
-    token: &OfferToken,
-) -> Result<Owned, proto::Refusal> {
-    instances::hetzner_owned(server, ownership).ok_or_else(|| {
-        tracing::warn!(node = %token.node, "the created server does not carry the partner's labels");
-        refused(
-            proto::RefusalKind::Failed,
-            words::could_not_create(&token.node, &token.site),
-        )
-    })
-}
-
-/// The node's user data: the zone's bootstrap payload, plus a cloud-config that installs
-/// the deploy's SSH keys and the `ssh_keys` param for root. With both, a MIME multipart
-/// document carries the two parts. `Err` names what is wrong.
-pub fn user_data(
-    bootstrap: &[u8],
-    deploy_keys: &[String],
-    config: &Config,
-) -> Result<Option<String>, &'static str> {
-    let bootstrap = std::str::from_utf8(bootstrap).map_err(|_| "the bootstrap is not UTF-8")?;
-    let mut keys: Vec<String> = deploy_keys.iter().map(|k| k.trim().to_string()).collect();
-    for key in &config.ssh_keys {
-        keys.push(
-            key.to_openssh()
-                .map_err(|_| "an ssh_keys entry cannot be written")?,
-        );
-    }
-    keys.retain(|k| !k.is_empty());
-    keys.dedup();
-    let cloud_config = (!keys.is_empty()).then(|| {
-        let mut text = "#cloud-config\nssh_authorized_keys:\n".to_string();
-        for key in &keys {
-            text.push_str(&format!("  - {}\n", serde_json::Value::String(key.clone())));
-        }
-        text
-    });
-    Ok(match (bootstrap.is_empty(), cloud_config) {
-        (true, None) => None,
-        (true, Some(cc)) => Some(cc),
-        (false, None) => Some(bootstrap.to_string()),
-        (false, Some(cc)) => {
-            let boundary = "==orc-partner-user-data==";
-            let kind = if bootstrap.starts_with("#cloud-config") {
-                "text/cloud-config"
-            } else {
-                "text/x-shellscript"
-            };
-            Some(format!(
-                "Content-Type: multipart/mixed; boundary=\"{boundary}\"\nMIME-Version: 1.0\n\n--{boundary}\nContent-Type: text/cloud-config; charset=\"utf-8\"\n\n{cc}\n--{boundary}\nContent-Type: {kind}; charset=\"utf-8\"\n\n{bootstrap}\n--{boundary}--\n"
-            ))
-        }
-    })
 }
 
 /// How soon a failed catalog read is tried again (never later than the refresh interval).
@@ -967,8 +542,8 @@ impl Provider for PartnerProvider {
         self.answer_quote(quote).await
     }
 
-    async fn deploy(&self, deploy: proto::Deploy, _progress: ProgressSink) -> proto::DeployResult {
-        self.carry_out_deploy(deploy).await
+    async fn deploy(&self, deploy: proto::Deploy, progress: ProgressSink) -> proto::DeployResult {
+        self.carry_out_deploy(deploy, &progress).await
     }
 
     async fn destroy(&self, node_id: proto::NodeId) -> proto::DestroyResult {
@@ -984,6 +559,7 @@ impl Provider for PartnerProvider {
             proto::Role::Serving => self.become_serving(),
             proto::Role::Standby => {
                 let previous = self.shared.role.swap(ROLE_STANDBY, Ordering::SeqCst);
+                self.shared.sites.clear();
                 if previous != ROLE_STANDBY {
                     tracing::info!(
                         "Standing by: this replica reads no cloud account until it is handed work"
@@ -996,47 +572,7 @@ impl Provider for PartnerProvider {
 
 #[cfg(test)]
 mod tests {
-    use orc_partner::params::{MapSource, load_config};
-
     use super::*;
-
-    const KEY: &str =
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHkxbq0XPwVbYb2oZfhIfxXvqqxVGbAIbR2l4vXQdQ5Y ops";
-
-    fn config() -> Config {
-        load_config(
-            &MapSource::new()
-                .param("partner_id", "zone-1")
-                .param("vultr_api_key", "k")
-                .param("vultr_owner_tag", "t"),
-        )
-        .unwrap()
-    }
-
-    #[test]
-    fn user_data_carries_the_bootstrap_and_the_keys() {
-        let cfg = config();
-        assert_eq!(user_data(b"", &[], &cfg), Ok(None));
-        assert_eq!(
-            user_data(b"#!/bin/sh\ntrue\n", &[], &cfg),
-            Ok(Some("#!/bin/sh\ntrue\n".to_string()))
-        );
-        let keys_only = user_data(b"", &[KEY.to_string()], &cfg).unwrap().unwrap();
-        assert_eq!(
-            keys_only,
-            format!("#cloud-config\nssh_authorized_keys:\n  - \"{KEY}\"\n")
-        );
-        let both = user_data(b"#!/bin/sh\ntrue\n", &[KEY.to_string()], &cfg)
-            .unwrap()
-            .unwrap();
-        assert!(both.starts_with("Content-Type: multipart/mixed;"), "{both}");
-        assert!(both.contains("Content-Type: text/x-shellscript"), "{both}");
-        assert!(
-            both.contains(KEY) && both.contains("#!/bin/sh\ntrue\n"),
-            "{both}"
-        );
-        assert!(user_data(&[0xff, 0xfe], &[], &cfg).is_err());
-    }
 
     #[test]
     fn every_refusal_kind_has_its_wire_kind() {

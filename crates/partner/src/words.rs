@@ -59,6 +59,31 @@ pub fn could_not_create(node: &str, site: &str) -> String {
     format!("node {node} could not be created at site {site} this time")
 }
 
+/// Deploy progress: the site's private network and address are being prepared.
+pub fn progress_preparing_site(site: &str) -> String {
+    format!("preparing site {site}")
+}
+
+/// Deploy progress: the machine is being created.
+pub fn progress_creating() -> String {
+    "creating the machine".to_string()
+}
+
+/// Deploy progress: the extra disks are being attached.
+pub fn progress_disks() -> String {
+    "attaching the extra disks".to_string()
+}
+
+/// Deploy progress: the site gateway is taking its addresses.
+pub fn progress_gateway_addresses() -> String {
+    "connecting the site gateway".to_string()
+}
+
+/// Deploy progress: waiting for the machine to come up.
+pub fn progress_starting() -> String {
+    "waiting for the machine to start".to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
