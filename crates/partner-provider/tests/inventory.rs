@@ -764,3 +764,57 @@ async fn request_cost_of_one_pass_matches_the_documented_figures() {
     more_tags.insert("vultr.instances.list".to_string(), 2);
     assert_eq!(two_tags, more_tags, "{figures}");
 }
+
+/// Through the SDK runner, as the zone sees it: while a cloud cannot be listed no inventory
+/// arrives at all (the zone declares nothing lost); once it can, the complete one does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_the_runner_an_unreadable_cloud_sends_nothing_until_it_reads_again() {
+    use orc_provider_sdk::harness::ZoneHarness;
+    use orc_provider_sdk::{ProviderRunner, RunnerOptions};
+
+    let emu = emulators().await;
+    no_rate_limits(&emu).await;
+    let c = clouds(&emu);
+    c.hetzner_node("orc-partner-hetzner-a", "n-a", "eu-central-a", "fsn1")
+        .await;
+    control(
+        &hetzner_root(&emu),
+        "/_emu/faults",
+        serde_json::json!({"path": "/v1/servers", "method": "GET", "status": 503, "count": 1000}),
+    )
+    .await;
+    let (harness, connector) = ZoneHarness::in_memory();
+    let options = RunnerOptions {
+        inventory_interval: Some(std::time::Duration::from_millis(50)),
+        catalog_interval: None,
+        ..RunnerOptions::default()
+    };
+    let p = Arc::new(provider(config(&source(&emu, "a"))));
+    let runner = ProviderRunner::with_connector(connector, Arc::clone(&p), options);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(runner.run_until(async {
+        let _ = stopped.await;
+    }));
+    let conn = harness.accept().await.unwrap();
+    conn.welcome(Role::Serving).await.unwrap();
+
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while !p.site_guard_incomplete() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("a pass ran into the unreadable cloud");
+    let silent =
+        tokio::time::timeout(std::time::Duration::from_millis(300), conn.next_inventory()).await;
+    assert!(silent.is_err(), "an inventory arrived: {silent:?}");
+
+    clear_faults(&hetzner_root(&emu)).await;
+    let inventory = tokio::time::timeout(std::time::Duration::from_secs(10), conn.next_inventory())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(node_ids(&inventory), ["n-a"]);
+    let _ = stop.send(());
+    task.await.unwrap();
+}
