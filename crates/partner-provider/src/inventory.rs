@@ -191,10 +191,17 @@ impl PartnerProvider {
                 return None;
             }
         };
-        guard::update(shared, &listing);
         let mut listing = listing;
-        if let Some(domain) = &shared.config.ptr_domain {
-            rdns::converge(shared, domain.as_str(), &mut listing.addresses).await;
+        let domain = shared.config.ptr_domain.as_ref().map(|d| d.as_str());
+        // The names are read before the guard runs: a stable address's name tells where its
+        // site is live.
+        let unread = match domain {
+            Some(_) => rdns::read_vultr_names(shared, &mut listing.addresses).await,
+            None => BTreeMap::new(),
+        };
+        guard::update(shared, &listing);
+        if let Some(domain) = domain {
+            rdns::converge(shared, domain, &listing.addresses, &unread).await;
         }
         Some(build_report(shared, &listing))
     }

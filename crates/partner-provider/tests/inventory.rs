@@ -21,6 +21,7 @@ use orc_cloud::{
 };
 use orc_common::{Architecture, Shape};
 use orc_emu::RunningEmulators;
+use orc_partner::ids::Cloud;
 use orc_partner_provider::PartnerProvider;
 use orc_partner_provider::naming::{
     Marks, Prefix, ResourceKind, ResourceMarks, Role as NodeRole, pool_label,
@@ -685,6 +686,55 @@ async fn a_reverse_dns_failure_is_logged_once_while_it_lasts() {
         1,
         "{}",
         logs.text()
+    );
+}
+
+/// A stable address's reverse DNS name says where a site is live too: an address whose
+/// name was left as `gw-eu-nordic-b.<ptr_domain>` marks eu-nordic-b live where the address
+/// is, until the pass names the address after its own site again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_name_in_reverse_dns_makes_its_site_live_where_the_address_is() {
+    let emu = emulators().await;
+    no_rate_limits(&emu).await;
+    let c = clouds(&emu);
+    let owner = "orc-partner-vultr-a";
+    let gw = c
+        .vultr_node(owner, "n-gw", "us-east-b", "ewr", NodeRole::Gateway)
+        .await;
+    let stable = c
+        .vultr_address(
+            &resource(owner, ResourceKind::Stable, "us-east-b"),
+            "ewr",
+            &gw,
+        )
+        .await;
+    c.v.set_reverse_ipv4(&gw, &stable.to_string(), "gw-eu-nordic-b.cloud.example.com")
+        .await
+        .unwrap();
+    let p = provider(config(&source(&emu, "a").param("ptr_domain", DOMAIN)));
+
+    p.inventory().await.unwrap();
+    let state = p.quote_state();
+    let live = state
+        .live_at(&orc_partner::ids::SiteName::new("eu-nordic-b"))
+        .expect("eu-nordic-b is live by its gateway name");
+    assert_eq!((live.cloud, live.location.as_str()), (Cloud::Vultr, "ewr"));
+    assert_eq!(
+        c.vultr_ptr(&gw, stable).await,
+        "gw-us-east-b.cloud.example.com"
+    );
+
+    p.inventory().await.unwrap();
+    let state = p.quote_state();
+    assert!(
+        state
+            .live_at(&orc_partner::ids::SiteName::new("eu-nordic-b"))
+            .is_none()
+    );
+    assert!(
+        state
+            .live_at(&orc_partner::ids::SiteName::new("us-east-b"))
+            .is_some()
     );
 }
 

@@ -94,9 +94,10 @@ pub(crate) fn wanted(address: &SiteAddress, domain: &str) -> Option<String> {
     }
 }
 
-/// Reads the names Vultr reports for the addresses that hold none yet: one listing per
-/// holding instance. Addresses of an instance that could not be read are returned.
-async fn read_vultr_names(
+/// Reads the names Vultr reports for its addresses (Hetzner's came with the listings): one
+/// listing per holding instance. Addresses of an instance that could not be read are
+/// returned with the cloud's answer.
+pub(crate) async fn read_vultr_names(
     shared: &Shared,
     addresses: &mut [SiteAddress],
 ) -> BTreeMap<Ipv4Addr, String> {
@@ -165,9 +166,14 @@ async fn set(shared: &Shared, address: &SiteAddress, name: &str) -> Result<(), C
 
 /// Compares every address's reverse DNS with the wanted name and sets those that differ;
 /// remembers and logs the ones that could not be read or set.
-pub(crate) async fn converge(shared: &Shared, domain: &str, addresses: &mut [SiteAddress]) {
+/// `unread` holds the addresses whose names [`read_vultr_names`] could not read.
+pub(crate) async fn converge(
+    shared: &Shared,
+    domain: &str,
+    addresses: &[SiteAddress],
+    unread: &BTreeMap<Ipv4Addr, String>,
+) {
     let mut failed: BTreeMap<Ipv4Addr, String> = BTreeMap::new();
-    let unread = read_vultr_names(shared, addresses).await;
     for address in addresses.iter() {
         let Some(name) = wanted(address, domain) else {
             continue;
