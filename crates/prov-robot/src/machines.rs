@@ -9,6 +9,11 @@
 //! so that a rename that raced with another tool is noticed. Robot keeps no other state of
 //! ours: a restarted provider finds its servers by name.
 //!
+//! Reads: offers, get and list reuse a server listing for [`DEFAULT_LISTING_TTL`], because
+//! Robot's hourly budget for `/server` is smaller than what the zone's inventory and the
+//! offers refresh would spend; claims and every action on a server read Robot afresh, and
+//! every change made here drops the kept listing.
+//!
 //! Classes: the location part of a server's datacenter (`FSN1-DC14` → `fsn1`); the plan is
 //! the Robot product (`AX52`).
 
@@ -183,6 +188,22 @@ pub struct RobotMachines {
     ssh: SshOptions,
     client: Mutex<Option<(SecretValue, RobotClient)>>,
     claims: tokio::sync::Mutex<()>,
+    listing: Mutex<Option<(Instant, Vec<RobotServer>)>>,
+    listing_ttl: Duration,
+}
+
+/// How long a server listing serves offers, get and list by default. Robot refills a
+/// client's budget for `/server` at 50 requests an hour; the zone asks for inventory every
+/// minute and the adapter refreshes offers every five.
+pub const DEFAULT_LISTING_TTL: Duration = Duration::from_secs(90);
+
+/// Whether a read may use a recent listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// Offers, get, list: a listing younger than the TTL will do.
+    Recent,
+    /// Claims and anything that acts on a server: ask Robot now.
+    Fresh,
 }
 
 fn config_error(problem: impl Into<String>) -> MachineError {
@@ -206,7 +227,36 @@ impl RobotMachines {
             ssh,
             client: Mutex::new(None),
             claims: tokio::sync::Mutex::new(()),
+            listing: Mutex::new(None),
+            listing_ttl: DEFAULT_LISTING_TTL,
         }
+    }
+
+    /// Sets how long a server listing serves offers, get and list (zero: never reused).
+    /// Claims, releases, power, rescue and bootstrap always read Robot afresh, and every
+    /// change this provider makes drops the kept listing.
+    pub fn with_listing_ttl(mut self, ttl: Duration) -> Self {
+        self.listing_ttl = ttl;
+        self
+    }
+
+    async fn servers(&self, read: Read) -> Result<Vec<RobotServer>, MachineError> {
+        if read == Read::Recent {
+            let kept = self.listing.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((at, servers)) = kept.as_ref()
+                && at.elapsed() < self.listing_ttl
+            {
+                return Ok(servers.clone());
+            }
+        }
+        let servers = self.client()?.list_servers().await.map_err(cloud)?;
+        *self.listing.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((Instant::now(), servers.clone()));
+        Ok(servers)
+    }
+
+    fn forget_listing(&self) {
+        *self.listing.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// The account config.
@@ -252,15 +302,19 @@ impl RobotMachines {
         }
     }
 
-    async fn claimed(&self, key: &MachineKey) -> Result<Option<RobotServer>, MachineError> {
-        let servers = self.client()?.list_servers().await.map_err(cloud)?;
+    async fn claimed(
+        &self,
+        key: &MachineKey,
+        read: Read,
+    ) -> Result<Option<RobotServer>, MachineError> {
+        let servers = self.servers(read).await?;
         Ok(servers
             .into_iter()
             .find(|s| ownership(s) == Ownership::Claimed(key.clone())))
     }
 
     async fn claimed_or_absent(&self, key: &MachineKey) -> Result<RobotServer, MachineError> {
-        self.claimed(key)
+        self.claimed(key, Read::Fresh)
             .await?
             .ok_or_else(|| MachineError::NotFound {
                 what: format!("machine {key}"),
@@ -317,6 +371,7 @@ impl RobotMachines {
         name: &str,
         number: RobotServerNumber,
     ) -> Result<Machine, MachineError> {
+        self.forget_listing();
         client.set_server_name(number, name).await.map_err(cloud)?;
         let server = client
             .get_server(number)
@@ -586,7 +641,7 @@ impl MachineProvider for RobotMachines {
     }
 
     async fn offers(&self, query: &OfferQuery) -> Result<Vec<MachineOffer>, MachineError> {
-        let servers = self.client()?.list_servers().await.map_err(cloud)?;
+        let servers = self.servers(Read::Recent).await?;
         let mut groups: BTreeMap<(String, String), bool> = BTreeMap::new();
         for server in &servers {
             if ownership(server) != Ownership::Free {
@@ -617,7 +672,7 @@ impl MachineProvider for RobotMachines {
         let name = claim_name(key).ok_or_else(|| unusable_key(key))?;
         let _one_at_a_time = self.claims.lock().await;
         let client = self.client()?;
-        let servers = client.list_servers().await.map_err(cloud)?;
+        let servers = self.servers(Read::Fresh).await?;
         if let Some(server) = servers
             .iter()
             .find(|s| ownership(s) == Ownership::Claimed(key.clone()))
@@ -662,13 +717,13 @@ impl MachineProvider for RobotMachines {
 
     async fn get(&self, key: &MachineKey) -> Result<Option<Machine>, MachineError> {
         Ok(self
-            .claimed(key)
+            .claimed(key, Read::Recent)
             .await?
             .map(|server| self.machine(key.clone(), &server)))
     }
 
     async fn list(&self) -> Result<Vec<Machine>, MachineError> {
-        let servers = self.client()?.list_servers().await.map_err(cloud)?;
+        let servers = self.servers(Read::Recent).await?;
         let mut machines: Vec<Machine> = servers
             .iter()
             .filter_map(|s| match ownership(s) {
@@ -687,6 +742,7 @@ impl MachineProvider for RobotMachines {
             .deactivate_rescue(server.server_number)
             .await
             .map_err(cloud)?;
+        self.forget_listing();
         client
             .set_server_name(server.server_number, "")
             .await

@@ -48,7 +48,8 @@ struct Rig {
 async fn rig() -> Rig {
     let emu = robot_emulator().await;
     let dir = tempfile::tempdir().unwrap();
-    let machines = RobotMachines::new(account(dir.path(), "unused"), robot_url(&emu), quick_ssh());
+    let machines = RobotMachines::new(account(dir.path(), "unused"), robot_url(&emu), quick_ssh())
+        .with_listing_ttl(Duration::ZERO);
     Rig {
         emu,
         machines,
@@ -481,7 +482,8 @@ async fn bootstrap_of_an_unclaimed_server_or_with_bad_params_does_nothing() {
 async fn a_rotated_password_is_read_on_the_next_request_and_never_shown() {
     let emu = robot_emulator().await;
     let dir = tempfile::tempdir().unwrap();
-    let machines = RobotMachines::new(account(dir.path(), "unused"), robot_url(&emu), quick_ssh());
+    let machines = RobotMachines::new(account(dir.path(), "unused"), robot_url(&emu), quick_ssh())
+        .with_listing_ttl(Duration::ZERO);
     assert_eq!(machines.list().await.unwrap(), []);
     std::fs::write(dir.path().join("robot-password"), "wrong-Pa55word\n").unwrap();
     let err = machines.list().await.unwrap_err();
@@ -492,4 +494,56 @@ async fn a_rotated_password_is_read_on_the_next_request_and_never_shown() {
     std::fs::remove_file(dir.path().join("robot-password")).unwrap();
     let err = machines.list().await.unwrap_err();
     assert!(err.to_string().contains("robot-password"), "{err}");
+}
+
+#[tokio::test]
+async fn reads_reuse_a_recent_listing_and_changes_drop_it() {
+    let emu = robot_emulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let machines = RobotMachines::new(account(dir.path(), "unused"), robot_url(&emu), quick_ssh())
+        .with_listing_ttl(Duration::from_secs(3600));
+    let listings = |log: &[(String, String, u16)]| {
+        log.iter()
+            .filter(|(m, p, _)| m == "GET" && p == "/server")
+            .count()
+    };
+    assert_eq!(
+        machines.offers(&OfferQuery::default()).await.unwrap().len(),
+        1
+    );
+    assert_eq!(machines.list().await.unwrap(), []);
+    assert_eq!(machines.get(&key("node-c")).await.unwrap(), None);
+    assert_eq!(
+        listings(&request_log(&emu).await),
+        1,
+        "one listing served three reads"
+    );
+
+    let claimed = machines
+        .create(&spec("node-c", "EX44", "hel1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        listings(&request_log(&emu).await),
+        2,
+        "a claim reads Robot afresh"
+    );
+    assert_eq!(
+        machines.list().await.unwrap(),
+        [claimed],
+        "the claim shows at once"
+    );
+    assert!(
+        machines
+            .offers(&OfferQuery::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    machines.delete(&key("node-c")).await.unwrap();
+    assert_eq!(
+        machines.list().await.unwrap(),
+        [],
+        "the release shows at once"
+    );
 }
