@@ -5,24 +5,35 @@
 //!   adapter (zone endpoint, token file, project and slot from `ORC_ZONE_ENDPOINT`,
 //!   `ORC_ZONE_TOKEN_FILE`, `ORC_ZONE_PROJECT`, `ORC_SLOT`);
 //! - `offers`: print what the account offers now (one line per product and location);
-//! - `validate`: check the account config and print it normalised, or every problem.
+//! - `validate`: check the account config and print it normalised, or every problem;
+//! - `machine --key K claim|release|power|rescue|identify|bootstrap`: operator actions on
+//!   one machine; `bootstrap` reads the join token from a file or stdin, never from argv.
 //!
 //! The account config comes from `ORC_PARAM_ACCOUNT` (JSON text) or `ORC_PARAM_ACCOUNT_FILE`
 //! (a JSON file), the Robot endpoint from `ORC_PARAM_API_URL` (default the public one), the
 //! provider's name from `ORC_PARAM_NAME` (default `robot`).
 
+use std::collections::BTreeMap;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
+use orc_cloud::RobotServerNumber;
 use orc_cloud::robot::ROBOT_DEFAULT_URL;
 use orc_proto::{ProviderName, Replica, ResourceUri};
-use orc_provider_sdk::machine::{AdapterOptions, MachineAdapter, MachineProvider, OfferQuery};
+use orc_provider_sdk::machine::{
+    AdapterOptions, MachineAdapter, MachineKey, MachineProvider, OfferQuery, PowerAction,
+    hostname_for,
+};
+use orc_provider_sdk::secret::SecretValue;
 use orc_provider_sdk::{HelloInfo, RunnerOptions, ZoneCredentials, run_provider};
 
 use crate::config::{RobotAccount, parse_account};
-use crate::machines::{RobotMachines, SshOptions};
+use crate::machines::{RobotMachines, SshOptions, reset_for};
+use crate::script::BootstrapParams;
+use crate::ssh::RusshExecutor;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -86,6 +97,51 @@ enum Command {
         #[command(flatten)]
         account: AccountArgs,
     },
+    /// Operator actions on one machine, named by its key (the zone's node id).
+    Machine {
+        #[command(flatten)]
+        account: AccountArgs,
+        /// The machine's key.
+        #[arg(long)]
+        key: String,
+        #[command(subcommand)]
+        action: MachineAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum MachineAction {
+    /// Claim a given server (by number) for the key.
+    Claim {
+        #[arg(long)]
+        server: u64,
+    },
+    /// Release the claim: deactivate rescue and clear the server's name.
+    Release,
+    /// on, off, graceful-off, reset, cycle or graceful-restart.
+    Power { action: String },
+    /// Activate the rescue system and reset into it.
+    Rescue,
+    /// Boot rescue unless it answers and print the machine's product UUID.
+    Identify,
+    /// Install the image, the agent and the join token from the rescue system.
+    Bootstrap {
+        /// File holding the single-use join token (`-`: stdin). Never on the command line.
+        #[arg(long)]
+        token_file: PathBuf,
+        /// https URL of the agent binary.
+        #[arg(long)]
+        agent_url: String,
+        /// The agent binary's SHA-256 (lowercase hex).
+        #[arg(long)]
+        agent_sha256: String,
+        /// The zone URL the agent joins.
+        #[arg(long)]
+        zone_url: String,
+        /// A pin for `orc-agent join`, as NAME=VALUE (repeatable).
+        #[arg(long = "pin")]
+        pins: Vec<String>,
+    },
 }
 
 fn read_account(args: &AccountArgs) -> anyhow::Result<RobotAccount> {
@@ -116,6 +172,16 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     match Cli::parse_from(args).command {
+        Command::Machine {
+            account: args,
+            key,
+            action,
+        } => {
+            let account = read_account(&args)?;
+            let machines = RobotMachines::new(account, args.api_url, SshOptions::default());
+            let key = MachineKey::new(key).context("--key must not be empty")?;
+            runtime()?.block_on(machine_action(&machines, &key, action))
+        }
         Command::Validate { account } => match read_account(&account) {
             Ok(account) => {
                 println!("{}", render_account(&account));
@@ -168,6 +234,92 @@ where
             serve(account, args.api_url, &zone, &name, slot, credentials)
         }
     }
+}
+
+async fn machine_action(
+    machines: &RobotMachines,
+    key: &MachineKey,
+    action: MachineAction,
+) -> anyhow::Result<()> {
+    match action {
+        MachineAction::Claim { server } => {
+            let machine = machines
+                .claim_server(key, RobotServerNumber(server))
+                .await?;
+            println!(
+                "claimed server {} as {} ({}, {})",
+                machine.instance_ref, machine.name, machine.plan, machine.location
+            );
+        }
+        MachineAction::Release => {
+            machines.delete(key).await?;
+            println!("released {key}");
+        }
+        MachineAction::Power { action } => {
+            let Some(power) = PowerAction::ALL.into_iter().find(|a| a.as_str() == action) else {
+                bail!(
+                    "power action {action:?} is not one of on, off, graceful-off, reset, cycle, graceful-restart"
+                );
+            };
+            machines.power(key, power).await?;
+            println!(
+                "{key}: {power} sent as Robot reset {}",
+                reset_for(power).as_str()
+            );
+        }
+        MachineAction::Rescue => {
+            machines.rescue(key).await?;
+            println!("{key}: rescue activated, resetting into it");
+        }
+        MachineAction::Identify => {
+            println!("{}", machines.identify(key, &RusshExecutor).await?);
+        }
+        MachineAction::Bootstrap {
+            token_file,
+            agent_url,
+            agent_sha256,
+            zone_url,
+            pins,
+        } => {
+            let token = if token_file == Path::new("-") {
+                let mut text = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut text)
+                    .context("reading the join token from stdin")?;
+                text
+            } else {
+                std::fs::read_to_string(&token_file).with_context(|| {
+                    format!("reading the join token file {}", token_file.display())
+                })?
+            };
+            let mut pin_map = BTreeMap::new();
+            for pin in pins {
+                let Some((name, value)) = pin.split_once('=') else {
+                    bail!("--pin {pin:?} must be NAME=VALUE");
+                };
+                pin_map.insert(name.to_string(), value.to_string());
+            }
+            let params = BootstrapParams {
+                join_token: SecretValue::new(token.trim_end_matches(['\n', '\r'])),
+                agent_url,
+                agent_sha256,
+                zone_url,
+                pins: pin_map,
+                hostname: hostname_for(key.as_str()),
+            };
+            let report = machines.bootstrap(key, &params, &RusshExecutor).await?;
+            println!(
+                "server {} installed (rescue {}), rebooting into it",
+                report.server,
+                if report.reused_rescue {
+                    "reused"
+                } else {
+                    "booted"
+                }
+            );
+        }
+    }
+    Ok(())
 }
 
 fn render_account(account: &RobotAccount) -> String {

@@ -99,3 +99,66 @@ async fn offers_lists_the_free_servers() {
         "{stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn machine_commands_claim_power_and_release_a_server() {
+    let emu = robot_emulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let account = account_json(dir.path());
+    let url = robot_url(&emu);
+    let run = |args: &'static [&'static str]| {
+        let mut command = bin();
+        command
+            .arg("machine")
+            .arg("--key")
+            .arg("node-cli")
+            .args(args)
+            .env("ORC_PARAM_ACCOUNT", &account)
+            .env("ORC_PARAM_API_URL", &url);
+        tokio::task::spawn_blocking(move || command.output().unwrap())
+    };
+    let out = run(&["claim", "--server", "2001002"]).await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("orc-node-cli"));
+    assert_eq!(
+        direct(&emu)
+            .get_server(EX44)
+            .await
+            .unwrap()
+            .unwrap()
+            .server_name,
+        "orc-node-cli"
+    );
+    let out = run(&["power", "graceful-restart"]).await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Robot reset sw"));
+    let out = run(&["power", "sideways"]).await.unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sideways"));
+    let out = run(&["claim", "--server", "2001001"]).await.unwrap();
+    assert!(!out.status.success(), "db-1 is someone else's");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("conflict"));
+    let out = run(&["release"]).await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        direct(&emu)
+            .get_server(EX44)
+            .await
+            .unwrap()
+            .unwrap()
+            .server_name,
+        ""
+    );
+}
