@@ -3,8 +3,9 @@
 //!
 //! Roles: a replica that is standing by reads no cloud account. It becomes serving on the
 //! zone's word or on its first work (a quote included), logs so once, reads every keyed
-//! cloud's catalog straight away and then every refresh interval, and counts each capped
-//! cloud's nodes before that cloud may place one ([`QuoteState::start_counting`]).
+//! cloud's catalog straight away and then every refresh interval, counts each capped
+//! cloud's nodes before that cloud may place one ([`QuoteState::start_counting`]), and every
+//! refresh interval releases the stable addresses of sites closed for seven days.
 //!
 //! Invariants:
 //! - A quote never calls a cloud. Only a quote that arrives before the first catalog read
@@ -257,6 +258,11 @@ impl PartnerProvider {
         if tasks.is_empty() {
             let shared = self.shared.clone();
             tasks.push(runtime.spawn(refresh_loop(shared)));
+            let provider = PartnerProvider {
+                shared: self.shared.clone(),
+                tasks: Mutex::new(Vec::new()),
+            };
+            tasks.push(runtime.spawn(release_loop(provider)));
         }
         let shared = self.shared.clone();
         tasks.push(runtime.spawn(count_capped_clouds(shared)));
@@ -466,6 +472,17 @@ async fn refresh_loop(shared: Arc<Shared>) {
             }
         }
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// Every refresh interval while serving, releases the stable addresses of sites closed
+/// for [`crate::naming::STABLE_KEEP`] ([`PartnerProvider::release_closed_addresses`]).
+async fn release_loop(provider: PartnerProvider) {
+    loop {
+        tokio::time::sleep(provider.shared.options.refresh_interval).await;
+        if provider.shared.role.load(Ordering::SeqCst) == ROLE_SERVING {
+            provider.release_closed_addresses(now()).await;
+        }
     }
 }
 
