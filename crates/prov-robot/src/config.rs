@@ -290,6 +290,16 @@ mod tests {
     }
 
     #[test]
+    fn the_documented_example_config_is_valid() {
+        let doc = include_str!("../../../docs/providers/robot.md");
+        let start = doc.find("```json\n").expect("an example") + "```json\n".len();
+        let end = start + doc[start..].find("```").expect("its end");
+        let account = parse_account(&doc[start..end]).unwrap();
+        assert_eq!(account.user, "#ws+AbCdEf");
+        assert_eq!(account.product_table().spec("SB-LEGACY").vcpus, 8);
+    }
+
+    #[test]
     fn product_overrides_are_read() {
         let text = GOOD.replace(
             "\"rescue_key\":",
