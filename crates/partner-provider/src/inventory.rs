@@ -50,7 +50,7 @@ pub(crate) struct InventoryState {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct PassMemory {
     /// Live sites the map now puts elsewhere, already logged (site → the logged mismatch).
-    pub(crate) guard_logged: BTreeMap<String, String>,
+    pub(crate) guard_logged: BTreeMap<SiteName, String>,
     /// Addresses whose reverse DNS could not be set last pass (address → wanted name).
     pub(crate) rdns_retry: BTreeMap<Ipv4Addr, String>,
     /// Clouds whose site addresses could not be listed in the last pass.

@@ -14,6 +14,7 @@
 //! site clears (an INFO line says so) or the mismatch changes.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
 use orc_partner::ids::{Cloud, LocationId, SiteName};
 use orc_partner::params::Config;
@@ -25,26 +26,45 @@ use crate::naming::ResourceKind;
 use crate::provider::{Shared, lock};
 
 /// A cloud location: where a site name can be live.
-pub(crate) type Place = (Cloud, String);
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Place {
+    pub(crate) cloud: Cloud,
+    pub(crate) location: LocationId,
+}
+
+impl Place {
+    fn new(cloud: Cloud, location: &str) -> Place {
+        Place {
+            cloud,
+            location: LocationId::new(location),
+        }
+    }
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.cloud, self.location)
+    }
+}
 
 /// Every place each site name is live at, from the listing: instances' site marks, stable
 /// addresses' site marks and, with `ptr_domain`, their reverse DNS names.
 pub(crate) fn live_places(
     listing: &Listing,
     ptr_domain: Option<&str>,
-) -> BTreeMap<String, BTreeSet<Place>> {
-    let mut live: BTreeMap<String, BTreeSet<Place>> = BTreeMap::new();
+) -> BTreeMap<SiteName, BTreeSet<Place>> {
+    let mut live: BTreeMap<SiteName, BTreeSet<Place>> = BTreeMap::new();
     for held in &listing.held {
-        live.entry(held.owned.marks.site.clone())
+        live.entry(SiteName::new(held.owned.marks.site.as_str()))
             .or_default()
-            .insert((held.owned.cloud, held.location.clone()));
+            .insert(Place::new(held.owned.cloud, &held.location));
     }
     for address in &listing.addresses {
         if address.kind != ResourceKind::Stable {
             continue;
         }
-        let place = (address.cloud, address.location.clone());
-        live.entry(address.site.clone())
+        let place = Place::new(address.cloud, &address.location);
+        live.entry(SiteName::new(address.site.as_str()))
             .or_default()
             .insert(place.clone());
         let named = ptr_domain.and_then(|domain| {
@@ -54,25 +74,25 @@ pub(crate) fn live_places(
                 .and_then(|ptr| rdns::site_of_gateway_name(ptr, domain))
         });
         if let Some(site) = named {
-            live.entry(site).or_default().insert(place);
+            live.entry(SiteName::new(site)).or_default().insert(place);
         }
     }
     live
 }
 
 /// Where the map puts `site`, when it names it.
-fn mapped(config: &Config, site: &str) -> Option<Place> {
-    config
-        .regions
-        .site(site)
-        .map(|(_, s)| (s.cloud, s.location.to_string()))
+fn mapped(config: &Config, site: &SiteName) -> Option<Place> {
+    config.regions.site(site.as_str()).map(|(_, s)| Place {
+        cloud: s.cloud,
+        location: s.location.clone(),
+    })
 }
 
 /// The place recorded for each live site: one that differs from the map when there is one.
 pub(crate) fn chosen_places(
     config: &Config,
-    live: &BTreeMap<String, BTreeSet<Place>>,
-) -> BTreeMap<String, Place> {
+    live: &BTreeMap<SiteName, BTreeSet<Place>>,
+) -> BTreeMap<SiteName, Place> {
     live.iter()
         .filter_map(|(site, places)| {
             let map = mapped(config, site);
@@ -88,8 +108,8 @@ pub(crate) fn chosen_places(
 /// Live sites the map puts elsewhere: site → (where it is live, where the map points).
 pub(crate) fn remapped(
     config: &Config,
-    chosen: &BTreeMap<String, Place>,
-) -> BTreeMap<String, (Place, Place)> {
+    chosen: &BTreeMap<SiteName, Place>,
+) -> BTreeMap<SiteName, (Place, Place)> {
     chosen
         .iter()
         .filter_map(|(site, live)| {
@@ -97,10 +117,6 @@ pub(crate) fn remapped(
             (map != *live).then(|| (site.clone(), (live.clone(), map)))
         })
         .collect()
-}
-
-fn describe(place: &Place) -> String {
-    format!("{}:{}", place.0, place.1)
 }
 
 /// Feeds a complete pass's live sites into the quote state and logs each remapped live site
@@ -113,18 +129,18 @@ pub(crate) fn update(shared: &Shared, listing: &Listing) {
         let gone: Vec<SiteName> = state
             .live_sites()
             .keys()
-            .filter(|site| !chosen.contains_key(site.as_str()))
+            .filter(|site| !chosen.contains_key(*site))
             .cloned()
             .collect();
         for site in &gone {
             state.clear_live(site);
         }
-        for (site, (cloud, location)) in &chosen {
+        for (site, place) in &chosen {
             state.set_live(
-                SiteName::new(site.as_str()),
+                site.clone(),
                 LiveSite {
-                    cloud: *cloud,
-                    location: LocationId::new(location.as_str()),
+                    cloud: place.cloud,
+                    location: place.location.clone(),
                 },
             );
         }
@@ -132,21 +148,19 @@ pub(crate) fn update(shared: &Shared, listing: &Listing) {
     let mismatches = remapped(&shared.config, &chosen);
     let mut memory = lock(&shared.inventory.memory);
     for (site, (live, map)) in &mismatches {
-        let line = format!("{} -> {}", describe(live), describe(map));
+        let line = format!("{live} -> {map}");
         if memory.guard_logged.get(site) == Some(&line) {
             continue;
         }
         tracing::warn!(
             site = %site,
-            live_at = %describe(live),
-            map_points_to = %describe(map),
-            "Site {site} is live at {} but the region map now puts it at {}; it is left out of quotes and deploys into it fail until the old mapping is put back",
-            describe(live),
-            describe(map),
+            live_at = %live,
+            map_points_to = %map,
+            "Site {site} is live at {live} but the region map now puts it at {map}; it is left out of quotes and deploys into it fail until the old mapping is put back",
         );
         memory.guard_logged.insert(site.clone(), line);
     }
-    let cleared: Vec<String> = memory
+    let cleared: Vec<SiteName> = memory
         .guard_logged
         .keys()
         .filter(|site| !mismatches.contains_key(*site))
@@ -162,7 +176,6 @@ pub(crate) fn update(shared: &Shared, listing: &Listing) {
 /// place than the map now gives it; `None` when the guard has nothing against it. The
 /// deploy path refuses such a deploy as `failed`, so the zone quotes the node again and the
 /// quote leaves the site out.
-#[allow(dead_code, reason = "called by the deploy path")]
 pub(crate) fn refuses(shared: &Shared, node: &str, site: &str) -> Option<String> {
     let (_, mapped) = shared.config.regions.site(site)?;
     let state = lock(&shared.state);
@@ -247,11 +260,11 @@ mod tests {
             networks: vec![],
         };
         let live = live_places(&listing, Some("cloud.example.com"));
-        let names: Vec<&str> = live.keys().map(String::as_str).collect();
+        let names: Vec<&str> = live.keys().map(SiteName::as_str).collect();
         assert_eq!(names, ["eu-central-a", "old-site", "us-east-b"]);
-        assert!(live["old-site"].contains(&(Cloud::Vultr, "ewr".to_string())));
+        assert!(live[&SiteName::new("old-site")].contains(&Place::new(Cloud::Vultr, "ewr")));
         let without = live_places(&listing, None);
-        assert!(!without.contains_key("old-site"));
+        assert!(!without.contains_key(&SiteName::new("old-site")));
     }
 
     #[test]
@@ -306,17 +319,21 @@ mod tests {
             networks: vec![],
         };
         let chosen = chosen_places(&cfg, &live_places(&listing, None));
-        assert_eq!(chosen["eu-central-b"], (Cloud::Hetzner, "fsn1".to_string()));
+        let site = |name: &str| SiteName::new(name);
+        assert_eq!(
+            chosen[&site("eu-central-b")],
+            Place::new(Cloud::Hetzner, "fsn1")
+        );
         let remapped = remapped(&cfg, &chosen);
-        let sites: Vec<&str> = remapped.keys().map(String::as_str).collect();
+        let sites: Vec<&str> = remapped.keys().map(SiteName::as_str).collect();
         assert_eq!(
             sites,
             ["eu-central-b"],
             "a removed site name is not remapped"
         );
         assert_eq!(
-            remapped["eu-central-b"].1,
-            (Cloud::Hetzner, "nbg1".to_string())
+            remapped[&site("eu-central-b")].1,
+            Place::new(Cloud::Hetzner, "nbg1")
         );
     }
 }
