@@ -518,3 +518,55 @@ async fn deploys_a_directly_placed_pool_through_the_zone_harness() {
     let _ = stop.send(());
     let _ = running.await;
 }
+
+/// Requests per operation, read from the client's counters (the figures in
+/// docs/providers/hetzner.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_costs_per_operation() {
+    let rig = Rig::start().await;
+    let machines = rig.machines();
+    let total = |m: &HetznerMachines| m.client().request_counts().values().sum::<u64>();
+    let mut costs = Vec::new();
+    let mut measure = |what: &str, before: u64, after: u64| {
+        costs.push((what.to_string(), after - before));
+    };
+    let before = total(&machines);
+    machines.offers(&OfferQuery::default()).await.unwrap();
+    measure("offers (every location)", before, total(&machines));
+    let before = total(&machines);
+    machines.create(&spec("cost-node")).await.unwrap();
+    measure("create (new)", before, total(&machines));
+    let before = total(&machines);
+    machines.create(&spec("cost-node")).await.unwrap();
+    measure("create (exists)", before, total(&machines));
+    let before = total(&machines);
+    machines.list().await.unwrap();
+    measure("list", before, total(&machines));
+    let key = MachineKey::new("cost-node").unwrap();
+    let before = total(&machines);
+    machines
+        .power(&key, PowerAction::GracefulRestart)
+        .await
+        .unwrap();
+    measure("power", before, total(&machines));
+    let before = total(&machines);
+    machines.reinstall(&key, "debian-12").await.unwrap();
+    measure("reinstall", before, total(&machines));
+    let before = total(&machines);
+    machines.delete(&key).await.unwrap();
+    measure("delete", before, total(&machines));
+    eprintln!("{costs:#?}");
+    let expected: Vec<(String, u64)> = [
+        ("offers (every location)", 1),
+        ("create (new)", 4),
+        ("create (exists)", 1),
+        ("list", 1),
+        ("power", 2),
+        ("reinstall", 2),
+        ("delete", 3),
+    ]
+    .into_iter()
+    .map(|(w, n)| (w.to_string(), n))
+    .collect();
+    assert_eq!(costs, expected);
+}

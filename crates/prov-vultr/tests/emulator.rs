@@ -552,3 +552,74 @@ async fn deploys_a_directly_placed_pool_through_the_zone_harness() {
     let _ = stop.send(());
     let _ = running.await;
 }
+
+/// Requests per operation, read from the client's counters (the figures in
+/// docs/providers/vultr.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_costs_per_operation() {
+    let rig = Rig::start().await;
+    let machines = rig.machines();
+    let total = |m: &VultrMachines| m.client().unwrap().request_counts().values().sum::<u64>();
+    let mut costs = Vec::new();
+    let mut measure = |what: &str, before: u64, after: u64| {
+        costs.push((what.to_string(), after - before));
+    };
+    let before = total(&machines);
+    machines.offers(&OfferQuery::default()).await.unwrap();
+    let every_region = total(&machines) - before;
+    let counts = machines.client().unwrap().request_counts();
+    assert_eq!(counts.get("vultr.plans.list"), Some(&1));
+    // One availability read per region; the emulator's 30 requests per second may answer
+    // one of them 429, which the client waits out and repeats.
+    let availability = counts
+        .get("vultr.regions.availability")
+        .copied()
+        .unwrap_or(0);
+    assert!((32..=34).contains(&availability), "{availability}");
+    assert_eq!(every_region, 1 + availability);
+    let before = total(&machines);
+    machines
+        .offers(&OfferQuery {
+            location: Some("fra".into()),
+            ..OfferQuery::default()
+        })
+        .await
+        .unwrap();
+    measure("offers (one region)", before, total(&machines));
+    let before = total(&machines);
+    machines.create(&spec("cost-node")).await.unwrap();
+    measure("create (new)", before, total(&machines));
+    let before = total(&machines);
+    machines.create(&spec("cost-node")).await.unwrap();
+    measure("create (exists)", before, total(&machines));
+    let before = total(&machines);
+    machines.list().await.unwrap();
+    measure("list", before, total(&machines));
+    let key = MachineKey::new("cost-node").unwrap();
+    let before = total(&machines);
+    machines
+        .power(&key, PowerAction::GracefulRestart)
+        .await
+        .unwrap();
+    measure("power", before, total(&machines));
+    let before = total(&machines);
+    machines.reinstall(&key, "ubuntu-24.04").await.unwrap();
+    measure("reinstall", before, total(&machines));
+    let before = total(&machines);
+    machines.delete(&key).await.unwrap();
+    measure("delete", before, total(&machines));
+    eprintln!("{costs:#?}");
+    let expected: Vec<(String, u64)> = [
+        ("offers (one region)", 2),
+        ("create (new)", 3),
+        ("create (exists)", 1),
+        ("list", 1),
+        ("power", 2),
+        ("reinstall", 2),
+        ("delete", 2),
+    ]
+    .into_iter()
+    .map(|(w, n)| (w.to_string(), n))
+    .collect();
+    assert_eq!(costs, expected);
+}

@@ -1107,3 +1107,522 @@ pub mod words {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::AtomicUsize;
+
+    use orc_common::Shape;
+    use orc_proto::{Bootstrap, PoolId, ProviderName, Purpose, Replica, ResourceUri};
+    use rust_decimal::Decimal;
+
+    use super::*;
+
+    /// Machines in memory: offers as given, creates keyed, one injected failure.
+    #[derive(Default)]
+    struct Memory {
+        offers: Mutex<Vec<MachineOffer>>,
+        machines: Mutex<BTreeMap<MachineKey, Machine>>,
+        fail_next: Mutex<Option<MachineError>>,
+        offer_reads: AtomicUsize,
+        creates: AtomicUsize,
+    }
+
+    impl Memory {
+        fn failure(&self) -> Result<(), MachineError> {
+            match lock(&self.fail_next).take() {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        }
+    }
+
+    impl MachineProvider for Arc<Memory> {
+        fn catalog(&self) -> MachineCatalog {
+            MachineCatalog {
+                locations: vec![
+                    CatalogEntry {
+                        id: "here".into(),
+                        title: "Here".into(),
+                    },
+                    CatalogEntry {
+                        id: "there".into(),
+                        title: "There".into(),
+                    },
+                ],
+                images: vec![CatalogEntry {
+                    id: "linux".into(),
+                    title: "Linux".into(),
+                }],
+            }
+        }
+
+        async fn offers(&self, _query: &OfferQuery) -> Result<Vec<MachineOffer>, MachineError> {
+            self.offer_reads.fetch_add(1, Ordering::SeqCst);
+            self.failure()?;
+            Ok(lock(&self.offers).clone())
+        }
+
+        async fn create(&self, spec: &MachineSpec) -> Result<Machine, MachineError> {
+            self.failure()?;
+            let mut machines = lock(&self.machines);
+            let n = machines.len();
+            self.creates.fetch_add(1, Ordering::SeqCst);
+            Ok(machines
+                .entry(spec.idempotency_key.clone())
+                .or_insert_with(|| Machine {
+                    key: spec.idempotency_key.clone(),
+                    instance_ref: format!("m-{n}"),
+                    name: spec.name.clone(),
+                    location: spec.location.clone(),
+                    plan: spec.plan.clone(),
+                    state: MachineState::Running,
+                    addresses: vec!["192.0.2.10".parse().unwrap()],
+                })
+                .clone())
+        }
+
+        async fn get(&self, key: &MachineKey) -> Result<Option<Machine>, MachineError> {
+            self.failure()?;
+            Ok(lock(&self.machines).get(key).cloned())
+        }
+
+        async fn list(&self) -> Result<Vec<Machine>, MachineError> {
+            self.failure()?;
+            Ok(lock(&self.machines).values().cloned().collect())
+        }
+
+        async fn delete(&self, key: &MachineKey) -> Result<(), MachineError> {
+            self.failure()?;
+            match lock(&self.machines).remove(key) {
+                Some(_) => Ok(()),
+                None => Err(MachineError::NotFound {
+                    what: key.to_string(),
+                }),
+            }
+        }
+
+        async fn power(&self, key: &MachineKey, _action: PowerAction) -> Result<(), MachineError> {
+            self.get(key)
+                .await?
+                .map(|_| ())
+                .ok_or(MachineError::NotFound {
+                    what: key.to_string(),
+                })
+        }
+
+        async fn reinstall(&self, key: &MachineKey, _image: &str) -> Result<(), MachineError> {
+            self.power(key, PowerAction::Reset).await
+        }
+    }
+
+    fn offer(plan: &str, location: &str, vcpus: u32, gib: u32, hourly: &str) -> MachineOffer {
+        MachineOffer {
+            plan: plan.into(),
+            location: location.into(),
+            vcpus,
+            memory_mib: u64::from(gib) * 1024,
+            arch: Architecture::X86_64,
+            disk_gb: 40,
+            hourly: Money::new(hourly.parse().unwrap(), Currency::EUR, Period::Hour),
+            monthly: None,
+            available: true,
+        }
+    }
+
+    fn memory() -> Arc<Memory> {
+        let memory = Arc::new(Memory::default());
+        *lock(&memory.offers) = vec![
+            offer("big", "here", 4, 8, "0.02"),
+            offer("small-a", "here", 2, 4, "0.009"),
+            offer("small-b", "here", 2, 4, "0.007"),
+            offer("small-c", "there", 2, 4, "0.001"),
+        ];
+        memory
+    }
+
+    fn adapter(memory: &Arc<Memory>) -> MachineAdapter<Arc<Memory>> {
+        MachineAdapter::new(
+            memory.clone(),
+            HelloInfo {
+                provider: ProviderName::new("memory").unwrap(),
+                resource_uri: ResourceUri::new("urn:orc:provider:memory").unwrap(),
+                replica: Replica {
+                    host: "h".into(),
+                    pid: 1,
+                    slot: 0,
+                },
+                version: "0".into(),
+            },
+            AdapterOptions {
+                first_read_wait: Duration::from_secs(5),
+                ..AdapterOptions::default()
+            },
+        )
+    }
+
+    fn quote(node: &str, class: &str, vcpus: u32, gib: u32) -> Quote {
+        Quote {
+            pool: PoolId::new("p").unwrap(),
+            node_id: NodeId::new(node).unwrap(),
+            purpose: Purpose::Tenant,
+            shape: Shape {
+                vcpus,
+                memory_gib: gib,
+                arch: Architecture::X86_64,
+                disks_gib: vec![],
+            },
+            class: ClassId::new(class).unwrap(),
+            os: OsId::new("linux").unwrap(),
+            pinned_site: None,
+            public: false,
+            placement: BTreeMap::new(),
+        }
+    }
+
+    fn refused(reply: QuoteReply) -> RefusalKind {
+        match reply {
+            QuoteReply::Refused(r) => r.kind,
+            QuoteReply::Offer(o) => panic!("expected a refusal, got an offer at {}", o.site),
+        }
+    }
+
+    fn offered(reply: QuoteReply) -> Offer {
+        match reply {
+            QuoteReply::Offer(o) => o,
+            QuoteReply::Refused(r) => panic!("expected an offer, got {r}"),
+        }
+    }
+
+    fn deploy_of(node: &str, offer: &Offer) -> Deploy {
+        Deploy {
+            node_id: NodeId::new(node).unwrap(),
+            quote_token: offer.quote_token.clone(),
+            os: OsId::new("linux").unwrap(),
+            ssh_keys: vec![],
+            bootstrap: Bootstrap::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn quotes_pick_the_cheapest_available_offer_of_the_exact_shape() {
+        let memory = memory();
+        let adapter = adapter(&memory);
+        let offer = offered(adapter.quote(quote("n1", "here", 2, 4)).await);
+        assert_eq!(offer.site.as_str(), "here");
+        assert_eq!(offer.price.unwrap().amount, Decimal::new(7, 3));
+        let token = OfferToken::decode(offer.quote_token.as_str()).unwrap();
+        assert_eq!(token.plan, "small-b");
+
+        lock(&memory.offers)[2].available = false;
+        adapter.refresh().await.unwrap();
+        let token = offered(adapter.quote(quote("n1", "here", 2, 4)).await).quote_token;
+        assert_eq!(OfferToken::decode(token.as_str()).unwrap().plan, "small-a");
+
+        for o in lock(&memory.offers).iter_mut() {
+            o.available = false;
+        }
+        adapter.refresh().await.unwrap();
+        assert_eq!(
+            refused(adapter.quote(quote("n1", "here", 2, 4)).await),
+            RefusalKind::NoCapacity
+        );
+        assert_eq!(
+            refused(adapter.quote(quote("n1", "here", 3, 4)).await),
+            RefusalKind::NoCapacity
+        );
+    }
+
+    #[tokio::test]
+    async fn quotes_honour_placement_and_refuse_by_kind() {
+        let memory = memory();
+        let adapter = adapter(&memory);
+        let mut placed = quote("n1", "here", 4, 8);
+        placed.placement.insert("plan".into(), "small-a".into());
+        let token = offered(adapter.quote(placed.clone()).await).quote_token;
+        assert_eq!(OfferToken::decode(token.as_str()).unwrap().plan, "small-a");
+
+        placed.placement.insert("plan".into(), "nonesuch".into());
+        assert_eq!(
+            refused(adapter.quote(placed).await),
+            RefusalKind::OperatorFix
+        );
+
+        let mut gpu = quote("n1", "here", 2, 4);
+        gpu.placement.insert("kind".into(), "gpu".into());
+        assert_eq!(refused(adapter.quote(gpu).await), RefusalKind::NoCapacity);
+
+        let mut disks = quote("n1", "here", 2, 4);
+        disks.shape.disks_gib = vec![100];
+        assert_eq!(
+            refused(adapter.quote(disks).await),
+            RefusalKind::OperatorFix
+        );
+
+        let mut pinned = quote("n1", "here", 2, 4);
+        pinned.pinned_site = Some(SiteName::new("there").unwrap());
+        assert_eq!(
+            refused(adapter.quote(pinned).await),
+            RefusalKind::NoCapacity
+        );
+
+        let mut os = quote("n1", "here", 2, 4);
+        os.os = OsId::new("plan9").unwrap();
+        assert_eq!(refused(adapter.quote(os).await), RefusalKind::OperatorFix);
+
+        assert_eq!(
+            refused(adapter.quote(quote("n1", "elsewhere", 2, 4)).await),
+            RefusalKind::OperatorFix
+        );
+    }
+
+    #[tokio::test]
+    async fn a_standby_replica_reads_nothing_and_a_failed_first_read_is_transient() {
+        let memory = memory();
+        let adapter = adapter(&memory);
+        adapter.on_role(Role::Standby);
+        let catalog = adapter.catalog().await;
+        assert_eq!(catalog.classes.len(), 2);
+        assert!(catalog.availability.classes.iter().all(|c| !c.can_place));
+        assert!(!catalog.site_gateways);
+        assert_eq!(memory.offer_reads.load(Ordering::SeqCst), 0);
+
+        let failing = self::memory();
+        *lock(&failing.fail_next) = Some(MachineError::RateLimited {
+            retry_after: Duration::from_secs(1),
+        });
+        let quick = MachineAdapter::new(
+            failing.clone(),
+            adapter.hello(),
+            AdapterOptions {
+                first_read_wait: Duration::from_millis(200),
+                failed_refresh_retry: Duration::from_secs(600),
+                ..AdapterOptions::default()
+            },
+        );
+        assert_eq!(
+            refused(quick.quote(quote("n1", "here", 2, 4)).await),
+            RefusalKind::Transient
+        );
+        assert_eq!(failing.offer_reads.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn deploy_destroy_and_inventory_map_machine_errors_to_refusals() {
+        let memory = memory();
+        let adapter = adapter(&memory);
+        let offer = offered(adapter.quote(quote("n1", "here", 2, 4)).await);
+        let progress = || ProgressSink::discard(NodeId::new("n1").unwrap());
+
+        *lock(&memory.fail_next) = Some(MachineError::RateLimited {
+            retry_after: Duration::from_secs(3),
+        });
+        match adapter.deploy(deploy_of("n1", &offer), progress()).await {
+            DeployResult::Refused(r) => assert_eq!(r.kind, RefusalKind::Transient),
+            DeployResult::Deployed(d) => panic!("deployed through a rate limit: {d:?}"),
+        }
+        *lock(&memory.fail_next) = Some(MachineError::Config {
+            problem: "token".into(),
+        });
+        match adapter.deploy(deploy_of("n1", &offer), progress()).await {
+            DeployResult::Refused(r) => {
+                assert_eq!(r.kind, RefusalKind::OperatorFix);
+                assert!(!r.words.contains("token"));
+            }
+            DeployResult::Deployed(d) => panic!("deployed with a bad config: {d:?}"),
+        }
+
+        let first = match adapter.deploy(deploy_of("n1", &offer), progress()).await {
+            DeployResult::Deployed(d) => d,
+            DeployResult::Refused(r) => panic!("refused: {r}"),
+        };
+        assert_eq!(first.site.as_str(), "here");
+        assert_eq!(first.price, offer.price);
+        let again = match adapter.deploy(deploy_of("n1", &offer), progress()).await {
+            DeployResult::Deployed(d) => d,
+            DeployResult::Refused(r) => panic!("refused: {r}"),
+        };
+        assert_eq!(again.instance_ref, first.instance_ref);
+
+        match adapter.deploy(deploy_of("n2", &offer), progress()).await {
+            DeployResult::Refused(r) => assert_eq!(r.kind, RefusalKind::Failed),
+            DeployResult::Deployed(d) => panic!("another node's token deployed {d:?}"),
+        }
+
+        let inventory = adapter.inventory().await.unwrap();
+        assert_eq!(inventory.nodes.len(), 1);
+        assert_eq!(inventory.sites.len(), 1);
+        *lock(&memory.fail_next) = Some(MachineError::Provider {
+            status: Some(500),
+            code: None,
+            message: "boom".into(),
+        });
+        assert_eq!(adapter.inventory().await, None);
+
+        let n1 = NodeId::new("n1").unwrap();
+        assert_eq!(adapter.destroy(n1.clone()).await, DestroyResult::Destroyed);
+        assert_eq!(adapter.destroy(n1).await, DestroyResult::Destroyed);
+        assert_eq!(memory.creates.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn an_expired_offer_deploys_only_a_machine_that_exists() {
+        let memory = memory();
+        let adapter = adapter(&memory);
+        let offer = offered(adapter.quote(quote("n1", "here", 2, 4)).await);
+        let mut token = OfferToken::decode(offer.quote_token.as_str()).unwrap();
+        token.expires_ms = 1;
+        let expired = Offer {
+            quote_token: QuoteToken::new(token.encode()).unwrap(),
+            ..offer
+        };
+        let progress = ProgressSink::discard(NodeId::new("n1").unwrap());
+        match adapter
+            .deploy(deploy_of("n1", &expired), progress.clone())
+            .await
+        {
+            DeployResult::Refused(r) => assert_eq!(r.kind, RefusalKind::Failed),
+            DeployResult::Deployed(d) => panic!("an expired offer created {d:?}"),
+        }
+        assert_eq!(memory.creates.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn cloud_errors_map_to_machine_errors() {
+        let provider = |status: u16, code: Option<&str>| CloudError::Provider {
+            operation: "op",
+            status,
+            code: code.map(str::to_string),
+            message: "words".into(),
+        };
+        let cases: Vec<(CloudError, RefusalKind)> = vec![
+            (
+                CloudError::NotFound {
+                    operation: "op",
+                    path: "/x".into(),
+                },
+                RefusalKind::Failed,
+            ),
+            (
+                CloudError::RateLimited {
+                    operation: "op",
+                    retry_after: Duration::from_secs(2),
+                },
+                RefusalKind::Transient,
+            ),
+            (
+                CloudError::NoCapacity {
+                    operation: "op",
+                    message: "sold out".into(),
+                },
+                RefusalKind::NoCapacity,
+            ),
+            (
+                provider(401, Some("unauthorized")),
+                RefusalKind::OperatorFix,
+            ),
+            (
+                provider(403, Some("resource_limit_exceeded")),
+                RefusalKind::OperatorFix,
+            ),
+            (provider(409, Some("uniqueness_error")), RefusalKind::Failed),
+            (provider(500, None), RefusalKind::Failed),
+            (
+                CloudError::InvalidInput {
+                    what: "user_data",
+                    problem: "too large".into(),
+                },
+                RefusalKind::OperatorFix,
+            ),
+        ];
+        for (cloud, kind) in cases {
+            assert_eq!(
+                MachineError::from_cloud(&cloud).refusal_kind(),
+                kind,
+                "{cloud}"
+            );
+        }
+        assert!(
+            MachineError::from_cloud(&provider(404, None)).refusal_kind() == RefusalKind::Failed
+        );
+        assert!(matches!(
+            MachineError::from_cloud(&provider(409, Some("uniqueness_error"))),
+            MachineError::Conflict { .. }
+        ));
+        assert_eq!(
+            MachineError::from_cloud(&provider(422, Some("invalid_input"))),
+            MachineError::Provider {
+                status: Some(422),
+                code: Some("invalid_input".into()),
+                message: "words".into()
+            }
+        );
+        let decode = CloudError::Protocol {
+            operation: "op",
+            problem: "next_page does not advance".into(),
+        };
+        assert!(matches!(
+            MachineError::from_cloud(&decode),
+            MachineError::Provider { status: None, .. }
+        ));
+        assert!(
+            MachineError::from_cloud(&CloudError::NotFound {
+                operation: "op",
+                path: "/x".into()
+            })
+            .is_not_found()
+        );
+    }
+
+    #[test]
+    fn hostnames_are_safe_and_distinct() {
+        assert_eq!(hostname_for("inst_01ABC"), "inst-01abc");
+        assert_eq!(hostname_for("9lives"), "n-9lives");
+        assert_eq!(hostname_for("a..b__c-"), "a-b-c");
+        let long_a = format!("{}-a", "x".repeat(80));
+        let long_b = format!("{}-b", "x".repeat(80));
+        let (a, b) = (hostname_for(&long_a), hostname_for(&long_b));
+        assert!(a.len() <= 63 && b.len() <= 63);
+        assert_ne!(a, b);
+        for name in [a, b, hostname_for("conformance-deploy-is-idempotent-123-1")] {
+            assert!(
+                name.bytes()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+            );
+            assert!(!name.ends_with('-') && name.starts_with(|c: char| c.is_ascii_lowercase()));
+        }
+    }
+
+    #[test]
+    fn offer_tokens_round_trip_and_reject_garbage() {
+        let token = OfferToken {
+            node: "node|with|bars".into(),
+            location: "fsn1".into(),
+            plan: "cx23".into(),
+            hourly: Money::new(Decimal::new(595, 5), Currency::EUR, Period::Hour),
+            expires_ms: 1_800_000_000_000,
+        };
+        assert_eq!(OfferToken::decode(&token.encode()), Some(token));
+        assert_eq!(OfferToken::decode("m1|fsn1"), None);
+        assert_eq!(OfferToken::decode("m2|a|b|1|EUR|1|n"), None);
+        assert_eq!(OfferToken::decode("m1|a|b|x|EUR|1|n"), None);
+    }
+
+    #[test]
+    fn user_data_carries_keys_and_bootstrap() {
+        assert_eq!(user_data(b"", &[]).unwrap(), None);
+        let keys = vec!["ssh-ed25519 AAAA a@b".to_string(), " ".to_string()];
+        let only_keys = user_data(b"", &keys).unwrap().unwrap();
+        assert!(only_keys.starts_with("#cloud-config\n"));
+        assert!(only_keys.contains("\"ssh-ed25519 AAAA a@b\""));
+        assert_eq!(
+            user_data(b"#!/bin/sh\n", &[]).unwrap().as_deref(),
+            Some("#!/bin/sh\n")
+        );
+        let both = user_data(b"#!/bin/sh\necho hi\n", &keys).unwrap().unwrap();
+        assert!(both.contains("multipart/mixed"));
+        assert!(both.contains("text/x-shellscript") && both.contains("echo hi"));
+        assert!(user_data(&[0xff, 0xfe], &[]).is_err());
+    }
+}
