@@ -937,6 +937,7 @@ mod golden {
             endpoints: Vec::new(),
             app: None,
             placement: Default::default(),
+            address: None,
             generation: 3,
             deleting: false,
             nodes: NodeCounts {

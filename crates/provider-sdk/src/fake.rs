@@ -346,7 +346,10 @@ impl Provider for FakeProvider {
         let Some(sites) = self.class_sites(&quote.class) else {
             return operator_fix("This region is not offered.");
         };
-        if !self.config.os.iter().any(|(id, _)| id == &quote.os) {
+        // A gateway boots the provider's own image, whatever OS id it is asked for.
+        if quote.purpose == orc_proto::Purpose::Tenant
+            && !self.config.os.iter().any(|(id, _)| id == &quote.os)
+        {
             return operator_fix("This operating system is not offered.");
         }
         let site = match &quote.pinned_site {

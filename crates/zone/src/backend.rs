@@ -105,6 +105,13 @@ pub trait NodeBackend: Send + Sync + 'static {
         let _ = provider;
         None
     }
+
+    /// Whether `provider`'s sites need a gateway node each (its catalog says so). `false`
+    /// while its catalog is unknown.
+    fn site_gateways(&self, provider: &Provider) -> bool {
+        let _ = provider;
+        false
+    }
 }
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -127,6 +134,7 @@ trait ErasedBackend: Send + Sync + 'static {
         node: orc_proto::NodeId,
     ) -> BoxFuture<'a, Result<orc_proto::DestroyResult, BackendError>>;
     fn config_changed_at(&self, provider: &Provider) -> Option<Timestamp>;
+    fn site_gateways(&self, provider: &Provider) -> bool;
 }
 
 impl<B: NodeBackend> ErasedBackend for B {
@@ -153,6 +161,9 @@ impl<B: NodeBackend> ErasedBackend for B {
     }
     fn config_changed_at(&self, provider: &Provider) -> Option<Timestamp> {
         NodeBackend::config_changed_at(self, provider)
+    }
+    fn site_gateways(&self, provider: &Provider) -> bool {
+        NodeBackend::site_gateways(self, provider)
     }
 }
 
@@ -227,6 +238,10 @@ impl NodeBackend for Backends {
     fn config_changed_at(&self, provider: &Provider) -> Option<Timestamp> {
         self.route(provider).config_changed_at(provider)
     }
+
+    fn site_gateways(&self, provider: &Provider) -> bool {
+        self.route(provider).site_gateways(provider)
+    }
 }
 
 impl<B: NodeBackend> NodeBackend for Arc<B> {
@@ -256,5 +271,9 @@ impl<B: NodeBackend> NodeBackend for Arc<B> {
 
     fn config_changed_at(&self, provider: &Provider) -> Option<Timestamp> {
         (**self).config_changed_at(provider)
+    }
+
+    fn site_gateways(&self, provider: &Provider) -> bool {
+        (**self).site_gateways(provider)
     }
 }

@@ -27,6 +27,7 @@ mod nodes;
 mod pools;
 mod providers;
 mod rows;
+mod sites;
 mod tenancy;
 mod usage;
 
@@ -44,6 +45,7 @@ use crate::model::{Timestamp, sys_org_id, sys_project_id};
 pub use error::{Kind, StoreError};
 pub use nodes::{BatchOutcome, StatusWrite};
 pub use pools::PoolChange;
+pub use sites::{PoolAddress, SiteInUse};
 
 /// Result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -71,7 +73,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
     (
         4,
-        "lost nodes placement",
+        "lost nodes placement pool addresses",
         include_str!("../migrations/0004_lost_nodes_placement.sql"),
     ),
 ];

@@ -566,7 +566,7 @@ async fn reconcile_gateways_are_never_billed_and_public_pools_get_an_ipv4_line()
         .create_pool(
             &orc_zone::model::NewPool {
                 project_id: orc_zone::model::sys_project_id(),
-                name: name("gw-eu-central"),
+                name: name("gw-eu-central-a"),
                 size: 1,
                 spec: spec(&provider),
             },
@@ -631,4 +631,144 @@ async fn reconcile_gateways_are_never_billed_and_public_pools_get_an_ipv4_line()
         lines[0].amount,
         Decimal::new(500, 2) / Decimal::from(730) * Decimal::from(2)
     );
+}
+
+#[tokio::test]
+async fn reconcile_site_gateways_follow_tenant_nodes_and_public_pools_stay_on_one_site() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let provider = provider_row(&t).await;
+    let cloud = FakeCloud::new();
+    let clock = ManualClock::new(START);
+    let backend = Direct::new(&cloud);
+    let reconciler = reconciler(&t.store, Backends::single(backend.clone()), &clock);
+    let pool = create_pool(&t, &provider, "web", 2).await;
+    drive(
+        &reconciler,
+        &t.store,
+        &pool.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
+
+    // A provider whose catalog does not ask for gateways gets none.
+    reconciler.pool_pass().await.unwrap();
+    let sys = orc_zone::model::sys_project_id();
+    assert!(t.store.list_pools(&sys).await.unwrap().is_empty());
+
+    // One that does gets one gateway pool per site in use, pinned to its site.
+    backend.site_gateways.store(true, Ordering::SeqCst);
+    reconciler.pool_pass().await.unwrap();
+    let gateways = t.store.list_pools(&sys).await.unwrap();
+    let names: Vec<&str> = gateways.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["gw-eu-central-a"]);
+    let gateway = &gateways[0];
+    assert_eq!(gateway.size, 1);
+    assert_eq!(gateway.spec.os, "gateway");
+    assert_eq!(gateway.spec.region_class, "eu-central");
+    let gw_nodes = drive(
+        &reconciler,
+        &t.store,
+        &gateway.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
+    assert_eq!(gw_nodes[0].status.site.as_deref(), Some("eu-central-a"));
+    assert_eq!(
+        gw_nodes[0].status.price, None,
+        "a gateway is never priced to a tenant"
+    );
+    reconciler.pool_pass().await.unwrap();
+    assert_eq!(
+        t.store.get_pool(&gateway.id).await.unwrap().size,
+        1,
+        "stable"
+    );
+
+    // A public pool's nodes follow its address's site once the provider reports one.
+    let mut public = orc_zone::model::NewPool {
+        project_id: t.project.id.clone(),
+        name: "edge".parse().unwrap(),
+        size: 1,
+        spec: spec(&provider),
+    };
+    public.spec.public = true;
+    let public = t.store.create_pool(&public, START).await.unwrap().pool;
+    let report = Inventory {
+        nodes: vec![],
+        sites: vec![],
+        pool_addresses: vec![orc_proto::PoolAddress {
+            pool: orc_proto::PoolId::new("acme/web/edge").unwrap(),
+            site: orc_proto::SiteName::new("eu-central-b").unwrap(),
+            ipv4: std::net::Ipv4Addr::new(192, 0, 2, 10),
+        }],
+    };
+    apply_inventory(
+        &t.store,
+        &provider,
+        &report,
+        START,
+        Duration::from_secs(120),
+    )
+    .await
+    .unwrap();
+    let edge = drive(
+        &reconciler,
+        &t.store,
+        &public.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
+    assert_eq!(edge[0].status.site.as_deref(), Some("eu-central-b"));
+    let address = t.store.pool_address(&public.id).await.unwrap().unwrap();
+    assert_eq!(
+        (address.site.as_str(), address.ipv4.as_str()),
+        ("eu-central-b", "192.0.2.10")
+    );
+    reconciler.pool_pass().await.unwrap();
+    let mut names: Vec<String> = t
+        .store
+        .list_pools(&sys)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|p| p.size == 1)
+        .map(|p| p.name.to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["gw-eu-central-a", "gw-eu-central-b"]);
+
+    // When the last tenant node of a site has ended, its gateway pool goes to zero (the
+    // partner's site stays open for its own keep period).
+    t.store.resize_pool(&pool.id, 0, START).await.unwrap();
+    drive(&reconciler, &t.store, &pool.id, 4, all_in(NodeState::Ended)).await;
+    reconciler.pool_pass().await.unwrap();
+    assert_eq!(t.store.get_pool(&gateway.id).await.unwrap().size, 0);
+    drive(
+        &reconciler,
+        &t.store,
+        &gateway.id,
+        4,
+        all_in(NodeState::Ended),
+    )
+    .await;
+    let pools = t.store.list_pools(&sys).await.unwrap();
+    let b = pools
+        .iter()
+        .find(|p| p.name.as_str() == "gw-eu-central-b")
+        .unwrap();
+    assert_eq!(b.size, 1, "site b still has the public pool's node");
+    // A report without the address removes it.
+    let empty = Inventory {
+        nodes: vec![],
+        sites: vec![],
+        pool_addresses: vec![],
+    };
+    apply_inventory(&t.store, &provider, &empty, START, Duration::from_secs(120))
+        .await
+        .unwrap();
+    assert_eq!(t.store.pool_address(&public.id).await.unwrap(), None);
 }

@@ -67,12 +67,22 @@ async fn pool_view(
 ) -> ApiResult<PoolView> {
     let provider = state.store.get_provider(&pool.spec.provider_id).await?;
     let counts = state.store.count_live_nodes_by_state(&pool.id).await?;
-    Ok(PoolView::new(
+    let mut view = PoolView::new(
         format!("{}/{}/{}", org.name, project.name, pool.name),
         pool,
         provider.name.as_str(),
         &counts,
-    ))
+    );
+    view.address =
+        state
+            .store
+            .pool_address(&pool.id)
+            .await?
+            .map(|a| super::views::PoolAddressView {
+                ipv4: a.ipv4,
+                site: a.site,
+            });
+    Ok(view)
 }
 
 /// Checks a requested shape, naming the field at fault.

@@ -346,11 +346,20 @@ pub struct PoolView {
     pub app: Option<AppView>,
     /// Provider-specific placement (`{"plan": "cx23"}`); empty when the provider chooses.
     pub placement: BTreeMap<String, String>,
+    /// A public pool's address, once its provider has reported one.
+    pub address: Option<PoolAddressView>,
     pub generation: u64,
     pub deleting: bool,
     pub nodes: NodeCounts,
     pub created_at: i64,
     pub updated_at: i64,
+}
+
+/// A public pool's IPv4 and the site it is at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PoolAddressView {
+    pub ipv4: String,
+    pub site: String,
 }
 
 impl PoolView {
@@ -391,6 +400,7 @@ impl PoolView {
             os: p.spec.os.clone(),
             public: p.spec.public,
             placement: p.spec.placement.clone(),
+            address: None,
             endpoints: p
                 .spec
                 .endpoints

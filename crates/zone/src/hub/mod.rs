@@ -468,6 +468,11 @@ impl NodeBackend for Hub {
             .get(&provider.resource_uri)
             .map(|g| g.config_changed_at)
     }
+
+    fn site_gateways(&self, provider: &Provider) -> bool {
+        self.catalog(provider)
+            .is_some_and(|status| status.catalog.site_gateways)
+    }
 }
 
 /// The message's name, for errors.

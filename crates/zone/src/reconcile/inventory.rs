@@ -7,13 +7,13 @@
 //! its inventory before that node's deploy finished. A lost node stops accruing usage (its
 //! usage is written up to the moment it is found missing).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use orc_proto::Inventory;
 
-use crate::model::{EventScope, Expected, NodeState, Provider, Timestamp};
-use crate::store::{StatusWrite, Store, StoreResult};
+use crate::model::{EventScope, Expected, Name, NodeState, Provider, Timestamp};
+use crate::store::{PoolAddress, StatusWrite, Store, StoreError, StoreResult};
 
 /// Words of the event when a lost node is reported again.
 pub const FOUND_WORDS: &str = "The node is reported by its provider again.";
@@ -55,6 +55,7 @@ pub async fn apply_inventory(
         missing.push(node);
     }
     restore_found(store, provider, &reported, now).await?;
+    record_pool_addresses(store, provider, inventory, now).await?;
     if writes.is_empty() {
         return Ok(0);
     }
@@ -123,4 +124,48 @@ async fn restore_found(
             .await?;
     }
     Ok(outcome.updated.len())
+}
+
+/// Records the public pools' addresses the report lists (replacing what the provider
+/// reported before). An address of a pool that is unknown or on another provider is
+/// ignored.
+async fn record_pool_addresses(
+    store: &Store,
+    provider: &Provider,
+    inventory: &Inventory,
+    now: Timestamp,
+) -> StoreResult<usize> {
+    let mut addresses = BTreeMap::new();
+    for reported in &inventory.pool_addresses {
+        let path: Vec<&str> = reported.pool.as_str().split('/').collect();
+        let [org, project, pool] = path.as_slice() else {
+            tracing::debug!(pool = %reported.pool, "pool address of a pool path that is not org/project/name");
+            continue;
+        };
+        let (Ok(org), Ok(project), Ok(pool)) = (
+            org.parse::<Name>(),
+            project.parse::<Name>(),
+            pool.parse::<Name>(),
+        ) else {
+            continue;
+        };
+        match store.pool_by_path(&org, &project, &pool).await {
+            Ok(pool) if pool.spec.provider_id == provider.id => {
+                addresses.insert(
+                    pool.id,
+                    PoolAddress {
+                        site: reported.site.to_string(),
+                        ipv4: reported.ipv4.to_string(),
+                    },
+                );
+            }
+            Ok(_) | Err(StoreError::NotFound { .. }) => {
+                tracing::debug!(pool = %reported.pool, provider = %provider.name, "pool address of a pool this provider does not serve");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    store
+        .replace_pool_addresses(&provider.id, &addresses, now)
+        .await
 }

@@ -25,6 +25,7 @@
 //! node) and deletes pools marked deleting once their nodes have ended.
 
 mod clock;
+pub mod gateways;
 mod inventory;
 pub mod nodes;
 mod usage;
@@ -38,7 +39,7 @@ use std::time::Duration;
 
 use orc_proto::{
     Bootstrap, ClassId, Deploy, DeployResult, DestroyResult, OsId, Purpose, Quote, QuoteReply,
-    QuoteToken,
+    QuoteToken, SiteName,
 };
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
@@ -138,6 +139,9 @@ struct PoolContext {
     provider: Provider,
     org: Org,
     project: Project,
+    /// The only site its nodes may go to: a gateway's site, or a public pool's (the site
+    /// of its address, else of its oldest member).
+    pin: Option<String>,
 }
 
 impl PoolContext {
@@ -309,6 +313,16 @@ impl Reconciler {
                 projects.insert(pool.project_id.clone(), (org, project));
             }
             let (org, project) = projects[&pool.project_id].clone();
+            let pin = if is_gateway(&org.id, pool.name.as_str()) {
+                gateways::gateway_site(pool.name.as_str()).map(str::to_string)
+            } else if pool.spec.public {
+                match self.store().pool_address(&pool.id).await? {
+                    Some(address) => Some(address.site),
+                    None => self.store().oldest_member_site(&pool.id).await?,
+                }
+            } else {
+                None
+            };
             out.insert(
                 pool.id.clone(),
                 Arc::new(PoolContext {
@@ -316,6 +330,7 @@ impl Reconciler {
                     provider: provider.clone(),
                     org,
                     project,
+                    pin,
                 }),
             );
         }
@@ -691,6 +706,11 @@ impl Reconciler {
     /// replaced), and deletes pools marked deleting whose nodes have all ended. Returns how
     /// many pools it deleted.
     pub async fn pool_pass(&self) -> Result<usize, ReconcileError> {
+        let gateways =
+            gateways::gateway_pass(self.store(), &self.shared.backends, self.now()).await?;
+        if !gateways.opened.is_empty() || !gateways.closed.is_empty() {
+            self.shared.wake.notify_one();
+        }
         for id in self.store().pools_with_free_slots().await? {
             let created = self.store().refill_pool(&id, self.now()).await?;
             if !created.is_empty() {
@@ -755,6 +775,7 @@ pub(crate) async fn billing_subject_for(
         provider,
         org,
         project,
+        pin: None,
     };
     Ok(context_subject(&context, node))
 }
@@ -791,7 +812,12 @@ fn build_quote(context: &PoolContext, node: &Node) -> Result<Quote, String> {
         class: ClassId::new(spec.region_class.as_str())
             .map_err(|e| format!("pool {}: {e}", context.pool.id))?,
         os: OsId::new(spec.os.as_str()).map_err(|e| format!("pool {}: {e}", context.pool.id))?,
-        pinned_site: None,
+        pinned_site: context
+            .pin
+            .as_deref()
+            .map(SiteName::new)
+            .transpose()
+            .map_err(|e| format!("pool {}: pinned site: {e}", context.pool.id))?,
         public: spec.public,
         placement: spec.placement.clone(),
     })

@@ -514,6 +514,10 @@ impl Store {
             .bind(id.as_str())
             .execute(&mut *tx)
             .await?;
+        sqlx::query("DELETE FROM pool_addresses WHERE pool_id = $1")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("DELETE FROM pools WHERE id = $1")
             .bind(id.as_str())
             .execute(&mut *tx)

@@ -294,6 +294,8 @@ pub struct Direct {
     pub provider: Arc<FakeProvider>,
     pub config_changed: std::sync::Mutex<Option<Timestamp>>,
     pub quotes: std::sync::atomic::AtomicUsize,
+    /// What [`NodeBackend::site_gateways`] answers.
+    pub site_gateways: std::sync::atomic::AtomicBool,
 }
 
 impl Direct {
@@ -302,6 +304,7 @@ impl Direct {
             provider: Arc::new(FakeProvider::new(Arc::clone(cloud))),
             config_changed: std::sync::Mutex::new(Some(Timestamp(0))),
             quotes: Default::default(),
+            site_gateways: Default::default(),
         })
     }
 }
@@ -341,6 +344,10 @@ impl NodeBackend for Direct {
 
     fn config_changed_at(&self, _provider: &Provider) -> Option<Timestamp> {
         *self.config_changed.lock().expect("lock")
+    }
+
+    fn site_gateways(&self, _provider: &Provider) -> bool {
+        self.site_gateways.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
