@@ -868,3 +868,127 @@ async fn through_the_runner_an_unreadable_cloud_sends_nothing_until_it_reads_aga
     let _ = stop.send(());
     task.await.unwrap();
 }
+
+/// Places `q` through the provider's own quote and deploy (the deploy path's marks are what
+/// the pass reads back).
+async fn place(p: &PartnerProvider, q: Quote) -> orc_proto::Deployed {
+    let node = q.node_id.clone();
+    let os = q.os.clone();
+    let offer = match p.quote(q).await {
+        QuoteReply::Offer(o) => o,
+        QuoteReply::Refused(r) => panic!("refused: {r}"),
+    };
+    let result = p
+        .deploy(
+            orc_proto::Deploy {
+                node_id: node.clone(),
+                quote_token: offer.quote_token,
+                os,
+                ssh_keys: vec![],
+                bootstrap: orc_proto::Bootstrap(b"#!/bin/sh\ntrue\n".to_vec()),
+            },
+            orc_provider_sdk::ProgressSink::discard(node),
+        )
+        .await;
+    match result {
+        orc_proto::DeployResult::Deployed(done) => done,
+        orc_proto::DeployResult::Refused(r) => panic!("deploy refused: {r}"),
+    }
+}
+
+fn public_quote(node: &str, class: &str, pool: &str) -> Quote {
+    Quote {
+        public: true,
+        pool: PoolId::new(pool).unwrap(),
+        ..quote(node, class)
+    }
+}
+
+fn gateway_quote(node: &str, class: &str, site: &str) -> Quote {
+    Quote {
+        pool: PoolId::new(format!("sys/sys/gw-{site}")).unwrap(),
+        purpose: Purpose::Gateway,
+        os: OsId::new("gateway").unwrap(),
+        pinned_site: Some(orc_proto::SiteName::new(site).unwrap()),
+        ..quote(node, class)
+    }
+}
+
+/// Sites opened and public pools placed by the deploy path on both clouds: one pass reports
+/// every node and gateway, each site with its stable IPv4 and prefix, each pool address, and
+/// names every address; the next pass sets nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_deploy_path_opens_is_reported_and_named() {
+    let emu = emulators().await;
+    no_rate_limits(&emu).await;
+    let c = clouds(&emu);
+    let p = provider(config(&source(&emu, "a").param("ptr_domain", DOMAIN)));
+    let h_node = place(&p, public_quote("n-pub-h", "eu-central", "acme/web/api")).await;
+    assert_eq!(h_node.site.as_str(), "eu-central-a");
+    let h_gw = place(&p, gateway_quote("n-gw-h", "eu-central", "eu-central-a")).await;
+    let v_node = place(&p, public_quote("n-pub-v", "us-east", "acme/db/main")).await;
+    assert_eq!(v_node.site.as_str(), "us-east-b");
+    let v_gw = place(&p, gateway_quote("n-gw-v", "us-east", "us-east-b")).await;
+
+    let inventory = p.inventory().await.unwrap();
+    assert_eq!(
+        node_ids(&inventory),
+        ["n-gw-h", "n-gw-v", "n-pub-h", "n-pub-v"]
+    );
+    let ipv4 = |done: &orc_proto::Deployed| match done.addresses.first() {
+        Some(std::net::IpAddr::V4(ip)) => *ip,
+        other => panic!("a gateway answers its stable IPv4, not {other:?}"),
+    };
+    let stable: BTreeMap<&str, Ipv4Addr> = inventory
+        .sites
+        .iter()
+        .map(|s| (s.site.as_str(), s.public_ipv4.expect("a stable IPv4")))
+        .collect();
+    assert_eq!(
+        stable,
+        BTreeMap::from([("eu-central-a", ipv4(&h_gw)), ("us-east-b", ipv4(&v_gw))])
+    );
+    assert!(
+        inventory.sites.iter().all(|s| s.private_prefix.is_some()),
+        "{inventory:?}"
+    );
+    let pools: Vec<(&str, &str)> = inventory
+        .pool_addresses
+        .iter()
+        .map(|a| (a.pool.as_str(), a.site.as_str()))
+        .collect();
+    assert_eq!(
+        pools,
+        [
+            ("acme/db/main", "us-east-b"),
+            ("acme/web/api", "eu-central-a")
+        ]
+    );
+
+    assert_eq!(
+        c.hetzner_ptr(ipv4(&h_gw)).await,
+        "gw-eu-central-a.cloud.example.com"
+    );
+    let v_gw_id = VultrInstanceId(v_gw.instance_ref.as_str()["vultr:".len()..].to_string());
+    assert_eq!(
+        c.vultr_ptr(&v_gw_id, ipv4(&v_gw)).await,
+        "gw-us-east-b.cloud.example.com"
+    );
+    for address in &inventory.pool_addresses {
+        let name = format!(
+            "pool-{}-{}.cloud.example.com",
+            address.pool.as_str().replace('/', "-"),
+            address.site
+        );
+        let found = match address.site.as_str() {
+            "eu-central-a" => c.hetzner_ptr(address.ipv4).await,
+            _ => c.vultr_ptr(&v_gw_id, address.ipv4).await,
+        };
+        assert_eq!(found, name);
+    }
+    assert!(p.reverse_dns_pending().is_empty());
+
+    p.clients().reset_counts();
+    p.inventory().await.unwrap();
+    assert_eq!(counted(&p, "dns_ptr") + counted(&p, "reverse_ipv4"), 0);
+}
