@@ -1,0 +1,239 @@
+//! Tenant node deploys against the emulators: extra disks created with the node (a failure
+//! right after a disk converges) and deleted with it, one pool's nodes on two clouds after a
+//! stockout, and caps holding under 50 concurrent quotes and deploys.
+
+mod deploy_support;
+mod support;
+
+use std::sync::Arc;
+
+use deploy_support::*;
+use orc_proto::{DestroyResult, NodeId, Quote, QuoteReply, RefusalKind};
+use orc_provider_sdk::Provider;
+use support::*;
+
+fn with_disks(q: Quote, disks: &[u32]) -> Quote {
+    let mut q = q;
+    q.shape.disks_gib = disks.to_vec();
+    q
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extra_disks_come_and_go_with_their_node_on_both_clouds() {
+    let emu = emulators().await;
+    let base = census(&emu).await;
+    let p = provider(config(&source(&emu, "a")));
+    let h = place(
+        &p,
+        with_disks(quote("n-disk-h", "eu-central", 2, 4), &[20, 30]),
+    )
+    .await;
+    let v = place(&p, with_disks(quote("n-disk-v", "us-east", 2, 4), &[40])).await;
+    assert!(h.instance_ref.as_str().starts_with("hetzner:"));
+    assert!(v.instance_ref.as_str().starts_with("vultr:"));
+    let volumes = hetzner(&emu)
+        .list_volumes(Some("orc-node=n-disk-h"))
+        .await
+        .unwrap();
+    let mut sizes: Vec<u64> = volumes.iter().map(|v| v.size).collect();
+    sizes.sort();
+    assert_eq!(sizes, [20, 30]);
+    let server: u64 = h.instance_ref.as_str()["hetzner:".len()..].parse().unwrap();
+    assert!(
+        volumes
+            .iter()
+            .all(|v| v.server.map(|s| s.0) == Some(server))
+    );
+    let blocks = vultr(&emu).list_blocks().await.unwrap();
+    assert_eq!(blocks.len(), 1);
+    assert_eq!(blocks[0].size_gb, 40);
+    assert_eq!(
+        blocks[0].attached_to_instance.as_deref(),
+        Some(&v.instance_ref.as_str()["vultr:".len()..])
+    );
+    // Deploying again makes no second disk.
+    let o = offer(
+        &p,
+        with_disks(quote("n-disk-h", "eu-central", 2, 4), &[20, 30]),
+    )
+    .await;
+    deployed(deploy(&p, "n-disk-h", o.quote_token).await);
+    assert_eq!(
+        added(&emu, &base).await,
+        expect(&[
+            ("hetzner servers", 1),
+            ("hetzner networks", 1),
+            ("hetzner primary ips", 1),
+            ("hetzner ssh keys", 1),
+            ("hetzner volumes", 2),
+            ("vultr instances", 1),
+            ("vultr vpcs", 1),
+            ("vultr reserved ips", 1),
+            ("vultr ssh keys", 1),
+            ("vultr blocks", 1),
+        ])
+    );
+    for node in ["n-disk-h", "n-disk-v"] {
+        assert_eq!(
+            p.destroy(NodeId::new(node).unwrap()).await,
+            DestroyResult::Destroyed
+        );
+    }
+    let after = added(&emu, &base).await;
+    assert_eq!(after.get("hetzner volumes"), None, "{after:?}");
+    assert_eq!(after.get("vultr blocks"), None, "{after:?}");
+    assert_eq!(after.get("hetzner servers"), None, "{after:?}");
+}
+
+/// A failure right after a disk is created (its attach) and one right after the node is
+/// created (the disk create): each retry finishes with exactly the disks asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_after_the_node_or_a_disk_converges() {
+    let emu = emulators().await;
+    let p = provider(config(&source(&emu, "a")));
+    let root = vultr_root(&emu);
+    let o = offer(&p, with_disks(quote("n-dv", "us-east", 2, 4), &[10, 15])).await;
+    control(
+        &root,
+        "/_emu/faults",
+        serde_json::json!({"path": "/v2/blocks/", "method": "POST", "status": 503, "count": 5}),
+    )
+    .await;
+    let r = refusal(deploy(&p, "n-dv", o.quote_token.clone()).await);
+    assert_eq!(r.kind, RefusalKind::Transient, "{r}");
+    assert_eq!(
+        vultr(&emu).list_blocks().await.unwrap().len(),
+        1,
+        "created, not attached"
+    );
+    clear_faults(&root).await;
+    let done = deployed(deploy(&p, "n-dv", o.quote_token.clone()).await);
+    deployed(deploy(&p, "n-dv", o.quote_token).await);
+    let blocks = vultr(&emu).list_blocks().await.unwrap();
+    let id = &done.instance_ref.as_str()["vultr:".len()..];
+    assert_eq!(blocks.len(), 2);
+    assert!(
+        blocks
+            .iter()
+            .all(|b| b.attached_to_instance.as_deref() == Some(id))
+    );
+
+    let hroot = hetzner_root(&emu);
+    let o = offer(&p, with_disks(quote("n-dh", "eu-central", 2, 4), &[10])).await;
+    control(
+        &hroot,
+        "/_emu/faults",
+        serde_json::json!({"path": "/v1/volumes", "method": "POST", "status": 503, "count": 5}),
+    )
+    .await;
+    let r = refusal(deploy(&p, "n-dh", o.quote_token.clone()).await);
+    assert_eq!(r.kind, RefusalKind::Transient, "{r}");
+    clear_faults(&hroot).await;
+    deployed(deploy(&p, "n-dh", o.quote_token.clone()).await);
+    deployed(deploy(&p, "n-dh", o.quote_token).await);
+    assert_eq!(hetzner(&emu).list_volumes(None).await.unwrap().len(), 1);
+    assert_eq!(count_node(&emu, "n-dh").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_pools_nodes_land_on_two_clouds_when_a_stockout_moves_one() {
+    let emu = emulators().await;
+    let p = provider(config(&source(&emu, "a")));
+    let first = place(&p, quote("n-pool-1", "eu-central", 2, 4)).await;
+    assert_eq!(first.site.as_str(), "eu-central-a");
+    let o = offer(&p, quote("n-pool-2", "eu-central", 2, 4)).await;
+    let token = orc_partner_provider::token::OfferToken::decode(o.quote_token.as_str()).unwrap();
+    for location in ["fsn1", "nbg1"] {
+        control(
+            &hetzner_root(&emu),
+            "/_emu/sold-out",
+            serde_json::json!({"plan": token.plan, "location": location, "sold_out": true}),
+        )
+        .await;
+    }
+    let r = refusal(deploy(&p, "n-pool-2", o.quote_token).await);
+    assert_eq!(r.kind, RefusalKind::NoCapacity);
+    // The zone quotes the node again; each refused site sits out, so it moves on.
+    let mut refused_sites = vec![o.site.as_str().to_string()];
+    let moved = loop {
+        let again = offer(&p, quote("n-pool-2", "eu-central", 2, 4)).await;
+        assert!(!refused_sites.contains(&again.site.as_str().to_string()));
+        match deploy(&p, "n-pool-2", again.quote_token).await {
+            orc_proto::DeployResult::Deployed(done) => break done,
+            orc_proto::DeployResult::Refused(r) => {
+                assert_eq!(r.kind, RefusalKind::NoCapacity, "{r}");
+                refused_sites.push(again.site.as_str().to_string());
+            }
+        }
+    };
+    assert_eq!(moved.site.as_str(), "eu-central-c");
+    assert!(moved.instance_ref.as_str().starts_with("vultr:"));
+    let inventory = p.inventory().await.unwrap();
+    let sites: Vec<&str> = inventory.sites.iter().map(|s| s.site.as_str()).collect();
+    assert!(
+        sites.contains(&"eu-central-a") && sites.contains(&"eu-central-c"),
+        "{sites:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caps_hold_under_fifty_concurrent_quotes_and_deploys() {
+    let emu = emulators().await;
+    let p = Arc::new(provider(config(
+        &source(&emu, "a")
+            .param("hetzner_max_nodes", "4")
+            .param("vultr_max_nodes", "3"),
+    )));
+    p.on_role(orc_proto::Role::Serving);
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while [
+            orc_partner::ids::Cloud::Hetzner,
+            orc_partner::ids::Cloud::Vultr,
+        ]
+        .iter()
+        .any(|c| p.quote_state().count_status(*c) != Some(orc_partner::state::CountStatus::Counted))
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let p = p.clone();
+        tasks.push(tokio::spawn(async move {
+            let node = format!("n-cc-{i}");
+            match p.quote(quote(&node, "eu-central", 2, 4)).await {
+                QuoteReply::Offer(o) => Some(deploy(&p, &node, o.quote_token).await),
+                QuoteReply::Refused(r) => {
+                    assert_eq!(r.kind, RefusalKind::NoCapacity, "{r}");
+                    None
+                }
+            }
+        }));
+    }
+    let mut placed = 0;
+    for task in tasks {
+        if let Some(result) = task.await.unwrap() {
+            deployed(result);
+            placed += 1;
+        }
+    }
+    assert_eq!(placed, 7, "every node the caps allow, and no more");
+    let h = hetzner(&emu)
+        .list_servers(&orc_cloud::hetzner::ServerFilter {
+            label_selector: Some("orc-role=node".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(h.len(), 4);
+    let v = vultr(&emu)
+        .list_instances(&orc_cloud::vultr::InstanceFilter {
+            tag: Some("orc-role=node".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(v.len(), 3);
+}
