@@ -685,6 +685,15 @@ impl<M: MachineProvider> MachineAdapter<M> {
                 else {
                     return refuse(RefusalKind::OperatorFix, "the placement's plan is unknown");
                 };
+                let fits = offer.vcpus >= q.shape.vcpus
+                    && offer.memory_mib >= u64::from(q.shape.memory_gib) * 1024
+                    && offer.arch == q.shape.arch;
+                if !fits {
+                    return refuse(
+                        RefusalKind::NoCapacity,
+                        "the placement's plan is smaller than the shape",
+                    );
+                }
                 if !offer.available {
                     return refuse(RefusalKind::NoCapacity, "the plan is sold out");
                 }
@@ -1338,10 +1347,20 @@ mod tests {
     async fn quotes_honour_placement_and_refuse_by_kind() {
         let memory = memory();
         let adapter = adapter(&memory);
-        let mut placed = quote("n1", "here", 4, 8);
+        let mut placed = quote("n1", "here", 2, 4);
         placed.placement.insert("plan".into(), "small-a".into());
         let token = offered(adapter.quote(placed.clone()).await).quote_token;
         assert_eq!(OfferToken::decode(token.as_str()).unwrap().plan, "small-a");
+
+        let mut too_small = quote("n1", "here", 4, 8);
+        too_small.placement.insert("plan".into(), "small-a".into());
+        assert_eq!(
+            refused(adapter.quote(too_small).await),
+            RefusalKind::NoCapacity
+        );
+        let mut roomy = quote("n1", "here", 1, 2);
+        roomy.placement.insert("plan".into(), "big".into());
+        offered(adapter.quote(roomy).await);
 
         placed.placement.insert("plan".into(), "nonesuch".into());
         assert_eq!(
