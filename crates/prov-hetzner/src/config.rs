@@ -131,8 +131,9 @@ struct RawAccount {
 impl Account {
     /// Parses and validates the account JSON.
     pub fn from_json(text: &str) -> Result<Account, AccountError> {
+        // serde_json's messages name fields and types, never a string value.
         let raw: RawAccount = serde_json::from_str(text).map_err(|e| AccountError::Json {
-            message: json_problem(&e),
+            message: e.to_string(),
         })?;
         let token = raw.token.ok_or(AccountError::Field {
             field: "token",
@@ -166,19 +167,6 @@ impl Account {
             std::fs::read_to_string(&path).map_err(|source| AccountError::Read { path, source })?;
         Account::from_json(&text)
     }
-}
-
-/// serde_json's words without any input text: only the category, line and column.
-fn json_problem(error: &serde_json::Error) -> String {
-    let what = match error.classify() {
-        serde_json::error::Category::Io => "cannot be read",
-        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => "is not JSON",
-        serde_json::error::Category::Data => "has an unknown field or a value of the wrong type",
-    };
-    let detail = error.to_string();
-    // serde_json names unknown fields and expected types, never echoing a string value,
-    // except inside "invalid value: string \"…\"", which a string field cannot produce.
-    format!("it {what} ({detail})")
 }
 
 #[cfg(test)]
