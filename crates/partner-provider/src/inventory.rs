@@ -20,7 +20,7 @@
 //! inventory and leaves the guard's live sites as they were (and "site guard incomplete"
 //! stands while a cloud's addresses could not be listed).
 
-pub(crate) mod guard;
+pub mod guard;
 pub(crate) mod rdns;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -152,6 +152,13 @@ impl PartnerProvider {
         !lock(&self.shared.inventory.memory)
             .unlisted_addresses
             .is_empty()
+    }
+
+    /// Live sites out of step with the region map (remapped while live, or live at a
+    /// location no site name maps to), from what the last complete pass found.
+    pub fn sites_out_of_step(&self) -> Vec<guard::OutOfStep> {
+        let state = lock(&self.shared.state);
+        guard::out_of_step(&self.shared.config, state.live_sites())
     }
 
     /// Addresses whose reverse DNS the last pass could not set, with the wanted names.

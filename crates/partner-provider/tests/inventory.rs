@@ -497,6 +497,24 @@ async fn a_remapped_live_site_is_left_out_of_quotes_with_one_log_line() {
     p.inventory().await.unwrap();
     p.inventory().await.unwrap();
     assert_eq!(logs.count(line), 1, "logged once until it clears");
+    let flagged: Vec<(String, Option<String>)> = p
+        .sites_out_of_step()
+        .into_iter()
+        .map(|o| {
+            (
+                format!("{}@{}:{}", o.site, o.live_cloud, o.live_location),
+                o.mapped
+                    .map(|(cloud, location)| format!("{cloud}:{location}")),
+            )
+        })
+        .collect();
+    assert_eq!(
+        flagged,
+        [(
+            "eu-central-a@hetzner:fsn1".to_string(),
+            Some("hetzner:nbg1".to_string())
+        )]
+    );
 
     c.h.delete_server(HcloudServerId(server)).await.unwrap();
     p.inventory().await.unwrap();
@@ -506,6 +524,7 @@ async fn a_remapped_live_site_is_left_out_of_quotes_with_one_log_line() {
         "{}",
         logs.text()
     );
+    assert!(p.sites_out_of_step().is_empty());
     assert_eq!(
         offered_site(&p, "n-cleared", "eu-central").await,
         "eu-central-a"

@@ -172,6 +172,51 @@ pub(crate) fn update(shared: &Shared, listing: &Listing) {
     }
 }
 
+/// A live site out of step with the region map, as the admin page's Children view lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutOfStep {
+    pub site: SiteName,
+    /// Where the site is live.
+    pub live_cloud: Cloud,
+    pub live_location: LocationId,
+    /// Where the map now puts the site; `None`: the map no longer names the site and no
+    /// site name maps to the location it is live at.
+    pub mapped: Option<(Cloud, LocationId)>,
+}
+
+/// The live sites the map puts elsewhere, and those at a location no site name maps to, in
+/// site order. A live site whose name the map dropped while another name now maps to its
+/// location is in step: that name is a separate site.
+pub fn out_of_step(config: &Config, live_sites: &BTreeMap<SiteName, LiveSite>) -> Vec<OutOfStep> {
+    live_sites
+        .iter()
+        .filter_map(|(site, live)| {
+            let mapped = match config.regions.site(site.as_str()) {
+                Some((_, s)) if s.cloud == live.cloud && s.location == live.location => {
+                    return None;
+                }
+                Some((_, s)) => Some((s.cloud, s.location.clone())),
+                None => {
+                    let claimed = config
+                        .regions
+                        .sites()
+                        .any(|(_, s)| s.cloud == live.cloud && s.location == live.location);
+                    if claimed {
+                        return None;
+                    }
+                    None
+                }
+            };
+            Some(OutOfStep {
+                site: site.clone(),
+                live_cloud: live.cloud,
+                live_location: live.location.clone(),
+                mapped,
+            })
+        })
+        .collect()
+}
+
 /// The tenant words for a deploy of `node` into `site` while the site is live at another
 /// place than the map now gives it; `None` when the guard has nothing against it. The
 /// deploy path refuses such a deploy as `failed`, so the zone quotes the node again and the
@@ -302,6 +347,40 @@ mod tests {
             refuses(shared, "n-1", "no-such-site"),
             None,
             "not in the map"
+        );
+    }
+
+    #[test]
+    fn out_of_step_sites_are_remapped_ones_and_unmapped_locations() {
+        let cfg = config();
+        let live = |cloud: Cloud, location: &str| LiveSite {
+            cloud,
+            location: LocationId::new(location),
+        };
+        let sites = BTreeMap::from([
+            (SiteName::new("eu-central-a"), live(Cloud::Hetzner, "fsn1")),
+            (SiteName::new("eu-central-b"), live(Cloud::Hetzner, "fsn1")),
+            (SiteName::new("old-name"), live(Cloud::Vultr, "fra")),
+            (SiteName::new("gone"), live(Cloud::Vultr, "ams")),
+        ]);
+        let found = out_of_step(&cfg, &sites);
+        assert_eq!(
+            found,
+            [
+                OutOfStep {
+                    site: SiteName::new("eu-central-b"),
+                    live_cloud: Cloud::Hetzner,
+                    live_location: LocationId::new("fsn1"),
+                    mapped: Some((Cloud::Hetzner, LocationId::new("nbg1"))),
+                },
+                OutOfStep {
+                    site: SiteName::new("gone"),
+                    live_cloud: Cloud::Vultr,
+                    live_location: LocationId::new("ams"),
+                    mapped: None,
+                },
+            ],
+            "old-name sits where eu-central-c now maps: a separate site"
         );
     }
 
