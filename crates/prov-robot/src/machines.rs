@@ -123,6 +123,8 @@ pub struct SshOptions {
     pub poll_interval: Duration,
     /// Connect and authentication timeout of one attempt.
     pub connect_timeout: Duration,
+    /// Longest run of one remote command (installimage takes minutes).
+    pub command_timeout: Duration,
     /// Paths on the rescue and installed systems.
     pub layout: RescueLayout,
 }
@@ -135,6 +137,7 @@ impl Default for SshOptions {
             rescue_wait: Duration::from_secs(600),
             poll_interval: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(15),
+            command_timeout: Duration::from_secs(3600),
             layout: RescueLayout::default(),
         }
     }
@@ -439,6 +442,7 @@ impl RobotMachines {
             private_key,
             host_key_sha256: Vec::new(),
             connect_timeout: self.ssh.connect_timeout,
+            command_timeout: self.ssh.command_timeout,
         })
     }
 

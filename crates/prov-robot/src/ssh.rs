@@ -37,6 +37,8 @@ pub struct SshTarget {
     pub host_key_sha256: Vec<String>,
     /// How long connecting and authenticating may take.
     pub connect_timeout: Duration,
+    /// How long one command may run, connection included.
+    pub command_timeout: Duration,
 }
 
 impl fmt::Debug for SshTarget {
@@ -107,6 +109,9 @@ pub enum SshError {
     /// The session broke while the command ran.
     #[error("the SSH session to {host} failed: {reason}")]
     Session { host: String, reason: String },
+    /// The command did not finish in time; the session was closed.
+    #[error("the command on {host} did not finish within {limit:?}")]
+    Timeout { host: String, limit: Duration },
 }
 
 impl SshError {
@@ -114,7 +119,10 @@ impl SshError {
     pub fn is_unreachable(&self) -> bool {
         match self {
             SshError::Connect { .. } => true,
-            SshError::Auth { .. } | SshError::Key { .. } | SshError::Session { .. } => false,
+            SshError::Auth { .. }
+            | SshError::Key { .. }
+            | SshError::Session { .. }
+            | SshError::Timeout { .. } => false,
         }
     }
 }
@@ -223,6 +231,24 @@ fn key_error_words(error: &russh::keys::Error) -> String {
 impl SshExecutor for RusshExecutor {
     async fn run(
         &self,
+        target: &SshTarget,
+        command: &str,
+        stdin: &[u8],
+    ) -> Result<SshOutput, SshError> {
+        tokio::time::timeout(
+            target.command_timeout,
+            RusshExecutor::run_once(target, command, stdin),
+        )
+        .await
+        .map_err(|_| SshError::Timeout {
+            host: target.host.clone(),
+            limit: target.command_timeout,
+        })?
+    }
+}
+
+impl RusshExecutor {
+    async fn run_once(
         target: &SshTarget,
         command: &str,
         stdin: &[u8],

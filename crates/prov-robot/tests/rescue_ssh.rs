@@ -304,6 +304,7 @@ async fn bootstrap_over_real_ssh_keeps_the_token_out_of_argv_scripts_and_logs() 
         rescue_wait: Duration::from_secs(20),
         poll_interval: Duration::from_millis(200),
         connect_timeout: Duration::from_secs(10),
+        command_timeout: Duration::from_secs(120),
         layout: rescue.layout.clone(),
     };
     let machines = RobotMachines::new(account(&secrets, &private_key), robot_url(&emu), options);
@@ -422,5 +423,55 @@ async fn bootstrap_over_real_ssh_keeps_the_token_out_of_argv_scripts_and_logs() 
         .collect();
     assert_eq!(resets.len(), 1, "{resets:?}");
     assert!(!direct(&emu).rescue(EX44).await.unwrap().unwrap().active);
+
+    // The executor pins host keys when told, and bounds a command's run time.
+    let fingerprint = sh(
+        "ssh-keygen",
+        &[
+            "-l",
+            "-E",
+            "sha256",
+            "-f",
+            &root.join("ssh_host_ed25519_key.pub").display().to_string(),
+        ],
+    )
+    .unwrap();
+    let pin = fingerprint
+        .split_whitespace()
+        .nth(1)
+        .expect("ssh-keygen prints the fingerprint second")
+        .to_string();
+    let target = |pins: Vec<String>, limit: Duration| SshTarget {
+        host: host.address.clone(),
+        port: 22,
+        user: "root".into(),
+        private_key: SecretValue::new(private_key.clone()),
+        host_key_sha256: pins,
+        connect_timeout: Duration::from_secs(10),
+        command_timeout: limit,
+    };
+    let pinned = RusshExecutor
+        .run(
+            &target(vec![pin], Duration::from_secs(30)),
+            "echo pinned",
+            &[],
+        )
+        .await
+        .expect("the pinned host key matches");
+    assert_eq!(pinned.stdout_text(), "pinned");
+    let wrong = RusshExecutor
+        .run(
+            &target(vec!["SHA256:not-this-host".into()], Duration::from_secs(30)),
+            "echo unpinned",
+            &[],
+        )
+        .await
+        .unwrap_err();
+    assert!(wrong.is_unreachable(), "{wrong}");
+    let slow = RusshExecutor
+        .run(&target(Vec::new(), Duration::from_secs(1)), "sleep 3", &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(slow, SshError::Timeout { .. }), "{slow}");
     drop(host);
 }
