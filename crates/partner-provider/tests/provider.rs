@@ -377,7 +377,8 @@ async fn an_unreadable_cloud_sends_no_inventory() {
 }
 
 /// Two replicas deploy one node at once (a zone failover during a partition): the create
-/// that loses Hetzner's unique-name race answers the instance that won.
+/// that loses Hetzner's unique-name race answers the instance that won, and the site they
+/// both open ends with one network, one stable address and one sealed key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_racing_on_one_node_make_one_server() {
     let emu = emulators().await;
@@ -416,7 +417,26 @@ async fn two_replicas_racing_on_one_node_make_one_server() {
         .unwrap_or_default();
     let conflicts = entries
         .iter()
-        .filter(|r| r["method"] == "POST" && r["status"] == 409)
+        .filter(|r| r["method"] == "POST" && r["path"] == "/v1/servers" && r["status"] == 409)
         .count();
     assert_eq!(conflicts, 1, "the race was not run: {log}");
+    let h = orc_cloud::HetznerClient::new(
+        orc_cloud::HetznerConfig::new(TOKEN).with_base_url(emu.hetzner_url().unwrap()),
+    )
+    .unwrap();
+    assert_eq!(
+        h.list_networks(None).await.unwrap().len(),
+        1,
+        "one site network"
+    );
+    assert_eq!(
+        h.list_primary_ips(None).await.unwrap().len(),
+        1,
+        "one stable address"
+    );
+    let keys = h
+        .list_ssh_keys(&orc_cloud::hetzner::SshKeyFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 1, "one sealed key");
 }
