@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::future::Future;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -499,13 +499,17 @@ pub struct MachineAdapter<M: MachineProvider> {
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
+const ROLE_UNSET: u8 = 0;
+const ROLE_STANDBY: u8 = 1;
+const ROLE_SERVING: u8 = 2;
+
 struct Shared<M> {
     machines: M,
     hello: HelloInfo,
     options: AdapterOptions,
     catalog: MachineCatalog,
     snapshot: watch::Sender<Option<Arc<OffersSnapshot>>>,
-    serving: AtomicBool,
+    role: AtomicU8,
 }
 
 impl<M: MachineProvider> fmt::Debug for MachineAdapter<M> {
@@ -541,7 +545,7 @@ impl<M: MachineProvider> MachineAdapter<M> {
                 options,
                 catalog,
                 snapshot,
-                serving: AtomicBool::new(false),
+                role: AtomicU8::new(ROLE_UNSET),
             }),
             tasks: Mutex::new(Vec::new()),
         }
@@ -563,7 +567,7 @@ impl<M: MachineProvider> MachineAdapter<M> {
     }
 
     fn become_serving(&self) {
-        if self.shared.serving.swap(true, Ordering::SeqCst) {
+        if self.shared.role.swap(ROLE_SERVING, Ordering::SeqCst) == ROLE_SERVING {
             return;
         }
         tracing::info!(
@@ -924,7 +928,7 @@ impl<M: MachineProvider> Provider for MachineAdapter<M> {
     }
 
     async fn catalog(&self) -> Catalog {
-        if self.shared.serving.load(Ordering::SeqCst) {
+        if self.shared.role.load(Ordering::SeqCst) == ROLE_SERVING {
             let _ = self.current_snapshot().await;
         }
         self.describe_catalog()
@@ -951,7 +955,7 @@ impl<M: MachineProvider> Provider for MachineAdapter<M> {
         match role {
             Role::Serving => self.become_serving(),
             Role::Standby => {
-                if self.shared.serving.swap(false, Ordering::SeqCst) {
+                if self.shared.role.swap(ROLE_STANDBY, Ordering::SeqCst) != ROLE_STANDBY {
                     for task in lock(&self.tasks).drain(..) {
                         task.abort();
                     }
