@@ -179,7 +179,7 @@ impl VultrMachines {
             })
     }
 
-    /// Reads a new instance until it has its public address, or the deadline passes.
+    /// Reads an instance until it has its public address, or the deadline passes.
     async fn until_addressed(
         &self,
         client: &VultrClient,
@@ -377,7 +377,8 @@ impl MachineProvider for VultrMachines {
             .into_iter()
             .next()
         {
-            return machine_of(&existing).ok_or_else(|| unmanaged(&existing));
+            let ready = self.until_addressed(&client, existing).await?;
+            return machine_of(&ready).ok_or_else(|| unmanaged(&ready));
         }
         let mut request = CreateInstance::new(
             spec.location.as_str(),
