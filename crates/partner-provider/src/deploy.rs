@@ -271,6 +271,7 @@ impl PartnerProvider {
             Ok(open) => open,
             Err(e) => return proto::DeployResult::Refused(self.site_failure(&token, &e)),
         };
+        let created = existing.is_none();
         let owned = match existing {
             Some(owned) => owned,
             None => {
@@ -342,7 +343,7 @@ impl PartnerProvider {
         if let Err(refusal) = self.carry_on(&token, &owned, &open, progress).await {
             return proto::DeployResult::Refused(refusal);
         }
-        self.finish(&token, owned, progress).await
+        self.finish(&token, owned, created, progress).await
     }
 
     /// The steps after the create: a node's extra disks, a gateway's private address and
@@ -722,12 +723,14 @@ impl PartnerProvider {
     }
 
     /// Waits (a Vultr gateway) until the instance shows its address, then answers it as
-    /// deployed and commits its usage. A replica that created the node without holding its
-    /// reservation (another replica answered the quote) records the usage from the marks.
+    /// deployed and commits its usage. A replica that created the node (`created`) without
+    /// holding its reservation (another replica answered the quote) records the usage from
+    /// the marks; a found instance was counted when the cloud was counted.
     async fn finish(
         &self,
         token: &OfferToken,
         mut owned: Owned,
+        created: bool,
         progress: &ProgressSink,
     ) -> proto::DeployResult {
         if owned.addresses.is_empty()
@@ -768,7 +771,7 @@ impl PartnerProvider {
         let node_id = NodeId::new(token.node.as_str());
         {
             let mut state = lock(&self.shared.state);
-            if state.reservation(&node_id).is_none() && !self.counted(&token.node) {
+            if created && state.reservation(&node_id).is_none() {
                 state.reserve(
                     node_id.clone(),
                     Reservation {
@@ -802,12 +805,6 @@ impl PartnerProvider {
             price: owned.marks.usd_monthly().map(Money::usd_per_month),
             instance_ref,
         })
-    }
-
-    /// Whether this process already counted `node` (its usage was committed by an earlier
-    /// deploy of the same node).
-    fn counted(&self, node: &str) -> bool {
-        lock(&self.shared.known).contains_key(node)
     }
 
     /// Destroys every instance and extra disk of a node (the body of `Provider::destroy`),
