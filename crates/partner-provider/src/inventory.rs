@@ -9,10 +9,12 @@
 //!    listing of each kind of site resource (Hetzner: networks, primary IPs, floating IPs;
 //!    Vultr: VPCs and reserved IPs), kept when their marks carry the child tag and an owned
 //!    tag ([`crate::naming::ResourceMarks`]);
-//! 2. the site guard ([`guard`]) learns where each site name is live and feeds the quote
+//! 2. with `ptr_domain`, the reverse DNS names Vultr holds are read (Hetzner's came with
+//!    the listings);
+//! 3. the site guard ([`guard`]) learns where each site name is live and feeds the quote
 //!    state;
-//! 3. with `ptr_domain`, reverse DNS ([`rdns`]) is compared and set where it differs;
-//! 4. the report: every instance (tenant nodes and gateways), every open site with its
+//! 4. with `ptr_domain`, reverse DNS ([`rdns`]) is compared and set where it differs;
+//! 5. the report: every instance (tenant nodes and gateways), every open site with its
 //!    stable IPv4 and private prefix, every pool address whose pool is known.
 //!
 //! Invariants: an instance or resource without this partner's child tag and an owned tag is
@@ -53,7 +55,8 @@ pub(crate) struct PassMemory {
     pub(crate) guard_logged: BTreeMap<SiteName, String>,
     /// Addresses whose reverse DNS could not be set last pass (address → wanted name).
     pub(crate) rdns_retry: BTreeMap<Ipv4Addr, String>,
-    /// Clouds whose site addresses could not be listed in the last pass.
+    /// Clouds the last pass could not list (instances or site resources), so their
+    /// addresses are unknown to the guard.
     pub(crate) unlisted_addresses: BTreeSet<Cloud>,
 }
 
@@ -112,13 +115,6 @@ pub(crate) struct Listing {
     pub(crate) held: Vec<Held>,
     pub(crate) addresses: Vec<SiteAddress>,
     pub(crate) networks: Vec<SiteNetwork>,
-}
-
-/// Why a pass read nothing usable from one cloud.
-#[derive(Debug)]
-enum ListFailure {
-    Instances(CloudError),
-    Addresses(CloudError),
 }
 
 impl PartnerProvider {
@@ -181,24 +177,19 @@ impl PartnerProvider {
         }
         self.become_serving();
         let shared = &self.shared;
-        let listing = match list_all(shared).await {
+        let mut listing = match list_all(shared).await {
             Ok(listing) => {
                 lock(&shared.inventory.memory).unlisted_addresses.clear();
                 listing
             }
-            Err((cloud, failure)) => {
-                // Either way this cloud's addresses were not read this pass.
+            Err((cloud, error)) => {
                 lock(&shared.inventory.memory)
                     .unlisted_addresses
                     .insert(cloud);
-                let error = match &failure {
-                    ListFailure::Instances(e) | ListFailure::Addresses(e) => e,
-                };
-                log_unreadable(cloud, error);
+                log_unreadable(cloud, &error);
                 return None;
             }
         };
-        let mut listing = listing;
         let domain = shared.config.ptr_domain.as_ref().map(|d| d.as_str());
         // The names are read before the guard runs: a stable address's name tells where its
         // site is live.
@@ -220,7 +211,7 @@ fn log_unreadable(cloud: Cloud, error: &CloudError) {
 }
 
 /// Reads every keyed cloud; the first cloud that cannot be listed ends the pass.
-async fn list_all(shared: &Shared) -> Result<Listing, (Cloud, ListFailure)> {
+async fn list_all(shared: &Shared) -> Result<Listing, (Cloud, CloudError)> {
     let mut listing = Listing::default();
     for cloud in shared.clients.keyed() {
         let Some(ownership) = shared.ownership.get(&cloud) else {
@@ -228,11 +219,11 @@ async fn list_all(shared: &Shared) -> Result<Listing, (Cloud, ListFailure)> {
         };
         let held = list_instances(shared, cloud, ownership)
             .await
-            .map_err(|e| (cloud, ListFailure::Instances(e)))?;
+            .map_err(|e| (cloud, e))?;
         listing.held.extend(held);
         list_site_resources(shared, cloud, ownership, &mut listing)
             .await
-            .map_err(|e| (cloud, ListFailure::Addresses(e)))?;
+            .map_err(|e| (cloud, e))?;
     }
     Ok(listing)
 }
