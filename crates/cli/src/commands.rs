@@ -10,7 +10,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use orc_zone::api::LogLineView;
 use orc_zone::api::views::{
-    EventView, NodeView, OrgView, PoolView, ProjectView, ProviderView, QuoteView, UsageView,
+    EventView, NodeView, OrgView, PoolView, ProjectView, ProviderView, QuoteView, SiteView,
+    UsageView,
 };
 use serde_json::json;
 
@@ -517,6 +518,48 @@ pub async fn providers(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result
         return Ok(());
     }
     print!("{}", providers_table(&list));
+    Ok(())
+}
+
+fn sites_table(sites: &[SiteView]) -> String {
+    let mut t = Table::new(&["SITE", "IPV4", "PRIVATE", "NODES", "GATEWAY", "STATUS"]);
+    for s in sites {
+        t.row(vec![
+            s.site.clone(),
+            s.public_ipv4.clone().unwrap_or_else(|| "-".to_string()),
+            s.private_prefix.clone().unwrap_or_else(|| "-".to_string()),
+            s.tenant_nodes.to_string(),
+            s.gateway.clone().unwrap_or_else(|| "-".to_string()),
+            if s.reported {
+                "open"
+            } else {
+                "not reported yet"
+            }
+            .to_string(),
+        ]);
+    }
+    t.render()
+}
+
+/// `orc sites [ORG/PROJECT/PROVIDER]`.
+pub async fn sites(conn: &ConnArgs, provider: Option<&str>) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(provider.unwrap_or("sys/sys/partner"), "PROVIDER")?;
+    let list: Vec<SiteView> = client
+        .get(&format!(
+            "{}/providers/{}/sites",
+            project_url(&org, &project),
+            segment(&name)
+        ))
+        .await?;
+    if conn.json {
+        return print_json(&list);
+    }
+    if list.is_empty() {
+        println!("Provider {org}/{project}/{name} has no open site.");
+        return Ok(());
+    }
+    print!("{}", sites_table(&list));
     Ok(())
 }
 

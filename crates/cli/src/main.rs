@@ -69,6 +69,12 @@ enum Command {
         /// ORG/PROJECT
         project: Option<String>,
     },
+    /// List a provider's sites with their addresses, tenant nodes and gateways
+    /// (default sys/sys/partner).
+    Sites {
+        /// ORG/PROJECT/PROVIDER
+        provider: Option<String>,
+    },
     /// Change a provider's scope or pricing.
     Provider {
         #[command(subcommand)]
@@ -237,6 +243,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         },
         Command::Nodes { pool, all } => commands::nodes(&conn, &pool, all).await,
         Command::Providers { project } => commands::providers(&conn, project.as_deref()).await,
+        Command::Sites { provider } => commands::sites(&conn, provider.as_deref()).await,
         Command::Provider { command } => match command {
             ProviderCommand::ChangeScope { provider, scope } => {
                 commands::change_scope(&conn, &provider, &scope).await

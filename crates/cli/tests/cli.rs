@@ -383,3 +383,49 @@ async fn reconfigure_merges_params_and_usage_reads_a_month() {
     );
     env.zone.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sites_list_what_the_provider_reported() {
+    let env = start().await;
+    let none = orc(&env, &["sites", "acme/web/fake"]).await;
+    assert_eq!(stdout(&none), "Provider acme/web/fake has no open site.\n");
+
+    let store = env.zone.store();
+    let provider = store
+        .list_providers()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|p| p.name.as_str() == "fake")
+        .unwrap();
+    let site = |name: &str, ipv4: Option<[u8; 4]>, prefix: Option<&str>| orc_proto::InventorySite {
+        site: orc_proto::SiteName::new(name).unwrap(),
+        public_ipv4: ipv4.map(std::net::Ipv4Addr::from),
+        private_prefix: prefix.map(str::to_string),
+    };
+    let report = orc_proto::Inventory {
+        nodes: vec![],
+        sites: vec![
+            site("eu-central-a", Some([192, 0, 2, 1]), Some("10.64.0.0/16")),
+            site("us-east-a", None, None),
+        ],
+        pool_addresses: vec![],
+    };
+    orc_zone::reconcile::apply_inventory(
+        store,
+        &provider,
+        &report,
+        Timestamp::now(),
+        std::time::Duration::from_secs(120),
+    )
+    .await
+    .unwrap();
+    golden(
+        "sites.txt",
+        &stdout(&orc(&env, &["sites", "acme/web/fake"]).await),
+    );
+    let json = stdout(&orc(&env, &["--json", "sites", "acme/web/fake"]).await);
+    let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(parsed[0]["public_ipv4"], "192.0.2.1");
+    assert_eq!(parsed[1]["reported"], true);
+}

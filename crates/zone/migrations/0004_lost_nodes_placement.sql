@@ -1,4 +1,5 @@
--- Lost nodes, direct placement and public pools' addresses. Portable SQL (see 0001).
+-- Lost nodes, direct placement, public pools' addresses and providers' sites. Portable SQL
+-- (see 0001).
 
 -- When a node was found missing from its provider's complete inventory; NULL otherwise.
 -- Its billing stops there, and the zone replaces it a while later.
@@ -15,4 +16,14 @@ CREATE TABLE pool_addresses (
     site TEXT NOT NULL,
     ipv4 TEXT NOT NULL,
     updated_at BIGINT NOT NULL
+);
+
+-- The sites a provider last reported open: its stable public IPv4 and private prefix.
+CREATE TABLE provider_sites (
+    provider_id TEXT NOT NULL REFERENCES providers (id),
+    site TEXT NOT NULL,
+    public_ipv4 TEXT,
+    private_prefix TEXT,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (provider_id, site)
 );

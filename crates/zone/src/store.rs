@@ -45,7 +45,7 @@ use crate::model::{Timestamp, sys_org_id, sys_project_id};
 pub use error::{Kind, StoreError};
 pub use nodes::{BatchOutcome, StatusWrite};
 pub use pools::PoolChange;
-pub use sites::{PoolAddress, SiteInUse};
+pub use sites::{PoolAddress, ProviderSite, SiteInUse};
 
 /// Result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -73,7 +73,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
     (
         4,
-        "lost nodes placement pool addresses",
+        "lost nodes placement addresses sites",
         include_str!("../migrations/0004_lost_nodes_placement.sql"),
     ),
 ];

@@ -153,3 +153,78 @@ async fn pricing_strategy_is_set_and_removed() {
     let member = z.put(path, &t.mia, json!({ "markup": "0.1" })).await;
     assert_eq!(member.status, StatusCode::FORBIDDEN);
 }
+
+#[tokio::test]
+async fn sites_show_what_the_provider_reported_to_its_own_project_only() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    let store = z.zone.store();
+    let provider = store
+        .list_providers()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|p| p.name.as_str() == "fake")
+        .unwrap();
+    let report = orc_proto::Inventory {
+        nodes: vec![],
+        sites: vec![orc_proto::InventorySite {
+            site: orc_proto::SiteName::new("eu-central-a").unwrap(),
+            public_ipv4: Some(std::net::Ipv4Addr::new(192, 0, 2, 1)),
+            private_prefix: Some("10.64.0.0/16".into()),
+        }],
+        pool_addresses: vec![],
+    };
+    let now = orc_zone::model::Timestamp(1_772_323_200_000);
+    orc_zone::reconcile::apply_inventory(
+        store,
+        &provider,
+        &report,
+        now,
+        std::time::Duration::from_secs(120),
+    )
+    .await
+    .unwrap();
+
+    const SITES: &str = "/api/orgs/acme/projects/web/providers/fake/sites";
+    let sites = z.get(SITES, &t.mia).await;
+    assert_eq!(sites.status, StatusCode::OK, "{}", sites.body);
+    assert_eq!(
+        sites.body,
+        json!([{
+            "site": "eu-central-a", "public_ipv4": "192.0.2.1",
+            "private_prefix": "10.64.0.0/16", "reported": true, "tenant_nodes": 0,
+            "gateway": null
+        }])
+    );
+    // A viewer cannot read them; another project cannot even after a scope change.
+    assert_eq!(z.get(SITES, &t.vic).await.status, StatusCode::FORBIDDEN);
+    z.post(
+        "/api/orgs/acme/projects/web/providers/fake/change-scope",
+        &t.olivia,
+        json!({ "scope": "zone" }),
+    )
+    .await;
+    z.grant("acme", Some("data"), "stan", "member").await;
+    let other = z
+        .get("/api/orgs/acme/projects/data/providers/fake/sites", &t.stan)
+        .await;
+    assert_eq!(other.status, StatusCode::FORBIDDEN, "{}", other.body);
+
+    // A later report without the site closes it.
+    let empty = orc_proto::Inventory {
+        nodes: vec![],
+        sites: vec![],
+        pool_addresses: vec![],
+    };
+    orc_zone::reconcile::apply_inventory(
+        store,
+        &provider,
+        &empty,
+        now,
+        std::time::Duration::from_secs(120),
+    )
+    .await
+    .unwrap();
+    assert_eq!(z.get(SITES, &t.mia).await.body, json!([]));
+}

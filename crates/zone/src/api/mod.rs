@@ -213,6 +213,10 @@ pub fn router(state: ApiState) -> Router {
             post(pv::change_scope),
         )
         .route(
+            &format!("{project}/providers/{{provider}}/sites"),
+            get(pv::list_sites),
+        )
+        .route(
             &format!("{project}/providers/{{provider}}/pricing"),
             put(pv::set_pricing).delete(pv::remove_pricing),
         )
@@ -315,7 +319,7 @@ impl Modify for BearerAuth {
         tenancy::list_users, tenancy::create_user,
         tenancy::list_tokens, tenancy::create_token, tenancy::revoke_token,
         providers::list_providers, providers::get_provider, providers::change_scope,
-        providers::set_pricing, providers::remove_pricing,
+        providers::set_pricing, providers::remove_pricing, providers::list_sites,
         pools::list_pools, pools::create_pool, pools::get_pool, pools::delete_pool,
         pools::resize_pool, pools::reconfigure_pool, pools::list_nodes, pools::pool_logs,
         pools::list_events, pools::usage, pools::quote,

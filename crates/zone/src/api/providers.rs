@@ -1,6 +1,7 @@
 //! Providers as a project sees them: its own and every zone-scoped one. Owners of the project
 //! a provider registered in change its scope and its pricing strategy.
 
+use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use axum::Json;
@@ -12,8 +13,11 @@ use super::access::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{JsonBody, PathArgs};
 use super::tenancy::project_with_role;
-use super::views::{CatalogView, ChangeScope, ProviderView, SetPricing};
-use crate::model::{Markup, PricingStrategy, Project, Provider, ProviderId, ProviderScope, Role};
+use super::views::{CatalogView, ChangeScope, ProviderView, SetPricing, SiteView};
+use crate::model::{
+    Markup, PricingStrategy, Project, Provider, ProviderId, ProviderScope, Role, sys_project_id,
+};
+use crate::reconcile::gateways::gateway_site;
 
 /// The provider `name_or_id` among those visible to `project`: the project's own first, then
 /// zone-scoped ones (oldest first). `field` names where the request gave it.
@@ -212,4 +216,64 @@ async fn apply_pricing(
         .set_provider_pricing(&p.id, pricing, state.now())
         .await?;
     Ok(Json(provider_view(state, &p).await?))
+}
+
+/// The provider's sites: those its last complete inventory reported open, and those with
+/// tenant nodes, with each site's gateway. Members of the provider's own project only.
+#[utoipa::path(get,
+    path = "/api/orgs/{org}/projects/{project}/providers/{provider}/sites",
+    tag = "providers",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("provider" = String, Path, description = "Provider name or id")),
+    responses((status = 200, body = Vec<SiteView>), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(super) async fn list_sites(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, provider)): PathArgs<(String, String, String)>,
+) -> ApiResult<Json<Vec<SiteView>>> {
+    let (_, project) = project_with_role(&state, &caller, &org, &project, Role::Member).await?;
+    let p = visible_provider(&state, &project, "provider", &provider).await?;
+    require_home(&state, &project, &p).await?;
+    let mut sites: BTreeMap<String, SiteView> = BTreeMap::new();
+    let blank = |site: &str| SiteView {
+        site: site.to_string(),
+        public_ipv4: None,
+        private_prefix: None,
+        reported: false,
+        tenant_nodes: 0,
+        gateway: None,
+    };
+    for reported in state.store.provider_sites(&p.id).await? {
+        let view = sites
+            .entry(reported.site.clone())
+            .or_insert_with(|| blank(&reported.site));
+        view.public_ipv4 = reported.public_ipv4;
+        view.private_prefix = reported.private_prefix;
+        view.reported = true;
+    }
+    for used in state.store.sites_in_use().await? {
+        if used.provider_id == p.id {
+            sites
+                .entry(used.site.clone())
+                .or_insert_with(|| blank(&used.site))
+                .tenant_nodes = used.nodes;
+        }
+    }
+    let gateways = state.store.list_pools(&sys_project_id()).await?;
+    for (site, view) in &mut sites {
+        let Some(pool) = gateways.iter().find(|g| {
+            g.spec.provider_id == p.id && gateway_site(g.name.as_str()) == Some(site.as_str())
+        }) else {
+            continue;
+        };
+        view.gateway = state
+            .store
+            .list_nodes_by_pool(&pool.id, false)
+            .await?
+            .first()
+            .map(|n| n.status.state.to_string());
+    }
+    Ok(Json(sites.into_values().collect()))
 }

@@ -355,6 +355,22 @@ pub struct PoolView {
     pub updated_at: i64,
 }
 
+/// A site of a provider: what its last inventory reported, and what the zone keeps there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SiteView {
+    pub site: String,
+    /// The site's stable public IPv4, as reported.
+    pub public_ipv4: Option<String>,
+    /// The site's private prefix, as reported.
+    pub private_prefix: Option<String>,
+    /// Whether the provider's last complete inventory listed the site as open.
+    pub reported: bool,
+    /// Tenant nodes at the site (deploying to destroying).
+    pub tenant_nodes: u64,
+    /// The state of the site's gateway node, or `None` when it has none.
+    pub gateway: Option<String>,
+}
+
 /// A public pool's IPv4 and the site it is at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PoolAddressView {

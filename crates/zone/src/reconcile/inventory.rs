@@ -13,7 +13,7 @@ use std::time::Duration;
 use orc_proto::Inventory;
 
 use crate::model::{EventScope, Expected, Name, NodeState, Provider, Timestamp};
-use crate::store::{PoolAddress, StatusWrite, Store, StoreError, StoreResult};
+use crate::store::{PoolAddress, ProviderSite, StatusWrite, Store, StoreError, StoreResult};
 
 /// Words of the event when a lost node is reported again.
 pub const FOUND_WORDS: &str = "The node is reported by its provider again.";
@@ -56,6 +56,17 @@ pub async fn apply_inventory(
     }
     restore_found(store, provider, &reported, now).await?;
     record_pool_addresses(store, provider, inventory, now).await?;
+    let sites: Vec<ProviderSite> = inventory
+        .sites
+        .iter()
+        .map(|s| ProviderSite {
+            site: s.site.to_string(),
+            public_ipv4: s.public_ipv4.map(|a| a.to_string()),
+            private_prefix: s.private_prefix.clone(),
+            updated_at: now,
+        })
+        .collect();
+    store.replace_provider_sites(&provider.id, &sites).await?;
     if writes.is_empty() {
         return Ok(0);
     }

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::rows::{parsed, text};
+use super::rows::{opt_text, parsed, text, time, uint64};
 use super::{Store, StoreError, StoreResult};
 use crate::model::{PoolId, ProviderId, Timestamp, sys_org_id};
 
@@ -18,6 +18,18 @@ pub struct SiteInUse {
     pub site: String,
     /// The smallest region class of the tenant pools with nodes at the site.
     pub class: String,
+    /// How many tenant nodes are there.
+    pub nodes: u64,
+}
+
+/// A site its provider reported open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderSite {
+    pub site: String,
+    pub public_ipv4: Option<String>,
+    pub private_prefix: Option<String>,
+    /// When the report that listed it arrived.
+    pub updated_at: Timestamp,
 }
 
 /// A public pool's address.
@@ -40,7 +52,8 @@ impl Store {
     /// count. By provider, then site.
     pub async fn sites_in_use(&self) -> StoreResult<Vec<SiteInUse>> {
         let rows = sqlx::query(
-            "SELECT p.provider_id AS provider_id, n.site AS site, MIN(p.region_class) AS class \
+            "SELECT p.provider_id AS provider_id, n.site AS site, MIN(p.region_class) AS class, \
+             COUNT(*) AS nodes \
              FROM nodes n JOIN pools p ON p.id = n.pool_id \
              JOIN projects pr ON pr.id = p.project_id \
              WHERE n.site IS NOT NULL \
@@ -57,6 +70,7 @@ impl Store {
                     provider_id: parsed(row, "provider_id")?,
                     site: text(row, "site")?,
                     class: text(row, "class")?,
+                    nodes: uint64(row, "nodes")?,
                 })
             })
             .collect()
@@ -140,5 +154,55 @@ impl Store {
         }
         tx.commit().await?;
         Ok(changed)
+    }
+
+    /// The sites `provider` last reported, by name.
+    pub async fn provider_sites(&self, provider: &ProviderId) -> StoreResult<Vec<ProviderSite>> {
+        let rows = sqlx::query(
+            "SELECT site, public_ipv4, private_prefix, updated_at FROM provider_sites \
+             WHERE provider_id = $1 ORDER BY site",
+        )
+        .bind(provider.as_str())
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ProviderSite {
+                    site: text(row, "site")?,
+                    public_ipv4: opt_text(row, "public_ipv4")?,
+                    private_prefix: opt_text(row, "private_prefix")?,
+                    updated_at: time(row, "updated_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Replaces the sites of `provider` with those of one complete report, in one
+    /// transaction.
+    pub async fn replace_provider_sites(
+        &self,
+        provider: &ProviderId,
+        sites: &[ProviderSite],
+    ) -> StoreResult<()> {
+        let mut tx = self.begin().await?;
+        sqlx::query("DELETE FROM provider_sites WHERE provider_id = $1")
+            .bind(provider.as_str())
+            .execute(&mut *tx)
+            .await?;
+        for site in sites {
+            sqlx::query(
+                "INSERT INTO provider_sites (provider_id, site, public_ipv4, private_prefix, \
+                 updated_at) VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(provider.as_str())
+            .bind(site.site.as_str())
+            .bind(site.public_ipv4.clone())
+            .bind(site.private_prefix.clone())
+            .bind(site.updated_at.millis())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 }
