@@ -188,6 +188,10 @@ impl PartnerProvider {
                 tracing::warn!(node = %token.node, site = %token.site, "No private prefix is left for a new site; the operator must free one");
                 self.needs_operator(token)
             }
+            SiteError::UnknownLocation(location) => {
+                tracing::warn!(node = %token.node, site = %token.site, %location, "The cloud does not list the site's location");
+                self.failed(token)
+            }
             SiteError::BadAddress(text) => {
                 tracing::warn!(node = %token.node, site = %token.site, answer = %text, "the cloud answered an address the partner cannot read");
                 self.failed(token)

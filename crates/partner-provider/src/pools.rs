@@ -220,7 +220,10 @@ impl PartnerProvider {
     fn pool_failure(&self, token: &OfferToken, error: &SiteError) -> proto::Refusal {
         match error {
             SiteError::Cloud(e) => self.deploy_failure(token, e),
-            SiteError::NoClient(_) | SiteError::NoPrefix | SiteError::BadAddress(_) => {
+            SiteError::NoClient(_)
+            | SiteError::NoPrefix
+            | SiteError::BadAddress(_)
+            | SiteError::UnknownLocation(_) => {
                 tracing::info!(node = %token.node, site = %token.site, error = %error, "The public pool's address could not be made ready");
                 refused(
                     proto::RefusalKind::Failed,

@@ -124,6 +124,8 @@ pub enum SiteError {
     NoPrefix,
     #[error("the cloud answered an address that is not IPv4: {0:?}")]
     BadAddress(String),
+    #[error("the cloud does not list location {0:?}")]
+    UnknownLocation(String),
 }
 
 /// A Hetzner location's network zone. The built-in map's locations are known; another one
@@ -597,7 +599,7 @@ impl PartnerProvider {
                         .into_iter()
                         .find(|l| l.name == location)
                         .map(|l| l.network_zone)
-                        .unwrap_or_else(|| "eu-central".to_string()),
+                        .ok_or_else(|| SiteError::UnknownLocation(location.to_string()))?,
                 };
                 let request = CreateNetwork {
                     name: naming::scoped_name("net", site, &marks.child, &marks.owner_tag),

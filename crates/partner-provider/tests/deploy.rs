@@ -237,3 +237,75 @@ async fn caps_hold_under_fifty_concurrent_quotes_and_deploys() {
         .unwrap();
     assert_eq!(v.len(), 3);
 }
+
+/// Through the zone's side of the stream: a deploy that opens a site sends its progress in
+/// tenant words (no cloud, plan or location), and a deploy into the open site does not
+/// prepare the site again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploys_report_progress_in_tenant_words() {
+    use orc_provider_sdk::harness::ZoneHarness;
+    use orc_provider_sdk::{ProviderRunner, RunnerOptions};
+
+    let emu = emulators().await;
+    let harness = ZoneHarness::grpc().await.unwrap();
+    let runner = ProviderRunner::new(
+        &harness.endpoint().unwrap(),
+        Arc::new(provider(config(&source(&emu, "a")))),
+        RunnerOptions::default(),
+    )
+    .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(runner.run_until(async {
+        let _ = stopped.await;
+    }));
+    let conn = harness.accept().await.unwrap();
+    conn.welcome(orc_proto::Role::Serving).await.unwrap();
+    let mut notes = Vec::new();
+    for node in ["n-prog-1", "n-prog-2"] {
+        let q = with_disks(quote(node, "eu-central", 2, 4), &[10]);
+        let o = match conn.quote(q).await.unwrap() {
+            QuoteReply::Offer(o) => o,
+            QuoteReply::Refused(r) => panic!("refused: {r}"),
+        };
+        let outcome = conn
+            .deploy(orc_proto::Deploy {
+                node_id: NodeId::new(node).unwrap(),
+                quote_token: o.quote_token,
+                os: orc_proto::OsId::new("ubuntu-24.04").unwrap(),
+                ssh_keys: vec![],
+                bootstrap: orc_proto::Bootstrap(Vec::new()),
+            })
+            .await
+            .unwrap();
+        deployed(outcome.result);
+        notes.push(
+            outcome
+                .progress
+                .into_iter()
+                .map(|p| p.words)
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(
+        notes[0],
+        [
+            "preparing site eu-central-a",
+            "creating the machine",
+            "attaching the extra disks"
+        ]
+    );
+    assert_eq!(
+        notes[1],
+        ["creating the machine", "attaching the extra disks"]
+    );
+    for words in notes.iter().flatten() {
+        for cloud_word in ["hetzner", "vultr", "fsn1", "cx", "Falkenstein"] {
+            assert!(
+                !words.to_lowercase().contains(&cloud_word.to_lowercase()),
+                "{words}"
+            );
+        }
+    }
+    let _ = stop.send(());
+    let _ = running.await;
+}
