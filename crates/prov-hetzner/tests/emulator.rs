@@ -570,3 +570,66 @@ async fn request_costs_per_operation() {
     .collect();
     assert_eq!(costs, expected);
 }
+
+/// With actions that take emulated time, create and delete poll Hetzner's actions until
+/// they finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_and_delete_wait_for_their_actions() {
+    let emu = EmuConfig {
+        timings: orc_emu::Timings::realistic(),
+        ..EmuConfig::for_tests()
+    }
+    .start()
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let machines = HetznerMachines::new(
+        &Account {
+            token: SecretRef::File(token_file),
+            location: "fsn1".parse().unwrap(),
+        },
+        HetznerOptions {
+            base_url: emu.hetzner_url().unwrap(),
+            action_poll: Duration::from_millis(20),
+            action_deadline: Duration::from_secs(20),
+            ..HetznerOptions::default()
+        },
+    )
+    .unwrap();
+    let creating = tokio::spawn({
+        let machines = machines.clone();
+        async move { machines.create(&spec("slow-node")).await }
+    });
+    while !creating.is_finished() {
+        emu.clock.advance(Duration::from_secs(2));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let machine = creating.await.unwrap().unwrap();
+    assert_eq!(
+        machine.state,
+        orc_provider_sdk::machine::MachineState::Running
+    );
+    let key = machine.key.clone();
+    let deleting = tokio::spawn({
+        let machines = machines.clone();
+        async move { machines.delete(&key).await }
+    });
+    while !deleting.is_finished() {
+        emu.clock.advance(Duration::from_secs(2));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    deleting.await.unwrap().unwrap();
+    assert_eq!(machines.get(&machine.key).await.unwrap(), None);
+    let polls = machines
+        .client()
+        .request_counts()
+        .get("hetzner.actions.get")
+        .copied()
+        .unwrap_or(0);
+    assert!(
+        polls >= 3,
+        "only {polls} action polls for a create and a delete"
+    );
+}

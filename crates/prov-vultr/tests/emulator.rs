@@ -623,3 +623,52 @@ async fn request_costs_per_operation() {
     .collect();
     assert_eq!(costs, expected);
 }
+
+/// With creates that take emulated time, create reads the instance until it is active and
+/// answers its address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_waits_until_the_instance_has_its_address() {
+    let emu = EmuConfig {
+        timings: orc_emu::Timings::realistic(),
+        ..EmuConfig::for_tests()
+    }
+    .start()
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("key");
+    std::fs::write(&key_file, TOKEN).unwrap();
+    let machines = VultrMachines::new(
+        &Account {
+            api_key: SecretRef::File(key_file),
+            region: "fra".into(),
+        },
+        VultrOptions {
+            base_url: emu.vultr_url().unwrap(),
+            ready_poll: Duration::from_millis(20),
+            ready_deadline: Duration::from_secs(20),
+            ..VultrOptions::default()
+        },
+    );
+    let creating = tokio::spawn({
+        let machines = machines.clone();
+        async move { machines.create(&spec("slow-node")).await }
+    });
+    while !creating.is_finished() {
+        emu.clock.advance(Duration::from_secs(2));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let machine = creating.await.unwrap().unwrap();
+    assert!(machine.addresses.iter().any(|a| a.is_ipv4()), "{machine:?}");
+    let reads = machines
+        .client()
+        .unwrap()
+        .request_counts()
+        .get("vultr.instances.get")
+        .copied()
+        .unwrap_or(0);
+    assert!(
+        reads >= 1,
+        "create answered before reading the instance again"
+    );
+}
