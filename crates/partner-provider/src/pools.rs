@@ -1,7 +1,8 @@
 //! Public pools' addresses: one public IPv4 per public pool at its site (Hetzner floating
 //! IP, Vultr reserved IP), marked with the pool and the site, attached to the site gateway.
 //!
-//! Invariants: a pool holds at most one address per site; a cloud holds at most
+//! Invariants: the address steps are serialised in this process, and a Hetzner address's
+//! name is unique, so a pool holds at most one address per site; a cloud holds at most
 //! `<cloud>_pool_ipv4_limit` of them (a public pool's first node is refused `no_capacity`
 //! when its cloud is at the limit); an address is released when its pool has no node left
 //! at the site. The gateway that is deployed takes every pool address of its site, so a
@@ -121,6 +122,7 @@ impl PartnerProvider {
     ) -> Result<(), proto::Refusal> {
         let cloud = token.cloud;
         let pool_mark = naming::pool_label(&token.pool);
+        let _addressing = self.shared.sites.addressing.lock().await;
         let held = self
             .pool_addresses(cloud)
             .await
@@ -158,7 +160,7 @@ impl PartnerProvider {
                 let Some(client) = &self.shared.clients.hetzner else {
                     return Err(self.pool_failure(token, &SiteError::NoClient(cloud)));
                 };
-                let ip = client
+                let created = client
                     .create_floating_ip(&CreateFloatingIp {
                         kind: IpType::Ipv4,
                         home_location: token.location.clone(),
@@ -171,9 +173,24 @@ impl PartnerProvider {
                         description: Some(format!("pool {}", token.pool)),
                         labels: marks.hetzner_labels(),
                     })
-                    .await
-                    .map_err(|e| self.deploy_failure(token, &e))?
-                    .floating_ip;
+                    .await;
+                let ip = match created {
+                    Ok(created) => created.floating_ip,
+                    Err(e) if crate::sites::is_uniqueness(&e) => {
+                        let winner = self
+                            .pool_addresses(cloud)
+                            .await
+                            .map_err(|e| self.pool_failure(token, &e))?
+                            .into_iter()
+                            .find(|a| a.pool_mark == pool_mark && a.site == token.site)
+                            .ok_or_else(|| self.deploy_failure(token, &e))?;
+                        return self
+                            .attach_to_site_gateway(token, open, &winner)
+                            .await
+                            .map_err(|e| self.pool_failure(token, &e));
+                    }
+                    Err(e) => return Err(self.deploy_failure(token, &e)),
+                };
                 PoolAddressHeld {
                     pool_mark,
                     pool: Some(token.pool.clone()),
@@ -265,6 +282,7 @@ impl PartnerProvider {
         gateway: &Owned,
         open: &OpenSite,
     ) -> Result<(), proto::Refusal> {
+        let _addressing = self.shared.sites.addressing.lock().await;
         let held = self
             .pool_addresses(open.cloud)
             .await
@@ -337,6 +355,7 @@ impl PartnerProvider {
         let Some(ownership) = self.shared.ownership.get(&cloud) else {
             return Ok(());
         };
+        let _addressing = self.shared.sites.addressing.lock().await;
         let addresses: Vec<PoolAddressHeld> = self
             .pool_addresses(cloud)
             .await?

@@ -91,6 +91,8 @@ pub(crate) struct SiteCache {
     open: Mutex<BTreeMap<String, OpenSite>>,
     sealed: Mutex<BTreeMap<Cloud, String>>,
     opening: tokio::sync::Mutex<()>,
+    /// Serialises the pool address steps (find, create, attach, release) in this process.
+    pub(crate) addressing: tokio::sync::Mutex<()>,
 }
 
 impl SiteCache {
@@ -141,7 +143,7 @@ fn known_network_zone(location: &str) -> Option<&'static str> {
 }
 
 /// Whether a create lost a unique-name race (Hetzner answers 409 `uniqueness_error`).
-fn is_uniqueness(error: &CloudError) -> bool {
+pub(crate) fn is_uniqueness(error: &CloudError) -> bool {
     matches!(error, CloudError::Provider { status: 409, code: Some(code), .. } if code == "uniqueness_error")
 }
 

@@ -290,3 +290,42 @@ async fn pool_addresses_hold_the_limit_and_go_with_the_pools_last_node() {
     assert_eq!(held.len(), 1);
     assert_eq!(held[0].pool.as_deref(), Some("acme/b/web"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_pools_nodes_deployed_at_once_share_one_address() {
+    let emu = emulators().await;
+    let p = std::sync::Arc::new(provider(config(&source(&emu, "a"))));
+    let mut tasks = Vec::new();
+    for (i, class) in ["eu-central", "us-east"].iter().cycle().take(8).enumerate() {
+        let p = p.clone();
+        let class = class.to_string();
+        tasks.push(tokio::spawn(async move {
+            let node = format!("n-burst-{i}");
+            place(&p, public(quote(&node, &class, 2, 4), "acme/burst/web")).await
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let h = hetzner(&emu);
+    assert_eq!(
+        h.list_floating_ips(Some("orc-kind=pool"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let pools = vultr(&emu)
+        .list_reserved_ips()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.label.contains("orc-kind=pool"))
+        .count();
+    assert_eq!(pools, 1);
+    assert_eq!(
+        h.list_networks(None).await.unwrap().len(),
+        1,
+        "one site opened once"
+    );
+}
