@@ -890,8 +890,9 @@ impl PartnerProvider {
     }
 
     /// Closes `site` when it holds no tenant node besides `gone`: its stable IPv4 records
-    /// the close time (it is kept [`STABLE_KEEP`] for a returning site). Answers whether it
-    /// closed.
+    /// the close time (it is kept [`STABLE_KEEP`] for a returning site). A close time
+    /// already there is moved to `at`, so a node that was placed while the site was being
+    /// closed keeps the full keep after it ends. Answers whether it closed.
     pub(crate) async fn close_site_if_empty(
         &self,
         cloud: Cloud,
@@ -909,7 +910,7 @@ impl PartnerProvider {
             None => self.find_stable(cloud, site).await?,
         };
         if let Some(stable) = stable
-            && stable.closed_at.is_none()
+            && stable.closed_at.is_none_or(|closed| closed < at)
         {
             let closed = self.mark_stable(cloud, site, &stable, Some(at)).await?;
             if let Some(mut open) = cached {
