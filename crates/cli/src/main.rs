@@ -185,13 +185,51 @@ enum ProviderCommand {
 /// `orc-prov-partner serve …`.
 pub const EMBEDDED_PARTNER: &str = "prov-partner";
 
+/// A provider process `orc` embeds: `orc ARG …` runs `BINARY …`.
+#[derive(Debug)]
+pub struct Embedded {
+    /// The first argument of `orc` that selects it (`prov-hetzner`).
+    pub arg: &'static str,
+    /// The binary it stands for (`orc-prov-hetzner`), also its app name.
+    pub binary: &'static str,
+    main_from: fn(Vec<std::ffi::OsString>) -> anyhow::Result<()>,
+}
+
+/// Every provider `orc` embeds, so that `orc up` and `orc zone serve` work where only `orc`
+/// was built.
+pub const EMBEDDED: [Embedded; 4] = [
+    Embedded {
+        arg: EMBEDDED_PARTNER,
+        binary: "orc-prov-partner",
+        main_from: orc_partner_provider::cli::main_from::<_, std::ffi::OsString>,
+    },
+    Embedded {
+        arg: "prov-hetzner",
+        binary: "orc-prov-hetzner",
+        main_from: orc_prov_hetzner::cli::main_from::<_, std::ffi::OsString>,
+    },
+    Embedded {
+        arg: "prov-vultr",
+        binary: "orc-prov-vultr",
+        main_from: orc_prov_vultr::cli::main_from::<_, std::ffi::OsString>,
+    },
+    Embedded {
+        arg: "prov-robot",
+        binary: "orc-prov-robot",
+        main_from: orc_prov_robot::cli::main_from::<_, std::ffi::OsString>,
+    },
+];
+
 fn main() -> ExitCode {
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == EMBEDDED_PARTNER)
+    let first = std::env::args_os().nth(1);
+    if let Some(embedded) = EMBEDDED
+        .iter()
+        .find(|e| first.as_deref() == Some(std::ffi::OsStr::new(e.arg)))
     {
-        let args = std::iter::once("orc-prov-partner".into()).chain(std::env::args_os().skip(2));
-        return match orc_partner_provider::cli::main_from::<_, std::ffi::OsString>(args) {
+        let args = std::iter::once(embedded.binary.into())
+            .chain(std::env::args_os().skip(2))
+            .collect();
+        return match (embedded.main_from)(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e:#}");

@@ -18,6 +18,7 @@ pub mod cli;
 pub mod config;
 pub mod machines;
 pub mod products;
+pub mod rescue_key;
 pub mod script;
 pub mod ssh;
 
