@@ -923,7 +923,8 @@ impl PartnerProvider {
     }
 
     /// Releases the stable IPv4 of every site closed at least [`STABLE_KEEP`] before `at`
-    /// that holds no node and is not attached to an instance. Answers the released addresses.
+    /// that holds no instance, checked again under the opening lock (a site reopened since
+    /// the listing keeps its address). Answers the released addresses.
     pub async fn release_closed_addresses(&self, at: Timestamp) -> Vec<Ipv4Addr> {
         let mut released = Vec::new();
         for cloud in self.shared.clients.keyed() {
@@ -965,6 +966,10 @@ impl PartnerProvider {
             return Ok(false);
         };
         let _opening = self.shared.sites.opening.lock().await;
+        let now_held = self.find_stable(cloud, site).await?;
+        if now_held.as_ref().map(|s| s.closed_at) != Some(stable.closed_at) {
+            return Ok(false);
+        }
         let at_site = instances::list_at_site(&self.shared.clients, cloud, site, ownership).await?;
         if !at_site.is_empty() {
             return Ok(false);
