@@ -353,6 +353,19 @@ async fn a_retired_cloud_places_nothing_new_destroys_through_it_and_lists_what_i
     let r = refusal(deploy(&retired, "n-late", late.quote_token).await);
     assert_eq!(r.kind, RefusalKind::NoCapacity, "{r}");
     assert_eq!(count_node(&emu, "n-late").await, 0);
+    let gateway = place(
+        &retired,
+        gateway_quote("gw-retired", "eu-central", "eu-central-a"),
+    )
+    .await;
+    assert!(
+        gateway.instance_ref.as_str().starts_with("hetzner:"),
+        "the retired cloud's open site still gets its gateway"
+    );
+    assert_eq!(
+        retired.destroy(NodeId::new("gw-retired").unwrap()).await,
+        DestroyResult::Destroyed
+    );
 
     assert_eq!(
         retired.destroy(NodeId::new("n-old").unwrap()).await,
