@@ -1,9 +1,15 @@
 //! `orc up`: the all-in-one development zone on one machine.
 //!
-//! One process runs everything: the Hetzner Cloud and Vultr emulators (in memory, real-time
-//! clock, realistic timings, seed catalogs), the zone on SQLite in the data dir, and pool
-//! `sys/sys/partner` on provider `core`, whose two slots run the `orc-prov-partner` binary
-//! with params pointing at the emulators. Ctrl-C stops the slots, the zone and the emulators.
+//! One process runs everything: the Hetzner Cloud, Vultr and Hetzner Robot emulators (in
+//! memory, real-time clock, realistic timings, seed catalogs), the zone on SQLite in the data
+//! dir, pool `sys/sys/partner` on provider `core`, whose two slots run the `orc-prov-partner`
+//! binary with params pointing at the emulators, and one slot each of the standalone
+//! providers `hetzner`, `vultr` and `robot` (pools of the same names in `sys/sys`), whose
+//! accounts name the emulators. Ctrl-C stops the slots, the zone and the emulators.
+//!
+//! The emulators' credential and the Robot rescue key live in `<data dir>/secrets/` (mode
+//! 0600); the standalone providers' accounts refer to them by `file://` references, the way an
+//! operator's accounts refer to real secrets.
 //!
 //! Running it again on the same data dir resumes: the store keeps the zone's state, the admin
 //! token is reused, and the partner pool is found rather than created again (its params are
@@ -60,9 +66,16 @@ pub struct UpArgs {
     /// Where the Vultr emulator listens.
     #[arg(long, default_value = "127.0.0.1:4011")]
     pub vultr_emu: SocketAddr,
+    /// Where the Hetzner Robot emulator listens.
+    #[arg(long, default_value = "127.0.0.1:4012")]
+    pub robot_emu: SocketAddr,
     /// The partner binary [default: orc-prov-partner next to this orc].
     #[arg(long)]
     pub partner_bin: Option<PathBuf>,
+    /// One binary that serves every standalone provider as `BIN prov-<name> serve`
+    /// [default: orc-prov-<name> next to this orc, else orc itself].
+    #[arg(long)]
+    pub providers_bin: Option<PathBuf>,
     /// Seconds to wait for the partner's replicas before printing the summary anyway.
     #[arg(long, default_value_t = 60)]
     pub partner_wait: u64,
@@ -130,6 +143,8 @@ pub struct Up {
     pool_created: bool,
     partner_running: usize,
     partner_registered: bool,
+    /// The standalone providers' names.
+    standalone: Vec<&'static str>,
 }
 
 impl Up {
@@ -146,6 +161,7 @@ impl Up {
             ("the provider endpoint", args.grpc),
             ("the Hetzner Cloud emulator", args.hetzner_emu),
             ("the Vultr emulator", args.vultr_emu),
+            ("the Robot emulator", args.robot_emu),
         ] {
             check_port(what, addr)?;
         }
@@ -154,7 +170,7 @@ impl Up {
         let emulators = EmuConfig {
             hetzner: Some(args.hetzner_emu),
             vultr: Some(args.vultr_emu),
-            robot: None,
+            robot: Some(args.robot_emu),
             accounts: Accounts::new(vec![Account {
                 name: EMULATOR_ACCOUNT.to_string(),
                 secret: EMULATOR_TOKEN.to_string(),
@@ -166,10 +182,29 @@ impl Up {
         .start()
         .await
         .context("cannot start the cloud emulators")?;
-        let (Some(hetzner_url), Some(vultr_url)) = (emulators.hetzner_url(), emulators.vultr_url())
-        else {
+        let (Some(hetzner_url), Some(vultr_url), Some(robot_url)) = (
+            emulators.hetzner_url(),
+            emulators.vultr_url(),
+            emulators.robot_url(),
+        ) else {
             bail!("the cloud emulators started without their URLs");
         };
+
+        report("preparing the emulated accounts");
+        let secrets = Secrets::prepare(&data_dir)?;
+        let rescue_fingerprint = secrets
+            .register_rescue_key(&robot_url)
+            .await
+            .context("cannot store the rescue key in the Robot emulator")?;
+        let standalone = standalone_providers(
+            &secrets,
+            &StandaloneUrls {
+                hetzner: hetzner_url.clone(),
+                vultr: vultr_url.clone(),
+                robot: robot_url,
+            },
+            &rescue_fingerprint,
+        );
 
         report("starting the zone");
         let mut apps = AppsConfig::default();
@@ -184,6 +219,21 @@ impl Up {
                 ]),
             },
         );
+        for provider in &standalone {
+            let (path, args) = provider_binary(
+                provider.binary,
+                provider.embedded_arg,
+                args.providers_bin.as_deref(),
+            )?;
+            apps.apps.insert(
+                provider.binary.to_string(),
+                AppBinary {
+                    path,
+                    args,
+                    env: BTreeMap::new(),
+                },
+            );
+        }
         let mut config = ZoneConfig::new(&data_dir);
         config.http_addr = args.http;
         config.grpc_addr = args.grpc;
@@ -201,6 +251,16 @@ impl Up {
             }
         };
 
+        for provider in &standalone {
+            report(&format!("creating pool sys/sys/{}", provider.name));
+            if let Err(error) =
+                ensure_app_pool(zone.store(), provider.name, 1, provider.app.clone()).await
+            {
+                zone.shutdown().await;
+                return Err(error);
+            }
+        }
+
         Ok(Up {
             zone,
             emulators,
@@ -209,6 +269,7 @@ impl Up {
             pool_created,
             partner_running: 0,
             partner_registered: false,
+            standalone: standalone.iter().map(|p| p.name).collect(),
         })
     }
 
@@ -265,6 +326,9 @@ impl Up {
         if let Some(v) = &self.emulators.vultr {
             text.push_str(&format!("vultr     {} (emulated)\n", v.root_url()));
         }
+        if let Some(r) = &self.emulators.robot {
+            text.push_str(&format!("robot     {} (emulated)\n", r.root_url()));
+        }
         text.push_str(&format!(
             "partner   pool sys/sys/partner on core, {}/{PARTNER_REPLICAS} slots running{}; \
              provider {}\n",
@@ -279,6 +343,11 @@ impl Up {
         if self.partner_running < PARTNER_REPLICAS as usize || !self.partner_registered {
             text.push_str("          still starting: see `orc logs sys/partner`\n");
         }
+        text.push_str(&format!(
+            "one-cloud {} (pools sys/sys/<name> on core, one slot each; secrets in {})\n",
+            self.standalone.join(", "),
+            self.data_dir.join("secrets").display()
+        ));
         let data = shell_word(&self.data_dir.to_string_lossy());
         text.push_str(&format!(
             "\nIn another terminal (the CLI finds this zone through ORC_DATA_DIR):\n\
@@ -286,8 +355,11 @@ impl Up {
              \x20 orc providers\n\
              \x20 orc logs sys/partner --level debug\n\
              \x20 orc quote sys/sys --provider partner --class eu-central --cpu 2 --mem 4 --os ubuntu-24.04\n\
-             \x20 orc pool create sys/sys/web --provider partner --class eu-central --cpu 2 --mem 4 --os ubuntu-24.04 --size 1\n\
+             \x20 orc pool create sys/sys/web --provider partner --class eu-central --cpu 2 --mem 4 --os ubuntu-24.04 --size 2 --wait\n\
              \x20 orc nodes sys/sys/web\n\
+             \x20 orc sites\n\
+             \x20 orc pool create sys/sys/api --provider hetzner --location fsn1 --plan cx23 --cpu 2 --mem 4 --os ubuntu-24.04 --size 1 --wait\n\
+             \x20 orc pool resize sys/sys/web 0\n\
              \nCtrl-C stops everything; `orc up` again resumes.\n"
         ));
         text
@@ -353,6 +425,171 @@ pub(crate) fn partner_binary(given: Option<&Path>) -> anyhow::Result<(PathBuf, V
     ))
 }
 
+/// How to run a standalone provider: `--providers-bin BIN` (as `BIN prov-<name> serve`), else
+/// `orc-prov-<name>` next to `orc`, else `orc` itself, which embeds it.
+pub(crate) fn provider_binary(
+    binary: &str,
+    embedded_arg: &str,
+    given: Option<&Path>,
+) -> anyhow::Result<(PathBuf, Vec<String>)> {
+    let embedded = || vec![embedded_arg.to_string(), "serve".to_string()];
+    if let Some(path) = given {
+        if path.is_file() {
+            return Ok((path.to_path_buf(), embedded()));
+        }
+        bail!("the providers binary {} does not exist", path.display());
+    }
+    if let Some(app) = builtin_next_to_exe(binary) {
+        return Ok((app.path, app.args));
+    }
+    let orc = std::env::current_exe().context("cannot find the running orc executable")?;
+    Ok((orc, embedded()))
+}
+
+/// The emulated accounts' secrets, in `<data dir>/secrets/` (directory 0700, files 0600).
+#[derive(Debug)]
+struct Secrets {
+    /// The emulators' API token (and the Robot password).
+    token_file: PathBuf,
+    /// The Robot rescue key's private half, made on the first `orc up`.
+    rescue_key_file: PathBuf,
+    /// Its public half, as stored in Robot.
+    rescue_public: String,
+}
+
+impl Secrets {
+    fn prepare(data_dir: &Path) -> anyhow::Result<Secrets> {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        let dir = data_dir.join("secrets");
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("cannot restrict {}", dir.display()))?;
+        let write = |path: &Path, text: &str| -> anyhow::Result<()> {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(path)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            file.write_all(text.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))
+        };
+        let token_file = dir.join("emulator-token");
+        write(&token_file, EMULATOR_TOKEN)?;
+        let rescue_key_file = dir.join("robot-rescue-key");
+        let public_file = dir.join("robot-rescue-key.pub");
+        let rescue_public = match std::fs::read_to_string(&public_file) {
+            Ok(public) if rescue_key_file.is_file() => public.trim().to_string(),
+            _ => {
+                let key = orc_prov_robot::rescue_key::generate("orc-up-rescue")?;
+                write(&rescue_key_file, &key.private_openssh)?;
+                write(&public_file, &format!("{}\n", key.public_openssh))?;
+                key.public_openssh
+            }
+        };
+        Ok(Secrets {
+            token_file,
+            rescue_key_file,
+            rescue_public,
+        })
+    }
+
+    /// Stores the rescue key's public half in the (fresh) Robot emulator; returns the
+    /// fingerprint Robot names it by.
+    async fn register_rescue_key(&self, robot_url: &str) -> anyhow::Result<String> {
+        let client = orc_cloud::RobotClient::new(
+            orc_cloud::RobotConfig::new(EMULATOR_ACCOUNT, EMULATOR_TOKEN).with_base_url(robot_url),
+        )?;
+        let key = client
+            .create_key("orc-up-rescue", &self.rescue_public)
+            .await?;
+        Ok(key.fingerprint.to_string())
+    }
+
+    fn reference(path: &Path) -> String {
+        format!("file://{}", path.display())
+    }
+}
+
+/// Where the standalone providers' emulators are.
+#[derive(Debug)]
+struct StandaloneUrls {
+    hetzner: String,
+    vultr: String,
+    robot: String,
+}
+
+/// A standalone provider `orc up` runs: pool `sys/sys/<name>` on `core`, one slot.
+#[derive(Debug, Clone)]
+struct Standalone {
+    /// The provider's (and its pool's) name.
+    name: &'static str,
+    /// Its binary, also its app name.
+    binary: &'static str,
+    /// The argument under which `orc` embeds it.
+    embedded_arg: &'static str,
+    app: AppSpec,
+}
+
+fn standalone_providers(
+    secrets: &Secrets,
+    urls: &StandaloneUrls,
+    rescue_fingerprint: &str,
+) -> Vec<Standalone> {
+    let token = Secrets::reference(&secrets.token_file);
+    let app = |binary: &str, name: &str, api_url: &str, account: serde_json::Value| AppSpec {
+        package: format!("sys/{binary}:default"),
+        params: BTreeMap::from([
+            ("name".to_string(), name.to_string()),
+            ("api_url".to_string(), api_url.to_string()),
+            ("account".to_string(), account.to_string()),
+        ]),
+        sensitive: SensitiveParams(BTreeMap::new()),
+    };
+    vec![
+        Standalone {
+            name: "hetzner",
+            binary: "orc-prov-hetzner",
+            embedded_arg: "prov-hetzner",
+            app: app(
+                "orc-prov-hetzner",
+                "hetzner",
+                &urls.hetzner,
+                serde_json::json!({"token": token, "location": "fsn1"}),
+            ),
+        },
+        Standalone {
+            name: "vultr",
+            binary: "orc-prov-vultr",
+            embedded_arg: "prov-vultr",
+            app: app(
+                "orc-prov-vultr",
+                "vultr",
+                &urls.vultr,
+                serde_json::json!({"api_key": token, "region": "fra"}),
+            ),
+        },
+        Standalone {
+            name: "robot",
+            binary: "orc-prov-robot",
+            embedded_arg: "prov-robot",
+            app: app(
+                "orc-prov-robot",
+                "robot",
+                &urls.robot,
+                serde_json::json!({
+                    "user": EMULATOR_ACCOUNT,
+                    "password": token,
+                    "rescue_key_fingerprint": rescue_fingerprint,
+                    "rescue_key": Secrets::reference(&secrets.rescue_key_file),
+                }),
+            ),
+        },
+    ]
+}
+
 /// US dollars per euro for the emulated Hetzner account (an example figure, not a live rate).
 pub const DEMO_EUR_RATE: &str = "1.08";
 
@@ -392,9 +629,20 @@ fn name(text: &str) -> anyhow::Result<Name> {
 /// exists keeps its size; its app is brought up to date (a rolling replacement) if it
 /// differs. Returns the pool and whether it was created.
 pub async fn ensure_partner_pool(store: &Store) -> anyhow::Result<(Pool, bool)> {
+    ensure_app_pool(store, PARTNER_POOL, PARTNER_REPLICAS, partner_app()).await
+}
+
+/// Finds pool `sys/sys/<pool_name>` on `core` or creates it with `size` slots running `wanted`.
+/// A pool that exists keeps its size; its app is brought up to date if it differs. Returns
+/// the pool and whether it was created.
+pub async fn ensure_app_pool(
+    store: &Store,
+    pool_name: &str,
+    size: u32,
+    wanted: AppSpec,
+) -> anyhow::Result<(Pool, bool)> {
     let sys = name("sys")?;
-    let wanted = partner_app();
-    match store.pool_by_path(&sys, &sys, &name(PARTNER_POOL)?).await {
+    match store.pool_by_path(&sys, &sys, &name(pool_name)?).await {
         Ok(pool) => {
             if pool.spec.app.as_ref() == Some(&wanted) {
                 return Ok((pool, false));
@@ -404,7 +652,7 @@ pub async fn ensure_partner_pool(store: &Store) -> anyhow::Result<(Pool, bool)> 
             let pool = store
                 .reconfigure_pool(&pool.id, pool.generation, &spec, Timestamp::now())
                 .await
-                .context("cannot update the partner pool's params")?;
+                .with_context(|| format!("cannot update the params of pool sys/sys/{pool_name}"))?;
             Ok((pool, false))
         }
         Err(StoreError::NotFound { .. }) => {
@@ -420,8 +668,8 @@ pub async fn ensure_partner_pool(store: &Store) -> anyhow::Result<(Pool, bool)> 
                 .context("the zone has no core provider: its apps supervisor did not start")?;
             let new = NewPool {
                 project_id: sys_project_id(),
-                name: name(PARTNER_POOL)?,
-                size: PARTNER_REPLICAS,
+                name: name(pool_name)?,
+                size,
                 spec: PoolSpec {
                     provider_id: core.id,
                     shape: Shape {
@@ -441,10 +689,10 @@ pub async fn ensure_partner_pool(store: &Store) -> anyhow::Result<(Pool, bool)> 
             let change = store
                 .create_pool(&new, Timestamp::now())
                 .await
-                .context("cannot create the partner pool")?;
+                .with_context(|| format!("cannot create pool sys/sys/{pool_name}"))?;
             Ok((change.pool, true))
         }
-        Err(error) => Err(error).context("cannot read the partner pool"),
+        Err(error) => Err(error).with_context(|| format!("cannot read pool sys/sys/{pool_name}")),
     }
 }
 
@@ -475,7 +723,9 @@ mod tests {
             grpc: any,
             hetzner_emu: any,
             vultr_emu: any,
+            robot_emu: any,
             partner_bin: Some(partner.to_path_buf()),
+            providers_bin: Some(partner.to_path_buf()),
             partner_wait: 30,
         }
     }
@@ -528,15 +778,38 @@ mod tests {
         assert_eq!(pool.size, PARTNER_REPLICAS);
         assert_eq!(pool.spec.app, Some(partner_app()));
         wait_until_running(up.zone.store(), &pool).await;
-        up.shutdown().await;
         assert_eq!(
-            steps.lock().unwrap()[..3],
+            steps.lock().unwrap()[..7],
             [
                 "starting the cloud emulators",
+                "preparing the emulated accounts",
                 "starting the zone",
-                "creating pool sys/sys/partner"
+                "creating pool sys/sys/partner",
+                "creating pool sys/sys/hetzner",
+                "creating pool sys/sys/vultr",
+                "creating pool sys/sys/robot",
             ]
         );
+        // The standalone providers' accounts name their secrets by reference only.
+        let robot = up
+            .zone
+            .store()
+            .pool_by_path(&sys, &sys, &name("robot").unwrap())
+            .await
+            .unwrap();
+        let account = &robot.spec.app.as_ref().unwrap().params["account"];
+        assert!(account.contains("file://"), "{account}");
+        assert!(!account.contains(EMULATOR_TOKEN), "{account}");
+        let secrets = dir.path().join("data/secrets");
+        for file in ["emulator-token", "robot-rescue-key"] {
+            let mode = std::fs::metadata(secrets.join(file))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{file}");
+        }
+        let key_before = std::fs::read_to_string(secrets.join("robot-rescue-key.pub")).unwrap();
+        up.shutdown().await;
 
         let again = Up::start(&args(dir.path(), &partner), &report)
             .await
@@ -559,6 +832,11 @@ mod tests {
         assert!(
             !again.summary().contains(&token),
             "the token is shown only once"
+        );
+        assert_eq!(
+            std::fs::read_to_string(secrets.join("robot-rescue-key.pub")).unwrap(),
+            key_before,
+            "the rescue key is kept across runs"
         );
         again.shutdown().await;
     }
