@@ -12,10 +12,10 @@
 //! Every step after the create also runs when the instance is found, so a deploy retried
 //! after a failure at any step finishes the same node without a second resource.
 //!
-//! A destroy deletes the node's instances and then its extra disks (an absent node is a
-//! success; its disks left by an earlier, interrupted destroy are deleted in every keyed
-//! cloud), then closes the site when its last tenant node ended, and releases a pool's
-//! address when the pool has no node left there.
+//! A destroy deletes a tenant node's extra disks and then its instances (an absent node is
+//! a success), then closes the site when no tenant node is left there (after a gateway too,
+//! which may have reopened a closed site), and releases a pool's address when the pool has
+//! no node left there.
 //!
 //! Request costs: a deploy into an open site is one lookup, one create and (Hetzner) one
 //! action poll; disks add a listing and one create (and a Vultr attach) per disk; a gateway
@@ -820,8 +820,6 @@ impl PartnerProvider {
         let shared = &self.shared;
         lock(&shared.state).release(&NodeId::new(node.as_str()));
         let mut site_of_failure = None;
-        let mut found_anywhere = false;
-        let mut searched = Vec::new();
         for cloud in shared.clients.keyed() {
             let Some(ownership) = shared.ownership.get(&cloud) else {
                 continue;
@@ -835,11 +833,17 @@ impl PartnerProvider {
                     continue;
                 }
             };
-            if found.is_empty() {
-                searched.push(cloud);
+            let Some(first_site) = found.first().map(|o| o.marks.site.clone()) else {
+                continue;
+            };
+            if found.iter().any(|o| o.marks.role == Role::Node)
+                && let Err(e) = self.delete_disks(cloud, &node).await
+            {
+                tracing::info!(node = %node, site = %first_site, "The node's extra disks could not be deleted yet; the destroy will be retried");
+                tracing::debug!(node = %node, error = %e, "the cloud's answer");
+                site_of_failure = Some(Some(first_site));
                 continue;
             }
-            found_anywhere = true;
             let mut deleted = Vec::new();
             for owned in &found {
                 match self.delete_instance(owned).await {
@@ -863,23 +867,18 @@ impl PartnerProvider {
             if deleted.len() != found.len() {
                 continue;
             }
-            if let Err(e) = self.delete_disks(cloud, &node).await {
-                tracing::info!(node = %node, %cloud, "The node's extra disks could not be deleted yet; the destroy will be retried");
-                tracing::debug!(node = %node, error = %e, "the cloud's answer");
-                site_of_failure = Some(found.first().map(|o| o.marks.site.clone()));
-                continue;
-            }
-            for owned in found.iter().filter(|o| o.marks.role == Role::Node) {
+            for owned in &found {
                 let at = now();
                 if let Err(e) = self
-                    .close_site_if_empty(cloud, &owned.marks.site, &deleted, at)
+                    .close_site_if_empty(cloud, &owned.marks.site, &deleted, owned.marks.role, at)
                     .await
                 {
                     tracing::info!(node = %node, site = %owned.marks.site, "Whether the site is now empty could not be read; the destroy will be retried");
                     tracing::debug!(node = %node, error = %e, "the cloud's answer");
                     site_of_failure = Some(Some(owned.marks.site.clone()));
                 }
-                if let Some(pool_mark) = &owned.marks.pool
+                if owned.marks.role == Role::Node
+                    && let Some(pool_mark) = &owned.marks.pool
                     && let Err(e) = self
                         .release_pool_address_if_unused(
                             cloud,
@@ -892,15 +891,6 @@ impl PartnerProvider {
                     tracing::info!(node = %node, site = %owned.marks.site, "The pool's address could not be released yet; the destroy will be retried");
                     tracing::debug!(node = %node, error = %e, "the cloud's answer");
                     site_of_failure = Some(Some(owned.marks.site.clone()));
-                }
-            }
-        }
-        if !found_anywhere && site_of_failure.is_none() {
-            for cloud in searched {
-                if let Err(e) = self.delete_disks(cloud, &node).await {
-                    tracing::info!(node = %node, %cloud, "The node's extra disks could not be deleted yet; the destroy will be retried");
-                    tracing::debug!(node = %node, error = %e, "the cloud's answer");
-                    site_of_failure = Some(None);
                 }
             }
         }
@@ -932,8 +922,9 @@ impl PartnerProvider {
         instances::delete(&self.shared.clients, &owned.instance_ref).await
     }
 
-    /// Deletes the node's extra disks in `cloud`: one listing, then per disk a delete (a
-    /// Vultr block still attached is detached first).
+    /// Deletes the node's extra disks in `cloud` before its instance, so a destroy that
+    /// fails half-way still finds the instance on retry: one listing, then per attached disk
+    /// a detach (and its poll on Hetzner) and per disk a delete.
     async fn delete_disks(&self, cloud: Cloud, node: &str) -> Result<(), CloudError> {
         let disks = self.node_disks(cloud, node).await?;
         for disk in disks {
@@ -945,17 +936,24 @@ impl PartnerProvider {
                         continue;
                     };
                     let id = HcloudVolumeId(id);
-                    let mut result = client.delete_volume(id).await;
-                    let deadline =
-                        tokio::time::Instant::now() + self.shared.options.deploy_deadline;
-                    while matches!(&result, Err(e) if !e.is_not_found())
-                        && disk.attached_to.is_some()
-                        && tokio::time::Instant::now() < deadline
-                    {
-                        tokio::time::sleep(self.shared.options.poll_interval).await;
-                        result = client.delete_volume(id).await;
+                    if disk.attached_to.is_some() {
+                        match client.detach_volume(id).await {
+                            Ok(action) => {
+                                let deadline = tokio::time::Instant::now()
+                                    + self.shared.options.deploy_deadline;
+                                client
+                                    .wait_for_actions(
+                                        &[action.id],
+                                        self.shared.options.poll_interval,
+                                        deadline,
+                                    )
+                                    .await?;
+                            }
+                            Err(e) if e.is_not_found() => continue,
+                            Err(e) => return Err(e),
+                        }
                     }
-                    result
+                    client.delete_volume(id).await
                 }
                 Cloud::Vultr => {
                     let Some(client) = &self.shared.clients.vultr else {
