@@ -309,3 +309,45 @@ async fn deploys_report_progress_in_tenant_words() {
     let _ = stop.send(());
     let _ = running.await;
 }
+
+/// A destroy that fails right after the disks went (the server delete) is retried and
+/// finishes: no server and no disk left, and a destroy of the absent node still succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_destroy_converges_on_retry() {
+    let emu = emulators().await;
+    let p = provider(config(&source(&emu, "a")));
+    place(
+        &p,
+        with_disks(quote("n-int", "eu-central", 2, 4), &[10, 10]),
+    )
+    .await;
+    let root = hetzner_root(&emu);
+    control(
+        &root,
+        "/_emu/faults",
+        serde_json::json!({"path": "/v1/servers/", "method": "DELETE", "status": 503, "count": 5}),
+    )
+    .await;
+    let first = p.destroy(NodeId::new("n-int").unwrap()).await;
+    assert!(
+        matches!(&first, DestroyResult::Refused(r) if r.kind == RefusalKind::Transient),
+        "{first:?}"
+    );
+    assert_eq!(
+        count_node(&emu, "n-int").await,
+        1,
+        "the server is still there"
+    );
+    assert!(
+        hetzner(&emu).list_volumes(None).await.unwrap().is_empty(),
+        "the disks went first"
+    );
+    clear_faults(&root).await;
+    for _ in 0..2 {
+        assert_eq!(
+            p.destroy(NodeId::new("n-int").unwrap()).await,
+            DestroyResult::Destroyed
+        );
+    }
+    assert_eq!(count_node(&emu, "n-int").await, 0);
+}
