@@ -143,6 +143,25 @@ pub fn user_data(
     })
 }
 
+/// Whether a gateway create was refused because the stable IPv4 is still assigned to
+/// another instance (Hetzner `primary_ip_assigned`; Vultr's "already attached").
+fn address_still_held(error: &CloudError) -> bool {
+    match error {
+        CloudError::Provider { code, message, .. } => {
+            code.as_deref() == Some("primary_ip_assigned") || message.contains("already attached")
+        }
+        CloudError::NotFound { .. }
+        | CloudError::RateLimited { .. }
+        | CloudError::NoCapacity { .. }
+        | CloudError::Transport { .. }
+        | CloudError::Decode { .. }
+        | CloudError::Protocol { .. }
+        | CloudError::ActionFailed { .. }
+        | CloudError::Deadline { .. }
+        | CloudError::InvalidInput { .. } => false,
+    }
+}
+
 fn refuse(words: String) -> proto::DeployResult {
     proto::DeployResult::Refused(refused(proto::RefusalKind::Failed, words))
 }
@@ -471,6 +490,7 @@ impl PartnerProvider {
                         self.failed(token)
                     })
             }
+            Err(e) if token.gateway && address_still_held(&e) => Err(self.address_held(token, &e)),
             Err(e) => Err(self.deploy_failure(token, &e)),
         }
     }
@@ -512,8 +532,20 @@ impl PartnerProvider {
                 tracing::warn!(node = %token.node, "the created instance does not carry the partner's tags");
                 self.failed(token)
             }),
+            Err(e) if token.gateway && address_still_held(&e) => Err(self.address_held(token, &e)),
             Err(e) => Err(self.deploy_failure(token, &e)),
         }
+    }
+
+    /// The refusal when the site's stable IPv4 is still on the previous gateway (its
+    /// delete has not finished): the zone tries again.
+    fn address_held(&self, token: &OfferToken, error: &CloudError) -> proto::Refusal {
+        tracing::debug!(node = %token.node, site = %token.site, error = %error, "the cloud's answer");
+        tracing::info!(node = %token.node, site = %token.site, "The site's stable address is still held by the previous gateway; the deploy will be retried");
+        refused(
+            proto::RefusalKind::Transient,
+            words::could_not_finish(&self.class_title(&token.class)),
+        )
     }
 
     /// Attaches a Hetzner gateway to its site network at the fixed private address, unless

@@ -329,3 +329,29 @@ async fn a_public_pools_nodes_deployed_at_once_share_one_address() {
         "one site opened once"
     );
 }
+
+/// A replacement gateway deployed while the previous one still holds the stable IPv4 is
+/// refused `transient` and placed once the previous one is gone, on the same address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_waits_for_the_previous_gateway_to_let_go() {
+    let emu = emulators().await;
+    let p = provider(config(&source(&emu, "a")));
+    for (class, site, suffix) in [
+        ("eu-central", "eu-central-a", "h"),
+        ("us-east", "us-east-b", "v"),
+    ] {
+        let old = format!("gw-old-{suffix}");
+        let new = format!("gw-new-{suffix}");
+        let first = place(&p, gateway_quote(&old, class, site)).await;
+        let o = offer(&p, gateway_quote(&new, class, site)).await;
+        let r = refusal(deploy_os(&p, &new, o.quote_token.clone(), "gateway").await);
+        assert_eq!(r.kind, RefusalKind::Transient, "{r}");
+        assert_eq!(count_node(&emu, &new).await, 0);
+        assert_eq!(
+            p.destroy(NodeId::new(&old).unwrap()).await,
+            DestroyResult::Destroyed
+        );
+        let second = deployed(deploy_os(&p, &new, o.quote_token, "gateway").await);
+        assert_eq!(second.addresses, first.addresses, "{site}");
+    }
+}
