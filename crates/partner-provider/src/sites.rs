@@ -889,15 +889,18 @@ impl PartnerProvider {
         }))
     }
 
-    /// Closes `site` when it holds no tenant node besides `gone`: its stable IPv4 records
-    /// the close time (it is kept [`STABLE_KEEP`] for a returning site). A close time
-    /// already there is moved to `at`, so a node that was placed while the site was being
-    /// closed keeps the full keep after it ends. Answers whether it closed.
+    /// Closes `site` when it holds no tenant node besides `gone` (instances of a node of
+    /// role `ended` just deleted): its stable IPv4 records the close time (it is kept
+    /// [`STABLE_KEEP`] for a returning site). After a tenant node, a close time already
+    /// there is moved to `at`, so a node placed while the site was being closed keeps the
+    /// full keep after it ends; after a gateway, a closed site is left as it is. Answers
+    /// whether the site holds no tenant node.
     pub(crate) async fn close_site_if_empty(
         &self,
         cloud: Cloud,
         site: &str,
         gone: &[String],
+        ended: Role,
         at: Timestamp,
     ) -> Result<bool, SiteError> {
         if self.site_has_tenant_node(cloud, site, gone).await? {
@@ -910,15 +913,19 @@ impl PartnerProvider {
             None => self.find_stable(cloud, site).await?,
         };
         if let Some(stable) = stable
-            && stable.closed_at.is_none_or(|closed| closed < at)
+            && match (stable.closed_at, ended) {
+                (None, Role::Node | Role::Gateway) => true,
+                (Some(closed), Role::Node) => closed < at,
+                (Some(_), Role::Gateway) => false,
+            }
         {
             let closed = self.mark_stable(cloud, site, &stable, Some(at)).await?;
             if let Some(mut open) = cached {
                 open.stable = closed;
                 self.shared.sites.put(open);
             }
+            tracing::info!(site, %cloud, "The site's last node ended; the site is closed and its stable address is kept for a returning site");
         }
-        tracing::info!(site, %cloud, "The site's last node ended; the site is closed and its stable address is kept for a returning site");
         Ok(true)
     }
 
