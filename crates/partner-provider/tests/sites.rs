@@ -381,3 +381,25 @@ async fn a_retired_cloud_places_nothing_new_destroys_through_it_and_lists_what_i
     let again = retired.left_behind(Cloud::Hetzner).await.unwrap().unwrap();
     assert_eq!(again, left, "listing deletes nothing");
 }
+
+/// A gateway deployed into a closed site reopens it; its destroy with no tenant node there
+/// closes it again, so the address is not held for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_alone_does_not_keep_a_site_open() {
+    let emu = emulators().await;
+    let p = provider(config(&source(&emu, "a")));
+    place(&p, quote("n-lone", "eu-central", 2, 4)).await;
+    p.destroy(NodeId::new("n-lone").unwrap()).await;
+    let closed = stable_labels(&emu).await;
+    assert!(closed[0].1.is_some(), "{closed:?}");
+    place(&p, gateway_quote("gw-lone", "eu-central", "eu-central-a")).await;
+    assert_eq!(
+        stable_labels(&emu).await[0].1,
+        None,
+        "the gateway reopened the site"
+    );
+    p.destroy(NodeId::new("gw-lone").unwrap()).await;
+    let again = stable_labels(&emu).await;
+    assert!(again[0].1.is_some(), "closed again: {again:?}");
+    assert_eq!(again[0].0, closed[0].0, "the same address");
+}
