@@ -44,6 +44,8 @@ pub const PARTNER_POOL: &str = "partner";
 pub const PARTNER_RESOURCE: &str = "urn:orc:partner:orc-up";
 /// Replicas of the partner: one serving, one standing by.
 pub const PARTNER_REPLICAS: u32 = 2;
+/// Seconds between the partner's inventory passes in `orc up` (the default is 60).
+pub const UP_INVENTORY_SECS: u64 = 5;
 /// The emulators' one account. A local tool's credential, not a secret.
 const EMULATOR_ACCOUNT: &str = "orc-up";
 const EMULATOR_TOKEN: &str = "orc-up-emulator-token";
@@ -216,6 +218,11 @@ impl Up {
                 env: BTreeMap::from([
                     ("ORC_HETZNER_ENDPOINT".to_string(), hetzner_url),
                     ("ORC_VULTR_ENDPOINT".to_string(), vultr_url),
+                    // Sites open and close on screen within seconds, not a minute.
+                    (
+                        "ORC_INVENTORY_SECS".to_string(),
+                        UP_INVENTORY_SECS.to_string(),
+                    ),
                 ]),
             },
         );

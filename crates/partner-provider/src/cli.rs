@@ -109,6 +109,9 @@ enum Command {
         /// Seconds between two catalog reads while serving.
         #[arg(long, default_value_t = 600)]
         refresh_secs: u64,
+        /// Seconds between two inventory passes while serving (sites, nodes, reverse DNS).
+        #[arg(long, env = "ORC_INVENTORY_SECS", default_value_t = 60)]
+        inventory_secs: u64,
         /// This replica's slot in its app pool.
         #[arg(long, env = "ORC_SLOT", default_value_t = 0)]
         slot: u32,
@@ -274,12 +277,13 @@ where
         Command::Serve {
             zone,
             refresh_secs,
+            inventory_secs,
             slot,
             token_file,
             project,
         } => {
             let credentials = zone_credentials(token_file.as_deref(), project.as_deref())?;
-            serve(&zone, refresh_secs, slot, credentials)
+            serve(&zone, refresh_secs, inventory_secs, slot, credentials)
         }
     }
 }
@@ -335,6 +339,7 @@ fn zone_credentials(
 fn serve(
     zone: &str,
     refresh_secs: u64,
+    inventory_secs: u64,
     slot: u32,
     credentials: Option<ZoneCredentials>,
 ) -> anyhow::Result<()> {
@@ -365,6 +370,7 @@ fn serve(
     tracing::info!(zone, "The partner provider dials the zone");
     let options = RunnerOptions {
         credentials,
+        inventory_interval: Some(Duration::from_secs(inventory_secs.max(1))),
         ..RunnerOptions::default()
     };
     runtime()?.block_on(run_provider(zone, Arc::new(provider), options))?;

@@ -1,0 +1,281 @@
+//! `orc up` as a newcomer runs it, end to end: the `orc` binary starts the emulators, the
+//! zone, the partner (two slots) and the three one-cloud providers; the `orc` CLI then places
+//! partner nodes (a site opens with its gateway), nodes on Hetzner, Robot and Vultr directly,
+//! and takes everything away again (the site closes, its gateway pool goes to zero, every
+//! instance is deleted in the emulators). Ctrl-C (SIGINT) stops it all with a clean exit.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// `orc up` in its own data dir, on ports the system picks.
+struct Up {
+    child: Child,
+    data: std::path::PathBuf,
+    summary: String,
+}
+
+impl Up {
+    fn start(dir: &Path) -> Up {
+        let data = dir.join("data");
+        let any = "127.0.0.1:0";
+        let mut child = Command::new(env!("CARGO_BIN_EXE_orc"))
+            .args(["up", "--data-dir"])
+            .arg(&data)
+            .args(["--http", any, "--grpc", any, "--hetzner-emu", any])
+            .args([
+                "--vultr-emu",
+                any,
+                "--robot-emu",
+                any,
+                "--partner-wait",
+                "120",
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("orc up starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut summary = String::new();
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                summary.push_str(&line);
+                summary.push('\n');
+                if line.starts_with("Ctrl-C stops everything") {
+                    let _ = tx.send(summary.clone());
+                }
+            }
+        });
+        let summary = rx
+            .recv_timeout(Duration::from_secs(300))
+            .expect("orc up prints its summary");
+        Up {
+            child,
+            data,
+            summary,
+        }
+    }
+
+    fn orc(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_orc"))
+            .args(args)
+            .env("ORC_DATA_DIR", &self.data)
+            .env_remove("ORC_URL")
+            .env_remove("ORC_TOKEN")
+            .output()
+            .expect("orc runs")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.orc(args);
+        assert!(
+            out.status.success(),
+            "orc {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&self.ok(&all)).expect("JSON")
+    }
+
+    /// Polls `args` (JSON) until `done` holds, for at most `limit`.
+    fn wait_for(&self, args: &[&str], limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let value = self.json(args);
+            if done(&value) {
+                eprintln!("orc {args:?}: {:?}", start.elapsed());
+                return value;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "orc {args:?} never got there: {value:#}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    fn stop(mut self) {
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&self.child),
+            rustix::process::Signal::INT,
+        )
+        .expect("SIGINT");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                assert!(status.success(), "orc up exited with {status}");
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "orc up did not stop on Ctrl-C"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn states(nodes: &Value) -> Vec<&str> {
+    nodes
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| n["state"].as_str().expect("state"))
+        .collect()
+}
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+#[test]
+fn a_newcomer_places_nodes_everywhere_and_watches_a_site_open_and_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = Up::start(dir.path());
+    assert!(
+        up.summary.contains("2/2 slots running") && up.summary.contains("provider registered"),
+        "{}",
+        up.summary
+    );
+    assert!(
+        up.summary.contains("one-cloud hetzner, vultr, robot"),
+        "{}",
+        up.summary
+    );
+    let providers = up.wait_for(&["providers"], MINUTE, |list| {
+        ["partner", "hetzner", "vultr", "robot"].iter().all(|name| {
+            list.as_array().unwrap().iter().any(|p| {
+                p["name"] == *name && p["replicas"].as_array().is_some_and(|r| !r.is_empty())
+            })
+        })
+    });
+    assert_eq!(providers.as_array().unwrap().len(), 5, "{providers:#}");
+
+    // Partner nodes: the first one at a site opens it, and the site gets its gateway.
+    let created = up.ok(&[
+        "pool",
+        "create",
+        "sys/sys/web",
+        "--provider",
+        "partner",
+        "--class",
+        "eu-central",
+        "--cpu",
+        "2",
+        "--mem",
+        "4",
+        "--os",
+        "ubuntu-24.04",
+        "--size",
+        "2",
+        "--wait",
+    ]);
+    assert!(created.contains("2 of 2 node(s) running"), "{created}");
+    let web = up.json(&["nodes", "sys/sys/web"]);
+    let site = web[0]["site"].as_str().expect("a site").to_string();
+    assert!(site.starts_with("eu-central-"), "{web:#}");
+    let sites = up.wait_for(&["sites"], 2 * MINUTE, |sites| {
+        sites[0]["gateway"] == "running" && sites[0]["reported"] == true
+    });
+    assert_eq!(sites[0]["site"], site.as_str());
+    assert_eq!(sites[0]["tenant_nodes"], 2);
+    assert!(sites[0]["public_ipv4"].is_string(), "{sites:#}");
+    let gateway_pool = format!("sys/sys/gw-{site}");
+    let gateway = up.json(&["nodes", &gateway_pool]);
+    assert_eq!(
+        gateway[0]["addresses"][0], sites[0]["public_ipv4"],
+        "the gateway holds the site's stable address"
+    );
+
+    // One-cloud providers, placed directly.
+    for (pool, provider, location, plan, cpu, mem, os) in [
+        (
+            "api",
+            "hetzner",
+            "fsn1",
+            Some("cx23"),
+            "2",
+            "4",
+            "ubuntu-24.04",
+        ),
+        ("vm", "vultr", "fra", None, "2", "4", "ubuntu-24.04"),
+        (
+            "metal",
+            "robot",
+            "hel1",
+            Some("EX44"),
+            "20",
+            "64",
+            "Ubuntu-2404-noble-amd64-base.tar.gz",
+        ),
+    ] {
+        let path = format!("sys/sys/{pool}");
+        let mut args = vec![
+            "pool",
+            "create",
+            &path,
+            "--provider",
+            provider,
+            "--location",
+            location,
+            "--cpu",
+            cpu,
+            "--mem",
+            mem,
+            "--os",
+            os,
+            "--size",
+            "1",
+            "--wait",
+        ];
+        if let Some(plan) = plan {
+            args.extend(["--plan", plan]);
+        }
+        let created = up.ok(&args);
+        assert!(
+            created.contains("1 of 1 node(s) running"),
+            "{provider}: {created}"
+        );
+        let nodes = up.json(&["nodes", &path]);
+        assert_eq!(nodes[0]["site"], location, "{provider}: {nodes:#}");
+        assert!(
+            !nodes[0]["addresses"].as_array().unwrap().is_empty(),
+            "{provider}: {nodes:#}"
+        );
+    }
+
+    // Everything away again: nodes end, the site closes and its gateway pool goes to zero.
+    for pool in ["web", "api", "vm", "metal"] {
+        up.ok(&["pool", "resize", &format!("sys/sys/{pool}"), "0"]);
+    }
+    for pool in ["web", "api", "vm", "metal"] {
+        up.wait_for(
+            &["nodes", &format!("sys/sys/{pool}"), "--all"],
+            2 * MINUTE,
+            |nodes| states(nodes).iter().all(|s| *s == "ended"),
+        );
+    }
+    up.wait_for(&["sites"], 2 * MINUTE, |sites| {
+        sites.as_array().is_some_and(Vec::is_empty)
+    });
+    let gateway = up.wait_for(&["nodes", &gateway_pool, "--all"], 2 * MINUTE, |nodes| {
+        states(nodes).iter().all(|s| *s == "ended")
+    });
+    assert_eq!(states(&gateway), ["ended"]);
+    up.stop();
+}
