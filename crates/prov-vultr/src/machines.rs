@@ -37,6 +37,8 @@ use orc_provider_sdk::secret::SecretRef;
 
 use crate::config::{Account, REGIONS};
 
+/// Region availability reads in flight at once during an offers read.
+const REGION_READS_AT_ONCE: usize = 4;
 /// Prefix of the tag holding the zone's node id (the idempotency key).
 pub const KEY_TAG_PREFIX: &str = "orc.dev/idempotency-key=";
 /// Tag marking instances this provider manages.
@@ -354,13 +356,33 @@ impl MachineProvider for VultrMachines {
             Some(region) => vec![region.as_str()],
             None => REGIONS.iter().map(|(id, _)| *id).collect(),
         };
-        let mut availability = BTreeMap::new();
+        // One request per region, a few at a time: a full read is 33 requests, and one after
+        // the other they take seconds against the real API.
+        let mut reads = tokio::task::JoinSet::new();
+        let permits = Arc::new(tokio::sync::Semaphore::new(REGION_READS_AT_ONCE));
         for region in regions {
-            let region_id = VultrRegionId::from(region);
-            let in_stock = client.region_availability(&region_id).await?;
+            let (client, permits) = (client.clone(), Arc::clone(&permits));
+            let region = region.to_string();
+            reads.spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                let in_stock = client
+                    .region_availability(&VultrRegionId::from(region.as_str()))
+                    .await;
+                (region, in_stock)
+            });
+        }
+        let mut availability = BTreeMap::new();
+        while let Some(read) = reads.join_next().await {
+            let Ok((region, in_stock)) = read else {
+                return Err(MachineError::Provider {
+                    status: None,
+                    code: None,
+                    message: "a region's availability read stopped unexpectedly".to_string(),
+                });
+            };
             availability.insert(
-                region.to_string(),
-                in_stock.iter().map(|p| p.as_str().to_string()).collect(),
+                region,
+                in_stock?.iter().map(|p| p.as_str().to_string()).collect(),
             );
         }
         Ok(offers_of(&plans, &availability, query))
