@@ -38,7 +38,7 @@ use orc_proto as proto;
 
 use crate::instances::{self, Owned, Ownership};
 use crate::naming::{self, CHILD_KEY, KIND_KEY, OWNER_KEY, Prefix, ResourceKind, ResourceMarks};
-use crate::provider::{PartnerProvider, Shared, lock};
+use crate::provider::{PartnerProvider, ROLE_STANDBY, Shared, lock};
 
 /// What the inventory pass remembers from one pass to the next (held in the provider's
 /// shared state): which remapped live sites the guard has logged, which addresses' reverse
@@ -59,9 +59,6 @@ pub(crate) struct PassMemory {
     /// addresses are unknown to the guard.
     pub(crate) unlisted_addresses: BTreeSet<Cloud>,
 }
-
-/// The value `PartnerProvider::on_role(Standby)` stores in `Shared::role`.
-const ROLE_STANDBY: u8 = 1;
 
 /// One instance the partner holds, with the cloud location it runs in.
 #[derive(Debug, Clone)]

@@ -88,7 +88,7 @@ pub enum SetupError {
 }
 
 const ROLE_UNSET: u8 = 0;
-const ROLE_STANDBY: u8 = 1;
+pub(crate) const ROLE_STANDBY: u8 = 1;
 const ROLE_SERVING: u8 = 2;
 
 /// The current wall-clock time as a [`Timestamp`].
@@ -241,7 +241,7 @@ impl PartnerProvider {
         }
         tracing::info!(
             resource = %self.shared.hello.resource_uri,
-            "This replica is serving the partner resource now; it keeps catalogs, caps and inventory current from here on"
+            "This replica is serving the partner resource now; it keeps catalogs, caps, inventory and reverse DNS current from here on"
         );
         {
             let at = now();
