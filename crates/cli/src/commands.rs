@@ -299,6 +299,9 @@ async fn wait_for_nodes(
         bar.set_style(style);
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+    let events_url = format!("{}/events", project_url(org, project));
+    let mut last_event: Option<String> = None;
+    let mut progress: Option<String> = None;
     loop {
         let pool: PoolView = client.get(&url).await?;
         bar.set_position(u64::from(pool.nodes.running));
@@ -306,6 +309,25 @@ async fn wait_for_nodes(
             "{} starting, {} parked",
             pool.nodes.starting, pool.nodes.parked
         );
+        if pool.nodes.starting > 0 {
+            // The newest progress note of the pool's deploys ("creating the machine").
+            let mut query = format!("{events_url}?pool={}&limit=1000", segment(name));
+            if let Some(after) = &last_event {
+                query.push_str(&format!("&after={}", segment(after)));
+            }
+            let events: Vec<EventView> = client.get(&query).await?;
+            for event in &events {
+                if event.kind == "node.progress" {
+                    progress = Some(event.words.clone());
+                }
+            }
+            if let Some(newest) = events.last() {
+                last_event = Some(newest.id.clone());
+            }
+            if let Some(words) = &progress {
+                msg.push_str(&format!(" · {words}"));
+            }
+        }
         if pool.nodes.parked > 0 {
             let nodes: Vec<NodeView> = client.get(&format!("{url}/nodes")).await?;
             if let Some(words) = nodes

@@ -152,6 +152,33 @@ async fn pool_create_waits_for_running_nodes_and_quotes_show_the_markup() {
         assert!(row.contains(" USD/"), "{nodes}");
     }
 
+    // The deploys' progress notes are events of the pool, where `--wait` reads them (they
+    // are written as they arrive, so the last may land just after the deploy is done).
+    let mut creating = 0;
+    let mut events = serde_json::Value::Null;
+    for _ in 0..50 {
+        events = serde_json::from_str(&stdout(
+            &orc(
+                &zone,
+                dir.path(),
+                &["--json", "events", "sys/sys", "--pool", "web"],
+            )
+            .await,
+        ))
+        .unwrap();
+        creating = events
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "node.progress" && e["words"] == "Creating the machine.")
+            .count();
+        if creating == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(creating, 2, "{events:#}");
+
     let _ = stop.send(());
     zone.shutdown().await;
 }

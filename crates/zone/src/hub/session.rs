@@ -334,13 +334,18 @@ impl Hub {
                     return;
                 };
                 let store = self.inner.store.clone();
-                let scope = crate::model::EventScope {
-                    provider_id: Some(provider.id.clone()),
-                    node_id: Some(node_id),
-                    ..Default::default()
-                };
+                let provider_id = provider.id.clone();
                 let now = self.now();
                 tokio::spawn(async move {
+                    // The note belongs to the node's pool and project, where tenants read
+                    // events; a node that is gone by now has nowhere to show it.
+                    let scope = match progress_scope(&store, provider_id, node_id).await {
+                        Ok(scope) => scope,
+                        Err(e) => {
+                            tracing::debug!(error = %e, "deploy progress of an unknown node dropped");
+                            return;
+                        }
+                    };
                     if let Err(e) = store
                         .record_event(&scope, "node.progress", &progress.words, now)
                         .await
@@ -407,4 +412,22 @@ impl Hub {
             ),
         }
     }
+}
+
+/// Where a deploy progress note of `node_id` is shown: its org, project, pool and node.
+async fn progress_scope(
+    store: &crate::store::Store,
+    provider_id: crate::model::ProviderId,
+    node_id: crate::model::NodeId,
+) -> crate::store::StoreResult<crate::model::EventScope> {
+    let node = store.get_node(&node_id).await?;
+    let pool = store.get_pool(&node.pool_id).await?;
+    let project = store.get_project(&pool.project_id).await?;
+    Ok(crate::model::EventScope {
+        org_id: Some(project.org_id),
+        project_id: Some(pool.project_id),
+        provider_id: Some(provider_id),
+        pool_id: Some(pool.id),
+        node_id: Some(node_id),
+    })
 }
