@@ -33,6 +33,7 @@ use orc_partner::params::{Config, MapSource, ProcessEnv, load_config};
 use orc_partner::quote::{Purpose, QuoteRequest, quote};
 use orc_partner::validate::{Drafts, validate_drafts};
 use orc_partner::{QuoteState, explain, seed};
+use orc_provider_sdk::process;
 use orc_provider_sdk::{RunnerOptions, ZoneCredentials, run_provider};
 
 const DEFAULT_SEED_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../emu/seed");
@@ -282,18 +283,10 @@ where
             token_file,
             project,
         } => {
-            let credentials = zone_credentials(token_file.as_deref(), project.as_deref())?;
+            let credentials = process::zone_credentials(token_file.as_deref(), project.as_deref())?;
             serve(&zone, refresh_secs, inventory_secs, slot, credentials)
         }
     }
-}
-
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
 }
 
 /// Reads every keyed cloud's catalog once; a cloud that cannot be read is reported on stderr
@@ -301,39 +294,11 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn read_live_catalogs(config: &Config, at: Timestamp) -> anyhow::Result<Catalogs> {
     let clients = CloudClients::from_config(config)?;
     let live = LiveCatalogs::new();
-    let failures = runtime()?.block_on(live.refresh(&clients, config, at));
+    let failures = process::runtime()?.block_on(live.refresh(&clients, config, at));
     for (cloud, summary) in failures {
         eprintln!("the {cloud} catalog could not be read: {summary}");
     }
     Ok(live.snapshot())
-}
-
-fn host_name() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.trim().is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-                .filter(|h| !h.is_empty())
-        })
-        .unwrap_or_else(|| "unknown-host".to_string())
-}
-
-/// Reads the zone credentials: the token from its file (never logged), the project as given.
-fn zone_credentials(
-    token_file: Option<&Path>,
-    project: Option<&str>,
-) -> anyhow::Result<Option<ZoneCredentials>> {
-    let (Some(token_file), Some(project)) = (token_file, project) else {
-        return Ok(None);
-    };
-    let token = std::fs::read_to_string(token_file)
-        .with_context(|| format!("reading the zone token file {}", token_file.display()))?;
-    let credentials = ZoneCredentials::new(token.trim(), project)
-        .with_context(|| format!("zone token file {}", token_file.display()))?;
-    Ok(Some(credentials))
 }
 
 fn serve(
@@ -343,13 +308,7 @@ fn serve(
     slot: u32,
     credentials: Option<ZoneCredentials>,
 ) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    process::init_stderr_tracing();
     let config = match load_config(&ProcessEnv) {
         Ok(config) => config,
         Err(errors) => {
@@ -362,7 +321,7 @@ fn serve(
         ..PartnerOptions::default()
     };
     let replica = ReplicaInfo {
-        host: host_name(),
+        host: process::host_name(),
         pid: std::process::id(),
         slot,
     };
@@ -373,7 +332,7 @@ fn serve(
         inventory_interval: Some(Duration::from_secs(inventory_secs.max(1))),
         ..RunnerOptions::default()
     };
-    runtime()?.block_on(run_provider(zone, Arc::new(provider), options))?;
+    process::runtime()?.block_on(run_provider(zone, Arc::new(provider), options))?;
     Ok(())
 }
 

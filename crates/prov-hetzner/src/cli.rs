@@ -6,18 +6,16 @@
 //! `ORC_PARAM_ACCOUNT` or `ORC_PARAM_ACCOUNT_FILE` (the account JSON), `ORC_PARAM_API_URL`
 //! (default the real API) and `ORC_PARAM_NAME` (default `hetzner`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use orc_cloud::{HttpExchange, RecordingExchange};
-use orc_proto::{ProviderName, Replica, ResourceUri};
-use orc_provider_sdk::machine::{
-    AdapterOptions, MachineAdapter, MachineOffer, MachineProvider, OfferQuery,
-};
-use orc_provider_sdk::{HelloInfo, RunnerOptions, ZoneCredentials, run_provider};
+use orc_provider_sdk::machine::{AdapterOptions, MachineAdapter, MachineProvider, OfferQuery};
+use orc_provider_sdk::process::{self, OfferFormat};
+use orc_provider_sdk::{RunnerOptions, ZoneCredentials, run_provider};
 
 use crate::config::Account;
 use crate::machines::{HetznerMachines, HetznerOptions};
@@ -97,7 +95,7 @@ where
             project,
             refresh_secs,
         } => {
-            let credentials = zone_credentials(token_file.as_deref(), project.as_deref())?;
+            let credentials = process::zone_credentials(token_file.as_deref(), project.as_deref())?;
             serve(&zone, slot, credentials, refresh_secs)
         }
         Command::Offers { location, json } => {
@@ -106,10 +104,16 @@ where
                 location,
                 ..OfferQuery::default()
             };
-            let offers = runtime()?
+            let offers = process::runtime()?
                 .block_on(machines.offers(&query))
                 .context("reading the offers")?;
-            print_offers(&offers, json)
+            let format = if json {
+                OfferFormat::JsonLines
+            } else {
+                OfferFormat::Table
+            };
+            process::write_offers(&mut std::io::stdout().lock(), &offers, format)
+                .context("writing the offers")
         }
         Command::Validate { offline } => {
             let account = Account::from_env()?;
@@ -123,7 +127,7 @@ where
             );
             if !offline {
                 let machines = machines_from_env(None)?;
-                let listed = runtime()?
+                let listed = process::runtime()?
                     .block_on(machines.list())
                     .context("listing the managed servers")?;
                 println!(
@@ -141,7 +145,7 @@ where
             )
             .with_context(|| format!("creating {}", out.display()))?;
             let machines = machines_from_env(Some(Arc::new(exchange)))?;
-            let outcome = runtime()?.block_on(recording::scenario(&machines))?;
+            let outcome = process::runtime()?.block_on(recording::scenario(&machines))?;
             println!("{outcome:?}");
             println!("recorded into {}", out.display());
             Ok(())
@@ -150,10 +154,7 @@ where
 }
 
 fn api_url() -> String {
-    std::env::var(API_URL_VAR)
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-        .unwrap_or_else(|| orc_cloud::hetzner::HETZNER_DEFAULT_URL.to_string())
+    process::env_or(API_URL_VAR, orc_cloud::hetzner::HETZNER_DEFAULT_URL)
 }
 
 fn machines_from_env(
@@ -168,118 +169,18 @@ fn machines_from_env(
     Ok(HetznerMachines::new(&account, options)?)
 }
 
-fn print_offers(offers: &[MachineOffer], json: bool) -> anyhow::Result<()> {
-    if json {
-        for o in offers {
-            let line = serde_json::json!({
-                "location": o.location,
-                "plan": o.plan,
-                "vcpus": o.vcpus,
-                "memory_mib": o.memory_mib,
-                "arch": o.arch.to_string(),
-                "disk_gb": o.disk_gb,
-                "hourly": o.hourly.amount.to_string(),
-                "currency": o.hourly.currency.as_str(),
-                "available": o.available,
-            });
-            println!("{line}");
-        }
-        return Ok(());
-    }
-    println!(
-        "{:<8} {:<8} {:>5} {:>8} {:<7} {:>6} {:>12}  available",
-        "location", "plan", "vcpu", "mem_gib", "arch", "disk", "hourly"
-    );
-    for o in offers {
-        let memory = rust_decimal::Decimal::from(o.memory_mib) / rust_decimal::Decimal::from(1024);
-        println!(
-            "{:<8} {:<8} {:>5} {:>8} {:<7} {:>6} {:>8} {}  {}",
-            o.location,
-            o.plan,
-            o.vcpus,
-            memory.normalize(),
-            o.arch.to_string(),
-            o.disk_gb,
-            o.hourly.amount,
-            o.hourly.currency.as_str(),
-            if o.available { "yes" } else { "no" }
-        );
-    }
-    Ok(())
-}
-
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
-}
-
-fn host_name() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.trim().is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-                .filter(|h| !h.is_empty())
-        })
-        .unwrap_or_else(|| "unknown-host".to_string())
-}
-
-/// Reads the zone credentials: the token from its file (never logged), the project as given.
-fn zone_credentials(
-    token_file: Option<&Path>,
-    project: Option<&str>,
-) -> anyhow::Result<Option<ZoneCredentials>> {
-    let (Some(token_file), Some(project)) = (token_file, project) else {
-        return Ok(None);
-    };
-    let token = std::fs::read_to_string(token_file)
-        .with_context(|| format!("reading the zone token file {}", token_file.display()))?;
-    let credentials = ZoneCredentials::new(token.trim(), project)
-        .with_context(|| format!("zone token file {}", token_file.display()))?;
-    Ok(Some(credentials))
-}
-
-/// What the provider says in hello: its name, `urn:orc:provider:<name>`, and this replica.
-pub fn hello(name: &str, slot: u32) -> anyhow::Result<HelloInfo> {
-    Ok(HelloInfo {
-        provider: ProviderName::new(name).context("the provider name is empty")?,
-        resource_uri: ResourceUri::new(format!("urn:orc:provider:{name}"))
-            .context("the resource URI is empty")?,
-        replica: Replica {
-            host: host_name(),
-            pid: std::process::id(),
-            slot,
-        },
-        version: env!("CARGO_PKG_VERSION").to_string(),
-    })
-}
-
 fn serve(
     zone: &str,
     slot: u32,
     credentials: Option<ZoneCredentials>,
     refresh_secs: u64,
 ) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    process::init_stderr_tracing();
     let machines = machines_from_env(None)?;
-    let name = std::env::var(NAME_VAR)
-        .ok()
-        .filter(|n| !n.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_NAME.to_string());
+    let name = process::env_or(NAME_VAR, DEFAULT_NAME);
     let adapter = MachineAdapter::new(
         machines,
-        hello(&name, slot)?,
+        process::one_cloud_hello(&name, slot, env!("CARGO_PKG_VERSION"))?,
         AdapterOptions {
             refresh_interval: Duration::from_secs(refresh_secs.max(1)),
             ..AdapterOptions::default()
@@ -290,6 +191,6 @@ fn serve(
         credentials,
         ..RunnerOptions::default()
     };
-    runtime()?.block_on(run_provider(zone, Arc::new(adapter), options))?;
+    process::runtime()?.block_on(run_provider(zone, Arc::new(adapter), options))?;
     Ok(())
 }

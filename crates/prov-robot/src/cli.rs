@@ -22,11 +22,12 @@ use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 use orc_cloud::RobotServerNumber;
 use orc_cloud::robot::ROBOT_DEFAULT_URL;
-use orc_proto::{ProviderName, Replica, ResourceUri};
+use orc_proto::{ProviderName, ResourceUri};
 use orc_provider_sdk::machine::{
     AdapterOptions, MachineAdapter, MachineKey, MachineProvider, OfferQuery, PowerAction,
     hostname_for,
 };
+use orc_provider_sdk::process::{self, OfferFormat};
 use orc_provider_sdk::secret::SecretValue;
 use orc_provider_sdk::{HelloInfo, RunnerOptions, ZoneCredentials, run_provider};
 
@@ -157,14 +158,6 @@ fn read_account(args: &AccountArgs) -> anyhow::Result<RobotAccount> {
     Ok(parse_account(&text)?)
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
-}
-
 /// Runs the command line `args` (the first item is the program name).
 pub fn main_from<I, T>(args: I) -> anyhow::Result<()>
 where
@@ -180,7 +173,7 @@ where
             let account = read_account(&args)?;
             let machines = RobotMachines::new(account, args.api_url, SshOptions::default());
             let key = MachineKey::new(key).context("--key must not be empty")?;
-            runtime()?.block_on(machine_action(&machines, &key, action))
+            process::runtime()?.block_on(machine_action(&machines, &key, action))
         }
         Command::Validate { account } => match read_account(&account) {
             Ok(account) => {
@@ -204,22 +197,15 @@ where
                 gpu,
                 metal: true,
             };
-            let offers = runtime()?
+            let offers = process::runtime()?
                 .block_on(machines.offers(&query))
                 .map_err(|e| anyhow::anyhow!("reading Robot offers: {e}"))?;
-            println!("plan\tlocation\tvcpus\tmemory_gib\tavailable\thourly");
-            for offer in offers {
-                println!(
-                    "{}\t{}\t{}\t{}\t{}\t{}",
-                    offer.plan,
-                    offer.location,
-                    offer.vcpus,
-                    offer.memory_mib / 1024,
-                    offer.available,
-                    offer.hourly
-                );
-            }
-            Ok(())
+            process::write_offers(
+                &mut std::io::stdout().lock(),
+                &offers,
+                OfferFormat::TabSeparated,
+            )
+            .context("writing the offers")
         }
         Command::Serve {
             account: args,
@@ -229,7 +215,7 @@ where
             token_file,
             project,
         } => {
-            let credentials = zone_credentials(token_file.as_deref(), project.as_deref())?;
+            let credentials = process::zone_credentials(token_file.as_deref(), project.as_deref())?;
             let account = read_account(&args)?;
             serve(account, args.api_url, &zone, &name, slot, credentials)
         }
@@ -346,44 +332,13 @@ fn render_account(account: &RobotAccount) -> String {
     lines.join("\n")
 }
 
-fn zone_credentials(
-    token_file: Option<&Path>,
-    project: Option<&str>,
-) -> anyhow::Result<Option<ZoneCredentials>> {
-    let (Some(token_file), Some(project)) = (token_file, project) else {
-        return Ok(None);
-    };
-    let token = std::fs::read_to_string(token_file)
-        .with_context(|| format!("reading the zone token file {}", token_file.display()))?;
-    let credentials = ZoneCredentials::new(token.trim(), project)
-        .with_context(|| format!("zone token file {}", token_file.display()))?;
-    Ok(Some(credentials))
-}
-
-fn host_name() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.trim().is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-                .filter(|h| !h.is_empty())
-        })
-        .unwrap_or_else(|| "unknown-host".to_string())
-}
-
 /// The hello a Robot provider replica sends.
 pub fn hello_for(name: &str, account: &RobotAccount, slot: u32) -> anyhow::Result<HelloInfo> {
     Ok(HelloInfo {
         provider: ProviderName::new(name).context("ORC_PARAM_NAME must not be empty")?,
         resource_uri: ResourceUri::new(format!("urn:orc:robot:{}", account.user))
             .context("resource uri")?,
-        replica: Replica {
-            host: host_name(),
-            pid: std::process::id(),
-            slot,
-        },
+        replica: process::replica(slot),
         version: env!("CARGO_PKG_VERSION").to_string(),
     })
 }
@@ -396,15 +351,9 @@ fn serve(
     slot: u32,
     credentials: Option<ZoneCredentials>,
 ) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    process::init_stderr_tracing();
     let hello = hello_for(name, &account, slot)?;
-    let runtime = runtime()?;
+    let runtime = process::runtime()?;
     let machines = RobotMachines::new(account, api_url, SshOptions::default());
     tracing::info!(zone, provider = name, "The Robot provider dials the zone");
     let options = RunnerOptions {

@@ -7,12 +7,16 @@
 //! For tests the crate also carries the zone's side of the stream ([`harness`]), the
 //! conformance cases every provider must pass ([`conformance`]) and a deterministic
 //! in-memory provider ([`fake::FakeProvider`]).
+//!
+//! Provider binaries share their process glue (runtime, zone credentials, logging, hello,
+//! offer listings) through [`process`].
 
 pub mod backoff;
 pub mod conformance;
 pub mod fake;
 pub mod harness;
 pub mod machine;
+pub mod process;
 pub mod provider;
 pub mod runner;
 pub mod secret;
