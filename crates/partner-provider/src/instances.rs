@@ -125,11 +125,13 @@ pub fn vultr_owned(instance: &vultr::Instance, ownership: &Ownership) -> Option<
     })
 }
 
-/// The partner's instances of `node_id` in `cloud` (normally none or one): one listing.
-pub async fn find_node(
+/// The partner's instances in `cloud` whose mark `key` is `value`: on Hetzner a label
+/// selector (with the child label), on Vultr the tag `vultr_tag`. One paginated listing.
+async fn list_marked(
     clients: &CloudClients,
     cloud: Cloud,
-    node_id: &str,
+    (key, value): (&str, &str),
+    vultr_tag: String,
     ownership: &Ownership,
 ) -> Result<Vec<Owned>, CloudError> {
     match cloud {
@@ -137,16 +139,27 @@ pub async fn find_node(
             let Some(client) = &clients.hetzner else {
                 return Ok(Vec::new());
             };
-            let selector = format!("{NODE_KEY}={node_id},{CHILD_KEY}={}", ownership.child);
+            let selector = format!("{key}={value},{CHILD_KEY}={}", ownership.child);
             hetzner_list(client, selector, ownership).await
         }
         Cloud::Vultr => {
             let Some(client) = &clients.vultr else {
                 return Ok(Vec::new());
             };
-            vultr_list(client, format!("{NODE_KEY}={node_id}"), ownership).await
+            vultr_list(client, vultr_tag, ownership).await
         }
     }
+}
+
+/// The partner's instances of `node_id` in `cloud` (normally none or one): one listing.
+pub async fn find_node(
+    clients: &CloudClients,
+    cloud: Cloud,
+    node_id: &str,
+    ownership: &Ownership,
+) -> Result<Vec<Owned>, CloudError> {
+    let tag = format!("{NODE_KEY}={node_id}");
+    list_marked(clients, cloud, (NODE_KEY, node_id), tag, ownership).await
 }
 
 /// The partner's instances in `cloud` that carry owner `tag`: one paginated listing.
@@ -156,21 +169,7 @@ pub async fn list_by_tag(
     tag: &str,
     ownership: &Ownership,
 ) -> Result<Vec<Owned>, CloudError> {
-    match cloud {
-        Cloud::Hetzner => {
-            let Some(client) = &clients.hetzner else {
-                return Ok(Vec::new());
-            };
-            let selector = format!("{OWNER_KEY}={tag},{CHILD_KEY}={}", ownership.child);
-            hetzner_list(client, selector, ownership).await
-        }
-        Cloud::Vultr => {
-            let Some(client) = &clients.vultr else {
-                return Ok(Vec::new());
-            };
-            vultr_list(client, tag.to_string(), ownership).await
-        }
-    }
+    list_marked(clients, cloud, (OWNER_KEY, tag), tag.to_string(), ownership).await
 }
 
 /// The partner's instances in `cloud` at `site` (tenant nodes and gateways): one listing.
@@ -180,21 +179,8 @@ pub async fn list_at_site(
     site: &str,
     ownership: &Ownership,
 ) -> Result<Vec<Owned>, CloudError> {
-    match cloud {
-        Cloud::Hetzner => {
-            let Some(client) = &clients.hetzner else {
-                return Ok(Vec::new());
-            };
-            let selector = format!("{SITE_KEY}={site},{CHILD_KEY}={}", ownership.child);
-            hetzner_list(client, selector, ownership).await
-        }
-        Cloud::Vultr => {
-            let Some(client) = &clients.vultr else {
-                return Ok(Vec::new());
-            };
-            vultr_list(client, format!("{SITE_KEY}={site}"), ownership).await
-        }
-    }
+    let tag = format!("{SITE_KEY}={site}");
+    list_marked(clients, cloud, (SITE_KEY, site), tag, ownership).await
 }
 
 /// The partner's instances in `cloud` of the pool with mark `pool_mark`: one listing.
@@ -204,21 +190,8 @@ pub async fn list_of_pool(
     pool_mark: &str,
     ownership: &Ownership,
 ) -> Result<Vec<Owned>, CloudError> {
-    match cloud {
-        Cloud::Hetzner => {
-            let Some(client) = &clients.hetzner else {
-                return Ok(Vec::new());
-            };
-            let selector = format!("{POOL_KEY}={pool_mark},{CHILD_KEY}={}", ownership.child);
-            hetzner_list(client, selector, ownership).await
-        }
-        Cloud::Vultr => {
-            let Some(client) = &clients.vultr else {
-                return Ok(Vec::new());
-            };
-            vultr_list(client, format!("{POOL_KEY}={pool_mark}"), ownership).await
-        }
-    }
+    let tag = format!("{POOL_KEY}={pool_mark}");
+    list_marked(clients, cloud, (POOL_KEY, pool_mark), tag, ownership).await
 }
 
 async fn hetzner_list(
