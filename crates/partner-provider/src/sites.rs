@@ -30,8 +30,8 @@ use orc_cloud::hetzner::{
     CreateNetwork, CreatePrimaryIp, IpType, Route, SshKeyFilter, SubnetRequest, SubnetType,
 };
 use orc_cloud::{
-    CloudError, HcloudNetworkId, HcloudPrimaryIpId, HcloudSshKeyId, VultrReservedIpId,
-    VultrSshKeyId,
+    CloudError, HcloudNetworkId, HcloudPrimaryIpId, HcloudSshKeyId, HetznerClient, VultrClient,
+    VultrReservedIpId, VultrSshKeyId,
 };
 use orc_partner::ids::{Cloud, Timestamp};
 
@@ -191,6 +191,24 @@ pub struct PoolAddressHeld {
 }
 
 impl PartnerProvider {
+    /// The Hetzner client, or why there is none.
+    fn hetzner_client(&self) -> Result<&HetznerClient, SiteError> {
+        self.shared
+            .clients
+            .hetzner
+            .as_ref()
+            .ok_or(SiteError::NoClient(Cloud::Hetzner))
+    }
+
+    /// The Vultr client, or why there is none.
+    fn vultr_client(&self) -> Result<&VultrClient, SiteError> {
+        self.shared
+            .clients
+            .vultr
+            .as_ref()
+            .ok_or(SiteError::NoClient(Cloud::Vultr))
+    }
+
     fn ownership_of(&self, cloud: Cloud) -> Option<&Ownership> {
         self.shared.ownership.get(&cloud)
     }
@@ -228,12 +246,7 @@ impl PartnerProvider {
         };
         match cloud {
             Cloud::Hetzner => {
-                let client = self
-                    .shared
-                    .clients
-                    .hetzner
-                    .as_ref()
-                    .ok_or(SiteError::NoClient(cloud))?;
+                let client = self.hetzner_client()?;
                 let filter = SshKeyFilter {
                     label_selector: Some(format!("{}={}", naming::CHILD_KEY, ownership.child)),
                     ..SshKeyFilter::default()
@@ -245,12 +258,7 @@ impl PartnerProvider {
                 }
             }
             Cloud::Vultr => {
-                let client = self
-                    .shared
-                    .clients
-                    .vultr
-                    .as_ref()
-                    .ok_or(SiteError::NoClient(cloud))?;
+                let client = self.vultr_client()?;
                 for key in client.list_ssh_keys().await? {
                     if sealed(ResourceMarks::from_vultr(&key.name)) {
                         out.sealed_keys.push(format!("vultr:{}", key.id));
@@ -457,12 +465,7 @@ impl PartnerProvider {
         let name = sealed_key_name(&marks.child, &marks.owner_tag);
         let id = match cloud {
             Cloud::Hetzner => {
-                let client = self
-                    .shared
-                    .clients
-                    .hetzner
-                    .as_ref()
-                    .ok_or(SiteError::NoClient(cloud))?;
+                let client = self.hetzner_client()?;
                 let filter = SshKeyFilter {
                     label_selector: Some(marks.hetzner_selector()),
                     ..SshKeyFilter::default()
@@ -493,12 +496,7 @@ impl PartnerProvider {
                 .to_string()
             }
             Cloud::Vultr => {
-                let client = self
-                    .shared
-                    .clients
-                    .vultr
-                    .as_ref()
-                    .ok_or(SiteError::NoClient(cloud))?;
+                let client = self.vultr_client()?;
                 let found = client.list_ssh_keys().await?.into_iter().find(|k| {
                     ResourceMarks::from_vultr(&k.name)
                         .is_some_and(|m| m.kind == ResourceKind::SealedKey && m == marks)
@@ -587,12 +585,7 @@ impl PartnerProvider {
         marks.prefix = Some(prefix);
         let id = match cloud {
             Cloud::Hetzner => {
-                let client = self
-                    .shared
-                    .clients
-                    .hetzner
-                    .as_ref()
-                    .ok_or(SiteError::NoClient(cloud))?;
+                let client = self.hetzner_client()?;
                 let zone = match known_network_zone(location) {
                     Some(zone) => zone.to_string(),
                     None => client
@@ -636,12 +629,7 @@ impl PartnerProvider {
                 }
             }
             Cloud::Vultr => {
-                let client = self
-                    .shared
-                    .clients
-                    .vultr
-                    .as_ref()
-                    .ok_or(SiteError::NoClient(cloud))?;
+                let client = self.vultr_client()?;
                 let network = prefix.network().to_string();
                 client
                     .create_vpc(
@@ -697,12 +685,7 @@ impl PartnerProvider {
         marks.site = Some(site.to_string());
         match cloud {
             Cloud::Hetzner => {
-                let client = self
-                    .shared
-                    .clients
-                    .hetzner
-                    .as_ref()
-                    .ok_or(SiteError::NoClient(cloud))?;
+                let client = self.hetzner_client()?;
                 let selector = format!(
                     "{}={},{}={},{}={}",
                     naming::CHILD_KEY,
@@ -727,12 +710,7 @@ impl PartnerProvider {
                 Ok(None)
             }
             Cloud::Vultr => {
-                let client = self
-                    .shared
-                    .clients
-                    .vultr
-                    .as_ref()
-                    .ok_or(SiteError::NoClient(cloud))?;
+                let client = self.vultr_client()?;
                 for ip in client.list_reserved_ips().await? {
                     let Some(found) = ResourceMarks::from_vultr(&ip.label) else {
                         continue;
@@ -771,12 +749,7 @@ impl PartnerProvider {
         marks.site = Some(site.to_string());
         let address = match cloud {
             Cloud::Hetzner => {
-                let client = self
-                    .shared
-                    .clients
-                    .hetzner
-                    .as_ref()
-                    .ok_or(SiteError::NoClient(cloud))?;
+                let client = self.hetzner_client()?;
                 let created = match client
                     .create_primary_ip(&CreatePrimaryIp {
                         name: naming::scoped_name("gw", site, &marks.child, &marks.owner_tag),
@@ -803,12 +776,7 @@ impl PartnerProvider {
                 }
             }
             Cloud::Vultr => {
-                let client = self
-                    .shared
-                    .clients
-                    .vultr
-                    .as_ref()
-                    .ok_or(SiteError::NoClient(cloud))?;
+                let client = self.vultr_client()?;
                 let created = client
                     .create_reserved_ip(&location.into(), "v4", Some(&marks.vultr_text()))
                     .await?;
@@ -839,12 +807,7 @@ impl PartnerProvider {
         let (_, id) = address.id.split_once(':').unwrap_or(("", &address.id));
         match cloud {
             Cloud::Hetzner => {
-                let client = self
-                    .shared
-                    .clients
-                    .hetzner
-                    .as_ref()
-                    .ok_or(SiteError::NoClient(cloud))?;
+                let client = self.hetzner_client()?;
                 let id: u64 = id
                     .parse()
                     .map_err(|_| SiteError::BadAddress(address.id.clone()))?;
@@ -853,12 +816,7 @@ impl PartnerProvider {
                     .await?;
             }
             Cloud::Vultr => {
-                let client = self
-                    .shared
-                    .clients
-                    .vultr
-                    .as_ref()
-                    .ok_or(SiteError::NoClient(cloud))?;
+                let client = self.vultr_client()?;
                 client
                     .update_reserved_ip_label(&VultrReservedIpId::from(id), &marks.vultr_text())
                     .await?;
@@ -984,24 +942,14 @@ impl PartnerProvider {
         let (_, id) = stable.id.split_once(':').unwrap_or(("", &stable.id));
         let result = match cloud {
             Cloud::Hetzner => {
-                let client = self
-                    .shared
-                    .clients
-                    .hetzner
-                    .as_ref()
-                    .ok_or(SiteError::NoClient(cloud))?;
+                let client = self.hetzner_client()?;
                 let id: u64 = id
                     .parse()
                     .map_err(|_| SiteError::BadAddress(stable.id.clone()))?;
                 client.delete_primary_ip(HcloudPrimaryIpId(id)).await
             }
             Cloud::Vultr => {
-                let client = self
-                    .shared
-                    .clients
-                    .vultr
-                    .as_ref()
-                    .ok_or(SiteError::NoClient(cloud))?;
+                let client = self.vultr_client()?;
                 client
                     .delete_reserved_ip(&VultrReservedIpId::from(id))
                     .await
