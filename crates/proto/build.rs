@@ -1,10 +1,18 @@
 //! Generates the `orc.provider.v1` messages and the `ProviderHub` client and server.
-//! Needs `protoc` on the PATH (Debian package `protobuf-compiler`).
+//!
+//! The `.proto` files are parsed by `protox`, a protobuf compiler written in Rust, so a build
+//! needs nothing but the Rust toolchain (no `protoc` on the PATH).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    const ROOT: &str = "proto";
+    const FILES: &[&str] = &["proto/orc/provider/v1/provider.proto"];
+    for file in FILES {
+        println!("cargo:rerun-if-changed={file}");
+    }
+    let descriptors = protox::compile(FILES, [ROOT])?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
-        .compile_protos(&["proto/orc/provider/v1/provider.proto"], &["proto"])?;
+        .compile_fds(descriptors)?;
     Ok(())
 }
