@@ -2,9 +2,8 @@
 //! it.
 //!
 //! Every client (Hetzner Cloud, Vultr, Robot) reports failures as a [`CloudError`]; callers
-//! decide what to do with [`CloudError::retryable`], [`CloudError::is_capacity`] and
-//! [`CloudError::is_not_found`], which are exhaustive matches so a new variant forces a
-//! decision. Each variant names the operation that failed (`hetzner.servers.create`) and
+//! decide what to do with its neutral [`CloudError::class`] (an exhaustive match, so a new
+//! variant forces a decision) and never read a cloud's codes or messages themselves. Each variant names the operation that failed (`hetzner.servers.create`) and
 //! does not repeat its source's message.
 //!
 //! Classification of error answers ([`classify_response`]):
@@ -22,6 +21,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
+use orc_common::{CloudFault, FaultClass};
 use serde::Deserialize;
 
 use crate::ids::HcloudActionId;
@@ -128,59 +128,96 @@ fn code_suffix(code: &Option<String>) -> String {
 }
 
 impl CloudError {
+    /// The failure in neutral words: the one place that reads the clouds' status codes,
+    /// error codes and messages. Everything above the cloud layer acts on the class.
+    ///
+    /// | answer | class |
+    /// |---|---|
+    /// | 404 | `NotFound` |
+    /// | 429, Robot's rate-limit answer | `RateLimited` |
+    /// | sold out, location closed | `NoCapacity` |
+    /// | Hetzner `primary_ip_assigned`, Vultr "… already attached …" | `AlreadyAttached` |
+    /// | 401, 403 | `Unauthorized` |
+    /// | Hetzner `conflict` or `locked`, 423 | `Locked` |
+    /// | 409, Hetzner `uniqueness_error` | `Conflict` |
+    /// | 5xx, no answer, actions past the deadline | `Unavailable` |
+    /// | a body the API does not describe | `Malformed` |
+    /// | a request the client refused to send | `InvalidInput` |
+    /// | any other answer, a failed action | `Rejected` |
+    pub fn class(&self) -> FaultClass {
+        match self {
+            CloudError::NotFound { .. } => FaultClass::NotFound,
+            CloudError::RateLimited { .. } => FaultClass::RateLimited,
+            CloudError::NoCapacity { .. } => FaultClass::NoCapacity,
+            CloudError::Provider {
+                status,
+                code,
+                message,
+                ..
+            } => {
+                let code = code.as_deref();
+                if code == Some("primary_ip_assigned")
+                    || message.to_ascii_lowercase().contains("already attached")
+                {
+                    FaultClass::AlreadyAttached
+                } else if *status == 401 || *status == 403 {
+                    FaultClass::Unauthorized
+                } else if matches!(code, Some("conflict" | "locked")) || *status == 423 {
+                    FaultClass::Locked
+                } else if *status == 409 || code == Some("uniqueness_error") {
+                    FaultClass::Conflict
+                } else if *status >= 500 {
+                    FaultClass::Unavailable
+                } else {
+                    FaultClass::Rejected
+                }
+            }
+            CloudError::Transport { .. } | CloudError::Deadline { .. } => FaultClass::Unavailable,
+            CloudError::Decode { .. } | CloudError::Protocol { .. } => FaultClass::Malformed,
+            CloudError::ActionFailed { .. } => FaultClass::Rejected,
+            CloudError::InvalidInput { .. } => FaultClass::InvalidInput,
+        }
+    }
+
+    /// The failure as a [`CloudFault`]: its class, plus status, code and this error's
+    /// message for operators.
+    pub fn fault(&self) -> CloudFault {
+        let (status, code) = match self {
+            CloudError::Provider { status, code, .. } => (Some(*status), code.clone()),
+            CloudError::ActionFailed { code, .. } => (None, Some(code.clone())),
+            CloudError::NotFound { .. } => (Some(404), None),
+            CloudError::RateLimited { .. }
+            | CloudError::NoCapacity { .. }
+            | CloudError::Transport { .. }
+            | CloudError::Decode { .. }
+            | CloudError::Protocol { .. }
+            | CloudError::Deadline { .. }
+            | CloudError::InvalidInput { .. } => (None, None),
+        };
+        CloudFault {
+            class: self.class(),
+            status,
+            code,
+            message: self.to_string(),
+            retry_after: self.retry_after(),
+        }
+    }
+
     /// True when the same request may succeed later without any change: rate limits,
     /// transport failures, 5xx answers, Hetzner `conflict`/`locked`, actions still running.
     pub fn retryable(&self) -> bool {
-        match self {
-            CloudError::RateLimited { .. } => true,
-            CloudError::Transport { .. } => true,
-            CloudError::Deadline { .. } => true,
-            CloudError::Provider { status, code, .. } => {
-                *status >= 500
-                    || *status == 423
-                    || code.as_deref() == Some("conflict")
-                    || code.as_deref() == Some("locked")
-            }
-            CloudError::NotFound { .. } => false,
-            CloudError::NoCapacity { .. } => false,
-            CloudError::Decode { .. } => false,
-            CloudError::Protocol { .. } => false,
-            CloudError::ActionFailed { .. } => false,
-            CloudError::InvalidInput { .. } => false,
-        }
+        self.class().retryable()
     }
 
     /// True when the plan or location is out of capacity, so another plan or location
     /// should be tried.
     pub fn is_capacity(&self) -> bool {
-        match self {
-            CloudError::NoCapacity { .. } => true,
-            CloudError::NotFound { .. }
-            | CloudError::RateLimited { .. }
-            | CloudError::Provider { .. }
-            | CloudError::Transport { .. }
-            | CloudError::Decode { .. }
-            | CloudError::Protocol { .. }
-            | CloudError::ActionFailed { .. }
-            | CloudError::Deadline { .. }
-            | CloudError::InvalidInput { .. } => false,
-        }
+        self.class() == FaultClass::NoCapacity
     }
 
     /// True when the resource does not exist.
     pub fn is_not_found(&self) -> bool {
-        match self {
-            CloudError::NotFound { .. } => true,
-            CloudError::RateLimited { .. }
-            | CloudError::NoCapacity { .. }
-            | CloudError::Provider { .. }
-            | CloudError::Transport { .. }
-            | CloudError::Decode { .. }
-            | CloudError::Protocol { .. }
-            | CloudError::ActionFailed { .. }
-            | CloudError::Deadline { .. }
-            | CloudError::InvalidInput { .. } => false,
-        }
+        self.class() == FaultClass::NotFound
     }
 
     /// How long to wait before the next request, when the provider said so.

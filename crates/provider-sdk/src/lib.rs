@@ -9,22 +9,28 @@
 //! in-memory provider ([`fake::FakeProvider`]).
 //!
 //! Provider binaries share their process glue (runtime, zone credentials, logging, hello,
-//! offer listings) through [`process`].
+//! offer listings) through [`process`], and their building blocks with each other: one
+//! serving-role gate ([`role`]), one quote-token codec ([`token`]) and one cloud-init
+//! builder ([`cloud_init`]).
 
 pub mod backoff;
+pub mod cloud_init;
 pub mod conformance;
 pub mod fake;
 pub mod harness;
 pub mod machine;
 pub mod process;
 pub mod provider;
+pub mod role;
 pub mod runner;
 pub mod secret;
 mod session;
+pub mod token;
 pub mod transport;
 
 pub use backoff::Backoff;
 pub use provider::{HelloInfo, ProgressSink, Provider};
+pub use role::{ReplicaRole, RoleGate};
 pub use runner::{ProviderRunner, RunnerError, RunnerOptions, RunnerStatus, run_provider};
 pub use transport::{
     ConnectError, Connector, GrpcConnector, InvalidCredentials, InvalidEndpoint, ZoneCredentials,
