@@ -45,7 +45,7 @@ use crate::model::{
 };
 use crate::store::{Store, StoreError};
 
-pub use config::{AppBinary, AppsConfig, AppsOptions, BUILTIN_APPS, ResolveError};
+pub use config::{AppBinary, AppsConfig, AppsOptions, BUILTIN_APPS, BuiltinApp, ResolveError};
 pub use logs::{Level, LogLine, LogSource};
 pub use params::ParamError;
 pub use slot::{INHERITED_ENV, SlotStatus, SpawnError};
