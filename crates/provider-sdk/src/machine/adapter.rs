@@ -3,8 +3,8 @@
 //! This is the I/O edge of the one-cloud providers: it holds the offers snapshot and the
 //! task that refreshes it, keeps the replica's role in a [`RoleGate`], reads the clock and
 //! calls the cloud, and leaves every decision to the pure functions
-//! [`screen_quote`](super::screen_quote), [`pick_offer`](super::pick_offer) and
-//! [`plan_deploy`](super::plan_deploy):
+//! [`describe_catalog`](super::describe_catalog), [`screen_quote`](super::screen_quote),
+//! [`pick_offer`](super::pick_offer) and [`plan_deploy`](super::plan_deploy):
 //!
 //! - a standby replica sends no request to the cloud; the offers refresh starts when the
 //!   replica becomes serving (or first answers a quote) and stops when it stands by again
@@ -27,9 +27,8 @@ use std::time::{Duration, SystemTime};
 
 use orc_common::Money;
 use orc_proto::{
-    Availability, Catalog, ClassAvailability, ClassId, ClassInfo, Deploy, DeployResult, Deployed,
-    DestroyResult, InstanceRef, Inventory, InventoryNode, InventorySite, NodeId, NodeState, OsId,
-    OsInfo, Quote, QuoteReply, Refusal, RefusalKind, Role, SiteName,
+    Catalog, Deploy, DeployResult, Deployed, DestroyResult, InstanceRef, Inventory, InventoryNode,
+    InventorySite, NodeId, NodeState, Quote, QuoteReply, Refusal, RefusalKind, Role, SiteName,
 };
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -37,7 +36,9 @@ use tokio::task::JoinHandle;
 use super::model::{
     Machine, MachineCatalog, MachineKey, MachineProvider, MachineState, OfferQuery,
 };
-use super::offer::{DeployStep, OffersSnapshot, pick_offer, plan_deploy, screen_quote};
+use super::offer::{
+    DeployStep, OffersSnapshot, describe_catalog, pick_offer, plan_deploy, screen_quote,
+};
 use super::{MachineError, words};
 use crate::provider::{HelloInfo, ProgressSink, Provider};
 use crate::role::RoleGate;
@@ -176,53 +177,6 @@ impl<M: MachineProvider> MachineAdapter<M> {
         match waited {
             Ok(Ok(snapshot)) => snapshot.clone(),
             Ok(Err(_)) | Err(_) => None,
-        }
-    }
-
-    fn describe_catalog(&self) -> Catalog {
-        let snapshot = self.shared.snapshot.borrow().clone();
-        let catalog = &self.shared.catalog;
-        let classes = catalog
-            .locations
-            .iter()
-            .filter_map(|l| {
-                Some(ClassInfo {
-                    id: ClassId::new(l.id.as_str()).ok()?,
-                    title: l.title.clone(),
-                })
-            })
-            .collect();
-        let os = catalog
-            .images
-            .iter()
-            .filter_map(|i| {
-                Some(OsInfo {
-                    id: OsId::new(i.id.as_str()).ok()?,
-                    title: i.title.clone(),
-                })
-            })
-            .collect();
-        let availability = Availability {
-            classes: catalog
-                .locations
-                .iter()
-                .filter_map(|l| {
-                    let can_place = snapshot.as_ref().is_some_and(|s| {
-                        s.offers.iter().any(|o| o.location == l.id && o.available)
-                    });
-                    Some(ClassAvailability {
-                        class: ClassId::new(l.id.as_str()).ok()?,
-                        can_place,
-                    })
-                })
-                .collect(),
-            public_ipv4_offered: 0,
-        };
-        Catalog {
-            classes,
-            os,
-            availability,
-            site_gateways: false,
         }
     }
 
@@ -410,7 +364,8 @@ impl<M: MachineProvider> Provider for MachineAdapter<M> {
         if self.shared.role.is_serving() {
             let _ = self.current_snapshot().await;
         }
-        self.describe_catalog()
+        let snapshot = self.shared.snapshot.borrow().clone();
+        describe_catalog(&self.shared.catalog, snapshot.as_deref())
     }
 
     async fn quote(&self, quote: Quote) -> QuoteReply {
@@ -444,7 +399,8 @@ mod tests {
 
     use orc_common::{Architecture, Currency, Period, Shape};
     use orc_proto::{
-        Bootstrap, Offer, PoolId, ProviderName, Purpose, QuoteToken, Replica, ResourceUri,
+        Bootstrap, ClassId, Offer, OsId, PoolId, ProviderName, Purpose, QuoteToken, Replica,
+        ResourceUri,
     };
     use rust_decimal::Decimal;
 

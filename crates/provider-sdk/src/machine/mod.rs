@@ -21,7 +21,7 @@
 //! |---|---|
 //! | model | the machine types, [`MachineProvider`] and the hostname rule; no I/O |
 //! | error | [`MachineError`] and its conversion from a cloud's neutral fault |
-//! | offer | the pure decisions: [`screen_quote`], [`pick_offer`], [`plan_deploy`], the quote token and the user data |
+//! | offer | the pure decisions: [`describe_catalog`], [`screen_quote`], [`pick_offer`], [`plan_deploy`], the quote token and the user data |
 //! | adapter | [`MachineAdapter`]: the snapshot and its refresh, the role, the clock and the cloud calls |
 //! | [`words`] | the generic words tenants read |
 //!
@@ -42,6 +42,6 @@ pub use model::{
     MachineState, OfferQuery, PowerAction, hostname_for,
 };
 pub use offer::{
-    DeployPlan, DeployStep, OffersSnapshot, QuoteRefusal, pick_offer, plan_deploy, screen_quote,
-    user_data,
+    DeployPlan, DeployStep, OffersSnapshot, QuoteRefusal, describe_catalog, pick_offer,
+    plan_deploy, screen_quote, user_data,
 };

@@ -1,5 +1,5 @@
-//! The adapter's pure decisions: which offer a quote gets, what its token promises, and
-//! what a deploy carrying that token does.
+//! The adapter's pure decisions: what the catalog says can be placed, which offer a quote
+//! gets, what its token promises, and what a deploy carrying that token does.
 //!
 //! Nothing here calls a cloud, reads a clock or panics: the adapter reads the offers and
 //! the time at its I/O edge and passes them in, so equal inputs give equal answers.
@@ -26,7 +26,10 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use orc_common::{Currency, Money, Period};
-use orc_proto::{Deploy, Offer, Quote, QuoteToken, RefusalKind, SiteName};
+use orc_proto::{
+    Availability, Catalog, ClassAvailability, ClassId, ClassInfo, Deploy, Offer, OsId, OsInfo,
+    Quote, QuoteToken, RefusalKind, SiteName,
+};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
@@ -62,6 +65,54 @@ pub struct QuoteRefusal {
 
 fn refuse<T>(kind: RefusalKind, reason: &'static str) -> Result<T, QuoteRefusal> {
     Err(QuoteRefusal { kind, reason })
+}
+
+/// The catalog the zone is sent: the locations as classes and the images as operating
+/// systems, in catalog order; a class can place a node when the snapshot holds an
+/// available offer there (never without a snapshot). One-cloud providers offer no public
+/// IPv4 addresses of their own and no site gateways.
+pub fn describe_catalog(catalog: &MachineCatalog, snapshot: Option<&OffersSnapshot>) -> Catalog {
+    let classes = catalog
+        .locations
+        .iter()
+        .filter_map(|l| {
+            Some(ClassInfo {
+                id: ClassId::new(l.id.as_str()).ok()?,
+                title: l.title.clone(),
+            })
+        })
+        .collect();
+    let os = catalog
+        .images
+        .iter()
+        .filter_map(|i| {
+            Some(OsInfo {
+                id: OsId::new(i.id.as_str()).ok()?,
+                title: i.title.clone(),
+            })
+        })
+        .collect();
+    let availability = Availability {
+        classes: catalog
+            .locations
+            .iter()
+            .filter_map(|l| {
+                let can_place = snapshot
+                    .is_some_and(|s| s.offers.iter().any(|o| o.location == l.id && o.available));
+                Some(ClassAvailability {
+                    class: ClassId::new(l.id.as_str()).ok()?,
+                    can_place,
+                })
+            })
+            .collect(),
+        public_ipv4_offered: 0,
+    };
+    Catalog {
+        classes,
+        os,
+        availability,
+        site_gateways: false,
+    }
 }
 
 /// The rules of a quote that need no offers: the class must be a catalog location and the
@@ -549,6 +600,39 @@ mod tests {
         let sorted = standard();
         let order: Vec<&str> = sorted.offers.iter().map(|o| o.plan.as_str()).collect();
         assert_eq!(order, ["small-b", "small-a", "big", "small-c"]);
+    }
+
+    #[test]
+    fn a_class_can_place_when_its_location_has_an_available_offer() {
+        let can_place = |snapshot: Option<&OffersSnapshot>| -> Vec<(String, bool)> {
+            describe_catalog(&catalog(), snapshot)
+                .availability
+                .classes
+                .iter()
+                .map(|c| (c.class.as_str().to_string(), c.can_place))
+                .collect()
+        };
+        let none = vec![("here".to_string(), false), ("there".to_string(), false)];
+        assert_eq!(can_place(None), none);
+        assert_eq!(can_place(Some(&snapshot(vec![]))), none);
+        let there_sold_out = snapshot(vec![
+            offer("small-a", "here", 2, 4, "0.009"),
+            sold_out(offer("small-c", "there", 2, 4, "0.001")),
+        ]);
+        assert_eq!(
+            can_place(Some(&there_sold_out)),
+            vec![("here".to_string(), true), ("there".to_string(), false)]
+        );
+        let described = describe_catalog(&catalog(), Some(&there_sold_out));
+        let classes: Vec<(&str, &str)> = described
+            .classes
+            .iter()
+            .map(|c| (c.id.as_str(), c.title.as_str()))
+            .collect();
+        assert_eq!(classes, [("here", "HERE"), ("there", "THERE")]);
+        assert_eq!(described.os.len(), 1);
+        assert_eq!(described.availability.public_ipv4_offered, 0);
+        assert!(!described.site_gateways);
     }
 
     #[test]
