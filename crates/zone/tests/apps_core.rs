@@ -290,15 +290,16 @@ async fn slot_gets_env_and_files_and_deploy_is_idempotent() {
         let lines = f.apps.logs(&pool.id, None, Level::Warn);
         lines
             .iter()
-            .any(|l| l.text.starts_with("WARN the key is"))
+            .any(|l| l.text.starts_with("the key is"))
             .then_some(lines)
     })
     .await;
     let line = logs
         .iter()
-        .find(|l| l.text.starts_with("WARN the key is"))
+        .find(|l| l.text.starts_with("the key is"))
         .unwrap();
-    assert_eq!(line.text, "WARN the key is <redacted>");
+    assert_eq!(line.text, "the key is <redacted>");
+    assert_eq!(line.level, Level::Warn);
     let file = std::fs::read_to_string(f.apps.log_file(&pool.id, 0)).unwrap();
     assert!(file.contains("the key is <redacted>"));
     assert!(!file.contains(SECRET));
@@ -390,10 +391,10 @@ async fn logs_have_levels_and_filter_by_level_and_slot() {
             .find(|l| l.slot == slot && l.text.starts_with(start))
             .map(|l| l.level)
     };
-    assert_eq!(level_of(0, "INFO started"), Some(Level::Info));
-    assert_eq!(level_of(0, "WARN the key"), Some(Level::Warn));
-    assert_eq!(level_of(0, "2026-11-29T18:23:51"), Some(Level::Debug));
-    assert_eq!(level_of(0, "ERROR from stderr"), Some(Level::Error));
+    assert_eq!(level_of(0, "started"), Some(Level::Info));
+    assert_eq!(level_of(0, "the key"), Some(Level::Warn));
+    assert_eq!(level_of(0, "detail of slot"), Some(Level::Debug));
+    assert_eq!(level_of(0, "from stderr"), Some(Level::Error));
     assert_eq!(level_of(0, "a plain line"), Some(Level::Info));
     assert!(all.windows(2).all(|w| w[0].seq < w[1].seq));
 

@@ -173,23 +173,37 @@ pub fn strip_ansi(line: &str) -> String {
 /// right after a leading timestamp (`2026-11-29T18:23:51.123Z  WARN target: …`). Any other
 /// line is `info`.
 pub fn parse_level(line: &str) -> Level {
-    let mut words = line.split_whitespace();
-    let Some(first) = words.next() else {
-        return Level::Info;
-    };
+    split_level(line).0
+}
+
+/// The line's level and its text without the timestamp and level that `tracing` put in
+/// front: the zone stamps every line with its own time and keeps the level apart, so a
+/// line shows each only once. A line without a level word in front is `info` and is kept
+/// whole.
+pub fn split_level(line: &str) -> (Level, &str) {
+    let rest = line.trim_start();
+    let (first, after_first) = next_word(rest);
     if let Some(level) = Level::from_upper(first.trim_end_matches(':')) {
-        return level;
+        return (level, after_first);
     }
     let looks_like_time = first.starts_with(|c: char| c.is_ascii_digit())
         && (first.contains(':') || first.contains('T'));
-    if looks_like_time
-        && let Some(level) = words
-            .next()
-            .and_then(|w| Level::from_upper(w.trim_end_matches(':')))
-    {
-        return level;
+    if looks_like_time {
+        let (second, after_second) = next_word(after_first);
+        if let Some(level) = Level::from_upper(second.trim_end_matches(':')) {
+            return (level, after_second);
+        }
     }
-    Level::Info
+    (Level::Info, line)
+}
+
+/// The first word of `text` and what follows it, without the spaces between.
+fn next_word(text: &str) -> (&str, &str) {
+    let text = text.trim_start();
+    match text.find(char::is_whitespace) {
+        Some(end) => (&text[..end], text[end..].trim_start()),
+        None => (text, ""),
+    }
 }
 
 /// Replaces every occurrence of each secret in `line` with `<redacted>`.
@@ -337,11 +351,12 @@ impl SlotLog {
         raw: &str,
         secrets: &[String],
     ) {
-        let text = cut(redact(
-            &strip_ansi(raw.trim_end_matches(['\n', '\r'])),
-            secrets,
-        ));
-        let level = level.unwrap_or_else(|| parse_level(&text));
+        let plain = strip_ansi(raw.trim_end_matches(['\n', '\r']));
+        let (level, text) = match level {
+            Some(level) => (level, plain.as_str()),
+            None => split_level(&plain),
+        };
+        let text = cut(redact(text, secrets));
         let line = LogLine {
             seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
             at: Timestamp::now(),
@@ -419,12 +434,45 @@ mod tests {
         log.push(&node, LogSource::Stdout, None, "DEBUG three", &secrets);
         let all = log.lines(Level::Trace);
         assert_eq!(all.len(), 2);
-        assert_eq!(all[0].text, "WARN key=<redacted>");
+        assert_eq!(all[0].text, "key=<redacted>");
         assert_eq!(all[0].slot, 3);
         assert!(all[0].seq < all[1].seq);
         let warn = log.lines(Level::Warn);
         assert_eq!(warn.len(), 1);
         assert_eq!(warn[0].level, Level::Warn);
+    }
+
+    #[test]
+    fn a_line_keeps_one_time_and_one_level() {
+        let line = "2026-11-29T18:23:51.123456Z  WARN orc_partner_provider::live: slow read";
+        assert_eq!(
+            split_level(line),
+            (Level::Warn, "orc_partner_provider::live: slow read")
+        );
+        assert_eq!(split_level("ERROR: boom"), (Level::Error, "boom"));
+        assert_eq!(split_level("plain words"), (Level::Info, "plain words"));
+        assert_eq!(
+            split_level("2026-11-29 started"),
+            (Level::Info, "2026-11-29 started"),
+            "a time without a level is the app's own text"
+        );
+        let log = SlotLog::new(0, 4, None);
+        let node = NodeId::from_counter(1);
+        log.push(&node, LogSource::Stderr, None, line, &[]);
+        log.push(
+            &node,
+            LogSource::Supervisor,
+            Some(Level::Info),
+            "INFO stays",
+            &[],
+        );
+        let kept = log.lines(Level::Trace);
+        assert_eq!(kept[0].text, "orc_partner_provider::live: slow read");
+        assert_eq!(kept[0].level, Level::Warn);
+        assert_eq!(
+            kept[1].text, "INFO stays",
+            "a line with its level given is kept whole"
+        );
     }
 
     #[test]
