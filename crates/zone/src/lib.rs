@@ -5,8 +5,8 @@ pub mod api;
 pub mod apps;
 pub mod backend;
 pub mod hub;
-pub mod model;
-pub mod pricing;
 pub mod reconcile;
 pub mod store;
 pub mod zone;
+
+pub use orc_zone_model::{model, pricing};
