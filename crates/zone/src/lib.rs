@@ -6,7 +6,7 @@ pub mod apps;
 pub mod backend;
 pub mod hub;
 pub mod reconcile;
-pub mod store;
 pub mod zone;
 
 pub use orc_zone_model::{model, pricing};
+pub use orc_zone_store as store;

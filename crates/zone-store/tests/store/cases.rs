@@ -3,13 +3,13 @@
 use std::collections::BTreeMap;
 
 use orc_common::{Architecture, Currency, Money, Period, Shape};
-use orc_zone::model::{
+use orc_zone_model::{
     AppSpec, Endpoint, EventScope, Expected, Markup, Month, Name, NewPool, NewProvider, NewUsage,
     Node, NodeId, NodeState, NodeStatus, PoolSpec, PricingStrategy, Project, ProviderId,
     ProviderScope, RefusalKind, Role, SensitiveParams, Timestamp, TokenSecret, sys_org_id,
     sys_project_id,
 };
-use orc_zone::store::{Kind, SCHEMA_VERSION, StatusWrite, Store, StoreError};
+use orc_zone_store::{Kind, SCHEMA_VERSION, StatusWrite, Store, StoreError};
 use rust_decimal::Decimal;
 use sqlx::Row;
 
@@ -257,7 +257,7 @@ pub async fn tenancy_crud(db: &TestDb) {
         "{err}"
     );
 
-    let missing = orc_zone::model::OrgId::from_counter(999);
+    let missing = orc_zone_model::OrgId::from_counter(999);
     let err = store.get_org(&missing).await.unwrap_err();
     assert_eq!(err.to_string(), "org o-0000000000z7 not found");
     let err = store
@@ -457,7 +457,7 @@ pub async fn tokens_are_stored_as_hashes(db: &TestDb) {
         listed.iter().map(|t| &t.id).collect::<Vec<_>>(),
         [&token.id, &expiring.id]
     );
-    let missing = orc_zone::model::TokenId::from_counter(4242);
+    let missing = orc_zone_model::TokenId::from_counter(4242);
     let err = store.revoke_token(&missing, T0).await.unwrap_err();
     assert_eq!(err.to_string(), format!("API token {missing} not found"));
 }

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use orc_zone::store::{Store, sqlite_url};
+use orc_zone_store::{Store, sqlite_url};
 use sqlx::{AnyConnection, Connection, Executor};
 
 /// Environment variable naming the PostgreSQL server the tests use.

@@ -21,7 +21,7 @@ use super::rows::{big, decimal, int, json, opt_parsed, opt_text, opt_time, parse
 use super::rows::{to_json, uint32, uint64};
 use super::usage::record_usage_on;
 use super::{BATCH_ROWS, Engine, Kind, Store, StoreError, StoreResult};
-use crate::model::{
+use orc_zone_model::{
     Expected, NewUsage, Node, NodeId, NodeState, NodeStatus, PoolId, RefusalKind, Timestamp,
 };
 

@@ -4,7 +4,7 @@ use sqlx::any::AnyRow;
 
 use super::rows::{opt_parsed, parsed, text, time};
 use super::{Store, StoreResult};
-use crate::model::{Event, EventId, EventScope, Timestamp};
+use orc_zone_model::{Event, EventId, EventScope, Timestamp};
 
 const EVENT_COLUMNS: &str =
     "id, at, org_id, project_id, provider_id, pool_id, node_id, kind, words";

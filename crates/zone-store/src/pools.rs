@@ -15,7 +15,7 @@ use super::error::classify_write;
 use super::nodes::insert_nodes;
 use super::rows::{big, flag, json, opt_text, parsed, text, time, to_json, uint32, uint64};
 use super::{Engine, Kind, Store, StoreError, StoreResult, allocate_ids_on};
-use crate::model::{
+use orc_zone_model::{
     AppSpec, Name, NewPool, Node, NodeId, NodeStatus, Pool, PoolId, PoolSpec, ProjectId,
     SensitiveParams, Timestamp,
 };

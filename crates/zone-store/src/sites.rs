@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use super::rows::{opt_text, parsed, text, time, uint64};
 use super::{Store, StoreError, StoreResult};
-use crate::model::{PoolId, ProviderId, Timestamp, sys_org_id};
+use orc_zone_model::{PoolId, ProviderId, Timestamp, sys_org_id};
 
 /// A site with at least one tenant node of a provider, and a class of a pool there.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::rows::{parsed, uint32};
 use super::{Store, StoreResult};
-use crate::model::{NodeState, PoolId};
+use orc_zone_model::{NodeState, PoolId};
 
 impl Store {
     /// A pool's live (not ended) nodes counted per state; states with no node are absent.

@@ -7,7 +7,7 @@ use sqlx::any::AnyRow;
 use super::error::classify_write;
 use super::rows::{opt_parsed, opt_time, parsed, text, time};
 use super::{Kind, Store, StoreError, StoreResult};
-use crate::model::{
+use orc_zone_model::{
     ApiToken, Membership, MembershipId, Name, Org, OrgId, Project, ProjectId, Role, Timestamp,
     TokenHash, TokenId, TokenSecret, User, UserId,
 };

@@ -7,17 +7,17 @@
 //!
 //! Runs on SQLite in a temp dir; set `ORC_BENCH_POSTGRES_URL` to also run on PostgreSQL
 //! (an empty database: the due-node benches expect to see only their own 10,000 nodes).
-//! `cargo bench -p orc-zone --bench store`.
+//! `cargo bench -p orc-zone-store --bench store`.
 
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use orc_common::{Currency, Money, Period, Shape};
-use orc_zone::model::{
+use orc_zone_model::{
     Expected, Name, NewPool, NewProvider, NodeState, NodeStatus, PoolSpec, PricingStrategy,
     ProjectId, ProviderId, ProviderScope, Timestamp,
 };
-use orc_zone::store::{StatusWrite, Store, sqlite_url};
+use orc_zone_store::{StatusWrite, Store, sqlite_url};
 use rust_decimal::Decimal;
 use tokio::runtime::Runtime;
 
@@ -99,7 +99,7 @@ impl Bench {
 }
 
 /// The write a reconciler makes for a due node: running, priced, due again in a minute.
-fn step(node: &orc_zone::model::Node, now: Timestamp) -> StatusWrite {
+fn step(node: &orc_zone_model::Node, now: Timestamp) -> StatusWrite {
     StatusWrite {
         id: node.id.clone(),
         expected: Expected::Version(node.version),
@@ -182,7 +182,7 @@ fn bench_engine(c: &mut Criterion, rt: &Runtime, engine: &str, url: &str) {
     group.finish();
 }
 
-fn first_pool(rt: &Runtime, store: &Store, bench: &Bench) -> orc_zone::model::PoolId {
+fn first_pool(rt: &Runtime, store: &Store, bench: &Bench) -> orc_zone_model::PoolId {
     rt.block_on(store.list_pools(&bench.project))
         .expect("pools")
         .remove(0)

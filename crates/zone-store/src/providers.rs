@@ -8,7 +8,7 @@ use sqlx::any::AnyRow;
 use super::error::classify_write;
 use super::rows::{opt_text, parsed, text, time};
 use super::{Kind, Store, StoreError, StoreResult};
-use crate::model::{
+use orc_zone_model::{
     Markup, NewProvider, PricingStrategy, ProjectId, Provider, ProviderId, ProviderScope, Timestamp,
 };
 

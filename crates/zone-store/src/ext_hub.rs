@@ -6,7 +6,7 @@
 
 use super::rows::{decimal, time};
 use super::{Store, StoreResult};
-use crate::model::{Node, NodeId, NodeState, ProviderId, Timestamp};
+use orc_zone_model::{Node, NodeId, NodeState, ProviderId, Timestamp};
 use rust_decimal::Decimal;
 
 /// What a node has been billed so far: when its first usage line was opened and the hours

@@ -9,8 +9,8 @@ use sqlx::any::AnyRow;
 use super::nodes::{period_from, period_word};
 use super::rows::{decimal, opt_parsed, parsed, text, time};
 use super::{Kind, Store, StoreError, StoreResult, allocate_ids_on};
-use crate::model::{Month, NewUsage, ProjectId, Timestamp, UsageLine, UsageLineId};
 use orc_common::Money;
+use orc_zone_model::{Month, NewUsage, ProjectId, Timestamp, UsageLine, UsageLineId};
 
 const USAGE_COLUMNS: &str = "id, project_id, month, pool_id, node_id, description, hours, \
      rate_amount, rate_currency, rate_period, amount, created_at, updated_at";

@@ -40,7 +40,7 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::{Any, AnyPool, Executor, SqlSafeStr, Transaction};
 
-use crate::model::{Timestamp, sys_org_id, sys_project_id};
+use orc_zone_model::{Timestamp, sys_org_id, sys_project_id};
 
 pub use error::{Kind, StoreError};
 pub use nodes::{BatchOutcome, StatusWrite};
@@ -258,7 +258,7 @@ impl Store {
 
     /// Reserves `count` consecutive counter values on the pool (outside any transaction, so
     /// the counter row is never held locked by a long transaction); returns the first.
-    pub(crate) async fn allocate_ids(&self, count: u64) -> StoreResult<u64> {
+    pub async fn allocate_ids(&self, count: u64) -> StoreResult<u64> {
         let mut conn = self.pool.acquire().await?;
         allocate_ids_on(&mut conn, count).await
     }

@@ -9,7 +9,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::StoreError;
-use crate::model::Timestamp;
+use orc_zone_model::Timestamp;
 
 fn column_name(column: &'static str) -> &'static str {
     column.rsplit_once('.').map_or(column, |(_, name)| name)
