@@ -1,8 +1,12 @@
-//! Errors of the store: each names the kind of object and the id, field or column at fault.
+//! Errors of the store: each names the kind of object and the id, field or column at fault,
+//! or the store operation that met a database failure.
 //!
 //! Database errors are classified once, here: unique violations become [`StoreError::Unique`]
-//! naming the field, foreign-key violations [`StoreError::Reference`]; everything else keeps
-//! the driver's error as its source. No variant carries a secret or a connection password.
+//! naming the field, foreign-key violations [`StoreError::Reference`]; everything else becomes
+//! [`StoreError::Database`] naming its operation (through [`OperationExt::op`] or
+//! [`classify_write`]; there is deliberately no `From<sqlx::Error>`, so no call site can
+//! forget to say what it was doing) and keeps the driver's error as its source. No variant
+//! carries a secret or a connection password.
 
 use std::fmt;
 
@@ -91,16 +95,21 @@ pub enum StoreError {
     /// Migrating the schema failed.
     #[error("migrating the store schema failed")]
     Migrate(#[source] sqlx::migrate::MigrateError),
-    /// Any other database error.
-    #[error("store database error")]
-    Database(#[source] sqlx::Error),
+    /// Any other database error, with the operation that met it (`create pool`,
+    /// `read due nodes`).
+    #[error("{operation}: the store's database call failed")]
+    Database {
+        operation: &'static str,
+        #[source]
+        source: sqlx::Error,
+    },
 }
 
 impl StoreError {
     /// Whether trying again later may succeed without anything else changing.
     pub fn is_retryable(&self) -> bool {
         match self {
-            StoreError::Connect { .. } | StoreError::Database(_) => true,
+            StoreError::Connect { .. } | StoreError::Database { .. } => true,
             StoreError::NotFound { .. }
             | StoreError::Conflict { .. }
             | StoreError::Unique { .. }
@@ -112,9 +121,18 @@ impl StoreError {
     }
 }
 
-impl From<sqlx::Error> for StoreError {
-    fn from(e: sqlx::Error) -> Self {
-        StoreError::Database(e)
+/// Names the store operation a database call belongs to: `query.await.op("create pool")?`.
+/// The one way a `sqlx::Error` becomes a [`StoreError`] outside [`classify_write`] and
+/// connecting, so every database error says which operation met it.
+pub(crate) trait OperationExt<T> {
+    /// The result, with a database error wrapped as [`StoreError::Database`] naming
+    /// `operation`.
+    fn op(self, operation: &'static str) -> Result<T, StoreError>;
+}
+
+impl<T> OperationExt<T> for Result<T, sqlx::Error> {
+    fn op(self, operation: &'static str) -> Result<T, StoreError> {
+        self.map_err(|source| StoreError::Database { operation, source })
     }
 }
 
@@ -200,11 +218,13 @@ pub(crate) fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
         .is_some_and(|db| db.kind() == ErrorKind::ForeignKeyViolation)
 }
 
-/// Classifies the error of an insert or update of a `kind` object: a known unique violation
-/// names its field (`value_of(field)` gives the offending value and where it must be unique),
-/// a foreign-key violation names `target`, anything else stays a database error.
+/// Classifies the error of an insert or update of a `kind` object by `operation`: a known
+/// unique violation names its field (`value_of(field)` gives the offending value and where it
+/// must be unique), a foreign-key violation names `target`, anything else stays a database
+/// error naming `operation`.
 pub(crate) fn classify_write(
     err: sqlx::Error,
+    operation: &'static str,
     kind: Kind,
     value_of: impl Fn(&'static str) -> (String, String),
     target: impl FnOnce() -> String,
@@ -224,7 +244,10 @@ pub(crate) fn classify_write(
             target: target(),
         };
     }
-    StoreError::Database(err)
+    StoreError::Database {
+        operation,
+        source: err,
+    }
 }
 
 /// Removes the password from a database URL, for messages.

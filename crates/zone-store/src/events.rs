@@ -2,6 +2,7 @@
 
 use sqlx::any::AnyRow;
 
+use super::error::OperationExt;
 use super::rows::{opt_parsed, parsed, text, time};
 use super::{Store, StoreResult};
 use orc_zone_model::{Event, EventId, EventScope, Timestamp};
@@ -49,7 +50,8 @@ impl Store {
         .bind(kind)
         .bind(words)
         .execute(self.pool())
-        .await?;
+        .await
+        .op("record event")?;
         Ok(Event {
             id,
             at,
@@ -103,7 +105,8 @@ impl Store {
         query
             .bind(i64::from(limit))
             .fetch_all(self.pool())
-            .await?
+            .await
+            .op("list events")?
             .iter()
             .map(event_from)
             .collect()

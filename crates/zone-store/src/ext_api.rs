@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use super::error::OperationExt;
 use super::rows::{parsed, uint32};
 use super::{Store, StoreResult};
 use orc_zone_model::{NodeState, PoolId};
@@ -21,7 +22,8 @@ impl Store {
         )
         .bind(pool_id.as_str())
         .fetch_all(self.pool())
-        .await?;
+        .await
+        .op("count live nodes by state")?;
         let mut counts = BTreeMap::new();
         for row in &rows {
             let state: NodeState = parsed(row, "nodes.state")?;

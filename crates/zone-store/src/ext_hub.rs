@@ -4,6 +4,7 @@
 //! (inventory) and what a node has been billed so far (the usage lines
 //! themselves are the billing mark, so accrual is idempotent across restarts).
 
+use super::error::OperationExt;
 use super::rows::{decimal, time};
 use super::{Store, StoreResult};
 use orc_zone_model::{Node, NodeId, NodeState, ProviderId, Timestamp};
@@ -53,7 +54,8 @@ impl Store {
         .bind(node_id.as_str())
         .bind(description)
         .fetch_all(self.pool())
-        .await?;
+        .await
+        .op("read billed usage")?;
         let mut billed: Option<BilledUsage> = None;
         for row in &rows {
             let hours = decimal(row, "usage_lines.hours")?;

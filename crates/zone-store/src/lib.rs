@@ -42,6 +42,7 @@ use sqlx::{Any, AnyPool, Executor, SqlSafeStr, Transaction};
 
 use orc_zone_model::{Timestamp, sys_org_id, sys_project_id};
 
+use error::OperationExt;
 pub use error::{Kind, StoreError};
 pub use nodes::{BatchOutcome, StatusWrite};
 pub use pools::PoolChange;
@@ -200,20 +201,22 @@ impl Store {
             ),
         }
         .fetch_one(&self.pool)
-        .await?;
+        .await
+        .op("read schema version")?;
         if exists == 0 {
             return Ok(None);
         }
         let version: Option<i64> =
             sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
                 .fetch_one(&self.pool)
-                .await?;
+                .await
+                .op("read schema version")?;
         Ok(version)
     }
 
     /// Makes sure org `sys` and project `sys/sys` exist (with their fixed ids). Idempotent.
     pub async fn bootstrap(&self, now: Timestamp) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin("bootstrap sys org and project").await?;
         sqlx::query(
             "INSERT INTO orgs (id, name, created_at) VALUES ($1, $2, $3) \
              ON CONFLICT (id) DO NOTHING",
@@ -222,7 +225,8 @@ impl Store {
         .bind("sys")
         .bind(now.millis())
         .execute(&mut *tx)
-        .await?;
+        .await
+        .op("bootstrap sys org and project")?;
         sqlx::query(
             "INSERT INTO projects (id, org_id, name, created_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (id) DO NOTHING",
@@ -232,8 +236,9 @@ impl Store {
         .bind("sys")
         .bind(now.millis())
         .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
+        .await
+        .op("bootstrap sys org and project")?;
+        tx.commit().await.op("bootstrap sys org and project")?;
         Ok(())
     }
 
@@ -245,11 +250,16 @@ impl Store {
     /// Starts a write transaction. On SQLite it takes the write lock at once
     /// (`BEGIN IMMEDIATE`), so a transaction that reads before it writes cannot fail half way
     /// on a lock upgrade.
-    pub(crate) async fn begin(&self) -> StoreResult<Transaction<'static, Any>> {
-        Ok(match self.engine {
-            Engine::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
-            Engine::Postgres => self.pool.begin().await?,
-        })
+    /// `operation` names the write in the error if the transaction cannot start.
+    pub(crate) async fn begin(
+        &self,
+        operation: &'static str,
+    ) -> StoreResult<Transaction<'static, Any>> {
+        match self.engine {
+            Engine::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Engine::Postgres => self.pool.begin().await,
+        }
+        .op(operation)
     }
 
     pub(crate) fn pool(&self) -> &AnyPool {
@@ -259,7 +269,7 @@ impl Store {
     /// Reserves `count` consecutive counter values on the pool (outside any transaction, so
     /// the counter row is never held locked by a long transaction); returns the first.
     pub async fn allocate_ids(&self, count: u64) -> StoreResult<u64> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.pool.acquire().await.op("allocate ids")?;
         allocate_ids_on(&mut conn, count).await
     }
 }
@@ -277,7 +287,8 @@ pub(crate) async fn allocate_ids_on(conn: &mut AnyConnection, count: u64) -> Sto
     )
     .bind(count_i)
     .fetch_one(&mut *conn)
-    .await?;
+    .await
+    .op("allocate ids")?;
     let first = next - count_i;
     u64::try_from(first).map_err(|_| StoreError::Corrupt {
         column: "id_counter.next_value".to_string(),

@@ -17,6 +17,7 @@ use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
 use sqlx::{Any, AssertSqlSafe};
 
+use super::error::OperationExt;
 use super::rows::{big, decimal, int, json, opt_parsed, opt_text, opt_time, parsed, text, time};
 use super::rows::{to_json, uint32, uint64};
 use super::usage::record_usage_on;
@@ -249,6 +250,7 @@ pub(crate) async fn insert_nodes(
         query.execute(&mut *conn).await.map_err(|e| {
             super::error::classify_write(
                 e,
+                "insert nodes",
                 Kind::Node,
                 |_| {
                     let slots: Vec<String> = chunk.iter().map(|n| n.slot.to_string()).collect();
@@ -310,7 +312,11 @@ async fn write_statuses(
         // Only the columns the write did not set come back; the status is the one written.
         let by_id: BTreeMap<&str, &StatusWrite> =
             chunk.iter().map(|w| (w.id.as_str(), w)).collect();
-        for row in query.fetch_all(&mut *conn).await? {
+        for row in query
+            .fetch_all(&mut *conn)
+            .await
+            .op("write node statuses")?
+        {
             let id: NodeId = parsed(&row, "nodes.id")?;
             let Some(write) = by_id.get(id.as_str()) else {
                 return Err(StoreError::Corrupt {
@@ -346,7 +352,11 @@ async fn write_statuses(
         for write in chunk {
             query = query.bind(write.id.as_str());
         }
-        for row in query.fetch_all(&mut *conn).await? {
+        for row in query
+            .fetch_all(&mut *conn)
+            .await
+            .op("write node statuses")?
+        {
             found.insert(
                 text(&row, "nodes.id")?,
                 (int(&row, "nodes.version")?, text(&row, "nodes.state")?),
@@ -406,7 +416,8 @@ async fn node_on(conn: &mut AnyConnection, id: &NodeId) -> StoreResult<Node> {
     let row = sqlx::query(AssertSqlSafe(sql))
         .bind(id.as_str())
         .fetch_optional(&mut *conn)
-        .await?;
+        .await
+        .op("read node")?;
     row.as_ref()
         .map(node_from)
         .transpose()?
@@ -419,7 +430,7 @@ async fn node_on(conn: &mut AnyConnection, id: &NodeId) -> StoreResult<Node> {
 impl Store {
     /// The node with this id.
     pub async fn get_node(&self, id: &NodeId) -> StoreResult<Node> {
-        let mut conn = self.pool().acquire().await?;
+        let mut conn = self.pool().acquire().await.op("read node")?;
         node_on(&mut conn, id).await
     }
 
@@ -440,7 +451,8 @@ impl Store {
         sqlx::query(AssertSqlSafe(sql))
             .bind(pool_id.as_str())
             .fetch_all(self.pool())
-            .await?
+            .await
+            .op("list nodes of pool")?
             .iter()
             .map(node_from)
             .collect()
@@ -457,7 +469,8 @@ impl Store {
             .bind(now.millis())
             .bind(i64::from(limit))
             .fetch_all(self.pool())
-            .await?
+            .await
+            .op("read due nodes")?
             .iter()
             .map(node_from)
             .collect()
@@ -472,7 +485,7 @@ impl Store {
         status: &NodeStatus,
         now: Timestamp,
     ) -> StoreResult<Node> {
-        let mut conn = self.pool().acquire().await?;
+        let mut conn = self.pool().acquire().await.op("update node state")?;
         write_one(&mut conn, self.engine(), id, expected, status, now).await
     }
 
@@ -484,9 +497,9 @@ impl Store {
         writes: &[StatusWrite],
         now: Timestamp,
     ) -> StoreResult<BatchOutcome> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin("update node states").await?;
         let outcome = write_statuses(&mut tx, self.engine(), writes, now).await?;
-        tx.commit().await?;
+        tx.commit().await.op("update node states")?;
         Ok(outcome)
     }
 
@@ -500,7 +513,7 @@ impl Store {
         usage: Option<&NewUsage>,
         now: Timestamp,
     ) -> StoreResult<Node> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin("end node").await?;
         let mut status = node_on(&mut tx, id).await?.status;
         status.state = NodeState::Ended;
         status.ended_at = Some(now);
@@ -509,7 +522,7 @@ impl Store {
         if let Some(usage) = usage {
             record_usage_on(&mut tx, usage, now).await?;
         }
-        tx.commit().await?;
+        tx.commit().await.op("end node")?;
         Ok(node)
     }
 }

@@ -11,6 +11,7 @@ use orc_common::{Architecture, Shape};
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
+use super::error::OperationExt;
 use super::error::classify_write;
 use super::nodes::insert_nodes;
 use super::rows::{big, flag, json, opt_text, parsed, text, time, to_json, uint32, uint64};
@@ -121,7 +122,8 @@ async fn pool_on(conn: &mut AnyConnection, id: &PoolId) -> StoreResult<Pool> {
     let row = sqlx::query(sql)
         .bind(id.as_str())
         .fetch_optional(&mut *conn)
-        .await?;
+        .await
+        .op("read pool")?;
     row.as_ref()
         .map(pool_from)
         .transpose()?
@@ -142,7 +144,8 @@ async fn apply_size(
     )
     .bind(pool_id.as_str())
     .fetch_all(&mut *conn)
-    .await?;
+    .await
+    .op("apply pool size")?;
     let occupied: BTreeSet<i64> = live.iter().map(|(_, slot)| *slot).collect();
     let free: Vec<u32> = (0..size)
         .filter(|slot| !occupied.contains(&i64::from(*slot)))
@@ -178,7 +181,8 @@ async fn apply_size(
     .bind(i64::from(size))
     .bind(now.millis())
     .fetch_all(&mut *conn)
-    .await?
+    .await
+    .op("apply pool size")?
     .into_iter()
     .map(|raw| {
         raw.parse::<NodeId>().map_err(|e| StoreError::Corrupt {
@@ -196,7 +200,7 @@ impl Store {
     /// Creates a pool and one `pending` node per slot, in one transaction. Its name is
     /// unique within the project.
     pub async fn create_pool(&self, new: &NewPool, now: Timestamp) -> StoreResult<PoolChange> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin("create pool").await?;
         let id = PoolId::from_counter(allocate_ids_on(&mut tx, 1).await?);
         let spec = &new.spec;
         let (app, params, sensitive) = match &spec.app {
@@ -237,6 +241,7 @@ impl Store {
         .map_err(|e| {
             classify_write(
                 e,
+                "create pool",
                 Kind::Pool,
                 |_| {
                     (
@@ -253,7 +258,7 @@ impl Store {
             )
         })?;
         let (created, released) = apply_size(&mut tx, self.engine(), &id, new.size, now).await?;
-        tx.commit().await?;
+        tx.commit().await.op("create pool")?;
         Ok(PoolChange {
             pool: Pool {
                 id,
@@ -273,7 +278,7 @@ impl Store {
 
     /// The pool with this id.
     pub async fn get_pool(&self, id: &PoolId) -> StoreResult<Pool> {
-        let mut conn = self.pool().acquire().await?;
+        let mut conn = self.pool().acquire().await.op("read pool")?;
         pool_on(&mut conn, id).await
     }
 
@@ -293,7 +298,8 @@ impl Store {
             .bind(project.as_str())
             .bind(pool.as_str())
             .fetch_optional(self.pool())
-            .await?;
+            .await
+            .op("find pool by path")?;
         row.as_ref()
             .map(pool_from)
             .transpose()?
@@ -311,7 +317,8 @@ impl Store {
         sqlx::query(sql)
             .bind(project_id.as_str())
             .fetch_all(self.pool())
-            .await?
+            .await
+            .op("list pools")?
             .iter()
             .map(pool_from)
             .collect()
@@ -322,7 +329,8 @@ impl Store {
         let sql = sqlx::AssertSqlSafe(format!("SELECT {POOL_COLUMNS} FROM pools ORDER BY id"));
         sqlx::query(sql)
             .fetch_all(self.pool())
-            .await?
+            .await
+            .op("list all pools")?
             .iter()
             .map(pool_from)
             .collect()
@@ -336,7 +344,7 @@ impl Store {
         size: u32,
         now: Timestamp,
     ) -> StoreResult<PoolChange> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin("resize pool").await?;
         // Updating the row first takes its lock (on PostgreSQL), so concurrent resizes of one
         // pool run one after the other and each sees the nodes the other made.
         let resized = sqlx::query(
@@ -346,7 +354,8 @@ impl Store {
         .bind(i64::from(size))
         .bind(now.millis())
         .execute(&mut *tx)
-        .await?;
+        .await
+        .op("resize pool")?;
         let pool = pool_on(&mut tx, id).await?;
         if resized.rows_affected() == 0 {
             return Err(StoreError::Invalid {
@@ -356,7 +365,7 @@ impl Store {
             });
         }
         let (created, released) = apply_size(&mut tx, self.engine(), id, size, now).await?;
-        tx.commit().await?;
+        tx.commit().await.op("resize pool")?;
         Ok(PoolChange {
             pool,
             created,
@@ -373,7 +382,8 @@ impl Store {
              ORDER BY p.id",
         )
         .fetch_all(self.pool())
-        .await?;
+        .await
+        .op("find pools with free slots")?;
         ids.into_iter()
             .map(|raw| {
                 raw.parse::<PoolId>().map_err(|e| StoreError::Corrupt {
@@ -388,17 +398,18 @@ impl Store {
     /// transaction that first takes the pool's row (so it cannot race a resize). A pool
     /// being deleted gets none.
     pub async fn refill_pool(&self, id: &PoolId, now: Timestamp) -> StoreResult<Vec<Node>> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin("refill pool").await?;
         let touched = sqlx::query("UPDATE pools SET size = size WHERE id = $1 AND deleting = 0")
             .bind(id.as_str())
             .execute(&mut *tx)
-            .await?;
+            .await
+            .op("refill pool")?;
         if touched.rows_affected() == 0 {
             return Ok(Vec::new());
         }
         let pool = pool_on(&mut tx, id).await?;
         let (created, _) = apply_size(&mut tx, self.engine(), id, pool.size, now).await?;
-        tx.commit().await?;
+        tx.commit().await.op("refill pool")?;
         Ok(created)
     }
 
@@ -448,6 +459,7 @@ impl Store {
             .map_err(|e| {
                 classify_write(
                     e,
+                    "reconfigure pool",
                     Kind::Pool,
                     |_| (id.to_string(), String::new()),
                     || format!("provider {}", spec.provider_id),
@@ -470,15 +482,16 @@ impl Store {
     /// Marks a pool for deletion: its size becomes 0 and, in the same transaction, its live
     /// nodes turn `destroying`. The pool row stays until [`Store::delete_pool`].
     pub async fn mark_pool_deleting(&self, id: &PoolId, now: Timestamp) -> StoreResult<PoolChange> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin("mark pool deleting").await?;
         sqlx::query("UPDATE pools SET size = 0, deleting = 1, updated_at = $2 WHERE id = $1")
             .bind(id.as_str())
             .bind(now.millis())
             .execute(&mut *tx)
-            .await?;
+            .await
+            .op("mark pool deleting")?;
         let pool = pool_on(&mut tx, id).await?;
         let (created, released) = apply_size(&mut tx, self.engine(), id, 0, now).await?;
-        tx.commit().await?;
+        tx.commit().await.op("mark pool deleting")?;
         Ok(PoolChange {
             pool,
             created,
@@ -489,7 +502,7 @@ impl Store {
     /// Deletes a pool marked deleting whose nodes have all ended, with those nodes (usage
     /// lines and events keep their ids). Refused while any node is live.
     pub async fn delete_pool(&self, id: &PoolId) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin("delete pool").await?;
         if !pool_on(&mut tx, id).await?.deleting {
             return Err(StoreError::Invalid {
                 kind: Kind::Pool,
@@ -502,7 +515,8 @@ impl Store {
         )
         .bind(id.as_str())
         .fetch_one(&mut *tx)
-        .await?;
+        .await
+        .op("delete pool")?;
         if live > 0 {
             return Err(StoreError::Invalid {
                 kind: Kind::Pool,
@@ -513,16 +527,19 @@ impl Store {
         sqlx::query("DELETE FROM nodes WHERE pool_id = $1")
             .bind(id.as_str())
             .execute(&mut *tx)
-            .await?;
+            .await
+            .op("delete pool")?;
         sqlx::query("DELETE FROM pool_addresses WHERE pool_id = $1")
             .bind(id.as_str())
             .execute(&mut *tx)
-            .await?;
+            .await
+            .op("delete pool")?;
         sqlx::query("DELETE FROM pools WHERE id = $1")
             .bind(id.as_str())
             .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
+            .await
+            .op("delete pool")?;
+        tx.commit().await.op("delete pool")?;
         Ok(())
     }
 }

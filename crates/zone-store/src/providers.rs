@@ -5,6 +5,7 @@
 
 use sqlx::any::AnyRow;
 
+use super::error::OperationExt;
 use super::error::classify_write;
 use super::rows::{opt_text, parsed, text, time};
 use super::{Kind, Store, StoreError, StoreResult};
@@ -71,6 +72,7 @@ impl Store {
         .map_err(|e| {
             classify_write(
                 e,
+                "create provider",
                 Kind::Provider,
                 |field| match field {
                     "resource URI" => (new.resource_uri.clone(), String::new()),
@@ -102,7 +104,8 @@ impl Store {
         let row = sqlx::query(sql)
             .bind(id.as_str())
             .fetch_optional(self.pool())
-            .await?;
+            .await
+            .op("read provider")?;
         row.as_ref()
             .map(provider_from)
             .transpose()?
@@ -120,7 +123,8 @@ impl Store {
         let row = sqlx::query(sql)
             .bind(resource_uri)
             .fetch_optional(self.pool())
-            .await?;
+            .await
+            .op("find provider by resource URI")?;
         row.as_ref()
             .map(provider_from)
             .transpose()?
@@ -139,7 +143,8 @@ impl Store {
         sqlx::query(sql)
             .bind(project_id.as_str())
             .fetch_all(self.pool())
-            .await?
+            .await
+            .op("list providers for project")?
             .iter()
             .map(provider_from)
             .collect()
@@ -152,7 +157,8 @@ impl Store {
         ));
         sqlx::query(sql)
             .fetch_all(self.pool())
-            .await?
+            .await
+            .op("list providers")?
             .iter()
             .map(provider_from)
             .collect()
@@ -174,7 +180,8 @@ impl Store {
             .bind(scope.as_str())
             .bind(now.millis())
             .fetch_optional(self.pool())
-            .await?;
+            .await
+            .op("set provider scope")?;
         row.as_ref()
             .map(provider_from)
             .transpose()?
@@ -201,7 +208,8 @@ impl Store {
             .bind(markup_text(pricing))
             .bind(now.millis())
             .fetch_optional(self.pool())
-            .await?;
+            .await
+            .op("set provider pricing")?;
         row.as_ref()
             .map(provider_from)
             .transpose()?

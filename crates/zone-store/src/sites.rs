@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use super::error::OperationExt;
 use super::rows::{opt_text, parsed, text, time, uint64};
 use super::{Store, StoreError, StoreResult};
 use orc_zone_model::{PoolId, ProviderId, Timestamp, sys_org_id};
@@ -63,7 +64,8 @@ impl Store {
         )
         .bind(sys_org_id().as_str())
         .fetch_all(self.pool())
-        .await?;
+        .await
+        .op("read sites in use")?;
         rows.iter()
             .map(|row| {
                 Ok(SiteInUse {
@@ -86,7 +88,8 @@ impl Store {
         )
         .bind(pool.as_str())
         .fetch_optional(self.pool())
-        .await?;
+        .await
+        .op("find oldest member site")?;
         Ok(site)
     }
 
@@ -95,7 +98,8 @@ impl Store {
         let row = sqlx::query("SELECT site, ipv4 FROM pool_addresses WHERE pool_id = $1")
             .bind(pool.as_str())
             .fetch_optional(self.pool())
-            .await?;
+            .await
+            .op("read pool address")?;
         row.map(|row| {
             Ok(PoolAddress {
                 site: text(&row, "site")?,
@@ -113,14 +117,15 @@ impl Store {
         addresses: &BTreeMap<PoolId, PoolAddress>,
         now: Timestamp,
     ) -> StoreResult<usize> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin("replace pool addresses").await?;
         let current: Vec<(String, String, String)> = sqlx::query_as(
             "SELECT a.pool_id, a.site, a.ipv4 FROM pool_addresses a \
              JOIN pools p ON p.id = a.pool_id WHERE p.provider_id = $1",
         )
         .bind(provider.as_str())
         .fetch_all(&mut *tx)
-        .await?;
+        .await
+        .op("replace pool addresses")?;
         let mut current_by_pool = BTreeMap::new();
         for (pool, site, ipv4) in current {
             current_by_pool.insert(pool_id(pool)?, PoolAddress { site, ipv4 });
@@ -131,7 +136,8 @@ impl Store {
                 sqlx::query("DELETE FROM pool_addresses WHERE pool_id = $1")
                     .bind(pool.as_str())
                     .execute(&mut *tx)
-                    .await?;
+                    .await
+                    .op("replace pool addresses")?;
                 changed += 1;
             }
         }
@@ -149,10 +155,11 @@ impl Store {
             .bind(address.ipv4.as_str())
             .bind(now.millis())
             .execute(&mut *tx)
-            .await?;
+            .await
+            .op("replace pool addresses")?;
             changed += 1;
         }
-        tx.commit().await?;
+        tx.commit().await.op("replace pool addresses")?;
         Ok(changed)
     }
 
@@ -164,7 +171,8 @@ impl Store {
         )
         .bind(provider.as_str())
         .fetch_all(self.pool())
-        .await?;
+        .await
+        .op("read provider sites")?;
         rows.iter()
             .map(|row| {
                 Ok(ProviderSite {
@@ -184,11 +192,12 @@ impl Store {
         provider: &ProviderId,
         sites: &[ProviderSite],
     ) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin("replace provider sites").await?;
         sqlx::query("DELETE FROM provider_sites WHERE provider_id = $1")
             .bind(provider.as_str())
             .execute(&mut *tx)
-            .await?;
+            .await
+            .op("replace provider sites")?;
         for site in sites {
             sqlx::query(
                 "INSERT INTO provider_sites (provider_id, site, public_ipv4, private_prefix, \
@@ -200,9 +209,10 @@ impl Store {
             .bind(site.private_prefix.clone())
             .bind(site.updated_at.millis())
             .execute(&mut *tx)
-            .await?;
+            .await
+            .op("replace provider sites")?;
         }
-        tx.commit().await?;
+        tx.commit().await.op("replace provider sites")?;
         Ok(())
     }
 }

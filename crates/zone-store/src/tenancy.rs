@@ -4,6 +4,7 @@
 
 use sqlx::any::AnyRow;
 
+use super::error::OperationExt;
 use super::error::classify_write;
 use super::rows::{opt_parsed, opt_time, parsed, text, time};
 use super::{Kind, Store, StoreError, StoreResult};
@@ -87,6 +88,7 @@ impl Store {
             .map_err(|e| {
                 classify_write(
                     e,
+                    "create org",
                     Kind::Org,
                     |_| (name.to_string(), String::new()),
                     String::new,
@@ -104,7 +106,8 @@ impl Store {
         let row = sqlx::query("SELECT id, name, created_at FROM orgs WHERE id = $1")
             .bind(id.as_str())
             .fetch_optional(self.pool())
-            .await?;
+            .await
+            .op("read org")?;
         row.as_ref()
             .map(org_from)
             .transpose()?
@@ -116,7 +119,8 @@ impl Store {
         let row = sqlx::query("SELECT id, name, created_at FROM orgs WHERE name = $1")
             .bind(name.as_str())
             .fetch_optional(self.pool())
-            .await?;
+            .await
+            .op("find org by name")?;
         row.as_ref()
             .map(org_from)
             .transpose()?
@@ -127,7 +131,8 @@ impl Store {
     pub async fn list_orgs(&self) -> StoreResult<Vec<Org>> {
         sqlx::query("SELECT id, name, created_at FROM orgs ORDER BY name")
             .fetch_all(self.pool())
-            .await?
+            .await
+            .op("list orgs")?
             .iter()
             .map(org_from)
             .collect()
@@ -151,6 +156,7 @@ impl Store {
             .map_err(|e| {
                 classify_write(
                     e,
+                    "create project",
                     Kind::Project,
                     |_| (name.to_string(), format!(" in org {org_id}")),
                     || format!("org {org_id}"),
@@ -169,7 +175,8 @@ impl Store {
         let row = sqlx::query("SELECT id, org_id, name, created_at FROM projects WHERE id = $1")
             .bind(id.as_str())
             .fetch_optional(self.pool())
-            .await?;
+            .await
+            .op("read project")?;
         row.as_ref()
             .map(project_from)
             .transpose()?
@@ -185,7 +192,8 @@ impl Store {
         .bind(org.as_str())
         .bind(project.as_str())
         .fetch_optional(self.pool())
-        .await?;
+        .await
+        .op("find project by path")?;
         row.as_ref()
             .map(project_from)
             .transpose()?
@@ -199,7 +207,8 @@ impl Store {
         )
         .bind(org_id.as_str())
         .fetch_all(self.pool())
-        .await?
+        .await
+        .op("list projects")?
         .iter()
         .map(project_from)
         .collect()
@@ -217,6 +226,7 @@ impl Store {
             .map_err(|e| {
                 classify_write(
                     e,
+                    "create user",
                     Kind::User,
                     |_| (name.to_string(), String::new()),
                     String::new,
@@ -234,7 +244,8 @@ impl Store {
         let row = sqlx::query("SELECT id, name, created_at FROM users WHERE id = $1")
             .bind(id.as_str())
             .fetch_optional(self.pool())
-            .await?;
+            .await
+            .op("read user")?;
         row.as_ref()
             .map(user_from)
             .transpose()?
@@ -246,7 +257,8 @@ impl Store {
         let row = sqlx::query("SELECT id, name, created_at FROM users WHERE name = $1")
             .bind(name.as_str())
             .fetch_optional(self.pool())
-            .await?;
+            .await
+            .op("find user by name")?;
         row.as_ref()
             .map(user_from)
             .transpose()?
@@ -257,7 +269,8 @@ impl Store {
     pub async fn list_users(&self) -> StoreResult<Vec<User>> {
         sqlx::query("SELECT id, name, created_at FROM users ORDER BY name")
             .fetch_all(self.pool())
-            .await?
+            .await
+            .op("list users")?
             .iter()
             .map(user_from)
             .collect()
@@ -290,6 +303,7 @@ impl Store {
         .map_err(|e| {
             classify_write(
                 e,
+                "create API token",
                 Kind::Token,
                 |_| ("<redacted>".to_string(), String::new()),
                 || format!("user {user_id}"),
@@ -322,7 +336,8 @@ impl Store {
         .bind(secret.hash().to_hex())
         .bind(now.millis())
         .fetch_optional(self.pool())
-        .await?;
+        .await
+        .op("authenticate token")?;
         row.as_ref().map(token_from).transpose()
     }
 
@@ -334,7 +349,8 @@ impl Store {
         let row = sqlx::query(sql)
             .bind(id.as_str())
             .fetch_optional(self.pool())
-            .await?;
+            .await
+            .op("read API token")?;
         row.as_ref()
             .map(token_from)
             .transpose()?
@@ -349,7 +365,8 @@ impl Store {
         sqlx::query(sql)
             .bind(user_id.as_str())
             .fetch_all(self.pool())
-            .await?
+            .await
+            .op("list API tokens")?
             .iter()
             .map(token_from)
             .collect()
@@ -365,7 +382,8 @@ impl Store {
             .bind(id.as_str())
             .bind(now.millis())
             .fetch_optional(self.pool())
-            .await?;
+            .await
+            .op("revoke API token")?;
         row.as_ref()
             .map(token_from)
             .transpose()?
@@ -402,6 +420,7 @@ impl Store {
         .map_err(|e| {
             classify_write(
                 e,
+                "add membership",
                 Kind::Membership,
                 |_| (user_id.to_string(), format!(" in {scope}")),
                 || format!("user {user_id} or {scope} of org {org_id}"),
@@ -425,7 +444,8 @@ impl Store {
         )
         .bind(user_id.as_str())
         .fetch_all(self.pool())
-        .await?
+        .await
+        .op("list memberships of user")?
         .iter()
         .map(membership_from)
         .collect()
@@ -439,7 +459,8 @@ impl Store {
         )
         .bind(org_id.as_str())
         .fetch_all(self.pool())
-        .await?
+        .await
+        .op("list memberships of org")?
         .iter()
         .map(membership_from)
         .collect()
@@ -450,7 +471,8 @@ impl Store {
         let done = sqlx::query("DELETE FROM memberships WHERE id = $1")
             .bind(id.as_str())
             .execute(self.pool())
-            .await?;
+            .await
+            .op("remove membership")?;
         if done.rows_affected() == 0 {
             return Err(not_found(Kind::Membership, id));
         }

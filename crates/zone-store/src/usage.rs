@@ -6,6 +6,7 @@
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
+use super::error::OperationExt;
 use super::nodes::{period_from, period_word};
 use super::rows::{decimal, opt_parsed, parsed, text, time};
 use super::{Kind, Store, StoreError, StoreResult, allocate_ids_on};
@@ -55,7 +56,8 @@ pub(crate) async fn record_usage_on(
         .bind(usage.node_id.as_ref().map_or("", |n| n.as_str()))
         .bind(usage.description.as_str())
         .fetch_optional(&mut *conn)
-        .await?;
+        .await
+        .op("record usage")?;
     match existing {
         Some(row) => {
             let mut line = usage_from(&row)?;
@@ -84,7 +86,8 @@ pub(crate) async fn record_usage_on(
             .bind(amount.to_string())
             .bind(now.millis())
             .execute(&mut *conn)
-            .await?;
+            .await
+            .op("record usage")?;
             line.hours = hours;
             line.amount = amount;
             line.updated_at = now;
@@ -110,7 +113,8 @@ pub(crate) async fn record_usage_on(
             .bind(usage.amount.to_string())
             .bind(now.millis())
             .execute(&mut *conn)
-            .await?;
+            .await
+            .op("record usage")?;
             Ok(UsageLine {
                 id,
                 project_id: usage.project_id.clone(),
@@ -132,9 +136,9 @@ impl Store {
     /// Adds usage to its line, creating the line on first use. A line keeps one rate:
     /// usage at another rate is refused (it belongs on another line).
     pub async fn record_usage(&self, usage: &NewUsage, now: Timestamp) -> StoreResult<UsageLine> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin("record usage").await?;
         let line = record_usage_on(&mut tx, usage, now).await?;
-        tx.commit().await?;
+        tx.commit().await.op("record usage")?;
         Ok(line)
     }
 
@@ -152,7 +156,8 @@ impl Store {
             .bind(project_id.as_str())
             .bind(month.as_str())
             .fetch_all(self.pool())
-            .await?
+            .await
+            .op("list usage")?
             .iter()
             .map(usage_from)
             .collect()

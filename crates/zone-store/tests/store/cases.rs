@@ -396,6 +396,39 @@ pub async fn unique_violations_name_the_field(db: &TestDb) {
     );
 }
 
+pub async fn database_errors_name_their_operation(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    store.close().await;
+
+    let operation_of = |err: StoreError| {
+        assert!(err.is_retryable(), "{err:?}");
+        match err {
+            StoreError::Database { operation, source } => {
+                assert!(matches!(source, sqlx::Error::PoolClosed), "{source:?}");
+                operation
+            }
+            other => panic!("expected a database error, got {other:?}"),
+        }
+    };
+    let err = store.list_orgs().await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "list orgs: the store's database call failed"
+    );
+    assert_eq!(operation_of(err), "list orgs");
+    let err = store.nodes_due(T0, 10).await.unwrap_err();
+    assert_eq!(operation_of(err), "read due nodes");
+    let new_pool = NewPool {
+        project_id: project.id.clone(),
+        name: name("web"),
+        size: 1,
+        spec: spec(&provider),
+    };
+    let err = store.create_pool(&new_pool, T0).await.unwrap_err();
+    assert_eq!(operation_of(err), "create pool");
+}
+
 pub async fn tokens_are_stored_as_hashes(db: &TestDb) {
     let store = db.store().await;
     let ann = store.create_user(&name("ann"), T0).await.unwrap();

@@ -33,6 +33,7 @@ on_both_engines!(
     migrations_move_an_older_database_forward,
     tenancy_crud,
     unique_violations_name_the_field,
+    database_errors_name_their_operation,
     tokens_are_stored_as_hashes,
     providers_crud,
     pools_crud_and_resize,

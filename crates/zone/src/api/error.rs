@@ -152,7 +152,7 @@ impl From<StoreError> for ApiError {
             StoreError::Corrupt { .. }
             | StoreError::Connect { .. }
             | StoreError::Migrate(_)
-            | StoreError::Database(_) => ApiError::internal(&e),
+            | StoreError::Database { .. } => ApiError::internal(&e),
         }
     }
 }
