@@ -25,7 +25,6 @@ pub mod extract;
 mod pools;
 mod providers;
 mod tenancy;
-pub mod views;
 
 use std::fmt;
 use std::future::Future;
@@ -43,6 +42,8 @@ use crate::backend::Backends;
 use crate::model::{Provider, Timestamp};
 use crate::store::Store;
 use error::{ApiError, ErrorCode};
+pub use orc_zone_api_types::views;
+pub use orc_zone_api_types::views::LogLineView;
 use views::{CatalogView, ReplicaView};
 
 /// What the API learns about connected providers from the hub.
@@ -64,16 +65,6 @@ impl ProviderDirectory for NoDirectory {
     fn catalog(&self, _provider: &Provider) -> Option<orc_proto::Catalog> {
         None
     }
-}
-
-/// One kept log line of an app slot.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
-pub struct LogLineView {
-    pub at: i64,
-    pub slot: u32,
-    /// `error`, `warn`, `info`, `debug` or `trace`.
-    pub level: String,
-    pub message: String,
 }
 
 /// Future returned by [`LogSource::logs`].

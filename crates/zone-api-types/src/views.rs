@@ -5,13 +5,12 @@
 use std::collections::BTreeMap;
 
 use orc_common::Money;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
-
-use crate::model::{
+use orc_zone_model::{
     ApiToken, Event, Membership, Node, NodeState, Org, Pool, PricingStrategy, Project, Provider,
     UsageLine, User,
 };
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 /// An org.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -41,7 +40,7 @@ pub struct ProjectView {
 }
 
 impl ProjectView {
-    pub(crate) fn new(org: &Org, p: &Project) -> Self {
+    pub fn new(org: &Org, p: &Project) -> Self {
         ProjectView {
             id: p.id.to_string(),
             org: org.name.to_string(),
@@ -81,7 +80,7 @@ pub struct TokenView {
 }
 
 impl TokenView {
-    pub(crate) fn new(user: &User, t: &ApiToken) -> Self {
+    pub fn new(user: &User, t: &ApiToken) -> Self {
         TokenView {
             id: t.id.to_string(),
             user: user.name.to_string(),
@@ -122,7 +121,7 @@ pub struct MembershipView {
 }
 
 impl MembershipView {
-    pub(crate) fn new(m: &Membership, user: &str, org: &str, project: Option<&str>) -> Self {
+    pub fn new(m: &Membership, user: &str, org: &str, project: Option<&str>) -> Self {
         MembershipView {
             id: m.id.to_string(),
             user: user.to_string(),
@@ -208,38 +207,6 @@ pub struct CatalogView {
     pub public_ipv4_offered: u32,
 }
 
-impl From<&orc_proto::Catalog> for CatalogView {
-    fn from(c: &orc_proto::Catalog) -> Self {
-        let mut classes: Vec<ClassView> = c
-            .classes
-            .iter()
-            .map(|class| ClassView {
-                id: class.id.to_string(),
-                title: class.title.clone(),
-                can_place: c
-                    .availability
-                    .classes
-                    .iter()
-                    .any(|a| a.class == class.id && a.can_place),
-            })
-            .collect();
-        classes.sort_by(|a, b| a.id.cmp(&b.id));
-        let mut os: Vec<OsView> =
-            c.os.iter()
-                .map(|o| OsView {
-                    id: o.id.to_string(),
-                    title: o.title.clone(),
-                })
-                .collect();
-        os.sort_by(|a, b| a.id.cmp(&b.id));
-        CatalogView {
-            classes,
-            os,
-            public_ipv4_offered: c.availability.public_ipv4_offered,
-        }
-    }
-}
-
 /// A provider as a project sees it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ProviderView {
@@ -260,7 +227,7 @@ pub struct ProviderView {
 }
 
 impl ProviderView {
-    pub(crate) fn new(
+    pub fn new(
         p: &Provider,
         project_path: String,
         replicas: Vec<ReplicaView>,
@@ -379,12 +346,7 @@ pub struct PoolAddressView {
 }
 
 impl PoolView {
-    pub(crate) fn new(
-        path: String,
-        p: &Pool,
-        provider: &str,
-        live: &BTreeMap<NodeState, u32>,
-    ) -> Self {
+    pub fn new(path: String, p: &Pool, provider: &str, live: &BTreeMap<NodeState, u32>) -> Self {
         let mut counts = NodeCounts::default();
         for (state, n) in live {
             match state {
@@ -726,4 +688,14 @@ pub struct EventsQuery {
 pub struct UsageQuery {
     /// `YYYY-MM`; default the current month (UTC).
     pub month: Option<String>,
+}
+
+/// One kept log line of an app slot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LogLineView {
+    pub at: i64,
+    pub slot: u32,
+    /// `error`, `warn`, `info`, `debug` or `trace`.
+    pub level: String,
+    pub message: String,
 }
