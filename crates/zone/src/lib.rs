@@ -2,11 +2,11 @@
 //! SQLite or PostgreSQL). See `docs/store.md`.
 
 pub mod api;
-pub mod apps;
 pub mod backend;
 pub mod hub;
 pub mod reconcile;
 pub mod zone;
 
+pub use orc_zone_apps as apps;
 pub use orc_zone_model::{model, pricing};
 pub use orc_zone_store as store;

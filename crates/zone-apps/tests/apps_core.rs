@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use orc_common::{Architecture, Shape};
-use orc_zone::apps::policy::RestartPolicy;
-use orc_zone::apps::{AppBinary, Apps, AppsConfig, AppsOptions, Level, LogSource, SlotInfo};
-use orc_zone::model::{
+use orc_zone_apps::policy::RestartPolicy;
+use orc_zone_apps::{AppBinary, Apps, AppsConfig, AppsOptions, Level, LogSource, SlotInfo};
+use orc_zone_model::{
     AppSpec, Expected, NewPool, Node, NodeState, NodeStatus, Pool, PoolSpec, SensitiveParams,
     Timestamp, TokenSecret, sys_project_id,
 };
-use orc_zone::store::Store;
+use orc_zone_store::Store;
 
 const SCRIPT: &str = r#"
 out="$OUT_DIR/slot-$ORC_SLOT"

@@ -2,7 +2,9 @@
 //!
 //! A pool on provider `core` names an app package and params. Each of its nodes is one
 //! *slot*: one process of the app's binary, started when the node is deployed and stopped
-//! when it is destroyed ([`Apps`] implements [`NodeBackend`]). The supervisor keeps slots
+//! when it is destroyed ([`Apps::quote_slot`], [`Apps::deploy_slot`], [`Apps::destroy_slot`];
+//! the controller routes provider [`CORE_PROVIDER`] here through its `NodeBackend`). The
+//! supervisor keeps slots
 //! running (restart with capped exponential backoff, see [`policy`]), keeps each slot's
 //! output as log lines with levels ([`logs`], read with [`Apps::logs`]), and replaces a
 //! pool's slots one at a time when its generation changes (a reconfigure).
@@ -20,6 +22,9 @@
 //! Offers of `core` are at site `local` and carry no price: an app slot costs the zone
 //! nothing it could mark up, so `core` nodes are unpriced whatever the provider's strategy.
 //! See `docs/zone/apps.md`.
+//!
+//! Depends on the model, the store and the protocol's values only; it must never import the
+//! controller (hub, reconcilers, HTTP API), which drives it and reads its logs.
 
 pub mod config;
 pub mod logs;
@@ -38,12 +43,11 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::backend::{BackendError, CORE_PROVIDER, NodeBackend};
-use crate::model::{
+use orc_zone_model::{
     Name, NewProvider, Node, NodeId, NodeState, Pool, PoolId, PricingStrategy, Provider,
     ProviderScope, Role, TokenSecret, UserId, sys_org_id, sys_project_id,
 };
-use crate::store::{Store, StoreError};
+use orc_zone_store::{Store, StoreError};
 
 pub use config::{AppBinary, AppsConfig, AppsOptions, BUILTIN_APPS, ResolveError};
 pub use logs::{Level, LogLine, LogSource};
@@ -54,6 +58,8 @@ use params::{FileText, ParamFile, plan_params};
 use policy::{RolloutStep, SlotView, next_rollout_step};
 use slot::{Launch, SlotContext, SlotHandle};
 
+/// Name of the built-in provider whose pools run apps on the zone host.
+pub const CORE_PROVIDER: &str = "core";
 /// Resource URI of the `core` provider row.
 pub const CORE_RESOURCE_URI: &str = "urn:orc:core";
 /// The site every `core` node is at.
@@ -364,6 +370,11 @@ impl Apps {
         }
     }
 
+    /// Whether the supervisor is stopping its apps: no slot starts any more.
+    pub fn is_shutting_down(&self) -> bool {
+        *self.inner.shutdown.borrow()
+    }
+
     /// Starts the node's slot, or returns it if it already runs (idempotent by node id).
     pub async fn deploy_slot(&self, deploy: &orc_proto::Deploy) -> orc_proto::DeployResult {
         match self.start_node(&deploy.node_id).await {
@@ -582,13 +593,13 @@ impl Apps {
                     &project.org_id,
                     Some(&project.id),
                     Role::Member,
-                    crate::model::Timestamp::now(),
+                    orc_zone_model::Timestamp::now(),
                 )
                 .await
                 .map_err(store_error("the apps user's membership"))?;
         }
         let label = format!("app pool {}", pool.id);
-        let now = crate::model::Timestamp::now();
+        let now = orc_zone_model::Timestamp::now();
         let old = store
             .list_tokens(user)
             .await
@@ -724,7 +735,7 @@ fn parse_node(node: &orc_proto::NodeId) -> Result<NodeId, LaunchError> {
         .map_err(|e| LaunchError::Store {
             what: format!("node {}", node.as_str()),
             source: StoreError::Invalid {
-                kind: crate::store::Kind::Node,
+                kind: orc_zone_store::Kind::Node,
                 id: node.as_str().to_string(),
                 reason: e.to_string(),
             },
@@ -754,10 +765,10 @@ async fn ensure_core_provider(store: &Store) -> Result<Provider, AppsError> {
     let store_error = |what| move |source| AppsError::Store { what, source };
     let core_name: Name = CORE_PROVIDER
         .parse()
-        .map_err(|e: crate::model::ModelError| AppsError::Store {
+        .map_err(|e: orc_zone_model::ModelError| AppsError::Store {
             what: "the core provider's name",
             source: StoreError::Invalid {
-                kind: crate::store::Kind::Provider,
+                kind: orc_zone_store::Kind::Provider,
                 id: CORE_PROVIDER.to_string(),
                 reason: e.to_string(),
             },
@@ -783,7 +794,7 @@ async fn ensure_core_provider(store: &Store) -> Result<Provider, AppsError> {
                 pricing: PricingStrategy::None,
             };
             match store
-                .create_provider(&new, crate::model::Timestamp::now())
+                .create_provider(&new, orc_zone_model::Timestamp::now())
                 .await
             {
                 Ok(provider) => provider,
@@ -793,7 +804,7 @@ async fn ensure_core_provider(store: &Store) -> Result<Provider, AppsError> {
                     .ok_or_else(|| AppsError::Store {
                         what: "the core provider",
                         source: StoreError::NotFound {
-                            kind: crate::store::Kind::Provider,
+                            kind: orc_zone_store::Kind::Provider,
                             id: CORE_PROVIDER.to_string(),
                         },
                     })?,
@@ -813,7 +824,7 @@ async fn ensure_core_provider(store: &Store) -> Result<Provider, AppsError> {
             .set_provider_scope(
                 &provider.id,
                 ProviderScope::Zone,
-                crate::model::Timestamp::now(),
+                orc_zone_model::Timestamp::now(),
             )
             .await
             .map_err(store_error("widening the core provider to scope zone"))
@@ -821,21 +832,22 @@ async fn ensure_core_provider(store: &Store) -> Result<Provider, AppsError> {
 }
 
 async fn ensure_apps_user(store: &Store) -> Result<UserId, AppsError> {
-    let name: Name = APPS_USER
-        .parse()
-        .map_err(|e: crate::model::ModelError| AppsError::Store {
-            what: "the apps user's name",
-            source: StoreError::Invalid {
-                kind: crate::store::Kind::User,
-                id: APPS_USER.to_string(),
-                reason: e.to_string(),
-            },
-        })?;
+    let name: Name =
+        APPS_USER
+            .parse()
+            .map_err(|e: orc_zone_model::ModelError| AppsError::Store {
+                what: "the apps user's name",
+                source: StoreError::Invalid {
+                    kind: orc_zone_store::Kind::User,
+                    id: APPS_USER.to_string(),
+                    reason: e.to_string(),
+                },
+            })?;
     match store.user_by_name(&name).await {
         Ok(user) => Ok(user.id),
         Err(StoreError::NotFound { .. }) => {
             match store
-                .create_user(&name, crate::model::Timestamp::now())
+                .create_user(&name, orc_zone_model::Timestamp::now())
                 .await
             {
                 Ok(user) => Ok(user.id),
@@ -857,34 +869,5 @@ async fn ensure_apps_user(store: &Store) -> Result<UserId, AppsError> {
             what: "reading the apps user",
             source,
         }),
-    }
-}
-
-impl NodeBackend for Apps {
-    async fn quote(
-        &self,
-        _provider: &Provider,
-        quote: orc_proto::Quote,
-    ) -> Result<orc_proto::QuoteReply, BackendError> {
-        Ok(self.quote_slot(&quote).await)
-    }
-
-    async fn deploy(
-        &self,
-        _provider: &Provider,
-        deploy: orc_proto::Deploy,
-    ) -> Result<orc_proto::DeployResult, BackendError> {
-        if *self.inner.shutdown.borrow() {
-            return Err(BackendError::ShuttingDown);
-        }
-        Ok(self.deploy_slot(&deploy).await)
-    }
-
-    async fn destroy(
-        &self,
-        _provider: &Provider,
-        node: orc_proto::NodeId,
-    ) -> Result<orc_proto::DestroyResult, BackendError> {
-        Ok(self.destroy_slot(&node).await)
     }
 }

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{NodeId, Timestamp};
+use orc_zone_model::{NodeId, Timestamp};
 
 /// Severity of a log line, least severe first (so `a >= b` means "at least as severe").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

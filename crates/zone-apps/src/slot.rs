@@ -29,7 +29,7 @@ use super::config::AppBinary;
 use super::logs::{Level, LogSource, SlotLog};
 use super::params::ParamFile;
 use super::policy::RestartPolicy;
-use crate::model::{NodeId, PoolId};
+use orc_zone_model::{NodeId, PoolId};
 
 /// Variables of the zone's environment that every app gets too.
 pub const INHERITED_ENV: &[&str] = &[

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::model::AppSpec;
+use orc_zone_model::AppSpec;
 
 /// A param the zone cannot hand to an app. Never carries a value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -145,7 +145,7 @@ pub fn plan_params(app: &AppSpec) -> Result<ParamPlan, Vec<ParamError>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::SensitiveParams;
+    use orc_zone_model::SensitiveParams;
 
     fn app(params: &[(&str, &str)], sensitive: &[(&str, &str)]) -> AppSpec {
         let map = |items: &[(&str, &str)]| {
