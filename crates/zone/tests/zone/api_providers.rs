@@ -1,8 +1,6 @@
 //! Providers: visibility, scope change, pricing strategy.
 
-mod api_support;
-
-use api_support::{TestZone, pool_body, tenancy};
+use crate::api_support::{TestZone, pool_body, tenancy};
 use reqwest::StatusCode;
 use serde_json::json;
 

@@ -2,12 +2,10 @@
 //! registration, roles, pools reaching running, failover with nothing lost or duplicated,
 //! authentication, and a zone restart that repeats no create.
 
-mod hub_support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use hub_support::*;
+use crate::hub_support::*;
 use orc_proto::Role;
 use orc_provider_sdk::fake::FakeCloud;
 use orc_zone::backend::Backends;

@@ -2,12 +2,10 @@
 //! kinds and retry times, operator_fix waiting for a configuration change, pricing and
 //! usage, resize down, lost detection, and pool deletion.
 
-mod hub_support;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use hub_support::*;
+use crate::hub_support::*;
 use orc_proto::{Inventory, InventoryNode, Refusal, RefusalKind as WireKind};
 use orc_provider_sdk::fake::FakeCloud;
 use orc_zone::backend::Backends;

@@ -1,7 +1,7 @@
 //! The committed OpenAPI document (`crates/zone/openapi.json`) is the one the code generates.
 //!
 //! After changing the API, regenerate it with
-//! `ORC_BLESS=1 cargo nextest run -p orc-zone -E 'binary(api_openapi)'` and commit the file.
+//! `ORC_BLESS=1 cargo nextest run -p orc-zone -E 'test(/^api_openapi::/)'` and commit the file.
 
 use std::path::PathBuf;
 
@@ -20,7 +20,7 @@ fn committed_openapi_document_matches_the_code() {
     assert!(
         committed == generated,
         "crates/zone/openapi.json differs from the generated document; regenerate it with \
-         ORC_BLESS=1 cargo nextest run -p orc-zone -E 'binary(api_openapi)' and commit it"
+         ORC_BLESS=1 cargo nextest run -p orc-zone -E 'test(/^api_openapi::/)' and commit it"
     );
 }
 

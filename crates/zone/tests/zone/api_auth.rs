@@ -1,8 +1,6 @@
 //! Authentication and roles: who may read and write what.
 
-mod api_support;
-
-use api_support::{TestZone, pool_body, tenancy};
+use crate::api_support::{TestZone, pool_body, tenancy};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 

@@ -1,8 +1,6 @@
 //! Pools, nodes, events and usage: success and 4xx naming the field.
 
-mod api_support;
-
-use api_support::{TestZone, pool_body, tenancy};
+use crate::api_support::{TestZone, pool_body, tenancy};
 use reqwest::StatusCode;
 use serde_json::json;
 

@@ -1,8 +1,6 @@
 //! Orgs, projects, users and memberships: success and 4xx naming the field.
 
-mod api_support;
-
-use api_support::{TestZone, tenancy};
+use crate::api_support::{TestZone, tenancy};
 use reqwest::StatusCode;
 use serde_json::json;
 

@@ -2,12 +2,10 @@
 //! registers, answers quotes through the API, and a pool created through the API gets its
 //! nodes running, priced with the markup its provider had at admission.
 
-mod api_support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use api_support::{TestZone, auth_connector, eventually, tenancy_without_provider};
+use crate::api_support::{TestZone, auth_connector, eventually, tenancy_without_provider};
 use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
 use orc_provider_sdk::{ProviderRunner, RunnerOptions};
 use reqwest::StatusCode;
