@@ -18,6 +18,10 @@
 //!
 //! Lists are returned in a deterministic order (by id, which is creation order, unless a
 //! method says otherwise).
+//!
+//! This is the only zone crate that talks to a database. It depends on the pure model
+//! (`orc-zone-model`) only and must never import the API, the hub, the app supervisor or
+//! the controller; they all reach the database through [`Store`].
 
 mod error;
 mod events;
