@@ -62,3 +62,35 @@ pub struct ErrorDetail {
     /// The request field at fault (`size`, `shape.cpu`, `pool`), or null.
     pub field: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_keep_their_wire_words_and_statuses() {
+        let codes = [
+            (ErrorCode::Invalid, "invalid", 400),
+            (ErrorCode::Unauthenticated, "unauthenticated", 401),
+            (ErrorCode::Forbidden, "forbidden", 403),
+            (ErrorCode::NotFound, "not_found", 404),
+            (ErrorCode::MethodNotAllowed, "method_not_allowed", 405),
+            (ErrorCode::Conflict, "conflict", 409),
+            (
+                ErrorCode::UnsupportedMediaType,
+                "unsupported_media_type",
+                415,
+            ),
+            (ErrorCode::Unavailable, "unavailable", 503),
+            (ErrorCode::Internal, "internal", 500),
+        ];
+        for (code, word, status) in codes {
+            assert_eq!(serde_json::to_value(code).unwrap(), word);
+            assert_eq!(
+                serde_json::from_value::<ErrorCode>(word.into()).unwrap(),
+                code
+            );
+            assert_eq!(code.http_status(), status, "{word}");
+        }
+    }
+}
