@@ -204,9 +204,14 @@ pub struct CreatePoolArgs {
     /// App package the nodes run (org/name:tag).
     #[arg(long)]
     pub app: Option<String>,
-    /// App param NAME=VALUE (repeat for more).
+    /// App param NAME=VALUE (repeat for more). Shown to the project's viewers.
     #[arg(long = "param", value_parser = parse_param)]
     pub params: Vec<(String, String)>,
+    /// Sensitive app param (an API key): NAME=@FILE reads the value from FILE, NAME=- from
+    /// standard input, NAME=VALUE takes it as given (then it shows in the process list and
+    /// shell history). Never shown again, never in the app's environment (repeat for more).
+    #[arg(long = "sensitive", value_parser = parse_sensitive, value_name = "NAME=@FILE")]
+    pub sensitive: Vec<SensitiveParam>,
     /// Wait until every node runs, with a progress bar.
     #[arg(long)]
     pub wait: bool,
@@ -231,11 +236,108 @@ fn parse_param(text: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))
 }
 
+/// Where a sensitive param's value comes from.
+#[derive(Clone, PartialEq, Eq)]
+pub enum SensitiveSource {
+    Inline(String),
+    File(PathBuf),
+    Stdin,
+}
+
+/// One `--sensitive NAME=…`. Its `Debug` never shows an inline value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SensitiveParam {
+    pub name: String,
+    pub source: SensitiveSource,
+}
+
+impl std::fmt::Debug for SensitiveParam {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let source = match &self.source {
+            SensitiveSource::Inline(_) => "<inline>".to_string(),
+            SensitiveSource::File(path) => format!("@{}", path.display()),
+            SensitiveSource::Stdin => "-".to_string(),
+        };
+        write!(f, "{}={source}", self.name)
+    }
+}
+
+/// Parses `NAME=@FILE`, `NAME=-` or `NAME=VALUE`; the error never repeats the value.
+pub fn parse_sensitive(text: &str) -> Result<SensitiveParam, String> {
+    let Some((name, value)) = text.split_once('=') else {
+        return Err("a sensitive param is NAME=@FILE, NAME=- or NAME=VALUE".to_string());
+    };
+    if name.is_empty() {
+        return Err("a sensitive param needs a NAME before the =".to_string());
+    }
+    let source = if value == "-" {
+        SensitiveSource::Stdin
+    } else if let Some(path) = value.strip_prefix('@') {
+        if path.is_empty() {
+            return Err(format!("sensitive param {name}: give a file after the @"));
+        }
+        SensitiveSource::File(path.into())
+    } else {
+        SensitiveSource::Inline(value.to_string())
+    };
+    Ok(SensitiveParam {
+        name: name.to_string(),
+        source,
+    })
+}
+
+/// Reads every sensitive param's value: a file's or standard input's text without its
+/// final line break. At most one may come from standard input.
+pub fn read_sensitive(params: Vec<SensitiveParam>) -> anyhow::Result<BTreeMap<String, String>> {
+    let from_stdin = params
+        .iter()
+        .filter(|p| p.source == SensitiveSource::Stdin)
+        .count();
+    if from_stdin > 1 {
+        bail!("only one sensitive param can be read from standard input (NAME=-)");
+    }
+    let mut values = BTreeMap::new();
+    for param in params {
+        let value = match param.source {
+            SensitiveSource::Inline(value) => value,
+            SensitiveSource::File(path) => std::fs::read_to_string(&path).with_context(|| {
+                format!(
+                    "cannot read sensitive param {} from {}",
+                    param.name,
+                    path.display()
+                )
+            })?,
+            SensitiveSource::Stdin => {
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).with_context(
+                    || {
+                        format!(
+                            "cannot read sensitive param {} from standard input",
+                            param.name
+                        )
+                    },
+                )?;
+                text
+            }
+        };
+        let value = value.strip_suffix('\n').unwrap_or(&value);
+        let value = value.strip_suffix('\r').unwrap_or(value).to_string();
+        if value.is_empty() {
+            bail!("sensitive param {} is empty", param.name);
+        }
+        if values.insert(param.name.clone(), value).is_some() {
+            bail!("sensitive param {} is given twice", param.name);
+        }
+    }
+    Ok(values)
+}
+
 /// `orc pool create`.
 pub async fn pool_create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Result<()> {
     let client = client(conn);
     let (org, project, name) = object_path(&args.pool, "NAME")?;
     let params: BTreeMap<String, String> = args.params.into_iter().collect();
+    let sensitive = read_sensitive(args.sensitive)?;
     let body = json!({
         "name": name,
         "provider": args.provider,
@@ -246,6 +348,7 @@ pub async fn pool_create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Resul
         "public": args.public,
         "app": args.app,
         "params": params,
+        "sensitive_params": sensitive,
         "placement": placement(args.placement, args.plan),
     });
     let pool: PoolView = client
@@ -407,10 +510,10 @@ pub struct ReconfigureArgs {
     /// Remove param NAME (repeat for more).
     #[arg(long = "unset")]
     pub unset: Vec<String>,
-    /// Replace ALL sensitive params with these NAME=VALUE pairs (their values cannot be
-    /// read back, so they are given in full or not at all).
-    #[arg(long = "sensitive", value_parser = parse_param)]
-    pub sensitive: Vec<(String, String)>,
+    /// Replace ALL sensitive params with these (their values cannot be read back, so they
+    /// are given in full or not at all): NAME=@FILE, NAME=- (standard input) or NAME=VALUE.
+    #[arg(long = "sensitive", value_parser = parse_sensitive, value_name = "NAME=@FILE")]
+    pub sensitive: Vec<SensitiveParam>,
 }
 
 /// `orc pool reconfigure`: merges the changes into the pool's current params and sends them
@@ -430,8 +533,7 @@ pub async fn pool_reconfigure(conn: &ConnArgs, args: ReconfigureArgs) -> anyhow:
     params.extend(args.params.iter().cloned());
     let mut body = json!({ "params": params, "generation": current.generation });
     if !args.sensitive.is_empty() {
-        let sensitive: BTreeMap<String, String> = args.sensitive.into_iter().collect();
-        body["sensitive_params"] = json!(sensitive);
+        body["sensitive_params"] = json!(read_sensitive(args.sensitive)?);
     }
     let view: PoolView = client.post(&format!("{url}/reconfigure"), &body).await?;
     if conn.json {

@@ -322,6 +322,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             path,
             args,
             env: Default::default(),
+            sensitive_params: up::partner_sensitive_params(),
         };
         config
             .apps

@@ -16,7 +16,7 @@
 //! brought up to date if they differ). The emulators keep nothing, so instances they held in a
 //! previous run are gone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -224,6 +224,7 @@ impl Up {
                         UP_INVENTORY_SECS.to_string(),
                     ),
                 ]),
+                sensitive_params: partner_sensitive_params(),
             },
         );
         for provider in &standalone {
@@ -238,6 +239,8 @@ impl Up {
                     path,
                     args,
                     env: BTreeMap::new(),
+                    // Their accounts name secrets by reference only (`file://`, `env://`).
+                    sensitive_params: BTreeSet::new(),
                 },
             );
         }
@@ -600,6 +603,16 @@ fn standalone_providers(
 /// US dollars per euro for the emulated Hetzner account (an example figure, not a live rate).
 pub const DEMO_EUR_RATE: &str = "1.08";
 
+/// The params the partner declares sensitive: its cloud keys, as the zone's table of
+/// built-in apps lists them.
+pub fn partner_sensitive_params() -> BTreeSet<String> {
+    orc_zone::apps::BUILTIN_APPS
+        .iter()
+        .filter(|app| app.name == PARTNER_APP)
+        .flat_map(|app| app.sensitive_params.iter().map(ToString::to_string))
+        .collect()
+}
+
 /// The partner's app spec for the emulators.
 pub fn partner_app() -> AppSpec {
     let params = BTreeMap::from([
@@ -721,6 +734,21 @@ mod tests {
     use std::os::unix::fs::PermissionsExt as _;
 
     use super::*;
+
+    #[test]
+    fn the_partner_declares_each_cloud_key_sensitive_and_up_sends_them_so() {
+        let keys: BTreeSet<String> = orc_partner::ids::Cloud::ALL
+            .iter()
+            .map(|cloud| cloud.key_param().to_string())
+            .collect();
+        assert_eq!(partner_sensitive_params(), keys);
+        let app = partner_app();
+        assert!(app.params.keys().all(|name| !keys.contains(name)));
+        assert_eq!(
+            app.sensitive.0.keys().cloned().collect::<BTreeSet<_>>(),
+            keys
+        );
+    }
 
     fn args(dir: &Path, partner: &Path) -> UpArgs {
         let any = SocketAddr::from(([127, 0, 0, 1], 0));

@@ -429,3 +429,105 @@ async fn sites_list_what_the_provider_reported() {
     assert_eq!(parsed[0]["public_ipv4"], "192.0.2.1");
     assert_eq!(parsed[1]["reported"], true);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sensitive_params_come_from_a_file_or_stdin_and_are_never_shown() {
+    let env = start().await;
+    let key_file = env.dir.path().join("api-key");
+    std::fs::write(&key_file, "hunter2-from-file\n").unwrap();
+    let key_arg = format!("api_key=@{}", key_file.display());
+    let create = |name: &'static str, extra: Vec<String>| {
+        let mut args: Vec<String> = [
+            "pool",
+            "create",
+            name,
+            "--provider",
+            "fake",
+            "--class",
+            "eu-central",
+            "--cpu",
+            "1",
+            "--mem",
+            "1",
+            "--os",
+            "debian-12",
+            "--size",
+            "0",
+            "--app",
+            "acme/svc:1",
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        args.extend(extra);
+        args
+    };
+    let args = create("acme/web/svc", vec!["--sensitive".into(), key_arg]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    stdout(&orc(&env, &args).await);
+
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
+    cmd.args(create(
+        "acme/web/svc2",
+        vec!["--sensitive".into(), "token=-".into()],
+    ))
+    .env("ORC_URL", env.zone.url())
+    .env("ORC_TOKEN", env.zone.admin_token().expose())
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    let piped = tokio::task::spawn_blocking(move || {
+        let mut child = cmd.spawn().unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"hunter3-from-stdin\n").unwrap();
+        drop(child.stdin.take());
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    stdout(&piped);
+
+    let json = stdout(&orc(&env, &["--json", "pools", "acme/web"]).await);
+    let pools: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        pools[0]["app"]["sensitive_params"],
+        serde_json::json!(["api_key"])
+    );
+    assert_eq!(
+        pools[1]["app"]["sensitive_params"],
+        serde_json::json!(["token"])
+    );
+    assert!(!json.contains("hunter"), "{json}");
+    let stored = env
+        .zone
+        .store()
+        .pool_by_path(
+            &"acme".parse().unwrap(),
+            &"web".parse().unwrap(),
+            &"svc".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        stored.spec.app.unwrap().sensitive.0["api_key"],
+        "hunter2-from-file",
+        "the file's text without its line break"
+    );
+
+    let missing = env.dir.path().join("no-such-key");
+    let args = create(
+        "acme/web/svc3",
+        vec![
+            "--sensitive".into(),
+            format!("api_key=@{}", missing.display()),
+        ],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let failed = orc(&env, &args).await;
+    assert!(!failed.status.success());
+    let err = String::from_utf8(failed.stderr).unwrap();
+    assert!(
+        err.contains("cannot read sensitive param api_key from") && err.contains("no-such-key"),
+        "{err}"
+    );
+    env.zone.shutdown().await;
+}

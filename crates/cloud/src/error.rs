@@ -35,13 +35,20 @@ pub enum CloudApi {
     Robot,
 }
 
-impl fmt::Display for CloudApi {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl CloudApi {
+    /// The API's lower-case name (`hetzner`).
+    pub fn as_str(self) -> &'static str {
+        match self {
             CloudApi::Hetzner => "hetzner",
             CloudApi::Vultr => "vultr",
             CloudApi::Robot => "robot",
-        })
+        }
+    }
+}
+
+impl fmt::Display for CloudApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -3,8 +3,12 @@
 //!
 //! Client side, every request first takes a token from its account's bucket (the `governor`
 //! crate), so a platform never spends a cloud's hourly budget faster than the cloud refills
-//! it. The bucket lives behind an `Arc`: every clone of a client shares it. Robot limits
-//! each endpoint separately, so its client keeps one bucket per first path segment.
+//! it. The bucket belongs to the account, not to one client: every client of a process
+//! built for the same API, origin, credentials and quota shares one bucket
+//! ([`AccountLimiter::for_account`]), so two replicas of a provider in one process, or a
+//! fresh client made for one lookup, draw on the budget the cloud counts instead of each
+//! spending it in full. Robot limits each endpoint separately, so its client keeps one
+//! bucket per first path segment.
 //!
 //! Hetzner's `RateLimit-Reset` is the moment the bucket is *full* again, not when the next
 //! request is allowed. The wait for one token is therefore the time to full divided by the
@@ -13,8 +17,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -124,6 +129,44 @@ impl RateQuota {
     }
 }
 
+/// Which account a bucket counts for: the API, the origin its requests go to (scheme, host
+/// and port: a cloud counts per account, whatever the path), a fingerprint of the
+/// credentials (never the credentials themselves) and the quota.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct AccountKey {
+    api: &'static str,
+    origin: String,
+    credentials: u64,
+    requests: u32,
+    per: Duration,
+}
+
+impl AccountKey {
+    pub(crate) fn new(
+        api: &'static str,
+        origin: &str,
+        credentials: &str,
+        quota: RateQuota,
+    ) -> Self {
+        let mut hasher = DefaultHasher::new();
+        credentials.hash(&mut hasher);
+        AccountKey {
+            api,
+            origin: origin.trim_end_matches('/').to_string(),
+            credentials: hasher.finish(),
+            requests: quota.requests.get(),
+            per: quota.per,
+        }
+    }
+}
+
+/// The buckets of this process's accounts. A bucket outlives its clients, as the cloud's
+/// count does: a client made after the last one was dropped finds the budget as spent.
+fn accounts() -> &'static Mutex<BTreeMap<AccountKey, Arc<AccountLimiter>>> {
+    static ACCOUNTS: OnceLock<Mutex<BTreeMap<AccountKey, Arc<AccountLimiter>>>> = OnceLock::new();
+    ACCOUNTS.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
 /// The token bucket(s) of one account.
 pub(crate) struct AccountLimiter {
     quota: RateQuota,
@@ -141,6 +184,11 @@ impl fmt::Debug for AccountLimiter {
 }
 
 impl AccountLimiter {
+    /// The quota the bucket(s) refill at.
+    pub(crate) fn quota(&self) -> RateQuota {
+        self.quota
+    }
+
     /// One bucket for every request of the account.
     pub(crate) fn shared(quota: RateQuota) -> Self {
         AccountLimiter {
@@ -157,6 +205,15 @@ impl AccountLimiter {
             shared: None,
             per_endpoint: Some(Mutex::new(BTreeMap::new())),
         }
+    }
+
+    /// The account's bucket in this process: the one an earlier client of the same account
+    /// made, else `fresh`, which is kept for the clients that follow.
+    pub(crate) fn for_account(key: AccountKey, fresh: AccountLimiter) -> Arc<AccountLimiter> {
+        let mut map = accounts()
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        map.entry(key).or_insert_with(|| Arc::new(fresh)).clone()
     }
 
     /// Waits until the account may send one more request to `path`.
@@ -220,6 +277,45 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use reqwest::header::HeaderValue;
+
+    #[test]
+    fn clients_of_one_account_share_one_bucket() {
+        let quota = RateQuota {
+            requests: NonZeroU32::new(2).unwrap(),
+            per: Duration::from_secs(3600),
+        };
+        let key = |token: &str| AccountKey::new("vultr", "http://127.0.0.1:1/", token, quota);
+        let first = AccountLimiter::for_account(key("a"), AccountLimiter::shared(quota));
+        let second = AccountLimiter::for_account(
+            AccountKey::new("vultr", "http://127.0.0.1:1", "a", quota),
+            AccountLimiter::shared(quota),
+        );
+        assert!(Arc::ptr_eq(&first, &second), "same account, same bucket");
+        let other = AccountLimiter::for_account(key("b"), AccountLimiter::shared(quota));
+        assert!(
+            !Arc::ptr_eq(&first, &other),
+            "other credentials, own bucket"
+        );
+        let spend = |limiter: &AccountLimiter| {
+            limiter
+                .shared
+                .as_ref()
+                .map(|bucket| bucket.check().is_ok())
+                .unwrap_or(false)
+        };
+        assert!(spend(&first) && spend(&second));
+        assert!(
+            !spend(&first),
+            "the two clients spent the account's two requests"
+        );
+        assert!(spend(&other));
+        drop((first, second));
+        let later = AccountLimiter::for_account(key("a"), AccountLimiter::shared(quota));
+        assert!(
+            !spend(&later),
+            "a client made later finds the account's budget spent"
+        );
+    }
 
     fn at(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(secs)

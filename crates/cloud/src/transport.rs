@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::counters::RequestCounters;
 use crate::error::{CloudApi, CloudError, classify_response};
-use crate::ratelimit::{AccountLimiter, RateLimitHeaders, RetryPolicy};
+use crate::ratelimit::{AccountKey, AccountLimiter, RateLimitHeaders, RetryPolicy};
 use crate::secret::Secret;
 
 /// How requests prove who they are.
@@ -204,12 +204,18 @@ impl Transport {
                 what: "http client",
                 problem: e.to_string(),
             })?;
+        let credentials = match &auth {
+            Auth::Bearer(token) => token.expose().to_string(),
+            Auth::Basic { user, password } => format!("{user}:{}", password.expose()),
+        };
+        let origin = parsed.origin().ascii_serialization();
+        let account = AccountKey::new(api.as_str(), &origin, &credentials, limiter.quota());
         Ok(Transport {
             api,
             http,
             base: base_url.trim_end_matches('/').to_string(),
             auth,
-            limiter: Arc::new(limiter),
+            limiter: AccountLimiter::for_account(account, limiter),
             counters: RequestCounters::default(),
             retry: RetryPolicy {
                 max_attempts: options.retry.max_attempts.max(1),

@@ -121,7 +121,7 @@ impl HetznerMachines {
             options: options.client,
             ..HetznerConfig::new("").with_base_url(options.base_url.clone())
         };
-        let client = HetznerClient::with_hooks(config, hooks).map_err(MachineError::from)?;
+        let client = HetznerClient::with_hooks(config, hooks).map_err(|e| e.fault())?;
         Ok(HetznerMachines {
             client,
             location: account.location,
@@ -146,7 +146,8 @@ impl HetznerMachines {
                 label_selector: Some(format!("{KEY_LABEL}={key},{MANAGED_LABEL}=true")),
                 ..ServerFilter::default()
             })
-            .await?;
+            .await
+            .map_err(|e| e.fault())?;
         Ok(servers.into_iter().min_by_key(|s| s.id))
     }
 
@@ -294,7 +295,11 @@ impl MachineProvider for HetznerMachines {
         if query.gpu || query.metal {
             return Ok(Vec::new());
         }
-        let types = self.client.list_server_types().await?;
+        let types = self
+            .client
+            .list_server_types()
+            .await
+            .map_err(|e| e.fault())?;
         Ok(offers_of(&types, query))
     }
 
@@ -327,7 +332,7 @@ impl MachineProvider for HetznerMachines {
         let created = match self.client.create_server(&request).await {
             Ok(created) => created,
             Err(e) => {
-                let error = MachineError::from(e);
+                let error = MachineError::from(e.fault());
                 if let MachineError::Conflict { .. } = error
                     && let Some(winner) = self.find(&spec.idempotency_key).await?
                 {
@@ -340,11 +345,13 @@ impl MachineProvider for HetznerMachines {
         let actions = created.action_ids();
         self.client
             .wait_for_actions(&actions, self.options.action_poll, self.deadline())
-            .await?;
+            .await
+            .map_err(|e| e.fault())?;
         let server = self
             .client
             .get_server(created.server.id)
-            .await?
+            .await
+            .map_err(|e| e.fault())?
             .unwrap_or(created.server);
         machine_of(&server).ok_or_else(|| unmanaged(&server))
     }
@@ -363,7 +370,8 @@ impl MachineProvider for HetznerMachines {
                 label_selector: Some(format!("{MANAGED_LABEL}=true,{KEY_LABEL}")),
                 ..ServerFilter::default()
             })
-            .await?;
+            .await
+            .map_err(|e| e.fault())?;
         let mut machines: Vec<Machine> = servers.iter().filter_map(machine_of).collect();
         machines.sort_by(|a, b| (&a.key, &a.instance_ref).cmp(&(&b.key, &b.instance_ref)));
         Ok(machines)
@@ -371,23 +379,29 @@ impl MachineProvider for HetznerMachines {
 
     async fn delete(&self, key: &MachineKey) -> Result<(), MachineError> {
         let server = self.find_or_absent(key).await?;
-        let action = self.client.delete_server(server.id).await?;
+        let action = self
+            .client
+            .delete_server(server.id)
+            .await
+            .map_err(|e| e.fault())?;
         self.client
             .wait_for_actions(&[action.id], self.options.action_poll, self.deadline())
-            .await?;
+            .await
+            .map_err(|e| e.fault())?;
         Ok(())
     }
 
     async fn power(&self, key: &MachineKey, action: PowerAction) -> Result<(), MachineError> {
         let id = self.find_or_absent(key).await?.id;
         let client = &self.client;
-        match action {
-            PowerAction::On => client.poweron_server(id).await?,
-            PowerAction::Off => client.poweroff_server(id).await?,
-            PowerAction::GracefulOff => client.shutdown_server(id).await?,
-            PowerAction::Reset | PowerAction::Cycle => client.reset_server(id).await?,
-            PowerAction::GracefulRestart => client.reboot_server(id).await?,
+        let started = match action {
+            PowerAction::On => client.poweron_server(id).await,
+            PowerAction::Off => client.poweroff_server(id).await,
+            PowerAction::GracefulOff => client.shutdown_server(id).await,
+            PowerAction::Reset | PowerAction::Cycle => client.reset_server(id).await,
+            PowerAction::GracefulRestart => client.reboot_server(id).await,
         };
+        started.map_err(|e| e.fault())?;
         Ok(())
     }
 
@@ -395,7 +409,8 @@ impl MachineProvider for HetznerMachines {
         let id = self.find_or_absent(key).await?.id;
         self.client
             .rebuild_server(id, &ImageRef::Name(image.to_string()), None)
-            .await?;
+            .await
+            .map_err(|e| e.fault())?;
         Ok(())
     }
 }

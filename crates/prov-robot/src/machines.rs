@@ -216,7 +216,7 @@ fn config_error(problem: impl Into<String>) -> MachineError {
 }
 
 fn cloud(error: CloudError) -> MachineError {
-    MachineError::from_cloud(&error)
+    error.fault().into()
 }
 
 impl RobotMachines {

@@ -143,7 +143,7 @@ impl VultrMachines {
             options: self.options.client,
             ..VultrConfig::new(key.clone()).with_base_url(self.options.base_url.clone())
         };
-        let client = VultrClient::new(config).map_err(MachineError::from)?;
+        let client = VultrClient::new(config).map_err(|e| e.fault())?;
         *slot = Some((key, client.clone()));
         Ok(client)
     }
@@ -159,7 +159,8 @@ impl VultrMachines {
                 tag: Some(key_tag(key)),
                 ..InstanceFilter::default()
             })
-            .await?
+            .await
+            .map_err(|e| e.fault())?
             .into_iter()
             .filter(|i| i.tags.iter().any(|t| t == MANAGED_TAG))
             .collect();
@@ -200,13 +201,13 @@ impl VultrMachines {
                 });
             }
             tokio::time::sleep(self.options.ready_poll).await;
-            instance =
-                client
-                    .get_instance(&instance.id)
-                    .await?
-                    .ok_or_else(|| MachineError::NotFound {
-                        what: format!("instance {}", instance.id),
-                    })?;
+            instance = client
+                .get_instance(&instance.id)
+                .await
+                .map_err(|e| e.fault())?
+                .ok_or_else(|| MachineError::NotFound {
+                    what: format!("instance {}", instance.id),
+                })?;
         }
         Ok(instance)
     }
@@ -351,7 +352,7 @@ impl MachineProvider for VultrMachines {
             return Ok(Vec::new());
         }
         let client = self.client()?;
-        let plans = client.list_plans(None).await?;
+        let plans = client.list_plans(None).await.map_err(|e| e.fault())?;
         let regions: Vec<&str> = match &query.location {
             Some(region) => vec![region.as_str()],
             None => REGIONS.iter().map(|(id, _)| *id).collect(),
@@ -382,7 +383,11 @@ impl MachineProvider for VultrMachines {
             };
             availability.insert(
                 region,
-                in_stock?.iter().map(|p| p.as_str().to_string()).collect(),
+                in_stock
+                    .map_err(|e| e.fault())?
+                    .iter()
+                    .map(|p| p.as_str().to_string())
+                    .collect(),
             );
         }
         Ok(offers_of(&plans, &availability, query))
@@ -411,7 +416,10 @@ impl MachineProvider for VultrMachines {
         request.hostname = Some(spec.name.clone());
         request.tags = vec![key_tag(&spec.idempotency_key), MANAGED_TAG.to_string()];
         request.user_data = spec.user_data.clone();
-        let created = client.create_instance(&request).await?;
+        let created = client
+            .create_instance(&request)
+            .await
+            .map_err(|e| e.fault())?;
         let earliest = self
             .instances_of(&client, &spec.idempotency_key)
             .await?
@@ -421,7 +429,10 @@ impl MachineProvider for VultrMachines {
             && earliest.id != created.id
         {
             tracing::info!(key = %spec.idempotency_key, "another create of this key came first; removing the duplicate");
-            client.delete_instance(&created.id).await?;
+            client
+                .delete_instance(&created.id)
+                .await
+                .map_err(|e| e.fault())?;
             return machine_of(&earliest).ok_or_else(|| unmanaged(&earliest));
         }
         let ready = self.until_addressed(&client, created).await?;
@@ -444,7 +455,8 @@ impl MachineProvider for VultrMachines {
                 tag: Some(MANAGED_TAG.to_string()),
                 ..InstanceFilter::default()
             })
-            .await?;
+            .await
+            .map_err(|e| e.fault())?;
         let mut machines: Vec<Machine> = instances.iter().filter_map(machine_of).collect();
         machines.sort_by(|a, b| (&a.key, &a.instance_ref).cmp(&(&b.key, &b.instance_ref)));
         Ok(machines)
@@ -462,7 +474,7 @@ impl MachineProvider for VultrMachines {
             match client.delete_instance(&instance.id).await {
                 Ok(()) => {}
                 Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e.fault().into()),
             }
         }
         Ok(())
@@ -471,13 +483,14 @@ impl MachineProvider for VultrMachines {
     async fn power(&self, key: &MachineKey, action: PowerAction) -> Result<(), MachineError> {
         let client = self.client()?;
         let id = self.find_or_absent(&client, key).await?.id;
-        match action {
-            PowerAction::On => client.start_instance(&id).await?,
-            PowerAction::Off | PowerAction::GracefulOff => client.halt_instance(&id).await?,
+        let started = match action {
+            PowerAction::On => client.start_instance(&id).await,
+            PowerAction::Off | PowerAction::GracefulOff => client.halt_instance(&id).await,
             PowerAction::Reset | PowerAction::Cycle | PowerAction::GracefulRestart => {
-                client.reboot_instance(&id).await?
+                client.reboot_instance(&id).await
             }
-        }
+        };
+        started.map_err(|e| e.fault())?;
         Ok(())
     }
 
@@ -492,7 +505,10 @@ impl MachineProvider for VultrMachines {
                 ),
             });
         }
-        client.reinstall_instance(&instance.id, None).await?;
+        client
+            .reinstall_instance(&instance.id, None)
+            .await
+            .map_err(|e| e.fault())?;
         Ok(())
     }
 }

@@ -4,9 +4,10 @@
 //! runner dials the zone, introduces the replica, answers the zone's requests concurrently,
 //! keeps the stream alive and reconnects when it drops.
 //!
-//! For tests the crate also carries the zone's side of the stream ([`harness`]), the
-//! conformance cases every provider must pass ([`conformance`]) and a deterministic
-//! in-memory provider ([`fake::FakeProvider`]).
+//! For tests, and only with the `testing` feature, the crate also carries the zone's side
+//! of the stream (`harness`), the conformance cases every provider must pass
+//! (`conformance`) and a deterministic in-memory provider (`fake::FakeProvider`). A crate
+//! that uses them does so from its `[dev-dependencies]`, so no provider binary links them.
 //!
 //! Provider binaries share their process glue (runtime, zone credentials, logging, hello,
 //! offer listings) through [`process`], and their building blocks with each other: one
@@ -15,8 +16,11 @@
 
 pub mod backoff;
 pub mod cloud_init;
+#[cfg(feature = "testing")]
 pub mod conformance;
+#[cfg(feature = "testing")]
 pub mod fake;
+#[cfg(feature = "testing")]
 pub mod harness;
 pub mod machine;
 pub mod process;

@@ -7,14 +7,27 @@
 //! `orc` executable, as `cargo build` leaves them. Only org `sys` may run apps for now: a
 //! package naming another org is refused, and so is a pool outside org `sys`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::policy::RestartPolicy;
 
-/// Apps the zone ships, found next to the `orc` executable: (name, arguments).
-pub const BUILTIN_APPS: &[(&str, &[&str])] = &[("orc-prov-partner", &["serve"])];
+/// An app the zone ships, found next to the `orc` executable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuiltinApp {
+    pub name: &'static str,
+    pub args: &'static [&'static str],
+    /// The params the app declares sensitive.
+    pub sensitive_params: &'static [&'static str],
+}
+
+/// Apps the zone ships. The partner's sensitive params are its cloud keys.
+pub const BUILTIN_APPS: &[BuiltinApp] = &[BuiltinApp {
+    name: "orc-prov-partner",
+    args: &["serve"],
+    sensitive_params: &["hetzner_api_token", "vultr_api_key"],
+}];
 
 /// How to run one app.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +39,9 @@ pub struct AppBinary {
     /// Extra environment for every slot of the app (e.g. `ORC_HETZNER_ENDPOINT` pointing at
     /// an emulator). Set by the zone's operator, so not secret; never a tenant's param.
     pub env: BTreeMap<String, String>,
+    /// The params the app declares sensitive (its keys): the zone refuses them as plain
+    /// params, which would be shown to viewers and placed in the process environment.
+    pub sensitive_params: BTreeSet<String>,
 }
 
 /// The supervisor's timings and bounds.
@@ -130,6 +146,13 @@ pub fn parse_package(package: &str) -> Result<PackageRef, ResolveError> {
 }
 
 impl AppsConfig {
+    /// The params `package` declares sensitive; none when it does not resolve.
+    pub fn sensitive_params(&self, package: &str) -> BTreeSet<String> {
+        self.resolve(package)
+            .map(|app| app.sensitive_params)
+            .unwrap_or_default()
+    }
+
     /// The binary a package runs.
     pub fn resolve(&self, package: &str) -> Result<AppBinary, ResolveError> {
         let reference = parse_package(package)?;
@@ -155,7 +178,7 @@ impl AppsConfig {
 /// A built-in app found in the directory of the running executable (or its parent, when the
 /// executable is a test binary in `target/*/deps`).
 pub fn builtin_next_to_exe(name: &str) -> Option<AppBinary> {
-    let (_, args) = BUILTIN_APPS.iter().find(|(n, _)| *n == name)?;
+    let app = BUILTIN_APPS.iter().find(|app| app.name == name)?;
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
     let candidates = [Some(dir), dir.parent().filter(|_| dir.ends_with("deps"))];
@@ -166,8 +189,13 @@ pub fn builtin_next_to_exe(name: &str) -> Option<AppBinary> {
         .find(|p| p.is_file())
         .map(|path| AppBinary {
             path,
-            args: args.iter().map(ToString::to_string).collect(),
+            args: app.args.iter().map(ToString::to_string).collect(),
             env: BTreeMap::new(),
+            sensitive_params: app
+                .sensitive_params
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
         })
 }
 
@@ -204,6 +232,7 @@ mod tests {
                 path: "/bin/echo".into(),
                 args: vec![],
                 env: BTreeMap::new(),
+                sensitive_params: Default::default(),
             },
         );
         assert_eq!(

@@ -49,7 +49,7 @@ use orc_zone_model::{
 };
 use orc_zone_store::{Store, StoreError};
 
-pub use config::{AppBinary, AppsConfig, AppsOptions, BUILTIN_APPS, ResolveError};
+pub use config::{AppBinary, AppsConfig, AppsOptions, BUILTIN_APPS, BuiltinApp, ResolveError};
 pub use logs::{Level, LogLine, LogSource};
 pub use params::ParamError;
 pub use slot::{INHERITED_ENV, SlotStatus, SpawnError};

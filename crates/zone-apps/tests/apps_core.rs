@@ -76,6 +76,7 @@ async fn fixture() -> Fixture {
             path: "/bin/sh".into(),
             args: vec![script.to_string_lossy().into_owned()],
             env: BTreeMap::from([("OUT_DIR".to_string(), out.to_string_lossy().into_owned())]),
+            sensitive_params: Default::default(),
         },
     );
     let apps = Apps::start(store.clone(), &data, "http://127.0.0.1:7999", config)

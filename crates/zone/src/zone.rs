@@ -193,6 +193,7 @@ impl Zone {
             .with_backends(backends)
             .with_directory(Arc::new(HubDirectory(hub.clone())))
             .with_logs(Arc::new(AppsLogs(apps.clone())))
+            .with_apps(config.apps.clone())
             .with_waker(move || reconciler.wake())
             .with_clock(move || clock.now());
         let http_task = tokio::spawn(api::serve(http, state, wait_for_stop(stopped)));

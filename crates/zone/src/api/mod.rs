@@ -38,6 +38,7 @@ use tokio::net::TcpListener;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+use crate::apps::AppsConfig;
 use crate::backend::Backends;
 use crate::model::{Provider, Timestamp};
 use crate::store::Store;
@@ -95,6 +96,7 @@ pub struct ApiState {
     logs: Option<Arc<dyn LogSource>>,
     waker: Waker,
     clock: Clock,
+    apps: Arc<AppsConfig>,
 }
 
 impl fmt::Debug for ApiState {
@@ -118,7 +120,19 @@ impl ApiState {
             logs: None,
             waker: Arc::new(|| {}),
             clock: Arc::new(Timestamp::now),
+            apps: Arc::new(AppsConfig::default()),
         }
+    }
+
+    /// Apps resolve through this config (for the params each declares sensitive).
+    pub fn with_apps(mut self, apps: AppsConfig) -> Self {
+        self.apps = Arc::new(apps);
+        self
+    }
+
+    /// The params `package` declares sensitive.
+    pub(crate) fn sensitive_params_of(&self, package: &str) -> std::collections::BTreeSet<String> {
+        self.apps.sensitive_params(package)
     }
 
     /// Quotes go to these backends.

@@ -209,6 +209,26 @@ fn check_placement(placement: &BTreeMap<String, String>) -> ApiResult<()> {
     Ok(())
 }
 
+/// Refuses a plain param that the app declares sensitive: plain params are shown to the
+/// project's viewers and placed in the app's environment. The message names the param,
+/// never its value.
+fn check_plain_params(
+    state: &ApiState,
+    package: &str,
+    params: &BTreeMap<String, String>,
+) -> ApiResult<()> {
+    let sensitive = state.sensitive_params_of(package);
+    match params.keys().find(|name| sensitive.contains(*name)) {
+        Some(name) => Err(ApiError::invalid(
+            "params",
+            format!(
+                "param {name} is sensitive for app {package}: send it in sensitive_params (orc: --sensitive {name}=@FILE), never as a plain param"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 fn check_package(package: &str) -> ApiResult<()> {
     let ok = package.split_once('/').is_some_and(|(org, rest)| {
         let (name, tag) = rest.split_once(':').unwrap_or((rest, ""));
@@ -318,6 +338,7 @@ pub(super) async fn create_pool(
     let app = match &body.app {
         Some(package) => {
             check_package(package)?;
+            check_plain_params(&state, package, &body.params)?;
             Some(AppSpec {
                 package: package.clone(),
                 params: body.params.clone(),
@@ -451,6 +472,7 @@ pub(super) async fn reconfigure_pool(
             format!("pool {} runs no app, so it takes no params", pool.name),
         ));
     };
+    check_plain_params(&state, &app.package, &body.params)?;
     let mut spec = pool.spec.clone();
     spec.app = Some(AppSpec {
         package: app.package.clone(),

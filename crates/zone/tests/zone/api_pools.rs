@@ -1,6 +1,9 @@
 //! Pools, nodes, events and usage: success and 4xx naming the field.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::api_support::{TestZone, pool_body, tenancy};
+use orc_zone::apps::AppBinary;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -216,6 +219,51 @@ async fn app_params_are_reconfigured_and_sensitive_values_never_shown() {
         .await;
     assert_eq!(no_app.status, StatusCode::BAD_REQUEST);
     assert_eq!(no_app.field(), Some("params"));
+}
+
+#[tokio::test]
+async fn a_param_the_app_declares_sensitive_is_refused_as_a_plain_param() {
+    let z = TestZone::start_with(|config| {
+        config.apps.apps.insert(
+            "keyed".to_string(),
+            AppBinary {
+                path: "/bin/true".into(),
+                args: vec![],
+                env: BTreeMap::new(),
+                sensitive_params: BTreeSet::from(["api_key".to_string()]),
+            },
+        );
+    })
+    .await;
+    let t = tenancy(&z).await;
+    let mut body = pool_body("svc", 1);
+    body["app"] = json!("sys/keyed:1");
+    body["params"] = json!({ "mode": "a", "api_key": "hunter2-secret" });
+    let refused = z.post(POOLS, &t.mia, body.clone()).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    assert_eq!(refused.field(), Some("params"));
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("param api_key is sensitive"), "{message}");
+    assert!(
+        !refused.body.to_string().contains("hunter2"),
+        "{}",
+        refused.body
+    );
+
+    body["params"] = json!({ "mode": "a" });
+    body["sensitive_params"] = json!({ "api_key": "hunter2-secret" });
+    let created = z.post(POOLS, &t.mia, body).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let reconfigured = z
+        .post(
+            &format!("{POOLS}/svc/reconfigure"),
+            &t.mia,
+            json!({ "params": { "api_key": "hunter3-secret" } }),
+        )
+        .await;
+    assert_eq!(reconfigured.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reconfigured.field(), Some("params"));
+    assert!(!reconfigured.body.to_string().contains("hunter3"));
 }
 
 #[tokio::test]

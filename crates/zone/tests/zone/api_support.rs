@@ -35,10 +35,15 @@ impl Answer {
 
 impl TestZone {
     pub async fn start() -> TestZone {
+        TestZone::start_with(|_| {}).await
+    }
+
+    /// A zone whose config `adjust` changes first.
+    pub async fn start_with(adjust: impl FnOnce(&mut ZoneConfig)) -> TestZone {
         let dir = tempfile::tempdir().expect("temp dir");
-        let zone = Zone::start(ZoneConfig::ephemeral(dir.path()))
-            .await
-            .expect("zone starts");
+        let mut config = ZoneConfig::ephemeral(dir.path());
+        adjust(&mut config);
+        let zone = Zone::start(config).await.expect("zone starts");
         let admin = zone.admin_token().expose().to_string();
         TestZone {
             zone,
