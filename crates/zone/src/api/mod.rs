@@ -15,9 +15,11 @@
 //! - the API writes desired state to the store only; after a write that changes desired
 //!   state it wakes the reconcilers, which do the work.
 //!
-//! Must not import the hub or the apps supervisor: the zone hands in what the API needs
-//! from them ([`Backends`] for quotes, a [`ProviderDirectory`] for replicas and catalogs, a
-//! [`LogSource`] for app logs, a waker) when it assembles itself (`crate::zone`).
+//! Must not import the hub or the running apps supervisor: the zone hands in what the API
+//! needs from them ([`Backends`] for quotes, a [`ProviderDirectory`] for replicas and
+//! catalogs, a [`LogSource`] for app logs, the apps' [`AppsConfig`] for the params each app
+//! declares sensitive, a waker) when it assembles itself (`crate::zone`). The JSON shapes are
+//! `orc-zone-api-types`, re-exported as [`views`] and in [`error`].
 
 pub mod access;
 pub mod error;
