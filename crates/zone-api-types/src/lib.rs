@@ -8,7 +8,9 @@
 //! Every type derives serde and a utoipa schema; the controller assembles them into the
 //! committed OpenAPI document (`crates/zone/openapi.json`), so a change here shows up there.
 //! Depends on the pure model only: never on the store, the HTTP server, the hub or a
-//! runtime, so a client can link it without linking the controller.
+//! runtime, so a client can link it without linking the controller. These are shapes, not
+//! rules: access checks, validation of a body's values and the mapping of the zone's errors
+//! onto codes are the controller's handlers, and must not be rebuilt from these types.
 
 pub mod error;
 pub mod views;

@@ -24,7 +24,9 @@
 //! See `docs/zone/apps.md`.
 //!
 //! Depends on the model, the store and the protocol's values only; it must never import the
-//! controller (hub, reconcilers, HTTP API), which drives it and reads its logs.
+//! controller (hub, reconcilers, HTTP API), which drives it and reads its logs. Callers use
+//! [`Apps`] and the [`config`] an operator sets; slots and their processes stay private to
+//! the supervisor, so nothing outside it can start or signal an app.
 
 pub mod config;
 pub mod logs;

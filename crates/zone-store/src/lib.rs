@@ -21,7 +21,9 @@
 //!
 //! This is the only zone crate that talks to a database. It depends on the pure model
 //! (`orc-zone-model`) only and must never import the API, the hub, the app supervisor or
-//! the controller; they all reach the database through [`Store`].
+//! the controller; they all reach the database through [`Store`], which takes and returns
+//! model types only: no row, query or connection leaves this crate (a driver error appears
+//! only as the source of a [`StoreError`]).
 
 mod error;
 mod events;
