@@ -3,8 +3,6 @@
 //! `olivia` (owner of acme), `mia` (member of acme/web), `vic` (viewer of acme/web) and
 //! `stan` (no role), and provider `fake` registered in acme/web.
 
-#![allow(dead_code)]
-
 use orc_zone::model::{Name, NewProvider, PricingStrategy, ProviderScope, Timestamp};
 use orc_zone::zone::{Zone, ZoneConfig};
 use reqwest::{Method, StatusCode};

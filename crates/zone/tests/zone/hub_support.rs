@@ -2,8 +2,6 @@
 //! loopback port, fake provider replicas under the real runner (each in its own runtime, so
 //! killing one stops its work too, as SIGKILL would), and reconcilers on a manual clock.
 
-#![allow(dead_code)]
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -368,14 +366,8 @@ pub async fn provider_row(t: &Tenant) -> Provider {
         .expect("provider")
 }
 
-pub fn roles_of(replica: &Replica) -> Vec<orc_proto::Role> {
-    replica.provider.roles()
-}
-
 pub fn role_is(hub: &Hub, slot: u32, role: orc_proto::Role) -> bool {
     hub.replicas()
         .iter()
         .any(|r| r.slot == slot && r.role == role)
 }
-
-pub type ZoneRole = Role;
