@@ -4,10 +4,9 @@
 //! *slot*: one process of the app's binary, started when the node is deployed and stopped
 //! when it is destroyed ([`Apps::quote_slot`], [`Apps::deploy_slot`], [`Apps::destroy_slot`];
 //! the controller routes provider [`CORE_PROVIDER`] here through its `NodeBackend`). The
-//! supervisor keeps slots
-//! running (restart with capped exponential backoff, see [`policy`]), keeps each slot's
-//! output as log lines with levels ([`logs`], read with [`Apps::logs`]), and replaces a
-//! pool's slots one at a time when its generation changes (a reconfigure).
+//! supervisor keeps slots running (restart with capped exponential backoff, see [`policy`]),
+//! keeps each slot's output as log lines with levels ([`logs`], read with [`Apps::logs`]),
+//! and replaces a pool's slots one at a time when its generation changes (a reconfigure).
 //!
 //! Invariants:
 //! - at most one slot task per node id, so a deploy is idempotent and a destroy of an absent
@@ -46,10 +45,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use orc_zone_model::{
-    Name, NewProvider, Node, NodeId, NodeState, Pool, PoolId, PricingStrategy, Provider,
-    ProviderScope, Role, TokenSecret, UserId, sys_org_id, sys_project_id,
+    ModelError, Name, NewProvider, Node, NodeId, NodeState, Pool, PoolId, PricingStrategy,
+    Provider, ProviderScope, Role, Timestamp, TokenSecret, UserId, sys_org_id, sys_project_id,
 };
-use orc_zone_store::{Store, StoreError};
+use orc_zone_store::{Kind, Store, StoreError};
 
 pub use config::{AppBinary, AppsConfig, AppsOptions, BUILTIN_APPS, BuiltinApp, ResolveError};
 pub use logs::{Level, LogLine, LogSource};
@@ -595,13 +594,13 @@ impl Apps {
                     &project.org_id,
                     Some(&project.id),
                     Role::Member,
-                    orc_zone_model::Timestamp::now(),
+                    Timestamp::now(),
                 )
                 .await
                 .map_err(store_error("the apps user's membership"))?;
         }
         let label = format!("app pool {}", pool.id);
-        let now = orc_zone_model::Timestamp::now();
+        let now = Timestamp::now();
         let old = store
             .list_tokens(user)
             .await
@@ -737,7 +736,7 @@ fn parse_node(node: &orc_proto::NodeId) -> Result<NodeId, LaunchError> {
         .map_err(|e| LaunchError::Store {
             what: format!("node {}", node.as_str()),
             source: StoreError::Invalid {
-                kind: orc_zone_store::Kind::Node,
+                kind: Kind::Node,
                 id: node.as_str().to_string(),
                 reason: e.to_string(),
             },
@@ -767,10 +766,10 @@ async fn ensure_core_provider(store: &Store) -> Result<Provider, AppsError> {
     let store_error = |what| move |source| AppsError::Store { what, source };
     let core_name: Name = CORE_PROVIDER
         .parse()
-        .map_err(|e: orc_zone_model::ModelError| AppsError::Store {
+        .map_err(|e: ModelError| AppsError::Store {
             what: "the core provider's name",
             source: StoreError::Invalid {
-                kind: orc_zone_store::Kind::Provider,
+                kind: Kind::Provider,
                 id: CORE_PROVIDER.to_string(),
                 reason: e.to_string(),
             },
@@ -795,10 +794,7 @@ async fn ensure_core_provider(store: &Store) -> Result<Provider, AppsError> {
                 scope: ProviderScope::Zone,
                 pricing: PricingStrategy::None,
             };
-            match store
-                .create_provider(&new, orc_zone_model::Timestamp::now())
-                .await
-            {
+            match store.create_provider(&new, Timestamp::now()).await {
                 Ok(provider) => provider,
                 Err(StoreError::Unique { .. }) => find()
                     .await
@@ -806,7 +802,7 @@ async fn ensure_core_provider(store: &Store) -> Result<Provider, AppsError> {
                     .ok_or_else(|| AppsError::Store {
                         what: "the core provider",
                         source: StoreError::NotFound {
-                            kind: orc_zone_store::Kind::Provider,
+                            kind: Kind::Provider,
                             id: CORE_PROVIDER.to_string(),
                         },
                     })?,
@@ -823,35 +819,27 @@ async fn ensure_core_provider(store: &Store) -> Result<Provider, AppsError> {
         Ok(provider)
     } else {
         store
-            .set_provider_scope(
-                &provider.id,
-                ProviderScope::Zone,
-                orc_zone_model::Timestamp::now(),
-            )
+            .set_provider_scope(&provider.id, ProviderScope::Zone, Timestamp::now())
             .await
             .map_err(store_error("widening the core provider to scope zone"))
     }
 }
 
 async fn ensure_apps_user(store: &Store) -> Result<UserId, AppsError> {
-    let name: Name =
-        APPS_USER
-            .parse()
-            .map_err(|e: orc_zone_model::ModelError| AppsError::Store {
-                what: "the apps user's name",
-                source: StoreError::Invalid {
-                    kind: orc_zone_store::Kind::User,
-                    id: APPS_USER.to_string(),
-                    reason: e.to_string(),
-                },
-            })?;
+    let name: Name = APPS_USER
+        .parse()
+        .map_err(|e: ModelError| AppsError::Store {
+            what: "the apps user's name",
+            source: StoreError::Invalid {
+                kind: Kind::User,
+                id: APPS_USER.to_string(),
+                reason: e.to_string(),
+            },
+        })?;
     match store.user_by_name(&name).await {
         Ok(user) => Ok(user.id),
         Err(StoreError::NotFound { .. }) => {
-            match store
-                .create_user(&name, orc_zone_model::Timestamp::now())
-                .await
-            {
+            match store.create_user(&name, Timestamp::now()).await {
                 Ok(user) => Ok(user.id),
                 Err(StoreError::Unique { .. }) => store
                     .user_by_name(&name)
