@@ -195,7 +195,7 @@ fn a_newcomer_places_nodes_everywhere_and_watches_a_site_open_and_close() {
     assert_eq!(sites[0]["site"], site.as_str());
     assert_eq!(sites[0]["tenant_nodes"], 2);
     assert!(sites[0]["public_ipv4"].is_string(), "{sites:#}");
-    let gateway_pool = format!("sys/sys/gw-{site}");
+    let gateway_pool = format!("sys/sys/gw-partner-{site}");
     let gateway = up.json(&["nodes", &gateway_pool]);
     assert_eq!(
         gateway[0]["addresses"][0], sites[0]["public_ipv4"],

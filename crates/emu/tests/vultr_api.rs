@@ -283,6 +283,34 @@ fn urlencode(s: &str) -> String {
 }
 
 #[tokio::test]
+async fn vultr_the_deprecated_tag_field_still_tags_the_instance() {
+    let v = Vultr::start(Timings::instant()).await;
+    let mut body = ubuntu("ewr", "vc2-1c-1gb");
+    body["tag"] = json!("orc-node=n-1");
+    let created = v.create(body).await;
+    assert_eq!(created["tags"], json!(["orc-node=n-1"]));
+    assert_eq!(created["tag"], "orc-node=n-1");
+    let (_, found) = v.get("/instances?tag=orc-node%3Dn-1").await;
+    assert_eq!(found["instances"].as_array().unwrap().len(), 1, "{found}");
+
+    let mut both = ubuntu("ewr", "vc2-1c-1gb");
+    both["tags"] = json!(["a", "b"]);
+    both["tag"] = json!("b");
+    assert_eq!(v.create(both).await["tags"], json!(["a", "b"]));
+
+    let id = created["id"].as_str().unwrap();
+    let (status, patched) = v
+        .call(
+            Method::PATCH,
+            &format!("/instances/{id}"),
+            Some(json!({"tag": "web"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{patched}");
+    assert_eq!(patched["instance"]["tags"], json!(["orc-node=n-1", "web"]));
+}
+
+#[tokio::test]
 async fn vultr_instances_page_past_one_hundred_and_filter_by_tag() {
     let v = Vultr::start(Timings::instant()).await;
     for n in 0..120 {

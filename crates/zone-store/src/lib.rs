@@ -83,10 +83,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "lost nodes placement addresses sites",
         include_str!("../migrations/0004_lost_nodes_placement.sql"),
     ),
+    (
+        5,
+        "gateway pool names carry their provider",
+        include_str!("../migrations/0005_gateway_pool_names.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

@@ -271,7 +271,14 @@ pub(crate) async fn create(
         .or(given(&b.label))
         .unwrap_or("vultr.guest")
         .to_string();
-    let tags = clean_tags(b.tags.clone().unwrap_or_default());
+    let tags = clean_tags(
+        b.tags
+            .iter()
+            .flatten()
+            .chain(b.tag.iter())
+            .cloned()
+            .collect(),
+    );
     let body = v.world(&account, |w, alloc| -> Result<Value, VultrError> {
         let ssh_keys = b.sshkey_id.clone().unwrap_or_default();
         if let Some(unknown) = ssh_keys.iter().find(|k| !w.ssh_keys.contains_key(*k)) {
@@ -475,6 +482,11 @@ pub(crate) async fn update(
         }
         if let Some(tags) = &b.tags {
             inst.tags = clean_tags(tags.clone());
+        }
+        if let Some(tag) = &b.tag {
+            let mut tags = inst.tags.clone();
+            tags.push(tag.clone());
+            inst.tags = clean_tags(tags);
         }
         if let Some(plan) = new_plan {
             inst.plan = plan;

@@ -27,6 +27,8 @@ pub(crate) struct CreateInstance {
     pub image_id: Option<String>,
     pub label: Option<String>,
     pub hostname: Option<String>,
+    /// Deprecated in favour of `tags`, still accepted: the instance gets it as a tag.
+    pub tag: Option<String>,
     pub tags: Option<Vec<String>>,
     pub user_data: Option<String>,
     pub sshkey_id: Option<Vec<String>>,
@@ -47,6 +49,8 @@ pub(crate) struct CreateInstance {
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct UpdateInstance {
     pub label: Option<String>,
+    /// Deprecated in favour of `tags`, still accepted: adds it as a tag.
+    pub tag: Option<String>,
     pub tags: Option<Vec<String>>,
     pub plan: Option<String>,
     pub firewall_group_id: Option<String>,
@@ -204,6 +208,8 @@ pub(crate) fn instance(
         "firewall_group_id": i.firewall_group_id,
         "features": features,
         "tags": i.tags,
+        // The deprecated single tag: the first of the instance's tags.
+        "tag": i.tags.first().cloned().unwrap_or_default(),
         "user_scheme": i.user_scheme,
         "vpc_only": false,
     });

@@ -167,6 +167,76 @@ pub async fn migrations_move_an_older_database_forward(db: &TestDb) {
     assert_eq!(store.list_orgs().await.unwrap().len(), 2);
 }
 
+pub async fn migrations_name_gateway_pools_after_their_provider(db: &TestDb) {
+    let store = db.bare().await;
+    store.migrate_to(4).await.unwrap();
+    store.bootstrap(T0).await.unwrap();
+    assert_eq!(
+        sys_project_id().as_str(),
+        "p-000000000002",
+        "the id 0005 names"
+    );
+    let provider = store
+        .create_provider(
+            &NewProvider {
+                project_id: sys_project_id(),
+                name: name("partner"),
+                resource_uri: "urn:orc:partner:zone-1".to_string(),
+                scope: ProviderScope::Zone,
+                pricing: PricingStrategy::None,
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    let mut gateway = spec(&provider.id);
+    gateway.os = "gateway".to_string();
+    let pool = |pool_name: &str, pool_spec: &PoolSpec| NewPool {
+        project_id: sys_project_id(),
+        name: name(pool_name),
+        size: 1,
+        spec: pool_spec.clone(),
+    };
+    let legacy = store
+        .create_pool(&pool("gw-eu-central-a", &gateway), T0)
+        .await
+        .unwrap();
+    let long_site = format!("gw-{}", "s".repeat(54));
+    let too_long = store
+        .create_pool(&pool(&long_site, &gateway), T0)
+        .await
+        .unwrap();
+    let operators = store
+        .create_pool(&pool("gw-tools", &spec(&provider.id)), T0)
+        .await
+        .unwrap();
+    store.close().await;
+
+    let store = db.store().await;
+    let renamed = store.get_pool(&legacy.pool.id).await.unwrap();
+    assert_eq!(renamed.name.as_str(), "gw-partner-eu-central-a");
+    assert_eq!(
+        store
+            .get_pool(&too_long.pool.id)
+            .await
+            .unwrap()
+            .name
+            .as_str(),
+        long_site,
+        "a name that would be too long stays"
+    );
+    assert_eq!(
+        store
+            .get_pool(&operators.pool.id)
+            .await
+            .unwrap()
+            .name
+            .as_str(),
+        "gw-tools",
+        "a sys pool that is no gateway keeps its name"
+    );
+}
+
 pub async fn tenancy_crud(db: &TestDb) {
     let store = db.store().await;
     let zeta = store.create_org(&name("zeta"), T0).await.unwrap();

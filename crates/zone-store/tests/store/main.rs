@@ -31,6 +31,7 @@ macro_rules! on_both_engines {
 on_both_engines!(
     migrations_are_idempotent,
     migrations_move_an_older_database_forward,
+    migrations_name_gateway_pools_after_their_provider,
     tenancy_crud,
     unique_violations_name_the_field,
     database_errors_name_their_operation,

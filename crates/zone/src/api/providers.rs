@@ -266,7 +266,8 @@ pub(super) async fn list_sites(
     let gateways = state.store.list_pools(&sys_project_id()).await?;
     for (site, view) in &mut sites {
         let Some(pool) = gateways.iter().find(|g| {
-            g.spec.provider_id == p.id && gateway_site(g.name.as_str()) == Some(site.as_str())
+            g.spec.provider_id == p.id
+                && gateway_site(g.name.as_str(), p.name.as_str()) == Some(site.as_str())
         }) else {
             continue;
         };

@@ -1,6 +1,9 @@
 //! Site gateways: for a provider whose catalog says its sites need gateways (the partner),
-//! system pool `sys/sys/gw-<site>` is kept at one gateway while the site has a tenant node
-//! of that provider, and at zero once the last one has ended.
+//! system pool `sys/sys/gw-<provider>-<site>` is kept at one gateway while the site has a
+//! tenant node of that provider, and at zero once the last one has ended. The name carries
+//! the provider because site names are each provider's own: two providers may both have
+//! an `eu-central-a`, and each needs its gateway. A pool named `gw-<site>` (the form before
+//! names carried the provider) still serves its provider's site.
 //!
 //! A tenant node counts from `deploying` (its site is known) until it has `ended`, so a
 //! site's gateway outlives every node that may still use it. Growing a gateway pool needs
@@ -22,14 +25,22 @@ use crate::store::{Store, StoreError, StoreResult};
 /// The OS id gateway pools ask for; the provider boots its own gateway image.
 pub const GATEWAY_OS: &str = "gateway";
 
-/// The pool name of `site`'s gateway.
-pub fn gateway_pool_name(site: &str) -> Option<Name> {
-    format!("gw-{site}").parse().ok()
+/// The pool name of `provider`'s gateway at `site`: `gw-<provider>-<site>`; `None` when
+/// that is no pool name (longer than a name may be).
+pub fn gateway_pool_name(provider: &str, site: &str) -> Option<Name> {
+    format!("gw-{provider}-{site}").parse().ok()
 }
 
-/// The site of a gateway pool, from its name.
-pub fn gateway_site(pool_name: &str) -> Option<&str> {
-    pool_name.strip_prefix("gw-").filter(|s| !s.is_empty())
+/// The site of `provider`'s gateway pool `pool_name`: `gw-<provider>-<site>`, or
+/// `gw-<site>` for a pool named before names carried the provider.
+pub fn gateway_site<'a>(pool_name: &'a str, provider: &str) -> Option<&'a str> {
+    let rest = pool_name.strip_prefix("gw-")?;
+    let site = rest
+        .strip_prefix(provider)
+        .and_then(|r| r.strip_prefix('-'))
+        .filter(|site| !site.is_empty())
+        .unwrap_or(rest);
+    (!site.is_empty()).then_some(site)
 }
 
 /// What one gateway pass changed.
@@ -92,13 +103,17 @@ pub async fn gateway_pass(
         if !backends.site_gateways(provider) {
             continue;
         }
-        let Some(name) = gateway_pool_name(&site.site) else {
-            tracing::warn!(site = %site.site, provider = %provider.name, "site name cannot name a gateway pool; no gateway kept");
+        let Some(name) = gateway_pool_name(provider.name.as_str(), &site.site) else {
+            tracing::warn!(site = %site.site, provider = %provider.name, "The site's name is too long to name a gateway pool (gw-<provider>-<site>, 63 characters at most); the site gets no gateway");
             continue;
         };
-        match existing.get(name.as_str()) {
+        let legacy = existing.values().find(|pool| {
+            pool.spec.provider_id == provider.id
+                && pool.name.as_str() == format!("gw-{}", site.site)
+        });
+        match existing.get(name.as_str()).or(legacy) {
             Some(pool) if pool.spec.provider_id != provider.id => {
-                tracing::debug!(site = %site.site, pool = %pool.id, "gateway pool belongs to another provider");
+                tracing::warn!(site = %site.site, provider = %provider.name, pool = %pool.name, "The gateway pool's name is taken by another provider's pool; the site gets no gateway");
             }
             Some(pool) if pool.deleting || pool.size >= 1 => {}
             Some(pool) => {
@@ -123,7 +138,10 @@ pub async fn gateway_pass(
     }
 
     for (name, pool) in &existing {
-        let Some(site) = gateway_site(name) else {
+        let Some(provider) = providers.get(&pool.spec.provider_id) else {
+            continue;
+        };
+        let Some(site) = gateway_site(name, provider.name.as_str()) else {
             continue;
         };
         if pool.size == 0 || pool.deleting {

@@ -313,7 +313,8 @@ impl Reconciler {
             }
             let (org, project) = projects[&pool.project_id].clone();
             let pin = if is_gateway(&org.id, pool.name.as_str()) {
-                gateways::gateway_site(pool.name.as_str()).map(str::to_string)
+                gateways::gateway_site(pool.name.as_str(), provider.name.as_str())
+                    .map(str::to_string)
             } else if pool.spec.public {
                 match self.store().pool_address(&pool.id).await? {
                     Some(address) => Some(address.site),

@@ -564,7 +564,7 @@ async fn reconcile_gateways_are_never_billed_and_public_pools_get_an_ipv4_line()
         .create_pool(
             &orc_zone::model::NewPool {
                 project_id: orc_zone::model::sys_project_id(),
-                name: name("gw-eu-central-a"),
+                name: name("gw-fake-eu-central-a"),
                 size: 1,
                 spec: spec(&provider),
             },
@@ -660,7 +660,7 @@ async fn reconcile_site_gateways_follow_tenant_nodes_and_public_pools_stay_on_on
     reconciler.pool_pass().await.unwrap();
     let gateways = t.store.list_pools(&sys).await.unwrap();
     let names: Vec<&str> = gateways.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(names, ["gw-eu-central-a"]);
+    assert_eq!(names, ["gw-fake-eu-central-a"]);
     let gateway = &gateways[0];
     assert_eq!(gateway.size, 1);
     assert_eq!(gateway.spec.os, "gateway");
@@ -737,7 +737,7 @@ async fn reconcile_site_gateways_follow_tenant_nodes_and_public_pools_stay_on_on
         .map(|p| p.name.to_string())
         .collect();
     names.sort();
-    assert_eq!(names, ["gw-eu-central-a", "gw-eu-central-b"]);
+    assert_eq!(names, ["gw-fake-eu-central-a", "gw-fake-eu-central-b"]);
 
     // When the last tenant node of a site has ended, its gateway pool goes to zero (the
     // partner's site stays open for its own keep period).
@@ -756,7 +756,7 @@ async fn reconcile_site_gateways_follow_tenant_nodes_and_public_pools_stay_on_on
     let pools = t.store.list_pools(&sys).await.unwrap();
     let b = pools
         .iter()
-        .find(|p| p.name.as_str() == "gw-eu-central-b")
+        .find(|p| p.name.as_str() == "gw-fake-eu-central-b")
         .unwrap();
     assert_eq!(b.size, 1, "site b still has the public pool's node");
     // A report without the address removes it.
@@ -769,4 +769,60 @@ async fn reconcile_site_gateways_follow_tenant_nodes_and_public_pools_stay_on_on
         .await
         .unwrap();
     assert_eq!(t.store.pool_address(&public.id).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn reconcile_two_providers_with_one_site_name_each_get_their_gateway() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let first = provider_row(&t).await;
+    let second = t
+        .store
+        .create_provider(
+            &orc_zone::model::NewProvider {
+                project_id: t.project.id.clone(),
+                name: name("other"),
+                resource_uri: "urn:orc:fake:other".to_string(),
+                scope: orc_zone::model::ProviderScope::Project,
+                pricing: PricingStrategy::None,
+            },
+            START,
+        )
+        .await
+        .unwrap();
+    let cloud = FakeCloud::new();
+    let clock = ManualClock::new(START);
+    let backend = Direct::new(&cloud);
+    backend.site_gateways.store(true, Ordering::SeqCst);
+    let reconciler = reconciler(&t.store, Backends::single(backend.clone()), &clock);
+    for (provider, pool) in [(&first, "web"), (&second, "api")] {
+        let pool = create_pool(&t, provider, pool, 1).await;
+        let nodes = drive(
+            &reconciler,
+            &t.store,
+            &pool.id,
+            4,
+            all_in(NodeState::Running),
+        )
+        .await;
+        assert_eq!(nodes[0].status.site.as_deref(), Some("eu-central-a"));
+    }
+    reconciler.pool_pass().await.unwrap();
+    let sys = orc_zone::model::sys_project_id();
+    let mut gateways: Vec<(String, orc_zone::model::ProviderId, u32)> = t
+        .store
+        .list_pools(&sys)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.name.to_string(), p.spec.provider_id, p.size))
+        .collect();
+    gateways.sort();
+    assert_eq!(
+        gateways,
+        [
+            ("gw-fake-eu-central-a".to_string(), first.id.clone(), 1),
+            ("gw-other-eu-central-a".to_string(), second.id.clone(), 1),
+        ]
+    );
 }
