@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Starts a throwaway PostgreSQL for orc-zone's store tests, listening on 127.0.0.1 only, and
-# prints the line that points the tests at it:
+# Starts a throwaway PostgreSQL for the zone store's tests (orc-zone-store), listening on
+# 127.0.0.1 only, and prints the line that points the tests at it:
 #
 #   eval "$(crates/zone/scripts/start-test-postgres.sh)"
-#   cargo nextest run -p orc-zone
+#   cargo nextest run -p orc-zone-store
 #
 # Everything but that `export ORC_TEST_POSTGRES_URL=…` line goes to stderr.
 #

@@ -2,8 +2,9 @@
 //!
 //! A [`NodeBackend`] answers quotes, deploys and destroys for the providers it serves. Two
 //! implement it: the hub (`crate::hub::Hub`, remote providers over their gRPC stream) and the
-//! built-in `core` provider (`crate::apps`, app binaries run as child processes on the zone
-//! host). The reconcilers never know which one they talk to: [`Backends`] routes a provider
+//! built-in `core` provider ([`Apps`] of `orc-zone-apps`, app binaries run as child processes
+//! on the zone host; its impl is here, so the supervisor never depends on the controller).
+//! The reconcilers never know which one they talk to: [`Backends`] routes a provider
 //! named [`CORE_PROVIDER`] to the core backend and every other provider to the remote one.
 //!
 //! Invariants every backend keeps:
@@ -21,10 +22,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use orc_zone_apps::Apps;
+
 use crate::model::{Provider, Timestamp};
 
-/// Name of the built-in provider that runs apps on the zone host.
-pub const CORE_PROVIDER: &str = "core";
+pub use orc_zone_apps::CORE_PROVIDER;
 
 /// Why a backend could not get an answer for a request. A refusal by the provider is not an
 /// error: it comes back inside the reply.
@@ -275,5 +277,35 @@ impl<B: NodeBackend> NodeBackend for Arc<B> {
 
     fn site_gateways(&self, provider: &Provider) -> bool {
         (**self).site_gateways(provider)
+    }
+}
+
+/// The `core` provider: every request is answered by the app supervisor on this host.
+impl NodeBackend for Apps {
+    async fn quote(
+        &self,
+        _provider: &Provider,
+        quote: orc_proto::Quote,
+    ) -> Result<orc_proto::QuoteReply, BackendError> {
+        Ok(self.quote_slot(&quote).await)
+    }
+
+    async fn deploy(
+        &self,
+        _provider: &Provider,
+        deploy: orc_proto::Deploy,
+    ) -> Result<orc_proto::DeployResult, BackendError> {
+        if self.is_shutting_down() {
+            return Err(BackendError::ShuttingDown);
+        }
+        Ok(self.deploy_slot(&deploy).await)
+    }
+
+    async fn destroy(
+        &self,
+        _provider: &Provider,
+        node: orc_proto::NodeId,
+    ) -> Result<orc_proto::DestroyResult, BackendError> {
+        Ok(self.destroy_slot(&node).await)
     }
 }

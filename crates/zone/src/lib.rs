@@ -1,12 +1,24 @@
-//! The zone controller's library: the domain model (`model`, pure) and the store (`store`,
-//! SQLite or PostgreSQL). See `docs/store.md`.
+//! The zone controller: it drives pools and nodes toward what tenants asked for.
+//!
+//! - [`backend`]: the seam between the reconcilers and whatever carries out a node's work
+//!   (the hub for remote providers, the app supervisor for `core`);
+//! - [`hub`]: the zone's side of the provider protocol, over gRPC;
+//! - [`reconcile`]: the node state machine (pure) and the passes that carry it out;
+//! - [`api`]: the HTTP/JSON API's handlers and its OpenAPI document;
+//! - [`zone`]: [`Zone`](zone::Zone), every part assembled on a data dir and stopped together.
+//!
+//! The layers below live in their own crates and are re-exported here under the paths
+//! callers use: [`model`] and [`pricing`] (`orc-zone-model`, pure), [`store`]
+//! (`orc-zone-store`, the only database code), [`apps`] (`orc-zone-apps`, the `core`
+//! provider's supervisor) and [`api::views`] (`orc-zone-api-types`). None of them may import
+//! this crate. See `docs/zone/controller.md`.
 
 pub mod api;
-pub mod apps;
 pub mod backend;
 pub mod hub;
-pub mod model;
-pub mod pricing;
 pub mod reconcile;
-pub mod store;
 pub mod zone;
+
+pub use orc_zone_apps as apps;
+pub use orc_zone_model::{model, pricing};
+pub use orc_zone_store as store;

@@ -10,52 +10,10 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+pub use orc_zone_api_types::error::{ErrorBody, ErrorCode, ErrorDetail};
 
 use crate::backend::BackendError;
 use crate::store::StoreError;
-
-/// The stable machine words of error answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCode {
-    /// 400: the request is malformed or a field is invalid (`field` names it).
-    Invalid,
-    /// 401: no token, or a token that is unknown, revoked or expired.
-    Unauthenticated,
-    /// 403: the caller's role does not allow this.
-    Forbidden,
-    /// 404: no such object, or one the caller may not see.
-    NotFound,
-    /// 405: the path exists but not with this method.
-    MethodNotAllowed,
-    /// 409: a name is taken, or the object changed or is in a state that refuses this.
-    Conflict,
-    /// 415: the body is not `application/json`.
-    UnsupportedMediaType,
-    /// 503: a provider could not be asked (no replica connected, timeout).
-    Unavailable,
-    /// 500: something failed inside the zone; the log has the detail.
-    Internal,
-}
-
-impl ErrorCode {
-    /// The HTTP status of this code.
-    pub fn status(self) -> StatusCode {
-        match self {
-            ErrorCode::Invalid => StatusCode::BAD_REQUEST,
-            ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
-            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
-            ErrorCode::NotFound => StatusCode::NOT_FOUND,
-            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ErrorCode::Conflict => StatusCode::CONFLICT,
-            ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-}
 
 /// An error answer of the API.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -64,21 +22,6 @@ pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
     /// The request field at fault, if one is.
-    pub field: Option<String>,
-}
-
-/// The JSON body of an error answer.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-/// What went wrong.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct ErrorDetail {
-    pub code: ErrorCode,
-    pub message: String,
-    /// The request field at fault (`size`, `shape.cpu`, `pool`), or null.
     pub field: Option<String>,
 }
 
@@ -152,7 +95,7 @@ impl From<StoreError> for ApiError {
             StoreError::Corrupt { .. }
             | StoreError::Connect { .. }
             | StoreError::Migrate(_)
-            | StoreError::Database(_) => ApiError::internal(&e),
+            | StoreError::Database { .. } => ApiError::internal(&e),
         }
     }
 }
@@ -183,7 +126,8 @@ impl From<BackendError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = self.code.status();
+        let status = StatusCode::from_u16(self.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = ErrorBody {
             error: ErrorDetail {
                 code: self.code,

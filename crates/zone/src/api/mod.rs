@@ -15,9 +15,11 @@
 //! - the API writes desired state to the store only; after a write that changes desired
 //!   state it wakes the reconcilers, which do the work.
 //!
-//! Must not import the hub or the apps supervisor: the zone hands in what the API needs
-//! from them ([`Backends`] for quotes, a [`ProviderDirectory`] for replicas and catalogs, a
-//! [`LogSource`] for app logs, a waker) when it assembles itself (`crate::zone`).
+//! Must not import the hub or the running apps supervisor: the zone hands in what the API
+//! needs from them ([`Backends`] for quotes, a [`ProviderDirectory`] for replicas and
+//! catalogs, a [`LogSource`] for app logs, the apps' [`AppsConfig`] for the params each app
+//! declares sensitive, a waker) when it assembles itself (`crate::zone`). The JSON shapes are
+//! `orc-zone-api-types`, re-exported as [`views`] and in [`error`].
 
 pub mod access;
 pub mod error;
@@ -25,7 +27,6 @@ pub mod extract;
 mod pools;
 mod providers;
 mod tenancy;
-pub mod views;
 
 use std::fmt;
 use std::future::Future;
@@ -44,6 +45,8 @@ use crate::backend::Backends;
 use crate::model::{Provider, Timestamp};
 use crate::store::Store;
 use error::{ApiError, ErrorCode};
+pub use orc_zone_api_types::views;
+pub use orc_zone_api_types::views::LogLineView;
 use views::{CatalogView, ReplicaView};
 
 /// What the API learns about connected providers from the hub.
@@ -65,16 +68,6 @@ impl ProviderDirectory for NoDirectory {
     fn catalog(&self, _provider: &Provider) -> Option<orc_proto::Catalog> {
         None
     }
-}
-
-/// One kept log line of an app slot.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
-pub struct LogLineView {
-    pub at: i64,
-    pub slot: u32,
-    /// `error`, `warn`, `info`, `debug` or `trace`.
-    pub level: String,
-    pub message: String,
 }
 
 /// Future returned by [`LogSource::logs`].

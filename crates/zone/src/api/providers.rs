@@ -13,7 +13,9 @@ use super::access::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{JsonBody, PathArgs};
 use super::tenancy::project_with_role;
-use super::views::{CatalogView, ChangeScope, ProviderView, SetPricing, SiteView};
+use super::views::{
+    CatalogView, ChangeScope, ClassView, OsView, ProviderView, SetPricing, SiteView,
+};
 use crate::model::{
     Markup, PricingStrategy, Project, Provider, ProviderId, ProviderScope, Role, sys_project_id,
 };
@@ -57,7 +59,7 @@ async fn provider_home(state: &ApiState, p: &Provider) -> ApiResult<String> {
 pub(super) async fn provider_view(state: &ApiState, p: &Provider) -> ApiResult<ProviderView> {
     let home = provider_home(state, p).await?;
     let replicas = state.directory.replicas(p);
-    let catalog = state.directory.catalog(p).as_ref().map(CatalogView::from);
+    let catalog = state.directory.catalog(p).as_ref().map(catalog_view);
     Ok(ProviderView::new(p, home, replicas, catalog))
 }
 
@@ -277,4 +279,35 @@ pub(super) async fn list_sites(
             .map(|n| n.status.state.to_string());
     }
     Ok(Json(sites.into_values().collect()))
+}
+
+/// The view of a catalog a provider reported: classes and OS images sorted by id.
+fn catalog_view(c: &orc_proto::Catalog) -> CatalogView {
+    let mut classes: Vec<ClassView> = c
+        .classes
+        .iter()
+        .map(|class| ClassView {
+            id: class.id.to_string(),
+            title: class.title.clone(),
+            can_place: c
+                .availability
+                .classes
+                .iter()
+                .any(|a| a.class == class.id && a.can_place),
+        })
+        .collect();
+    classes.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut os: Vec<OsView> =
+        c.os.iter()
+            .map(|o| OsView {
+                id: o.id.to_string(),
+                title: o.title.clone(),
+            })
+            .collect();
+    os.sort_by(|a, b| a.id.cmp(&b.id));
+    CatalogView {
+        classes,
+        os,
+        public_ipv4_offered: c.availability.public_ipv4_offered,
+    }
 }

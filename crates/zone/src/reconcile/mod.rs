@@ -24,7 +24,6 @@
 //! deleting; the pool pass refills slots whose node ended without a resize (a replaced lost
 //! node) and deletes pools marked deleting once their nodes have ended.
 
-mod clock;
 pub mod gateways;
 mod inventory;
 pub mod nodes;
@@ -44,8 +43,8 @@ use orc_proto::{
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
-pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use inventory::apply_inventory;
+pub use orc_zone_model::clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use usage::accrue_usage;
 
 use crate::backend::{BackendError, Backends, NodeBackend};

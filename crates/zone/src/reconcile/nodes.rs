@@ -1,6 +1,8 @@
 //! The node state machine as pure functions: what to do with a due node ([`plan`]) and the
-//! status a provider's answer leads to ([`after_quote`], [`after_deploy`], [`after_destroy`],
-//! [`after_backend_error`]). No I/O here; the pass in `mod.rs` carries the steps out.
+//! status a provider's answer leads to ([`after_offer`], [`after_deployed`],
+//! [`after_refusal`], [`after_backend_error`]). No I/O here; the pass in `mod.rs` carries the
+//! steps out. It stays in the controller rather than in `orc-zone-model` because it reads the
+//! protocol's answer types, and `orc-proto` brings tonic with it.
 //!
 //! ```text
 //! pending ─► quoting ─► deploying ─► running ─► destroying ─► ended

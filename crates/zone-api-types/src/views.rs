@@ -1,0 +1,701 @@
+//! The JSON shapes of the API: request bodies (`deny_unknown_fields`, so a misspelt field is
+//! named in a 400) and the views answers are made of. Ids are the store's typed ids as text;
+//! times are UTC milliseconds since the Unix epoch; money is decimal text, never a float.
+
+use std::collections::BTreeMap;
+
+use orc_common::Money;
+use orc_zone_model::{
+    ApiToken, Event, Membership, Node, NodeState, Org, Pool, PricingStrategy, Project, Provider,
+    UsageLine, User,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+/// An org.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct OrgView {
+    pub id: String,
+    pub name: String,
+    pub created_at: i64,
+}
+
+impl From<&Org> for OrgView {
+    fn from(o: &Org) -> Self {
+        OrgView {
+            id: o.id.to_string(),
+            name: o.name.to_string(),
+            created_at: o.created_at.millis(),
+        }
+    }
+}
+
+/// A project of an org.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ProjectView {
+    pub id: String,
+    pub org: String,
+    pub name: String,
+    pub created_at: i64,
+}
+
+impl ProjectView {
+    pub fn new(org: &Org, p: &Project) -> Self {
+        ProjectView {
+            id: p.id.to_string(),
+            org: org.name.to_string(),
+            name: p.name.to_string(),
+            created_at: p.created_at.millis(),
+        }
+    }
+}
+
+/// A user.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct UserView {
+    pub id: String,
+    pub name: String,
+    pub created_at: i64,
+}
+
+impl From<&User> for UserView {
+    fn from(u: &User) -> Self {
+        UserView {
+            id: u.id.to_string(),
+            name: u.name.to_string(),
+            created_at: u.created_at.millis(),
+        }
+    }
+}
+
+/// An API token's record (never its value).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TokenView {
+    pub id: String,
+    pub user: String,
+    pub label: String,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+impl TokenView {
+    pub fn new(user: &User, t: &ApiToken) -> Self {
+        TokenView {
+            id: t.id.to_string(),
+            user: user.name.to_string(),
+            label: t.label.clone(),
+            created_at: t.created_at.millis(),
+            expires_at: t.expires_at.map(|t| t.millis()),
+            revoked_at: t.revoked_at.map(|t| t.millis()),
+        }
+    }
+}
+
+/// A freshly created token: the only answer that carries its value.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NewTokenView {
+    pub token: TokenView,
+    /// The token's value. Shown once; the zone keeps only its hash.
+    pub value: String,
+}
+
+/// The caller and their roles.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WhoAmIView {
+    pub user: UserView,
+    pub token_id: String,
+    pub memberships: Vec<MembershipView>,
+}
+
+/// A role of a user in an org (`project` null) or one of its projects.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MembershipView {
+    pub id: String,
+    pub user: String,
+    pub org: String,
+    pub project: Option<String>,
+    /// `owner`, `member` or `viewer`.
+    pub role: String,
+    pub created_at: i64,
+}
+
+impl MembershipView {
+    pub fn new(m: &Membership, user: &str, org: &str, project: Option<&str>) -> Self {
+        MembershipView {
+            id: m.id.to_string(),
+            user: user.to_string(),
+            org: org.to_string(),
+            project: project.map(str::to_string),
+            role: m.role.to_string(),
+            created_at: m.created_at.millis(),
+        }
+    }
+}
+
+/// Money: a decimal amount in a currency per period.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MoneyView {
+    /// Decimal text, e.g. `"0.0123"`.
+    pub amount: String,
+    /// ISO 4217 code.
+    pub currency: String,
+    /// `hour`, `month` or `once`.
+    pub period: String,
+}
+
+impl From<&Money> for MoneyView {
+    fn from(m: &Money) -> Self {
+        MoneyView {
+            amount: m.amount.to_string(),
+            currency: m.currency.as_str().to_string(),
+            period: m.period.to_string(),
+        }
+    }
+}
+
+/// A provider's pricing strategy; `markup` null means none (its nodes are unpriced).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PricingView {
+    /// Decimal text (`"0.15"` = 15 %), or null for no strategy.
+    pub markup: Option<String>,
+}
+
+impl From<PricingStrategy> for PricingView {
+    fn from(p: PricingStrategy) -> Self {
+        match p {
+            PricingStrategy::None => PricingView { markup: None },
+            PricingStrategy::Markup(m) => PricingView {
+                markup: Some(m.value().to_string()),
+            },
+        }
+    }
+}
+
+/// One connected replica of a provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ReplicaView {
+    pub host: String,
+    pub pid: u32,
+    pub slot: u32,
+    /// `serving` or `standby`.
+    pub role: String,
+    pub connected_since: i64,
+}
+
+/// A region class a provider offers.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ClassView {
+    pub id: String,
+    pub title: String,
+    /// Whether it can place a node now.
+    pub can_place: bool,
+}
+
+/// An operating system a provider offers.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct OsView {
+    pub id: String,
+    pub title: String,
+}
+
+/// What a provider offers, as its serving replica last reported.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CatalogView {
+    pub classes: Vec<ClassView>,
+    pub os: Vec<OsView>,
+    pub public_ipv4_offered: u32,
+}
+
+/// A provider as a project sees it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ProviderView {
+    pub id: String,
+    pub name: String,
+    /// The project it registered in, `org/project`.
+    pub project: String,
+    pub resource_uri: String,
+    /// `project` or `zone`.
+    pub scope: String,
+    pub pricing: PricingView,
+    /// Connected replicas: serving first, then standbys, each by slot.
+    pub replicas: Vec<ReplicaView>,
+    /// Null until a replica has reported one.
+    pub catalog: Option<CatalogView>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl ProviderView {
+    pub fn new(
+        p: &Provider,
+        project_path: String,
+        replicas: Vec<ReplicaView>,
+        catalog: Option<CatalogView>,
+    ) -> Self {
+        ProviderView {
+            id: p.id.to_string(),
+            name: p.name.to_string(),
+            project: project_path,
+            resource_uri: p.resource_uri.clone(),
+            scope: p.scope.to_string(),
+            pricing: p.pricing.into(),
+            replicas,
+            catalog,
+            created_at: p.created_at.millis(),
+            updated_at: p.updated_at.millis(),
+        }
+    }
+}
+
+/// A node's shape as a request or view gives it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShapeView {
+    /// vCPUs.
+    pub cpu: u32,
+    /// Memory, GiB.
+    pub mem: u32,
+    /// `x86_64` (default) or `arm64`.
+    #[serde(default)]
+    pub arch: Option<String>,
+    /// Extra disks, GiB each.
+    #[serde(default)]
+    pub disks: Vec<u32>,
+}
+
+/// A public endpoint of a pool.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointView {
+    pub name: String,
+    /// `http` or `tcp`.
+    pub protocol: String,
+    pub port: u16,
+}
+
+/// The app a pool runs.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AppView {
+    /// Package `org/name:tag`.
+    pub package: String,
+    pub params: BTreeMap<String, String>,
+    /// Names of the sensitive params (their values are never shown).
+    pub sensitive_params: Vec<String>,
+}
+
+/// Live nodes of a pool per state.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct NodeCounts {
+    pub running: u32,
+    /// Pending, quoting or deploying.
+    pub starting: u32,
+    pub parked: u32,
+    pub destroying: u32,
+    pub lost: u32,
+}
+
+/// A pool.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PoolView {
+    pub id: String,
+    /// `org/project/name`.
+    pub path: String,
+    pub name: String,
+    pub provider: String,
+    pub provider_id: String,
+    pub size: u32,
+    pub shape: ShapeView,
+    pub class: String,
+    pub os: String,
+    pub public: bool,
+    pub endpoints: Vec<EndpointView>,
+    pub app: Option<AppView>,
+    /// Provider-specific placement (`{"plan": "cx23"}`); empty when the provider chooses.
+    pub placement: BTreeMap<String, String>,
+    /// A public pool's address, once its provider has reported one.
+    pub address: Option<PoolAddressView>,
+    pub generation: u64,
+    pub deleting: bool,
+    pub nodes: NodeCounts,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A site of a provider: what its last inventory reported, and what the zone keeps there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SiteView {
+    pub site: String,
+    /// The site's stable public IPv4, as reported.
+    pub public_ipv4: Option<String>,
+    /// The site's private prefix, as reported.
+    pub private_prefix: Option<String>,
+    /// Whether the provider's last complete inventory listed the site as open.
+    pub reported: bool,
+    /// Tenant nodes at the site (deploying to destroying).
+    pub tenant_nodes: u64,
+    /// The state of the site's gateway node, or `None` when it has none.
+    pub gateway: Option<String>,
+}
+
+/// A public pool's IPv4 and the site it is at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PoolAddressView {
+    pub ipv4: String,
+    pub site: String,
+}
+
+impl PoolView {
+    pub fn new(path: String, p: &Pool, provider: &str, live: &BTreeMap<NodeState, u32>) -> Self {
+        let mut counts = NodeCounts::default();
+        for (state, n) in live {
+            match state {
+                NodeState::Running => counts.running += n,
+                NodeState::Pending | NodeState::Quoting | NodeState::Deploying => {
+                    counts.starting += n
+                }
+                NodeState::Parked => counts.parked += n,
+                NodeState::Destroying => counts.destroying += n,
+                NodeState::Lost => counts.lost += n,
+                NodeState::Ended => {}
+            }
+        }
+        let shape = &p.spec.shape;
+        PoolView {
+            id: p.id.to_string(),
+            path,
+            name: p.name.to_string(),
+            provider: provider.to_string(),
+            provider_id: p.spec.provider_id.to_string(),
+            size: p.size,
+            shape: ShapeView {
+                cpu: shape.vcpus,
+                mem: shape.memory_gib,
+                arch: Some(shape.arch.to_string()),
+                disks: shape.disks_gib.clone(),
+            },
+            class: p.spec.region_class.clone(),
+            os: p.spec.os.clone(),
+            public: p.spec.public,
+            placement: p.spec.placement.clone(),
+            address: None,
+            endpoints: p
+                .spec
+                .endpoints
+                .iter()
+                .map(|e| EndpointView {
+                    name: e.name.clone(),
+                    protocol: e.protocol.clone(),
+                    port: e.port,
+                })
+                .collect(),
+            app: p.spec.app.as_ref().map(|a| AppView {
+                package: a.package.clone(),
+                params: a.params.clone(),
+                sensitive_params: a.sensitive.0.keys().cloned().collect(),
+            }),
+            generation: p.generation,
+            deleting: p.deleting,
+            nodes: counts,
+            created_at: p.created_at.millis(),
+            updated_at: p.updated_at.millis(),
+        }
+    }
+}
+
+/// A node of a pool.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NodeView {
+    pub id: String,
+    pub slot: u32,
+    /// `pending`, `quoting`, `deploying`, `running`, `destroying`, `ended`, `parked` or `lost`.
+    pub state: String,
+    /// The provider's generic words about the state.
+    pub words: Option<String>,
+    /// The kind of the last refusal, if any.
+    pub refusal: Option<String>,
+    pub site: Option<String>,
+    pub addresses: Vec<String>,
+    /// Null: unpriced (not zero).
+    pub price: Option<MoneyView>,
+    /// The markup recorded at admission, or null.
+    pub markup: Option<String>,
+    pub attempts: u32,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub ended_at: Option<i64>,
+}
+
+impl From<&Node> for NodeView {
+    fn from(n: &Node) -> Self {
+        let s = &n.status;
+        NodeView {
+            id: n.id.to_string(),
+            slot: n.slot,
+            state: s.state.to_string(),
+            words: s.state_words.clone(),
+            refusal: s.refusal.map(|r| r.to_string()),
+            site: s.site.clone(),
+            addresses: s.addresses.clone(),
+            price: s.price.as_ref().map(MoneyView::from),
+            markup: s.markup.map(|m| m.to_string()),
+            attempts: s.attempts,
+            created_at: n.created_at.millis(),
+            updated_at: n.updated_at.millis(),
+            ended_at: s.ended_at.map(|t| t.millis()),
+        }
+    }
+}
+
+/// Something that happened.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EventView {
+    pub id: String,
+    pub at: i64,
+    pub kind: String,
+    pub words: String,
+    pub provider_id: Option<String>,
+    pub pool_id: Option<String>,
+    pub node_id: Option<String>,
+}
+
+impl From<&Event> for EventView {
+    fn from(e: &Event) -> Self {
+        EventView {
+            id: e.id.to_string(),
+            at: e.at.millis(),
+            kind: e.kind.clone(),
+            words: e.words.clone(),
+            provider_id: e.scope.provider_id.as_ref().map(ToString::to_string),
+            pool_id: e.scope.pool_id.as_ref().map(ToString::to_string),
+            node_id: e.scope.node_id.as_ref().map(ToString::to_string),
+        }
+    }
+}
+
+/// One invoice line of a project's month.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct UsageLineView {
+    pub id: String,
+    pub month: String,
+    pub pool_id: Option<String>,
+    pub node_id: Option<String>,
+    /// Reads like `2 vCPU · 4 GiB · eu-central`.
+    pub description: String,
+    /// Decimal hours.
+    pub hours: String,
+    pub rate: MoneyView,
+    /// Decimal total in the rate's currency.
+    pub amount: String,
+}
+
+impl From<&UsageLine> for UsageLineView {
+    fn from(u: &UsageLine) -> Self {
+        UsageLineView {
+            id: u.id.to_string(),
+            month: u.month.to_string(),
+            pool_id: u.pool_id.as_ref().map(ToString::to_string),
+            node_id: u.node_id.as_ref().map(ToString::to_string),
+            description: u.description.clone(),
+            hours: u.hours.to_string(),
+            rate: MoneyView::from(&u.rate),
+            amount: u.amount.to_string(),
+        }
+    }
+}
+
+/// A project's usage for one month.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct UsageView {
+    pub month: String,
+    pub lines: Vec<UsageLineView>,
+    /// Totals per currency (decimal text), by currency code.
+    pub totals: BTreeMap<String, String>,
+}
+
+/// The answer to a quote.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct QuoteView {
+    pub provider: String,
+    /// `offer` or `refused`.
+    pub outcome: String,
+    /// The provider's words: the price line of an offer or the reason of a refusal.
+    pub words: String,
+    pub site: Option<String>,
+    /// What the tenant would pay (the provider's price with the markup); null when the
+    /// provider has no pricing strategy or gave no price (unpriced, not zero).
+    pub price: Option<MoneyView>,
+    /// The markup that would be recorded, or null.
+    pub markup: Option<String>,
+    /// The refusal's kind (`no_capacity`, `counting`, `transient`, `operator_fix`, `failed`).
+    pub refusal: Option<String>,
+}
+
+/// `POST /api/orgs`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateOrg {
+    pub name: String,
+}
+
+/// `POST /api/orgs/{org}/projects`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateProject {
+    pub name: String,
+}
+
+/// `POST /api/users`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateUser {
+    pub name: String,
+}
+
+/// `POST /api/users/{user}/tokens`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateToken {
+    /// What the token is for (`laptop`, `ci`); 1–100 characters.
+    pub label: String,
+    /// Expiry, UTC milliseconds since the epoch; null never expires.
+    #[serde(default)]
+    pub expires_at: Option<i64>,
+}
+
+/// `POST /api/orgs/{org}/memberships`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateMembership {
+    /// User name.
+    pub user: String,
+    /// `owner`, `member` or `viewer`.
+    pub role: String,
+    /// Project name; absent for an org-wide role.
+    #[serde(default)]
+    pub project: Option<String>,
+}
+
+/// `POST …/providers/{provider}/change-scope`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeScope {
+    /// `zone` (every project may use it) or `project` (only its own).
+    pub scope: String,
+}
+
+/// `PUT …/providers/{provider}/pricing`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetPricing {
+    /// Decimal text, 0 or more (`"0.15"` = 15 %); null removes the strategy.
+    pub markup: Option<String>,
+}
+
+/// `POST /api/orgs/{org}/projects/{project}/pools`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreatePool {
+    pub name: String,
+    /// Provider name (or id) visible to the project.
+    pub provider: String,
+    /// Number of nodes, 0–10000.
+    pub size: u32,
+    pub shape: ShapeView,
+    /// Region class id (`eu-central`).
+    pub class: String,
+    /// OS id (`debian-12`).
+    pub os: String,
+    #[serde(default)]
+    pub public: bool,
+    #[serde(default)]
+    pub endpoints: Vec<EndpointView>,
+    /// App package `org/name:tag` the nodes run (pools on provider `core`).
+    #[serde(default)]
+    pub app: Option<String>,
+    /// Plain app params.
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+    /// Sensitive app params (never shown back, never logged).
+    #[serde(default)]
+    pub sensitive_params: BTreeMap<String, String>,
+    /// Provider-specific placement for a pool placed directly on one cloud, e.g.
+    /// `{"plan": "cx23"}` (the class is then the cloud location, `fsn1`).
+    #[serde(default)]
+    pub placement: BTreeMap<String, String>,
+}
+
+/// `POST …/pools/{pool}/resize`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResizePool {
+    /// New number of nodes, 0–10000.
+    pub size: u32,
+}
+
+/// `POST …/pools/{pool}/reconfigure`: replaces the app's params.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReconfigurePool {
+    /// The full set of plain params.
+    pub params: BTreeMap<String, String>,
+    /// The full set of sensitive params; absent keeps the current ones.
+    #[serde(default)]
+    pub sensitive_params: Option<BTreeMap<String, String>>,
+    /// The generation the change is based on; refused with 409 if the pool moved on.
+    #[serde(default)]
+    pub generation: Option<u64>,
+}
+
+/// `POST /api/orgs/{org}/projects/{project}/quote`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuoteRequest {
+    pub provider: String,
+    pub shape: ShapeView,
+    pub class: String,
+    pub os: String,
+    #[serde(default)]
+    pub public: bool,
+    /// Provider-specific placement, as on pool creation.
+    #[serde(default)]
+    pub placement: BTreeMap<String, String>,
+}
+
+/// Query of `GET …/pools/{pool}/nodes`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct NodesQuery {
+    /// `true` to include ended nodes.
+    pub include_ended: Option<String>,
+}
+
+/// Query of `GET …/events`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// Only events of this pool (name).
+    pub pool: Option<String>,
+    /// Only events after this event id.
+    pub after: Option<String>,
+    /// At most this many (1–1000, default 100).
+    pub limit: Option<String>,
+}
+
+/// Query of `GET …/usage`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct UsageQuery {
+    /// `YYYY-MM`; default the current month (UTC).
+    pub month: Option<String>,
+}
+
+/// One kept log line of an app slot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LogLineView {
+    pub at: i64,
+    pub slot: u32,
+    /// `error`, `warn`, `info`, `debug` or `trace`.
+    pub level: String,
+    pub message: String,
+}

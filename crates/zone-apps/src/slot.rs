@@ -1,0 +1,490 @@
+//! One slot: a supervised child process of an app binary, restarted when it exits.
+//!
+//! A slot's task owns its process. It writes the slot's runtime dir (mode 0700) with one
+//! file per file-delivered param (mode 0600) before every start, reads the process's output
+//! into the slot's log, restarts it after an exit following the [`RestartPolicy`], and on a
+//! command replaces it (new generation) or stops it for good. Stopping sends SIGTERM to the
+//! process group, then SIGKILL after the grace period, and removes the runtime dir so no
+//! secret file outlives the process.
+//!
+//! The environment of an app holds only what the zone puts there (see `docs/zone/apps.md`):
+//! a few variables of the zone's own environment ([`INHERITED_ENV`]), the app's configured
+//! environment and the `ORC_*` variables; nothing else of the zone's environment leaks in.
+
+use std::collections::BTreeMap;
+use std::fs::DirBuilder;
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::config::AppBinary;
+use super::logs::{Level, LogSource, SlotLog};
+use super::params::ParamFile;
+use super::policy::RestartPolicy;
+use orc_zone_model::{NodeId, PoolId};
+
+/// Variables of the zone's environment that every app gets too.
+pub const INHERITED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TMPDIR",
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+];
+
+/// Everything needed to start one process of a slot.
+#[derive(Debug, Clone)]
+pub(crate) struct Launch {
+    pub binary: AppBinary,
+    /// Inline variables (`ORC_SLOT`, `ORC_PARAM_<NAME>`, …); never a secret.
+    pub env: BTreeMap<String, String>,
+    /// Files written into the runtime dir; their paths go into their variables.
+    pub files: Vec<ParamFile>,
+    pub runtime_dir: PathBuf,
+    /// The pool generation this launch carries.
+    pub generation: u64,
+    /// Values to redact from the process's output.
+    pub secrets: Vec<String>,
+}
+
+/// A slot's process could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The runtime dir or a param file could not be written.
+    #[error("cannot prepare the runtime dir {path}")]
+    RuntimeDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The executable could not be run.
+    #[error("cannot run {path}")]
+    Exec {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What the supervisor shows of a slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotStatus {
+    pub node_id: NodeId,
+    pub pool_id: PoolId,
+    pub slot: u32,
+    /// The pool generation of the current (or next) process.
+    pub generation: u64,
+    /// The current process, while one runs.
+    pub pid: Option<u32>,
+    /// When the current process started; `None` while none runs.
+    pub up_since: Option<Instant>,
+    /// Starts after an unexpected exit, since the slot was deployed.
+    pub restarts: u32,
+    /// Exits in a row without a stable run (drives the backoff).
+    pub exits_in_a_row: u32,
+    /// The wait before the next start, while backing off.
+    pub backoff: Option<Duration>,
+    /// How the last process ended (`exit status: 3`).
+    pub last_exit: Option<String>,
+}
+
+pub(crate) enum SlotCommand {
+    Replace(Box<Launch>),
+    Stop(oneshot::Sender<()>),
+}
+
+/// What a slot's task needs besides its launch.
+#[derive(Debug, Clone)]
+pub(crate) struct SlotContext {
+    pub node_id: NodeId,
+    pub log: Arc<SlotLog>,
+    pub status: Arc<Mutex<SlotStatus>>,
+    pub policy: RestartPolicy,
+    pub stop_grace: Duration,
+}
+
+impl SlotContext {
+    fn note(&self, level: Level, words: &str) {
+        self.log.push(
+            &self.node_id,
+            LogSource::Supervisor,
+            Some(level),
+            words,
+            &[],
+        );
+    }
+
+    fn update(&self, change: impl FnOnce(&mut SlotStatus)) {
+        if let Ok(mut status) = self.status.lock() {
+            change(&mut status);
+        }
+    }
+}
+
+/// The handle of a running slot task.
+#[derive(Debug)]
+pub(crate) struct SlotHandle {
+    pub pool_id: PoolId,
+    pub status: Arc<Mutex<SlotStatus>>,
+    commands: mpsc::UnboundedSender<SlotCommand>,
+    task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for SlotCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SlotCommand::Replace(launch) => write!(f, "Replace(generation {})", launch.generation),
+            SlotCommand::Stop(_) => f.write_str("Stop"),
+        }
+    }
+}
+
+impl SlotHandle {
+    /// Starts the slot's first process now (so a deploy can report a failure to start) and
+    /// the task that supervises it.
+    pub fn start(
+        pool_id: PoolId,
+        launch: Launch,
+        context: SlotContext,
+    ) -> Result<SlotHandle, SpawnError> {
+        let child = spawn_process(&launch, &context)?;
+        let (commands, receiver) = mpsc::unbounded_channel();
+        let status = context.status.clone();
+        let task = tokio::spawn(supervise(child, launch, context, receiver));
+        Ok(SlotHandle {
+            pool_id,
+            status,
+            commands,
+            task,
+        })
+    }
+
+    /// A snapshot of the slot's status.
+    pub fn snapshot(&self) -> Option<SlotStatus> {
+        self.status.lock().ok().map(|s| s.clone())
+    }
+
+    /// Replaces the process with one of `launch`'s generation. The status shows the new
+    /// generation (not yet up) at once, so the rollout does not ask twice.
+    pub fn replace(&self, launch: Launch) {
+        if let Ok(mut status) = self.status.lock() {
+            status.generation = launch.generation;
+            status.up_since = None;
+        }
+        let _ = self.commands.send(SlotCommand::Replace(Box::new(launch)));
+    }
+
+    /// Stops the process (SIGTERM, then SIGKILL after the grace period) and waits for it.
+    pub async fn stop(self) {
+        let (done, wait) = oneshot::channel();
+        if self.commands.send(SlotCommand::Stop(done)).is_ok() {
+            let _ = wait.await;
+        }
+        let _ = self.task.await;
+    }
+}
+
+fn write_runtime_dir(launch: &Launch) -> Result<(), SpawnError> {
+    let dir = &launch.runtime_dir;
+    let failed = |source| SpawnError::RuntimeDir {
+        path: dir.clone(),
+        source,
+    };
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(failed(e)),
+    }
+    if let Some(parent) = dir.parent() {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(failed)?;
+    }
+    DirBuilder::new().mode(0o700).create(dir).map_err(failed)?;
+    for file in &launch.files {
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(dir.join(&file.file_name))
+            .map_err(failed)?;
+        out.write_all(file.text.0.as_bytes()).map_err(failed)?;
+    }
+    Ok(())
+}
+
+fn remove_runtime_dir(dir: &Path) {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => {
+            tracing::warn!(dir = %dir.display(), %error, "cannot remove an app runtime dir");
+        }
+    }
+}
+
+fn spawn_process(launch: &Launch, context: &SlotContext) -> Result<Child, SpawnError> {
+    write_runtime_dir(launch)?;
+    let mut command = Command::new(&launch.binary.path);
+    command.args(&launch.binary.args).env_clear();
+    for name in INHERITED_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
+    command.envs(&launch.binary.env).envs(&launch.env);
+    for file in &launch.files {
+        command.env(&file.env, launch.runtime_dir.join(&file.file_name));
+    }
+    if let Some(slot_dir) = launch.runtime_dir.parent() {
+        command.current_dir(slot_dir);
+    }
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    let mut child = command.spawn().map_err(|source| SpawnError::Exec {
+        path: launch.binary.path.clone(),
+        source,
+    })?;
+    let pid = child.id();
+    if let Some(out) = child.stdout.take() {
+        tokio::spawn(read_output(
+            out,
+            context.clone(),
+            LogSource::Stdout,
+            launch.secrets.clone(),
+        ));
+    }
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(read_output(
+            err,
+            context.clone(),
+            LogSource::Stderr,
+            launch.secrets.clone(),
+        ));
+    }
+    context.update(|s| {
+        s.pid = pid;
+        s.up_since = Some(Instant::now());
+        s.generation = launch.generation;
+        s.backoff = None;
+    });
+    context.note(
+        Level::Info,
+        &format!(
+            "started process {} (generation {})",
+            pid.map_or_else(|| "?".to_string(), |p| p.to_string()),
+            launch.generation
+        ),
+    );
+    Ok(child)
+}
+
+async fn read_output(
+    stream: impl AsyncRead + Unpin,
+    context: SlotContext,
+    source: LogSource,
+    secrets: Vec<String>,
+) {
+    let mut reader = BufReader::new(stream);
+    let mut buffer = Vec::new();
+    loop {
+        buffer.clear();
+        match reader.read_until(b'\n', &mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&buffer);
+                context
+                    .log
+                    .push(&context.node_id, source, None, &text, &secrets);
+            }
+        }
+    }
+}
+
+fn signal_group(pid: u32, signal: rustix::process::Signal) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process_group(pid, signal);
+    }
+}
+
+/// SIGTERM to the process group, SIGKILL after `grace`; returns once the process is reaped.
+async fn stop_process(child: &mut Child, grace: Duration, context: &SlotContext) {
+    let Some(pid) = child.id() else {
+        let _ = child.wait().await;
+        return;
+    };
+    signal_group(pid, rustix::process::Signal::TERM);
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(_) => context.note(Level::Info, &format!("process {pid} stopped")),
+        Err(_) => {
+            signal_group(pid, rustix::process::Signal::KILL);
+            let _ = child.kill().await;
+            context.note(
+                Level::Warn,
+                &format!("process {pid} did not stop within {grace:?}; killed"),
+            );
+        }
+    }
+}
+
+enum Next {
+    Start,
+    Replace(Box<Launch>),
+    Stop(Option<oneshot::Sender<()>>),
+}
+
+async fn wait_or_command(
+    delay: Duration,
+    commands: &mut mpsc::UnboundedReceiver<SlotCommand>,
+) -> Next {
+    tokio::select! {
+        () = tokio::time::sleep(delay) => Next::Start,
+        command = commands.recv() => match command {
+            Some(SlotCommand::Replace(launch)) => Next::Replace(launch),
+            Some(SlotCommand::Stop(done)) => Next::Stop(Some(done)),
+            None => Next::Stop(None),
+        },
+    }
+}
+
+async fn supervise(
+    first: Child,
+    mut launch: Launch,
+    context: SlotContext,
+    mut commands: mpsc::UnboundedReceiver<SlotCommand>,
+) {
+    let mut next_child = Some(first);
+    let mut exits: u32 = 0;
+    loop {
+        let next = match next_child.take() {
+            Some(child) => run_one(child, &context, &mut commands, &mut exits).await,
+            None => match spawn_process(&launch, &context) {
+                Ok(child) => {
+                    next_child = Some(child);
+                    continue;
+                }
+                Err(error) => {
+                    exits = exits.saturating_add(1);
+                    let delay = context.policy.delay(exits);
+                    context.note(
+                        Level::Error,
+                        &format!(
+                            "{error}: {}; trying again in {delay:?}",
+                            source_words(&error)
+                        ),
+                    );
+                    context.update(|s| {
+                        s.pid = None;
+                        s.up_since = None;
+                        s.exits_in_a_row = exits;
+                        s.backoff = Some(delay);
+                    });
+                    wait_or_command(delay, &mut commands).await
+                }
+            },
+        };
+        match next {
+            Next::Start => {}
+            Next::Replace(new_launch) => {
+                context.note(
+                    Level::Info,
+                    &format!(
+                        "replacing the process: generation {} → {}",
+                        launch.generation, new_launch.generation
+                    ),
+                );
+                launch = *new_launch;
+                exits = 0;
+            }
+            Next::Stop(done) => {
+                remove_runtime_dir(&launch.runtime_dir);
+                context.update(|s| {
+                    s.pid = None;
+                    s.up_since = None;
+                    s.backoff = None;
+                });
+                if let Some(done) = done {
+                    let _ = done.send(());
+                }
+                return;
+            }
+        }
+    }
+}
+
+fn source_words(error: &SpawnError) -> String {
+    match error {
+        SpawnError::RuntimeDir { source, .. } | SpawnError::Exec { source, .. } => {
+            source.to_string()
+        }
+    }
+}
+
+/// Runs one process until it exits (then waits out the backoff) or a command arrives.
+async fn run_one(
+    mut child: Child,
+    context: &SlotContext,
+    commands: &mut mpsc::UnboundedReceiver<SlotCommand>,
+    exits: &mut u32,
+) -> Next {
+    let started = Instant::now();
+    let pid = child.id().unwrap_or(0);
+    tokio::select! {
+        exit = child.wait() => {
+            let ran_for = started.elapsed();
+            *exits = context.policy.exits_in_a_row(*exits, ran_for);
+            let delay = context.policy.delay(*exits);
+            let how = match exit {
+                Ok(status) => status.to_string(),
+                Err(error) => format!("unknown exit ({error})"),
+            };
+            context.note(
+                Level::Warn,
+                &format!(
+                    "process {pid} ended ({how}) after {:.1} s; starting again in {delay:?}",
+                    ran_for.as_secs_f64()
+                ),
+            );
+            let count = *exits;
+            context.update(|s| {
+                s.pid = None;
+                s.up_since = None;
+                s.restarts = s.restarts.saturating_add(1);
+                s.exits_in_a_row = count;
+                s.backoff = Some(delay);
+                s.last_exit = Some(how);
+            });
+            tracing::warn!(node = %context.node_id, pid, "app process ended; restarting");
+            wait_or_command(delay, commands).await
+        }
+        command = commands.recv() => {
+            stop_process(&mut child, context.stop_grace, context).await;
+            match command {
+                Some(SlotCommand::Replace(new_launch)) => Next::Replace(new_launch),
+                Some(SlotCommand::Stop(done)) => Next::Stop(Some(done)),
+                None => Next::Stop(None),
+            }
+        }
+    }
+}

@@ -1,0 +1,564 @@
+//! The `core` provider against real child processes: a small shell script stands in for an
+//! app. Each test runs its own store and data dir in a temp dir; waits poll for an outcome
+//! with a generous deadline and never assert how long anything took.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use orc_common::{Architecture, Shape};
+use orc_zone_apps::policy::RestartPolicy;
+use orc_zone_apps::{AppBinary, Apps, AppsConfig, AppsOptions, Level, LogSource, SlotInfo};
+use orc_zone_model::{
+    AppSpec, Expected, NewPool, Node, NodeState, NodeStatus, Pool, PoolSpec, SensitiveParams,
+    Timestamp, TokenSecret, sys_project_id,
+};
+use orc_zone_store::Store;
+
+const SCRIPT: &str = r#"
+out="$OUT_DIR/slot-$ORC_SLOT"
+mkdir -p "$out"
+env > "$out/env.tmp" && mv "$out/env.tmp" "$out/env"
+echo "start $ORC_SLOT $ORC_POOL_GENERATION" >> "$OUT_DIR/events"
+echo "INFO started generation $ORC_POOL_GENERATION"
+echo "WARN the key is $(cat "$ORC_PARAM_API_KEY_FILE")"
+echo "2026-11-29T18:23:51.123456Z DEBUG detail of slot $ORC_SLOT"
+echo "ERROR from stderr" >&2
+echo "a plain line"
+if [ "$ORC_PARAM_MODE" = crash ]; then exit 3; fi
+trap 'echo "stop $ORC_SLOT $ORC_POOL_GENERATION" >> "$OUT_DIR/events"; exit 0' TERM
+while true; do sleep 0.05; done
+"#;
+
+const SECRET: &str = "sekrit-value-123456";
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    out: PathBuf,
+    data: PathBuf,
+    store: Store,
+    apps: Apps,
+}
+
+fn fast_options() -> AppsOptions {
+    AppsOptions {
+        restart: RestartPolicy {
+            initial: Duration::from_millis(20),
+            max: Duration::from_millis(200),
+            stable_after: Duration::from_secs(60),
+        },
+        settle: Duration::from_millis(300),
+        stop_grace: Duration::from_secs(5),
+        poll_interval: Duration::from_millis(50),
+        log_lines: 100,
+    }
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&out).unwrap();
+    let script = dir.path().join("app.sh");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let store = Store::open_sqlite_file(&dir.path().join("zone.db"))
+        .await
+        .unwrap();
+    let mut config = AppsConfig {
+        search_next_to_exe: false,
+        options: fast_options(),
+        ..AppsConfig::default()
+    };
+    config.apps.insert(
+        "testapp".to_string(),
+        AppBinary {
+            path: "/bin/sh".into(),
+            args: vec![script.to_string_lossy().into_owned()],
+            env: BTreeMap::from([("OUT_DIR".to_string(), out.to_string_lossy().into_owned())]),
+            sensitive_params: Default::default(),
+        },
+    );
+    let apps = Apps::start(store.clone(), &data, "http://127.0.0.1:7999", config)
+        .await
+        .unwrap();
+    Fixture {
+        _dir: dir,
+        out,
+        data,
+        store,
+        apps,
+    }
+}
+
+fn app(params: &[(&str, &str)]) -> AppSpec {
+    AppSpec {
+        package: "sys/testapp:default".to_string(),
+        params: params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        sensitive: SensitiveParams(BTreeMap::from([(
+            "api_key".to_string(),
+            SECRET.to_string(),
+        )])),
+    }
+}
+
+impl Fixture {
+    async fn pool(&self, name: &str, size: u32, app: AppSpec) -> (Pool, Vec<Node>) {
+        let new = NewPool {
+            project_id: sys_project_id(),
+            name: name.parse().unwrap(),
+            size,
+            spec: PoolSpec {
+                provider_id: self.apps.provider().id.clone(),
+                shape: Shape {
+                    vcpus: 1,
+                    memory_gib: 1,
+                    arch: Architecture::X86_64,
+                    disks_gib: vec![],
+                },
+                region_class: "local".to_string(),
+                os: "none".to_string(),
+                public: false,
+                endpoints: vec![],
+                app: Some(app),
+                placement: Default::default(),
+            },
+        };
+        let change = self
+            .store
+            .create_pool(&new, Timestamp::now())
+            .await
+            .unwrap();
+        (change.pool, change.created)
+    }
+
+    async fn deploy(&self, node: &Node) -> orc_proto::DeployResult {
+        self.apps
+            .deploy_slot(&orc_proto::Deploy {
+                node_id: proto_id(node),
+                quote_token: orc_proto::QuoteToken::new("t").unwrap(),
+                os: orc_proto::OsId::new("none").unwrap(),
+                ssh_keys: vec![],
+                bootstrap: orc_proto::Bootstrap::default(),
+            })
+            .await
+    }
+
+    fn slot_out(&self, slot: u32) -> PathBuf {
+        self.out.join(format!("slot-{slot}"))
+    }
+
+    fn events(&self) -> Vec<String> {
+        std::fs::read_to_string(self.out.join("events"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+fn proto_id(node: &Node) -> orc_proto::NodeId {
+    orc_proto::NodeId::new(node.id.as_str()).unwrap()
+}
+
+async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    for _ in 0..400 {
+        if let Some(value) = check().await {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn read_env(path: &Path) -> Option<BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(path.join("env")).ok()?;
+    Some(
+        text.lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+async fn slot_info(apps: &Apps, node: &Node) -> Option<SlotInfo> {
+    apps.slots()
+        .await
+        .into_iter()
+        .find(|s| s.node_id == node.id)
+}
+
+#[tokio::test]
+async fn slot_gets_env_and_files_and_deploy_is_idempotent() {
+    let f = fixture().await;
+    let (pool, nodes) = f
+        .pool(
+            "web",
+            1,
+            app(&[("partner_id", "zone-1"), ("regions", "{\"eu\": [1, 2]}")]),
+        )
+        .await;
+    let node = &nodes[0];
+
+    let first = match f.deploy(node).await {
+        orc_proto::DeployResult::Deployed(d) => d,
+        other => panic!("deploy refused: {other:?}"),
+    };
+    assert_eq!(first.site.as_str(), "local");
+    assert_eq!(first.price, None);
+    let env = wait_for("the env dump", async || read_env(&f.slot_out(0))).await;
+    let info = slot_info(&f.apps, node).await.unwrap();
+    let pid = info.pid.unwrap();
+
+    assert_eq!(env["ORC_SLOT"], "0");
+    assert_eq!(env["ORC_POOL"], "sys/sys/web");
+    assert_eq!(env["ORC_NODE"], node.id.as_str());
+    assert_eq!(env["ORC_ZONE_GRPC"], "http://127.0.0.1:7999");
+    assert_eq!(env["ORC_ZONE_ENDPOINT"], "http://127.0.0.1:7999");
+    assert_eq!(env["ORC_ZONE_PROJECT"], "sys/sys");
+    assert_eq!(env["ORC_PARAM_PARTNER_ID"], "zone-1");
+    assert!(!env.contains_key("ORC_PARAM_REGIONS"));
+    assert!(!env.contains_key("ORC_PARAM_API_KEY"));
+    let env_text = std::fs::read_to_string(f.slot_out(0).join("env")).unwrap();
+    assert!(
+        !env_text.contains(SECRET),
+        "a sensitive value is in the environment"
+    );
+
+    let run_dir = f
+        .data
+        .join("apps")
+        .join(pool.id.as_str())
+        .join("slot-0/run");
+    assert_eq!(
+        std::fs::metadata(&run_dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    for (var, content) in [
+        ("ORC_PARAM_API_KEY_FILE", SECRET),
+        ("ORC_PARAM_REGIONS_FILE", "{\"eu\": [1, 2]}"),
+    ] {
+        let path = PathBuf::from(&env[var]);
+        assert!(
+            path.starts_with(&run_dir),
+            "{var} is outside the runtime dir"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), content);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{var}");
+    }
+
+    let token = std::fs::read_to_string(&env["ORC_ZONE_TOKEN_FILE"]).unwrap();
+    let record = f
+        .store
+        .authenticate_token(&TokenSecret::from_presented(token), Timestamp::now())
+        .await
+        .unwrap()
+        .expect("the app's zone token authenticates");
+    let memberships = f
+        .store
+        .list_memberships_of_user(&record.user_id)
+        .await
+        .unwrap();
+    assert!(
+        memberships
+            .iter()
+            .any(|m| m.project_id == Some(sys_project_id()))
+    );
+
+    let again = match f.deploy(node).await {
+        orc_proto::DeployResult::Deployed(d) => d,
+        other => panic!("second deploy refused: {other:?}"),
+    };
+    assert_eq!(again.instance_ref, first.instance_ref);
+    let infos = f.apps.slots().await;
+    assert_eq!(infos.len(), 1);
+    assert_eq!(
+        infos[0].pid,
+        Some(pid),
+        "a second deploy started another process"
+    );
+
+    let logs = wait_for("the secret line", async || {
+        let lines = f.apps.logs(&pool.id, None, Level::Warn);
+        lines
+            .iter()
+            .any(|l| l.text.starts_with("the key is"))
+            .then_some(lines)
+    })
+    .await;
+    let line = logs
+        .iter()
+        .find(|l| l.text.starts_with("the key is"))
+        .unwrap();
+    assert_eq!(line.text, "the key is <redacted>");
+    assert_eq!(line.level, Level::Warn);
+    let file = std::fs::read_to_string(f.apps.log_file(&pool.id, 0)).unwrap();
+    assert!(file.contains("the key is <redacted>"));
+    assert!(!file.contains(SECRET));
+
+    assert_eq!(
+        f.apps.destroy_slot(&proto_id(node)).await,
+        orc_proto::DestroyResult::Destroyed
+    );
+    assert!(!alive(pid), "the process outlived its destroy");
+    assert!(!run_dir.exists(), "the runtime dir outlived its slot");
+    assert!(
+        f.events().contains(&"stop 0 1".to_string()),
+        "no SIGTERM first"
+    );
+    assert!(f.apps.slots().await.is_empty());
+    assert_eq!(
+        f.apps.destroy_slot(&proto_id(node)).await,
+        orc_proto::DestroyResult::Destroyed
+    );
+    f.apps.shutdown().await;
+}
+
+#[tokio::test]
+async fn crashing_slot_restarts_with_backoff() {
+    let f = fixture().await;
+    let (pool, nodes) = f.pool("crashy", 1, app(&[("mode", "crash")])).await;
+    assert!(matches!(
+        f.deploy(&nodes[0]).await,
+        orc_proto::DeployResult::Deployed(_)
+    ));
+    let info = wait_for("three restarts", async || {
+        slot_info(&f.apps, &nodes[0])
+            .await
+            .filter(|s| s.restarts >= 3 && s.backoff.is_some())
+    })
+    .await;
+    let policy = fast_options().restart;
+    assert!(info.exits_in_a_row >= 3);
+    assert!(info.last_exit.as_deref().unwrap().contains('3'));
+    assert!(policy.delay(info.exits_in_a_row) >= policy.delay(1));
+    let starts = f
+        .events()
+        .iter()
+        .filter(|e| e.as_str() == "start 0 1")
+        .count();
+    assert!(starts >= 3, "{starts} starts");
+    let notes: Vec<_> = f
+        .apps
+        .logs(&pool.id, Some(0), Level::Warn)
+        .into_iter()
+        .filter(|l| l.source == LogSource::Supervisor)
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|l| l.text.contains("ended (exit status: 3)")),
+        "{notes:?}"
+    );
+    f.apps.shutdown().await;
+}
+
+#[tokio::test]
+async fn logs_have_levels_and_filter_by_level_and_slot() {
+    let f = fixture().await;
+    let (pool, nodes) = f.pool("logs", 2, app(&[])).await;
+    for node in &nodes {
+        assert!(matches!(
+            f.deploy(node).await,
+            orc_proto::DeployResult::Deployed(_)
+        ));
+    }
+    let all = wait_for("lines of both slots", async || {
+        let lines = f.apps.logs(&pool.id, None, Level::Trace);
+        let plain = |slot| {
+            lines
+                .iter()
+                .any(|l| l.slot == slot && l.text == "a plain line")
+        };
+        let stderr = |slot| {
+            lines
+                .iter()
+                .any(|l| l.slot == slot && l.source == LogSource::Stderr)
+        };
+        (plain(0) && plain(1) && stderr(0) && stderr(1)).then_some(lines)
+    })
+    .await;
+    let level_of = |slot: u32, start: &str| {
+        all.iter()
+            .find(|l| l.slot == slot && l.text.starts_with(start))
+            .map(|l| l.level)
+    };
+    assert_eq!(level_of(0, "started"), Some(Level::Info));
+    assert_eq!(level_of(0, "the key"), Some(Level::Warn));
+    assert_eq!(level_of(0, "detail of slot"), Some(Level::Debug));
+    assert_eq!(level_of(0, "from stderr"), Some(Level::Error));
+    assert_eq!(level_of(0, "a plain line"), Some(Level::Info));
+    assert!(all.windows(2).all(|w| w[0].seq < w[1].seq));
+
+    let slot1_warn = f.apps.logs(&pool.id, Some(1), Level::Warn);
+    assert!(!slot1_warn.is_empty());
+    assert!(
+        slot1_warn
+            .iter()
+            .all(|l| l.slot == 1 && l.level >= Level::Warn)
+    );
+    assert!(slot1_warn.iter().any(|l| l.level == Level::Error));
+    let no_debug = f.apps.logs(&pool.id, None, Level::Info);
+    assert!(no_debug.iter().all(|l| l.level != Level::Debug));
+    assert!(f.apps.logs(&pool.id, Some(7), Level::Trace).is_empty());
+    f.apps.shutdown().await;
+}
+
+#[tokio::test]
+async fn params_change_replaces_slots_one_at_a_time() {
+    let f = fixture().await;
+    let (pool, nodes) = f.pool("roll", 2, app(&[("partner_id", "one")])).await;
+    for node in &nodes {
+        assert!(matches!(
+            f.deploy(node).await,
+            orc_proto::DeployResult::Deployed(_)
+        ));
+    }
+    wait_for("both first starts", async || {
+        let events = f.events();
+        (events.contains(&"start 0 1".to_string()) && events.contains(&"start 1 1".to_string()))
+            .then_some(())
+    })
+    .await;
+    let before = f.events().len();
+
+    let mut spec = pool.spec.clone();
+    spec.app = Some(app(&[("partner_id", "two")]));
+    let reconfigured = f
+        .store
+        .reconfigure_pool(&pool.id, pool.generation, &spec, Timestamp::now())
+        .await
+        .unwrap();
+    assert_eq!(reconfigured.generation, 2);
+
+    wait_for("both slots started on generation 2", async || {
+        let events = f.events();
+        (events.contains(&"start 0 2".to_string()) && events.contains(&"start 1 2".to_string()))
+            .then_some(())
+    })
+    .await;
+    let events = f.events()[before..].to_vec();
+    assert_eq!(
+        events,
+        vec!["stop 0 1", "start 0 2", "stop 1 1", "start 1 2"],
+        "slots were not replaced one at a time"
+    );
+    for slot in 0..2 {
+        let env = read_env(&f.slot_out(slot)).unwrap();
+        assert_eq!(env["ORC_PARAM_PARTNER_ID"], "two");
+        assert_eq!(env["ORC_POOL_GENERATION"], "2");
+    }
+    f.apps.shutdown().await;
+}
+
+#[tokio::test]
+async fn running_nodes_are_adopted_and_ended_nodes_stopped() {
+    let f = fixture().await;
+    let (_, nodes) = f.pool("resume", 1, app(&[])).await;
+    let node = &nodes[0];
+    let mut status = NodeStatus::pending(Timestamp::now());
+    status.state = NodeState::Running;
+    status.next_attempt_at = None;
+    status.site = Some("local".to_string());
+    let running = f
+        .store
+        .update_node_state(
+            &node.id,
+            Expected::Version(node.version),
+            &status,
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+
+    let info = wait_for("the adopted slot", async || {
+        slot_info(&f.apps, node).await.filter(|s| s.pid.is_some())
+    })
+    .await;
+    let pid = info.pid.unwrap();
+    assert!(alive(pid));
+
+    f.store
+        .end_node(
+            &node.id,
+            Expected::Version(running.version),
+            None,
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    wait_for("the process of the ended node to stop", async || {
+        (f.apps.slots().await.is_empty() && !alive(pid)).then_some(())
+    })
+    .await;
+    assert!(
+        f.events().contains(&"stop 0 1".to_string()),
+        "no SIGTERM first"
+    );
+    f.apps.shutdown().await;
+}
+
+#[tokio::test]
+async fn quotes_offer_local_unpriced_or_refuse_with_operator_fix() {
+    let f = fixture().await;
+    let (_, good) = f.pool("good", 1, app(&[])).await;
+    let mut missing = app(&[]);
+    missing.package = "sys/not-there:v1".to_string();
+    let (_, bad) = f.pool("bad", 1, missing).await;
+    let mut bad_param = app(&[]);
+    bad_param
+        .params
+        .insert("Bad-Name".to_string(), "x".to_string());
+    let (_, worse) = f.pool("worse", 1, bad_param).await;
+
+    let quote = |node: &Node| orc_proto::Quote {
+        pool: orc_proto::PoolId::new("sys/sys/x").unwrap(),
+        node_id: proto_id(node),
+        purpose: orc_proto::Purpose::Tenant,
+        shape: Shape {
+            vcpus: 1,
+            memory_gib: 1,
+            arch: Architecture::X86_64,
+            disks_gib: vec![],
+        },
+        class: orc_proto::ClassId::new("local").unwrap(),
+        os: orc_proto::OsId::new("none").unwrap(),
+        pinned_site: None,
+        public: false,
+        placement: Default::default(),
+    };
+    match f.apps.quote_slot(&quote(&good[0])).await {
+        orc_proto::QuoteReply::Offer(offer) => {
+            assert_eq!(offer.site.as_str(), "local");
+            assert_eq!(offer.price, None);
+            assert_eq!(offer.words, "sys/testapp:default · local");
+        }
+        other => panic!("expected an offer: {other:?}"),
+    }
+    for (node, words) in [
+        (&bad[0], "app \"not-there\" is not installed on this zone"),
+        (&worse[0], "param \"Bad-Name\""),
+    ] {
+        match f.apps.quote_slot(&quote(node)).await {
+            orc_proto::QuoteReply::Refused(refusal) => {
+                assert_eq!(refusal.kind, orc_proto::RefusalKind::OperatorFix);
+                assert!(refusal.words.contains(words), "{}", refusal.words);
+            }
+            other => panic!("expected a refusal: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        f.deploy(&bad[0]).await,
+        orc_proto::DeployResult::Refused(r) if r.kind == orc_proto::RefusalKind::OperatorFix
+    ));
+    assert!(f.apps.slots().await.is_empty());
+    f.apps.shutdown().await;
+}

@@ -1,0 +1,20 @@
+//! The zone's pure vocabulary: what every other zone crate programs against.
+//!
+//! - [`model`]: typed ids, names, and the records the store keeps (orgs, projects, users,
+//!   tokens, providers, pools, nodes, events, usage lines);
+//! - [`pricing`]: what a tenant pays for a node and how its hours become usage lines;
+//! - [`clock`]: the [`Clock`](clock::Clock) seam through which the controller reads time.
+//!
+//! Nothing here does I/O, spawns a task or reads a clock on its own (fresh token values come
+//! from the thread's CSPRNG): every function takes the time it needs (only [`Clock`](clock::Clock) implementations and
+//! [`Timestamp::now`](model::Timestamp::now) read the wall clock, for callers that choose
+//! them; decisions take an injected clock's time, never those). This crate must never depend
+//! on the store, the API, the hub or any runtime (tokio, sqlx, axum, tonic, and so not
+//! `orc-proto`, which brings tonic); the store, the API types, the app supervisor and the
+//! controller all depend on it.
+
+pub mod clock;
+pub mod model;
+pub mod pricing;
+
+pub use model::*;

@@ -1,0 +1,114 @@
+//! Events: an append-only log of what happened, scoped to the objects it concerns.
+
+use sqlx::any::AnyRow;
+
+use super::error::OperationExt;
+use super::rows::{opt_parsed, parsed, text, time};
+use super::{Store, StoreResult};
+use orc_zone_model::{Event, EventId, EventScope, Timestamp};
+
+const EVENT_COLUMNS: &str =
+    "id, at, org_id, project_id, provider_id, pool_id, node_id, kind, words";
+
+fn event_from(row: &AnyRow) -> StoreResult<Event> {
+    Ok(Event {
+        id: parsed(row, "events.id")?,
+        at: time(row, "events.at")?,
+        scope: EventScope {
+            org_id: opt_parsed(row, "events.org_id")?,
+            project_id: opt_parsed(row, "events.project_id")?,
+            provider_id: opt_parsed(row, "events.provider_id")?,
+            pool_id: opt_parsed(row, "events.pool_id")?,
+            node_id: opt_parsed(row, "events.node_id")?,
+        },
+        kind: text(row, "events.kind")?,
+        words: text(row, "events.words")?,
+    })
+}
+
+impl Store {
+    /// Appends an event.
+    pub async fn record_event(
+        &self,
+        scope: &EventScope,
+        kind: &str,
+        words: &str,
+        at: Timestamp,
+    ) -> StoreResult<Event> {
+        let id = EventId::from_counter(self.allocate_ids(1).await?);
+        sqlx::query(
+            "INSERT INTO events (id, at, org_id, project_id, provider_id, pool_id, node_id, \
+             kind, words) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(id.as_str())
+        .bind(at.millis())
+        .bind(scope.org_id.as_ref().map(|i| i.as_str()))
+        .bind(scope.project_id.as_ref().map(|i| i.as_str()))
+        .bind(scope.provider_id.as_ref().map(|i| i.as_str()))
+        .bind(scope.pool_id.as_ref().map(|i| i.as_str()))
+        .bind(scope.node_id.as_ref().map(|i| i.as_str()))
+        .bind(kind)
+        .bind(words)
+        .execute(self.pool())
+        .await
+        .op("record event")?;
+        Ok(Event {
+            id,
+            at,
+            scope: scope.clone(),
+            kind: kind.to_string(),
+            words: words.to_string(),
+        })
+    }
+
+    /// Events matching every id set in `filter` (an empty filter matches all), oldest
+    /// first, after the event `after` if given, at most `limit`.
+    pub async fn list_events(
+        &self,
+        filter: &EventScope,
+        after: Option<&EventId>,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>> {
+        let mut conditions = Vec::new();
+        let mut values: Vec<&str> = Vec::new();
+        let wanted = [
+            ("org_id", filter.org_id.as_ref().map(|i| i.as_str())),
+            ("project_id", filter.project_id.as_ref().map(|i| i.as_str())),
+            (
+                "provider_id",
+                filter.provider_id.as_ref().map(|i| i.as_str()),
+            ),
+            ("pool_id", filter.pool_id.as_ref().map(|i| i.as_str())),
+            ("node_id", filter.node_id.as_ref().map(|i| i.as_str())),
+            ("id >", after.map(|i| i.as_str())),
+        ];
+        for (column, value) in wanted {
+            if let Some(value) = value {
+                values.push(value);
+                let op = if column.ends_with('>') { "" } else { " =" };
+                conditions.push(format!("{column}{op} ${}", values.len()));
+            }
+        }
+        let filter_sql = if conditions.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", conditions.join(" AND "))
+        };
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events{filter_sql} ORDER BY id LIMIT ${}",
+            values.len() + 1
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for value in values {
+            query = query.bind(value);
+        }
+        query
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await
+            .op("list events")?
+            .iter()
+            .map(event_from)
+            .collect()
+    }
+}

@@ -1,0 +1,1519 @@
+//! The cases of the store suite, each an async fn over a [`TestDb`], engine-agnostic.
+
+use std::collections::BTreeMap;
+
+use orc_common::{Architecture, Currency, Money, Period, Shape};
+use orc_zone_model::{
+    AppSpec, Endpoint, EventScope, Expected, Markup, Month, Name, NewPool, NewProvider, NewUsage,
+    Node, NodeId, NodeState, NodeStatus, PoolSpec, PricingStrategy, Project, ProviderId,
+    ProviderScope, RefusalKind, Role, SensitiveParams, Timestamp, TokenSecret, sys_org_id,
+    sys_project_id,
+};
+use orc_zone_store::{Kind, SCHEMA_VERSION, StatusWrite, Store, StoreError};
+use rust_decimal::Decimal;
+use sqlx::Row;
+
+use crate::harness::TestDb;
+
+const T0: Timestamp = Timestamp(1_767_225_600_000);
+
+fn name(s: &str) -> Name {
+    s.parse().expect("valid name")
+}
+
+fn dec(s: &str) -> Decimal {
+    s.parse().expect("decimal")
+}
+
+fn shape() -> Shape {
+    Shape {
+        vcpus: 2,
+        memory_gib: 4,
+        arch: Architecture::X86_64,
+        disks_gib: vec![],
+    }
+}
+
+fn spec(provider_id: &ProviderId) -> PoolSpec {
+    PoolSpec {
+        provider_id: provider_id.clone(),
+        shape: shape(),
+        region_class: "eu-central".to_string(),
+        os: "debian-12".to_string(),
+        public: false,
+        endpoints: vec![],
+        app: None,
+        placement: Default::default(),
+    }
+}
+
+/// An org `acme`, project `acme/web` and a provider `cloud` in it.
+async fn tenant(store: &Store) -> (Project, ProviderId) {
+    let org = store.create_org(&name("acme"), T0).await.unwrap();
+    let project = store
+        .create_project(&org.id, &name("web"), T0)
+        .await
+        .unwrap();
+    let provider = store
+        .create_provider(
+            &NewProvider {
+                project_id: project.id.clone(),
+                name: name("cloud"),
+                resource_uri: "urn:orc:test:cloud".to_string(),
+                scope: ProviderScope::Project,
+                pricing: PricingStrategy::None,
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    (project, provider.id)
+}
+
+async fn pool_of(
+    store: &Store,
+    project: &Project,
+    provider: &ProviderId,
+    n: &str,
+    size: u32,
+) -> Vec<Node> {
+    store
+        .create_pool(
+            &NewPool {
+                project_id: project.id.clone(),
+                name: name(n),
+                size,
+                spec: spec(provider),
+            },
+            T0,
+        )
+        .await
+        .unwrap()
+        .created
+}
+
+fn running(node: &Node) -> NodeStatus {
+    NodeStatus {
+        state: NodeState::Running,
+        site: Some("eu-central-a".to_string()),
+        instance_ref: Some("i-1".to_string()),
+        addresses: vec!["10.0.0.2".to_string()],
+        next_attempt_at: None,
+        ..node.status.clone()
+    }
+}
+
+pub async fn migrations_are_idempotent(db: &TestDb) {
+    let store = db.bare().await;
+    assert_eq!(store.schema_version().await.unwrap(), None);
+    store.migrate().await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), Some(SCHEMA_VERSION));
+    store.migrate().await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), Some(SCHEMA_VERSION));
+    store.bootstrap(T0).await.unwrap();
+    store.bootstrap(T0.plus_millis(5)).await.unwrap();
+    store.close().await;
+
+    // Opening again (migrate + bootstrap) changes nothing either.
+    let store = db.store().await;
+    assert_eq!(store.schema_version().await.unwrap(), Some(SCHEMA_VERSION));
+    let orgs = store.list_orgs().await.unwrap();
+    assert_eq!(orgs.len(), 1);
+    assert_eq!(orgs[0].id, sys_org_id());
+    assert_eq!(orgs[0].name.as_str(), "sys");
+    assert_eq!(orgs[0].created_at, T0);
+    let sys = store
+        .project_by_path(&name("sys"), &name("sys"))
+        .await
+        .unwrap();
+    assert_eq!(sys.id, sys_project_id());
+    assert_eq!(sys.org_id, sys_org_id());
+    // The counter starts after the bootstrap ids.
+    let org = store.create_org(&name("acme"), T0).await.unwrap();
+    assert_eq!(org.id.as_str(), "o-000000000003");
+}
+
+pub async fn migrations_move_an_older_database_forward(db: &TestDb) {
+    let store = db.bare().await;
+    store.migrate_to(1).await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), Some(1));
+    let org = store.create_org(&name("early"), T0).await.unwrap();
+    let project = store
+        .create_project(&org.id, &name("first"), T0)
+        .await
+        .unwrap();
+    // Tables of later migrations do not exist yet.
+    assert!(store.list_providers().await.is_err());
+    store.close().await;
+
+    let store = db.store().await;
+    assert_eq!(store.schema_version().await.unwrap(), Some(SCHEMA_VERSION));
+    assert_eq!(store.get_org(&org.id).await.unwrap(), org);
+    assert_eq!(store.get_project(&project.id).await.unwrap(), project);
+    let provider = store
+        .create_provider(
+            &NewProvider {
+                project_id: project.id.clone(),
+                name: name("cloud"),
+                resource_uri: "urn:orc:test:later".to_string(),
+                scope: ProviderScope::Zone,
+                pricing: PricingStrategy::None,
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    assert!(provider.id > ProviderId::from_counter(0));
+    assert_eq!(store.list_orgs().await.unwrap().len(), 2);
+}
+
+pub async fn migrations_name_gateway_pools_after_their_provider(db: &TestDb) {
+    let store = db.bare().await;
+    store.migrate_to(4).await.unwrap();
+    store.bootstrap(T0).await.unwrap();
+    assert_eq!(
+        sys_project_id().as_str(),
+        "p-000000000002",
+        "the id 0005 names"
+    );
+    let provider = store
+        .create_provider(
+            &NewProvider {
+                project_id: sys_project_id(),
+                name: name("partner"),
+                resource_uri: "urn:orc:partner:zone-1".to_string(),
+                scope: ProviderScope::Zone,
+                pricing: PricingStrategy::None,
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    let mut gateway = spec(&provider.id);
+    gateway.os = "gateway".to_string();
+    let pool = |pool_name: &str, pool_spec: &PoolSpec| NewPool {
+        project_id: sys_project_id(),
+        name: name(pool_name),
+        size: 1,
+        spec: pool_spec.clone(),
+    };
+    let legacy = store
+        .create_pool(&pool("gw-eu-central-a", &gateway), T0)
+        .await
+        .unwrap();
+    let long_site = format!("gw-{}", "s".repeat(54));
+    let too_long = store
+        .create_pool(&pool(&long_site, &gateway), T0)
+        .await
+        .unwrap();
+    let operators = store
+        .create_pool(&pool("gw-tools", &spec(&provider.id)), T0)
+        .await
+        .unwrap();
+    store.close().await;
+
+    let store = db.store().await;
+    let renamed = store.get_pool(&legacy.pool.id).await.unwrap();
+    assert_eq!(renamed.name.as_str(), "gw-partner-eu-central-a");
+    assert_eq!(
+        store
+            .get_pool(&too_long.pool.id)
+            .await
+            .unwrap()
+            .name
+            .as_str(),
+        long_site,
+        "a name that would be too long stays"
+    );
+    assert_eq!(
+        store
+            .get_pool(&operators.pool.id)
+            .await
+            .unwrap()
+            .name
+            .as_str(),
+        "gw-tools",
+        "a sys pool that is no gateway keeps its name"
+    );
+}
+
+pub async fn tenancy_crud(db: &TestDb) {
+    let store = db.store().await;
+    let zeta = store.create_org(&name("zeta"), T0).await.unwrap();
+    let acme = store.create_org(&name("acme"), T0).await.unwrap();
+    assert!(acme.id > zeta.id, "ids increase in creation order");
+    let names: Vec<String> = store
+        .list_orgs()
+        .await
+        .unwrap()
+        .iter()
+        .map(|o| o.name.to_string())
+        .collect();
+    assert_eq!(names, ["acme", "sys", "zeta"]);
+    assert_eq!(store.get_org(&acme.id).await.unwrap(), acme);
+    assert_eq!(store.org_by_name(&name("acme")).await.unwrap(), acme);
+
+    let web = store
+        .create_project(&acme.id, &name("web"), T0)
+        .await
+        .unwrap();
+    let api = store
+        .create_project(&acme.id, &name("api"), T0)
+        .await
+        .unwrap();
+    let listed = store.list_projects(&acme.id).await.unwrap();
+    assert_eq!(listed, vec![api.clone(), web.clone()]);
+    assert_eq!(
+        store
+            .project_by_path(&name("acme"), &name("web"))
+            .await
+            .unwrap(),
+        web
+    );
+
+    let ann = store.create_user(&name("ann"), T0).await.unwrap();
+    let bob = store.create_user(&name("bob"), T0).await.unwrap();
+    assert_eq!(store.get_user(&ann.id).await.unwrap(), ann);
+    assert_eq!(store.user_by_name(&name("bob")).await.unwrap(), bob);
+    assert_eq!(
+        store.list_users().await.unwrap(),
+        vec![ann.clone(), bob.clone()]
+    );
+
+    let owner = store
+        .add_membership(&ann.id, &acme.id, None, Role::Owner, T0)
+        .await
+        .unwrap();
+    let viewer = store
+        .add_membership(&bob.id, &acme.id, Some(&web.id), Role::Viewer, T0)
+        .await
+        .unwrap();
+    // A user may hold an org role and a project role at once.
+    let member = store
+        .add_membership(&ann.id, &acme.id, Some(&api.id), Role::Member, T0)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.list_memberships_of_org(&acme.id).await.unwrap(),
+        vec![owner.clone(), viewer.clone(), member.clone()]
+    );
+    assert_eq!(
+        store.list_memberships_of_user(&ann.id).await.unwrap(),
+        vec![owner.clone(), member.clone()]
+    );
+    store.remove_membership(&viewer.id).await.unwrap();
+    assert!(
+        store
+            .list_memberships_of_user(&bob.id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A project of another org is refused as a membership scope.
+    let other = store.create_org(&name("other"), T0).await.unwrap();
+    let err = store
+        .add_membership(&bob.id, &other.id, Some(&web.id), Role::Member, T0)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Reference {
+                kind: Kind::Membership,
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    let missing = orc_zone_model::OrgId::from_counter(999);
+    let err = store.get_org(&missing).await.unwrap_err();
+    assert_eq!(err.to_string(), "org o-0000000000z7 not found");
+    let err = store
+        .project_by_path(&name("acme"), &name("nope"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "project acme/nope not found");
+    let err = store
+        .create_project(&missing, &name("x"), T0)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "project refers to a missing org o-0000000000z7"
+    );
+}
+
+pub async fn unique_violations_name_the_field(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+
+    let err = store.create_org(&name("acme"), T0).await.unwrap_err();
+    assert!(matches!(
+        err,
+        StoreError::Unique {
+            kind: Kind::Org,
+            field: "name",
+            ..
+        }
+    ));
+    assert_eq!(err.to_string(), "org name \"acme\" is already used");
+
+    let err = store
+        .create_project(&project.org_id, &name("web"), T0)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "project name \"web\" is already used in org {}",
+            project.org_id
+        )
+    );
+    // The same project name in another org is fine.
+    let other = store.create_org(&name("other"), T0).await.unwrap();
+    store
+        .create_project(&other.id, &name("web"), T0)
+        .await
+        .unwrap();
+
+    store.create_user(&name("ann"), T0).await.unwrap();
+    let err = store.create_user(&name("ann"), T0).await.unwrap_err();
+    assert_eq!(err.to_string(), "user name \"ann\" is already used");
+
+    let twin = NewProvider {
+        project_id: project.id.clone(),
+        name: name("cloud"),
+        resource_uri: "urn:orc:test:other".to_string(),
+        scope: ProviderScope::Project,
+        pricing: PricingStrategy::None,
+    };
+    let err = store.create_provider(&twin, T0).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "provider name \"cloud\" is already used in project {}",
+            project.id
+        )
+    );
+    let same_resource = NewProvider {
+        name: name("cloud2"),
+        resource_uri: "urn:orc:test:cloud".to_string(),
+        ..twin
+    };
+    let err = store.create_provider(&same_resource, T0).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Unique {
+                field: "resource URI",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "provider resource URI \"urn:orc:test:cloud\" is already used"
+    );
+
+    pool_of(&store, &project, &provider, "db", 1).await;
+    let err = store
+        .create_pool(
+            &NewPool {
+                project_id: project.id.clone(),
+                name: name("db"),
+                size: 2,
+                spec: spec(&provider),
+            },
+            T0,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("pool name \"db\" is already used in project {}", project.id)
+    );
+    assert!(!err.is_retryable());
+    // The failed create left no nodes behind.
+    let pools = store.list_pools(&project.id).await.unwrap();
+    assert_eq!(pools.len(), 1);
+    assert_eq!(
+        store
+            .list_nodes_by_pool(&pools[0].id, true)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let user = store.user_by_name(&name("ann")).await.unwrap();
+    store
+        .add_membership(&user.id, &project.org_id, None, Role::Member, T0)
+        .await
+        .unwrap();
+    let err = store
+        .add_membership(&user.id, &project.org_id, None, Role::Owner, T0)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "membership scope \"{}\" is already used in org {}",
+            user.id, project.org_id
+        )
+    );
+}
+
+pub async fn database_errors_name_their_operation(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    store.close().await;
+
+    let operation_of = |err: StoreError| {
+        assert!(err.is_retryable(), "{err:?}");
+        match err {
+            StoreError::Database { operation, source } => {
+                assert!(matches!(source, sqlx::Error::PoolClosed), "{source:?}");
+                operation
+            }
+            other => panic!("expected a database error, got {other:?}"),
+        }
+    };
+    let err = store.list_orgs().await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "list orgs: the store's database call failed"
+    );
+    assert_eq!(operation_of(err), "list orgs");
+    let err = store.nodes_due(T0, 10).await.unwrap_err();
+    assert_eq!(operation_of(err), "read due nodes");
+    let new_pool = NewPool {
+        project_id: project.id.clone(),
+        name: name("web"),
+        size: 1,
+        spec: spec(&provider),
+    };
+    let err = store.create_pool(&new_pool, T0).await.unwrap_err();
+    assert_eq!(operation_of(err), "create pool");
+}
+
+pub async fn tokens_are_stored_as_hashes(db: &TestDb) {
+    let store = db.store().await;
+    let ann = store.create_user(&name("ann"), T0).await.unwrap();
+    let (token, secret) = store
+        .create_token(&ann.id, "laptop", None, T0)
+        .await
+        .unwrap();
+    let (expiring, expiring_secret) = store
+        .create_token(&ann.id, "ci", Some(T0.plus_millis(1_000)), T0)
+        .await
+        .unwrap();
+    assert_eq!(token.hash, secret.hash());
+
+    let found = store.authenticate_token(&secret, T0).await.unwrap();
+    assert_eq!(found.as_ref(), Some(&token));
+    let wrong = TokenSecret::from_presented("orc_not-a-token".to_string());
+    assert_eq!(store.authenticate_token(&wrong, T0).await.unwrap(), None);
+    assert!(
+        store
+            .authenticate_token(&expiring_secret, T0)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        store
+            .authenticate_token(&expiring_secret, T0.plus_millis(1_000))
+            .await
+            .unwrap(),
+        None
+    );
+
+    // The database holds the hash, never the value.
+    let mut raw = db.raw().await;
+    let rows = sqlx::query("SELECT secret_sha256 FROM api_tokens ORDER BY id")
+        .fetch_all(&mut raw)
+        .await
+        .unwrap();
+    let stored: Vec<String> = rows.iter().map(|r| r.get::<String, _>(0)).collect();
+    assert_eq!(
+        stored,
+        vec![secret.hash().to_hex(), expiring_secret.hash().to_hex()]
+    );
+    assert!(stored.iter().all(|s| !s.contains(&secret.expose()[4..])));
+
+    let revoked = store
+        .revoke_token(&token.id, T0.plus_millis(10))
+        .await
+        .unwrap();
+    assert_eq!(revoked.revoked_at, Some(T0.plus_millis(10)));
+    let again = store
+        .revoke_token(&token.id, T0.plus_millis(20))
+        .await
+        .unwrap();
+    assert_eq!(again.revoked_at, Some(T0.plus_millis(10)));
+    assert_eq!(store.authenticate_token(&secret, T0).await.unwrap(), None);
+    let listed = store.list_tokens(&ann.id).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|t| &t.id).collect::<Vec<_>>(),
+        [&token.id, &expiring.id]
+    );
+    let missing = orc_zone_model::TokenId::from_counter(4242);
+    let err = store.revoke_token(&missing, T0).await.unwrap_err();
+    assert_eq!(err.to_string(), format!("API token {missing} not found"));
+}
+
+pub async fn providers_crud(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider_id) = tenant(&store).await;
+    let provider = store.get_provider(&provider_id).await.unwrap();
+    assert_eq!(provider.pricing, PricingStrategy::None);
+    assert_eq!(provider.scope, ProviderScope::Project);
+    assert_eq!(
+        store
+            .provider_by_resource("urn:orc:test:cloud")
+            .await
+            .unwrap(),
+        provider
+    );
+
+    let partner = store
+        .create_provider(
+            &NewProvider {
+                project_id: sys_project_id(),
+                name: name("partner"),
+                resource_uri: "urn:orc:partner:p1".to_string(),
+                scope: ProviderScope::Project,
+                pricing: PricingStrategy::Markup(Markup::new(dec("0.15")).unwrap()),
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    // A project sees its own providers and zone-scoped ones.
+    let visible = store.list_providers_for(&project.id).await.unwrap();
+    assert_eq!(visible, vec![provider.clone()]);
+    let zoned = store
+        .set_provider_scope(&partner.id, ProviderScope::Zone, T0.plus_millis(1))
+        .await
+        .unwrap();
+    assert_eq!(zoned.scope, ProviderScope::Zone);
+    assert_eq!(zoned.updated_at, T0.plus_millis(1));
+    let visible = store.list_providers_for(&project.id).await.unwrap();
+    assert_eq!(visible, vec![provider.clone(), zoned.clone()]);
+
+    let zero = PricingStrategy::Markup(Markup::new(Decimal::ZERO).unwrap());
+    let priced = store
+        .set_provider_pricing(&provider.id, zero, T0)
+        .await
+        .unwrap();
+    assert_eq!(store.get_provider(&provider.id).await.unwrap(), priced);
+    assert_eq!(priced.pricing, zero);
+    let unpriced = store
+        .set_provider_pricing(&provider.id, PricingStrategy::None, T0)
+        .await
+        .unwrap();
+    assert_eq!(unpriced.pricing, PricingStrategy::None);
+    assert_eq!(store.list_providers().await.unwrap().len(), 2);
+
+    let missing = ProviderId::from_counter(777);
+    let err = store
+        .set_provider_scope(&missing, ProviderScope::Zone, T0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), format!("provider {missing} not found"));
+}
+
+pub async fn pools_crud_and_resize(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let mut params = BTreeMap::new();
+    params.insert("region".to_string(), "eu".to_string());
+    let mut secrets = BTreeMap::new();
+    secrets.insert("api_key".to_string(), "k-123".to_string());
+    let spec = PoolSpec {
+        shape: Shape {
+            vcpus: 4,
+            memory_gib: 8,
+            arch: Architecture::Arm64,
+            disks_gib: vec![50, 100],
+        },
+        public: true,
+        endpoints: vec![Endpoint {
+            name: "http".to_string(),
+            protocol: "http".to_string(),
+            port: 8080,
+        }],
+        app: Some(AppSpec {
+            package: "sys/partner:1.0".to_string(),
+            params,
+            sensitive: SensitiveParams(secrets),
+        }),
+        ..spec(&provider)
+    };
+    let change = store
+        .create_pool(
+            &NewPool {
+                project_id: project.id.clone(),
+                name: name("app"),
+                size: 3,
+                spec: spec.clone(),
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    let pool = change.pool;
+    assert_eq!(pool.generation, 1);
+    assert_eq!(
+        change.created.iter().map(|n| n.slot).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+    assert!(
+        change
+            .created
+            .iter()
+            .all(|n| n.status == NodeStatus::pending(T0) && n.version == 1)
+    );
+    assert!(change.released.is_empty());
+    assert_eq!(store.get_pool(&pool.id).await.unwrap(), pool);
+    assert_eq!(
+        store
+            .pool_by_path(&name("acme"), &name("web"), &name("app"))
+            .await
+            .unwrap(),
+        pool
+    );
+    let stored = store.get_pool(&pool.id).await.unwrap();
+    assert_eq!(stored.spec, spec);
+    let shown = format!("{stored:?}");
+    assert!(!shown.contains("k-123"), "sensitive param shown: {shown}");
+
+    let nodes = store.list_nodes_by_pool(&pool.id, false).await.unwrap();
+    assert_eq!(nodes, change.created);
+    assert_eq!(store.get_node(&nodes[1].id).await.unwrap(), nodes[1]);
+
+    let grown = store
+        .resize_pool(&pool.id, 5, T0.plus_millis(1))
+        .await
+        .unwrap();
+    assert_eq!(grown.pool.size, 5);
+    assert_eq!(
+        grown.created.iter().map(|n| n.slot).collect::<Vec<_>>(),
+        [3, 4]
+    );
+    let shrunk = store
+        .resize_pool(&pool.id, 2, T0.plus_millis(2))
+        .await
+        .unwrap();
+    assert!(shrunk.created.is_empty());
+    assert_eq!(shrunk.released.len(), 3);
+    let after = store.list_nodes_by_pool(&pool.id, false).await.unwrap();
+    let states: Vec<(u32, NodeState)> = after.iter().map(|n| (n.slot, n.status.state)).collect();
+    assert_eq!(
+        states,
+        [
+            (0, NodeState::Pending),
+            (1, NodeState::Pending),
+            (2, NodeState::Destroying),
+            (3, NodeState::Destroying),
+            (4, NodeState::Destroying),
+        ]
+    );
+
+    // An ended node frees its slot for a replacement.
+    let first = &after[0];
+    store
+        .end_node(
+            &first.id,
+            Expected::Version(first.version),
+            None,
+            T0.plus_millis(3),
+        )
+        .await
+        .unwrap();
+    let refilled = store
+        .resize_pool(&pool.id, 2, T0.plus_millis(4))
+        .await
+        .unwrap();
+    assert_eq!(refilled.created.len(), 1);
+    assert_eq!(refilled.created[0].slot, 0);
+    assert_ne!(refilled.created[0].id, first.id);
+    assert_eq!(
+        store
+            .list_nodes_by_pool(&pool.id, true)
+            .await
+            .unwrap()
+            .len(),
+        6
+    );
+
+    let other = pool_of(&store, &project, &provider, "batch", 0).await;
+    assert!(other.is_empty());
+    let names: Vec<String> = store
+        .list_pools(&project.id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.name.to_string())
+        .collect();
+    assert_eq!(names, ["app", "batch"]);
+    assert_eq!(store.list_all_pools().await.unwrap().len(), 2);
+
+    let err = store.delete_pool(&pool.id).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "pool {}: mark the pool deleting before deleting it",
+            pool.id
+        )
+    );
+    // Deleting: size 0, every live node destroying; the row goes once all nodes ended.
+    let deleting = store
+        .mark_pool_deleting(&pool.id, T0.plus_millis(5))
+        .await
+        .unwrap();
+    assert!(deleting.pool.deleting);
+    let err = store.resize_pool(&pool.id, 3, T0).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Invalid {
+                kind: Kind::Pool,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = store.delete_pool(&pool.id).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("pool {}: 5 node(s) are not ended yet", pool.id)
+    );
+    for node in store.list_nodes_by_pool(&pool.id, false).await.unwrap() {
+        assert_eq!(node.status.state, NodeState::Destroying);
+        store
+            .end_node(
+                &node.id,
+                Expected::State(NodeState::Destroying),
+                None,
+                T0.plus_millis(6),
+            )
+            .await
+            .unwrap();
+    }
+    store.delete_pool(&pool.id).await.unwrap();
+    let err = store.get_pool(&pool.id).await.unwrap_err();
+    assert_eq!(err.to_string(), format!("pool {} not found", pool.id));
+}
+
+pub async fn pool_reconfigure_is_compare_and_set(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    pool_of(&store, &project, &provider, "web", 1).await;
+    let pool = store.list_pools(&project.id).await.unwrap().remove(0);
+    let mut new_spec = pool.spec.clone();
+    new_spec.os = "ubuntu-24.04".to_string();
+    let updated = store
+        .reconfigure_pool(&pool.id, 1, &new_spec, T0.plus_millis(1))
+        .await
+        .unwrap();
+    assert_eq!(updated.generation, 2);
+    assert_eq!(updated.spec.os, "ubuntu-24.04");
+    let err = store
+        .reconfigure_pool(&pool.id, 1, &pool.spec, T0.plus_millis(2))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "pool {} was changed concurrently (expected generation 1, found generation 2)",
+            pool.id
+        )
+    );
+    assert_eq!(store.get_pool(&pool.id).await.unwrap(), updated);
+}
+
+pub async fn node_writes_are_compare_and_set(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let node = pool_of(&store, &project, &provider, "web", 1)
+        .await
+        .remove(0);
+
+    let quoting = NodeStatus {
+        state: NodeState::Quoting,
+        state_words: Some("No capacity in this region right now.".to_string()),
+        refusal: Some(RefusalKind::NoCapacity),
+        quote_token: Some("q-1".to_string()),
+        attempts: 1,
+        next_attempt_at: Some(T0.plus_millis(5_000)),
+        ..node.status.clone()
+    };
+    let v2 = store
+        .update_node_state(&node.id, Expected::Version(1), &quoting, T0.plus_millis(1))
+        .await
+        .unwrap();
+    assert_eq!(v2.version, 2);
+    assert_eq!(v2.status, quoting);
+    assert_eq!(v2.updated_at, T0.plus_millis(1));
+    assert_eq!(v2.created_at, T0);
+
+    // A writer that read version 1 is refused and changes nothing.
+    let stale = running(&node);
+    let err = store
+        .update_node_state(&node.id, Expected::Version(1), &stale, T0.plus_millis(2))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "node {} was changed concurrently (expected version 1, found version 2)",
+            node.id
+        )
+    );
+    assert_eq!(store.get_node(&node.id).await.unwrap(), v2);
+
+    let err = store
+        .update_node_state(
+            &node.id,
+            Expected::State(NodeState::Pending),
+            &stale,
+            T0.plus_millis(2),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Conflict {
+                kind: Kind::Node,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .ends_with("(expected state pending, found state quoting)"),
+        "{err}"
+    );
+
+    let v3 = store
+        .update_node_state(&node.id, Expected::State(NodeState::Quoting), &stale, T0)
+        .await
+        .unwrap();
+    assert_eq!(v3.version, 3);
+    assert_eq!(v3.status.state, NodeState::Running);
+
+    let missing = NodeId::from_counter(9_999);
+    let err = store
+        .update_node_state(&missing, Expected::Version(1), &stale, T0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), format!("node {missing} not found"));
+
+    // A status that breaks an invariant is refused before anything is written.
+    let bad = NodeStatus {
+        state: NodeState::Ended,
+        ended_at: None,
+        ..stale.clone()
+    };
+    let err = store
+        .update_node_state(&node.id, Expected::Version(3), &bad, T0)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Invalid {
+                kind: Kind::Node,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(store.get_node(&node.id).await.unwrap(), v3);
+}
+
+pub async fn due_nodes_come_in_order(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let nodes = pool_of(&store, &project, &provider, "web", 6).await;
+    // slot: due offset (None = nothing due)
+    let plan = [Some(30), Some(10), None, Some(10), Some(99_000), Some(0)];
+    for (node, offset) in nodes.iter().zip(plan) {
+        let status = NodeStatus {
+            next_attempt_at: offset.map(|ms| T0.plus_millis(ms)),
+            ..node.status.clone()
+        };
+        store
+            .update_node_state(&node.id, Expected::Version(1), &status, T0)
+            .await
+            .unwrap();
+    }
+    let due = store.nodes_due(T0.plus_millis(30), 100).await.unwrap();
+    let slots: Vec<u32> = due.iter().map(|n| n.slot).collect();
+    // By time, ties (slots 1 and 3 at +10) by id; slot 2 (none) and 4 (future) excluded.
+    assert_eq!(slots, [5, 1, 3, 0]);
+    let limited = store.nodes_due(T0.plus_millis(30), 2).await.unwrap();
+    assert_eq!(limited.iter().map(|n| n.slot).collect::<Vec<_>>(), [5, 1]);
+    assert!(
+        store
+            .nodes_due(T0.plus_millis(-1), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub async fn batch_writes_apply_or_refuse_each_node(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    // More nodes than one statement takes, so several chunks run.
+    let nodes = pool_of(&store, &project, &provider, "big", 1_203).await;
+    let mut writes: Vec<StatusWrite> = nodes
+        .iter()
+        .map(|node| StatusWrite {
+            id: node.id.clone(),
+            expected: Expected::Version(node.version),
+            status: NodeStatus {
+                state: NodeState::Quoting,
+                attempts: 1,
+                next_attempt_at: Some(T0.plus_millis(i64::from(node.slot))),
+                ..node.status.clone()
+            },
+        })
+        .collect();
+    writes[7].expected = Expected::Version(5);
+    writes[900].expected = Expected::State(NodeState::Running);
+    let ghost = NodeId::from_counter(1 << 40);
+    writes.push(StatusWrite {
+        id: ghost.clone(),
+        expected: Expected::Version(1),
+        status: NodeStatus::pending(T0),
+    });
+    let outcome = store
+        .update_node_states(&writes, T0.plus_millis(1))
+        .await
+        .unwrap();
+    assert_eq!(outcome.updated.len(), 1_201);
+    assert!(outcome.updated.windows(2).all(|w| w[0].id < w[1].id));
+    assert!(
+        outcome
+            .updated
+            .iter()
+            .all(|n| n.version == 2 && n.status.state == NodeState::Quoting)
+    );
+    let refused: Vec<String> = outcome.refused.iter().map(|e| e.to_string()).collect();
+    assert_eq!(
+        refused,
+        [
+            format!(
+                "node {} was changed concurrently (expected version 5, found version 1)",
+                nodes[7].id
+            ),
+            format!(
+                "node {} was changed concurrently (expected state running, found state pending)",
+                nodes[900].id
+            ),
+            format!("node {ghost} not found"),
+        ]
+    );
+    assert_eq!(store.get_node(&nodes[7].id).await.unwrap(), nodes[7]);
+    let due = store.nodes_due(T0.plus_millis(2_000), 5_000).await.unwrap();
+    assert_eq!(due.len(), 1_203);
+
+    // A batch naming one node twice is refused whole.
+    let twice = vec![writes[0].clone(), writes[0].clone()];
+    let err = store.update_node_states(&twice, T0).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("node {}: written twice in one batch", nodes[0].id)
+    );
+    assert_eq!(store.get_node(&nodes[0].id).await.unwrap().version, 2);
+}
+
+pub async fn failed_transactions_leave_nothing_half_written(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let node = pool_of(&store, &project, &provider, "web", 1)
+        .await
+        .remove(0);
+    let node = store
+        .update_node_state(&node.id, Expected::Version(1), &running(&node), T0)
+        .await
+        .unwrap();
+    let month: Month = "2026-01".parse().unwrap();
+    let usage = |rate: &str| NewUsage {
+        project_id: project.id.clone(),
+        month: month.clone(),
+        pool_id: Some(node.pool_id.clone()),
+        node_id: Some(node.id.clone()),
+        description: "2 vCPU · 4 GiB · eu-central".to_string(),
+        hours: dec("1"),
+        rate: Money::new(dec(rate), Currency::USD, Period::Hour),
+        amount: dec(rate),
+    };
+    store.record_usage(&usage("0.0088"), T0).await.unwrap();
+
+    // Ending the node writes the node, then fails on the usage line (another rate): the
+    // whole transaction rolls back and the node is still running.
+    let err = store
+        .end_node(
+            &node.id,
+            Expected::Version(node.version),
+            Some(&usage("0.0100")),
+            T0,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Invalid {
+                kind: Kind::UsageLine,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(store.get_node(&node.id).await.unwrap(), node);
+    let lines = store.list_usage(&project.id, &month).await.unwrap();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0].hours, dec("1"));
+
+    // With matching usage both happen.
+    let ended = store
+        .end_node(
+            &node.id,
+            Expected::Version(node.version),
+            Some(&usage("0.0088")),
+            T0.plus_millis(9),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ended.status.state, NodeState::Ended);
+    assert_eq!(ended.status.ended_at, Some(T0.plus_millis(9)));
+    assert_eq!(ended.status.next_attempt_at, None);
+    assert_eq!(ended.status.site.as_deref(), Some("eu-central-a"));
+    let lines = store.list_usage(&project.id, &month).await.unwrap();
+    assert_eq!(lines[0].hours.to_string(), "2");
+
+    // A pool on a missing provider: nothing is written, not even the pool row.
+    let err = store
+        .create_pool(
+            &NewPool {
+                project_id: project.id.clone(),
+                name: name("ghost"),
+                size: 3,
+                spec: spec(&ProviderId::from_counter(4_000)),
+            },
+            T0,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Reference {
+                kind: Kind::Pool,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(store.list_pools(&project.id).await.unwrap().len(), 1);
+    let mut raw = db.raw().await;
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM nodes")
+        .fetch_one(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(count, 1);
+}
+
+pub async fn money_round_trips_exactly(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let nodes = pool_of(&store, &project, &provider, "web", 3).await;
+    let hourly = Money::new(dec("0.0088"), Currency::USD, Period::Hour);
+    let monthly = Money::new(dec("5.4900000000"), Currency::EUR, Period::Month);
+    let prices = [Some(hourly), Some(monthly), None];
+    let markups = [Some(dec("0.15")), Some(dec("0")), None];
+    for ((node, price), markup) in nodes.iter().zip(prices).zip(markups) {
+        let status = NodeStatus {
+            price,
+            markup,
+            ..running(node)
+        };
+        store
+            .update_node_state(&node.id, Expected::Version(1), &status, T0)
+            .await
+            .unwrap();
+    }
+    let stored = store
+        .list_nodes_by_pool(&nodes[0].pool_id, false)
+        .await
+        .unwrap();
+    let a = stored[0].status.price.expect("priced");
+    assert_eq!(a, hourly);
+    assert_eq!(a.amount.to_string(), "0.0088");
+    let b = stored[1].status.price.expect("priced");
+    assert_eq!(b.amount.to_string(), "5.4900000000", "scale is kept");
+    assert_eq!((b.currency, b.period), (Currency::EUR, Period::Month));
+    assert_eq!(
+        stored[0].status.markup.map(|m| m.to_string()).as_deref(),
+        Some("0.15")
+    );
+    assert_eq!(stored[1].status.markup, Some(Decimal::ZERO));
+    // Unpriced stays unpriced: NULL in the database, not zero.
+    assert_eq!(stored[2].status.price, None);
+    assert_eq!(stored[2].status.markup, None);
+    let mut raw = db.raw().await;
+    let row = sqlx::query(
+        "SELECT price_amount, price_currency, price_period, markup FROM nodes WHERE id = $1",
+    )
+    .bind(nodes[2].id.as_str())
+    .fetch_one(&mut raw)
+    .await
+    .unwrap();
+    for i in 0..4 {
+        assert_eq!(row.get::<Option<String>, _>(i), None, "column {i}");
+    }
+    let row = sqlx::query("SELECT price_amount FROM nodes WHERE id = $1")
+        .bind(nodes[1].id.as_str())
+        .fetch_one(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(row.get::<String, _>(0), "5.4900000000");
+
+    let line = store
+        .record_usage(
+            &NewUsage {
+                project_id: project.id.clone(),
+                month: "2026-01".parse().unwrap(),
+                pool_id: None,
+                node_id: Some(nodes[0].id.clone()),
+                description: "2 vCPU · 4 GiB · eu-central".to_string(),
+                hours: dec("0.25"),
+                rate: hourly,
+                amount: dec("0.0022"),
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    let listed = store.list_usage(&project.id, &line.month).await.unwrap();
+    assert_eq!(listed, vec![line]);
+    assert_eq!(listed[0].amount.to_string(), "0.0022");
+    assert_eq!(listed[0].rate.amount.to_string(), "0.0088");
+}
+
+pub async fn events_filter_and_page(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let node = pool_of(&store, &project, &provider, "web", 1)
+        .await
+        .remove(0);
+    let pool_scope = EventScope {
+        project_id: Some(project.id.clone()),
+        pool_id: Some(node.pool_id.clone()),
+        ..EventScope::default()
+    };
+    let node_scope = EventScope {
+        node_id: Some(node.id.clone()),
+        ..pool_scope.clone()
+    };
+    let a = store
+        .record_event(&pool_scope, "pool.created", "Pool created.", T0)
+        .await
+        .unwrap();
+    let b = store
+        .record_event(&node_scope, "node.parked", "No capacity in eu-central.", T0)
+        .await
+        .unwrap();
+    let c = store
+        .record_event(
+            &EventScope::default(),
+            "zone.started",
+            "Zone started.",
+            T0.plus_millis(1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .list_events(&EventScope::default(), None, 10)
+            .await
+            .unwrap(),
+        [a.clone(), b.clone(), c.clone()]
+    );
+    let for_pool = EventScope {
+        pool_id: Some(node.pool_id.clone()),
+        ..EventScope::default()
+    };
+    assert_eq!(
+        store.list_events(&for_pool, None, 10).await.unwrap(),
+        [a.clone(), b.clone()]
+    );
+    let for_node = EventScope {
+        node_id: Some(node.id.clone()),
+        ..EventScope::default()
+    };
+    assert_eq!(
+        store.list_events(&for_node, None, 10).await.unwrap(),
+        std::slice::from_ref(&b)
+    );
+    assert_eq!(
+        store
+            .list_events(&EventScope::default(), Some(&a.id), 1)
+            .await
+            .unwrap(),
+        std::slice::from_ref(&b)
+    );
+    assert_eq!(b.scope, node_scope);
+}
+
+pub async fn usage_accumulates_per_line(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let nodes = pool_of(&store, &project, &provider, "web", 2).await;
+    let rate = Money::new(dec("0.0100"), Currency::USD, Period::Hour);
+    let jan: Month = "2026-01".parse().unwrap();
+    let feb: Month = "2026-02".parse().unwrap();
+    let usage = |node: &Node, month: &Month, hours: &str, amount: &str| NewUsage {
+        project_id: project.id.clone(),
+        month: month.clone(),
+        pool_id: Some(node.pool_id.clone()),
+        node_id: Some(node.id.clone()),
+        description: "2 vCPU · 4 GiB · eu-central".to_string(),
+        hours: dec(hours),
+        rate,
+        amount: dec(amount),
+    };
+    store
+        .record_usage(&usage(&nodes[0], &jan, "1.5", "0.0150"), T0)
+        .await
+        .unwrap();
+    store
+        .record_usage(&usage(&nodes[1], &jan, "1", "0.0100"), T0)
+        .await
+        .unwrap();
+    let line = store
+        .record_usage(&usage(&nodes[0], &jan, "0.25", "0.0025"), T0.plus_millis(1))
+        .await
+        .unwrap();
+    assert_eq!(line.hours.to_string(), "1.75");
+    assert_eq!(line.amount.to_string(), "0.0175");
+    assert_eq!(line.updated_at, T0.plus_millis(1));
+    store
+        .record_usage(&usage(&nodes[0], &feb, "2", "0.0200"), T0)
+        .await
+        .unwrap();
+    // The public pool address: one line at rate 0, without a node.
+    let ipv4 = NewUsage {
+        project_id: project.id.clone(),
+        month: jan.clone(),
+        pool_id: Some(nodes[0].pool_id.clone()),
+        node_id: None,
+        description: "IPv4 address · eu-central".to_string(),
+        hours: dec("2"),
+        rate: Money::zero(Currency::USD, Period::Hour),
+        amount: Decimal::ZERO,
+    };
+    store.record_usage(&ipv4, T0).await.unwrap();
+    store.record_usage(&ipv4, T0).await.unwrap();
+
+    let lines = store.list_usage(&project.id, &jan).await.unwrap();
+    let summary: Vec<(Option<NodeId>, String, String)> = lines
+        .iter()
+        .map(|l| (l.node_id.clone(), l.hours.to_string(), l.amount.to_string()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                Some(nodes[0].id.clone()),
+                "1.75".to_string(),
+                "0.0175".to_string()
+            ),
+            (
+                Some(nodes[1].id.clone()),
+                "1".to_string(),
+                "0.0100".to_string()
+            ),
+            (None, "4".to_string(), "0".to_string()),
+        ]
+    );
+    assert_eq!(store.list_usage(&project.id, &feb).await.unwrap().len(), 1);
+}
+
+pub async fn concurrent_writers_one_wins(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let node = pool_of(&store, &project, &provider, "web", 1)
+        .await
+        .remove(0);
+    let mut tasks = Vec::new();
+    for attempt in 0..8u32 {
+        let store = store.clone();
+        let node = node.clone();
+        tasks.push(tokio::spawn(async move {
+            let status = NodeStatus {
+                attempts: attempt + 1,
+                ..node.status.clone()
+            };
+            store
+                .update_node_state(&node.id, Expected::Version(1), &status, T0)
+                .await
+        }));
+    }
+    let mut won = Vec::new();
+    let mut conflicts = 0;
+    for task in tasks {
+        match task.await.expect("task") {
+            Ok(node) => won.push(node),
+            Err(StoreError::Conflict { .. }) => conflicts += 1,
+            Err(other) => panic!("unexpected error: {other}"),
+        }
+    }
+    assert_eq!(won.len(), 1, "exactly one writer wins");
+    assert_eq!(conflicts, 7);
+    assert_eq!(store.get_node(&node.id).await.unwrap(), won[0]);
+    assert_eq!(won[0].version, 2);
+}
+
+pub async fn concurrent_resizes_keep_one_node_per_slot(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    pool_of(&store, &project, &provider, "web", 1).await;
+    let pool = store.list_pools(&project.id).await.unwrap().remove(0);
+    let mut tasks = Vec::new();
+    for size in [3u32, 6, 4, 5] {
+        let store = store.clone();
+        let id = pool.id.clone();
+        tasks.push(tokio::spawn(async move {
+            store.resize_pool(&id, size, T0).await
+        }));
+    }
+    for task in tasks {
+        task.await.expect("task").expect("resize");
+    }
+    let size = store.get_pool(&pool.id).await.unwrap().size;
+    let nodes = store.list_nodes_by_pool(&pool.id, false).await.unwrap();
+    // Every slot below the size holds one live node (a slot whose node is still being
+    // destroyed stays taken until it ends); nodes above it are all being destroyed.
+    let slots: Vec<u32> = nodes.iter().map(|n| n.slot).collect();
+    let mut unique = slots.clone();
+    unique.dedup();
+    assert!(
+        slots.starts_with(&(0..size).collect::<Vec<_>>()),
+        "{slots:?} for size {size}"
+    );
+    assert!(
+        nodes
+            .iter()
+            .filter(|n| n.slot >= size)
+            .all(|n| n.status.state == NodeState::Destroying)
+    );
+    assert_eq!(slots, unique, "one live node per slot");
+}
+
+pub async fn corrupt_rows_are_reported_not_panicked(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let node = pool_of(&store, &project, &provider, "web", 1)
+        .await
+        .remove(0);
+    let mut raw = db.raw().await;
+    sqlx::query("UPDATE providers SET markup = 'lots' WHERE id = $1")
+        .bind(provider.as_str())
+        .execute(&mut raw)
+        .await
+        .unwrap();
+    let err = store.get_provider(&provider).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("stored value in providers.markup is invalid"),
+        "{err}"
+    );
+    sqlx::query("UPDATE nodes SET addresses = 'not json', site = NULL WHERE id = $1")
+        .bind(node.id.as_str())
+        .execute(&mut raw)
+        .await
+        .unwrap();
+    let err = store.get_node(&node.id).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("stored value in nodes.addresses is invalid"),
+        "{err}"
+    );
+    assert!(!err.is_retryable());
+}
+
+pub async fn lost_nodes_and_free_slots(db: &TestDb) {
+    let store = &db.store().await;
+    let (project, provider) = tenant(store).await;
+    let nodes = pool_of(store, &project, &provider, "db", 3).await;
+    assert!(store.pools_with_free_slots().await.unwrap().is_empty());
+
+    // A lost node keeps its slot and records when it went missing.
+    let lost_at = T0.plus_millis(5);
+    let lost = NodeStatus {
+        state: NodeState::Lost,
+        lost_at: Some(lost_at),
+        ..running(&nodes[1])
+    };
+    let written = store
+        .update_node_state(&nodes[1].id, Expected::Version(1), &lost, lost_at)
+        .await
+        .unwrap();
+    assert_eq!(written.status.lost_at, Some(lost_at));
+    assert_eq!(store.get_node(&nodes[1].id).await.unwrap().status, lost);
+    assert!(store.pools_with_free_slots().await.unwrap().is_empty());
+
+    // Once it ends, its slot is free and a refill gives it one new pending node.
+    store
+        .end_node(
+            &nodes[1].id,
+            Expected::State(NodeState::Lost),
+            None,
+            T0.plus_millis(6),
+        )
+        .await
+        .unwrap();
+    let pool = nodes[1].pool_id.clone();
+    assert_eq!(
+        store.pools_with_free_slots().await.unwrap(),
+        std::slice::from_ref(&pool)
+    );
+    let created = store.refill_pool(&pool, T0.plus_millis(7)).await.unwrap();
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0].slot, 1);
+    assert_eq!(created[0].status.state, NodeState::Pending);
+    assert!(store.pools_with_free_slots().await.unwrap().is_empty());
+    assert!(
+        store
+            .refill_pool(&pool, T0.plus_millis(8))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A pool being deleted is never refilled.
+    store
+        .mark_pool_deleting(&pool, T0.plus_millis(9))
+        .await
+        .unwrap();
+    assert!(store.pools_with_free_slots().await.unwrap().is_empty());
+    assert!(
+        store
+            .refill_pool(&pool, T0.plus_millis(10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -1,0 +1,53 @@
+//! The store test suite. Every case in `cases` runs once on SQLite and once on PostgreSQL
+//! (`sqlite::NAME` and `postgres::NAME`); PostgreSQL needs `ORC_TEST_POSTGRES_URL` (see
+//! `harness::postgres`).
+
+mod cases;
+mod harness;
+
+macro_rules! on_both_engines {
+    ($($case:ident),+ $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let db = crate::harness::sqlite().await;
+                    crate::cases::$case(&db).await;
+                }
+            )+
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let db = crate::harness::postgres().await;
+                    crate::cases::$case(&db).await;
+                }
+            )+
+        }
+    };
+}
+
+on_both_engines!(
+    migrations_are_idempotent,
+    migrations_move_an_older_database_forward,
+    migrations_name_gateway_pools_after_their_provider,
+    tenancy_crud,
+    unique_violations_name_the_field,
+    database_errors_name_their_operation,
+    tokens_are_stored_as_hashes,
+    providers_crud,
+    pools_crud_and_resize,
+    pool_reconfigure_is_compare_and_set,
+    node_writes_are_compare_and_set,
+    due_nodes_come_in_order,
+    batch_writes_apply_or_refuse_each_node,
+    failed_transactions_leave_nothing_half_written,
+    money_round_trips_exactly,
+    events_filter_and_page,
+    usage_accumulates_per_line,
+    concurrent_writers_one_wins,
+    concurrent_resizes_keep_one_node_per_slot,
+    corrupt_rows_are_reported_not_panicked,
+    lost_nodes_and_free_slots,
+);

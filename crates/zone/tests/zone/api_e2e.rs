@@ -1,0 +1,136 @@
+//! The API over a whole zone with a provider connected to its hub: a fake provider dials in,
+//! registers, answers quotes through the API, and a pool created through the API gets its
+//! nodes running, priced with the markup its provider had at admission.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::api_support::{TestZone, auth_connector, eventually, tenancy_without_provider};
+use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
+use orc_provider_sdk::{ProviderRunner, RunnerOptions};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const WEB: &str = "/api/orgs/acme/projects/web";
+
+fn start_replica(
+    z: &TestZone,
+    token: &str,
+    cloud: &Arc<FakeCloud>,
+) -> tokio::sync::oneshot::Sender<()> {
+    let provider = Arc::new(FakeProvider::new(Arc::clone(cloud)));
+    let options = RunnerOptions {
+        keepalive_interval: Duration::from_millis(500),
+        backoff: orc_provider_sdk::Backoff {
+            initial: Duration::from_millis(50),
+            max: Duration::from_millis(200),
+        },
+        inventory_interval: None,
+        jitter_seed: Some(1),
+        ..RunnerOptions::default()
+    };
+    let connector = auth_connector(&z.zone.grpc_url(), token, "acme/web");
+    let runner = ProviderRunner::with_connector(connector, provider, options);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(runner.run_until(async {
+        let _ = stopped.await;
+    }));
+    stop
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_on_a_connected_provider_gets_running_priced_nodes() {
+    let z = TestZone::start().await;
+    let t = tenancy_without_provider(&z).await;
+    let cloud = FakeCloud::new();
+    let stop = start_replica(&z, &t.mia, &cloud);
+
+    eventually(
+        "the provider registers with a serving replica and a catalog",
+        || async {
+            let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
+            list.body.as_array().is_some_and(|ps| {
+                ps.iter().any(|p| {
+                    p["name"] == "fake"
+                        && p["replicas"][0]["role"] == "serving"
+                        && p["catalog"]["classes"][0]["id"] == "eu-central"
+                })
+            })
+        },
+    )
+    .await;
+
+    let priced = z
+        .put(
+            &format!("{WEB}/providers/fake/pricing"),
+            &t.olivia,
+            json!({ "markup": "0.15" }),
+        )
+        .await;
+    assert_eq!(priced.status, StatusCode::OK, "{}", priced.body);
+
+    let quote = z
+        .post(
+            &format!("{WEB}/quote"),
+            &t.mia,
+            json!({ "provider": "fake", "shape": { "cpu": 2, "mem": 4 },
+                    "class": "eu-central", "os": "debian-12" }),
+        )
+        .await;
+    assert_eq!(quote.status, StatusCode::OK, "{}", quote.body);
+    assert_eq!(quote.body["outcome"], "offer");
+    assert_eq!(quote.body["markup"], "0.15");
+    assert!(quote.body["price"]["amount"].is_string(), "{}", quote.body);
+    assert_eq!(cloud.creates(), 0, "a quote creates nothing");
+
+    let unknown_class = z
+        .post(
+            &format!("{WEB}/pools"),
+            &t.mia,
+            json!({ "name": "db", "provider": "fake", "size": 2, "shape": { "cpu": 2, "mem": 4 },
+                    "class": "mars-north", "os": "debian-12" }),
+        )
+        .await;
+    assert_eq!(unknown_class.status, StatusCode::BAD_REQUEST);
+    assert_eq!(unknown_class.field(), Some("class"));
+
+    let created = z
+        .post(
+            &format!("{WEB}/pools"),
+            &t.mia,
+            json!({ "name": "db", "provider": "fake", "size": 2, "shape": { "cpu": 2, "mem": 4 },
+                    "class": "eu-central", "os": "debian-12" }),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+
+    eventually("both nodes run", || async {
+        let pool = z.get(&format!("{WEB}/pools/db"), &t.vic).await;
+        pool.body["nodes"]["running"] == 2
+    })
+    .await;
+    let nodes = z.get(&format!("{WEB}/pools/db/nodes"), &t.vic).await;
+    for node in nodes.body.as_array().unwrap() {
+        assert_eq!(node["state"], "running", "{node}");
+        assert_eq!(node["markup"], "0.15", "{node}");
+        assert!(
+            node["site"].as_str().unwrap().starts_with("eu-central-"),
+            "{node}"
+        );
+        assert!(node["price"]["amount"].is_string(), "{node}");
+    }
+    assert_eq!(cloud.instances().len(), 2);
+
+    let deleted = z.delete(&format!("{WEB}/pools/db"), &t.mia).await;
+    assert_eq!(deleted.status, StatusCode::ACCEPTED);
+    eventually("the pool's instances are destroyed", || async {
+        cloud.instances().is_empty()
+    })
+    .await;
+
+    let events = z.get(&format!("{WEB}/events?pool=db"), &t.vic).await;
+    let _: &Vec<Value> = events.body.as_array().expect("events list");
+
+    let _ = stop.send(());
+    z.zone.shutdown().await;
+}

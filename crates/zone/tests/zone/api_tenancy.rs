@@ -1,0 +1,188 @@
+//! Orgs, projects, users and memberships: success and 4xx naming the field.
+
+use crate::api_support::{TestZone, tenancy};
+use reqwest::StatusCode;
+use serde_json::json;
+
+#[tokio::test]
+async fn orgs_and_projects_are_created_and_listed_by_name() {
+    let z = TestZone::start().await;
+    for name in ["zeta", "acme"] {
+        let a = z.post("/api/orgs", &z.admin, json!({ "name": name })).await;
+        assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
+        assert_eq!(a.body["name"], name);
+    }
+    let orgs = z.get("/api/orgs", &z.admin).await;
+    let names: Vec<&str> = orgs
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["acme", "sys", "zeta"]);
+
+    let p = z
+        .post(
+            "/api/orgs/acme/projects",
+            &z.admin,
+            json!({ "name": "web" }),
+        )
+        .await;
+    assert_eq!(p.status, StatusCode::CREATED);
+    assert_eq!(p.body["org"], "acme");
+    let one = z.get("/api/orgs/acme/projects/web", &z.admin).await;
+    assert_eq!(one.body["id"], p.body["id"]);
+}
+
+#[tokio::test]
+async fn bad_tenancy_requests_name_the_field() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+
+    let bad_name = z
+        .post("/api/orgs", &z.admin, json!({ "name": "Acme!" }))
+        .await;
+    assert_eq!(bad_name.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad_name.field(), Some("name"));
+
+    let taken = z
+        .post("/api/orgs", &z.admin, json!({ "name": "acme" }))
+        .await;
+    assert_eq!(taken.status, StatusCode::CONFLICT);
+    assert_eq!(taken.field(), Some("name"));
+
+    let missing = z.post("/api/orgs", &z.admin, json!({})).await;
+    assert_eq!(missing.status, StatusCode::BAD_REQUEST);
+    assert_eq!(missing.field(), Some("name"));
+    assert_eq!(missing.body["error"]["message"], "missing field `name`");
+
+    let unknown = z
+        .post(
+            "/api/orgs",
+            &z.admin,
+            json!({ "name": "x", "colour": "red" }),
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::BAD_REQUEST);
+    assert_eq!(unknown.field(), Some("colour"));
+
+    let wrong_type = z.post("/api/users", &z.admin, json!({ "name": 7 })).await;
+    assert_eq!(wrong_type.status, StatusCode::BAD_REQUEST);
+    assert_eq!(wrong_type.field(), Some("name"));
+
+    let not_json = z
+        .http
+        .post(format!("{}/api/orgs", z.zone.url()))
+        .bearer_auth(&z.admin)
+        .header("Content-Type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_json.status(), StatusCode::BAD_REQUEST);
+    let body: serde_json::Value = not_json.json().await.unwrap();
+    assert_eq!(body["error"]["field"], "body");
+
+    let no_type = z
+        .http
+        .post(format!("{}/api/orgs", z.zone.url()))
+        .bearer_auth(&z.admin)
+        .body("{\"name\": \"x\"}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_type.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+
+    let not_operator = z
+        .post("/api/orgs", &t.olivia, json!({ "name": "mine" }))
+        .await;
+    assert_eq!(not_operator.status, StatusCode::FORBIDDEN);
+
+    let bad_role = z
+        .post(
+            "/api/orgs/acme/memberships",
+            &t.olivia,
+            json!({ "user": "stan", "role": "boss" }),
+        )
+        .await;
+    assert_eq!(bad_role.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad_role.field(), Some("role"));
+
+    let no_user = z
+        .post(
+            "/api/orgs/acme/memberships",
+            &t.olivia,
+            json!({ "user": "nobody", "role": "viewer" }),
+        )
+        .await;
+    assert_eq!(no_user.status, StatusCode::NOT_FOUND);
+    assert_eq!(no_user.field(), Some("user"));
+
+    let twice = z
+        .post(
+            "/api/orgs/acme/memberships",
+            &t.olivia,
+            json!({ "user": "mia", "role": "viewer", "project": "web" }),
+        )
+        .await;
+    assert_eq!(twice.status, StatusCode::CONFLICT);
+    assert_eq!(twice.field(), Some("user"));
+
+    let dup_project = z
+        .post(
+            "/api/orgs/acme/projects",
+            &t.olivia,
+            json!({ "name": "web" }),
+        )
+        .await;
+    assert_eq!(dup_project.status, StatusCode::CONFLICT);
+    assert_eq!(dup_project.field(), Some("name"));
+}
+
+#[tokio::test]
+async fn memberships_are_listed_and_removed() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    let list = z.get("/api/orgs/acme/memberships", &t.olivia).await;
+    assert_eq!(list.status, StatusCode::OK);
+    let rows: Vec<(String, String, Option<String>)> = list
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["user"].as_str().unwrap().to_string(),
+                m["role"].as_str().unwrap().to_string(),
+                m["project"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("olivia".to_string(), "owner".to_string(), None),
+            (
+                "mia".to_string(),
+                "member".to_string(),
+                Some("web".to_string())
+            ),
+            (
+                "vic".to_string(),
+                "viewer".to_string(),
+                Some("web".to_string())
+            ),
+        ]
+    );
+    let vic = list.body[2]["id"].as_str().unwrap().to_string();
+    let gone = z
+        .delete(&format!("/api/orgs/acme/memberships/{vic}"), &t.olivia)
+        .await;
+    assert_eq!(gone.status, StatusCode::NO_CONTENT);
+    let after = z.get("/api/orgs/acme/projects/web/pools", &t.vic).await;
+    assert_eq!(after.status, StatusCode::NOT_FOUND);
+    let bad_id = z.delete("/api/orgs/acme/memberships/x-1", &t.olivia).await;
+    assert_eq!(bad_id.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad_id.field(), Some("membership"));
+}
