@@ -5,9 +5,16 @@
 //! tests run in milliseconds.
 
 pub mod fault;
+pub mod ids;
 pub mod money;
+pub mod secret;
 pub mod shape;
 
 pub use fault::{CloudFault, FaultClass};
+pub use ids::{
+    ClassId, EmptyId, InstanceRef, NodeId, OsId, PoolId, ProviderName, QuoteToken, ResourceUri,
+    SiteName,
+};
 pub use money::{Currency, Money, MoneyError, Period};
+pub use secret::Secret;
 pub use shape::{Architecture, Shape};

@@ -1,127 +1,12 @@
-//! Typed identifiers carried by the protocol.
-//!
-//! Each is a non-empty string newtype, so a node id can never be passed where a site name
-//! is expected. Construction through [`TryFrom<String>`] refuses empty values; the
-//! conversions from the wire use it, so a domain value never holds an empty id.
+//! Typed identifiers carried by the protocol: the vocabulary's ids from `orc-common`, and
+//! the stream's own [`RequestId`].
 
 use std::fmt;
 
-/// An id was empty.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{kind} must not be empty")]
-pub struct EmptyId {
-    /// Which kind of id was empty, e.g. "node id".
-    pub kind: &'static str,
-}
-
-macro_rules! string_id {
-    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub struct $name(String);
-
-        impl $name {
-            /// Builds the id, refusing an empty string.
-            pub fn new(value: impl Into<String>) -> Result<Self, EmptyId> {
-                let value = value.into();
-                if value.is_empty() {
-                    Err(EmptyId { kind: $kind })
-                } else {
-                    Ok(Self(value))
-                }
-            }
-
-            /// The id as text.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-
-            /// The id as an owned string.
-            pub fn into_string(self) -> String {
-                self.0
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = EmptyId;
-            fn try_from(value: String) -> Result<Self, EmptyId> {
-                Self::new(value)
-            }
-        }
-
-        impl TryFrom<&str> for $name {
-            type Error = EmptyId;
-            fn try_from(value: &str) -> Result<Self, EmptyId> {
-                Self::new(value)
-            }
-        }
-
-        impl std::str::FromStr for $name {
-            type Err = EmptyId;
-            fn from_str(value: &str) -> Result<Self, EmptyId> {
-                Self::new(value)
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(id: $name) -> String {
-                id.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
-}
-
-string_id!(
-    /// A node's id, assigned by the zone. The idempotency key of deploy and destroy.
-    NodeId,
-    "node id"
-);
-string_id!(
-    /// A pool's id, `<org>/<project>/<name>`.
-    PoolId,
-    "pool id"
-);
-string_id!(
-    /// A neutral site name such as `eu-central-a`; the only location the zone records.
+pub use orc_common::ids::{
+    ClassId, EmptyId, InstanceRef, NodeId, OsId, PoolId, ProviderName, QuoteToken, ResourceUri,
     SiteName,
-    "site name"
-);
-string_id!(
-    /// A region class id such as `eu-central`.
-    ClassId,
-    "class id"
-);
-string_id!(
-    /// An operating system id offered in the catalog, e.g. `debian-12`.
-    OsId,
-    "os id"
-);
-string_id!(
-    /// The provider's own, opaque reference to an instance.
-    InstanceRef,
-    "instance ref"
-);
-string_id!(
-    /// A provider's name, e.g. `partner`.
-    ProviderName,
-    "provider name"
-);
-string_id!(
-    /// The URI of the resource a replica offers, e.g. `urn:orc:partner:acme`.
-    ResourceUri,
-    "resource uri"
-);
-string_id!(
-    /// An opaque token from an offer, handed back in the deploy that accepts it.
-    QuoteToken,
-    "quote token"
-);
+};
 
 /// Correlates a request from the zone with the provider's answers on one stream.
 ///
@@ -137,20 +22,5 @@ impl RequestId {
 impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn empty_ids_are_refused_by_kind() {
-        assert_eq!(
-            NodeId::new("").unwrap_err().to_string(),
-            "node id must not be empty"
-        );
-        assert_eq!(SiteName::try_from("").unwrap_err().kind, "site name");
-        assert_eq!(NodeId::new("n-1").unwrap().as_str(), "n-1");
     }
 }
