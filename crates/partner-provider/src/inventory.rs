@@ -28,7 +28,6 @@ pub(crate) mod rdns;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::sync::Mutex;
-use std::sync::atomic::Ordering;
 
 use orc_cloud::hetzner::ServerFilter;
 use orc_cloud::vultr::InstanceFilter;
@@ -38,7 +37,7 @@ use orc_proto as proto;
 
 use crate::instances::{self, Owned, Ownership};
 use crate::naming::{self, CHILD_KEY, KIND_KEY, OWNER_KEY, Prefix, ResourceKind, ResourceMarks};
-use crate::provider::{PartnerProvider, ROLE_STANDBY, Shared, lock};
+use crate::provider::{PartnerProvider, Shared, lock};
 
 /// What the inventory pass remembers from one pass to the next (held in the provider's
 /// shared state): which remapped live sites the guard has logged, which addresses' reverse
@@ -161,7 +160,7 @@ impl PartnerProvider {
 
     /// Whether this replica was told to stand by.
     fn standing_by(&self) -> bool {
-        self.shared.role.load(Ordering::SeqCst) == ROLE_STANDBY
+        self.shared.role.is_standing_by()
     }
 
     /// One inventory pass (the body of `Provider::inventory`).

@@ -20,7 +20,6 @@
 //! - Tenant words come only from `orc_partner::words`; the cloud's own words go to DEBUG.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -31,7 +30,7 @@ use orc_partner::quote::{Decision, Purpose, QuoteRequest, RefusalKind, quote};
 use orc_partner::state::{CloudUsage, QuoteState};
 use orc_partner::words;
 use orc_proto as proto;
-use orc_provider_sdk::{HelloInfo, ProgressSink, Provider};
+use orc_provider_sdk::{HelloInfo, ProgressSink, Provider, RoleGate};
 use tokio::task::JoinHandle;
 
 use crate::clients::CloudClients;
@@ -87,10 +86,6 @@ pub enum SetupError {
     Empty { what: &'static str },
 }
 
-const ROLE_UNSET: u8 = 0;
-pub(crate) const ROLE_STANDBY: u8 = 1;
-const ROLE_SERVING: u8 = 2;
-
 /// The current wall-clock time as a [`Timestamp`].
 pub fn now() -> Timestamp {
     let ms = SystemTime::now()
@@ -107,7 +102,7 @@ pub(crate) struct Shared {
     pub(crate) options: PartnerOptions,
     pub(crate) catalogs: LiveCatalogs,
     pub(crate) state: Mutex<QuoteState>,
-    pub(crate) role: AtomicU8,
+    pub(crate) role: RoleGate,
     /// Sites of nodes this replica deployed or saw in an inventory, so a re-quote of a node
     /// that already has an instance stays at its site.
     pub(crate) known: Mutex<BTreeMap<String, SiteName>>,
@@ -201,7 +196,7 @@ impl PartnerProvider {
                 options,
                 catalogs: LiveCatalogs::new(),
                 state: Mutex::new(QuoteState::new()),
-                role: AtomicU8::new(ROLE_UNSET),
+                role: RoleGate::new(),
                 known: Mutex::new(BTreeMap::new()),
                 ownership,
                 hello,
@@ -229,14 +224,13 @@ impl PartnerProvider {
 
     /// Whether this replica is serving.
     pub fn is_serving(&self) -> bool {
-        self.shared.role.load(Ordering::SeqCst) == ROLE_SERVING
+        self.shared.role.is_serving()
     }
 
     /// Makes this replica serving, once: logs it, starts the catalog refresh and the count
     /// of capped clouds.
     pub(crate) fn become_serving(&self) {
-        let previous = self.shared.role.swap(ROLE_SERVING, Ordering::SeqCst);
-        if previous == ROLE_SERVING {
+        if !self.shared.role.serve() {
             return;
         }
         tracing::info!(
@@ -462,7 +456,7 @@ const FAILED_READ_RETRY: Duration = Duration::from_secs(30);
 async fn refresh_loop(shared: Arc<Shared>) {
     loop {
         let mut wait = shared.options.refresh_interval;
-        if shared.role.load(Ordering::SeqCst) == ROLE_SERVING {
+        if shared.role.is_serving() {
             let failures = shared
                 .catalogs
                 .refresh(&shared.clients, &shared.config, now())
@@ -480,7 +474,7 @@ async fn refresh_loop(shared: Arc<Shared>) {
 async fn release_loop(provider: PartnerProvider) {
     loop {
         tokio::time::sleep(provider.shared.options.refresh_interval).await;
-        if provider.shared.role.load(Ordering::SeqCst) == ROLE_SERVING {
+        if provider.shared.role.is_serving() {
             provider.release_closed_addresses(now()).await;
         }
     }
@@ -501,7 +495,7 @@ fn capped_clouds(shared: &Shared) -> Vec<Cloud> {
 /// not start a new counting window: a cloud whose count failed sits out until one succeeds.
 async fn count_capped_clouds(shared: Arc<Shared>) {
     let mut pending = capped_clouds(&shared);
-    while !pending.is_empty() && shared.role.load(Ordering::SeqCst) == ROLE_SERVING {
+    while !pending.is_empty() && shared.role.is_serving() {
         let mut failed = Vec::new();
         for cloud in pending {
             match count_cloud(&shared, cloud).await {
@@ -575,9 +569,9 @@ impl Provider for PartnerProvider {
         match role {
             proto::Role::Serving => self.become_serving(),
             proto::Role::Standby => {
-                let previous = self.shared.role.swap(ROLE_STANDBY, Ordering::SeqCst);
+                let changed = self.shared.role.stand_by();
                 self.shared.sites.clear();
-                if previous != ROLE_STANDBY {
+                if changed {
                     tracing::info!(
                         "Standing by: this replica reads no cloud account until it is handed work"
                     );
