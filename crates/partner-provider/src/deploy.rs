@@ -31,7 +31,7 @@ use orc_cloud::{
     CloudError, HcloudImageId, HcloudNetworkId, HcloudPrimaryIpId, HcloudServerId, HcloudVolumeId,
     VultrBlockId, VultrInstanceId, VultrOsId, VultrReservedIpId, VultrVpcId,
 };
-use orc_common::Money;
+use orc_common::{FaultClass, Money};
 use orc_partner::ids::{Cloud, NodeId, SiteName};
 use orc_partner::params::Config;
 use orc_partner::quote::Purpose;
@@ -143,23 +143,10 @@ pub fn user_data(
     })
 }
 
-/// Whether a gateway create was refused because the stable IPv4 is still assigned to
-/// another instance (Hetzner `primary_ip_assigned`; Vultr's "already attached").
+/// Whether a gateway create was refused because the stable IPv4 is still attached to
+/// another instance.
 fn address_still_held(error: &CloudError) -> bool {
-    match error {
-        CloudError::Provider { code, message, .. } => {
-            code.as_deref() == Some("primary_ip_assigned") || message.contains("already attached")
-        }
-        CloudError::NotFound { .. }
-        | CloudError::RateLimited { .. }
-        | CloudError::NoCapacity { .. }
-        | CloudError::Transport { .. }
-        | CloudError::Decode { .. }
-        | CloudError::Protocol { .. }
-        | CloudError::ActionFailed { .. }
-        | CloudError::Deadline { .. }
-        | CloudError::InvalidInput { .. } => false,
-    }
+    error.class() == FaultClass::AlreadyAttached
 }
 
 fn refuse(words: String) -> proto::DeployResult {
@@ -469,11 +456,7 @@ impl PartnerProvider {
                     Err(e) => Err(self.deploy_failure(token, &e)),
                 }
             }
-            Err(CloudError::Provider {
-                status: 409,
-                code: Some(code),
-                ..
-            }) if code == "uniqueness_error" => {
+            Err(e) if sites::is_uniqueness(&e) => {
                 let winner = client
                     .list_servers(&ServerFilter {
                         name: Some(name),
@@ -573,9 +556,7 @@ impl PartnerProvider {
             .await;
         let action = match attached {
             Ok(action) => action,
-            Err(CloudError::Provider {
-                code: Some(code), ..
-            }) if code == "server_already_attached" => {
+            Err(e) if e.class() == FaultClass::AlreadyAttached => {
                 return Ok(());
             }
             Err(e) => return Err(self.deploy_failure(token, &e)),

@@ -33,6 +33,7 @@ use orc_cloud::{
     CloudError, HcloudNetworkId, HcloudPrimaryIpId, HcloudSshKeyId, HetznerClient, VultrClient,
     VultrReservedIpId, VultrSshKeyId,
 };
+use orc_common::FaultClass;
 use orc_partner::ids::{Cloud, Timestamp};
 
 use crate::instances::{self, Ownership};
@@ -142,9 +143,9 @@ fn known_network_zone(location: &str) -> Option<&'static str> {
     }
 }
 
-/// Whether a create lost a unique-name race (Hetzner answers 409 `uniqueness_error`).
+/// Whether a create lost a unique-name race (the name is taken for good).
 pub(crate) fn is_uniqueness(error: &CloudError) -> bool {
-    matches!(error, CloudError::Provider { status: 409, code: Some(code), .. } if code == "uniqueness_error")
+    error.class() == FaultClass::Conflict
 }
 
 fn parse_v4(text: &str) -> Result<Ipv4Addr, SiteError> {
@@ -478,7 +479,7 @@ impl PartnerProvider {
                         .await
                     {
                         Ok(key) => key.id,
-                        Err(e) if matches!(&e, CloudError::Provider { status: 409, .. }) => {
+                        Err(e) if is_uniqueness(&e) => {
                             let by_name = SshKeyFilter {
                                 name: Some(name.clone()),
                                 ..SshKeyFilter::default()
