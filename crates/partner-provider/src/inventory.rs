@@ -7,10 +7,9 @@
 //! 1. per keyed cloud, one paginated listing of instances per owned tag (the owner tag and
 //!    every also-owned tag), adopting only instances with this partner's child tag, then one
 //!    listing of each kind of site resource (Hetzner: networks, primary IPs, floating IPs;
-//!    Vultr: VPCs and reserved IPs), kept when their marks carry the child tag and an owned
+//!    each cloud's kind of address), kept when their marks carry the child tag and an owned
 //!    tag ([`crate::naming::ResourceMarks`]);
-//! 2. with `ptr_domain`, the reverse DNS names Vultr holds are read (Hetzner's came with
-//!    the listings);
+//! 2. with `ptr_domain`, the reverse DNS names the listings did not carry are read;
 //! 3. the site guard ([`guard`]) learns where each site name is live and feeds the quote
 //!    state;
 //! 4. with `ptr_domain`, reverse DNS ([`rdns`]) is compared and set where it differs;
@@ -29,14 +28,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::sync::Mutex;
 
-use orc_cloud::hetzner::ServerFilter;
-use orc_cloud::vultr::InstanceFilter;
-use orc_cloud::{CloudError, HcloudFloatingIpId, HcloudPrimaryIpId, VultrInstanceId};
+use orc_cloud::CloudError;
 use orc_partner::ids::{Cloud, SiteName};
 use orc_proto as proto;
 
+pub(crate) use crate::clouds::Held;
 use crate::instances::{self, Owned, Ownership};
-use crate::naming::{self, CHILD_KEY, KIND_KEY, OWNER_KEY, Prefix, ResourceKind, ResourceMarks};
+use crate::naming::{self, OWNER_KEY, Prefix, ResourceKind, ResourceMarks};
 use crate::provider::{PartnerProvider, Shared, lock};
 
 /// What the inventory pass remembers from one pass to the next (held in the provider's
@@ -59,23 +57,6 @@ pub(crate) struct PassMemory {
     pub(crate) unlisted_addresses: BTreeSet<Cloud>,
 }
 
-/// One instance the partner holds, with the cloud location it runs in.
-#[derive(Debug, Clone)]
-pub(crate) struct Held {
-    pub(crate) owned: Owned,
-    pub(crate) location: String,
-}
-
-/// How an address is changed in its cloud.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum AddressHandle {
-    HetznerPrimary(HcloudPrimaryIpId),
-    HetznerFloating(HcloudFloatingIpId),
-    /// A Vultr reserved IP and the instance it is attached to (reverse DNS is set through
-    /// that instance; a detached address has none).
-    Vultr(Option<VultrInstanceId>),
-}
-
 /// A site's stable IPv4 or a pool's address, as read back from its cloud.
 #[derive(Debug, Clone)]
 pub(crate) struct SiteAddress {
@@ -91,9 +72,13 @@ pub(crate) struct SiteAddress {
     pub(crate) pool: Option<String>,
     /// The pool mark of a pool address ([`naming::pool_label`]).
     pub(crate) pool_mark: Option<String>,
-    pub(crate) handle: AddressHandle,
-    /// The reverse DNS name the cloud reports; `None` when not read (Vultr reads it per
-    /// holding instance, only when `ptr_domain` is set).
+    /// `<cloud>:<address id>`.
+    pub(crate) id: String,
+    /// The instance holding the address, `<cloud>:<instance id>`.
+    pub(crate) attached_to: Option<String>,
+    /// The reverse DNS name the cloud reports; `None` when not read (a cloud that reports
+    /// it per holding instance reads it only when `ptr_domain` is set, and an address that
+    /// no instance holds has none).
     pub(crate) ptr: Option<String>,
 }
 
@@ -190,7 +175,7 @@ impl PartnerProvider {
         // The names are read before the guard runs: a stable address's name tells where its
         // site is live.
         let unread = match domain {
-            Some(_) => rdns::read_vultr_names(shared, &mut listing.addresses).await,
+            Some(_) => rdns::read_names(shared, &mut listing.addresses).await,
             None => BTreeMap::new(),
         };
         guard::update(shared, &listing);
@@ -233,73 +218,17 @@ async fn list_instances(
 ) -> Result<Vec<Held>, CloudError> {
     let mut found: BTreeMap<String, Held> = BTreeMap::new();
     for tag in &ownership.tags {
-        match cloud {
-            Cloud::Hetzner => {
-                let Some(client) = &shared.clients.hetzner else {
-                    continue;
-                };
-                let selector = format!("{OWNER_KEY}={tag},{CHILD_KEY}={}", ownership.child);
-                let servers = client
-                    .list_servers(&ServerFilter {
-                        label_selector: Some(selector),
-                        ..ServerFilter::default()
-                    })
-                    .await?;
-                for server in &servers {
-                    if let Some(owned) = instances::hetzner_owned(server, ownership) {
-                        found.insert(
-                            owned.instance_ref.clone(),
-                            Held {
-                                owned,
-                                location: server.location.name.clone(),
-                            },
-                        );
-                    }
-                }
-            }
-            Cloud::Vultr => {
-                let Some(client) = &shared.clients.vultr else {
-                    continue;
-                };
-                let listed = client
-                    .list_instances(&InstanceFilter {
-                        tag: Some(tag.clone()),
-                        ..InstanceFilter::default()
-                    })
-                    .await?;
-                for instance in &listed {
-                    if let Some(owned) = instances::vultr_owned(instance, ownership) {
-                        found.insert(
-                            owned.instance_ref.clone(),
-                            Held {
-                                owned,
-                                location: instance.region.to_string(),
-                            },
-                        );
-                    }
-                }
-            }
+        for held in
+            instances::list_held(&shared.clients, cloud, (OWNER_KEY, tag), ownership).await?
+        {
+            found.insert(held.owned.instance_ref.clone(), held);
         }
     }
     Ok(found.into_values().collect())
 }
 
-/// Marks that are this partner's, of one of `kinds`, with a site.
-fn owned_marks(
-    marks: Option<ResourceMarks>,
-    ownership: &Ownership,
-    kinds: &[ResourceKind],
-) -> Option<(ResourceMarks, String)> {
-    let marks = marks?;
-    if !marks.owned_by(&ownership.child, &ownership.tags) || !kinds.contains(&marks.kind) {
-        return None;
-    }
-    let site = marks.site.clone()?;
-    Some((marks, site))
-}
-
-/// The pool id of a pool address: the raw id recorded beside the marks (a Hetzner floating
-/// IP's description, `pool <pool id>`) when there is one, else the id the pool mark spells.
+/// The pool id of a pool address: the raw id recorded beside the marks (a description
+/// `pool <pool id>`) when there is one, else the id the pool mark spells.
 fn pool_of(raw: Option<&str>, marks: &ResourceMarks) -> Option<String> {
     raw.and_then(|d| d.trim().strip_prefix("pool "))
         .map(str::trim)
@@ -309,152 +238,57 @@ fn pool_of(raw: Option<&str>, marks: &ResourceMarks) -> Option<String> {
 }
 
 /// The site networks, stable addresses and pool addresses of `cloud`: one listing of each
-/// kind of resource, filtered by child tag in the cloud (Hetzner) and by owned tag here.
+/// kind of resource the cloud has, filtered by ownership.
 async fn list_site_resources(
     shared: &Shared,
     cloud: Cloud,
     ownership: &Ownership,
     listing: &mut Listing,
 ) -> Result<(), CloudError> {
-    let selector = |kind: ResourceKind| {
-        format!(
-            "{CHILD_KEY}={},{KIND_KEY}={}",
-            ownership.child,
-            kind.as_str()
-        )
+    let Some(ops) = shared.clients.get(cloud) else {
+        return Ok(());
     };
-    match cloud {
-        Cloud::Hetzner => {
-            let Some(client) = &shared.clients.hetzner else {
-                return Ok(());
-            };
-            let networks = client
-                .list_networks(Some(&selector(ResourceKind::Network)))
-                .await?;
-            for network in &networks {
-                let marks = ResourceMarks::from_hetzner(&network.labels);
-                if let Some((marks, site)) = owned_marks(marks, ownership, &[ResourceKind::Network])
-                    && let Some(prefix) = marks.prefix
-                {
-                    listing.networks.push(SiteNetwork {
-                        cloud,
-                        site,
-                        prefix,
-                    });
-                }
-            }
-            let primaries = client
-                .list_primary_ips(Some(&selector(ResourceKind::Stable)))
-                .await?;
-            for ip in &primaries {
-                let marks = ResourceMarks::from_hetzner(&ip.labels);
-                let (Some((marks, site)), Ok(ipv4)) = (
-                    owned_marks(marks, ownership, &[ResourceKind::Stable]),
-                    ip.ip.parse::<Ipv4Addr>(),
-                ) else {
-                    continue;
-                };
-                listing.addresses.push(SiteAddress {
-                    cloud,
-                    kind: marks.kind,
-                    site,
-                    ipv4,
-                    location: ip.location.name.clone(),
-                    closed: marks.closed_at.is_some(),
-                    pool: None,
-                    pool_mark: None,
-                    handle: AddressHandle::HetznerPrimary(ip.id),
-                    ptr: Some(hetzner_ptr(&ip.dns_ptr, &ip.ip)),
-                });
-            }
-            let floating = client
-                .list_floating_ips(Some(&selector(ResourceKind::PoolAddress)))
-                .await?;
-            for ip in &floating {
-                let marks = ResourceMarks::from_hetzner(&ip.labels);
-                let (Some((marks, site)), Ok(ipv4)) = (
-                    owned_marks(marks, ownership, &[ResourceKind::PoolAddress]),
-                    ip.ip.parse::<Ipv4Addr>(),
-                ) else {
-                    continue;
-                };
-                listing.addresses.push(SiteAddress {
-                    cloud,
-                    kind: marks.kind,
-                    site,
-                    ipv4,
-                    location: ip.home_location.name.clone(),
-                    closed: false,
-                    pool: pool_of(ip.description.as_deref(), &marks),
-                    pool_mark: marks.pool.clone(),
-                    handle: AddressHandle::HetznerFloating(ip.id),
-                    ptr: Some(hetzner_ptr(&ip.dns_ptr, &ip.ip)),
-                });
-            }
-        }
-        Cloud::Vultr => {
-            let Some(client) = &shared.clients.vultr else {
-                return Ok(());
-            };
-            for vpc in client.list_vpcs().await? {
-                let marks = ResourceMarks::from_vultr(&vpc.description);
-                if let Some((marks, site)) = owned_marks(marks, ownership, &[ResourceKind::Network])
-                    && let Some(prefix) = marks.prefix
-                {
-                    listing.networks.push(SiteNetwork {
-                        cloud,
-                        site,
-                        prefix,
-                    });
-                }
-            }
-            for reserved in client.list_reserved_ips().await? {
-                if reserved.ip_type != "v4" {
-                    continue;
-                }
-                let marks = ResourceMarks::from_vultr(&reserved.label);
-                let (Some((marks, site)), Ok(ipv4)) = (
-                    owned_marks(
-                        marks,
-                        ownership,
-                        &[ResourceKind::Stable, ResourceKind::PoolAddress],
-                    ),
-                    reserved.subnet.parse::<Ipv4Addr>(),
-                ) else {
-                    continue;
-                };
-                let pool = match marks.kind {
-                    ResourceKind::PoolAddress => pool_of(None, &marks),
-                    ResourceKind::Stable
-                    | ResourceKind::Network
-                    | ResourceKind::SealedKey
-                    | ResourceKind::Disk => None,
-                };
-                listing.addresses.push(SiteAddress {
-                    cloud,
-                    kind: marks.kind,
-                    site,
-                    ipv4,
-                    location: reserved.region.to_string(),
-                    closed: marks.closed_at.is_some(),
-                    pool,
-                    pool_mark: marks.pool.clone(),
-                    handle: AddressHandle::Vultr(reserved.instance()),
-                    ptr: None,
-                });
-            }
-        }
+    for network in ops.networks(ownership).await? {
+        listing.networks.push(SiteNetwork {
+            cloud,
+            site: network.site,
+            prefix: network.prefix,
+        });
+    }
+    let kinds = [ResourceKind::Stable, ResourceKind::PoolAddress];
+    for found in ops.addresses(ownership, &kinds, None).await? {
+        let Ok(ipv4) = found.ip.parse::<Ipv4Addr>() else {
+            continue;
+        };
+        let kind = found.marks.kind;
+        let pool = match kind {
+            ResourceKind::PoolAddress => pool_of(found.description.as_deref(), &found.marks),
+            ResourceKind::Stable
+            | ResourceKind::Network
+            | ResourceKind::SealedKey
+            | ResourceKind::Disk => None,
+        };
+        listing.addresses.push(SiteAddress {
+            cloud,
+            kind,
+            site: found.site,
+            ipv4,
+            location: found.location,
+            closed: kind == ResourceKind::Stable && found.marks.closed_at.is_some(),
+            pool,
+            pool_mark: match kind {
+                ResourceKind::PoolAddress => found.marks.pool.clone(),
+                ResourceKind::Stable
+                | ResourceKind::Network
+                | ResourceKind::SealedKey
+                | ResourceKind::Disk => None,
+            },
+            id: found.id,
+            attached_to: found.attached_to,
+            ptr: found.ptr,
+        });
     }
     Ok(())
-}
-
-/// The reverse DNS name Hetzner reports for `ip` (empty when it reports none).
-fn hetzner_ptr(entries: &[orc_cloud::hetzner::DnsPtr], ip: &str) -> String {
-    entries
-        .iter()
-        .find(|e| e.ip == ip)
-        .map(|e| e.dns_ptr.clone())
-        .unwrap_or_default()
 }
 
 /// The report sent to the zone, and the replica's memory of where each node runs.

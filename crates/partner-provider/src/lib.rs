@@ -12,7 +12,9 @@
 //! - [`sites`]: site networks, stable addresses and sealed keys, opened and closed;
 //! - [`naming`]: the labels and tags recorded on every instance, and instance names;
 //! - [`token`]: quote tokens that carry an offer to its deploy;
-//! - [`clients`]: one HTTP client per keyed cloud;
+//! - [`clouds`]: the one seam per cloud — every operation in a cloud account behind one
+//!   trait, one module per cloud;
+//! - [`clients`]: the accounts of the keyed clouds;
 //! - [`cli`]: the `orc-prov-partner` command line.
 //!
 //! Invariants: the pure crate decides (quotes, words, state rules); this crate only reads
@@ -21,6 +23,7 @@
 
 pub mod cli;
 pub mod clients;
+pub(crate) mod clouds;
 pub mod deploy;
 pub mod instances;
 pub mod inventory;

@@ -253,7 +253,7 @@ impl Marks {
 
     /// Reads Hetzner labels back; `None` when a mark is missing or unreadable.
     pub fn from_hetzner(labels: &BTreeMap<String, String>) -> Option<Marks> {
-        Marks::from_lookup(Cloud::Hetzner, |k| labels.get(k).cloned(), |_| None)
+        Marks::from_lookup(labels.get(OWNER_KEY).cloned(), |k| labels.get(k).cloned())
     }
 
     /// Reads Vultr tags back, with `owned` the owner tags to look for; `None` when a mark is
@@ -264,19 +264,17 @@ impl Marks {
             tags.iter()
                 .find_map(|t| t.strip_prefix(&prefix).map(str::to_string))
         };
-        let owner = |_: ()| owned.iter().find(|o| tags.contains(o)).cloned();
-        Marks::from_lookup(Cloud::Vultr, get, owner)
+        let owner = owned.iter().find(|o| tags.contains(o)).cloned();
+        Marks::from_lookup(owner, get)
     }
 
+    /// The marks of an instance whose owner tag is `owner_tag` and whose other marks `get`
+    /// reads.
     fn from_lookup(
-        cloud: Cloud,
+        owner_tag: Option<String>,
         get: impl Fn(&str) -> Option<String>,
-        bare_owner: impl Fn(()) -> Option<String>,
     ) -> Option<Marks> {
-        let owner_tag = match cloud {
-            Cloud::Hetzner => get(OWNER_KEY)?,
-            Cloud::Vultr => bare_owner(())?,
-        };
+        let owner_tag = owner_tag?;
         let rate = match get(RATE_KEY)?.as_str() {
             "none" => None,
             text => Some(text.parse().ok()?),

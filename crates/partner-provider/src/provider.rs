@@ -355,35 +355,6 @@ impl PartnerProvider {
         }
     }
 
-    /// The refusal for a cloud error during a deploy at `site`, logged for the operator.
-    pub(crate) fn deploy_failure(&self, token: &OfferToken, error: &CloudError) -> proto::Refusal {
-        let node = &token.node;
-        let site = &token.site;
-        tracing::debug!(node = %node, site = %site, error = %error, "the cloud's answer");
-        if error.is_capacity() {
-            lock(&self.shared.state).cool_down(SiteName::new(site.as_str()), now());
-            lock(&self.shared.state).release(&NodeId::new(node.as_str()));
-            tracing::info!(node = %node, site = %site, "The cloud has no room for this node here right now; the site sits out quotes for ten minutes");
-            refused(
-                proto::RefusalKind::NoCapacity,
-                words::no_capacity(&self.class_title(&token.class)),
-            )
-        } else if error.retryable() {
-            tracing::info!(node = %node, site = %site, "The node could not be finished at this site this time; it will be retried");
-            refused(
-                proto::RefusalKind::Transient,
-                words::could_not_finish(&self.class_title(&token.class)),
-            )
-        } else {
-            lock(&self.shared.state).release(&NodeId::new(node.as_str()));
-            tracing::info!(node = %node, site = %site, "The node could not be created at this site");
-            refused(
-                proto::RefusalKind::Failed,
-                words::could_not_create(node, site),
-            )
-        }
-    }
-
     fn describe_catalog(&self) -> proto::Catalog {
         let config = &self.shared.config;
         let at = now();

@@ -241,7 +241,7 @@ mod tests {
 
     use super::*;
     use crate::instances::Owned;
-    use crate::inventory::{AddressHandle, Held, SiteAddress};
+    use crate::inventory::{Held, SiteAddress};
     use crate::naming::{Marks, Role};
 
     fn config() -> Config {
@@ -287,7 +287,8 @@ mod tests {
             closed: true,
             pool: None,
             pool_mark: None,
-            handle: AddressHandle::Vultr(None),
+            id: format!("{cloud}:{site}"),
+            attached_to: None,
             ptr: Some(ptr.into()),
         }
     }

@@ -4,10 +4,10 @@
 //!
 //! Each inventory pass compares every address's name with what its cloud reports and sets
 //! only those that differ, so a restart, a failover or a replaced gateway is put right on
-//! the next pass. Hetzner reports the names in the address listings the pass already made;
-//! Vultr reports them per instance, so the pass reads each instance that holds one of the
-//! addresses once. A Vultr address attached to no instance has no reverse DNS to set until
-//! its gateway holds it.
+//! the next pass. Some clouds report the names in the address listings the pass already
+//! made; others report them per instance, so the pass reads each instance that holds one of
+//! the addresses once, and there an address attached to no instance has no reverse DNS to
+//! set until its gateway holds it.
 //!
 //! Invariants: a name is set only when it differs (case and a trailing dot aside); an
 //! address whose name could not be read or set is remembered and tried again next pass; the
@@ -16,10 +16,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
-use orc_cloud::{CloudError, VultrInstanceId};
+use orc_cloud::CloudError;
 use sha2::{Digest, Sha256};
 
-use super::{AddressHandle, SiteAddress};
+use super::SiteAddress;
 use crate::naming::ResourceKind;
 use crate::provider::{Shared, lock};
 
@@ -94,46 +94,17 @@ pub(crate) fn wanted(address: &SiteAddress, domain: &str) -> Option<String> {
     }
 }
 
-/// Reads the names Vultr reports for its addresses (Hetzner's came with the listings): one
-/// listing per holding instance. Addresses of an instance that could not be read are
-/// returned with the cloud's answer.
-pub(crate) async fn read_vultr_names(
+/// Reads the names the address listings did not carry (clouds that report them per
+/// holding instance): one request per holding instance. Addresses whose names could not be
+/// read are returned with the cloud's answer.
+pub(crate) async fn read_names(
     shared: &Shared,
     addresses: &mut [SiteAddress],
 ) -> BTreeMap<Ipv4Addr, String> {
     let mut failed = BTreeMap::new();
-    let Some(client) = &shared.clients.vultr else {
-        return failed;
-    };
-    let holders: BTreeSet<VultrInstanceId> = addresses
-        .iter()
-        .filter_map(|a| match &a.handle {
-            AddressHandle::Vultr(Some(instance)) => Some(instance.clone()),
-            AddressHandle::Vultr(None)
-            | AddressHandle::HetznerPrimary(_)
-            | AddressHandle::HetznerFloating(_) => None,
-        })
-        .collect();
-    for instance in holders {
-        let holds = |a: &SiteAddress| a.handle == AddressHandle::Vultr(Some(instance.clone()));
-        match client.list_instance_ipv4(&instance).await {
-            Ok(listed) => {
-                let names: BTreeMap<String, String> =
-                    listed.into_iter().map(|i| (i.ip, i.reverse)).collect();
-                for address in addresses.iter_mut().filter(|a| holds(a)) {
-                    address.ptr = Some(
-                        names
-                            .get(&address.ipv4.to_string())
-                            .cloned()
-                            .unwrap_or_default(),
-                    );
-                }
-            }
-            Err(e) => {
-                for address in addresses.iter().filter(|a| holds(a)) {
-                    failed.insert(address.ipv4, e.to_string());
-                }
-            }
+    for cloud in shared.clients.keyed() {
+        if let Some(ops) = shared.clients.get(cloud) {
+            failed.extend(ops.read_reverse_dns(addresses).await);
         }
     }
     failed
@@ -141,32 +112,15 @@ pub(crate) async fn read_vultr_names(
 
 /// Sets `name` on `address` in its cloud.
 async fn set(shared: &Shared, address: &SiteAddress, name: &str) -> Result<(), CloudError> {
-    let ip = address.ipv4.to_string();
-    match (
-        &address.handle,
-        &shared.clients.hetzner,
-        &shared.clients.vultr,
-    ) {
-        (AddressHandle::HetznerPrimary(id), Some(client), _) => client
-            .change_primary_ip_dns_ptr(*id, &ip, Some(name))
-            .await
-            .map(|_| ()),
-        (AddressHandle::HetznerFloating(id), Some(client), _) => client
-            .change_floating_ip_dns_ptr(*id, &ip, Some(name))
-            .await
-            .map(|_| ()),
-        (AddressHandle::Vultr(Some(instance)), _, Some(client)) => {
-            client.set_reverse_ipv4(instance, &ip, name).await
-        }
-        (AddressHandle::HetznerPrimary(_) | AddressHandle::HetznerFloating(_), None, _)
-        | (AddressHandle::Vultr(Some(_)), _, None)
-        | (AddressHandle::Vultr(None), _, _) => Ok(()),
+    match shared.clients.get(address.cloud) {
+        Some(ops) => ops.set_reverse_dns(address, name).await,
+        None => Ok(()),
     }
 }
 
 /// Compares every address's reverse DNS with the wanted name and sets those that differ;
 /// remembers and logs the ones that could not be read or set.
-/// `unread` holds the addresses whose names [`read_vultr_names`] could not read.
+/// `unread` holds the addresses whose names [`read_names`] could not read.
 pub(crate) async fn converge(
     shared: &Shared,
     domain: &str,
@@ -183,7 +137,7 @@ pub(crate) async fn converge(
             failed.insert(address.ipv4, name);
             continue;
         }
-        if address.handle == AddressHandle::Vultr(None) {
+        if address.ptr.is_none() {
             tracing::debug!(ip = %address.ipv4, site = %address.site, "the address is attached to no instance yet; its reverse DNS waits for its gateway");
             continue;
         }

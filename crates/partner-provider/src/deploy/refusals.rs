@@ -1,0 +1,96 @@
+//! Refusals of deploys and destroys, and the operator's log line for each: the tenant gets
+//! the provider's generic words from `orc_partner::words`; the cloud's own words go to
+//! DEBUG.
+
+use orc_cloud::CloudError;
+use orc_partner::ids::{NodeId, SiteName};
+use orc_partner::words;
+use orc_proto as proto;
+
+use crate::provider::{PartnerProvider, lock, now, refused};
+use crate::sites::SiteError;
+use crate::token::OfferToken;
+
+/// A deploy refused as failed with `words`.
+pub(super) fn refuse(words: String) -> proto::DeployResult {
+    proto::DeployResult::Refused(refused(proto::RefusalKind::Failed, words))
+}
+
+impl PartnerProvider {
+    pub(super) fn needs_operator(&self, token: &OfferToken) -> proto::Refusal {
+        refused(
+            proto::RefusalKind::OperatorFix,
+            words::needs_operator(&token.node, &token.site),
+        )
+    }
+
+    pub(super) fn failed(&self, token: &OfferToken) -> proto::Refusal {
+        refused(
+            proto::RefusalKind::Failed,
+            words::could_not_create(&token.node, &token.site),
+        )
+    }
+
+    /// The refusal for a site step that failed, logged for the operator.
+    pub(super) fn site_failure(&self, token: &OfferToken, error: &SiteError) -> proto::Refusal {
+        match error {
+            SiteError::Cloud(e) => self.deploy_failure(token, e),
+            SiteError::NoClient(cloud) => {
+                tracing::info!(node = %token.node, site = %token.site, %cloud, "The site's cloud has no key; the operator must add one");
+                self.needs_operator(token)
+            }
+            SiteError::NoPrefix => {
+                tracing::warn!(node = %token.node, site = %token.site, "No private prefix is left for a new site; the operator must free one");
+                self.needs_operator(token)
+            }
+            SiteError::UnknownLocation(location) => {
+                tracing::warn!(node = %token.node, site = %token.site, %location, "The cloud does not list the site's location");
+                self.failed(token)
+            }
+            SiteError::BadAddress(text) => {
+                tracing::warn!(node = %token.node, site = %token.site, answer = %text, "the cloud answered an address the partner cannot read");
+                self.failed(token)
+            }
+        }
+    }
+
+    /// The refusal for a cloud error during a deploy at `site`, logged for the operator.
+    pub(crate) fn deploy_failure(&self, token: &OfferToken, error: &CloudError) -> proto::Refusal {
+        let node = &token.node;
+        let site = &token.site;
+        tracing::debug!(node = %node, site = %site, error = %error, "the cloud's answer");
+        if error.is_capacity() {
+            lock(&self.shared.state).cool_down(SiteName::new(site.as_str()), now());
+            lock(&self.shared.state).release(&NodeId::new(node.as_str()));
+            tracing::info!(node = %node, site = %site, "The cloud has no room for this node here right now; the site sits out quotes for ten minutes");
+            refused(
+                proto::RefusalKind::NoCapacity,
+                words::no_capacity(&self.class_title(&token.class)),
+            )
+        } else if error.retryable() {
+            tracing::info!(node = %node, site = %site, "The node could not be finished at this site this time; it will be retried");
+            refused(
+                proto::RefusalKind::Transient,
+                words::could_not_finish(&self.class_title(&token.class)),
+            )
+        } else {
+            lock(&self.shared.state).release(&NodeId::new(node.as_str()));
+            tracing::info!(node = %node, site = %site, "The node could not be created at this site");
+            refused(
+                proto::RefusalKind::Failed,
+                words::could_not_create(node, site),
+            )
+        }
+    }
+
+    /// The refusal when the site's stable IPv4 is still on the previous gateway (its
+    /// delete has not finished): the zone tries again.
+    pub(super) fn address_held(&self, token: &OfferToken, error: &CloudError) -> proto::Refusal {
+        tracing::debug!(node = %token.node, site = %token.site, error = %error, "the cloud's answer");
+        tracing::info!(node = %token.node, site = %token.site, "The site's stable address is still held by the previous gateway; the deploy will be retried");
+        refused(
+            proto::RefusalKind::Transient,
+            words::could_not_finish(&self.class_title(&token.class)),
+        )
+    }
+}
