@@ -76,18 +76,10 @@ pub const DISK_KEY: &str = "orc-disk";
 /// How long a closed site's stable IPv4 is kept for a returning site.
 pub const STABLE_KEEP: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
-/// Whether `value` is a valid Hetzner label value: at most 63 characters of letters, digits,
-/// `-`, `_` and `.`, beginning and ending with a letter or digit.
-pub fn is_label_value(value: &str) -> bool {
-    let bytes = value.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
-        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
-}
+/// Whether `value` is a valid mark value on every cloud (a Hetzner label value: at most 63
+/// characters of letters, digits, `-`, `_` and `.`, beginning and ending with a letter or
+/// digit).
+pub use orc_partner::admission::is_mark_value as is_label_value;
 
 /// The child tag's value for `partner_id`: the id itself when it is a valid label value,
 /// else `h` and the first 40 hex digits of its SHA-256 (the same on both clouds, so one

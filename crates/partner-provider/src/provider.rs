@@ -142,7 +142,7 @@ pub(crate) fn refused(kind: proto::RefusalKind, words: String) -> proto::Refusal
     proto::Refusal::new(kind, words)
 }
 
-fn proto_kind(kind: RefusalKind) -> proto::RefusalKind {
+pub(crate) fn proto_kind(kind: RefusalKind) -> proto::RefusalKind {
     match kind {
         RefusalKind::NoCapacity => proto::RefusalKind::NoCapacity,
         RefusalKind::Counting => proto::RefusalKind::Counting,

@@ -7,6 +7,7 @@
 //! to another replica after a failover must still know exactly what was offered. The zone
 //! never reads inside a token; the partner trusts it as much as it trusts the zone.
 
+use orc_partner::admission::Offered;
 use orc_partner::ids::{Cloud, Timestamp};
 pub use orc_provider_sdk::token::BadToken;
 use orc_provider_sdk::token::{decode_token, encode_token};
@@ -56,9 +57,17 @@ impl OfferToken {
         decode_token(VERSION, text)
     }
 
-    /// Whether the offer has lapsed at `now`.
-    pub fn expired(&self, now: Timestamp) -> bool {
-        now.unix_millis() >= self.expires_ms
+    /// What the offer promised, as deploy admission reads it.
+    pub fn offered(&self) -> Offered<'_> {
+        Offered {
+            node: &self.node,
+            class: &self.class,
+            site: &self.site,
+            cloud: self.cloud,
+            location: &self.location,
+            gateway: self.gateway,
+            expires: Timestamp::from_unix_millis(self.expires_ms),
+        }
     }
 }
 
@@ -87,8 +96,8 @@ mod tests {
         let text = t.encode();
         assert!(text.starts_with("p1."), "{text}");
         assert_eq!(OfferToken::decode(&text), Ok(t.clone()));
-        assert!(t.expired(Timestamp::from_unix_millis(10)));
-        assert!(!t.expired(Timestamp::from_unix_millis(9)));
+        assert_eq!(t.offered().expires, Timestamp::from_unix_millis(10));
+        assert_eq!(t.offered().site, "eu-central-a");
         assert!(OfferToken::decode("fake-token").is_err());
         assert!(OfferToken::decode("p1.!!").is_err());
         assert!(OfferToken::decode("p1.e30").is_err());

@@ -1,5 +1,6 @@
 //! The pure core of the partner provider (`orc-prov-partner`).
 //!
+//! - [`admission`]: the checks a deploy makes before it touches a cloud, as a pure decision.
 //! - [`params`]: params (environment variables or files) → typed [`params::Config`], every
 //!   problem reported with the param it concerns; keys held in [`secret::Secret`].
 //! - [`maps`]: the region map, OS map, gateway shape and reverse-DNS domain, with their rules,
@@ -16,6 +17,7 @@
 //! here may import the cloud clients: the live catalog reader fills [`catalog::CatalogSnapshot`]
 //! from outside.
 
+pub mod admission;
 pub mod catalog;
 pub mod explain;
 pub mod ids;

@@ -32,6 +32,7 @@ pub mod user_data;
 use std::time::Duration;
 
 use orc_common::{FaultClass, Money};
+use orc_partner::admission::{admit, admit_create};
 use orc_partner::ids::{NodeId, SiteName};
 use orc_partner::quote::Purpose;
 use orc_partner::state::Reservation;
@@ -57,65 +58,48 @@ impl PartnerProvider {
     ) -> proto::DeployResult {
         self.become_serving();
         let node = d.node_id.as_str().to_string();
-        let token = match OfferToken::decode(d.quote_token.as_str()) {
-            Ok(token) if token.node == node => token,
-            Ok(token) => {
-                tracing::warn!(node = %node, token_node = %token.node, "a deploy came with another node's quote token");
-                return refuse(words::could_not_create(&node, &token.site));
-            }
-            Err(e) => {
-                tracing::warn!(node = %node, error = %e, "a deploy came with a quote token the partner cannot read");
-                return refuse(words::could_not_create(&node, "(unknown)"));
-            }
-        };
-        let config = &self.shared.config;
-        let mapped = config.regions.site(&token.site).is_some_and(|(_, site)| {
-            site.cloud == token.cloud && site.location.as_str() == token.location
+        let decoded = OfferToken::decode(d.quote_token.as_str());
+        if let Err(e) = &decoded {
+            tracing::debug!(node = %node, error = %e, "the quote token's problem");
+        }
+        let token = decoded.ok();
+        let offered = token.as_ref().map(OfferToken::offered);
+        let live = offered.as_ref().and_then(|o| {
+            let state = lock(&self.shared.state);
+            state.live_at(&SiteName::new(o.site)).cloned()
         });
-        if !mapped {
-            tracing::info!(node = %node, site = %token.site, "The site of this offer is no longer mapped where the offer put it; the deploy fails");
-            return refuse(words::could_not_create(&node, &token.site));
+        let config = &self.shared.config;
+        let site = offered.as_ref().map_or("(unknown)", |o| o.site);
+        if let Some(refusal) = self.refusal(
+            &node,
+            site,
+            admit(config, &node, offered.as_ref(), live.as_ref()),
+        ) {
+            return refusal;
         }
-        if let Some(words) = crate::inventory::guard::refuses(&self.shared, &node, &token.site) {
-            tracing::info!(node = %node, site = %token.site, "The site is live at another place than the map gives it; the deploy fails");
-            return refuse(words);
-        }
-        if !naming::is_label_value(&node) {
-            tracing::warn!(node = %node, "This node id cannot be recorded on a cloud instance (at most 63 letters, digits, '-', '_' or '.')");
-            return refuse(words::could_not_create(&node, &token.site));
-        }
-        let keyed = config.cloud(token.cloud).is_some_and(|c| c.is_keyed());
-        let Some(ownership) = self.shared.ownership.get(&token.cloud).filter(|_| keyed) else {
-            tracing::info!(node = %node, site = %token.site, "The site's cloud has no key; the operator must add one");
-            return proto::DeployResult::Refused(self.needs_operator(&token));
-        };
-        let Some(owner_tag) = ownership.tags.first().cloned() else {
-            return proto::DeployResult::Refused(self.needs_operator(&token));
+        let (Some(token), Some(offered)) = (token.as_ref(), offered) else {
+            return refuse(words::could_not_create(&node, "(unknown)"));
         };
         let clients = &self.shared.clients;
-        let Some(ops) = clients.get(token.cloud) else {
+        let (Some(ownership), Some(ops)) = (
+            self.shared.ownership.get(&token.cloud),
+            clients.get(token.cloud),
+        ) else {
             tracing::info!(node = %node, site = %token.site, "The site's cloud has no key; the operator must add one");
-            return proto::DeployResult::Refused(self.needs_operator(&token));
+            return proto::DeployResult::Refused(self.needs_operator(token));
+        };
+        let Some(owner_tag) = ownership.tags.first().cloned() else {
+            return proto::DeployResult::Refused(self.needs_operator(token));
         };
         let existing = match instances::find_node(clients, token.cloud, &node, ownership).await {
             Ok(found) => found.into_iter().next(),
-            Err(e) => return proto::DeployResult::Refused(self.deploy_failure(&token, &e)),
+            Err(e) => return proto::DeployResult::Refused(self.deploy_failure(token, &e)),
         };
-        if existing.is_none() {
-            if token.expired(now()) {
-                lock(&self.shared.state).release(&NodeId::new(node.as_str()));
-                tracing::info!(node = %node, site = %token.site, "The offer lapsed before the deploy; the node will be quoted again");
-                return refuse(words::could_not_create(&node, &token.site));
-            }
-            let enabled = config.cloud(token.cloud).is_some_and(|c| c.enabled);
-            if !enabled && !token.gateway {
-                lock(&self.shared.state).release(&NodeId::new(node.as_str()));
-                tracing::info!(node = %node, site = %token.site, "The site's cloud is retired; it places no new node");
-                return proto::DeployResult::Refused(refused(
-                    proto::RefusalKind::NoCapacity,
-                    words::no_capacity(&self.class_title(&token.class)),
-                ));
-            }
+        if existing.is_none()
+            && let Some(refusal) =
+                self.refusal(&node, &token.site, admit_create(config, &offered, now()))
+        {
+            return refusal;
         }
         if self.shared.sites.get(&token.site).is_none() {
             progress
@@ -127,7 +111,7 @@ impl PartnerProvider {
             .await
         {
             Ok(open) => open,
-            Err(e) => return proto::DeployResult::Refused(self.site_failure(&token, &e)),
+            Err(e) => return proto::DeployResult::Refused(self.site_failure(token, &e)),
         };
         let created = existing.is_none();
         let owned = match existing {
@@ -135,7 +119,7 @@ impl PartnerProvider {
             None => {
                 let sealed = match self.sealed_key(token.cloud).await {
                     Ok(id) => id,
-                    Err(e) => return proto::DeployResult::Refused(self.site_failure(&token, &e)),
+                    Err(e) => return proto::DeployResult::Refused(self.site_failure(token, &e)),
                 };
                 let linux = config
                     .os_map
@@ -193,16 +177,16 @@ impl PartnerProvider {
                     network: &open.network,
                     stable: token.gateway.then_some(open.stable.id.as_str()),
                 };
-                match self.create(ops, &token, spec, ownership).await {
+                match self.create(ops, token, spec, ownership).await {
                     Ok(owned) => owned,
                     Err(refusal) => return proto::DeployResult::Refused(refusal),
                 }
             }
         };
-        if let Err(refusal) = self.carry_on(&token, &owned, &open, progress).await {
+        if let Err(refusal) = self.carry_on(token, &owned, &open, progress).await {
             return proto::DeployResult::Refused(refusal);
         }
-        self.finish(&token, owned, created, progress).await
+        self.finish(token, owned, created, progress).await
     }
 
     /// The steps after the create: a node's extra disks, a gateway's private address and

@@ -3,11 +3,12 @@
 //! DEBUG.
 
 use orc_cloud::CloudError;
+use orc_partner::admission::{Admission, RefusalReason};
 use orc_partner::ids::{NodeId, SiteName};
 use orc_partner::words;
 use orc_proto as proto;
 
-use crate::provider::{PartnerProvider, lock, now, refused};
+use crate::provider::{PartnerProvider, lock, now, proto_kind, refused};
 use crate::sites::SiteError;
 use crate::token::OfferToken;
 
@@ -17,6 +18,56 @@ pub(super) fn refuse(words: String) -> proto::DeployResult {
 }
 
 impl PartnerProvider {
+    /// The refusal of a deploy of `node` into `site` that admission refused, logged for the
+    /// operator (releasing the node's reservation where the reason says so); `None` when
+    /// admitted.
+    pub(super) fn refusal(
+        &self,
+        node: &str,
+        site: &str,
+        admission: Admission,
+    ) -> Option<proto::DeployResult> {
+        let Admission::Refused(r) = admission else {
+            return None;
+        };
+        match r.reason {
+            RefusalReason::UnreadableToken => {
+                tracing::warn!(node = %node, "a deploy came with a quote token the partner cannot read");
+            }
+            RefusalReason::OtherNodesToken => {
+                tracing::warn!(node = %node, site, "a deploy came with another node's quote token");
+            }
+            RefusalReason::Unmapped => {
+                tracing::info!(node = %node, site, "The site of this offer is no longer mapped where the offer put it; the deploy fails");
+            }
+            RefusalReason::LiveElsewhere => {
+                tracing::info!(node = %node, site, "The site is live at another place than the map gives it; the deploy fails");
+            }
+            RefusalReason::UnrecordableNodeId => {
+                tracing::warn!(node = %node, "This node id cannot be recorded on a cloud instance (at most 63 letters, digits, '-', '_' or '.')");
+            }
+            RefusalReason::Unkeyed => {
+                tracing::info!(node = %node, site, "The site's cloud has no key; the operator must add one");
+            }
+            RefusalReason::NoOwnerTag => {
+                tracing::info!(node = %node, site, "The site's cloud has no owner tag; the operator must set one");
+            }
+            RefusalReason::Lapsed => {
+                tracing::info!(node = %node, site, "The offer lapsed before the deploy; the node will be quoted again");
+            }
+            RefusalReason::Retired => {
+                tracing::info!(node = %node, site, "The site's cloud is retired; it places no new node");
+            }
+        }
+        if r.reason.releases_reservation() {
+            lock(&self.shared.state).release(&NodeId::new(node));
+        }
+        Some(proto::DeployResult::Refused(refused(
+            proto_kind(r.kind),
+            r.words,
+        )))
+    }
+
     pub(super) fn needs_operator(&self, token: &OfferToken) -> proto::Refusal {
         refused(
             proto::RefusalKind::OperatorFix,

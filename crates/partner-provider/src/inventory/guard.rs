@@ -5,8 +5,8 @@
 //! its stable address is held (the address's site mark, or with `ptr_domain` its reverse
 //! DNS name `gw-<site>.<ptr_domain>`). Each complete inventory pass replaces the quote
 //! state's live sites ([`QuoteState::set_live`]); the quote engine leaves a site out of
-//! quotes while it is live at another cloud location than the map gives it, and
-//! [`refuses`] fails deploys into it.
+//! quotes while it is live at another cloud location than the map gives it, and deploy
+//! admission ([`orc_partner::admission::admit`]) fails deploys into it.
 //!
 //! Invariants: a site live in several places is recorded at a place that differs from the
 //! map whenever one does (the guard errs towards excluding); one WARN line per remapped site
@@ -19,7 +19,6 @@ use std::fmt;
 use orc_partner::ids::{Cloud, LocationId, SiteName};
 use orc_partner::params::Config;
 use orc_partner::state::LiveSite;
-use orc_partner::words;
 
 use super::{Listing, rdns};
 use crate::naming::ResourceKind;
@@ -217,21 +216,6 @@ pub fn out_of_step(config: &Config, live_sites: &BTreeMap<SiteName, LiveSite>) -
         .collect()
 }
 
-/// The tenant words for a deploy of `node` into `site` while the site is live at another
-/// place than the map now gives it; `None` when the guard has nothing against it. The
-/// deploy path refuses such a deploy as `failed`, so the zone quotes the node again and the
-/// quote leaves the site out.
-pub(crate) fn refuses(shared: &Shared, node: &str, site: &str) -> Option<String> {
-    let (_, mapped) = shared.config.regions.site(site)?;
-    let state = lock(&shared.state);
-    let live = state.live_at(&SiteName::new(site))?;
-    if live.cloud == mapped.cloud && live.location == mapped.location {
-        return None;
-    }
-    tracing::debug!(node = %node, site = %site, live_at = %format!("{}:{}", live.cloud, live.location), "a deploy into a remapped live site is refused");
-    Some(words::could_not_create(node, site))
-}
-
 #[cfg(test)]
 mod tests {
     use std::net::Ipv4Addr;
@@ -311,44 +295,6 @@ mod tests {
         assert!(live[&SiteName::new("old-site")].contains(&Place::new(Cloud::Vultr, "ewr")));
         let without = live_places(&listing, None);
         assert!(!without.contains_key(&SiteName::new("old-site")));
-    }
-
-    #[test]
-    fn deploys_into_a_remapped_live_site_are_refused_in_neutral_words() {
-        let p = crate::PartnerProvider::new(
-            config(),
-            crate::PartnerOptions::default(),
-            crate::ReplicaInfo {
-                host: "h".into(),
-                pid: 1,
-                slot: 0,
-            },
-        )
-        .unwrap();
-        let shared = &p.shared;
-        assert_eq!(refuses(shared, "n-1", "eu-central-a"), None, "nothing live");
-        let live = |location: &str| LiveSite {
-            cloud: Cloud::Hetzner,
-            location: LocationId::new(location),
-        };
-        lock(&shared.state).set_live(SiteName::new("eu-central-a"), live("fsn1"));
-        assert_eq!(
-            refuses(shared, "n-1", "eu-central-a"),
-            None,
-            "live where mapped"
-        );
-        lock(&shared.state).set_live(SiteName::new("eu-central-a"), live("nbg1"));
-        let words = refuses(shared, "n-1", "eu-central-a").unwrap();
-        assert_eq!(words, words::could_not_create("n-1", "eu-central-a"));
-        for name in ["hetzner", "fsn1", "nbg1", "Falkenstein", "Nuremberg"] {
-            assert!(!words.contains(name), "{words}");
-        }
-        lock(&shared.state).set_live(SiteName::new("no-such-site"), live("fsn1"));
-        assert_eq!(
-            refuses(shared, "n-1", "no-such-site"),
-            None,
-            "not in the map"
-        );
     }
 
     #[test]
