@@ -9,9 +9,8 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::Ipv4Addr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use orc_cloud::hetzner::{CreateFloatingIp, CreatePrimaryIp, CreateServer, IpType};
 use orc_cloud::vultr::{CreateInstance, InstanceSource};
@@ -221,41 +220,6 @@ fn node_ids(inventory: &orc_proto::Inventory) -> Vec<String> {
         .iter()
         .map(|n| n.node_id.as_str().to_string())
         .collect()
-}
-
-/// A log sink for one test: everything the partner logs on this thread, as text.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-
-    fn count(&self, needle: &str) -> usize {
-        self.text().matches(needle).count()
-    }
-}
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
-    let sink = Captured::default();
-    let writer = sink.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .with_writer(move || writer.clone())
-        .finish();
-    (sink, tracing::subscriber::set_default(subscriber))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
