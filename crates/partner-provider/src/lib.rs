@@ -15,16 +15,19 @@
 //! - [`clouds`]: the one seam per cloud — every operation in a cloud account behind one
 //!   trait, one module per cloud;
 //! - [`clients`]: the accounts of the keyed clouds;
+//! - [`env`]: the process environment and files as the params' source;
 //! - [`cli`]: the `orc-prov-partner` command line.
 //!
 //! Invariants: the pure crate decides (quotes, words, state rules); this crate only reads
 //! and writes the clouds and keeps the state current. Tenant-facing words come from
-//! `orc_partner::words` only. Nothing here writes to disk.
+//! `orc_partner::words` only. Nothing here writes to disk; [`env`] is the only reader of the
+//! process environment.
 
 pub mod cli;
 pub mod clients;
 pub(crate) mod clouds;
 pub mod deploy;
+pub mod env;
 pub mod instances;
 pub mod inventory;
 pub mod live;

@@ -12,8 +12,8 @@
 //!   holds every tenant-facing string.
 //! - [`validate`]: the admin page's Validate view over the same parsers.
 //!
-//! Invariant: the library does no network I/O and has no async runtime; the only I/O is
-//! [`params::ProcessEnv`], the thin adapter over the process environment and files. Nothing
+//! Invariant: the library does no I/O and has no async runtime: params come through
+//! [`params::ParamSource`], whose process adapter lives in `orc-partner-provider`. Nothing
 //! here may import the cloud clients: the live catalog reader fills [`catalog::CatalogSnapshot`]
 //! from outside.
 
