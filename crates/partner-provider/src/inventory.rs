@@ -35,26 +35,36 @@ use orc_proto as proto;
 pub(crate) use crate::clouds::Held;
 use crate::instances::{self, Owned, Ownership};
 use crate::naming::{self, OWNER_KEY, Prefix, ResourceKind, ResourceMarks};
-use crate::provider::{PartnerProvider, Shared, lock};
+use crate::provider::{PartnerProvider, Shared};
+use crate::quote_book::KnownSites;
+use crate::sync::lock;
 
 /// What the inventory pass remembers from one pass to the next (held in the provider's
 /// shared state): which remapped live sites the guard has logged, which addresses' reverse
 /// DNS is still to be set, and which clouds' addresses could not be listed last pass.
 #[derive(Debug, Default)]
 pub(crate) struct InventoryState {
-    pub(crate) memory: Mutex<PassMemory>,
+    memory: Mutex<PassMemory>,
 }
 
-/// The contents of [`InventoryState`], behind its lock.
+/// The contents of [`InventoryState`], behind its lock; the pass and its guard and reverse
+/// DNS steps read and change it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct PassMemory {
+pub(in crate::inventory) struct PassMemory {
     /// Live sites the map now puts elsewhere, already logged (site → the logged mismatch).
-    pub(crate) guard_logged: BTreeMap<SiteName, String>,
+    pub(in crate::inventory) guard_logged: BTreeMap<SiteName, String>,
     /// Addresses whose reverse DNS could not be set last pass (address → wanted name).
-    pub(crate) rdns_retry: BTreeMap<Ipv4Addr, String>,
+    pub(in crate::inventory) rdns_retry: BTreeMap<Ipv4Addr, String>,
     /// Clouds the last pass could not list (instances or site resources), so their
     /// addresses are unknown to the guard.
-    pub(crate) unlisted_addresses: BTreeSet<Cloud>,
+    pub(in crate::inventory) unlisted_addresses: BTreeSet<Cloud>,
+}
+
+impl InventoryState {
+    /// Runs one step over the pass memory (never across I/O).
+    pub(in crate::inventory) fn with<T>(&self, step: impl FnOnce(&mut PassMemory) -> T) -> T {
+        step(&mut lock(&self.memory))
+    }
 }
 
 /// A site's stable IPv4 or a pool's address, as read back from its cloud.
@@ -126,21 +136,22 @@ impl PartnerProvider {
     /// pass could not list at least one keyed cloud (its instances or its addresses), so a
     /// live site may be missed. Clears with the next complete pass.
     pub fn site_guard_incomplete(&self) -> bool {
-        !lock(&self.shared.inventory.memory)
-            .unlisted_addresses
-            .is_empty()
+        !self
+            .shared
+            .inventory
+            .with(|m| m.unlisted_addresses.is_empty())
     }
 
     /// Live sites out of step with the region map (remapped while live, or live at a
     /// location no site name maps to), from what the last complete pass found.
     pub fn sites_out_of_step(&self) -> Vec<guard::OutOfStep> {
-        let state = lock(&self.shared.state);
+        let state = self.shared.quotes.snapshot();
         guard::out_of_step(&self.shared.config, state.live_sites())
     }
 
     /// Addresses whose reverse DNS the last pass could not set, with the wanted names.
     pub fn reverse_dns_pending(&self) -> BTreeMap<Ipv4Addr, String> {
-        lock(&self.shared.inventory.memory).rdns_retry.clone()
+        self.shared.inventory.with(|m| m.rdns_retry.clone())
     }
 
     /// Whether this replica was told to stand by.
@@ -153,20 +164,20 @@ impl PartnerProvider {
         if self.standing_by() {
             tracing::debug!("standing by: no cloud is listed and no inventory is sent");
             // A later serving period logs each remapped site afresh.
-            lock(&self.shared.inventory.memory).guard_logged.clear();
+            self.shared.inventory.with(|m| m.guard_logged.clear());
             return None;
         }
         self.become_serving();
         let shared = &self.shared;
         let mut listing = match list_all(shared).await {
             Ok(listing) => {
-                lock(&shared.inventory.memory).unlisted_addresses.clear();
+                shared.inventory.with(|m| m.unlisted_addresses.clear());
                 listing
             }
             Err((cloud, error)) => {
-                lock(&shared.inventory.memory)
-                    .unlisted_addresses
-                    .insert(cloud);
+                shared
+                    .inventory
+                    .with(|m| m.unlisted_addresses.insert(cloud));
                 log_unreadable(cloud, &error);
                 return None;
             }
@@ -175,14 +186,21 @@ impl PartnerProvider {
         // The names are read before the guard runs: a stable address's name tells where its
         // site is live.
         let unread = match domain {
-            Some(_) => rdns::read_names(shared, &mut listing.addresses).await,
+            Some(_) => rdns::read_names(&shared.clients, &mut listing.addresses).await,
             None => BTreeMap::new(),
         };
-        guard::update(shared, &listing);
+        guard::update(&shared.config, &shared.quotes, &shared.inventory, &listing);
         if let Some(domain) = domain {
-            rdns::converge(shared, domain, &listing.addresses, &unread).await;
+            rdns::converge(
+                &shared.clients,
+                &shared.inventory,
+                domain,
+                &listing.addresses,
+                &unread,
+            )
+            .await;
         }
-        Some(build_report(shared, &listing))
+        Some(build_report(&shared.known, &listing))
     }
 }
 
@@ -292,7 +310,7 @@ async fn list_site_resources(
 }
 
 /// The report sent to the zone, and the replica's memory of where each node runs.
-fn build_report(shared: &Shared, listing: &Listing) -> proto::Inventory {
+fn build_report(known_sites: &KnownSites, listing: &Listing) -> proto::Inventory {
     let mut nodes = Vec::new();
     let mut known = BTreeMap::new();
     // site → the clouds its nodes run in
@@ -321,7 +339,7 @@ fn build_report(shared: &Shared, listing: &Listing) -> proto::Inventory {
             state: owned.state,
         });
     }
-    *lock(&shared.known) = known;
+    known_sites.replace(known);
     nodes.sort_by(|a, b| a.node_id.as_str().cmp(b.node_id.as_str()));
 
     let mut open: BTreeSet<String> = node_sites.keys().cloned().collect();

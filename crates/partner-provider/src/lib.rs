@@ -11,6 +11,7 @@
 //! - [`inventory`]: the inventory pass sent to the zone;
 //! - [`sites`]: site networks, stable addresses and sealed keys, opened and closed;
 //! - [`naming`]: the labels and tags recorded on every instance, and instance names;
+//! - `quote_book`: the quote state and the known sites of nodes, each behind its own lock;
 //! - [`token`]: quote tokens that carry an offer to its deploy;
 //! - [`clouds`]: the one seam per cloud — every operation in a cloud account behind one
 //!   trait, one module per cloud;
@@ -34,7 +35,9 @@ pub mod live;
 pub mod naming;
 pub mod pools;
 pub mod provider;
+mod quote_book;
 pub mod sites;
+mod sync;
 pub mod token;
 
 pub use provider::{PartnerOptions, PartnerProvider, ReplicaInfo};

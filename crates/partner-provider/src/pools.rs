@@ -71,7 +71,7 @@ impl PartnerProvider {
     ) -> Result<(), proto::Refusal> {
         let cloud = token.cloud;
         let pool_mark = naming::pool_label(&token.pool);
-        let _addressing = self.shared.sites.addressing.lock().await;
+        let _addressing = self.shared.sites.addressing().await;
         let held = self
             .pool_addresses(cloud)
             .await
@@ -196,7 +196,7 @@ impl PartnerProvider {
         gateway: &Owned,
         open: &OpenSite,
     ) -> Result<(), proto::Refusal> {
-        let _addressing = self.shared.sites.addressing.lock().await;
+        let _addressing = self.shared.sites.addressing().await;
         let held = self
             .pool_addresses(open.cloud)
             .await
@@ -235,7 +235,7 @@ impl PartnerProvider {
         let Some(ownership) = self.shared.ownership.get(&cloud) else {
             return Ok(());
         };
-        let _addressing = self.shared.sites.addressing.lock().await;
+        let _addressing = self.shared.sites.addressing().await;
         let addresses: Vec<PoolAddressHeld> = self
             .pool_addresses(cloud)
             .await?

@@ -37,6 +37,8 @@ use crate::clients::CloudClients;
 use crate::instances::{self, Ownership};
 use crate::live::LiveCatalogs;
 use crate::naming::{self, Role};
+use crate::quote_book::{KnownSites, QuoteBook};
+use crate::sync::lock;
 use crate::token::OfferToken;
 
 /// Timing of the provider process.
@@ -95,17 +97,21 @@ pub fn now() -> Timestamp {
     Timestamp::from_unix_millis(ms)
 }
 
+/// What every task of the replica shares: the read-only setting (config, clients, options,
+/// ownership, hello) and the named parts that change, each owned by its module and changed
+/// only through its methods.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) clients: CloudClients,
     pub(crate) options: PartnerOptions,
+    /// The latest catalog snapshots ([`crate::live`]).
     pub(crate) catalogs: LiveCatalogs,
-    pub(crate) state: Mutex<QuoteState>,
+    /// Caps, reservations, cooldowns, counting and live sites.
+    pub(crate) quotes: QuoteBook,
     pub(crate) role: RoleGate,
-    /// Sites of nodes this replica deployed or saw in an inventory, so a re-quote of a node
-    /// that already has an instance stays at its site.
-    pub(crate) known: Mutex<BTreeMap<String, SiteName>>,
+    /// Where the nodes this replica knows run.
+    pub(crate) known: KnownSites,
     pub(crate) ownership: BTreeMap<Cloud, Ownership>,
     pub(crate) hello: HelloInfo,
     /// Open sites and sealed keys known to this process.
@@ -132,10 +138,6 @@ impl Drop for PartnerProvider {
             task.abort();
         }
     }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 pub(crate) fn refused(kind: proto::RefusalKind, words: String) -> proto::Refusal {
@@ -195,9 +197,9 @@ impl PartnerProvider {
                 clients,
                 options,
                 catalogs: LiveCatalogs::new(),
-                state: Mutex::new(QuoteState::new()),
+                quotes: QuoteBook::default(),
                 role: RoleGate::new(),
-                known: Mutex::new(BTreeMap::new()),
+                known: KnownSites::default(),
                 ownership,
                 hello,
                 sites: Default::default(),
@@ -219,7 +221,7 @@ impl PartnerProvider {
 
     /// A copy of the quote state.
     pub fn quote_state(&self) -> QuoteState {
-        lock(&self.shared.state).clone()
+        self.shared.quotes.snapshot()
     }
 
     /// Whether this replica is serving.
@@ -237,13 +239,13 @@ impl PartnerProvider {
             resource = %self.shared.hello.resource_uri,
             "This replica is serving the partner resource now; it keeps catalogs, caps, inventory and reverse DNS current from here on"
         );
-        {
-            let at = now();
-            let mut state = lock(&self.shared.state);
-            for cloud in capped_clouds(&self.shared) {
+        let at = now();
+        let capped = capped_clouds(&self.shared);
+        self.shared.quotes.with(|state| {
+            for cloud in capped {
                 state.start_counting(cloud, at);
             }
-        }
+        });
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::error!("no async runtime to run the catalog refresh on");
             return;
@@ -281,7 +283,7 @@ impl PartnerProvider {
         }
         let node = q.node_id.as_str().to_string();
         let at = now();
-        let known_site = lock(&shared.known).get(&node).cloned();
+        let known_site = shared.known.site_of(&node);
         let request = QuoteRequest {
             node: NodeId::new(node.clone()),
             pool: PoolId::new(q.pool.as_str()),
@@ -301,17 +303,16 @@ impl PartnerProvider {
             at,
         };
         let expires = at.plus(shared.options.offer_ttl);
-        let outcome = {
-            let mut state = lock(&shared.state);
+        let outcome = shared.quotes.with(|state| {
             state.expire_reservations(at);
             let outcome = shared
                 .catalogs
-                .with(|catalogs| quote(&request, &shared.config, catalogs, &state));
+                .with(|catalogs| quote(&request, &shared.config, catalogs, state));
             if let Some(reservation) = outcome.reservation(expires) {
                 state.reserve(request.node.clone(), reservation);
             }
             outcome
-        };
+        });
         match &outcome.decision {
             Decision::Offer(offer) => {
                 let token = OfferToken {
@@ -358,7 +359,7 @@ impl PartnerProvider {
     fn describe_catalog(&self) -> proto::Catalog {
         let config = &self.shared.config;
         let at = now();
-        let state = lock(&self.shared.state).clone();
+        let state = self.shared.quotes.snapshot();
         let classes = config
             .regions
             .classes()
@@ -472,12 +473,12 @@ async fn count_capped_clouds(shared: Arc<Shared>) {
             match count_cloud(&shared, cloud).await {
                 Ok(usage) => {
                     tracing::info!(%cloud, tenant_nodes = usage.tenant_nodes, monthly_spend_usd = %usage.monthly_spend_usd, "Counted the cloud's nodes; it may place nodes again");
-                    lock(&shared.state).count_done(cloud, usage);
+                    shared.quotes.with(|state| state.count_done(cloud, usage));
                 }
                 Err(e) => {
                     tracing::warn!(%cloud, "The cloud's nodes could not be counted; it sits out quotes until a count succeeds");
                     tracing::debug!(%cloud, error = %e, "the cloud's answer");
-                    lock(&shared.state).count_failed(cloud, now());
+                    shared.quotes.with(|state| state.count_failed(cloud, now()));
                     failed.push(cloud);
                 }
             }

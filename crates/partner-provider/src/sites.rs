@@ -36,7 +36,8 @@ use crate::naming::{
     self, Prefix, ResourceKind, ResourceMarks, Role, STABLE_KEEP, sealed_key_name,
     sealed_public_key,
 };
-use crate::provider::{PartnerProvider, lock};
+use crate::provider::PartnerProvider;
+use crate::sync::lock;
 
 /// A site's stable public IPv4.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,10 +88,15 @@ pub(crate) struct SiteCache {
     sealed: Mutex<BTreeMap<Cloud, String>>,
     opening: tokio::sync::Mutex<()>,
     /// Serialises the pool address steps (find, create, attach, release) in this process.
-    pub(crate) addressing: tokio::sync::Mutex<()>,
+    addressing: tokio::sync::Mutex<()>,
 }
 
 impl SiteCache {
+    /// Holds off every other pool address step of this process while held.
+    pub(crate) async fn addressing(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.addressing.lock().await
+    }
+
     /// Forgets everything (on standing by: another replica may change the sites).
     pub(crate) fn clear(&self) {
         lock(&self.open).clear();

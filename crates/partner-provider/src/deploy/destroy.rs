@@ -3,14 +3,13 @@
 //! the pool has no node left there. A step that fails is retried by the zone; every step
 //! finds what an earlier attempt left.
 
-use orc_partner::ids::NodeId;
 use orc_partner::quote::Purpose;
 use orc_partner::words;
 use orc_proto as proto;
 
 use crate::instances::{self, Owned};
 use crate::naming::Role;
-use crate::provider::{PartnerProvider, lock, now, refused};
+use crate::provider::{PartnerProvider, now, refused};
 
 impl PartnerProvider {
     /// Destroys every instance and extra disk of a node (the body of `Provider::destroy`),
@@ -20,7 +19,7 @@ impl PartnerProvider {
         self.become_serving();
         let node = node_id.as_str().to_string();
         let shared = &self.shared;
-        lock(&shared.state).release(&NodeId::new(node.as_str()));
+        shared.quotes.release(&node);
         let mut site_of_failure = None;
         for cloud in shared.clients.keyed() {
             let Some(ownership) = shared.ownership.get(&cloud) else {
@@ -55,8 +54,11 @@ impl PartnerProvider {
                             Role::Node => Purpose::Tenant,
                             Role::Gateway => Purpose::Gateway,
                         };
-                        lock(&shared.state).node_ended(cloud, purpose, owned.marks.usd_monthly());
-                        lock(&shared.known).remove(&node);
+                        let usd = owned.marks.usd_monthly();
+                        shared
+                            .quotes
+                            .with(|state| state.node_ended(cloud, purpose, usd));
+                        shared.known.forget(&node);
                         deleted.push(owned.instance_ref.clone());
                     }
                     Err(e) => {

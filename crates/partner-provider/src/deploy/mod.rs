@@ -45,7 +45,7 @@ pub use self::user_data::{Boot, user_data};
 use crate::clouds::{CloudOps, CreateError, InstanceSpec};
 use crate::instances::{self, Owned, Ownership};
 use crate::naming::{self, Marks, Role};
-use crate::provider::{PartnerProvider, lock, now, refused};
+use crate::provider::{PartnerProvider, now, refused};
 use crate::sites::{OpenSite, SiteError};
 use crate::token::OfferToken;
 
@@ -65,8 +65,10 @@ impl PartnerProvider {
         let token = decoded.ok();
         let offered = token.as_ref().map(OfferToken::offered);
         let live = offered.as_ref().and_then(|o| {
-            let state = lock(&self.shared.state);
-            state.live_at(&SiteName::new(o.site)).cloned()
+            let site = SiteName::new(o.site);
+            self.shared
+                .quotes
+                .with(|state| state.live_at(&site).cloned())
         });
         let config = &self.shared.config;
         let site = offered.as_ref().map_or("(unknown)", |o| o.site);
@@ -307,8 +309,8 @@ impl PartnerProvider {
             }
         }
         let node_id = NodeId::new(token.node.as_str());
-        {
-            let mut state = lock(&self.shared.state);
+        let expires_at = now().plus(Duration::from_secs(60));
+        self.shared.quotes.with(|state| {
             if created && state.reservation(&node_id).is_none() {
                 state.reserve(
                     node_id.clone(),
@@ -320,14 +322,14 @@ impl PartnerProvider {
                             Role::Gateway => Purpose::Gateway,
                         },
                         usd_monthly: owned.marks.usd_monthly(),
-                        expires_at: now().plus(Duration::from_secs(60)),
+                        expires_at,
                     },
                 );
             }
             state.commit(&node_id);
-        }
+        });
         let site = SiteName::new(owned.marks.site.as_str());
-        lock(&self.shared.known).insert(token.node.clone(), site.clone());
+        self.shared.known.remember(&token.node, site.clone());
         let (Ok(node), Ok(site), Ok(instance_ref)) = (
             proto::NodeId::new(token.node.as_str()),
             proto::SiteName::new(site.as_str()),

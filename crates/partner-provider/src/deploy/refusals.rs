@@ -4,11 +4,11 @@
 
 use orc_cloud::CloudError;
 use orc_partner::admission::{Admission, RefusalReason};
-use orc_partner::ids::{NodeId, SiteName};
+use orc_partner::ids::SiteName;
 use orc_partner::words;
 use orc_proto as proto;
 
-use crate::provider::{PartnerProvider, lock, now, proto_kind, refused};
+use crate::provider::{PartnerProvider, now, proto_kind, refused};
 use crate::sites::SiteError;
 use crate::token::OfferToken;
 
@@ -60,7 +60,7 @@ impl PartnerProvider {
             }
         }
         if r.reason.releases_reservation() {
-            lock(&self.shared.state).release(&NodeId::new(node));
+            self.shared.quotes.release(node);
         }
         Some(proto::DeployResult::Refused(refused(
             proto_kind(r.kind),
@@ -111,8 +111,11 @@ impl PartnerProvider {
         let site = &token.site;
         tracing::debug!(node = %node, site = %site, error = %error, "the cloud's answer");
         if error.is_capacity() {
-            lock(&self.shared.state).cool_down(SiteName::new(site.as_str()), now());
-            lock(&self.shared.state).release(&NodeId::new(node.as_str()));
+            let at = now();
+            self.shared
+                .quotes
+                .with(|state| state.cool_down(SiteName::new(site.as_str()), at));
+            self.shared.quotes.release(node);
             tracing::info!(node = %node, site = %site, "The cloud has no room for this node here right now; the site sits out quotes for ten minutes");
             refused(
                 proto::RefusalKind::NoCapacity,
@@ -125,7 +128,7 @@ impl PartnerProvider {
                 words::could_not_finish(&self.class_title(&token.class)),
             )
         } else {
-            lock(&self.shared.state).release(&NodeId::new(node.as_str()));
+            self.shared.quotes.release(node);
             tracing::info!(node = %node, site = %site, "The node could not be created at this site");
             refused(
                 proto::RefusalKind::Failed,

@@ -20,9 +20,9 @@ use orc_partner::ids::{Cloud, LocationId, SiteName};
 use orc_partner::params::Config;
 use orc_partner::state::LiveSite;
 
-use super::{Listing, rdns};
+use super::{InventoryState, Listing, PassMemory, rdns};
 use crate::naming::ResourceKind;
-use crate::provider::{Shared, lock};
+use crate::quote_book::QuoteBook;
 
 /// A cloud location: where a site name can be live.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -120,11 +120,15 @@ pub(crate) fn remapped(
 
 /// Feeds a complete pass's live sites into the quote state and logs each remapped live site
 /// once until it clears.
-pub(crate) fn update(shared: &Shared, listing: &Listing) {
-    let domain = shared.config.ptr_domain.as_ref().map(|d| d.as_str());
-    let chosen = chosen_places(&shared.config, &live_places(listing, domain));
-    {
-        let mut state = lock(&shared.state);
+pub(crate) fn update(
+    config: &Config,
+    quotes: &QuoteBook,
+    memory: &InventoryState,
+    listing: &Listing,
+) {
+    let domain = config.ptr_domain.as_ref().map(|d| d.as_str());
+    let chosen = chosen_places(config, &live_places(listing, domain));
+    quotes.with(|state| {
         let gone: Vec<SiteName> = state
             .live_sites()
             .keys()
@@ -143,10 +147,14 @@ pub(crate) fn update(shared: &Shared, listing: &Listing) {
                 },
             );
         }
-    }
-    let mismatches = remapped(&shared.config, &chosen);
-    let mut memory = lock(&shared.inventory.memory);
-    for (site, (live, map)) in &mismatches {
+    });
+    let mismatches = remapped(config, &chosen);
+    memory.with(|memory| log_remapped(&mismatches, memory));
+}
+
+/// Logs each remapped live site once until it clears or its mismatch changes.
+fn log_remapped(mismatches: &BTreeMap<SiteName, (Place, Place)>, memory: &mut PassMemory) {
+    for (site, (live, map)) in mismatches {
         let line = format!("{live} -> {map}");
         if memory.guard_logged.get(site) == Some(&line) {
             continue;

@@ -19,9 +19,9 @@ use std::net::Ipv4Addr;
 use orc_cloud::CloudError;
 use sha2::{Digest, Sha256};
 
-use super::SiteAddress;
+use super::{InventoryState, PassMemory, SiteAddress};
+use crate::clients::CloudClients;
 use crate::naming::ResourceKind;
-use crate::provider::{Shared, lock};
 
 /// The longest DNS label.
 const MAX_LABEL: usize = 63;
@@ -98,12 +98,12 @@ pub(crate) fn wanted(address: &SiteAddress, domain: &str) -> Option<String> {
 /// holding instance): one request per holding instance. Addresses whose names could not be
 /// read are returned with the cloud's answer.
 pub(crate) async fn read_names(
-    shared: &Shared,
+    clients: &CloudClients,
     addresses: &mut [SiteAddress],
 ) -> BTreeMap<Ipv4Addr, String> {
     let mut failed = BTreeMap::new();
-    for cloud in shared.clients.keyed() {
-        if let Some(ops) = shared.clients.get(cloud) {
+    for cloud in clients.keyed() {
+        if let Some(ops) = clients.get(cloud) {
             failed.extend(ops.read_reverse_dns(addresses).await);
         }
     }
@@ -111,8 +111,8 @@ pub(crate) async fn read_names(
 }
 
 /// Sets `name` on `address` in its cloud.
-async fn set(shared: &Shared, address: &SiteAddress, name: &str) -> Result<(), CloudError> {
-    match shared.clients.get(address.cloud) {
+async fn set(clients: &CloudClients, address: &SiteAddress, name: &str) -> Result<(), CloudError> {
+    match clients.get(address.cloud) {
         Some(ops) => ops.set_reverse_dns(address, name).await,
         None => Ok(()),
     }
@@ -122,7 +122,8 @@ async fn set(shared: &Shared, address: &SiteAddress, name: &str) -> Result<(), C
 /// remembers and logs the ones that could not be read or set.
 /// `unread` holds the addresses whose names [`read_names`] could not read.
 pub(crate) async fn converge(
-    shared: &Shared,
+    clients: &CloudClients,
+    memory: &InventoryState,
     domain: &str,
     addresses: &[SiteAddress],
     unread: &BTreeMap<Ipv4Addr, String>,
@@ -148,7 +149,7 @@ pub(crate) async fn converge(
         {
             continue;
         }
-        match set(shared, address, &name).await {
+        match set(clients, address, &name).await {
             Ok(()) => {
                 tracing::info!(ip = %address.ipv4, site = %address.site, name = %name, "The address's reverse DNS is set");
             }
@@ -158,7 +159,11 @@ pub(crate) async fn converge(
             }
         }
     }
-    let mut memory = lock(&shared.inventory.memory);
+    memory.with(|memory| remember_failures(failed, memory));
+}
+
+/// Keeps the addresses still to be set, logging when that set changes.
+fn remember_failures(failed: BTreeMap<Ipv4Addr, String>, memory: &mut PassMemory) {
     let before: BTreeSet<Ipv4Addr> = memory.rdns_retry.keys().copied().collect();
     let now: BTreeSet<Ipv4Addr> = failed.keys().copied().collect();
     if !now.is_empty() && now != before {
