@@ -1,4 +1,4 @@
-//! The partner's cloud accounts: one [`CloudOps`] per keyed cloud, built from the
+//! The partner's cloud accounts: one `CloudOps` per keyed cloud, built from the
 //! partner's config.
 //!
 //! Building them touches no network. `ORC_HETZNER_ENDPOINT` is the Hetzner API base

@@ -1,5 +1,5 @@
 //! The partner's instances in each cloud: finding them by node id, listing them by mark,
-//! deleting them, through each cloud's [`crate::clouds::CloudOps`].
+//! deleting them, through each cloud's `crate::clouds::CloudOps`.
 //!
 //! An instance is the partner's ([`Owned`]) only when its marks ([`crate::naming`]) carry
 //! this partner's child tag and one of its owned tags; everything else in the account is

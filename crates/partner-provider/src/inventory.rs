@@ -6,13 +6,13 @@
 //!
 //! 1. per keyed cloud, one paginated listing of instances per owned tag (the owner tag and
 //!    every also-owned tag), adopting only instances with this partner's child tag, then one
-//!    listing of each kind of site resource (Hetzner: networks, primary IPs, floating IPs;
-//!    each cloud's kind of address), kept when their marks carry the child tag and an owned
+//!    listing of each kind of site resource the cloud has (its networks and each kind of
+//!    address, `crate::clouds::CloudOps::addresses`), kept when their marks carry the child tag and an owned
 //!    tag ([`crate::naming::ResourceMarks`]);
 //! 2. with `ptr_domain`, the reverse DNS names the listings did not carry are read;
 //! 3. the site guard ([`guard`]) learns where each site name is live and feeds the quote
 //!    state;
-//! 4. with `ptr_domain`, reverse DNS ([`rdns`]) is compared and set where it differs;
+//! 4. with `ptr_domain`, reverse DNS (`rdns`) is compared and set where it differs;
 //! 5. the report: every instance (tenant nodes and gateways), every open site with its
 //!    stable IPv4 and private prefix, every pool address whose pool is known.
 //!

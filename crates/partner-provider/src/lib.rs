@@ -13,15 +13,15 @@
 //! - [`naming`]: the labels and tags recorded on every instance, and instance names;
 //! - `quote_book`: the quote state and the known sites of nodes, each behind its own lock;
 //! - [`token`]: quote tokens that carry an offer to its deploy;
-//! - [`clouds`]: the one seam per cloud — every operation in a cloud account behind one
+//! - `clouds`: the one seam per cloud — every operation in a cloud account behind one
 //!   trait, one module per cloud;
 //! - [`clients`]: the accounts of the keyed clouds;
-//! - [`env`]: the process environment and files as the params' source;
+//! - [`mod@env`]: the process environment and files as the params' source;
 //! - [`cli`]: the `orc-prov-partner` command line.
 //!
 //! Invariants: the pure crate decides (quotes, words, state rules); this crate only reads
 //! and writes the clouds and keeps the state current. Tenant-facing words come from
-//! `orc_partner::words` only. Nothing here writes to disk; [`env`] is the only reader of the
+//! `orc_partner::words` only. Nothing here writes to disk; [`mod@env`] is the only reader of the
 //! process environment.
 
 pub mod cli;

@@ -5,7 +5,7 @@
 //! replica's refresh loop, and once by `orc-prov-partner quote`); a quote only reads the
 //! snapshots under a short read lock and never calls a cloud.
 //!
-//! What one read fetches is each cloud's own ([`crate::clouds::CloudOps::read_catalog`]:
+//! What one read fetches is each cloud's own (`crate::clouds::CloudOps::read_catalog`:
 //! plans with their per-location prices and stock, bootable images, the account currency
 //! and the block-storage price); a cloud that reads live stock per location reads it for
 //! the locations the region map names.

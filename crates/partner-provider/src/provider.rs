@@ -14,7 +14,7 @@
 //!   commits it or [`PartnerOptions::offer_ttl`] passes; the quote token carries the whole
 //!   offer ([`crate::token`]), so any replica can carry out a deploy.
 //! - A deploy looks the node id up before it creates anything, and a create that loses the
-//!   unique-name race (Hetzner) answers the instance that won; destroy of an absent node
+//!   unique-name race (on a cloud with unique names) answers the instance that won; destroy of an absent node
 //!   succeeds.
 //! - An inventory is complete or not sent.
 //! - Tenant words come only from `orc_partner::words`; the cloud's own words go to DEBUG.

@@ -5,12 +5,15 @@
 //! Opening a site (on its first placement, tenant node or gateway alike) makes sure of:
 //! - its private network with a /24 prefix unique in the zone ([`Prefix`], chosen as the
 //!   lowest one no network of this partner holds in any keyed cloud, recorded on the
-//!   network). On Hetzner the network carries the route `0.0.0.0/0` via the gateway's fixed
-//!   private address (`.254`); Vultr VPCs have no route table, so there each node's first
+//!   network). Where the cloud has a route table the network carries the route `0.0.0.0/0`
+//!   via the gateway's fixed private address (`.254`); where it has none, each node's first
 //!   boot points its default route at `.254` ([`NetworkBoot`]) and the gateway claims `.254`
-//!   on its VPC interface;
-//! - its stable public IPv4 (Hetzner primary IP, Vultr reserved IP), never auto-deleted. A
-//!   returning site takes its kept address back (the close time is removed).
+//!   itself (`crate::clouds::CloudOps::node_default_via`,
+//!   `crate::clouds::CloudOps::gateway_claims_address`);
+//! - its stable public IPv4, never auto-deleted. A returning site takes its kept address
+//!   back (the close time is removed).
+//!
+//! Each cloud's own resources for these are its `crate::clouds` module's.
 //!
 //! Invariants: every step looks before it creates, so repeating a step or retrying after a
 //! failure makes no second resource; site openings are serialised in this process (only the
@@ -54,11 +57,11 @@ pub struct StableAddress {
 pub struct OpenSite {
     pub cloud: Cloud,
     pub site: String,
-    /// The cloud's id of the private network (Hetzner network id, Vultr VPC id).
+    /// The cloud's id of the private network.
     pub network: String,
     pub prefix: Prefix,
     pub stable: StableAddress,
-    /// Where a tenant node's default route points ([`CloudOps::node_default_via`]).
+    /// Where a tenant node's default route points (`CloudOps::node_default_via`).
     pub default_via: Ipv4Addr,
 }
 
@@ -66,8 +69,8 @@ pub struct OpenSite {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NetworkBoot {
     pub prefix: Prefix,
-    /// Where the node's default route points: Hetzner's router (which routes `0.0.0.0/0`
-    /// to the gateway), or on Vultr the gateway itself.
+    /// Where the node's default route points: the cloud's router (where it routes
+    /// `0.0.0.0/0` to the gateway), or else the gateway itself.
     pub default_via: Ipv4Addr,
 }
 

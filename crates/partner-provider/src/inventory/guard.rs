@@ -4,7 +4,7 @@
 //! A site name is live where the partner's instances carrying its site mark run, and where
 //! its stable address is held (the address's site mark, or with `ptr_domain` its reverse
 //! DNS name `gw-<site>.<ptr_domain>`). Each complete inventory pass replaces the quote
-//! state's live sites ([`QuoteState::set_live`]); the quote engine leaves a site out of
+//! state's live sites ([`orc_partner::state::QuoteState::set_live`]); the quote engine leaves a site out of
 //! quotes while it is live at another cloud location than the map gives it, and deploy
 //! admission ([`orc_partner::admission::admit`]) fails deploys into it.
 //!

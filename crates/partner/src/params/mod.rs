@@ -13,7 +13,7 @@
 //! Rules: surrounding whitespace is trimmed and an empty param takes its default. Every param
 //! that cannot be read is reported, each error naming the param and what is wrong, so one
 //! failed start shows the operator everything to fix. Sensitive params (the cloud keys) are
-//! held in [`Secret`] and no error ever contains any of their characters.
+//! held in [`crate::secret::Secret`] and no error ever contains any of their characters.
 
 pub mod config;
 pub mod names;
