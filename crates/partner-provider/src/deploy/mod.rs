@@ -12,10 +12,10 @@
 //! Every step after the create also runs when the instance is found, so a deploy retried
 //! after a failure at any step finishes the same node without a second resource.
 //!
-//! A destroy (`destroy`) deletes a tenant node's extra disks and then its instances (an absent node is
-//! a success), then closes the site when no tenant node is left there (after a gateway too,
-//! which may have reopened a closed site), and releases a pool's address when the pool has
-//! no node left there.
+//! A destroy (`destroy`) deletes a tenant node's extra disks and then its instances (an
+//! absent node is a success), then closes the site when no tenant node is left there (after
+//! a gateway too, which may have reopened a closed site), and releases a pool's address
+//! when the pool has no node left there.
 //!
 //! Refusals and the operator's log lines for them are in `refusals`.
 //!
