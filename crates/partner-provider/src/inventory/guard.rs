@@ -246,7 +246,14 @@ mod tests {
         .unwrap()
     }
 
-    fn held(site: &str, cloud: Cloud, location: &str) -> Held {
+    /// A place as the region map spells it (`hetzner:fsn1`).
+    fn at(place: &str) -> Place {
+        let (cloud, location) = place.split_once(':').unwrap();
+        Place::new(Cloud::parse(cloud).unwrap(), location)
+    }
+
+    fn held(site: &str, place: &str) -> Held {
+        let Place { cloud, location } = at(place);
         Held {
             owned: Owned {
                 cloud,
@@ -265,17 +272,18 @@ mod tests {
                 addresses: vec![],
                 state: NodeState::Running,
             },
-            location: location.into(),
+            location: location.to_string(),
         }
     }
 
-    fn stable(site: &str, cloud: Cloud, location: &str, ptr: &str) -> SiteAddress {
+    fn stable(site: &str, place: &str, ptr: &str) -> SiteAddress {
+        let Place { cloud, location } = at(place);
         SiteAddress {
             cloud,
             kind: ResourceKind::Stable,
             site: site.into(),
             ipv4: Ipv4Addr::new(203, 0, 113, 10),
-            location: location.into(),
+            location: location.to_string(),
             closed: true,
             pool: None,
             pool_mark: None,
@@ -288,11 +296,10 @@ mod tests {
     #[test]
     fn live_places_come_from_site_marks_and_gateway_names() {
         let listing = Listing {
-            held: vec![held("eu-central-a", Cloud::Hetzner, "fsn1")],
+            held: vec![held("eu-central-a", "hetzner:fsn1")],
             addresses: vec![stable(
                 "us-east-b",
-                Cloud::Vultr,
-                "ewr",
+                "vultr:ewr",
                 "gw-old-site.cloud.example.com.",
             )],
             networks: vec![],
@@ -300,7 +307,7 @@ mod tests {
         let live = live_places(&listing, Some("cloud.example.com"));
         let names: Vec<&str> = live.keys().map(SiteName::as_str).collect();
         assert_eq!(names, ["eu-central-a", "old-site", "us-east-b"]);
-        assert!(live[&SiteName::new("old-site")].contains(&Place::new(Cloud::Vultr, "ewr")));
+        assert!(live[&SiteName::new("old-site")].contains(&at("vultr:ewr")));
         let without = live_places(&listing, None);
         assert!(!without.contains_key(&SiteName::new("old-site")));
     }
@@ -308,32 +315,31 @@ mod tests {
     #[test]
     fn out_of_step_sites_are_remapped_ones_and_unmapped_locations() {
         let cfg = config();
-        let live = |cloud: Cloud, location: &str| LiveSite {
-            cloud,
-            location: LocationId::new(location),
+        let live = |place: &str| {
+            let Place { cloud, location } = at(place);
+            LiveSite { cloud, location }
         };
         let sites = BTreeMap::from([
-            (SiteName::new("eu-central-a"), live(Cloud::Hetzner, "fsn1")),
-            (SiteName::new("eu-central-b"), live(Cloud::Hetzner, "fsn1")),
-            (SiteName::new("old-name"), live(Cloud::Vultr, "fra")),
-            (SiteName::new("gone"), live(Cloud::Vultr, "ams")),
+            (SiteName::new("eu-central-a"), live("hetzner:fsn1")),
+            (SiteName::new("eu-central-b"), live("hetzner:fsn1")),
+            (SiteName::new("old-name"), live("vultr:fra")),
+            (SiteName::new("gone"), live("vultr:ams")),
         ]);
         let found = out_of_step(&cfg, &sites);
+        let out = |site: &str, live: &str, mapped: Option<&str>| {
+            let live = at(live);
+            OutOfStep {
+                site: SiteName::new(site),
+                live_cloud: live.cloud,
+                live_location: live.location,
+                mapped: mapped.map(at).map(|m| (m.cloud, m.location)),
+            }
+        };
         assert_eq!(
             found,
             [
-                OutOfStep {
-                    site: SiteName::new("eu-central-b"),
-                    live_cloud: Cloud::Hetzner,
-                    live_location: LocationId::new("fsn1"),
-                    mapped: Some((Cloud::Hetzner, LocationId::new("nbg1"))),
-                },
-                OutOfStep {
-                    site: SiteName::new("gone"),
-                    live_cloud: Cloud::Vultr,
-                    live_location: LocationId::new("ams"),
-                    mapped: None,
-                },
+                out("eu-central-b", "hetzner:fsn1", Some("hetzner:nbg1")),
+                out("gone", "vultr:ams", None),
             ],
             "old-name sits where eu-central-c now maps: a separate site"
         );
@@ -344,20 +350,17 @@ mod tests {
         let cfg = config();
         let listing = Listing {
             held: vec![
-                held("eu-central-a", Cloud::Hetzner, "fsn1"),
-                held("eu-central-b", Cloud::Hetzner, "fsn1"),
-                held("eu-central-b", Cloud::Hetzner, "nbg1"),
-                held("gone-site", Cloud::Vultr, "ams"),
+                held("eu-central-a", "hetzner:fsn1"),
+                held("eu-central-b", "hetzner:fsn1"),
+                held("eu-central-b", "hetzner:nbg1"),
+                held("gone-site", "vultr:ams"),
             ],
             addresses: vec![],
             networks: vec![],
         };
         let chosen = chosen_places(&cfg, &live_places(&listing, None));
         let site = |name: &str| SiteName::new(name);
-        assert_eq!(
-            chosen[&site("eu-central-b")],
-            Place::new(Cloud::Hetzner, "fsn1")
-        );
+        assert_eq!(chosen[&site("eu-central-b")], at("hetzner:fsn1"));
         let remapped = remapped(&cfg, &chosen);
         let sites: Vec<&str> = remapped.keys().map(SiteName::as_str).collect();
         assert_eq!(
@@ -365,9 +368,6 @@ mod tests {
             ["eu-central-b"],
             "a removed site name is not remapped"
         );
-        assert_eq!(
-            remapped[&site("eu-central-b")].1,
-            Place::new(Cloud::Hetzner, "nbg1")
-        );
+        assert_eq!(remapped[&site("eu-central-b")].1, at("hetzner:nbg1"));
     }
 }
