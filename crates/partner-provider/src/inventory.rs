@@ -69,7 +69,7 @@ impl InventoryState {
 
 /// A site's stable IPv4 or a pool's address, as read back from its cloud.
 #[derive(Debug, Clone)]
-pub(crate) struct SiteAddress {
+pub struct SiteAddress {
     pub(crate) cloud: Cloud,
     pub(crate) kind: ResourceKind,
     pub(crate) site: String,

@@ -13,7 +13,7 @@
 //! - [`naming`]: the labels and tags recorded on every instance, and instance names;
 //! - `quote_book`: the quote state and the known sites of nodes, each behind its own lock;
 //! - [`token`]: quote tokens that carry an offer to its deploy;
-//! - `clouds`: the one seam per cloud — every operation in a cloud account behind one
+//! - [`clouds`]: the one seam per cloud — every operation in a cloud account behind one
 //!   trait, one module per cloud;
 //! - [`clients`]: the accounts of the keyed clouds;
 //! - [`mod@env`]: the process environment and files as the params' source;
@@ -26,7 +26,7 @@
 
 pub mod cli;
 pub mod clients;
-pub(crate) mod clouds;
+pub mod clouds;
 pub mod deploy;
 pub mod env;
 pub mod instances;

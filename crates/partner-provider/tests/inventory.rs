@@ -22,6 +22,7 @@ use orc_common::{Architecture, Shape};
 use orc_emu::RunningEmulators;
 use orc_partner::ids::Cloud;
 use orc_partner_provider::PartnerProvider;
+use orc_partner_provider::clouds::{hetzner, vultr};
 use orc_partner_provider::naming::{
     Marks, Prefix, ResourceKind, ResourceMarks, Role as NodeRole, pool_label,
 };
@@ -70,7 +71,7 @@ impl Clouds {
     async fn hetzner_node(&self, owner: &str, node: &str, site: &str, location: &str) -> u64 {
         let mut request = CreateServer::new(format!("orc-{node}"), "cx23", "ubuntu-24.04");
         request.location = Some(location.into());
-        request.labels = marks(owner, node, site, NodeRole::Node).hetzner_labels();
+        request.labels = hetzner::labels(&marks(owner, node, site, NodeRole::Node));
         self.h.create_server(&request).await.unwrap().server.id.0
     }
 
@@ -84,7 +85,7 @@ impl Clouds {
     ) -> VultrInstanceId {
         let mut request =
             CreateInstance::new(region, "vc2-1c-1gb", InstanceSource::Os(VultrOsId(2284)));
-        request.tags = marks(owner, node, site, role).vultr_tags();
+        request.tags = vultr::tags(&marks(owner, node, site, role));
         self.v.create_instance(&request).await.unwrap().id
     }
 
@@ -95,7 +96,7 @@ impl Clouds {
                 name: format!("orc-stable-{site}-{owner}"),
                 kind: IpType::Ipv4,
                 location: location.into(),
-                labels: resource(owner, ResourceKind::Stable, site).hetzner_labels(),
+                labels: hetzner::resource_labels(&resource(owner, ResourceKind::Stable, site)),
                 auto_delete: false,
             })
             .await
@@ -113,7 +114,7 @@ impl Clouds {
                 home_location: "fsn1".into(),
                 name: None,
                 description: Some(format!("pool {pool}")),
-                labels: m.hetzner_labels(),
+                labels: hetzner::resource_labels(&m),
             })
             .await
             .unwrap();
@@ -129,7 +130,7 @@ impl Clouds {
                 ip_range: prefix.to_string(),
                 subnets: vec![],
                 routes: vec![],
-                labels: m.hetzner_labels(),
+                labels: hetzner::resource_labels(&m),
             })
             .await
             .unwrap();
@@ -144,7 +145,7 @@ impl Clouds {
     ) -> Ipv4Addr {
         let reserved = self
             .v
-            .create_reserved_ip(&region.into(), "v4", Some(&marks.vultr_text()))
+            .create_reserved_ip(&region.into(), "v4", Some(&vultr::resource_text(marks)))
             .await
             .unwrap();
         self.v

@@ -41,7 +41,8 @@ use super::{
 use crate::instances::{Owned, Ownership};
 use crate::inventory::SiteAddress;
 use crate::naming::{
-    self, CHILD_KEY, KIND_KEY, Marks, NODE_KEY, Prefix, ResourceKind, ResourceMarks, SITE_KEY,
+    self, CHILD_KEY, KIND_KEY, Marks, NODE_KEY, OWNER_KEY, Prefix, ResourceKind, ResourceMarks,
+    SITE_KEY,
 };
 use crate::sites::{PoolAddressHeld, SiteError, StableAddress};
 
@@ -83,6 +84,51 @@ impl Hetzner {
     }
 }
 
+/// Labels of an instance's marks: every mark as a label, the owner tag as `orc-owner`.
+pub fn labels(marks: &Marks) -> BTreeMap<String, String> {
+    let mut labels: BTreeMap<String, String> = marks
+        .pairs()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    labels.insert(OWNER_KEY.to_string(), marks.owner_tag.clone());
+    labels
+}
+
+/// An instance's marks read back from its labels.
+pub fn marks_of(labels: &BTreeMap<String, String>) -> Option<Marks> {
+    Marks::read(labels.get(OWNER_KEY).cloned(), |k| labels.get(k).cloned())
+}
+
+/// Labels of a site resource's marks (a label value holds no `/`, so a prefix is written
+/// `10.64.3.0-24`).
+pub fn resource_labels(marks: &ResourceMarks) -> BTreeMap<String, String> {
+    marks
+        .pairs(Prefix::label_value)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}
+
+/// The label selector of a resource's owner, child and kind, plus its site.
+pub fn resource_selector(marks: &ResourceMarks) -> String {
+    let mut selector = format!(
+        "{OWNER_KEY}={},{CHILD_KEY}={},{KIND_KEY}={}",
+        marks.owner_tag,
+        marks.child,
+        marks.kind.as_str()
+    );
+    if let Some(site) = &marks.site {
+        selector.push_str(&format!(",{SITE_KEY}={site}"));
+    }
+    selector
+}
+
+/// A site resource's marks read back from its labels.
+pub fn resource_marks_of(labels: &BTreeMap<String, String>) -> Option<ResourceMarks> {
+    ResourceMarks::read(|k| labels.get(k).cloned())
+}
+
 /// A server's state in protocol terms.
 fn state(status: hetzner::ServerStatus) -> NodeState {
     match status {
@@ -99,7 +145,7 @@ fn state(status: hetzner::ServerStatus) -> NodeState {
 
 /// The server as the partner's instance, when it is one.
 fn owned(server: &hetzner::Server, ownership: &Ownership) -> Option<Owned> {
-    let marks = Marks::from_hetzner(&server.labels)?;
+    let marks = marks_of(&server.labels)?;
     if !ownership.admits(&marks) {
         return None;
     }
@@ -148,7 +194,7 @@ fn owned_marks(
     ownership: &Ownership,
     kind: ResourceKind,
 ) -> Option<(ResourceMarks, String)> {
-    let marks = ResourceMarks::from_hetzner(labels)?;
+    let marks = resource_marks_of(labels)?;
     if marks.kind != kind || !marks.owned_by(&ownership.child, &ownership.tags) {
         return None;
     }
@@ -306,7 +352,7 @@ impl CloudOps for Hetzner {
                 ImageRef::Id(HcloudImageId(image)),
             );
             request.location = Some(spec.location.to_string());
-            request.labels = spec.marks.hetzner_labels();
+            request.labels = labels(spec.marks);
             request.user_data = spec.user_data;
             request.ssh_keys = vec![key];
             match spec.stable {
@@ -449,7 +495,7 @@ impl CloudOps for Hetzner {
                     destination: "0.0.0.0/0".to_string(),
                     gateway: prefix.gateway().to_string(),
                 }],
-                labels: marks.hetzner_labels(),
+                labels: resource_labels(marks),
             };
             Ok(self.client.create_network(&request).await?.id.to_string())
         })
@@ -578,7 +624,7 @@ impl CloudOps for Hetzner {
                     name: naming::scoped_name("gw", site, &marks.child, &marks.owner_tag),
                     kind: IpType::Ipv4,
                     location: location.to_string(),
-                    labels: marks.hetzner_labels(),
+                    labels: resource_labels(marks),
                     auto_delete: false,
                 })
                 .await?;
@@ -598,7 +644,7 @@ impl CloudOps for Hetzner {
         Box::pin(async move {
             let id = numeric_id(&address.id)?;
             self.client
-                .update_primary_ip_labels(HcloudPrimaryIpId(id), &marks.hetzner_labels())
+                .update_primary_ip_labels(HcloudPrimaryIpId(id), &resource_labels(marks))
                 .await?;
             Ok(())
         })
@@ -627,7 +673,7 @@ impl CloudOps for Hetzner {
                     home_location: location.to_string(),
                     name: Some(name),
                     description: Some(format!("pool {pool}")),
-                    labels: marks.hetzner_labels(),
+                    labels: resource_labels(marks),
                 })
                 .await?;
             let ip = created.floating_ip;
@@ -717,7 +763,7 @@ impl CloudOps for Hetzner {
                 .await?
                 .into_iter()
                 .filter(|key| {
-                    ResourceMarks::from_hetzner(&key.labels).is_some_and(|m| {
+                    resource_marks_of(&key.labels).is_some_and(|m| {
                         m.kind == ResourceKind::SealedKey
                             && m.owned_by(&ownership.child, &ownership.tags)
                     })
@@ -735,7 +781,7 @@ impl CloudOps for Hetzner {
     ) -> CloudOp<'a, String, SiteError> {
         Box::pin(async move {
             let filter = SshKeyFilter {
-                label_selector: Some(marks.hetzner_selector()),
+                label_selector: Some(resource_selector(marks)),
                 ..SshKeyFilter::default()
             };
             if let Some(key) = self.client.list_ssh_keys(&filter).await?.first() {
@@ -743,7 +789,7 @@ impl CloudOps for Hetzner {
             }
             match self
                 .client
-                .create_ssh_key(name, public, &marks.hetzner_labels())
+                .create_ssh_key(name, public, &resource_labels(marks))
                 .await
             {
                 Ok(key) => Ok(key.id.to_string()),
@@ -772,7 +818,7 @@ impl CloudOps for Hetzner {
             );
             let mut out = Vec::new();
             for volume in self.client.list_volumes(Some(&selector)).await? {
-                if let Some(marks) = ResourceMarks::from_hetzner(&volume.labels)
+                if let Some(marks) = resource_marks_of(&volume.labels)
                     && marks.kind == ResourceKind::Disk
                     && marks.node.as_deref() == Some(node)
                     && marks.owned_by(&ownership.child, &ownership.tags)
@@ -809,7 +855,7 @@ impl CloudOps for Hetzner {
                         automount: false,
                     },
                     format: None,
-                    labels: marks.hetzner_labels(),
+                    labels: resource_labels(marks),
                 })
                 .await?;
             let mut ids: Vec<_> = created.next_actions.iter().map(|a| a.id).collect();
@@ -852,5 +898,56 @@ impl CloudOps for Hetzner {
             }
             self.client.delete_volume(id).await.map(|()| true)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use orc_partner::ids::Timestamp;
+
+    use super::*;
+    use crate::naming::{Role, is_label_value, pool_label};
+
+    #[test]
+    fn instance_marks_round_trip_as_labels() {
+        let m = Marks {
+            owner_tag: "orc-partner-hetzner".into(),
+            child: naming::child_value("zone-1"),
+            node_id: "n-000000000010".into(),
+            site: "eu-central-a".into(),
+            role: Role::Node,
+            rate: Some("1.08".parse().unwrap()),
+            account_monthly: "6.5331".parse().unwrap(),
+            pool: Some(pool_label("acme/web/api")),
+            gateway_gen: None,
+        };
+        assert_eq!(marks_of(&labels(&m)), Some(m.clone()));
+        assert!(labels(&m).values().all(|v| is_label_value(v)));
+        assert_eq!(m.usd_monthly(), Some("7.055748".parse().unwrap()));
+        let unpriced = Marks { rate: None, ..m };
+        assert_eq!(marks_of(&labels(&unpriced)), Some(unpriced));
+    }
+
+    #[test]
+    fn site_resource_marks_round_trip_as_labels() {
+        let mut m = ResourceMarks::new("orc-partner-hetzner", "zone-1", ResourceKind::Network);
+        m.site = Some("eu-central-a".into());
+        m.prefix = Prefix::new(259);
+        let labels = resource_labels(&m);
+        assert_eq!(labels["orc-prefix"], "10.65.3.0-24");
+        assert!(labels.values().all(|v| is_label_value(v)), "{labels:?}");
+        assert_eq!(resource_marks_of(&labels), Some(m.clone()));
+        assert_eq!(
+            resource_selector(&m),
+            "orc-owner=orc-partner-hetzner,orc-partner-child=zone-1,orc-kind=network,orc-site=eu-central-a"
+        );
+        let mut stable = ResourceMarks::new("t", "zone-1", ResourceKind::Stable);
+        stable.closed_at = Some(Timestamp::from_unix_millis(1_700_000_000_123));
+        stable.pool = Some(pool_label("a/b/c"));
+        stable.node = Some("n-1".into());
+        stable.disk = Some(2);
+        assert_eq!(resource_marks_of(&resource_labels(&stable)), Some(stable));
+        assert!(m.owned_by("zone-1", &["orc-partner-hetzner".into()]));
+        assert!(!m.owned_by("zone-2", &["orc-partner-hetzner".into()]));
     }
 }

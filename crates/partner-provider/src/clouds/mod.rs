@@ -5,6 +5,8 @@
 //! stable and pool addresses, extra disks, instance references `<cloud>:<id>`) and never
 //! names a cloud's resources or API; [`connect`] is the one place that picks the
 //! implementation for a [`Cloud`]. A third cloud is one new module here and one arm there.
+//! Each module also writes and reads the partner's marks ([`crate::naming`]) in its cloud's
+//! form: Hetzner labels and selectors, Vultr tags and `key=value` texts.
 //!
 //! Invariants of every implementation:
 //! - listings answer only what carries this partner's child mark and one of its owned tags
@@ -15,8 +17,8 @@
 //! - it reads no cloud error's code or message: classification is `orc-cloud`'s
 //!   ([`orc_cloud::CloudError::class`]).
 
-pub(crate) mod hetzner;
-pub(crate) mod vultr;
+pub mod hetzner;
+pub mod vultr;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

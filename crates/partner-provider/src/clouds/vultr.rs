@@ -74,6 +74,45 @@ impl Vultr {
     }
 }
 
+/// Tags of an instance's marks: the bare owner tag, then `key=value` tags.
+pub fn tags(marks: &Marks) -> Vec<String> {
+    let mut tags = vec![marks.owner_tag.clone()];
+    tags.extend(marks.pairs().into_iter().map(|(k, v)| format!("{k}={v}")));
+    tags
+}
+
+/// An instance's marks read back from its tags, with `owned` the owner tags to look for;
+/// `None` when a mark is missing or unreadable, or no owned tag is present.
+pub fn marks_of(tags: &[String], owned: &[String]) -> Option<Marks> {
+    let get = |key: &str| {
+        let prefix = format!("{key}=");
+        tags.iter()
+            .find_map(|t| t.strip_prefix(&prefix).map(str::to_string))
+    };
+    let owner = owned.iter().find(|o| tags.contains(o)).cloned();
+    Marks::read(owner, get)
+}
+
+/// The text of a site resource's marks (a VPC description, a reserved IP label, an SSH key
+/// name, a block label): `key=value` words separated by spaces.
+pub fn resource_text(marks: &ResourceMarks) -> String {
+    marks
+        .pairs(|prefix| prefix.to_string())
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A site resource's marks read back from its text.
+pub fn resource_marks_of(text: &str) -> Option<ResourceMarks> {
+    let words: BTreeMap<&str, &str> = text
+        .split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .collect();
+    ResourceMarks::read(|k| words.get(k).map(|v| v.to_string()))
+}
+
 /// An instance's state in protocol terms.
 fn state(status: InstanceStatus, power: PowerStatus) -> NodeState {
     match (status, power) {
@@ -97,7 +136,7 @@ fn state(status: InstanceStatus, power: PowerStatus) -> NodeState {
 
 /// The instance as the partner's, when it is one.
 fn owned(instance: &vultr::Instance, ownership: &Ownership) -> Option<Owned> {
-    let marks = Marks::from_vultr(&instance.tags, &ownership.tags)?;
+    let marks = marks_of(&instance.tags, &ownership.tags)?;
     if !ownership.admits(&marks) {
         return None;
     }
@@ -112,7 +151,7 @@ fn owned(instance: &vultr::Instance, ownership: &Ownership) -> Option<Owned> {
 
 /// Marks of `text` that are this partner's, of `kind`.
 fn owned_marks(text: &str, ownership: &Ownership, kind: ResourceKind) -> Option<ResourceMarks> {
-    ResourceMarks::from_vultr(text)
+    resource_marks_of(text)
         .filter(|m| m.kind == kind && m.owned_by(&ownership.child, &ownership.tags))
 }
 
@@ -273,7 +312,7 @@ impl CloudOps for Vultr {
                 CreateInstance::new(spec.location, spec.plan, InstanceSource::Os(VultrOsId(os)));
             request.label = Some(spec.name.clone());
             request.hostname = Some(spec.name.clone());
-            request.tags = spec.marks.vultr_tags();
+            request.tags = tags(spec.marks);
             request.user_data = spec.user_data;
             request.attach_vpc = vec![VultrVpcId::from(spec.network)];
             request.sshkey_id = vec![VultrSshKeyId::from(spec.sealed_key)];
@@ -342,7 +381,7 @@ impl CloudOps for Vultr {
                 .client
                 .create_vpc(
                     &location.into(),
-                    &marks.vultr_text(),
+                    &resource_text(marks),
                     Some((network.as_str(), prefix.bits())),
                 )
                 .await?;
@@ -388,7 +427,7 @@ impl CloudOps for Vultr {
                 if reserved.ip_type != "v4" {
                     continue;
                 }
-                let Some(marks) = ResourceMarks::from_vultr(&reserved.label) else {
+                let Some(marks) = resource_marks_of(&reserved.label) else {
                     continue;
                 };
                 if !kinds.contains(&marks.kind)
@@ -426,7 +465,7 @@ impl CloudOps for Vultr {
         Box::pin(async move {
             let created = self
                 .client
-                .create_reserved_ip(&location.into(), "v4", Some(&marks.vultr_text()))
+                .create_reserved_ip(&location.into(), "v4", Some(&resource_text(marks)))
                 .await?;
             Ok(StableAddress {
                 id: format!("vultr:{}", created.id),
@@ -445,7 +484,7 @@ impl CloudOps for Vultr {
             self.client
                 .update_reserved_ip_label(
                     &VultrReservedIpId::from(id_of(&address.id)),
-                    &marks.vultr_text(),
+                    &resource_text(marks),
                 )
                 .await?;
             Ok(())
@@ -471,7 +510,7 @@ impl CloudOps for Vultr {
         Box::pin(async move {
             let ip = self
                 .client
-                .create_reserved_ip(&location.into(), "v4", Some(&marks.vultr_text()))
+                .create_reserved_ip(&location.into(), "v4", Some(&resource_text(marks)))
                 .await?;
             Ok((format!("vultr:{}", ip.id), ip.subnet))
         })
@@ -591,14 +630,14 @@ impl CloudOps for Vultr {
     ) -> CloudOp<'a, String, SiteError> {
         Box::pin(async move {
             let found = self.client.list_ssh_keys().await?.into_iter().find(|k| {
-                ResourceMarks::from_vultr(&k.name)
+                resource_marks_of(&k.name)
                     .is_some_and(|m| m.kind == ResourceKind::SealedKey && m == *marks)
             });
             match found {
                 Some(key) => Ok(key.id.to_string()),
                 None => Ok(self
                     .client
-                    .create_ssh_key(&marks.vultr_text(), public)
+                    .create_ssh_key(&resource_text(marks), public)
                     .await?
                     .id
                     .to_string()),
@@ -639,7 +678,7 @@ impl CloudOps for Vultr {
                 .create_block(&CreateBlock {
                     region: location.into(),
                     size_gb: u64::from(size_gib),
-                    label: Some(marks.vultr_text()),
+                    label: Some(resource_text(marks)),
                     block_type: None,
                 })
                 .await?;
@@ -687,6 +726,49 @@ impl CloudOps for Vultr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instance_marks_round_trip_as_tags() {
+        let m = Marks {
+            owner_tag: "orc-partner-vultr".into(),
+            child: "zone-1".into(),
+            node_id: "n-000000000010".into(),
+            site: "us-east-b".into(),
+            role: crate::naming::Role::Gateway,
+            rate: None,
+            account_monthly: "5".parse().unwrap(),
+            pool: None,
+            gateway_gen: Some("g1".into()),
+        };
+        let owned = vec!["old".to_string(), "orc-partner-vultr".to_string()];
+        assert_eq!(marks_of(&tags(&m), &owned), Some(m.clone()));
+        assert_eq!(marks_of(&tags(&m), &["other".into()]), None);
+        assert_eq!(tags(&m)[0], "orc-partner-vultr", "the bare owner tag first");
+    }
+
+    #[test]
+    fn site_resource_marks_round_trip_as_text() {
+        let mut m = ResourceMarks::new("orc-partner-hetzner", "zone-1", ResourceKind::Network);
+        m.site = Some("eu-central-a".into());
+        m.prefix = Prefix::new(259);
+        assert_eq!(
+            resource_text(&m),
+            "orc-owner=orc-partner-hetzner orc-partner-child=zone-1 orc-kind=network orc-site=eu-central-a orc-prefix=10.65.3.0/24"
+        );
+        assert_eq!(resource_marks_of(&resource_text(&m)), Some(m));
+        let mut stable = ResourceMarks::new("t", "zone-1", ResourceKind::Stable);
+        stable.closed_at = Some(Timestamp::from_unix_millis(1_700_000_000_123));
+        stable.pool = Some(crate::naming::pool_label("a/b/c"));
+        stable.node = Some("n-1".into());
+        stable.disk = Some(2);
+        assert_eq!(
+            resource_marks_of(&resource_text(&stable)),
+            Some(stable.clone())
+        );
+        assert_eq!(resource_marks_of("orc-owner=t orc-kind=network"), None);
+        assert_eq!(resource_marks_of("Default VPC"), None);
+        assert!(resource_marks_of("orc-owner=t orc-partner-child=c orc-kind=x").is_none());
+    }
 
     #[test]
     fn the_endpoint_gets_its_version_once() {
