@@ -143,7 +143,7 @@ impl CloudError {
     /// | 404 | `NotFound` |
     /// | 429, Robot's rate-limit answer | `RateLimited` |
     /// | sold out, location closed | `NoCapacity` |
-    /// | Hetzner `primary_ip_assigned`, Vultr "… already attached …" | `AlreadyAttached` |
+    /// | Hetzner `primary_ip_assigned` or `server_already_attached`, Vultr "… already attached …" | `AlreadyAttached` |
     /// | 401, 403 | `Unauthorized` |
     /// | Hetzner `conflict` or `locked`, 423 | `Locked` |
     /// | 409, Hetzner `uniqueness_error` | `Conflict` |
@@ -163,8 +163,10 @@ impl CloudError {
                 ..
             } => {
                 let code = code.as_deref();
-                if code == Some("primary_ip_assigned")
-                    || message.to_ascii_lowercase().contains("already attached")
+                if matches!(
+                    code,
+                    Some("primary_ip_assigned" | "server_already_attached")
+                ) || message.to_ascii_lowercase().contains("already attached")
                 {
                     FaultClass::AlreadyAttached
                 } else if *status == 401 || *status == 403 {
@@ -487,6 +489,12 @@ mod tests {
             }
             other => panic!("expected Provider, got {other:?}"),
         }
+
+        let on_network = r#"{"error":{"code":"server_already_attached","message":"x"}}"#;
+        assert_eq!(
+            classify(CloudApi::Hetzner, 422, on_network).class(),
+            FaultClass::AlreadyAttached
+        );
 
         let limited = r#"{"error":{"code":"rate_limit_exceeded","message":"limit of 3600 requests per hour reached"}}"#;
         let err = classify(CloudApi::Hetzner, 429, limited);

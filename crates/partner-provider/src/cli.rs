@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::clients::CloudClients;
+use crate::env::ProcessEnv;
 use crate::live::LiveCatalogs;
 use crate::{PartnerOptions, PartnerProvider, ReplicaInfo};
 use anyhow::{Context as _, bail};
@@ -29,7 +30,7 @@ use clap::{Parser, Subcommand};
 use orc_common::{Architecture, Shape};
 use orc_partner::catalog::Catalogs;
 use orc_partner::ids::{ClassId, NodeId, OsId, PoolId, SiteName, Timestamp};
-use orc_partner::params::{Config, MapSource, ProcessEnv, load_config};
+use orc_partner::params::{Config, MapSource, load_config};
 use orc_partner::quote::{Purpose, QuoteRequest, quote};
 use orc_partner::validate::{Drafts, validate_drafts};
 use orc_partner::{QuoteState, explain, seed};

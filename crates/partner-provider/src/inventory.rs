@@ -6,14 +6,13 @@
 //!
 //! 1. per keyed cloud, one paginated listing of instances per owned tag (the owner tag and
 //!    every also-owned tag), adopting only instances with this partner's child tag, then one
-//!    listing of each kind of site resource (Hetzner: networks, primary IPs, floating IPs;
-//!    Vultr: VPCs and reserved IPs), kept when their marks carry the child tag and an owned
+//!    listing of each kind of site resource the cloud has (its networks and each kind of
+//!    address, `crate::clouds::CloudOps::addresses`), kept when their marks carry the child tag and an owned
 //!    tag ([`crate::naming::ResourceMarks`]);
-//! 2. with `ptr_domain`, the reverse DNS names Vultr holds are read (Hetzner's came with
-//!    the listings);
+//! 2. with `ptr_domain`, the reverse DNS names the listings did not carry are read;
 //! 3. the site guard ([`guard`]) learns where each site name is live and feeds the quote
 //!    state;
-//! 4. with `ptr_domain`, reverse DNS ([`rdns`]) is compared and set where it differs;
+//! 4. with `ptr_domain`, reverse DNS (`rdns`) is compared and set where it differs;
 //! 5. the report: every instance (tenant nodes and gateways), every open site with its
 //!    stable IPv4 and private prefix, every pool address whose pool is known.
 //!
@@ -28,58 +27,49 @@ pub(crate) mod rdns;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::sync::Mutex;
-use std::sync::atomic::Ordering;
 
-use orc_cloud::hetzner::ServerFilter;
-use orc_cloud::vultr::InstanceFilter;
-use orc_cloud::{CloudError, HcloudFloatingIpId, HcloudPrimaryIpId, VultrInstanceId};
+use orc_cloud::CloudError;
 use orc_partner::ids::{Cloud, SiteName};
 use orc_proto as proto;
 
+pub(crate) use crate::clouds::Held;
 use crate::instances::{self, Owned, Ownership};
-use crate::naming::{self, CHILD_KEY, KIND_KEY, OWNER_KEY, Prefix, ResourceKind, ResourceMarks};
-use crate::provider::{PartnerProvider, ROLE_STANDBY, Shared, lock};
+use crate::naming::{self, OWNER_KEY, Prefix, ResourceKind, ResourceMarks};
+use crate::provider::{PartnerProvider, Shared};
+use crate::quote_book::KnownSites;
+use crate::sync::lock;
 
 /// What the inventory pass remembers from one pass to the next (held in the provider's
 /// shared state): which remapped live sites the guard has logged, which addresses' reverse
 /// DNS is still to be set, and which clouds' addresses could not be listed last pass.
 #[derive(Debug, Default)]
 pub(crate) struct InventoryState {
-    pub(crate) memory: Mutex<PassMemory>,
+    memory: Mutex<PassMemory>,
 }
 
-/// The contents of [`InventoryState`], behind its lock.
+/// The contents of [`InventoryState`], behind its lock; the pass and its guard and reverse
+/// DNS steps read and change it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct PassMemory {
+pub(in crate::inventory) struct PassMemory {
     /// Live sites the map now puts elsewhere, already logged (site → the logged mismatch).
-    pub(crate) guard_logged: BTreeMap<SiteName, String>,
+    pub(in crate::inventory) guard_logged: BTreeMap<SiteName, String>,
     /// Addresses whose reverse DNS could not be set last pass (address → wanted name).
-    pub(crate) rdns_retry: BTreeMap<Ipv4Addr, String>,
+    pub(in crate::inventory) rdns_retry: BTreeMap<Ipv4Addr, String>,
     /// Clouds the last pass could not list (instances or site resources), so their
     /// addresses are unknown to the guard.
-    pub(crate) unlisted_addresses: BTreeSet<Cloud>,
+    pub(in crate::inventory) unlisted_addresses: BTreeSet<Cloud>,
 }
 
-/// One instance the partner holds, with the cloud location it runs in.
-#[derive(Debug, Clone)]
-pub(crate) struct Held {
-    pub(crate) owned: Owned,
-    pub(crate) location: String,
-}
-
-/// How an address is changed in its cloud.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum AddressHandle {
-    HetznerPrimary(HcloudPrimaryIpId),
-    HetznerFloating(HcloudFloatingIpId),
-    /// A Vultr reserved IP and the instance it is attached to (reverse DNS is set through
-    /// that instance; a detached address has none).
-    Vultr(Option<VultrInstanceId>),
+impl InventoryState {
+    /// Runs one step over the pass memory (never across I/O).
+    pub(in crate::inventory) fn with<T>(&self, step: impl FnOnce(&mut PassMemory) -> T) -> T {
+        step(&mut lock(&self.memory))
+    }
 }
 
 /// A site's stable IPv4 or a pool's address, as read back from its cloud.
 #[derive(Debug, Clone)]
-pub(crate) struct SiteAddress {
+pub struct SiteAddress {
     pub(crate) cloud: Cloud,
     pub(crate) kind: ResourceKind,
     pub(crate) site: String,
@@ -92,9 +82,13 @@ pub(crate) struct SiteAddress {
     pub(crate) pool: Option<String>,
     /// The pool mark of a pool address ([`naming::pool_label`]).
     pub(crate) pool_mark: Option<String>,
-    pub(crate) handle: AddressHandle,
-    /// The reverse DNS name the cloud reports; `None` when not read (Vultr reads it per
-    /// holding instance, only when `ptr_domain` is set).
+    /// `<cloud>:<address id>`.
+    pub(crate) id: String,
+    /// The instance holding the address, `<cloud>:<instance id>`.
+    pub(crate) attached_to: Option<String>,
+    /// The reverse DNS name the cloud reports; `None` when not read (a cloud that reports
+    /// it per holding instance reads it only when `ptr_domain` is set, and an address that
+    /// no instance holds has none).
     pub(crate) ptr: Option<String>,
 }
 
@@ -142,26 +136,27 @@ impl PartnerProvider {
     /// pass could not list at least one keyed cloud (its instances or its addresses), so a
     /// live site may be missed. Clears with the next complete pass.
     pub fn site_guard_incomplete(&self) -> bool {
-        !lock(&self.shared.inventory.memory)
-            .unlisted_addresses
-            .is_empty()
+        !self
+            .shared
+            .inventory
+            .with(|m| m.unlisted_addresses.is_empty())
     }
 
     /// Live sites out of step with the region map (remapped while live, or live at a
     /// location no site name maps to), from what the last complete pass found.
     pub fn sites_out_of_step(&self) -> Vec<guard::OutOfStep> {
-        let state = lock(&self.shared.state);
+        let state = self.shared.quotes.snapshot();
         guard::out_of_step(&self.shared.config, state.live_sites())
     }
 
     /// Addresses whose reverse DNS the last pass could not set, with the wanted names.
     pub fn reverse_dns_pending(&self) -> BTreeMap<Ipv4Addr, String> {
-        lock(&self.shared.inventory.memory).rdns_retry.clone()
+        self.shared.inventory.with(|m| m.rdns_retry.clone())
     }
 
     /// Whether this replica was told to stand by.
     fn standing_by(&self) -> bool {
-        self.shared.role.load(Ordering::SeqCst) == ROLE_STANDBY
+        self.shared.role.is_standing_by()
     }
 
     /// One inventory pass (the body of `Provider::inventory`).
@@ -169,20 +164,20 @@ impl PartnerProvider {
         if self.standing_by() {
             tracing::debug!("standing by: no cloud is listed and no inventory is sent");
             // A later serving period logs each remapped site afresh.
-            lock(&self.shared.inventory.memory).guard_logged.clear();
+            self.shared.inventory.with(|m| m.guard_logged.clear());
             return None;
         }
         self.become_serving();
         let shared = &self.shared;
         let mut listing = match list_all(shared).await {
             Ok(listing) => {
-                lock(&shared.inventory.memory).unlisted_addresses.clear();
+                shared.inventory.with(|m| m.unlisted_addresses.clear());
                 listing
             }
             Err((cloud, error)) => {
-                lock(&shared.inventory.memory)
-                    .unlisted_addresses
-                    .insert(cloud);
+                shared
+                    .inventory
+                    .with(|m| m.unlisted_addresses.insert(cloud));
                 log_unreadable(cloud, &error);
                 return None;
             }
@@ -191,14 +186,21 @@ impl PartnerProvider {
         // The names are read before the guard runs: a stable address's name tells where its
         // site is live.
         let unread = match domain {
-            Some(_) => rdns::read_vultr_names(shared, &mut listing.addresses).await,
+            Some(_) => rdns::read_names(&shared.clients, &mut listing.addresses).await,
             None => BTreeMap::new(),
         };
-        guard::update(shared, &listing);
+        guard::update(&shared.config, &shared.quotes, &shared.inventory, &listing);
         if let Some(domain) = domain {
-            rdns::converge(shared, domain, &listing.addresses, &unread).await;
+            rdns::converge(
+                &shared.clients,
+                &shared.inventory,
+                domain,
+                &listing.addresses,
+                &unread,
+            )
+            .await;
         }
-        Some(build_report(shared, &listing))
+        Some(build_report(&shared.known, &listing))
     }
 }
 
@@ -234,73 +236,17 @@ async fn list_instances(
 ) -> Result<Vec<Held>, CloudError> {
     let mut found: BTreeMap<String, Held> = BTreeMap::new();
     for tag in &ownership.tags {
-        match cloud {
-            Cloud::Hetzner => {
-                let Some(client) = &shared.clients.hetzner else {
-                    continue;
-                };
-                let selector = format!("{OWNER_KEY}={tag},{CHILD_KEY}={}", ownership.child);
-                let servers = client
-                    .list_servers(&ServerFilter {
-                        label_selector: Some(selector),
-                        ..ServerFilter::default()
-                    })
-                    .await?;
-                for server in &servers {
-                    if let Some(owned) = instances::hetzner_owned(server, ownership) {
-                        found.insert(
-                            owned.instance_ref.clone(),
-                            Held {
-                                owned,
-                                location: server.location.name.clone(),
-                            },
-                        );
-                    }
-                }
-            }
-            Cloud::Vultr => {
-                let Some(client) = &shared.clients.vultr else {
-                    continue;
-                };
-                let listed = client
-                    .list_instances(&InstanceFilter {
-                        tag: Some(tag.clone()),
-                        ..InstanceFilter::default()
-                    })
-                    .await?;
-                for instance in &listed {
-                    if let Some(owned) = instances::vultr_owned(instance, ownership) {
-                        found.insert(
-                            owned.instance_ref.clone(),
-                            Held {
-                                owned,
-                                location: instance.region.to_string(),
-                            },
-                        );
-                    }
-                }
-            }
+        for held in
+            instances::list_held(&shared.clients, cloud, (OWNER_KEY, tag), ownership).await?
+        {
+            found.insert(held.owned.instance_ref.clone(), held);
         }
     }
     Ok(found.into_values().collect())
 }
 
-/// Marks that are this partner's, of one of `kinds`, with a site.
-fn owned_marks(
-    marks: Option<ResourceMarks>,
-    ownership: &Ownership,
-    kinds: &[ResourceKind],
-) -> Option<(ResourceMarks, String)> {
-    let marks = marks?;
-    if !marks.owned_by(&ownership.child, &ownership.tags) || !kinds.contains(&marks.kind) {
-        return None;
-    }
-    let site = marks.site.clone()?;
-    Some((marks, site))
-}
-
-/// The pool id of a pool address: the raw id recorded beside the marks (a Hetzner floating
-/// IP's description, `pool <pool id>`) when there is one, else the id the pool mark spells.
+/// The pool id of a pool address: the raw id recorded beside the marks (a description
+/// `pool <pool id>`) when there is one, else the id the pool mark spells.
 fn pool_of(raw: Option<&str>, marks: &ResourceMarks) -> Option<String> {
     raw.and_then(|d| d.trim().strip_prefix("pool "))
         .map(str::trim)
@@ -310,156 +256,61 @@ fn pool_of(raw: Option<&str>, marks: &ResourceMarks) -> Option<String> {
 }
 
 /// The site networks, stable addresses and pool addresses of `cloud`: one listing of each
-/// kind of resource, filtered by child tag in the cloud (Hetzner) and by owned tag here.
+/// kind of resource the cloud has, filtered by ownership.
 async fn list_site_resources(
     shared: &Shared,
     cloud: Cloud,
     ownership: &Ownership,
     listing: &mut Listing,
 ) -> Result<(), CloudError> {
-    let selector = |kind: ResourceKind| {
-        format!(
-            "{CHILD_KEY}={},{KIND_KEY}={}",
-            ownership.child,
-            kind.as_str()
-        )
+    let Some(ops) = shared.clients.get(cloud) else {
+        return Ok(());
     };
-    match cloud {
-        Cloud::Hetzner => {
-            let Some(client) = &shared.clients.hetzner else {
-                return Ok(());
-            };
-            let networks = client
-                .list_networks(Some(&selector(ResourceKind::Network)))
-                .await?;
-            for network in &networks {
-                let marks = ResourceMarks::from_hetzner(&network.labels);
-                if let Some((marks, site)) = owned_marks(marks, ownership, &[ResourceKind::Network])
-                    && let Some(prefix) = marks.prefix
-                {
-                    listing.networks.push(SiteNetwork {
-                        cloud,
-                        site,
-                        prefix,
-                    });
-                }
-            }
-            let primaries = client
-                .list_primary_ips(Some(&selector(ResourceKind::Stable)))
-                .await?;
-            for ip in &primaries {
-                let marks = ResourceMarks::from_hetzner(&ip.labels);
-                let (Some((marks, site)), Ok(ipv4)) = (
-                    owned_marks(marks, ownership, &[ResourceKind::Stable]),
-                    ip.ip.parse::<Ipv4Addr>(),
-                ) else {
-                    continue;
-                };
-                listing.addresses.push(SiteAddress {
-                    cloud,
-                    kind: marks.kind,
-                    site,
-                    ipv4,
-                    location: ip.location.name.clone(),
-                    closed: marks.closed_at.is_some(),
-                    pool: None,
-                    pool_mark: None,
-                    handle: AddressHandle::HetznerPrimary(ip.id),
-                    ptr: Some(hetzner_ptr(&ip.dns_ptr, &ip.ip)),
-                });
-            }
-            let floating = client
-                .list_floating_ips(Some(&selector(ResourceKind::PoolAddress)))
-                .await?;
-            for ip in &floating {
-                let marks = ResourceMarks::from_hetzner(&ip.labels);
-                let (Some((marks, site)), Ok(ipv4)) = (
-                    owned_marks(marks, ownership, &[ResourceKind::PoolAddress]),
-                    ip.ip.parse::<Ipv4Addr>(),
-                ) else {
-                    continue;
-                };
-                listing.addresses.push(SiteAddress {
-                    cloud,
-                    kind: marks.kind,
-                    site,
-                    ipv4,
-                    location: ip.home_location.name.clone(),
-                    closed: false,
-                    pool: pool_of(ip.description.as_deref(), &marks),
-                    pool_mark: marks.pool.clone(),
-                    handle: AddressHandle::HetznerFloating(ip.id),
-                    ptr: Some(hetzner_ptr(&ip.dns_ptr, &ip.ip)),
-                });
-            }
-        }
-        Cloud::Vultr => {
-            let Some(client) = &shared.clients.vultr else {
-                return Ok(());
-            };
-            for vpc in client.list_vpcs().await? {
-                let marks = ResourceMarks::from_vultr(&vpc.description);
-                if let Some((marks, site)) = owned_marks(marks, ownership, &[ResourceKind::Network])
-                    && let Some(prefix) = marks.prefix
-                {
-                    listing.networks.push(SiteNetwork {
-                        cloud,
-                        site,
-                        prefix,
-                    });
-                }
-            }
-            for reserved in client.list_reserved_ips().await? {
-                if reserved.ip_type != "v4" {
-                    continue;
-                }
-                let marks = ResourceMarks::from_vultr(&reserved.label);
-                let (Some((marks, site)), Ok(ipv4)) = (
-                    owned_marks(
-                        marks,
-                        ownership,
-                        &[ResourceKind::Stable, ResourceKind::PoolAddress],
-                    ),
-                    reserved.subnet.parse::<Ipv4Addr>(),
-                ) else {
-                    continue;
-                };
-                let pool = match marks.kind {
-                    ResourceKind::PoolAddress => pool_of(None, &marks),
-                    ResourceKind::Stable
-                    | ResourceKind::Network
-                    | ResourceKind::SealedKey
-                    | ResourceKind::Disk => None,
-                };
-                listing.addresses.push(SiteAddress {
-                    cloud,
-                    kind: marks.kind,
-                    site,
-                    ipv4,
-                    location: reserved.region.to_string(),
-                    closed: marks.closed_at.is_some(),
-                    pool,
-                    pool_mark: marks.pool.clone(),
-                    handle: AddressHandle::Vultr(reserved.instance()),
-                    ptr: None,
-                });
-            }
-        }
+    for network in ops.networks(ownership).await? {
+        listing.networks.push(SiteNetwork {
+            cloud,
+            site: network.site,
+            prefix: network.prefix,
+        });
+    }
+    let kinds = [ResourceKind::Stable, ResourceKind::PoolAddress];
+    for found in ops.addresses(ownership, &kinds, None).await? {
+        let Ok(ipv4) = found.ip.parse::<Ipv4Addr>() else {
+            continue;
+        };
+        let kind = found.marks.kind;
+        let pool = match kind {
+            ResourceKind::PoolAddress => pool_of(found.description.as_deref(), &found.marks),
+            ResourceKind::Stable
+            | ResourceKind::Network
+            | ResourceKind::SealedKey
+            | ResourceKind::Disk => None,
+        };
+        listing.addresses.push(SiteAddress {
+            cloud,
+            kind,
+            site: found.site,
+            ipv4,
+            location: found.location,
+            closed: kind == ResourceKind::Stable && found.marks.closed_at.is_some(),
+            pool,
+            pool_mark: match kind {
+                ResourceKind::PoolAddress => found.marks.pool.clone(),
+                ResourceKind::Stable
+                | ResourceKind::Network
+                | ResourceKind::SealedKey
+                | ResourceKind::Disk => None,
+            },
+            id: found.id,
+            attached_to: found.attached_to,
+            ptr: found.ptr,
+        });
     }
     Ok(())
 }
 
-/// The reverse DNS name Hetzner reports for `ip` (empty when it reports none).
-fn hetzner_ptr(entries: &[orc_cloud::hetzner::DnsPtr], ip: &str) -> String {
-    entries
-        .iter()
-        .find(|e| e.ip == ip)
-        .map(|e| e.dns_ptr.clone())
-        .unwrap_or_default()
-}
-
 /// The report sent to the zone, and the replica's memory of where each node runs.
-fn build_report(shared: &Shared, listing: &Listing) -> proto::Inventory {
+fn build_report(known_sites: &KnownSites, listing: &Listing) -> proto::Inventory {
     let mut nodes = Vec::new();
     let mut known = BTreeMap::new();
     // site → the clouds its nodes run in
@@ -488,7 +339,7 @@ fn build_report(shared: &Shared, listing: &Listing) -> proto::Inventory {
             state: owned.state,
         });
     }
-    *lock(&shared.known) = known;
+    known_sites.replace(known);
     nodes.sort_by(|a, b| a.node_id.as_str().cmp(b.node_id.as_str()));
 
     let mut open: BTreeSet<String> = node_sites.keys().cloned().collect();

@@ -11,24 +11,33 @@
 //! - [`inventory`]: the inventory pass sent to the zone;
 //! - [`sites`]: site networks, stable addresses and sealed keys, opened and closed;
 //! - [`naming`]: the labels and tags recorded on every instance, and instance names;
+//! - `quote_book`: the quote state and the known sites of nodes, each behind its own lock;
 //! - [`token`]: quote tokens that carry an offer to its deploy;
-//! - [`clients`]: one HTTP client per keyed cloud;
+//! - [`clouds`]: the one seam per cloud — every operation in a cloud account behind one
+//!   trait, one module per cloud;
+//! - [`clients`]: the accounts of the keyed clouds;
+//! - [`mod@env`]: the process environment and files as the params' source;
 //! - [`cli`]: the `orc-prov-partner` command line.
 //!
 //! Invariants: the pure crate decides (quotes, words, state rules); this crate only reads
 //! and writes the clouds and keeps the state current. Tenant-facing words come from
-//! `orc_partner::words` only. Nothing here writes to disk.
+//! `orc_partner::words` only. Nothing here writes to disk; [`mod@env`] is the only reader of the
+//! process environment.
 
 pub mod cli;
 pub mod clients;
+pub mod clouds;
 pub mod deploy;
+pub mod env;
 pub mod instances;
 pub mod inventory;
 pub mod live;
 pub mod naming;
 pub mod pools;
 pub mod provider;
+mod quote_book;
 pub mod sites;
+mod sync;
 pub mod token;
 
 pub use provider::{PartnerOptions, PartnerProvider, ReplicaInfo};

@@ -5,16 +5,10 @@
 //! replica's refresh loop, and once by `orc-prov-partner quote`); a quote only reads the
 //! snapshots under a short read lock and never calls a cloud.
 //!
-//! What one read fetches, per cloud:
-//! - Hetzner: `GET /server_types` (plans, vCPUs, memory GB → MiB, architecture, gross
-//!   per-location prices, and `locations[].available` for stock), `GET /images?type=system`
-//!   (bootable images: available and not deprecated), `GET /pricing` (account currency and
-//!   the gross volume price per GB-month, used as the block-storage price per GiB-month).
-//! - Vultr: `GET /plans` (vCPUs, memory MB, the static price and location catalogue),
-//!   `GET /os` (images), and `GET /regions/{r}/availability` for each Vultr location the
-//!   region map names, which is what is sold there right now. Vultr bills in US dollars and
-//!   its API has no block-storage price, so [`VULTR_BLOCK_STORAGE_USD_PER_GIB_MONTH`] is
-//!   used.
+//! What one read fetches is each cloud's own (`crate::clouds::CloudOps::read_catalog`:
+//! plans with their per-location prices and stock, bootable images, the account currency
+//! and the block-storage price); a cloud that reads live stock per location reads it for
+//! the locations the region map names.
 //!
 //! Invariants: a failed read keeps the previous snapshot and records the failure as its
 //! last answer (operator detail, also logged at DEBUG; the WARN line names only the cloud
@@ -24,181 +18,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, RwLock};
 
-use orc_cloud::hetzner::{HcloudArchitecture, ImageFilter, ImageType};
-use orc_cloud::{CloudError, HetznerClient, VultrClient, VultrRegionId};
-use orc_common::{Architecture, Currency};
-use orc_partner::catalog::{CatalogSnapshot, Catalogs, Image, LastAnswer, Plan, PlanPrice};
-use orc_partner::ids::{Cloud, ImageId, LocationId, PlanId, SiteName, Timestamp};
+use orc_cloud::CloudError;
+use orc_partner::catalog::{CatalogSnapshot, Catalogs, LastAnswer};
+use orc_partner::ids::{Cloud, LocationId, SiteName, Timestamp};
 use orc_partner::params::Config;
-use rust_decimal::Decimal;
 use tokio::sync::watch;
 
 use crate::clients::CloudClients;
 
 pub use orc_partner::seed::VULTR_BLOCK_STORAGE_USD_PER_GIB_MONTH;
-
-/// Hours in a month, for a Vultr plan that lists no hourly price.
-const HOURS_PER_MONTH: u32 = 730;
-
-fn arch_of(arch: HcloudArchitecture) -> Architecture {
-    Architecture::from(arch)
-}
-
-/// Reads one Hetzner Cloud project's catalog.
-pub async fn read_hetzner(
-    client: &HetznerClient,
-    now: Timestamp,
-) -> Result<CatalogSnapshot, CloudError> {
-    let types = client.list_server_types().await?;
-    let images = client
-        .list_images(&ImageFilter {
-            kind: Some(ImageType::System),
-            ..ImageFilter::default()
-        })
-        .await?;
-    let pricing = client.pricing().await?;
-    let mib_per_gb = Decimal::from(1024);
-    let mut plans = Vec::with_capacity(types.len());
-    for t in &types {
-        let Ok(memory_mib) = u64::try_from((t.memory * mib_per_gb).trunc()) else {
-            continue;
-        };
-        let prices: BTreeMap<LocationId, PlanPrice> = t
-            .prices
-            .iter()
-            .map(|p| {
-                (
-                    LocationId::new(p.location.clone()),
-                    PlanPrice {
-                        monthly: p.price_monthly.gross,
-                        hourly: p.price_hourly.gross,
-                    },
-                )
-            })
-            .collect();
-        let sold_in = t
-            .locations
-            .iter()
-            .filter(|l| l.available)
-            .map(|l| LocationId::new(l.name.clone()))
-            .filter(|l| prices.contains_key(l))
-            .collect();
-        plans.push(Plan {
-            id: PlanId::new(t.name.clone()),
-            vcpus: t.cores,
-            memory_mib,
-            arch: arch_of(t.architecture),
-            prices,
-            sold_in,
-        });
-    }
-    let images = images
-        .iter()
-        .filter(|i| i.kind == ImageType::System && i.status == "available")
-        .filter(|i| i.deprecated.is_none())
-        .map(|i| Image {
-            id: ImageId::new(i.id.to_string()),
-            name: i.name.clone(),
-            family: i.os_flavor.clone(),
-            title: i.description.clone(),
-            arch: arch_of(i.architecture),
-        })
-        .collect();
-    Ok(CatalogSnapshot {
-        cloud: Cloud::Hetzner,
-        currency: pricing.currency,
-        plans,
-        images,
-        block_storage_per_gib_month: Some(pricing.volume.price_per_gb_month.gross),
-        read_at: now,
-        last_answer: LastAnswer::Ok { at: now },
-    })
-}
-
-/// The architecture of a Vultr plan: its API names none, and only plan ids with `arm` in
-/// them are ARM.
-fn vultr_plan_arch(id: &str) -> Architecture {
-    if id.contains("arm") {
-        Architecture::Arm64
-    } else {
-        Architecture::X86_64
-    }
-}
-
-/// Reads one Vultr account's catalog; `regions` are the locations whose live stock is read.
-pub async fn read_vultr(
-    client: &VultrClient,
-    regions: &BTreeSet<LocationId>,
-    now: Timestamp,
-) -> Result<CatalogSnapshot, CloudError> {
-    let listed = client.list_plans(None).await?;
-    let os = client.list_os().await?;
-    let mut stock: BTreeMap<LocationId, BTreeSet<String>> = BTreeMap::new();
-    for region in regions {
-        let available = client
-            .region_availability(&VultrRegionId::from(region.as_str()))
-            .await?;
-        stock.insert(
-            region.clone(),
-            available.iter().map(|p| p.to_string()).collect(),
-        );
-    }
-    let mut plans = Vec::with_capacity(listed.len());
-    for p in &listed {
-        let hourly = p
-            .hourly_cost
-            .unwrap_or_else(|| p.monthly_cost / Decimal::from(HOURS_PER_MONTH));
-        let price = PlanPrice {
-            monthly: p.monthly_cost,
-            hourly,
-        };
-        let id = p.id.to_string();
-        let prices: BTreeMap<LocationId, PlanPrice> = p
-            .locations
-            .iter()
-            .map(|l| (LocationId::new(l.to_string()), price))
-            .collect();
-        let sold_in = prices
-            .keys()
-            .filter(|l| stock.get(*l).is_some_and(|s| s.contains(&id)))
-            .cloned()
-            .collect();
-        plans.push(Plan {
-            arch: vultr_plan_arch(&id),
-            id: PlanId::new(id),
-            vcpus: p.vcpu_count,
-            memory_mib: p.ram,
-            prices,
-            sold_in,
-        });
-    }
-    let images = os
-        .iter()
-        .filter_map(|o| {
-            let arch = match o.arch.as_str() {
-                "x64" => Architecture::X86_64,
-                "arm64" | "aarch64" => Architecture::Arm64,
-                _ => return None,
-            };
-            Some(Image {
-                id: ImageId::new(o.id.to_string()),
-                name: None,
-                family: o.family.clone(),
-                title: o.name.clone(),
-                arch,
-            })
-        })
-        .collect();
-    Ok(CatalogSnapshot {
-        cloud: Cloud::Vultr,
-        currency: Currency::USD,
-        plans,
-        images,
-        block_storage_per_gib_month: Some(VULTR_BLOCK_STORAGE_USD_PER_GIB_MONTH),
-        read_at: now,
-        last_answer: LastAnswer::Ok { at: now },
-    })
-}
 
 /// The locations of `cloud` that the region map names.
 pub fn mapped_locations(config: &Config, cloud: Cloud) -> BTreeSet<LocationId> {
@@ -272,14 +100,13 @@ impl LiveCatalogs {
         now: Timestamp,
     ) -> BTreeMap<Cloud, String> {
         let mut failures = BTreeMap::new();
-        if let Some(client) = &clients.hetzner {
-            let read = read_hetzner(client, now).await;
-            self.apply(Cloud::Hetzner, read, now, &mut failures);
-        }
-        if let Some(client) = &clients.vultr {
-            let regions = mapped_locations(config, Cloud::Vultr);
-            let read = read_vultr(client, &regions, now).await;
-            self.apply(Cloud::Vultr, read, now, &mut failures);
+        for cloud in clients.keyed() {
+            let Some(ops) = clients.get(cloud) else {
+                continue;
+            };
+            let mapped = mapped_locations(config, cloud);
+            let read = ops.read_catalog(&mapped, now).await;
+            self.apply(cloud, read, now, &mut failures);
         }
         self.log_unsold_sites(config);
         self.read_once.send_replace(true);

@@ -1,6 +1,8 @@
 //! How the partner marks the instances it creates, and how it reads those marks back.
 //!
-//! Every instance carries, as Hetzner labels or Vultr tags:
+//! The marks and their keys are here; each cloud module writes and reads them in its own
+//! form (`crate::clouds::hetzner::labels`, `crate::clouds::vultr::tags`, and their
+//! `resource_*` counterparts). Every instance carries, as Hetzner labels or Vultr tags:
 //!
 //! | mark | Hetzner label | Vultr tag | meaning |
 //! |---|---|---|---|
@@ -37,7 +39,6 @@
 //! cannot be written as a Hetzner label value is handled here (node ids are refused, partner
 //! ids are hashed), never silently truncated.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::net::Ipv4Addr;
 
@@ -76,18 +77,10 @@ pub const DISK_KEY: &str = "orc-disk";
 /// How long a closed site's stable IPv4 is kept for a returning site.
 pub const STABLE_KEEP: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
-/// Whether `value` is a valid Hetzner label value: at most 63 characters of letters, digits,
-/// `-`, `_` and `.`, beginning and ending with a letter or digit.
-pub fn is_label_value(value: &str) -> bool {
-    let bytes = value.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
-        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
-}
+/// Whether `value` is a valid mark value on every cloud (a Hetzner label value: at most 63
+/// characters of letters, digits, `-`, `_` and `.`, beginning and ending with a letter or
+/// digit).
+pub use orc_partner::admission::is_mark_value as is_label_value;
 
 /// The child tag's value for `partner_id`: the id itself when it is a valid label value,
 /// else `h` and the first 40 hex digits of its SHA-256 (the same on both clouds, so one
@@ -211,7 +204,9 @@ impl Marks {
         self.rate.map(|r| (self.account_monthly * r).normalize())
     }
 
-    fn pairs(&self) -> Vec<(&'static str, String)> {
+    /// Every mark but the owner tag, as `(key, value)`: each cloud writes the owner tag its
+    /// own way ([`OWNER_KEY`]).
+    pub fn pairs(&self) -> Vec<(&'static str, String)> {
         let mut pairs = vec![
             (CHILD_KEY, self.child.clone()),
             (NODE_KEY, self.node_id.clone()),
@@ -233,50 +228,10 @@ impl Marks {
         pairs
     }
 
-    /// Hetzner labels.
-    pub fn hetzner_labels(&self) -> BTreeMap<String, String> {
-        let mut labels: BTreeMap<String, String> = self
-            .pairs()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-        labels.insert(OWNER_KEY.to_string(), self.owner_tag.clone());
-        labels
-    }
-
-    /// Vultr tags: the bare owner tag, then `key=value` tags.
-    pub fn vultr_tags(&self) -> Vec<String> {
-        let mut tags = vec![self.owner_tag.clone()];
-        tags.extend(self.pairs().into_iter().map(|(k, v)| format!("{k}={v}")));
-        tags
-    }
-
-    /// Reads Hetzner labels back; `None` when a mark is missing or unreadable.
-    pub fn from_hetzner(labels: &BTreeMap<String, String>) -> Option<Marks> {
-        Marks::from_lookup(Cloud::Hetzner, |k| labels.get(k).cloned(), |_| None)
-    }
-
-    /// Reads Vultr tags back, with `owned` the owner tags to look for; `None` when a mark is
-    /// missing or unreadable, or no owned tag is present.
-    pub fn from_vultr(tags: &[String], owned: &[String]) -> Option<Marks> {
-        let get = |key: &str| {
-            let prefix = format!("{key}=");
-            tags.iter()
-                .find_map(|t| t.strip_prefix(&prefix).map(str::to_string))
-        };
-        let owner = |_: ()| owned.iter().find(|o| tags.contains(o)).cloned();
-        Marks::from_lookup(Cloud::Vultr, get, owner)
-    }
-
-    fn from_lookup(
-        cloud: Cloud,
-        get: impl Fn(&str) -> Option<String>,
-        bare_owner: impl Fn(()) -> Option<String>,
-    ) -> Option<Marks> {
-        let owner_tag = match cloud {
-            Cloud::Hetzner => get(OWNER_KEY)?,
-            Cloud::Vultr => bare_owner(())?,
-        };
+    /// The marks of an instance whose owner tag is `owner_tag` and whose other marks `get`
+    /// reads; `None` when a mark is missing or unreadable.
+    pub fn read(owner_tag: Option<String>, get: impl Fn(&str) -> Option<String>) -> Option<Marks> {
+        let owner_tag = owner_tag?;
         let rate = match get(RATE_KEY)?.as_str() {
             "none" => None,
             text => Some(text.parse().ok()?),
@@ -438,7 +393,9 @@ impl ResourceMarks {
         }
     }
 
-    fn pairs(&self, vultr: bool) -> Vec<(&'static str, String)> {
+    /// Every mark as `(key, value)`, the prefix written by `prefix_text` (a cloud whose
+    /// values hold no `/` writes [`Prefix::label_value`]).
+    pub fn pairs(&self, prefix_text: impl Fn(Prefix) -> String) -> Vec<(&'static str, String)> {
         let mut pairs = vec![
             (OWNER_KEY, self.owner_tag.clone()),
             (CHILD_KEY, self.child.clone()),
@@ -448,12 +405,7 @@ impl ResourceMarks {
             pairs.push((SITE_KEY, site.clone()));
         }
         if let Some(prefix) = self.prefix {
-            let text = if vultr {
-                prefix.to_string()
-            } else {
-                prefix.label_value()
-            };
-            pairs.push((PREFIX_KEY, text));
+            pairs.push((PREFIX_KEY, prefix_text(prefix)));
         }
         if let Some(at) = self.closed_at {
             pairs.push((CLOSED_KEY, at.unix_millis().to_string()));
@@ -470,53 +422,9 @@ impl ResourceMarks {
         pairs
     }
 
-    /// Hetzner labels.
-    pub fn hetzner_labels(&self) -> BTreeMap<String, String> {
-        self.pairs(false)
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect()
-    }
-
-    /// The Vultr text: `key=value` words separated by spaces.
-    pub fn vultr_text(&self) -> String {
-        self.pairs(true)
-            .into_iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-
-    /// The Hetzner label selector of this resource's owner, child and kind, plus `site`.
-    pub fn hetzner_selector(&self) -> String {
-        let mut selector = format!(
-            "{OWNER_KEY}={},{CHILD_KEY}={},{KIND_KEY}={}",
-            self.owner_tag,
-            self.child,
-            self.kind.as_str()
-        );
-        if let Some(site) = &self.site {
-            selector.push_str(&format!(",{SITE_KEY}={site}"));
-        }
-        selector
-    }
-
-    /// Reads Hetzner labels back; `None` when owner, child or kind is missing or a mark
-    /// present is unreadable.
-    pub fn from_hetzner(labels: &BTreeMap<String, String>) -> Option<ResourceMarks> {
-        ResourceMarks::from_lookup(|k| labels.get(k).cloned())
-    }
-
-    /// Reads a Vultr text back; `None` as for [`ResourceMarks::from_hetzner`].
-    pub fn from_vultr(text: &str) -> Option<ResourceMarks> {
-        let words: BTreeMap<&str, &str> = text
-            .split_whitespace()
-            .filter_map(|w| w.split_once('='))
-            .collect();
-        ResourceMarks::from_lookup(|k| words.get(k).map(|v| v.to_string()))
-    }
-
-    fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Option<ResourceMarks> {
+    /// The marks whose values `get` reads; `None` when owner, child or kind is missing or a
+    /// mark present is unreadable.
+    pub fn read(get: impl Fn(&str) -> Option<String>) -> Option<ResourceMarks> {
         let prefix = match get(PREFIX_KEY) {
             Some(text) => Some(Prefix::parse(&text)?),
             None => None,
@@ -589,61 +497,6 @@ pub fn sealed_key_name(child: &str, owner_tag: &str) -> String {
 mod tests {
     use super::*;
 
-    fn marks() -> Marks {
-        Marks {
-            owner_tag: "orc-partner-hetzner".into(),
-            child: child_value("zone-1"),
-            node_id: "n-000000000010".into(),
-            site: "eu-central-a".into(),
-            role: Role::Node,
-            rate: Some("1.08".parse().unwrap()),
-            account_monthly: "6.5331".parse().unwrap(),
-            pool: Some(pool_label("acme/web/api")),
-            gateway_gen: None,
-        }
-    }
-
-    #[test]
-    fn site_resource_marks_round_trip_on_both_clouds() {
-        let mut m = ResourceMarks::new("orc-partner-hetzner", "zone-1", ResourceKind::Network);
-        m.site = Some("eu-central-a".into());
-        m.prefix = Prefix::new(259);
-        let labels = m.hetzner_labels();
-        assert_eq!(labels["orc-prefix"], "10.65.3.0-24");
-        assert!(labels.values().all(|v| is_label_value(v)), "{labels:?}");
-        assert_eq!(ResourceMarks::from_hetzner(&labels), Some(m.clone()));
-        assert_eq!(
-            m.vultr_text(),
-            "orc-owner=orc-partner-hetzner orc-partner-child=zone-1 orc-kind=network orc-site=eu-central-a orc-prefix=10.65.3.0/24"
-        );
-        assert_eq!(ResourceMarks::from_vultr(&m.vultr_text()), Some(m.clone()));
-        assert_eq!(
-            m.hetzner_selector(),
-            "orc-owner=orc-partner-hetzner,orc-partner-child=zone-1,orc-kind=network,orc-site=eu-central-a"
-        );
-        let mut stable = ResourceMarks::new("t", "zone-1", ResourceKind::Stable);
-        stable.closed_at = Some(Timestamp::from_unix_millis(1_700_000_000_123));
-        stable.pool = Some(pool_label("a/b/c"));
-        stable.node = Some("n-1".into());
-        stable.disk = Some(2);
-        assert_eq!(
-            ResourceMarks::from_vultr(&stable.vultr_text()),
-            Some(stable.clone())
-        );
-        assert_eq!(
-            ResourceMarks::from_hetzner(&stable.hetzner_labels()),
-            Some(stable)
-        );
-        assert_eq!(
-            ResourceMarks::from_vultr("orc-owner=t orc-kind=network"),
-            None
-        );
-        assert_eq!(ResourceMarks::from_vultr("Default VPC"), None);
-        assert!(ResourceMarks::from_vultr("orc-owner=t orc-partner-child=c orc-kind=x").is_none());
-        assert!(m.owned_by("zone-1", &["orc-partner-hetzner".into()]));
-        assert!(!m.owned_by("zone-2", &["orc-partner-hetzner".into()]));
-    }
-
     #[test]
     fn prefixes_are_distinct_24s_with_fixed_router_and_gateway() {
         let p = Prefix::new(0).unwrap();
@@ -687,22 +540,6 @@ mod tests {
             "{key}"
         );
         assert!(is_label_value(&sealed_key_name("zone-1", "t")));
-    }
-
-    #[test]
-    fn marks_round_trip_on_both_clouds() {
-        let m = marks();
-        assert_eq!(Marks::from_hetzner(&m.hetzner_labels()), Some(m.clone()));
-        let owned = vec!["old".to_string(), "orc-partner-hetzner".to_string()];
-        assert_eq!(Marks::from_vultr(&m.vultr_tags(), &owned), Some(m.clone()));
-        assert_eq!(Marks::from_vultr(&m.vultr_tags(), &["other".into()]), None);
-        assert!(m.hetzner_labels().values().all(|v| is_label_value(v)));
-        assert_eq!(m.usd_monthly(), Some("7.055748".parse().unwrap()));
-        let unpriced = Marks { rate: None, ..m };
-        assert_eq!(
-            Marks::from_hetzner(&unpriced.hetzner_labels()),
-            Some(unpriced)
-        );
     }
 
     #[test]

@@ -1,8 +1,10 @@
-//! Public pools' addresses: one public IPv4 per public pool at its site (Hetzner floating
-//! IP, Vultr reserved IP), marked with the pool and the site, attached to the site gateway.
+//! Public pools' addresses: one public IPv4 per public pool at its site (a cloud's
+//! floating or reserved IP), marked with the pool and the site, attached to the site
+//! gateway.
 //!
-//! Invariants: the address steps are serialised in this process, and a Hetzner address's
-//! name is unique, so a pool holds at most one address per site; a cloud holds at most
+//! Invariants: the address steps are serialised in this process, and where a cloud's
+//! addresses have unique names a create that loses a race answers the winner, so a pool
+//! holds at most one address per site; a cloud holds at most
 //! `<cloud>_pool_ipv4_limit` of them (a public pool's first node is refused `no_capacity`
 //! when its cloud is at the limit); an address is released when its pool has no node left
 //! at the site. The gateway that is deployed takes every pool address of its site, so a
@@ -14,103 +16,50 @@
 //! the pool's addresses (and, when the pool holds one there, a listing of its nodes and the
 //! unassign and delete of a released address).
 
-use orc_cloud::hetzner::{CreateFloatingIp, IpType};
-use orc_cloud::{
-    CloudError, HcloudFloatingIpId, HcloudServerId, VultrInstanceId, VultrReservedIpId,
-};
 use orc_partner::ids::Cloud;
 use orc_partner::words;
 use orc_proto as proto;
 
+use crate::clouds::parse_v4;
 use crate::instances::{self, Owned};
-use crate::naming::{self, ResourceKind, ResourceMarks, Role};
+use crate::naming::{self, ResourceKind, Role};
 use crate::provider::{PartnerProvider, refused};
-use crate::sites::{OpenSite, PoolAddressHeld, SiteError};
+use crate::sites::{OpenSite, PoolAddressHeld, SiteError, is_uniqueness};
 use crate::token::OfferToken;
-
-fn id_of(reference: &str) -> &str {
-    reference.split_once(':').map_or(reference, |(_, id)| id)
-}
 
 impl PartnerProvider {
     /// Every pool address of this partner in `cloud`: one listing.
     pub async fn pool_addresses(&self, cloud: Cloud) -> Result<Vec<PoolAddressHeld>, SiteError> {
-        let Some(ownership) = self.shared.ownership.get(&cloud) else {
+        let (Some(ownership), Some(ops)) = (
+            self.shared.ownership.get(&cloud),
+            self.shared.clients.get(cloud),
+        ) else {
             return Ok(Vec::new());
         };
-        let mut out = Vec::new();
-        match cloud {
-            Cloud::Hetzner => {
-                let Some(client) = &self.shared.clients.hetzner else {
-                    return Ok(out);
-                };
-                let selector = format!(
-                    "{}={},{}={}",
-                    naming::CHILD_KEY,
-                    ownership.child,
-                    naming::KIND_KEY,
-                    ResourceKind::PoolAddress.as_str()
-                );
-                for ip in client.list_floating_ips(Some(&selector)).await? {
-                    let Some(marks) = ResourceMarks::from_hetzner(&ip.labels) else {
-                        continue;
-                    };
-                    if !marks.owned_by(&ownership.child, &ownership.tags) {
-                        continue;
-                    }
-                    let (Some(site), Some(pool_mark)) = (marks.site, marks.pool) else {
-                        continue;
-                    };
-                    let Ok(address) = ip.ip.parse() else {
-                        continue;
-                    };
-                    let pool = naming::pool_from_label(&pool_mark).or_else(|| {
-                        ip.description
-                            .as_deref()
-                            .and_then(|d| d.strip_prefix("pool "))
-                            .map(str::to_string)
-                    });
-                    out.push(PoolAddressHeld {
-                        pool_mark,
-                        pool,
-                        site,
-                        id: format!("hetzner:{}", ip.id),
-                        ip: address,
-                        attached_to: ip.server.map(|s| format!("hetzner:{s}")),
-                    });
-                }
-            }
-            Cloud::Vultr => {
-                let Some(client) = &self.shared.clients.vultr else {
-                    return Ok(out);
-                };
-                for ip in client.list_reserved_ips().await? {
-                    let Some(marks) = ResourceMarks::from_vultr(&ip.label) else {
-                        continue;
-                    };
-                    if marks.kind != ResourceKind::PoolAddress
-                        || !marks.owned_by(&ownership.child, &ownership.tags)
-                    {
-                        continue;
-                    }
-                    let (Some(site), Some(pool_mark)) = (marks.site, marks.pool) else {
-                        continue;
-                    };
-                    let Ok(address) = ip.subnet.parse() else {
-                        continue;
-                    };
-                    out.push(PoolAddressHeld {
-                        pool: naming::pool_from_label(&pool_mark),
-                        pool_mark,
-                        site,
-                        id: format!("vultr:{}", ip.id),
-                        ip: address,
-                        attached_to: ip.instance_id.map(|i| format!("vultr:{i}")),
-                    });
-                }
-            }
-        }
-        Ok(out)
+        let found = ops
+            .addresses(ownership, &[ResourceKind::PoolAddress], None)
+            .await?;
+        Ok(found
+            .into_iter()
+            .filter_map(|a| {
+                let pool_mark = a.marks.pool?;
+                let ip = a.ip.parse().ok()?;
+                let pool = naming::pool_from_label(&pool_mark).or_else(|| {
+                    a.description
+                        .as_deref()
+                        .and_then(|d| d.strip_prefix("pool "))
+                        .map(str::to_string)
+                });
+                Some(PoolAddressHeld {
+                    pool_mark,
+                    pool,
+                    site: a.site,
+                    id: a.id,
+                    ip,
+                    attached_to: a.attached_to,
+                })
+            })
+            .collect())
     }
 
     /// Makes sure the public pool of `token` has its address at the token's site, attached
@@ -122,7 +71,7 @@ impl PartnerProvider {
     ) -> Result<(), proto::Refusal> {
         let cloud = token.cloud;
         let pool_mark = naming::pool_label(&token.pool);
-        let _addressing = self.shared.sites.addressing.lock().await;
+        let _addressing = self.shared.sites.addressing().await;
         let held = self
             .pool_addresses(cloud)
             .await
@@ -155,78 +104,43 @@ impl PartnerProvider {
         };
         marks.site = Some(token.site.clone());
         marks.pool = Some(pool_mark.clone());
-        let created = match cloud {
-            Cloud::Hetzner => {
-                let Some(client) = &self.shared.clients.hetzner else {
-                    return Err(self.pool_failure(token, &SiteError::NoClient(cloud)));
-                };
-                let created = client
-                    .create_floating_ip(&CreateFloatingIp {
-                        kind: IpType::Ipv4,
-                        home_location: token.location.clone(),
-                        name: Some(naming::scoped_name(
-                            "pool",
-                            &format!("{pool_mark}-{}", token.site),
-                            &marks.child,
-                            &marks.owner_tag,
-                        )),
-                        description: Some(format!("pool {}", token.pool)),
-                        labels: marks.hetzner_labels(),
-                    })
-                    .await;
-                let ip = match created {
-                    Ok(created) => created.floating_ip,
-                    Err(e) if crate::sites::is_uniqueness(&e) => {
-                        let winner = self
-                            .pool_addresses(cloud)
-                            .await
-                            .map_err(|e| self.pool_failure(token, &e))?
-                            .into_iter()
-                            .find(|a| a.pool_mark == pool_mark && a.site == token.site)
-                            .ok_or_else(|| self.deploy_failure(token, &e))?;
-                        return self
-                            .attach_to_site_gateway(token, open, &winner)
-                            .await
-                            .map_err(|e| self.pool_failure(token, &e));
-                    }
-                    Err(e) => return Err(self.deploy_failure(token, &e)),
-                };
-                PoolAddressHeld {
-                    pool_mark,
-                    pool: Some(token.pool.clone()),
-                    site: token.site.clone(),
-                    id: format!("hetzner:{}", ip.id),
-                    ip: ip
-                        .ip
-                        .parse()
-                        .map_err(|_| self.pool_failure(token, &SiteError::BadAddress(ip.ip)))?,
-                    attached_to: None,
-                }
-            }
-            Cloud::Vultr => {
-                let Some(client) = &self.shared.clients.vultr else {
-                    return Err(self.pool_failure(token, &SiteError::NoClient(cloud)));
-                };
-                let ip = client
-                    .create_reserved_ip(
-                        &token.location.as_str().into(),
-                        "v4",
-                        Some(&marks.vultr_text()),
-                    )
+        let ops = self
+            .cloud_ops(cloud)
+            .map_err(|e| self.pool_failure(token, &e))?;
+        let name = naming::scoped_name(
+            "pool",
+            &format!("{pool_mark}-{}", token.site),
+            &marks.child,
+            &marks.owner_tag,
+        );
+        let (id, ip) = match ops
+            .create_pool_address(&token.location, name, &token.pool, &marks)
+            .await
+        {
+            Ok(created) => created,
+            Err(SiteError::Cloud(e)) if is_uniqueness(&e) => {
+                let winner = self
+                    .pool_addresses(cloud)
                     .await
-                    .map_err(|e| self.deploy_failure(token, &e))?;
-                PoolAddressHeld {
-                    pool_mark,
-                    pool: Some(token.pool.clone()),
-                    site: token.site.clone(),
-                    id: format!("vultr:{}", ip.id),
-                    ip: ip
-                        .subnet
-                        .parse()
-                        .map_err(|_| self.pool_failure(token, &SiteError::BadAddress(ip.subnet)))?,
-                    attached_to: None,
-                }
+                    .map_err(|e| self.pool_failure(token, &e))?
+                    .into_iter()
+                    .find(|a| a.pool_mark == pool_mark && a.site == token.site)
+                    .ok_or_else(|| self.deploy_failure(token, &e))?;
+                return self
+                    .attach_to_site_gateway(token, open, &winner)
+                    .await
+                    .map_err(|e| self.pool_failure(token, &e));
             }
+            Err(SiteError::Cloud(e)) => return Err(self.deploy_failure(token, &e)),
+            Err(e) => return Err(self.pool_failure(token, &e)),
+        };
+        let created = PoolAddressHeld {
+            pool_mark,
+            pool: Some(token.pool.clone()),
+            site: token.site.clone(),
+            id,
+            ip: parse_v4(&ip).map_err(|e| self.pool_failure(token, &e))?,
+            attached_to: None,
         };
         tracing::info!(node = %token.node, site = %token.site, pool = %token.pool, address = %created.ip, "Reserved the public pool's address");
         self.attach_to_site_gateway(token, open, &created)
@@ -282,7 +196,7 @@ impl PartnerProvider {
         gateway: &Owned,
         open: &OpenSite,
     ) -> Result<(), proto::Refusal> {
-        let _addressing = self.shared.sites.addressing.lock().await;
+        let _addressing = self.shared.sites.addressing().await;
         let held = self
             .pool_addresses(open.cloud)
             .await
@@ -304,43 +218,9 @@ impl PartnerProvider {
         address: &PoolAddressHeld,
         gateway: &Owned,
     ) -> Result<(), SiteError> {
-        match gateway.cloud {
-            Cloud::Hetzner => {
-                let Some(client) = &self.shared.clients.hetzner else {
-                    return Err(SiteError::NoClient(Cloud::Hetzner));
-                };
-                let (Ok(ip), Ok(server)) = (
-                    id_of(&address.id).parse::<u64>(),
-                    id_of(&gateway.instance_ref).parse::<u64>(),
-                ) else {
-                    return Err(SiteError::BadAddress(address.id.clone()));
-                };
-                let action = client
-                    .assign_floating_ip(HcloudFloatingIpId(ip), HcloudServerId(server))
-                    .await?;
-                let deadline = tokio::time::Instant::now() + self.shared.options.deploy_deadline;
-                client
-                    .wait_for_actions(&[action.id], self.shared.options.poll_interval, deadline)
-                    .await?;
-            }
-            Cloud::Vultr => {
-                let Some(client) = &self.shared.clients.vultr else {
-                    return Err(SiteError::NoClient(Cloud::Vultr));
-                };
-                let id = VultrReservedIpId::from(id_of(&address.id));
-                if address.attached_to.is_some() {
-                    match client.detach_reserved_ip(&id).await {
-                        Ok(()) => {}
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                client
-                    .attach_reserved_ip(&id, &VultrInstanceId::from(id_of(&gateway.instance_ref)))
-                    .await?;
-            }
-        }
-        Ok(())
+        self.cloud_ops(gateway.cloud)?
+            .attach_pool_address(address, &gateway.instance_ref, self.waits())
+            .await
     }
 
     /// Releases the address of the pool with mark `pool_mark` at `site` when the pool has
@@ -355,7 +235,7 @@ impl PartnerProvider {
         let Some(ownership) = self.shared.ownership.get(&cloud) else {
             return Ok(());
         };
-        let _addressing = self.shared.sites.addressing.lock().await;
+        let _addressing = self.shared.sites.addressing().await;
         let addresses: Vec<PoolAddressHeld> = self
             .pool_addresses(cloud)
             .await?
@@ -388,49 +268,8 @@ impl PartnerProvider {
         cloud: Cloud,
         address: &PoolAddressHeld,
     ) -> Result<(), SiteError> {
-        let gone = |r: Result<(), CloudError>| match r {
-            Ok(()) => Ok(()),
-            Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(SiteError::Cloud(e)),
-        };
-        match cloud {
-            Cloud::Hetzner => {
-                let Some(client) = &self.shared.clients.hetzner else {
-                    return Err(SiteError::NoClient(cloud));
-                };
-                let Ok(id) = id_of(&address.id).parse::<u64>() else {
-                    return Err(SiteError::BadAddress(address.id.clone()));
-                };
-                let id = HcloudFloatingIpId(id);
-                if address.attached_to.is_some() {
-                    match client.unassign_floating_ip(id).await {
-                        Ok(action) => {
-                            let deadline =
-                                tokio::time::Instant::now() + self.shared.options.deploy_deadline;
-                            client
-                                .wait_for_actions(
-                                    &[action.id],
-                                    self.shared.options.poll_interval,
-                                    deadline,
-                                )
-                                .await?;
-                        }
-                        Err(e) if e.is_not_found() => return Ok(()),
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                gone(client.delete_floating_ip(id).await)
-            }
-            Cloud::Vultr => {
-                let Some(client) = &self.shared.clients.vultr else {
-                    return Err(SiteError::NoClient(cloud));
-                };
-                let id = VultrReservedIpId::from(id_of(&address.id));
-                if address.attached_to.is_some() {
-                    gone(client.detach_reserved_ip(&id).await)?;
-                }
-                gone(client.delete_reserved_ip(&id).await)
-            }
-        }
+        self.cloud_ops(cloud)?
+            .delete_pool_address(address, self.waits())
+            .await
     }
 }

@@ -14,13 +14,12 @@
 //!   commits it or [`PartnerOptions::offer_ttl`] passes; the quote token carries the whole
 //!   offer ([`crate::token`]), so any replica can carry out a deploy.
 //! - A deploy looks the node id up before it creates anything, and a create that loses the
-//!   unique-name race (Hetzner) answers the instance that won; destroy of an absent node
+//!   unique-name race (on a cloud with unique names) answers the instance that won; destroy of an absent node
 //!   succeeds.
 //! - An inventory is complete or not sent.
 //! - Tenant words come only from `orc_partner::words`; the cloud's own words go to DEBUG.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -31,13 +30,15 @@ use orc_partner::quote::{Decision, Purpose, QuoteRequest, RefusalKind, quote};
 use orc_partner::state::{CloudUsage, QuoteState};
 use orc_partner::words;
 use orc_proto as proto;
-use orc_provider_sdk::{HelloInfo, ProgressSink, Provider};
+use orc_provider_sdk::{HelloInfo, ProgressSink, Provider, RoleGate};
 use tokio::task::JoinHandle;
 
 use crate::clients::CloudClients;
 use crate::instances::{self, Ownership};
 use crate::live::LiveCatalogs;
 use crate::naming::{self, Role};
+use crate::quote_book::{KnownSites, QuoteBook};
+use crate::sync::lock;
 use crate::token::OfferToken;
 
 /// Timing of the provider process.
@@ -87,10 +88,6 @@ pub enum SetupError {
     Empty { what: &'static str },
 }
 
-const ROLE_UNSET: u8 = 0;
-pub(crate) const ROLE_STANDBY: u8 = 1;
-const ROLE_SERVING: u8 = 2;
-
 /// The current wall-clock time as a [`Timestamp`].
 pub fn now() -> Timestamp {
     let ms = SystemTime::now()
@@ -100,17 +97,21 @@ pub fn now() -> Timestamp {
     Timestamp::from_unix_millis(ms)
 }
 
+/// What every task of the replica shares: the read-only setting (config, clients, options,
+/// ownership, hello) and the named parts that change, each owned by its module and changed
+/// only through its methods.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) clients: CloudClients,
     pub(crate) options: PartnerOptions,
+    /// The latest catalog snapshots ([`crate::live`]).
     pub(crate) catalogs: LiveCatalogs,
-    pub(crate) state: Mutex<QuoteState>,
-    pub(crate) role: AtomicU8,
-    /// Sites of nodes this replica deployed or saw in an inventory, so a re-quote of a node
-    /// that already has an instance stays at its site.
-    pub(crate) known: Mutex<BTreeMap<String, SiteName>>,
+    /// Caps, reservations, cooldowns, counting and live sites.
+    pub(crate) quotes: QuoteBook,
+    pub(crate) role: RoleGate,
+    /// Where the nodes this replica knows run.
+    pub(crate) known: KnownSites,
     pub(crate) ownership: BTreeMap<Cloud, Ownership>,
     pub(crate) hello: HelloInfo,
     /// Open sites and sealed keys known to this process.
@@ -139,15 +140,11 @@ impl Drop for PartnerProvider {
     }
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 pub(crate) fn refused(kind: proto::RefusalKind, words: String) -> proto::Refusal {
     proto::Refusal::new(kind, words)
 }
 
-fn proto_kind(kind: RefusalKind) -> proto::RefusalKind {
+pub(crate) fn proto_kind(kind: RefusalKind) -> proto::RefusalKind {
     match kind {
         RefusalKind::NoCapacity => proto::RefusalKind::NoCapacity,
         RefusalKind::Counting => proto::RefusalKind::Counting,
@@ -200,9 +197,9 @@ impl PartnerProvider {
                 clients,
                 options,
                 catalogs: LiveCatalogs::new(),
-                state: Mutex::new(QuoteState::new()),
-                role: AtomicU8::new(ROLE_UNSET),
-                known: Mutex::new(BTreeMap::new()),
+                quotes: QuoteBook::default(),
+                role: RoleGate::new(),
+                known: KnownSites::default(),
                 ownership,
                 hello,
                 sites: Default::default(),
@@ -224,32 +221,31 @@ impl PartnerProvider {
 
     /// A copy of the quote state.
     pub fn quote_state(&self) -> QuoteState {
-        lock(&self.shared.state).clone()
+        self.shared.quotes.snapshot()
     }
 
     /// Whether this replica is serving.
     pub fn is_serving(&self) -> bool {
-        self.shared.role.load(Ordering::SeqCst) == ROLE_SERVING
+        self.shared.role.is_serving()
     }
 
     /// Makes this replica serving, once: logs it, starts the catalog refresh and the count
     /// of capped clouds.
     pub(crate) fn become_serving(&self) {
-        let previous = self.shared.role.swap(ROLE_SERVING, Ordering::SeqCst);
-        if previous == ROLE_SERVING {
+        if !self.shared.role.serve() {
             return;
         }
         tracing::info!(
             resource = %self.shared.hello.resource_uri,
             "This replica is serving the partner resource now; it keeps catalogs, caps, inventory and reverse DNS current from here on"
         );
-        {
-            let at = now();
-            let mut state = lock(&self.shared.state);
-            for cloud in capped_clouds(&self.shared) {
+        let at = now();
+        let capped = capped_clouds(&self.shared);
+        self.shared.quotes.with(|state| {
+            for cloud in capped {
                 state.start_counting(cloud, at);
             }
-        }
+        });
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::error!("no async runtime to run the catalog refresh on");
             return;
@@ -287,7 +283,7 @@ impl PartnerProvider {
         }
         let node = q.node_id.as_str().to_string();
         let at = now();
-        let known_site = lock(&shared.known).get(&node).cloned();
+        let known_site = shared.known.site_of(&node);
         let request = QuoteRequest {
             node: NodeId::new(node.clone()),
             pool: PoolId::new(q.pool.as_str()),
@@ -307,17 +303,16 @@ impl PartnerProvider {
             at,
         };
         let expires = at.plus(shared.options.offer_ttl);
-        let outcome = {
-            let mut state = lock(&shared.state);
+        let outcome = shared.quotes.with(|state| {
             state.expire_reservations(at);
             let outcome = shared
                 .catalogs
-                .with(|catalogs| quote(&request, &shared.config, catalogs, &state));
+                .with(|catalogs| quote(&request, &shared.config, catalogs, state));
             if let Some(reservation) = outcome.reservation(expires) {
                 state.reserve(request.node.clone(), reservation);
             }
             outcome
-        };
+        });
         match &outcome.decision {
             Decision::Offer(offer) => {
                 let token = OfferToken {
@@ -361,39 +356,10 @@ impl PartnerProvider {
         }
     }
 
-    /// The refusal for a cloud error during a deploy at `site`, logged for the operator.
-    pub(crate) fn deploy_failure(&self, token: &OfferToken, error: &CloudError) -> proto::Refusal {
-        let node = &token.node;
-        let site = &token.site;
-        tracing::debug!(node = %node, site = %site, error = %error, "the cloud's answer");
-        if error.is_capacity() {
-            lock(&self.shared.state).cool_down(SiteName::new(site.as_str()), now());
-            lock(&self.shared.state).release(&NodeId::new(node.as_str()));
-            tracing::info!(node = %node, site = %site, "The cloud has no room for this node here right now; the site sits out quotes for ten minutes");
-            refused(
-                proto::RefusalKind::NoCapacity,
-                words::no_capacity(&self.class_title(&token.class)),
-            )
-        } else if error.retryable() {
-            tracing::info!(node = %node, site = %site, "The node could not be finished at this site this time; it will be retried");
-            refused(
-                proto::RefusalKind::Transient,
-                words::could_not_finish(&self.class_title(&token.class)),
-            )
-        } else {
-            lock(&self.shared.state).release(&NodeId::new(node.as_str()));
-            tracing::info!(node = %node, site = %site, "The node could not be created at this site");
-            refused(
-                proto::RefusalKind::Failed,
-                words::could_not_create(node, site),
-            )
-        }
-    }
-
     fn describe_catalog(&self) -> proto::Catalog {
         let config = &self.shared.config;
         let at = now();
-        let state = lock(&self.shared.state).clone();
+        let state = self.shared.quotes.snapshot();
         let classes = config
             .regions
             .classes()
@@ -462,7 +428,7 @@ const FAILED_READ_RETRY: Duration = Duration::from_secs(30);
 async fn refresh_loop(shared: Arc<Shared>) {
     loop {
         let mut wait = shared.options.refresh_interval;
-        if shared.role.load(Ordering::SeqCst) == ROLE_SERVING {
+        if shared.role.is_serving() {
             let failures = shared
                 .catalogs
                 .refresh(&shared.clients, &shared.config, now())
@@ -480,7 +446,7 @@ async fn refresh_loop(shared: Arc<Shared>) {
 async fn release_loop(provider: PartnerProvider) {
     loop {
         tokio::time::sleep(provider.shared.options.refresh_interval).await;
-        if provider.shared.role.load(Ordering::SeqCst) == ROLE_SERVING {
+        if provider.shared.role.is_serving() {
             provider.release_closed_addresses(now()).await;
         }
     }
@@ -501,18 +467,18 @@ fn capped_clouds(shared: &Shared) -> Vec<Cloud> {
 /// not start a new counting window: a cloud whose count failed sits out until one succeeds.
 async fn count_capped_clouds(shared: Arc<Shared>) {
     let mut pending = capped_clouds(&shared);
-    while !pending.is_empty() && shared.role.load(Ordering::SeqCst) == ROLE_SERVING {
+    while !pending.is_empty() && shared.role.is_serving() {
         let mut failed = Vec::new();
         for cloud in pending {
             match count_cloud(&shared, cloud).await {
                 Ok(usage) => {
                     tracing::info!(%cloud, tenant_nodes = usage.tenant_nodes, monthly_spend_usd = %usage.monthly_spend_usd, "Counted the cloud's nodes; it may place nodes again");
-                    lock(&shared.state).count_done(cloud, usage);
+                    shared.quotes.with(|state| state.count_done(cloud, usage));
                 }
                 Err(e) => {
                     tracing::warn!(%cloud, "The cloud's nodes could not be counted; it sits out quotes until a count succeeds");
                     tracing::debug!(%cloud, error = %e, "the cloud's answer");
-                    lock(&shared.state).count_failed(cloud, now());
+                    shared.quotes.with(|state| state.count_failed(cloud, now()));
                     failed.push(cloud);
                 }
             }
@@ -575,9 +541,9 @@ impl Provider for PartnerProvider {
         match role {
             proto::Role::Serving => self.become_serving(),
             proto::Role::Standby => {
-                let previous = self.shared.role.swap(ROLE_STANDBY, Ordering::SeqCst);
+                let changed = self.shared.role.stand_by();
                 self.shared.sites.clear();
-                if previous != ROLE_STANDBY {
+                if changed {
                     tracing::info!(
                         "Standing by: this replica reads no cloud account until it is handed work"
                     );

@@ -5,12 +5,15 @@
 //! Opening a site (on its first placement, tenant node or gateway alike) makes sure of:
 //! - its private network with a /24 prefix unique in the zone ([`Prefix`], chosen as the
 //!   lowest one no network of this partner holds in any keyed cloud, recorded on the
-//!   network). On Hetzner the network carries the route `0.0.0.0/0` via the gateway's fixed
-//!   private address (`.254`); Vultr VPCs have no route table, so there each node's first
+//!   network). Where the cloud has a route table the network carries the route `0.0.0.0/0`
+//!   via the gateway's fixed private address (`.254`); where it has none, each node's first
 //!   boot points its default route at `.254` ([`NetworkBoot`]) and the gateway claims `.254`
-//!   on its VPC interface;
-//! - its stable public IPv4 (Hetzner primary IP, Vultr reserved IP), never auto-deleted. A
-//!   returning site takes its kept address back (the close time is removed).
+//!   itself (`crate::clouds::CloudOps::node_default_via`,
+//!   `crate::clouds::CloudOps::gateway_claims_address`);
+//! - its stable public IPv4, never auto-deleted. A returning site takes its kept address
+//!   back (the close time is removed).
+//!
+//! Each cloud's own resources for these are its `crate::clouds` module's.
 //!
 //! Invariants: every step looks before it creates, so repeating a step or retrying after a
 //! failure makes no second resource; site openings are serialised in this process (only the
@@ -26,21 +29,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::sync::Mutex;
 
-use orc_cloud::hetzner::{
-    CreateNetwork, CreatePrimaryIp, IpType, Route, SshKeyFilter, SubnetRequest, SubnetType,
-};
-use orc_cloud::{
-    CloudError, HcloudNetworkId, HcloudPrimaryIpId, HcloudSshKeyId, HetznerClient, VultrClient,
-    VultrReservedIpId, VultrSshKeyId,
-};
+use orc_cloud::CloudError;
+use orc_common::FaultClass;
 use orc_partner::ids::{Cloud, Timestamp};
 
+use crate::clouds::{AddressFound, CloudOps, Waits, parse_v4};
 use crate::instances::{self, Ownership};
 use crate::naming::{
     self, Prefix, ResourceKind, ResourceMarks, Role, STABLE_KEEP, sealed_key_name,
     sealed_public_key,
 };
-use crate::provider::{PartnerProvider, lock};
+use crate::provider::PartnerProvider;
+use crate::sync::lock;
 
 /// A site's stable public IPv4.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,18 +57,20 @@ pub struct StableAddress {
 pub struct OpenSite {
     pub cloud: Cloud,
     pub site: String,
-    /// The cloud's id of the private network (Hetzner network id, Vultr VPC id).
+    /// The cloud's id of the private network.
     pub network: String,
     pub prefix: Prefix,
     pub stable: StableAddress,
+    /// Where a tenant node's default route points (`CloudOps::node_default_via`).
+    pub default_via: Ipv4Addr,
 }
 
 /// What a node's first boot needs to reach the world through its site gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NetworkBoot {
     pub prefix: Prefix,
-    /// Where the node's default route points: Hetzner's router (which routes `0.0.0.0/0`
-    /// to the gateway), or on Vultr the gateway itself.
+    /// Where the node's default route points: the cloud's router (where it routes
+    /// `0.0.0.0/0` to the gateway), or else the gateway itself.
     pub default_via: Ipv4Addr,
 }
 
@@ -77,10 +79,7 @@ impl OpenSite {
     pub fn node_boot(&self) -> NetworkBoot {
         NetworkBoot {
             prefix: self.prefix,
-            default_via: match self.cloud {
-                Cloud::Hetzner => self.prefix.router(),
-                Cloud::Vultr => self.prefix.gateway(),
-            },
+            default_via: self.default_via,
         }
     }
 }
@@ -92,10 +91,15 @@ pub(crate) struct SiteCache {
     sealed: Mutex<BTreeMap<Cloud, String>>,
     opening: tokio::sync::Mutex<()>,
     /// Serialises the pool address steps (find, create, attach, release) in this process.
-    pub(crate) addressing: tokio::sync::Mutex<()>,
+    addressing: tokio::sync::Mutex<()>,
 }
 
 impl SiteCache {
+    /// Holds off every other pool address step of this process while held.
+    pub(crate) async fn addressing(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.addressing.lock().await
+    }
+
     /// Forgets everything (on standing by: another replica may change the sites).
     pub(crate) fn clear(&self) {
         lock(&self.open).clear();
@@ -130,26 +134,9 @@ pub enum SiteError {
     UnknownLocation(String),
 }
 
-/// A Hetzner location's network zone. The built-in map's locations are known; another one
-/// is looked up once.
-fn known_network_zone(location: &str) -> Option<&'static str> {
-    match location {
-        "fsn1" | "nbg1" | "hel1" => Some("eu-central"),
-        "ash" => Some("us-east"),
-        "hil" => Some("us-west"),
-        "sin" => Some("ap-southeast"),
-        _ => None,
-    }
-}
-
-/// Whether a create lost a unique-name race (Hetzner answers 409 `uniqueness_error`).
+/// Whether a create lost a unique-name race (the name is taken for good).
 pub(crate) fn is_uniqueness(error: &CloudError) -> bool {
-    matches!(error, CloudError::Provider { status: 409, code: Some(code), .. } if code == "uniqueness_error")
-}
-
-fn parse_v4(text: &str) -> Result<Ipv4Addr, SiteError> {
-    text.parse()
-        .map_err(|_| SiteError::BadAddress(text.to_string()))
+    error.class() == FaultClass::Conflict
 }
 
 /// A network of this partner: its site and prefix, with its cloud id.
@@ -159,7 +146,7 @@ pub struct SiteNetwork {
     pub id: String,
     pub site: String,
     pub prefix: Prefix,
-    /// Hetzner: whether the route `0.0.0.0/0` via the gateway is on it.
+    /// Whether the route `0.0.0.0/0` via the gateway is on it (or the cloud needs none).
     pub routed: bool,
 }
 
@@ -183,39 +170,32 @@ pub struct PoolAddressHeld {
     /// The pool id, when it can be read back.
     pub pool: Option<String>,
     pub site: String,
-    /// `hetzner:<floating IP id>` or `vultr:<reserved IP id>`.
+    /// `<cloud>:<address id>`.
     pub id: String,
     pub ip: Ipv4Addr,
-    /// The instance it is attached to (`hetzner:<server id>` or `vultr:<instance id>`).
+    /// The instance it is attached to (`<cloud>:<instance id>`).
     pub attached_to: Option<String>,
 }
 
 impl PartnerProvider {
-    /// The Hetzner client, or why there is none.
-    fn hetzner_client(&self) -> Result<&HetznerClient, SiteError> {
+    /// The account of `cloud`, or why there is none.
+    pub(crate) fn cloud_ops(&self, cloud: Cloud) -> Result<&dyn CloudOps, SiteError> {
         self.shared
             .clients
-            .hetzner
-            .as_ref()
-            .ok_or(SiteError::NoClient(Cloud::Hetzner))
+            .get(cloud)
+            .ok_or(SiteError::NoClient(cloud))
     }
 
-    /// The Vultr client, or why there is none.
-    fn vultr_client(&self) -> Result<&VultrClient, SiteError> {
-        self.shared
-            .clients
-            .vultr
-            .as_ref()
-            .ok_or(SiteError::NoClient(Cloud::Vultr))
+    /// How long steps wait for the clouds' actions.
+    pub(crate) fn waits(&self) -> Waits {
+        Waits {
+            poll: self.shared.options.poll_interval,
+            deadline: self.shared.options.deploy_deadline,
+        }
     }
 
     fn ownership_of(&self, cloud: Cloud) -> Option<&Ownership> {
         self.shared.ownership.get(&cloud)
-    }
-
-    fn owned(&self, cloud: Cloud, marks: &ResourceMarks) -> bool {
-        self.ownership_of(cloud)
-            .is_some_and(|o| marks.owned_by(&o.child, &o.tags))
     }
 
     /// Marks of `kind` for the current owner tag of `cloud`.
@@ -233,40 +213,16 @@ impl PartnerProvider {
         let Some(ownership) = self.ownership_of(cloud) else {
             return Ok(SiteResources::default());
         };
-        let mut out = SiteResources {
-            networks: self.networks_of(cloud).await?,
-            stable: self.stable_addresses(cloud).await?,
-            pool_addresses: self.pool_addresses(cloud).await?,
-            sealed_keys: Vec::new(),
-        };
-        let sealed = |marks: Option<ResourceMarks>| {
-            marks.is_some_and(|m| {
-                m.kind == ResourceKind::SealedKey && m.owned_by(&ownership.child, &ownership.tags)
-            })
-        };
-        match cloud {
-            Cloud::Hetzner => {
-                let client = self.hetzner_client()?;
-                let filter = SshKeyFilter {
-                    label_selector: Some(format!("{}={}", naming::CHILD_KEY, ownership.child)),
-                    ..SshKeyFilter::default()
-                };
-                for key in client.list_ssh_keys(&filter).await? {
-                    if sealed(ResourceMarks::from_hetzner(&key.labels)) {
-                        out.sealed_keys.push(format!("hetzner:{}", key.id));
-                    }
-                }
-            }
-            Cloud::Vultr => {
-                let client = self.vultr_client()?;
-                for key in client.list_ssh_keys().await? {
-                    if sealed(ResourceMarks::from_vultr(&key.name)) {
-                        out.sealed_keys.push(format!("vultr:{}", key.id));
-                    }
-                }
-            }
-        }
-        Ok(out)
+        let networks = self.networks_of(cloud).await?;
+        let stable = self.stable_addresses(cloud).await?;
+        let pool_addresses = self.pool_addresses(cloud).await?;
+        let sealed_keys = self.cloud_ops(cloud)?.sealed_keys(ownership).await?;
+        Ok(SiteResources {
+            networks,
+            stable,
+            pool_addresses,
+            sealed_keys,
+        })
     }
 
     /// What a retired cloud (`<cloud>_enabled=false`) leaves behind: its site resources,
@@ -283,71 +239,41 @@ impl PartnerProvider {
         self.site_resources(cloud).await.map(Some)
     }
 
+    /// The partner's stable addresses in `cloud`, of `site` when given: one listing.
+    async fn stable_found(
+        &self,
+        cloud: Cloud,
+        site: Option<&str>,
+    ) -> Result<Vec<(String, StableAddress)>, SiteError> {
+        let (Some(ownership), Some(ops)) =
+            (self.ownership_of(cloud), self.shared.clients.get(cloud))
+        else {
+            return Ok(Vec::new());
+        };
+        let found = ops
+            .addresses(ownership, &[ResourceKind::Stable], site)
+            .await?;
+        found
+            .into_iter()
+            .map(|a: AddressFound| {
+                Ok((
+                    a.site,
+                    StableAddress {
+                        ip: parse_v4(&a.ip)?,
+                        id: a.id,
+                        closed_at: a.marks.closed_at,
+                    },
+                ))
+            })
+            .collect()
+    }
+
     /// The stable IPv4s of this partner in `cloud`, by site: one listing.
     pub async fn stable_addresses(
         &self,
         cloud: Cloud,
     ) -> Result<BTreeMap<String, StableAddress>, SiteError> {
-        let mut out = BTreeMap::new();
-        let Some(ownership) = self.ownership_of(cloud) else {
-            return Ok(out);
-        };
-        let mut add =
-            |marks: Option<ResourceMarks>, id: String, ip: &str| -> Result<(), SiteError> {
-                let Some(marks) = marks else {
-                    return Ok(());
-                };
-                if marks.kind != ResourceKind::Stable
-                    || !marks.owned_by(&ownership.child, &ownership.tags)
-                {
-                    return Ok(());
-                }
-                if let Some(site) = marks.site {
-                    out.insert(
-                        site,
-                        StableAddress {
-                            id,
-                            ip: parse_v4(ip)?,
-                            closed_at: marks.closed_at,
-                        },
-                    );
-                }
-                Ok(())
-            };
-        match cloud {
-            Cloud::Hetzner => {
-                let Some(client) = &self.shared.clients.hetzner else {
-                    return Ok(BTreeMap::new());
-                };
-                let selector = format!(
-                    "{}={},{}={}",
-                    naming::CHILD_KEY,
-                    ownership.child,
-                    naming::KIND_KEY,
-                    ResourceKind::Stable.as_str()
-                );
-                for ip in client.list_primary_ips(Some(&selector)).await? {
-                    add(
-                        ResourceMarks::from_hetzner(&ip.labels),
-                        format!("hetzner:{}", ip.id),
-                        &ip.ip,
-                    )?;
-                }
-            }
-            Cloud::Vultr => {
-                let Some(client) = &self.shared.clients.vultr else {
-                    return Ok(BTreeMap::new());
-                };
-                for ip in client.list_reserved_ips().await? {
-                    add(
-                        ResourceMarks::from_vultr(&ip.label),
-                        format!("vultr:{}", ip.id),
-                        &ip.subnet,
-                    )?;
-                }
-            }
-        }
-        Ok(out)
+        Ok(self.stable_found(cloud, None).await?.into_iter().collect())
     }
 
     /// Gateways created on another gateway shape than the current one (the gateway
@@ -377,79 +303,24 @@ impl PartnerProvider {
         Ok(out)
     }
 
-    async fn hetzner_networks(&self) -> Result<Vec<SiteNetwork>, SiteError> {
-        let cloud = Cloud::Hetzner;
-        let Some(client) = &self.shared.clients.hetzner else {
-            return Ok(Vec::new());
-        };
-        let Some(ownership) = self.ownership_of(cloud) else {
-            return Ok(Vec::new());
-        };
-        let selector = format!(
-            "{}={},{}={}",
-            naming::CHILD_KEY,
-            ownership.child,
-            naming::KIND_KEY,
-            ResourceKind::Network.as_str()
-        );
-        let mut out = Vec::new();
-        for network in client.list_networks(Some(&selector)).await? {
-            let Some(marks) = ResourceMarks::from_hetzner(&network.labels) else {
-                continue;
-            };
-            if !self.owned(cloud, &marks) {
-                continue;
-            }
-            let (Some(site), Some(prefix)) = (marks.site, marks.prefix) else {
-                continue;
-            };
-            let routed = network
-                .routes
-                .iter()
-                .any(|r| r.destination == "0.0.0.0/0" && r.gateway == prefix.gateway().to_string());
-            out.push(SiteNetwork {
-                cloud,
-                id: network.id.to_string(),
-                site,
-                prefix,
-                routed,
-            });
-        }
-        Ok(out)
-    }
-
-    async fn vultr_networks(&self) -> Result<Vec<SiteNetwork>, SiteError> {
-        let cloud = Cloud::Vultr;
-        let Some(client) = &self.shared.clients.vultr else {
-            return Ok(Vec::new());
-        };
-        let mut out = Vec::new();
-        for vpc in client.list_vpcs().await? {
-            let Some(marks) = ResourceMarks::from_vultr(&vpc.description) else {
-                continue;
-            };
-            if marks.kind != ResourceKind::Network || !self.owned(cloud, &marks) {
-                continue;
-            }
-            let (Some(site), Some(prefix)) = (marks.site, marks.prefix) else {
-                continue;
-            };
-            out.push(SiteNetwork {
-                cloud,
-                id: vpc.id.to_string(),
-                site,
-                prefix,
-                routed: true,
-            });
-        }
-        Ok(out)
-    }
-
     async fn networks_of(&self, cloud: Cloud) -> Result<Vec<SiteNetwork>, SiteError> {
-        match cloud {
-            Cloud::Hetzner => self.hetzner_networks().await,
-            Cloud::Vultr => self.vultr_networks().await,
-        }
+        let (Some(ownership), Some(ops)) =
+            (self.ownership_of(cloud), self.shared.clients.get(cloud))
+        else {
+            return Ok(Vec::new());
+        };
+        Ok(ops
+            .networks(ownership)
+            .await?
+            .into_iter()
+            .map(|n| SiteNetwork {
+                cloud,
+                id: n.id,
+                site: n.site,
+                prefix: n.prefix,
+                routed: n.routed,
+            })
+            .collect())
     }
 
     /// The sealed SSH key's id in `cloud`, created once: a listing the first time in this
@@ -463,54 +334,10 @@ impl PartnerProvider {
             .ok_or(SiteError::NoClient(cloud))?;
         let public = sealed_public_key(&marks.child, &marks.owner_tag);
         let name = sealed_key_name(&marks.child, &marks.owner_tag);
-        let id = match cloud {
-            Cloud::Hetzner => {
-                let client = self.hetzner_client()?;
-                let filter = SshKeyFilter {
-                    label_selector: Some(marks.hetzner_selector()),
-                    ..SshKeyFilter::default()
-                };
-                let found = client.list_ssh_keys(&filter).await?;
-                match found.first() {
-                    Some(key) => key.id,
-                    None => match client
-                        .create_ssh_key(&name, &public, &marks.hetzner_labels())
-                        .await
-                    {
-                        Ok(key) => key.id,
-                        Err(e) if matches!(&e, CloudError::Provider { status: 409, .. }) => {
-                            let by_name = SshKeyFilter {
-                                name: Some(name.clone()),
-                                ..SshKeyFilter::default()
-                            };
-                            client
-                                .list_ssh_keys(&by_name)
-                                .await?
-                                .first()
-                                .map(|k| k.id)
-                                .ok_or(SiteError::Cloud(e))?
-                        }
-                        Err(e) => return Err(e.into()),
-                    },
-                }
-                .to_string()
-            }
-            Cloud::Vultr => {
-                let client = self.vultr_client()?;
-                let found = client.list_ssh_keys().await?.into_iter().find(|k| {
-                    ResourceMarks::from_vultr(&k.name)
-                        .is_some_and(|m| m.kind == ResourceKind::SealedKey && m == marks)
-                });
-                match found {
-                    Some(key) => key.id.to_string(),
-                    None => client
-                        .create_ssh_key(&marks.vultr_text(), &public)
-                        .await?
-                        .id
-                        .to_string(),
-                }
-            }
-        };
+        let id = self
+            .cloud_ops(cloud)?
+            .ensure_sealed_key(&marks, &name, &public)
+            .await?;
         lock(&self.shared.sites.sealed).insert(cloud, id.clone());
         Ok(id)
     }
@@ -535,6 +362,7 @@ impl PartnerProvider {
         {
             return Ok(open);
         }
+        let ops = self.cloud_ops(cloud)?;
         let network = self.ensure_network(cloud, site, location).await?;
         let stable = self.ensure_stable(cloud, site, location).await?;
         let open = OpenSite {
@@ -543,6 +371,7 @@ impl PartnerProvider {
             network: network.id,
             prefix: network.prefix,
             stable,
+            default_via: ops.node_default_via(network.prefix),
         };
         tracing::info!(site, %cloud, prefix = %open.prefix, address = %open.stable.ip, "The site is open");
         self.shared.sites.put(open.clone());
@@ -565,9 +394,17 @@ impl PartnerProvider {
                 }
             }
         }
+        let ops = self.cloud_ops(cloud)?;
         if let Some(network) = mine {
             if !network.routed {
-                self.add_default_route(&network).await?;
+                let found = crate::clouds::NetworkFound {
+                    id: network.id.clone(),
+                    site: network.site.clone(),
+                    prefix: network.prefix,
+                    routed: false,
+                };
+                ops.add_default_route(&found, self.waits()).await?;
+                tracing::info!(site = %network.site, "Added the site's default route to its network");
             }
             return Ok(SiteNetwork {
                 routed: true,
@@ -583,64 +420,22 @@ impl PartnerProvider {
             .ok_or(SiteError::NoClient(cloud))?;
         marks.site = Some(site.to_string());
         marks.prefix = Some(prefix);
-        let id = match cloud {
-            Cloud::Hetzner => {
-                let client = self.hetzner_client()?;
-                let zone = match known_network_zone(location) {
-                    Some(zone) => zone.to_string(),
-                    None => client
-                        .list_locations()
-                        .await?
-                        .into_iter()
-                        .find(|l| l.name == location)
-                        .map(|l| l.network_zone)
-                        .ok_or_else(|| SiteError::UnknownLocation(location.to_string()))?,
-                };
-                let request = CreateNetwork {
-                    name: naming::scoped_name("net", site, &marks.child, &marks.owner_tag),
-                    ip_range: prefix.to_string(),
-                    subnets: vec![SubnetRequest {
-                        kind: SubnetType::Cloud,
-                        ip_range: prefix.to_string(),
-                        network_zone: zone,
-                    }],
-                    routes: vec![Route {
-                        destination: "0.0.0.0/0".to_string(),
-                        gateway: prefix.gateway().to_string(),
-                    }],
-                    labels: marks.hetzner_labels(),
-                };
-                match client.create_network(&request).await {
-                    Ok(network) => network.id.to_string(),
-                    Err(e) if is_uniqueness(&e) => {
-                        let winner = self
-                            .hetzner_networks()
-                            .await?
-                            .into_iter()
-                            .find(|n| n.site == site)
-                            .ok_or(SiteError::Cloud(e))?;
-                        tracing::info!(
-                            site,
-                            "Another replica created the site's network at the same time; using it"
-                        );
-                        return Ok(winner);
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Cloud::Vultr => {
-                let client = self.vultr_client()?;
-                let network = prefix.network().to_string();
-                client
-                    .create_vpc(
-                        &location.into(),
-                        &marks.vultr_text(),
-                        Some((network.as_str(), prefix.bits())),
-                    )
+        let id = match ops.create_network(site, location, prefix, &marks).await {
+            Ok(id) => id,
+            Err(SiteError::Cloud(e)) if is_uniqueness(&e) => {
+                let winner = self
+                    .networks_of(cloud)
                     .await?
-                    .id
-                    .to_string()
+                    .into_iter()
+                    .find(|n| n.site == site)
+                    .ok_or(SiteError::Cloud(e))?;
+                tracing::info!(
+                    site,
+                    "Another replica created the site's network at the same time; using it"
+                );
+                return Ok(winner);
             }
+            Err(e) => return Err(e),
         };
         tracing::info!(site, %cloud, %prefix, "Created the site's private network");
         Ok(SiteNetwork {
@@ -652,83 +447,22 @@ impl PartnerProvider {
         })
     }
 
-    async fn add_default_route(&self, network: &SiteNetwork) -> Result<(), SiteError> {
-        let Some(client) = &self.shared.clients.hetzner else {
-            return Err(SiteError::NoClient(Cloud::Hetzner));
-        };
-        let id: u64 = network
-            .id
-            .parse()
-            .map_err(|_| SiteError::BadAddress(network.id.clone()))?;
-        let route = Route {
-            destination: "0.0.0.0/0".to_string(),
-            gateway: network.prefix.gateway().to_string(),
-        };
-        let action = client.add_route(HcloudNetworkId(id), &route).await?;
-        let deadline = tokio::time::Instant::now() + self.shared.options.deploy_deadline;
-        client
-            .wait_for_actions(&[action.id], self.shared.options.poll_interval, deadline)
-            .await?;
-        tracing::info!(site = %network.site, "Added the site's default route to its network");
-        Ok(())
-    }
-
     /// The site's stable IPv4 as the cloud holds it, if any: one listing.
     pub(crate) async fn find_stable(
         &self,
         cloud: Cloud,
         site: &str,
     ) -> Result<Option<StableAddress>, SiteError> {
-        let mut marks = self
-            .resource_marks(cloud, ResourceKind::Stable)
-            .ok_or(SiteError::NoClient(cloud))?;
-        marks.site = Some(site.to_string());
-        match cloud {
-            Cloud::Hetzner => {
-                let client = self.hetzner_client()?;
-                let selector = format!(
-                    "{}={},{}={},{}={}",
-                    naming::CHILD_KEY,
-                    marks.child,
-                    naming::KIND_KEY,
-                    ResourceKind::Stable.as_str(),
-                    naming::SITE_KEY,
-                    site
-                );
-                for ip in client.list_primary_ips(Some(&selector)).await? {
-                    let Some(found) = ResourceMarks::from_hetzner(&ip.labels) else {
-                        continue;
-                    };
-                    if self.owned(cloud, &found) {
-                        return Ok(Some(StableAddress {
-                            id: format!("hetzner:{}", ip.id),
-                            ip: parse_v4(&ip.ip)?,
-                            closed_at: found.closed_at,
-                        }));
-                    }
-                }
-                Ok(None)
-            }
-            Cloud::Vultr => {
-                let client = self.vultr_client()?;
-                for ip in client.list_reserved_ips().await? {
-                    let Some(found) = ResourceMarks::from_vultr(&ip.label) else {
-                        continue;
-                    };
-                    if found.kind == ResourceKind::Stable
-                        && found.site.as_deref() == Some(site)
-                        && self.owned(cloud, &found)
-                    {
-                        return Ok(Some(StableAddress {
-                            id: format!("vultr:{}", ip.id),
-                            ip: parse_v4(&ip.subnet)?,
-                            closed_at: found.closed_at,
-                        }));
-                    }
-                }
-                Ok(None)
-            }
+        self.cloud_ops(cloud)?;
+        if self.ownership_of(cloud).is_none() {
+            return Err(SiteError::NoClient(cloud));
         }
+        Ok(self
+            .stable_found(cloud, Some(site))
+            .await?
+            .into_iter()
+            .next()
+            .map(|(_, address)| address))
     }
 
     async fn ensure_stable(
@@ -747,45 +481,19 @@ impl PartnerProvider {
             .resource_marks(cloud, ResourceKind::Stable)
             .ok_or(SiteError::NoClient(cloud))?;
         marks.site = Some(site.to_string());
-        let address = match cloud {
-            Cloud::Hetzner => {
-                let client = self.hetzner_client()?;
-                let created = match client
-                    .create_primary_ip(&CreatePrimaryIp {
-                        name: naming::scoped_name("gw", site, &marks.child, &marks.owner_tag),
-                        kind: IpType::Ipv4,
-                        location: location.to_string(),
-                        labels: marks.hetzner_labels(),
-                        auto_delete: false,
-                    })
-                    .await
-                {
-                    Ok(created) => created,
-                    Err(e) if is_uniqueness(&e) => {
-                        return self
-                            .find_stable(cloud, site)
-                            .await?
-                            .ok_or(SiteError::Cloud(e));
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                StableAddress {
-                    id: format!("hetzner:{}", created.primary_ip.id),
-                    ip: parse_v4(&created.primary_ip.ip)?,
-                    closed_at: None,
-                }
+        let address = match self
+            .cloud_ops(cloud)?
+            .create_stable(site, location, &marks)
+            .await
+        {
+            Ok(address) => address,
+            Err(SiteError::Cloud(e)) if is_uniqueness(&e) => {
+                return self
+                    .find_stable(cloud, site)
+                    .await?
+                    .ok_or(SiteError::Cloud(e));
             }
-            Cloud::Vultr => {
-                let client = self.vultr_client()?;
-                let created = client
-                    .create_reserved_ip(&location.into(), "v4", Some(&marks.vultr_text()))
-                    .await?;
-                StableAddress {
-                    id: format!("vultr:{}", created.id),
-                    ip: parse_v4(&created.subnet)?,
-                    closed_at: None,
-                }
-            }
+            Err(e) => return Err(e),
         };
         tracing::info!(site, %cloud, address = %address.ip, "Reserved the site's stable public IPv4");
         Ok(address)
@@ -804,24 +512,7 @@ impl PartnerProvider {
             .ok_or(SiteError::NoClient(cloud))?;
         marks.site = Some(site.to_string());
         marks.closed_at = closed_at;
-        let (_, id) = address.id.split_once(':').unwrap_or(("", &address.id));
-        match cloud {
-            Cloud::Hetzner => {
-                let client = self.hetzner_client()?;
-                let id: u64 = id
-                    .parse()
-                    .map_err(|_| SiteError::BadAddress(address.id.clone()))?;
-                client
-                    .update_primary_ip_labels(HcloudPrimaryIpId(id), &marks.hetzner_labels())
-                    .await?;
-            }
-            Cloud::Vultr => {
-                let client = self.vultr_client()?;
-                client
-                    .update_reserved_ip_label(&VultrReservedIpId::from(id), &marks.vultr_text())
-                    .await?;
-            }
-        }
+        self.cloud_ops(cloud)?.mark_stable(address, &marks).await?;
         Ok(StableAddress {
             closed_at,
             ..address.clone()
@@ -939,39 +630,13 @@ impl PartnerProvider {
         if !at_site.is_empty() {
             return Ok(false);
         }
-        let (_, id) = stable.id.split_once(':').unwrap_or(("", &stable.id));
-        let result = match cloud {
-            Cloud::Hetzner => {
-                let client = self.hetzner_client()?;
-                let id: u64 = id
-                    .parse()
-                    .map_err(|_| SiteError::BadAddress(stable.id.clone()))?;
-                client.delete_primary_ip(HcloudPrimaryIpId(id)).await
-            }
-            Cloud::Vultr => {
-                let client = self.vultr_client()?;
-                client
-                    .delete_reserved_ip(&VultrReservedIpId::from(id))
-                    .await
-            }
-        };
-        match result {
+        match self.cloud_ops(cloud)?.delete_stable(stable).await {
             Ok(()) => {}
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e.into()),
+            Err(SiteError::Cloud(e)) if e.is_not_found() => {}
+            Err(e) => return Err(e),
         }
         self.shared.sites.forget(site);
         tracing::info!(site, %cloud, address = %stable.ip, "Released the stable address of a site closed for seven days");
         Ok(true)
     }
-}
-
-/// The Hetzner SSH key id of a sealed key reference.
-pub(crate) fn hetzner_key_id(id: &str) -> Option<HcloudSshKeyId> {
-    id.parse().ok().map(HcloudSshKeyId)
-}
-
-/// The Vultr SSH key id of a sealed key reference.
-pub(crate) fn vultr_key_id(id: &str) -> VultrSshKeyId {
-    VultrSshKeyId::from(id)
 }

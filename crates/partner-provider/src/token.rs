@@ -1,18 +1,21 @@
 //! Quote tokens: what an offer promised, carried by the zone back to the deploy.
 //!
-//! A token is `p1.` followed by the base64url (no padding) of a small JSON object naming the
-//! node, class, site, cloud, location, plan, image, exchange rate, account price and expiry.
+//! A token is version `p1` of the providers' one codec ([`orc_provider_sdk::token`]): a
+//! small JSON object naming the node, class, site, cloud, location, plan, image, exchange
+//! rate, account price and expiry.
 //! It is self-contained on purpose: the partner keeps no state of its own, so a deploy sent
 //! to another replica after a failover must still know exactly what was offered. The zone
 //! never reads inside a token; the partner trusts it as much as it trusts the zone.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use orc_partner::admission::Offered;
 use orc_partner::ids::{Cloud, Timestamp};
+pub use orc_provider_sdk::token::BadToken;
+use orc_provider_sdk::token::{decode_token, encode_token};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-const PREFIX: &str = "p1.";
+/// The partner's token version ([`orc_provider_sdk::token`]).
+const VERSION: &str = "p1";
 
 /// The content of a quote token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,36 +46,28 @@ pub struct OfferToken {
     pub disks_gib: Vec<u32>,
 }
 
-/// A token that is not one of ours.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the quote token is not a partner offer ({problem})")]
-pub struct BadToken {
-    pub problem: &'static str,
-}
-
 impl OfferToken {
     /// The token text.
     pub fn encode(&self) -> String {
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(json))
+        encode_token(VERSION, self)
     }
 
     /// Reads a token.
     pub fn decode(text: &str) -> Result<OfferToken, BadToken> {
-        let body = text.strip_prefix(PREFIX).ok_or(BadToken {
-            problem: "unknown version",
-        })?;
-        let json = URL_SAFE_NO_PAD.decode(body).map_err(|_| BadToken {
-            problem: "not base64url",
-        })?;
-        serde_json::from_slice(&json).map_err(|_| BadToken {
-            problem: "not the expected fields",
-        })
+        decode_token(VERSION, text)
     }
 
-    /// Whether the offer has lapsed at `now`.
-    pub fn expired(&self, now: Timestamp) -> bool {
-        now.unix_millis() >= self.expires_ms
+    /// What the offer promised, as deploy admission reads it.
+    pub fn offered(&self) -> Offered<'_> {
+        Offered {
+            node: &self.node,
+            class: &self.class,
+            site: &self.site,
+            cloud: self.cloud,
+            location: &self.location,
+            gateway: self.gateway,
+            expires: Timestamp::from_unix_millis(self.expires_ms),
+        }
     }
 }
 
@@ -86,7 +81,7 @@ mod tests {
             node: "n-1".into(),
             class: "eu-central".into(),
             site: "eu-central-a".into(),
-            cloud: Cloud::Hetzner,
+            cloud: Cloud::ALL[0],
             location: "fsn1".into(),
             plan: "cx23".into(),
             image: "200000003".into(),
@@ -98,9 +93,11 @@ mod tests {
             public: true,
             disks_gib: vec![20],
         };
-        assert_eq!(OfferToken::decode(&t.encode()), Ok(t.clone()));
-        assert!(t.expired(Timestamp::from_unix_millis(10)));
-        assert!(!t.expired(Timestamp::from_unix_millis(9)));
+        let text = t.encode();
+        assert!(text.starts_with("p1."), "{text}");
+        assert_eq!(OfferToken::decode(&text), Ok(t.clone()));
+        assert_eq!(t.offered().expires, Timestamp::from_unix_millis(10));
+        assert_eq!(t.offered().site, "eu-central-a");
         assert!(OfferToken::decode("fake-token").is_err());
         assert!(OfferToken::decode("p1.!!").is_err());
         assert!(OfferToken::decode("p1.e30").is_err());

@@ -176,6 +176,77 @@ async fn one_pools_nodes_land_on_two_clouds_when_a_stockout_moves_one() {
     );
 }
 
+/// A create the cloud refuses outright fails in generic words, and one it has no room for
+/// sits the site out; the operator's INFO line says which, naming node and site.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_creates_tell_the_operator_why() {
+    let emu = emulators().await;
+    let p = provider(config(&source(&emu, "a")));
+    let (logs, _guard) = capture();
+    let root = hetzner_root(&emu);
+
+    let o = offer(&p, quote("n-rejected", "eu-central", 2, 4)).await;
+    let site = o.site.as_str().to_string();
+    control(
+        &root,
+        "/_emu/faults",
+        serde_json::json!({"path": "/v1/servers", "method": "POST", "status": 422,
+            "count": 1, "code": "invalid_input", "message": "unsupported server type"}),
+    )
+    .await;
+    let r = refusal(deploy(&p, "n-rejected", o.quote_token).await);
+    clear_faults(&root).await;
+    assert_eq!(r.kind, RefusalKind::Failed, "{r}");
+    assert_eq!(
+        r.words,
+        orc_partner::words::could_not_create("n-rejected", &site)
+    );
+    assert!(r.words.contains("could not be created") && r.words.ends_with("this time"));
+    let line = logs
+        .text()
+        .lines()
+        .find(|l| l.contains("The node could not be created at this site"))
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("no INFO line for the failed create:\n{}", logs.text()));
+    assert!(line.contains(" INFO "), "{line}");
+    assert!(
+        line.contains("node=n-rejected") && line.contains(&format!("site={site}")),
+        "{line}"
+    );
+    assert!(
+        !line.contains("unsupported server type"),
+        "the cloud's words go to DEBUG"
+    );
+
+    let o = offer(&p, quote("n-no-room", "eu-central", 2, 4)).await;
+    let token = orc_partner_provider::token::OfferToken::decode(o.quote_token.as_str()).unwrap();
+    control(
+        &root,
+        "/_emu/sold-out",
+        serde_json::json!({"plan": token.plan, "location": token.location, "sold_out": true}),
+    )
+    .await;
+    let r = refusal(deploy(&p, "n-no-room", o.quote_token).await);
+    assert_eq!(r.kind, RefusalKind::NoCapacity, "{r}");
+    let line = logs
+        .text()
+        .lines()
+        .find(|l| {
+            l.contains(
+                "The cloud has no room for this node here right now; the site sits out quotes for ten minutes",
+            )
+        })
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("no INFO line for the sold-out create:\n{}", logs.text()));
+    assert!(line.contains(" INFO "), "{line}");
+    assert!(
+        line.contains("node=n-no-room") && line.contains(&format!("site={}", token.site)),
+        "{line}"
+    );
+    let again = offer(&p, quote("n-no-room", "eu-central", 2, 4)).await;
+    assert_ne!(again.site.as_str(), token.site, "the site sits out quotes");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caps_hold_under_fifty_concurrent_quotes_and_deploys() {
     let emu = emulators().await;

@@ -9,9 +9,8 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::Ipv4Addr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use orc_cloud::hetzner::{CreateFloatingIp, CreatePrimaryIp, CreateServer, IpType};
 use orc_cloud::vultr::{CreateInstance, InstanceSource};
@@ -23,6 +22,7 @@ use orc_common::{Architecture, Shape};
 use orc_emu::RunningEmulators;
 use orc_partner::ids::Cloud;
 use orc_partner_provider::PartnerProvider;
+use orc_partner_provider::clouds::{hetzner, vultr};
 use orc_partner_provider::naming::{
     Marks, Prefix, ResourceKind, ResourceMarks, Role as NodeRole, pool_label,
 };
@@ -71,7 +71,7 @@ impl Clouds {
     async fn hetzner_node(&self, owner: &str, node: &str, site: &str, location: &str) -> u64 {
         let mut request = CreateServer::new(format!("orc-{node}"), "cx23", "ubuntu-24.04");
         request.location = Some(location.into());
-        request.labels = marks(owner, node, site, NodeRole::Node).hetzner_labels();
+        request.labels = hetzner::labels(&marks(owner, node, site, NodeRole::Node));
         self.h.create_server(&request).await.unwrap().server.id.0
     }
 
@@ -85,7 +85,7 @@ impl Clouds {
     ) -> VultrInstanceId {
         let mut request =
             CreateInstance::new(region, "vc2-1c-1gb", InstanceSource::Os(VultrOsId(2284)));
-        request.tags = marks(owner, node, site, role).vultr_tags();
+        request.tags = vultr::tags(&marks(owner, node, site, role));
         self.v.create_instance(&request).await.unwrap().id
     }
 
@@ -96,7 +96,7 @@ impl Clouds {
                 name: format!("orc-stable-{site}-{owner}"),
                 kind: IpType::Ipv4,
                 location: location.into(),
-                labels: resource(owner, ResourceKind::Stable, site).hetzner_labels(),
+                labels: hetzner::resource_labels(&resource(owner, ResourceKind::Stable, site)),
                 auto_delete: false,
             })
             .await
@@ -114,7 +114,7 @@ impl Clouds {
                 home_location: "fsn1".into(),
                 name: None,
                 description: Some(format!("pool {pool}")),
-                labels: m.hetzner_labels(),
+                labels: hetzner::resource_labels(&m),
             })
             .await
             .unwrap();
@@ -130,7 +130,7 @@ impl Clouds {
                 ip_range: prefix.to_string(),
                 subnets: vec![],
                 routes: vec![],
-                labels: m.hetzner_labels(),
+                labels: hetzner::resource_labels(&m),
             })
             .await
             .unwrap();
@@ -145,7 +145,7 @@ impl Clouds {
     ) -> Ipv4Addr {
         let reserved = self
             .v
-            .create_reserved_ip(&region.into(), "v4", Some(&marks.vultr_text()))
+            .create_reserved_ip(&region.into(), "v4", Some(&vultr::resource_text(marks)))
             .await
             .unwrap();
         self.v
@@ -221,41 +221,6 @@ fn node_ids(inventory: &orc_proto::Inventory) -> Vec<String> {
         .iter()
         .map(|n| n.node_id.as_str().to_string())
         .collect()
-}
-
-/// A log sink for one test: everything the partner logs on this thread, as text.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-
-    fn count(&self, needle: &str) -> usize {
-        self.text().matches(needle).count()
-    }
-}
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
-    let sink = Captured::default();
-    let writer = sink.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .with_writer(move || writer.clone())
-        .finish();
-    (sink, tracing::subscriber::set_default(subscriber))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

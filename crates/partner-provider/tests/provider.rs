@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use orc_common::{Architecture, Money, Shape};
 use orc_partner::ids::{Cloud, SiteName};
-use orc_partner_provider::PartnerProvider;
+use orc_partner::params::MapSource;
 use orc_partner_provider::token::OfferToken;
+use orc_partner_provider::{PartnerOptions, PartnerProvider};
 use orc_proto::{
     Bootstrap, ClassId, Deploy, DeployResult, DestroyResult, NodeId, OsId, PoolId, Purpose, Quote,
     QuoteReply, QuoteToken, RefusalKind, Role,
@@ -234,7 +235,7 @@ async fn a_standby_reads_no_cloud_account() {
     assert!(catalog.classes.iter().any(|c| c.title == "Europe Central"));
     assert!(catalog.os.iter().any(|o| o.title == "Ubuntu 24.04 LTS"));
     assert!(catalog.availability.classes.iter().all(|c| !c.can_place));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(p.inventory().await.is_none());
     assert!(p.clients().request_counts().is_empty());
     assert!(!p.is_serving());
 
@@ -243,6 +244,34 @@ async fn a_standby_reads_no_cloud_account() {
     let catalog = p.catalog().await;
     assert!(catalog.availability.classes.iter().any(|c| c.can_place));
     assert_eq!(catalog.availability.public_ipv4_offered, 20);
+}
+
+/// However long a standby waits, it starts no background work and sends no request: the
+/// clock is tokio's paused one, so every refresh, count retry and release interval passes
+/// at once. Its clouds' endpoints refuse connections, so any request would be counted.
+#[tokio::test(start_paused = true)]
+async fn a_standby_sends_no_request_however_long_it_waits() {
+    let p = provider(config(
+        &MapSource::new()
+            .param("partner_id", "zone-1")
+            .param("hetzner_api_token", TOKEN)
+            .param("hetzner_owner_tag", "orc-partner-hetzner")
+            .param("hetzner_max_nodes", "3")
+            .param("vultr_api_key", TOKEN)
+            .param("vultr_owner_tag", "orc-partner-vultr")
+            .var("ORC_HETZNER_ENDPOINT", "http://127.0.0.1:9/v1")
+            .var("ORC_VULTR_ENDPOINT", "http://127.0.0.1:9"),
+    ));
+    p.on_role(Role::Standby);
+    p.catalog().await;
+    assert!(p.inventory().await.is_none());
+    let interval = PartnerOptions::default().refresh_interval;
+    tokio::time::sleep(interval * 3).await;
+    assert!(p.clients().request_counts().is_empty());
+    assert!(!p.is_serving());
+    p.on_role(Role::Standby);
+    tokio::time::sleep(interval * 3).await;
+    assert!(p.clients().request_counts().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -336,6 +365,10 @@ async fn sites_whose_location_is_not_sold_are_tracked_per_change() {
     let clients = orc_partner_provider::clients::CloudClients::from_config(&cfg).unwrap();
     let live = orc_partner_provider::live::LiveCatalogs::new();
     let at = orc_partner_provider::provider::now();
+    let (logs, _guard) = capture();
+    let left_out =
+        "Site eu-central-b is left out of quotes: its cloud does not sell hetzner:nbg1 right now";
+    let back = "Site eu-central-b is sold again and back in quotes";
     assert!(live.refresh(&clients, &cfg, at).await.is_empty());
     let baseline = live.unsold_sites();
     assert!(!baseline.contains(&SiteName::new("eu-central-b")));
@@ -345,10 +378,25 @@ async fn sites_whose_location_is_not_sold_are_tracked_per_change() {
         serde_json::json!({"location": "nbg1", "disabled": true}),
     )
     .await;
+    assert_eq!(logs.count(left_out), 0, "{}", logs.text());
     live.refresh(&clients, &cfg, at).await;
     let mut expected = baseline.clone();
     expected.insert(SiteName::new("eu-central-b"));
     assert_eq!(live.unsold_sites(), expected);
+    live.refresh(&clients, &cfg, at).await;
+    assert_eq!(
+        logs.count(left_out),
+        1,
+        "once, not on every read: {}",
+        logs.text()
+    );
+    let line = logs
+        .text()
+        .lines()
+        .find(|l| l.contains(left_out))
+        .unwrap()
+        .to_string();
+    assert!(line.contains(" INFO "), "{line}");
     control(
         &hetzner_root(&emu),
         "/_emu/locations",
@@ -357,6 +405,8 @@ async fn sites_whose_location_is_not_sold_are_tracked_per_change() {
     .await;
     live.refresh(&clients, &cfg, at).await;
     assert_eq!(live.unsold_sites(), baseline);
+    assert_eq!(logs.count(back), 1, "{}", logs.text());
+    assert_eq!(logs.count(left_out), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,6 @@
 //! The pure core of the partner provider (`orc-prov-partner`).
 //!
+//! - [`admission`]: the checks a deploy makes before it touches a cloud, as a pure decision.
 //! - [`params`]: params (environment variables or files) → typed [`params::Config`], every
 //!   problem reported with the param it concerns; keys held in [`secret::Secret`].
 //! - [`maps`]: the region map, OS map, gateway shape and reverse-DNS domain, with their rules,
@@ -11,11 +12,12 @@
 //!   holds every tenant-facing string.
 //! - [`validate`]: the admin page's Validate view over the same parsers.
 //!
-//! Invariant: the library does no network I/O and has no async runtime; the only I/O is
-//! [`params::ProcessEnv`], the thin adapter over the process environment and files. Nothing
+//! Invariant: the library does no I/O and has no async runtime: params come through
+//! [`params::ParamSource`], whose process adapter lives in `orc-partner-provider`. Nothing
 //! here may import the cloud clients: the live catalog reader fills [`catalog::CatalogSnapshot`]
 //! from outside.
 
+pub mod admission;
 pub mod catalog;
 pub mod explain;
 pub mod ids;

@@ -4,9 +4,9 @@
 //! A site name is live where the partner's instances carrying its site mark run, and where
 //! its stable address is held (the address's site mark, or with `ptr_domain` its reverse
 //! DNS name `gw-<site>.<ptr_domain>`). Each complete inventory pass replaces the quote
-//! state's live sites ([`QuoteState::set_live`]); the quote engine leaves a site out of
-//! quotes while it is live at another cloud location than the map gives it, and
-//! [`refuses`] fails deploys into it.
+//! state's live sites ([`orc_partner::state::QuoteState::set_live`]); the quote engine leaves a site out of
+//! quotes while it is live at another cloud location than the map gives it, and deploy
+//! admission ([`orc_partner::admission::admit`]) fails deploys into it.
 //!
 //! Invariants: a site live in several places is recorded at a place that differs from the
 //! map whenever one does (the guard errs towards excluding); one WARN line per remapped site
@@ -19,11 +19,10 @@ use std::fmt;
 use orc_partner::ids::{Cloud, LocationId, SiteName};
 use orc_partner::params::Config;
 use orc_partner::state::LiveSite;
-use orc_partner::words;
 
-use super::{Listing, rdns};
+use super::{InventoryState, Listing, PassMemory, rdns};
 use crate::naming::ResourceKind;
-use crate::provider::{Shared, lock};
+use crate::quote_book::QuoteBook;
 
 /// A cloud location: where a site name can be live.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -121,11 +120,15 @@ pub(crate) fn remapped(
 
 /// Feeds a complete pass's live sites into the quote state and logs each remapped live site
 /// once until it clears.
-pub(crate) fn update(shared: &Shared, listing: &Listing) {
-    let domain = shared.config.ptr_domain.as_ref().map(|d| d.as_str());
-    let chosen = chosen_places(&shared.config, &live_places(listing, domain));
-    {
-        let mut state = lock(&shared.state);
+pub(crate) fn update(
+    config: &Config,
+    quotes: &QuoteBook,
+    memory: &InventoryState,
+    listing: &Listing,
+) {
+    let domain = config.ptr_domain.as_ref().map(|d| d.as_str());
+    let chosen = chosen_places(config, &live_places(listing, domain));
+    quotes.with(|state| {
         let gone: Vec<SiteName> = state
             .live_sites()
             .keys()
@@ -144,10 +147,14 @@ pub(crate) fn update(shared: &Shared, listing: &Listing) {
                 },
             );
         }
-    }
-    let mismatches = remapped(&shared.config, &chosen);
-    let mut memory = lock(&shared.inventory.memory);
-    for (site, (live, map)) in &mismatches {
+    });
+    let mismatches = remapped(config, &chosen);
+    memory.with(|memory| log_remapped(&mismatches, memory));
+}
+
+/// Logs each remapped live site once until it clears or its mismatch changes.
+fn log_remapped(mismatches: &BTreeMap<SiteName, (Place, Place)>, memory: &mut PassMemory) {
+    for (site, (live, map)) in mismatches {
         let line = format!("{live} -> {map}");
         if memory.guard_logged.get(site) == Some(&line) {
             continue;
@@ -217,21 +224,6 @@ pub fn out_of_step(config: &Config, live_sites: &BTreeMap<SiteName, LiveSite>) -
         .collect()
 }
 
-/// The tenant words for a deploy of `node` into `site` while the site is live at another
-/// place than the map now gives it; `None` when the guard has nothing against it. The
-/// deploy path refuses such a deploy as `failed`, so the zone quotes the node again and the
-/// quote leaves the site out.
-pub(crate) fn refuses(shared: &Shared, node: &str, site: &str) -> Option<String> {
-    let (_, mapped) = shared.config.regions.site(site)?;
-    let state = lock(&shared.state);
-    let live = state.live_at(&SiteName::new(site))?;
-    if live.cloud == mapped.cloud && live.location == mapped.location {
-        return None;
-    }
-    tracing::debug!(node = %node, site = %site, live_at = %format!("{}:{}", live.cloud, live.location), "a deploy into a remapped live site is refused");
-    Some(words::could_not_create(node, site))
-}
-
 #[cfg(test)]
 mod tests {
     use std::net::Ipv4Addr;
@@ -241,7 +233,7 @@ mod tests {
 
     use super::*;
     use crate::instances::Owned;
-    use crate::inventory::{AddressHandle, Held, SiteAddress};
+    use crate::inventory::{Held, SiteAddress};
     use crate::naming::{Marks, Role};
 
     fn config() -> Config {
@@ -254,7 +246,14 @@ mod tests {
         .unwrap()
     }
 
-    fn held(site: &str, cloud: Cloud, location: &str) -> Held {
+    /// A place as the region map spells it (`hetzner:fsn1`).
+    fn at(place: &str) -> Place {
+        let (cloud, location) = place.split_once(':').unwrap();
+        Place::new(Cloud::parse(cloud).unwrap(), location)
+    }
+
+    fn held(site: &str, place: &str) -> Held {
+        let Place { cloud, location } = at(place);
         Held {
             owned: Owned {
                 cloud,
@@ -273,21 +272,23 @@ mod tests {
                 addresses: vec![],
                 state: NodeState::Running,
             },
-            location: location.into(),
+            location: location.to_string(),
         }
     }
 
-    fn stable(site: &str, cloud: Cloud, location: &str, ptr: &str) -> SiteAddress {
+    fn stable(site: &str, place: &str, ptr: &str) -> SiteAddress {
+        let Place { cloud, location } = at(place);
         SiteAddress {
             cloud,
             kind: ResourceKind::Stable,
             site: site.into(),
             ipv4: Ipv4Addr::new(203, 0, 113, 10),
-            location: location.into(),
+            location: location.to_string(),
             closed: true,
             pool: None,
             pool_mark: None,
-            handle: AddressHandle::Vultr(None),
+            id: format!("{cloud}:{site}"),
+            attached_to: None,
             ptr: Some(ptr.into()),
         }
     }
@@ -295,11 +296,10 @@ mod tests {
     #[test]
     fn live_places_come_from_site_marks_and_gateway_names() {
         let listing = Listing {
-            held: vec![held("eu-central-a", Cloud::Hetzner, "fsn1")],
+            held: vec![held("eu-central-a", "hetzner:fsn1")],
             addresses: vec![stable(
                 "us-east-b",
-                Cloud::Vultr,
-                "ewr",
+                "vultr:ewr",
                 "gw-old-site.cloud.example.com.",
             )],
             networks: vec![],
@@ -307,78 +307,39 @@ mod tests {
         let live = live_places(&listing, Some("cloud.example.com"));
         let names: Vec<&str> = live.keys().map(SiteName::as_str).collect();
         assert_eq!(names, ["eu-central-a", "old-site", "us-east-b"]);
-        assert!(live[&SiteName::new("old-site")].contains(&Place::new(Cloud::Vultr, "ewr")));
+        assert!(live[&SiteName::new("old-site")].contains(&at("vultr:ewr")));
         let without = live_places(&listing, None);
         assert!(!without.contains_key(&SiteName::new("old-site")));
     }
 
     #[test]
-    fn deploys_into_a_remapped_live_site_are_refused_in_neutral_words() {
-        let p = crate::PartnerProvider::new(
-            config(),
-            crate::PartnerOptions::default(),
-            crate::ReplicaInfo {
-                host: "h".into(),
-                pid: 1,
-                slot: 0,
-            },
-        )
-        .unwrap();
-        let shared = &p.shared;
-        assert_eq!(refuses(shared, "n-1", "eu-central-a"), None, "nothing live");
-        let live = |location: &str| LiveSite {
-            cloud: Cloud::Hetzner,
-            location: LocationId::new(location),
-        };
-        lock(&shared.state).set_live(SiteName::new("eu-central-a"), live("fsn1"));
-        assert_eq!(
-            refuses(shared, "n-1", "eu-central-a"),
-            None,
-            "live where mapped"
-        );
-        lock(&shared.state).set_live(SiteName::new("eu-central-a"), live("nbg1"));
-        let words = refuses(shared, "n-1", "eu-central-a").unwrap();
-        assert_eq!(words, words::could_not_create("n-1", "eu-central-a"));
-        for name in ["hetzner", "fsn1", "nbg1", "Falkenstein", "Nuremberg"] {
-            assert!(!words.contains(name), "{words}");
-        }
-        lock(&shared.state).set_live(SiteName::new("no-such-site"), live("fsn1"));
-        assert_eq!(
-            refuses(shared, "n-1", "no-such-site"),
-            None,
-            "not in the map"
-        );
-    }
-
-    #[test]
     fn out_of_step_sites_are_remapped_ones_and_unmapped_locations() {
         let cfg = config();
-        let live = |cloud: Cloud, location: &str| LiveSite {
-            cloud,
-            location: LocationId::new(location),
+        let live = |place: &str| {
+            let Place { cloud, location } = at(place);
+            LiveSite { cloud, location }
         };
         let sites = BTreeMap::from([
-            (SiteName::new("eu-central-a"), live(Cloud::Hetzner, "fsn1")),
-            (SiteName::new("eu-central-b"), live(Cloud::Hetzner, "fsn1")),
-            (SiteName::new("old-name"), live(Cloud::Vultr, "fra")),
-            (SiteName::new("gone"), live(Cloud::Vultr, "ams")),
+            (SiteName::new("eu-central-a"), live("hetzner:fsn1")),
+            (SiteName::new("eu-central-b"), live("hetzner:fsn1")),
+            (SiteName::new("old-name"), live("vultr:fra")),
+            (SiteName::new("gone"), live("vultr:ams")),
         ]);
         let found = out_of_step(&cfg, &sites);
+        let out = |site: &str, live: &str, mapped: Option<&str>| {
+            let live = at(live);
+            OutOfStep {
+                site: SiteName::new(site),
+                live_cloud: live.cloud,
+                live_location: live.location,
+                mapped: mapped.map(at).map(|m| (m.cloud, m.location)),
+            }
+        };
         assert_eq!(
             found,
             [
-                OutOfStep {
-                    site: SiteName::new("eu-central-b"),
-                    live_cloud: Cloud::Hetzner,
-                    live_location: LocationId::new("fsn1"),
-                    mapped: Some((Cloud::Hetzner, LocationId::new("nbg1"))),
-                },
-                OutOfStep {
-                    site: SiteName::new("gone"),
-                    live_cloud: Cloud::Vultr,
-                    live_location: LocationId::new("ams"),
-                    mapped: None,
-                },
+                out("eu-central-b", "hetzner:fsn1", Some("hetzner:nbg1")),
+                out("gone", "vultr:ams", None),
             ],
             "old-name sits where eu-central-c now maps: a separate site"
         );
@@ -389,20 +350,17 @@ mod tests {
         let cfg = config();
         let listing = Listing {
             held: vec![
-                held("eu-central-a", Cloud::Hetzner, "fsn1"),
-                held("eu-central-b", Cloud::Hetzner, "fsn1"),
-                held("eu-central-b", Cloud::Hetzner, "nbg1"),
-                held("gone-site", Cloud::Vultr, "ams"),
+                held("eu-central-a", "hetzner:fsn1"),
+                held("eu-central-b", "hetzner:fsn1"),
+                held("eu-central-b", "hetzner:nbg1"),
+                held("gone-site", "vultr:ams"),
             ],
             addresses: vec![],
             networks: vec![],
         };
         let chosen = chosen_places(&cfg, &live_places(&listing, None));
         let site = |name: &str| SiteName::new(name);
-        assert_eq!(
-            chosen[&site("eu-central-b")],
-            Place::new(Cloud::Hetzner, "fsn1")
-        );
+        assert_eq!(chosen[&site("eu-central-b")], at("hetzner:fsn1"));
         let remapped = remapped(&cfg, &chosen);
         let sites: Vec<&str> = remapped.keys().map(SiteName::as_str).collect();
         assert_eq!(
@@ -410,9 +368,6 @@ mod tests {
             ["eu-central-b"],
             "a removed site name is not remapped"
         );
-        assert_eq!(
-            remapped[&site("eu-central-b")].1,
-            Place::new(Cloud::Hetzner, "nbg1")
-        );
+        assert_eq!(remapped[&site("eu-central-b")].1, at("hetzner:nbg1"));
     }
 }

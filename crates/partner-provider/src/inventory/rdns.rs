@@ -4,10 +4,10 @@
 //!
 //! Each inventory pass compares every address's name with what its cloud reports and sets
 //! only those that differ, so a restart, a failover or a replaced gateway is put right on
-//! the next pass. Hetzner reports the names in the address listings the pass already made;
-//! Vultr reports them per instance, so the pass reads each instance that holds one of the
-//! addresses once. A Vultr address attached to no instance has no reverse DNS to set until
-//! its gateway holds it.
+//! the next pass. Some clouds report the names in the address listings the pass already
+//! made; others report them per instance, so the pass reads each instance that holds one of
+//! the addresses once, and there an address attached to no instance has no reverse DNS to
+//! set until its gateway holds it.
 //!
 //! Invariants: a name is set only when it differs (case and a trailing dot aside); an
 //! address whose name could not be read or set is remembered and tried again next pass; the
@@ -16,12 +16,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
-use orc_cloud::{CloudError, VultrInstanceId};
+use orc_cloud::CloudError;
 use sha2::{Digest, Sha256};
 
-use super::{AddressHandle, SiteAddress};
+use super::{InventoryState, PassMemory, SiteAddress};
+use crate::clients::CloudClients;
 use crate::naming::ResourceKind;
-use crate::provider::{Shared, lock};
 
 /// The longest DNS label.
 const MAX_LABEL: usize = 63;
@@ -94,81 +94,36 @@ pub(crate) fn wanted(address: &SiteAddress, domain: &str) -> Option<String> {
     }
 }
 
-/// Reads the names Vultr reports for its addresses (Hetzner's came with the listings): one
-/// listing per holding instance. Addresses of an instance that could not be read are
-/// returned with the cloud's answer.
-pub(crate) async fn read_vultr_names(
-    shared: &Shared,
+/// Reads the names the address listings did not carry (clouds that report them per
+/// holding instance): one request per holding instance. Addresses whose names could not be
+/// read are returned with the cloud's answer.
+pub(crate) async fn read_names(
+    clients: &CloudClients,
     addresses: &mut [SiteAddress],
 ) -> BTreeMap<Ipv4Addr, String> {
     let mut failed = BTreeMap::new();
-    let Some(client) = &shared.clients.vultr else {
-        return failed;
-    };
-    let holders: BTreeSet<VultrInstanceId> = addresses
-        .iter()
-        .filter_map(|a| match &a.handle {
-            AddressHandle::Vultr(Some(instance)) => Some(instance.clone()),
-            AddressHandle::Vultr(None)
-            | AddressHandle::HetznerPrimary(_)
-            | AddressHandle::HetznerFloating(_) => None,
-        })
-        .collect();
-    for instance in holders {
-        let holds = |a: &SiteAddress| a.handle == AddressHandle::Vultr(Some(instance.clone()));
-        match client.list_instance_ipv4(&instance).await {
-            Ok(listed) => {
-                let names: BTreeMap<String, String> =
-                    listed.into_iter().map(|i| (i.ip, i.reverse)).collect();
-                for address in addresses.iter_mut().filter(|a| holds(a)) {
-                    address.ptr = Some(
-                        names
-                            .get(&address.ipv4.to_string())
-                            .cloned()
-                            .unwrap_or_default(),
-                    );
-                }
-            }
-            Err(e) => {
-                for address in addresses.iter().filter(|a| holds(a)) {
-                    failed.insert(address.ipv4, e.to_string());
-                }
-            }
+    for cloud in clients.keyed() {
+        if let Some(ops) = clients.get(cloud) {
+            failed.extend(ops.read_reverse_dns(addresses).await);
         }
     }
     failed
 }
 
 /// Sets `name` on `address` in its cloud.
-async fn set(shared: &Shared, address: &SiteAddress, name: &str) -> Result<(), CloudError> {
-    let ip = address.ipv4.to_string();
-    match (
-        &address.handle,
-        &shared.clients.hetzner,
-        &shared.clients.vultr,
-    ) {
-        (AddressHandle::HetznerPrimary(id), Some(client), _) => client
-            .change_primary_ip_dns_ptr(*id, &ip, Some(name))
-            .await
-            .map(|_| ()),
-        (AddressHandle::HetznerFloating(id), Some(client), _) => client
-            .change_floating_ip_dns_ptr(*id, &ip, Some(name))
-            .await
-            .map(|_| ()),
-        (AddressHandle::Vultr(Some(instance)), _, Some(client)) => {
-            client.set_reverse_ipv4(instance, &ip, name).await
-        }
-        (AddressHandle::HetznerPrimary(_) | AddressHandle::HetznerFloating(_), None, _)
-        | (AddressHandle::Vultr(Some(_)), _, None)
-        | (AddressHandle::Vultr(None), _, _) => Ok(()),
+async fn set(clients: &CloudClients, address: &SiteAddress, name: &str) -> Result<(), CloudError> {
+    match clients.get(address.cloud) {
+        Some(ops) => ops.set_reverse_dns(address, name).await,
+        None => Ok(()),
     }
 }
 
 /// Compares every address's reverse DNS with the wanted name and sets those that differ;
 /// remembers and logs the ones that could not be read or set.
-/// `unread` holds the addresses whose names [`read_vultr_names`] could not read.
+/// `unread` holds the addresses whose names [`read_names`] could not read.
 pub(crate) async fn converge(
-    shared: &Shared,
+    clients: &CloudClients,
+    memory: &InventoryState,
     domain: &str,
     addresses: &[SiteAddress],
     unread: &BTreeMap<Ipv4Addr, String>,
@@ -183,7 +138,7 @@ pub(crate) async fn converge(
             failed.insert(address.ipv4, name);
             continue;
         }
-        if address.handle == AddressHandle::Vultr(None) {
+        if address.ptr.is_none() {
             tracing::debug!(ip = %address.ipv4, site = %address.site, "the address is attached to no instance yet; its reverse DNS waits for its gateway");
             continue;
         }
@@ -194,7 +149,7 @@ pub(crate) async fn converge(
         {
             continue;
         }
-        match set(shared, address, &name).await {
+        match set(clients, address, &name).await {
             Ok(()) => {
                 tracing::info!(ip = %address.ipv4, site = %address.site, name = %name, "The address's reverse DNS is set");
             }
@@ -204,7 +159,11 @@ pub(crate) async fn converge(
             }
         }
     }
-    let mut memory = lock(&shared.inventory.memory);
+    memory.with(|memory| remember_failures(failed, memory));
+}
+
+/// Keeps the addresses still to be set, logging when that set changes.
+fn remember_failures(failed: BTreeMap<Ipv4Addr, String>, memory: &mut PassMemory) {
     let before: BTreeSet<Ipv4Addr> = memory.rdns_retry.keys().copied().collect();
     let now: BTreeSet<Ipv4Addr> = failed.keys().copied().collect();
     if !now.is_empty() && now != before {

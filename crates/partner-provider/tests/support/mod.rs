@@ -2,7 +2,8 @@
 
 #![allow(dead_code)]
 
-use std::sync::Arc;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use orc_cloud::hetzner::ServerFilter;
@@ -109,3 +110,39 @@ pub async fn clear_faults(root: &str) {
 }
 
 pub type Shared<T> = Arc<T>;
+
+/// A log sink for one test: everything the partner logs at INFO and above on this thread,
+/// as text.
+#[derive(Clone, Default)]
+pub struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Captured {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    pub fn count(&self, needle: &str) -> usize {
+        self.text().matches(needle).count()
+    }
+}
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+pub fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
+    let sink = Captured::default();
+    let writer = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(move || writer.clone())
+        .finish();
+    (sink, tracing::subscriber::set_default(subscriber))
+}
