@@ -1,0 +1,137 @@
+//! Quotes: `orc quote`, which asks a provider what a node would cost and where, and prints
+//! its offer or refusal.
+
+use clap::Args;
+use orc_zone::api::views::QuoteView;
+use serde_json::json;
+
+use super::params::{parse_param, placement};
+use super::{client, print_json, project_path, project_url};
+use crate::ConnArgs;
+use crate::table::fields;
+
+/// Arguments of `orc quote`.
+#[derive(Debug, Args)]
+pub struct QuoteArgs {
+    /// ORG/PROJECT asking.
+    pub project: String,
+    /// Provider name.
+    #[arg(long)]
+    pub provider: String,
+    /// Region class; for a provider of one cloud, the cloud location.
+    #[arg(long, visible_alias = "location")]
+    pub class: String,
+    /// Exact plan of a provider of one cloud; sets placement plan=PLAN.
+    #[arg(long)]
+    pub plan: Option<String>,
+    /// Provider-specific placement KEY=VALUE (repeat for more).
+    #[arg(long = "placement", value_parser = parse_param)]
+    pub placement: Vec<(String, String)>,
+    /// vCPUs.
+    #[arg(long)]
+    pub cpu: u32,
+    /// Memory, GiB.
+    #[arg(long)]
+    pub mem: u32,
+    /// Architecture: x86_64 or arm64.
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// Extra disk, GiB (repeat for more).
+    #[arg(long = "disk")]
+    pub disks: Vec<u32>,
+    /// OS id.
+    #[arg(long)]
+    pub os: String,
+    /// Quote for a public pool.
+    #[arg(long)]
+    pub public: bool,
+}
+
+/// `orc quote`.
+pub async fn quote(conn: &ConnArgs, args: QuoteArgs) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project) = project_path(&args.project)?;
+    let body = json!({
+        "provider": args.provider,
+        "shape": {"cpu": args.cpu, "mem": args.mem, "arch": args.arch, "disks": args.disks},
+        "class": args.class,
+        "os": args.os,
+        "public": args.public,
+        "placement": placement(args.placement, args.plan),
+    });
+    let view: QuoteView = client
+        .post(&format!("{}/quote", project_url(&org, &project)), &body)
+        .await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    print!("{}", quote_text(&view));
+    Ok(())
+}
+
+fn quote_text(view: &QuoteView) -> String {
+    let mut pairs = vec![
+        ("provider", view.provider.clone()),
+        ("outcome", view.outcome.clone()),
+    ];
+    match view.outcome.as_str() {
+        "offer" => {
+            pairs.push(("site", view.site.clone().unwrap_or_default()));
+            pairs.push(("line", view.words.clone()));
+            pairs.push((
+                "price",
+                match &view.price {
+                    Some(p) => format!("{} {}/{}", p.amount, p.currency, p.period),
+                    None => "unpriced".to_string(),
+                },
+            ));
+            pairs.push((
+                "markup",
+                view.markup.clone().unwrap_or_else(|| "none".into()),
+            ));
+        }
+        _ => {
+            pairs.push(("reason", view.words.clone()));
+            pairs.push(("kind", view.refusal.clone().unwrap_or_default()));
+        }
+    }
+    fields(&pairs)
+}
+
+#[cfg(test)]
+mod golden {
+    use super::*;
+    use orc_zone::api::views::MoneyView;
+
+    use crate::commands::check_golden;
+
+    #[test]
+    fn quote_offer_and_refusal() {
+        let offer = QuoteView {
+            provider: "partner".into(),
+            outcome: "offer".into(),
+            words: "2 vCPU · 4 GiB · eu-central".into(),
+            site: Some("eu-central-a".into()),
+            price: Some(MoneyView {
+                amount: "0.0115".into(),
+                currency: "USD".into(),
+                period: "hour".into(),
+            }),
+            markup: Some("0.15".into()),
+            refusal: None,
+        };
+        let refused = QuoteView {
+            provider: "partner".into(),
+            outcome: "refused".into(),
+            words: "no capacity in Asia South right now".into(),
+            site: None,
+            price: None,
+            markup: None,
+            refusal: Some("no_capacity".into()),
+        };
+        check_golden(
+            "quote.txt",
+            &format!("{}\n{}", quote_text(&offer), quote_text(&refused)),
+        );
+    }
+}
