@@ -1,6 +1,9 @@
 //! Events: the `orc events` table of a project's events, oldest first.
 
-use orc_zone::api::views::EventView;
+use orc_zone_api_types::views::EventView;
+
+use orc_zone_apps::logs::format_time;
+use orc_zone_model::Timestamp;
 
 use super::{client, print_json, project_path, project_url};
 use crate::ConnArgs;
@@ -11,7 +14,7 @@ fn events_table(events: &[EventView]) -> String {
     let mut t = Table::new(&["TIME", "KIND", "NODE", "WORDS"]);
     for e in events {
         t.row(vec![
-            orc_zone::apps::logs::format_time(orc_zone::model::Timestamp(e.at)),
+            format_time(Timestamp(e.at)),
             e.kind.clone(),
             e.node_id.clone().unwrap_or_else(|| "-".to_string()),
             e.words.clone(),
@@ -48,7 +51,7 @@ pub async fn list(
 #[cfg(test)]
 mod golden {
     use super::*;
-    use orc_zone::api::views::{MoneyView, UsageView};
+    use orc_zone_api_types::views::{MoneyView, UsageLineView, UsageView};
 
     use crate::commands::check_golden;
     use crate::commands::usage::usage_text;
@@ -66,7 +69,7 @@ mod golden {
         };
         let usage = UsageView {
             month: "2026-11".into(),
-            lines: vec![orc_zone::api::views::UsageLineView {
+            lines: vec![UsageLineView {
                 id: "ul-00000000000r".into(),
                 month: "2026-11".into(),
                 pool_id: Some("pl-000000000009".into()),

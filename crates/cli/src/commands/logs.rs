@@ -1,7 +1,10 @@
 //! Logs: `orc logs`, the kept log lines of an app pool's slots, one line each.
 
 use anyhow::Context;
-use orc_zone::api::LogLineView;
+use orc_zone_api_types::views::LogLineView;
+
+use orc_zone_apps::logs::format_time;
+use orc_zone_model::Timestamp;
 
 use super::{client, object_path, print_json, project_url};
 use crate::ConnArgs;
@@ -42,7 +45,7 @@ pub async fn show(
 fn log_line_text(line: &LogLineView) -> String {
     format!(
         "{} slot {} {:<5} {}",
-        orc_zone::apps::logs::format_time(orc_zone::model::Timestamp(line.at)),
+        format_time(Timestamp(line.at)),
         line.slot,
         line.level.to_uppercase(),
         line.message

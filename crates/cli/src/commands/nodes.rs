@@ -1,7 +1,7 @@
 //! Nodes: the `orc nodes` table of a pool's nodes with their state, site, price and
 //! addresses.
 
-use orc_zone::api::views::NodeView;
+use orc_zone_api_types::views::NodeView;
 
 use super::{client, object_path, print_json, project_url};
 use crate::ConnArgs;
@@ -69,7 +69,7 @@ pub async fn list(conn: &ConnArgs, pool: &str, all: bool) -> anyhow::Result<()> 
 #[cfg(test)]
 mod golden {
     use super::*;
-    use orc_zone::api::views::MoneyView;
+    use orc_zone_api_types::views::MoneyView;
 
     use crate::commands::check_golden;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use orc_zone::api::views::{EventView, NodeView, OrgView, PoolView, ProjectView};
+use orc_zone_api_types::views::{EventView, NodeView, OrgView, PoolView, ProjectView};
 use serde_json::json;
 
 use super::params::{SensitiveParam, parse_param, parse_sensitive, placement, read_sensitive};
@@ -371,7 +371,7 @@ pub async fn reconfigure(conn: &ConnArgs, args: ReconfigureArgs) -> anyhow::Resu
 #[cfg(test)]
 mod golden {
     use super::*;
-    use orc_zone::api::views::{NodeCounts, ShapeView};
+    use orc_zone_api_types::views::{NodeCounts, ShapeView};
 
     use crate::commands::check_golden;
 

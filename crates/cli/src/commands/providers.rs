@@ -1,7 +1,7 @@
 //! Providers: the `orc providers` and `orc sites` tables, and `orc provider change-scope`
 //! and `orc provider pricing`.
 
-use orc_zone::api::views::{ProviderView, SiteView};
+use orc_zone_api_types::views::{ProviderView, SiteView};
 use serde_json::json;
 
 use super::{client, object_path, print_json, project_path, project_url};
@@ -157,7 +157,7 @@ pub async fn pricing(
 #[cfg(test)]
 mod golden {
     use super::*;
-    use orc_zone::api::views::{PricingView, ReplicaView};
+    use orc_zone_api_types::views::{PricingView, ReplicaView};
 
     use crate::commands::check_golden;
 

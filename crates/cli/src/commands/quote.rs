@@ -2,7 +2,7 @@
 //! its offer or refusal.
 
 use clap::Args;
-use orc_zone::api::views::QuoteView;
+use orc_zone_api_types::views::QuoteView;
 use serde_json::json;
 
 use super::params::{parse_param, placement};
@@ -101,7 +101,7 @@ fn quote_text(view: &QuoteView) -> String {
 #[cfg(test)]
 mod golden {
     use super::*;
-    use orc_zone::api::views::MoneyView;
+    use orc_zone_api_types::views::MoneyView;
 
     use crate::commands::check_golden;
 

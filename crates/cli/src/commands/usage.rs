@@ -1,6 +1,6 @@
 //! Usage: `orc usage`, a project's invoice lines and totals for a month.
 
-use orc_zone::api::views::UsageView;
+use orc_zone_api_types::views::UsageView;
 
 use super::{client, print_json, project_path, project_url};
 use crate::ConnArgs;
