@@ -13,6 +13,7 @@ pub mod params;
 pub mod pools;
 pub mod providers;
 pub mod quote;
+pub mod shape;
 pub mod usage;
 
 use std::path::PathBuf;

@@ -10,7 +10,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use orc_zone_api_types::views::{EventView, NodeView, OrgView, PoolView, ProjectView};
 use serde_json::json;
 
-use super::params::{SensitiveParam, parse_param, parse_sensitive, placement, read_sensitive};
+use super::params::{SensitiveParam, parse_param, parse_sensitive, read_sensitive};
+use super::shape::ShapeArgs;
 use super::{client, object_path, print_json, project_path, project_url};
 use crate::ConnArgs;
 use crate::client::{Client, segment};
@@ -102,39 +103,11 @@ pub async fn list(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> 
 pub struct CreatePoolArgs {
     /// ORG/PROJECT/NAME
     pub pool: String,
-    /// Provider name (visible to the project).
-    #[arg(long)]
-    pub provider: String,
-    /// Region class (eu-central); for a provider of one cloud, the cloud location (fsn1).
-    #[arg(long, visible_alias = "location")]
-    pub class: String,
-    /// Exact plan of a provider of one cloud (cx23); sets placement plan=PLAN.
-    #[arg(long)]
-    pub plan: Option<String>,
-    /// Provider-specific placement KEY=VALUE (repeat for more).
-    #[arg(long = "placement", value_parser = parse_param)]
-    pub placement: Vec<(String, String)>,
-    /// vCPUs per node.
-    #[arg(long)]
-    pub cpu: u32,
-    /// Memory per node, GiB.
-    #[arg(long)]
-    pub mem: u32,
-    /// Architecture: x86_64 or arm64.
-    #[arg(long)]
-    pub arch: Option<String>,
-    /// Extra disk, GiB (repeat for more).
-    #[arg(long = "disk")]
-    pub disks: Vec<u32>,
-    /// OS id (debian-12).
-    #[arg(long)]
-    pub os: String,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
     /// Number of nodes.
     #[arg(long)]
     pub size: u32,
-    /// Give the pool a public address.
-    #[arg(long)]
-    pub public: bool,
     /// App package the nodes run (org/name:tag).
     #[arg(long)]
     pub app: Option<String>,
@@ -160,19 +133,14 @@ pub async fn create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Result<()>
     let (org, project, name) = object_path(&args.pool, "NAME")?;
     let params: BTreeMap<String, String> = args.params.into_iter().collect();
     let sensitive = read_sensitive(args.sensitive)?;
-    let body = json!({
-        "name": name,
-        "provider": args.provider,
-        "size": args.size,
-        "shape": {"cpu": args.cpu, "mem": args.mem, "arch": args.arch, "disks": args.disks},
-        "class": args.class,
-        "os": args.os,
-        "public": args.public,
-        "app": args.app,
-        "params": params,
-        "sensitive_params": sensitive,
-        "placement": placement(args.placement, args.plan),
-    });
+    let mut body = args.shape.body_fields();
+    body.extend([
+        ("name".to_string(), json!(name)),
+        ("size".to_string(), json!(args.size)),
+        ("app".to_string(), json!(args.app)),
+        ("params".to_string(), json!(params)),
+        ("sensitive_params".to_string(), json!(sensitive)),
+    ]);
     let pool: PoolView = client
         .post(&format!("{}/pools", project_url(&org, &project)), &body)
         .await?;

@@ -3,62 +3,36 @@
 
 use clap::Args;
 use orc_zone_api_types::views::QuoteView;
-use serde_json::json;
 
-use super::params::{parse_param, placement};
+use super::shape::ShapeArgs;
 use super::{client, print_json, project_path, project_url};
 use crate::ConnArgs;
 use crate::table::fields;
 
-/// Arguments of `orc quote`.
+/// Arguments of `orc quote`. The shared options are worded for a pool; those whose words
+/// differ for a quote are reworded here.
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("provider", |a| a.help("Provider name")),
+    mut_arg("class", |a| a.help("Region class; for a provider of one cloud, the cloud location")),
+    mut_arg("plan", |a| a.help("Exact plan of a provider of one cloud; sets placement plan=PLAN")),
+    mut_arg("cpu", |a| a.help("vCPUs")),
+    mut_arg("mem", |a| a.help("Memory, GiB")),
+    mut_arg("os", |a| a.help("OS id")),
+    mut_arg("public", |a| a.help("Quote for a public pool"))
+)]
 pub struct QuoteArgs {
     /// ORG/PROJECT asking.
     pub project: String,
-    /// Provider name.
-    #[arg(long)]
-    pub provider: String,
-    /// Region class; for a provider of one cloud, the cloud location.
-    #[arg(long, visible_alias = "location")]
-    pub class: String,
-    /// Exact plan of a provider of one cloud; sets placement plan=PLAN.
-    #[arg(long)]
-    pub plan: Option<String>,
-    /// Provider-specific placement KEY=VALUE (repeat for more).
-    #[arg(long = "placement", value_parser = parse_param)]
-    pub placement: Vec<(String, String)>,
-    /// vCPUs.
-    #[arg(long)]
-    pub cpu: u32,
-    /// Memory, GiB.
-    #[arg(long)]
-    pub mem: u32,
-    /// Architecture: x86_64 or arm64.
-    #[arg(long)]
-    pub arch: Option<String>,
-    /// Extra disk, GiB (repeat for more).
-    #[arg(long = "disk")]
-    pub disks: Vec<u32>,
-    /// OS id.
-    #[arg(long)]
-    pub os: String,
-    /// Quote for a public pool.
-    #[arg(long)]
-    pub public: bool,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
 }
 
 /// `orc quote`.
 pub async fn quote(conn: &ConnArgs, args: QuoteArgs) -> anyhow::Result<()> {
     let client = client(conn);
     let (org, project) = project_path(&args.project)?;
-    let body = json!({
-        "provider": args.provider,
-        "shape": {"cpu": args.cpu, "mem": args.mem, "arch": args.arch, "disks": args.disks},
-        "class": args.class,
-        "os": args.os,
-        "public": args.public,
-        "placement": placement(args.placement, args.plan),
-    });
+    let body = args.shape.body_fields();
     let view: QuoteView = client
         .post(&format!("{}/quote", project_url(&org, &project)), &body)
         .await?;
