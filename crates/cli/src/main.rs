@@ -1,6 +1,7 @@
 //! `orc`: runs a zone (`orc zone serve`, `orc up`) and talks to a zone's API (`orc pools`,
 //! `orc pool create`, `orc quote`, …). A thin layer: argument parsing here, calls in
-//! [`commands`], HTTP in [`client`], tables in [`table`]. See `docs/cli.md`.
+//! [`commands`] (one module per resource), HTTP in [`client`], tables in [`table`]. See
+//! `docs/cli.md`.
 
 mod client;
 mod commands;
