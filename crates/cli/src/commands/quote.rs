@@ -109,3 +109,28 @@ mod golden {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args, Command};
+
+    use super::QuoteArgs;
+
+    #[test]
+    fn quote_rewords_only_the_pool_words_of_the_shared_options() {
+        let command = QuoteArgs::augment_args(Command::new("quote"));
+        let help = |id: &str| {
+            command
+                .get_arguments()
+                .find(|a| a.get_id() == id)
+                .and_then(|a| a.get_help())
+                .map(ToString::to_string)
+        };
+        assert_eq!(help("provider").as_deref(), Some("Provider name"));
+        assert_eq!(help("public").as_deref(), Some("Quote for a public pool"));
+        assert_eq!(
+            help("arch").as_deref(),
+            Some("Architecture: x86_64 or arm64")
+        );
+    }
+}
