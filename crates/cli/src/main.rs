@@ -1,6 +1,7 @@
 //! `orc`: runs a zone (`orc zone serve`, `orc up`) and talks to a zone's API (`orc pools`,
 //! `orc pool create`, `orc quote`, …). A thin layer: argument parsing here, calls in
-//! [`commands`], HTTP in [`client`], tables in [`table`]. See `docs/cli.md`.
+//! [`commands`] (one module per resource), HTTP in [`client`], tables in [`table`]. See
+//! `docs/cli.md`.
 
 mod client;
 mod commands;
@@ -81,7 +82,7 @@ enum Command {
         command: ProviderCommand,
     },
     /// Ask a provider what a node would cost, and where.
-    Quote(commands::QuoteArgs),
+    Quote(commands::quote::QuoteArgs),
     /// Show a project's events, oldest first.
     Events {
         /// ORG/PROJECT
@@ -141,7 +142,7 @@ struct ServeArgs {
 #[derive(Debug, Subcommand)]
 enum PoolCommand {
     /// Create a pool.
-    Create(commands::CreatePoolArgs),
+    Create(commands::pools::CreatePoolArgs),
     /// Set a pool's size.
     Resize {
         /// ORG/PROJECT/POOL
@@ -155,7 +156,7 @@ enum PoolCommand {
         pool: String,
     },
     /// Change an app pool's params (its slots are replaced one at a time).
-    Reconfigure(commands::ReconfigureArgs),
+    Reconfigure(commands::pools::ReconfigureArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -272,36 +273,43 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Zone {
             command: ZoneCommand::Serve(args),
         } => serve(args).await,
-        Command::Pools { project } => commands::pools(&conn, project.as_deref()).await,
+        Command::Pools { project } => commands::pools::list(&conn, project.as_deref()).await,
         Command::Pool { command } => match command {
-            PoolCommand::Create(args) => commands::pool_create(&conn, args).await,
-            PoolCommand::Resize { pool, size } => commands::pool_resize(&conn, &pool, size).await,
-            PoolCommand::Delete { pool } => commands::pool_delete(&conn, &pool).await,
-            PoolCommand::Reconfigure(args) => commands::pool_reconfigure(&conn, args).await,
+            PoolCommand::Create(args) => commands::pools::create(&conn, args).await,
+            PoolCommand::Resize { pool, size } => commands::pools::resize(&conn, &pool, size).await,
+            PoolCommand::Delete { pool } => commands::pools::delete(&conn, &pool).await,
+            PoolCommand::Reconfigure(args) => commands::pools::reconfigure(&conn, args).await,
         },
-        Command::Nodes { pool, all } => commands::nodes(&conn, &pool, all).await,
-        Command::Providers { project } => commands::providers(&conn, project.as_deref()).await,
-        Command::Sites { provider } => commands::sites(&conn, provider.as_deref()).await,
+        Command::Nodes { pool, all } => commands::nodes::list(&conn, &pool, all).await,
+        Command::Providers { project } => {
+            commands::providers::list(&conn, project.as_deref()).await
+        }
+        Command::Sites { provider } => commands::providers::sites(&conn, provider.as_deref()).await,
         Command::Provider { command } => match command {
             ProviderCommand::ChangeScope { provider, scope } => {
-                commands::change_scope(&conn, &provider, &scope).await
+                commands::providers::change_scope(&conn, &provider, &scope).await
             }
             ProviderCommand::Pricing {
                 provider,
                 markup,
                 none,
-            } => commands::pricing(&conn, &provider, if none { None } else { markup }).await,
+            } => {
+                commands::providers::pricing(&conn, &provider, if none { None } else { markup })
+                    .await
+            }
         },
-        Command::Quote(args) => commands::quote(&conn, args).await,
+        Command::Quote(args) => commands::quote::quote(&conn, args).await,
         Command::Events {
             project,
             pool,
             limit,
-        } => commands::events(&conn, &project, pool.as_deref(), limit).await,
+        } => commands::events::list(&conn, &project, pool.as_deref(), limit).await,
         Command::Usage { project, month } => {
-            commands::usage(&conn, &project, month.as_deref()).await
+            commands::usage::show(&conn, &project, month.as_deref()).await
         }
-        Command::Logs { pool, slot, level } => commands::logs(&conn, &pool, slot, &level).await,
+        Command::Logs { pool, slot, level } => {
+            commands::logs::show(&conn, &pool, slot, &level).await
+        }
     }
 }
 
@@ -357,4 +365,16 @@ fn init_tracing() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
 }

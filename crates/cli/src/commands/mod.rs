@@ -1,0 +1,126 @@
+//! The verbs that talk to a zone's API, one module per resource. Each prints a table for
+//! people or, with `--json`, the API's JSON unchanged (pretty-printed) for scripts.
+//!
+//! This module holds what every verb shares: finding the zone and its token (`--url`,
+//! `--token`, else the files a running zone writes in its data dir), parsing `ORG/PROJECT`
+//! and `ORG/PROJECT/NAME` paths, and printing JSON. Argument parsing stays in `main.rs`;
+//! HTTP in [`crate::client`]; table layout in [`crate::table`].
+
+pub mod events;
+pub mod logs;
+pub mod nodes;
+pub mod params;
+pub mod pools;
+pub mod providers;
+pub mod quote;
+pub mod shape;
+pub mod usage;
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+
+use crate::ConnArgs;
+use crate::client::{Client, segment};
+
+/// The default API URL when nothing else names one.
+const DEFAULT_URL: &str = "http://127.0.0.1:7070";
+
+fn data_dir() -> PathBuf {
+    orc_zone::zone::default_data_dir()
+}
+
+fn read_trimmed(path: &std::path::Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
+
+/// The client for `conn`: URL from `--url`/`ORC_URL`, else `<data dir>/zone-url`, else the
+/// default; token from `--token`/`ORC_TOKEN`, else `<data dir>/admin-token`.
+pub fn client(conn: &ConnArgs) -> Client {
+    let dir = data_dir();
+    let url = conn
+        .url
+        .clone()
+        .or_else(|| read_trimmed(&dir.join(orc_zone::zone::ZONE_URL_FILE)))
+        .unwrap_or_else(|| DEFAULT_URL.to_string());
+    let token = conn
+        .token
+        .clone()
+        .or_else(|| read_trimmed(&dir.join(orc_zone::zone::ADMIN_TOKEN_FILE)));
+    Client::new(&url, token)
+}
+
+/// `ORG/PROJECT`.
+fn project_path(text: &str) -> anyhow::Result<(String, String)> {
+    match text.split('/').collect::<Vec<_>>().as_slice() {
+        [org, project] if !org.is_empty() && !project.is_empty() => {
+            Ok((org.to_string(), project.to_string()))
+        }
+        _ => bail!("{text:?} is not ORG/PROJECT"),
+    }
+}
+
+/// `ORG/PROJECT/NAME`, or `ORG/NAME` for the org's project of the same name (`sys/partner`
+/// is pool `partner` of project `sys/sys`).
+pub fn object_path(text: &str, what: &str) -> anyhow::Result<(String, String, String)> {
+    match text.split('/').collect::<Vec<_>>().as_slice() {
+        [org, project, name] if [org, project, name].iter().all(|s| !s.is_empty()) => {
+            Ok((org.to_string(), project.to_string(), name.to_string()))
+        }
+        [org, name] if !org.is_empty() && !name.is_empty() => {
+            Ok((org.to_string(), org.to_string(), name.to_string()))
+        }
+        _ => bail!("{text:?} is not ORG/PROJECT/{what} (or ORG/{what})"),
+    }
+}
+
+fn project_url(org: &str, project: &str) -> String {
+    format!("/api/orgs/{}/projects/{}", segment(org), segment(project))
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// Compares `actual` with golden file `tests/golden/NAME`; `ORC_BLESS=1` regenerates it.
+/// The golden tests next to each table render it from fixed views (the integration tests in
+/// `tests/cli.rs` render the rest from a live zone).
+#[cfg(test)]
+fn check_golden(name: &str, actual: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("ORC_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        expected == actual,
+        "{} differs (ORC_BLESS=1 regenerates it)\n--- expected\n{expected}\n--- actual\n{actual}",
+        path.display()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_parse_and_name_what_is_wrong() {
+        assert_eq!(
+            object_path("acme/web/db", "POOL").unwrap(),
+            ("acme".into(), "web".into(), "db".into())
+        );
+        assert_eq!(
+            object_path("sys/partner", "POOL").unwrap(),
+            ("sys".into(), "sys".into(), "partner".into())
+        );
+        let e = object_path("a//b", "POOL").unwrap_err().to_string();
+        assert_eq!(e, "\"a//b\" is not ORG/PROJECT/POOL (or ORG/POOL)");
+        assert!(project_path("acme").is_err());
+    }
+}

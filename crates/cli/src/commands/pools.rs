@@ -1,0 +1,388 @@
+//! Pools: the `orc pools` table and `orc pool create|resize|delete|reconfigure`, with the
+//! wait of `pool create --wait` that polls the pool and shows a progress bar.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use orc_zone_api_types::views::{EventView, NodeView, OrgView, PoolView, ProjectView};
+use serde_json::json;
+
+use super::params::{SensitiveParam, parse_param, parse_sensitive, read_sensitive};
+use super::shape::ShapeArgs;
+use super::{client, object_path, print_json, project_path, project_url};
+use crate::ConnArgs;
+use crate::client::{Client, segment};
+use crate::table::Table;
+
+fn shape_text(p: &PoolView) -> String {
+    let mut text = format!("{} vCPU · {} GiB", p.shape.cpu, p.shape.mem);
+    if let Some(arch) = &p.shape.arch
+        && arch != "x86_64"
+    {
+        text.push_str(&format!(" · {arch}"));
+    }
+    for d in &p.shape.disks {
+        text.push_str(&format!(" · +{d} GiB"));
+    }
+    text
+}
+
+/// The class, with a direct placement after it: `fsn1 · plan=cx23`.
+fn class_text(p: &PoolView) -> String {
+    let mut text = p.class.clone();
+    for (key, value) in &p.placement {
+        text.push_str(&format!(" · {key}={value}"));
+    }
+    text
+}
+
+fn pools_table(pools: &[PoolView]) -> String {
+    let mut t = Table::new(&[
+        "POOL", "PROVIDER", "SIZE", "RUNNING", "STARTING", "PARKED", "SHAPE", "CLASS", "OS",
+        "STATUS",
+    ]);
+    for p in pools {
+        t.row(vec![
+            p.path.clone(),
+            p.provider.clone(),
+            p.size.to_string(),
+            p.nodes.running.to_string(),
+            p.nodes.starting.to_string(),
+            p.nodes.parked.to_string(),
+            shape_text(p),
+            class_text(p),
+            p.os.clone(),
+            if p.deleting { "deleting" } else { "" }.to_string(),
+        ]);
+    }
+    t.render()
+}
+
+/// `orc pools [ORG/PROJECT]`.
+pub async fn list(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> {
+    let client = client(conn);
+    let mut all: Vec<PoolView> = Vec::new();
+    match project {
+        Some(p) => {
+            let (org, project) = project_path(p)?;
+            all = client
+                .get(&format!("{}/pools", project_url(&org, &project)))
+                .await?;
+        }
+        None => {
+            let orgs: Vec<OrgView> = client.get("/api/orgs").await?;
+            for org in orgs {
+                let projects: Vec<ProjectView> = client
+                    .get(&format!("/api/orgs/{}/projects", segment(&org.name)))
+                    .await?;
+                for project in projects {
+                    let pools: Vec<PoolView> = client
+                        .get(&format!("{}/pools", project_url(&org.name, &project.name)))
+                        .await?;
+                    all.extend(pools);
+                }
+            }
+        }
+    }
+    if conn.json {
+        return print_json(&all);
+    }
+    if all.is_empty() {
+        println!("No pools.");
+        return Ok(());
+    }
+    print!("{}", pools_table(&all));
+    Ok(())
+}
+
+/// Arguments of `orc pool create`.
+#[derive(Debug, Args)]
+pub struct CreatePoolArgs {
+    /// ORG/PROJECT/NAME
+    pub pool: String,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    /// Number of nodes.
+    #[arg(long)]
+    pub size: u32,
+    /// App package the nodes run (org/name:tag).
+    #[arg(long)]
+    pub app: Option<String>,
+    /// App param NAME=VALUE (repeat for more). Shown to the project's viewers.
+    #[arg(long = "param", value_parser = parse_param)]
+    pub params: Vec<(String, String)>,
+    /// Sensitive app param (an API key): NAME=@FILE reads the value from FILE, NAME=- from
+    /// standard input, NAME=VALUE takes it as given (then it shows in the process list and
+    /// shell history). Never shown again, never in the app's environment (repeat for more).
+    #[arg(long = "sensitive", value_parser = parse_sensitive, value_name = "NAME=@FILE")]
+    pub sensitive: Vec<SensitiveParam>,
+    /// Wait until every node runs, with a progress bar.
+    #[arg(long)]
+    pub wait: bool,
+    /// Give up waiting after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+}
+
+/// `orc pool create`.
+pub async fn create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(&args.pool, "NAME")?;
+    let params: BTreeMap<String, String> = args.params.into_iter().collect();
+    let sensitive = read_sensitive(args.sensitive)?;
+    let mut body = args.shape.body_fields();
+    body.extend([
+        ("name".to_string(), json!(name)),
+        ("size".to_string(), json!(args.size)),
+        ("app".to_string(), json!(args.app)),
+        ("params".to_string(), json!(params)),
+        ("sensitive_params".to_string(), json!(sensitive)),
+    ]);
+    let pool: PoolView = client
+        .post(&format!("{}/pools", project_url(&org, &project)), &body)
+        .await?;
+    if !args.wait {
+        if conn.json {
+            return print_json(&pool);
+        }
+        println!("Created pool {} with {} node(s).", pool.path, pool.size);
+        return Ok(());
+    }
+    let pool = wait_for_nodes(
+        &client,
+        &org,
+        &project,
+        &name,
+        pool.size,
+        args.timeout,
+        conn.json,
+    )
+    .await?;
+    if conn.json {
+        return print_json(&pool);
+    }
+    println!(
+        "Pool {} is up: {} of {} node(s) running.",
+        pool.path, pool.nodes.running, pool.size
+    );
+    Ok(())
+}
+
+/// Polls the pool until `size` nodes run, showing a progress bar (hidden when stderr is not
+/// a terminal or with `--json`).
+async fn wait_for_nodes(
+    client: &Client,
+    org: &str,
+    project: &str,
+    name: &str,
+    size: u32,
+    timeout: u64,
+    quiet: bool,
+) -> anyhow::Result<PoolView> {
+    let url = format!("{}/pools/{}", project_url(org, project), segment(name));
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(u64::from(size))
+    };
+    if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} running  {msg}") {
+        bar.set_style(style);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+    let events_url = format!("{}/events", project_url(org, project));
+    let mut last_event: Option<String> = None;
+    let mut progress: Option<String> = None;
+    loop {
+        let pool: PoolView = client.get(&url).await?;
+        bar.set_position(u64::from(pool.nodes.running));
+        let mut msg = format!(
+            "{} starting, {} parked",
+            pool.nodes.starting, pool.nodes.parked
+        );
+        if pool.nodes.starting > 0 {
+            // The newest progress note of the pool's deploys ("creating the machine").
+            let mut query = format!("{events_url}?pool={}&limit=1000", segment(name));
+            if let Some(after) = &last_event {
+                query.push_str(&format!("&after={}", segment(after)));
+            }
+            let events: Vec<EventView> = client.get(&query).await?;
+            for event in &events {
+                if event.kind == "node.progress" {
+                    progress = Some(event.words.clone());
+                }
+            }
+            if let Some(newest) = events.last() {
+                last_event = Some(newest.id.clone());
+            }
+            if let Some(words) = &progress {
+                msg.push_str(&format!(" · {words}"));
+            }
+        }
+        if pool.nodes.parked > 0 {
+            let nodes: Vec<NodeView> = client.get(&format!("{url}/nodes")).await?;
+            if let Some(words) = nodes
+                .iter()
+                .find(|n| n.state == "parked")
+                .and_then(|n| n.words.clone())
+            {
+                msg.push_str(&format!(": {words}"));
+            }
+        }
+        bar.set_message(msg);
+        if pool.nodes.running >= size {
+            bar.finish_and_clear();
+            return Ok(pool);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bar.abandon();
+            bail!(
+                "gave up after {timeout} s: {} of {size} node(s) running",
+                pool.nodes.running
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// `orc pool resize`.
+pub async fn resize(conn: &ConnArgs, pool: &str, size: u32) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(pool, "POOL")?;
+    let view: PoolView = client
+        .post(
+            &format!(
+                "{}/pools/{}/resize",
+                project_url(&org, &project),
+                segment(&name)
+            ),
+            &json!({ "size": size }),
+        )
+        .await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    println!("Pool {} now has size {}.", view.path, view.size);
+    Ok(())
+}
+
+/// `orc pool delete`.
+pub async fn delete(conn: &ConnArgs, pool: &str) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(pool, "POOL")?;
+    let view: PoolView = client
+        .delete(&format!(
+            "{}/pools/{}",
+            project_url(&org, &project),
+            segment(&name)
+        ))
+        .await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    println!(
+        "Pool {} is being deleted; its nodes are destroyed first.",
+        view.path
+    );
+    Ok(())
+}
+
+/// Arguments of `orc pool reconfigure`.
+#[derive(Debug, Args)]
+pub struct ReconfigureArgs {
+    /// ORG/PROJECT/POOL
+    pub pool: String,
+    /// Set param NAME=VALUE (repeat for more); other params keep their values.
+    #[arg(long = "param", value_parser = parse_param)]
+    pub params: Vec<(String, String)>,
+    /// Remove param NAME (repeat for more).
+    #[arg(long = "unset")]
+    pub unset: Vec<String>,
+    /// Replace ALL sensitive params with these (their values cannot be read back, so they
+    /// are given in full or not at all): NAME=@FILE, NAME=- (standard input) or NAME=VALUE.
+    #[arg(long = "sensitive", value_parser = parse_sensitive, value_name = "NAME=@FILE")]
+    pub sensitive: Vec<SensitiveParam>,
+}
+
+/// `orc pool reconfigure`: merges the changes into the pool's current params and sends them
+/// with the generation they were read at, so a concurrent change is refused, not lost.
+pub async fn reconfigure(conn: &ConnArgs, args: ReconfigureArgs) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(&args.pool, "POOL")?;
+    let url = format!("{}/pools/{}", project_url(&org, &project), segment(&name));
+    let current: PoolView = client.get(&url).await?;
+    let Some(app) = &current.app else {
+        bail!("pool {} runs no app, so it has no params", current.path);
+    };
+    let mut params = app.params.clone();
+    for key in &args.unset {
+        params.remove(key);
+    }
+    params.extend(args.params.iter().cloned());
+    let mut body = json!({ "params": params, "generation": current.generation });
+    if !args.sensitive.is_empty() {
+        body["sensitive_params"] = json!(read_sensitive(args.sensitive)?);
+    }
+    let view: PoolView = client.post(&format!("{url}/reconfigure"), &body).await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    println!(
+        "Pool {} is at generation {}; its slots are replaced one at a time.",
+        view.path, view.generation
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod golden {
+    use super::*;
+    use orc_zone_api_types::views::{NodeCounts, ShapeView};
+
+    use crate::commands::check_golden;
+
+    #[test]
+    fn pools_table_with_states() {
+        let pool = PoolView {
+            id: "pl-000000000009".into(),
+            path: "sys/sys/partner".into(),
+            name: "partner".into(),
+            provider: "core".into(),
+            provider_id: "pv-000000000004".into(),
+            size: 2,
+            shape: ShapeView {
+                cpu: 1,
+                mem: 1,
+                arch: Some("x86_64".into()),
+                disks: Vec::new(),
+            },
+            class: "local".into(),
+            os: "host".into(),
+            public: false,
+            endpoints: Vec::new(),
+            app: None,
+            placement: Default::default(),
+            address: None,
+            generation: 3,
+            deleting: false,
+            nodes: NodeCounts {
+                running: 1,
+                starting: 0,
+                parked: 1,
+                destroying: 0,
+                lost: 0,
+            },
+            created_at: 0,
+            updated_at: 0,
+        };
+        let mut old = pool.clone();
+        old.path = "acme/web/old".into();
+        old.provider = "partner".into();
+        old.size = 0;
+        old.deleting = true;
+        old.nodes = NodeCounts::default();
+        check_golden("pools-states.txt", &pools_table(&[pool, old]));
+    }
+}

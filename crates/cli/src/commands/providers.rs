@@ -1,0 +1,207 @@
+//! Providers: the `orc providers` and `orc sites` tables, and `orc provider change-scope`
+//! and `orc provider pricing`.
+
+use orc_zone_api_types::views::{ProviderView, SiteView};
+use serde_json::json;
+
+use super::{client, object_path, print_json, project_path, project_url};
+use crate::ConnArgs;
+use crate::client::segment;
+use crate::table::Table;
+
+fn providers_table(providers: &[ProviderView]) -> String {
+    let mut t = Table::new(&[
+        "PROVIDER", "PROJECT", "SCOPE", "MARKUP", "SERVING", "STANDBY", "RESOURCE",
+    ]);
+    for p in providers {
+        let serving = p.replicas.iter().filter(|r| r.role == "serving").count();
+        let standby = p.replicas.len() - serving;
+        t.row(vec![
+            p.name.clone(),
+            p.project.clone(),
+            p.scope.clone(),
+            p.pricing
+                .markup
+                .clone()
+                .unwrap_or_else(|| "none".to_string()),
+            serving.to_string(),
+            standby.to_string(),
+            p.resource_uri.clone(),
+        ]);
+    }
+    t.render()
+}
+
+/// `orc providers [ORG/PROJECT]` (default `sys/sys`).
+pub async fn list(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project) = project_path(project.unwrap_or("sys/sys"))?;
+    let list: Vec<ProviderView> = client
+        .get(&format!("{}/providers", project_url(&org, &project)))
+        .await?;
+    if conn.json {
+        return print_json(&list);
+    }
+    if list.is_empty() {
+        println!("No providers visible to {org}/{project}.");
+        return Ok(());
+    }
+    print!("{}", providers_table(&list));
+    Ok(())
+}
+
+fn sites_table(sites: &[SiteView]) -> String {
+    let mut t = Table::new(&["SITE", "IPV4", "PRIVATE", "NODES", "GATEWAY", "STATUS"]);
+    for s in sites {
+        t.row(vec![
+            s.site.clone(),
+            s.public_ipv4.clone().unwrap_or_else(|| "-".to_string()),
+            s.private_prefix.clone().unwrap_or_else(|| "-".to_string()),
+            s.tenant_nodes.to_string(),
+            s.gateway.clone().unwrap_or_else(|| "-".to_string()),
+            if s.reported {
+                "open"
+            } else {
+                "not reported yet"
+            }
+            .to_string(),
+        ]);
+    }
+    t.render()
+}
+
+/// `orc sites [ORG/PROJECT/PROVIDER]`.
+pub async fn sites(conn: &ConnArgs, provider: Option<&str>) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(provider.unwrap_or("sys/sys/partner"), "PROVIDER")?;
+    let list: Vec<SiteView> = client
+        .get(&format!(
+            "{}/providers/{}/sites",
+            project_url(&org, &project),
+            segment(&name)
+        ))
+        .await?;
+    if conn.json {
+        return print_json(&list);
+    }
+    if list.is_empty() {
+        println!("Provider {org}/{project}/{name} has no open site.");
+        return Ok(());
+    }
+    print!("{}", sites_table(&list));
+    Ok(())
+}
+
+/// `orc provider change-scope ORG/PROJECT/PROVIDER zone|project`.
+pub async fn change_scope(conn: &ConnArgs, provider: &str, scope: &str) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(provider, "PROVIDER")?;
+    let view: ProviderView = client
+        .post(
+            &format!(
+                "{}/providers/{}/change-scope",
+                project_url(&org, &project),
+                segment(&name)
+            ),
+            &json!({ "scope": scope }),
+        )
+        .await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    let whom = match view.scope.as_str() {
+        "zone" => "every project of the zone".to_string(),
+        _ => format!("project {} only", view.project),
+    };
+    println!(
+        "Provider {} now has scope {}: visible to {whom}.",
+        view.name, view.scope
+    );
+    Ok(())
+}
+
+/// `orc provider pricing ORG/PROJECT/PROVIDER --markup M | --none`.
+pub async fn pricing(
+    conn: &ConnArgs,
+    provider: &str,
+    markup: Option<String>,
+) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project, name) = object_path(provider, "PROVIDER")?;
+    let view: ProviderView = client
+        .put(
+            &format!(
+                "{}/providers/{}/pricing",
+                project_url(&org, &project),
+                segment(&name)
+            ),
+            &json!({ "markup": markup }),
+        )
+        .await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    match &view.pricing.markup {
+        Some(m) => println!(
+            "Provider {} now prices new nodes with markup {m}.",
+            view.name
+        ),
+        None => println!(
+            "Provider {} has no pricing strategy: new nodes are unpriced.",
+            view.name
+        ),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod golden {
+    use super::*;
+    use orc_zone_api_types::views::{PricingView, ReplicaView};
+
+    use crate::commands::check_golden;
+
+    #[test]
+    fn providers_table_golden() {
+        let provider =
+            |name: &str, project: &str, scope: &str, markup: Option<&str>| ProviderView {
+                id: "pv-000000000005".into(),
+                name: name.into(),
+                project: project.into(),
+                resource_uri: format!("urn:orc:{name}:zone-1"),
+                scope: scope.into(),
+                pricing: PricingView {
+                    markup: markup.map(str::to_string),
+                },
+                replicas: Vec::new(),
+                catalog: None,
+                created_at: 0,
+                updated_at: 0,
+            };
+        let mut partner = provider("partner", "sys/sys", "zone", Some("0.15"));
+        partner.replicas = vec![
+            ReplicaView {
+                host: "zone-1".into(),
+                pid: 41,
+                slot: 0,
+                role: "serving".into(),
+                connected_since: 0,
+            },
+            ReplicaView {
+                host: "zone-1".into(),
+                pid: 42,
+                slot: 1,
+                role: "standby".into(),
+                connected_since: 0,
+            },
+        ];
+        check_golden(
+            "providers-replicas.txt",
+            &providers_table(&[
+                provider("core", "sys/sys", "zone", None),
+                partner,
+                provider("lab", "acme/web", "project", Some("0")),
+            ]),
+        );
+    }
+}

@@ -1,0 +1,120 @@
+//! What `orc pool create` and `orc quote` both ask for: the provider, where (class and
+//! placement) and what kind of node (shape, OS, public address), as one set of options
+//! flattened into both, and the JSON body fields both send for them.
+
+use clap::Args;
+use serde_json::{Map, Value, json};
+
+use super::params::{parse_param, placement};
+
+/// The provider, place and node options shared by `orc pool create` and `orc quote`. Their
+/// help speaks of a pool's nodes; `QuoteArgs` rewords the options whose words differ.
+#[derive(Debug, Args)]
+pub struct ShapeArgs {
+    /// Provider name (visible to the project).
+    #[arg(long)]
+    pub provider: String,
+    /// Region class (eu-central); for a provider of one cloud, the cloud location (fsn1).
+    #[arg(long, visible_alias = "location")]
+    pub class: String,
+    /// Exact plan of a provider of one cloud (cx23); sets placement plan=PLAN.
+    #[arg(long)]
+    pub plan: Option<String>,
+    /// Provider-specific placement KEY=VALUE (repeat for more).
+    #[arg(long = "placement", value_parser = parse_param)]
+    pub placement: Vec<(String, String)>,
+    /// vCPUs per node.
+    #[arg(long)]
+    pub cpu: u32,
+    /// Memory per node, GiB.
+    #[arg(long)]
+    pub mem: u32,
+    /// Architecture: x86_64 or arm64.
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// Extra disk, GiB (repeat for more).
+    #[arg(long = "disk")]
+    pub disks: Vec<u32>,
+    /// OS id (debian-12).
+    #[arg(long)]
+    pub os: String,
+    /// Give the pool a public address.
+    #[arg(long)]
+    pub public: bool,
+}
+
+impl ShapeArgs {
+    /// The body fields of a pool creation or a quote these options give: `provider`,
+    /// `shape`, `class`, `os`, `public` and `placement`.
+    pub fn body_fields(self) -> Map<String, Value> {
+        let mut fields = Map::new();
+        fields.insert("provider".into(), json!(self.provider));
+        fields.insert(
+            "shape".into(),
+            json!({"cpu": self.cpu, "mem": self.mem, "arch": self.arch, "disks": self.disks}),
+        );
+        fields.insert("class".into(), json!(self.class));
+        fields.insert("os".into(), json!(self.os));
+        fields.insert("public".into(), json!(self.public));
+        fields.insert(
+            "placement".into(),
+            json!(placement(self.placement, self.plan)),
+        );
+        fields
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Line {
+        #[command(flatten)]
+        shape: ShapeArgs,
+    }
+
+    /// The body fields of an `orc` command line's shape options, given as one string.
+    fn body_of(line: &str) -> Value {
+        let line = Line::try_parse_from(std::iter::once("orc").chain(line.split(' '))).unwrap();
+        Value::Object(line.shape.body_fields())
+    }
+
+    #[test]
+    fn options_become_the_body_fields_and_plan_wins_over_a_placement_plan() {
+        let body = body_of(concat!(
+            "--provider partner --location fsn1 --cpu 2 --mem 4 --arch arm64 --disk 20 ",
+            "--disk 40 --os debian-12 --public --placement plan=cx22 --placement zone=a ",
+            "--plan cx23",
+        ));
+        assert_eq!(
+            body,
+            json!({
+                "provider": "partner",
+                "shape": {"cpu": 2, "mem": 4, "arch": "arm64", "disks": [20, 40]},
+                "class": "fsn1",
+                "os": "debian-12",
+                "public": true,
+                "placement": {"plan": "cx23", "zone": "a"},
+            })
+        );
+    }
+
+    #[test]
+    fn unset_options_send_null_empty_and_false() {
+        let body = body_of("--provider core --class local --cpu 1 --mem 1 --os host");
+        assert_eq!(
+            body,
+            json!({
+                "provider": "core",
+                "shape": {"cpu": 1, "mem": 1, "arch": null, "disks": []},
+                "class": "local",
+                "os": "host",
+                "public": false,
+                "placement": {},
+            })
+        );
+    }
+}

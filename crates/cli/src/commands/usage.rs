@@ -1,0 +1,46 @@
+//! Usage: `orc usage`, a project's invoice lines and totals for a month.
+
+use orc_zone_api_types::views::UsageView;
+
+use super::{client, print_json, project_path, project_url};
+use crate::ConnArgs;
+use crate::client::segment;
+use crate::table::Table;
+
+pub(super) fn usage_text(usage: &UsageView) -> String {
+    let mut t = Table::new(&["DESCRIPTION", "NODE", "HOURS", "RATE", "AMOUNT"]);
+    for line in &usage.lines {
+        t.row(vec![
+            line.description.clone(),
+            line.node_id.clone().unwrap_or_else(|| "-".to_string()),
+            line.hours.clone(),
+            format!(
+                "{} {}/{}",
+                line.rate.amount, line.rate.currency, line.rate.period
+            ),
+            format!("{} {}", line.amount, line.rate.currency),
+        ]);
+    }
+    let mut out = format!("Usage of {}\n", usage.month);
+    out.push_str(&t.render());
+    for (currency, total) in &usage.totals {
+        out.push_str(&format!("total: {total} {currency}\n"));
+    }
+    out
+}
+
+/// `orc usage ORG/PROJECT [--month YYYY-MM]`.
+pub async fn show(conn: &ConnArgs, project: &str, month: Option<&str>) -> anyhow::Result<()> {
+    let client = client(conn);
+    let (org, project) = project_path(project)?;
+    let mut url = format!("{}/usage", project_url(&org, &project));
+    if let Some(month) = month {
+        url.push_str(&format!("?month={}", segment(month)));
+    }
+    let view: UsageView = client.get(&url).await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    print!("{}", usage_text(&view));
+    Ok(())
+}
