@@ -7,8 +7,6 @@
 //! The naming rules of a particular source (a tenant's pool name, an operator's site map)
 //! are its parser's job; these types only give a checked value its type.
 
-use std::fmt;
-
 /// An id was empty.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{kind} must not be empty")]
@@ -17,19 +15,22 @@ pub struct EmptyId {
     pub kind: &'static str,
 }
 
+/// Declares a non-empty string id type: `string_id!(/// docs\n Name, "kind of id");`. The one
+/// id macro of the workspace; the kind names the id in the error for an empty value.
+#[macro_export]
 macro_rules! string_id {
     ($(#[$doc:meta])* $name:ident, $kind:literal) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, ::serde::Serialize, ::serde::Deserialize)]
         #[serde(try_from = "String", into = "String")]
         pub struct $name(String);
 
         impl $name {
             /// Builds the id, refusing an empty string.
-            pub fn new(value: impl Into<String>) -> Result<Self, EmptyId> {
+            pub fn new(value: impl Into<String>) -> Result<Self, $crate::ids::EmptyId> {
                 let value = value.into();
                 if value.is_empty() {
-                    Err(EmptyId { kind: $kind })
+                    Err($crate::ids::EmptyId { kind: $kind })
                 } else {
                     Ok(Self(value))
                 }
@@ -47,22 +48,22 @@ macro_rules! string_id {
         }
 
         impl TryFrom<String> for $name {
-            type Error = EmptyId;
-            fn try_from(value: String) -> Result<Self, EmptyId> {
+            type Error = $crate::ids::EmptyId;
+            fn try_from(value: String) -> Result<Self, $crate::ids::EmptyId> {
                 Self::new(value)
             }
         }
 
         impl TryFrom<&str> for $name {
-            type Error = EmptyId;
-            fn try_from(value: &str) -> Result<Self, EmptyId> {
+            type Error = $crate::ids::EmptyId;
+            fn try_from(value: &str) -> Result<Self, $crate::ids::EmptyId> {
                 Self::new(value)
             }
         }
 
         impl std::str::FromStr for $name {
-            type Err = EmptyId;
-            fn from_str(value: &str) -> Result<Self, EmptyId> {
+            type Err = $crate::ids::EmptyId;
+            fn from_str(value: &str) -> Result<Self, $crate::ids::EmptyId> {
                 Self::new(value)
             }
         }
@@ -73,8 +74,8 @@ macro_rules! string_id {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(&self.0)
             }
         }

@@ -6,6 +6,7 @@
 
 pub mod fault;
 pub mod ids;
+pub mod kinds;
 pub mod money;
 pub mod secret;
 pub mod shape;
@@ -15,6 +16,7 @@ pub use ids::{
     ClassId, EmptyId, InstanceRef, NodeId, OsId, PoolId, ProviderName, QuoteToken, ResourceUri,
     SiteName,
 };
+pub use kinds::{Purpose, RefusalKind, Role, ZoneAction};
 pub use money::{Currency, Money, MoneyError, Period};
 pub use secret::Secret;
 pub use shape::{Architecture, Shape};

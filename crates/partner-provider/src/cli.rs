@@ -245,22 +245,22 @@ where
                 None => read_live_catalogs(&config, at)?,
             };
             let request = QuoteRequest {
-                node: NodeId::new("preview"),
-                pool: PoolId::new("preview"),
+                node: NodeId::new("preview")?,
+                pool: PoolId::new("preview")?,
                 purpose: if gateway {
                     Purpose::Gateway
                 } else {
                     Purpose::Tenant
                 },
-                class: ClassId::new(class),
+                class: ClassId::new(class)?,
                 shape: Shape {
                     vcpus: cpu,
                     memory_gib: mem,
                     arch,
                     disks_gib: disks,
                 },
-                os: OsId::new(os),
-                pinned_site: site.map(SiteName::new),
+                os: OsId::new(os)?,
+                pinned_site: site.map(SiteName::new).transpose()?,
                 public: false,
                 at,
             };
@@ -349,17 +349,17 @@ fn bench_quote(seed_dir: &Path, iterations: u32) -> anyhow::Result<()> {
     let at = Timestamp::from_unix_secs(1_800_000_000);
     let catalogs = load_catalogs(seed_dir, at)?;
     let request = QuoteRequest {
-        node: NodeId::new("bench-node"),
-        pool: PoolId::new("bench-pool"),
+        node: NodeId::new("bench-node")?,
+        pool: PoolId::new("bench-pool")?,
         purpose: Purpose::Tenant,
-        class: ClassId::new("eu-central"),
+        class: ClassId::new("eu-central")?,
         shape: Shape {
             vcpus: 2,
             memory_gib: 4,
             arch: Architecture::X86_64,
             disks_gib: vec![],
         },
-        os: OsId::new("ubuntu-24.04"),
+        os: OsId::new("ubuntu-24.04")?,
         pinned_site: None,
         public: false,
         at,

@@ -29,7 +29,7 @@ use std::net::Ipv4Addr;
 use std::sync::Mutex;
 
 use orc_cloud::CloudError;
-use orc_partner::ids::{Cloud, SiteName};
+use orc_partner::ids::{Cloud, NodeId, PoolId, SiteName};
 use orc_proto as proto;
 
 pub(crate) use crate::clouds::Held;
@@ -322,16 +322,13 @@ fn build_report(known_sites: &KnownSites, listing: &Listing) -> proto::Inventory
             .or_default()
             .insert(owned.cloud);
         let (Ok(node_id), Ok(site), Ok(instance_ref)) = (
-            proto::NodeId::new(owned.marks.node_id.as_str()),
-            proto::SiteName::new(owned.marks.site.as_str()),
+            NodeId::new(owned.marks.node_id.as_str()),
+            SiteName::new(owned.marks.site.as_str()),
             proto::InstanceRef::new(owned.instance_ref.as_str()),
         ) else {
             continue;
         };
-        known.insert(
-            owned.marks.node_id.clone(),
-            SiteName::new(owned.marks.site.as_str()),
-        );
+        known.insert(owned.marks.node_id.clone(), site.clone());
         nodes.push(proto::InventoryNode {
             node_id,
             site,
@@ -366,7 +363,7 @@ fn build_report(known_sites: &KnownSites, listing: &Listing) -> proto::Inventory
             })
             .map(|n| n.prefix.to_string());
             Some(proto::InventorySite {
-                site: proto::SiteName::new(name).ok()?,
+                site: SiteName::new(name).ok()?,
                 public_ipv4: stable,
                 private_prefix: prefix,
             })
@@ -379,8 +376,8 @@ fn build_report(known_sites: &KnownSites, listing: &Listing) -> proto::Inventory
         .filter(|a| a.kind == ResourceKind::PoolAddress)
         .filter_map(|a| {
             Some(proto::PoolAddress {
-                pool: proto::PoolId::new(a.pool.as_deref()?).ok()?,
-                site: proto::SiteName::new(a.site.as_str()).ok()?,
+                pool: PoolId::new(a.pool.as_deref()?).ok()?,
+                site: SiteName::new(a.site.as_str()).ok()?,
                 ipv4: a.ipv4,
             })
         })

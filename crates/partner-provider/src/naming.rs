@@ -39,6 +39,7 @@
 //! cannot be written as a Hetzner label value is handled here (node ids are refused, partner
 //! ids are hashed), never silently truncated.
 
+use orc_common::Purpose;
 use std::fmt;
 use std::net::Ipv4Addr;
 
@@ -155,28 +156,20 @@ pub fn hostname(node_id: &str) -> String {
     name
 }
 
-/// A tenant node or a site gateway.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Role {
-    Node,
-    Gateway,
+/// The mark value of what an instance is for: `node` for a tenant's node, `gateway` for a
+/// site gateway.
+pub fn purpose_mark(purpose: Purpose) -> &'static str {
+    match purpose {
+        Purpose::Tenant => "node",
+        Purpose::Gateway => "gateway",
+    }
 }
 
-impl Role {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Node => "node",
-            Role::Gateway => "gateway",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Role> {
-        match s {
-            "node" => Some(Role::Node),
-            "gateway" => Some(Role::Gateway),
-            _ => None,
-        }
+fn parse_purpose_mark(mark: &str) -> Option<Purpose> {
+    match mark {
+        "node" => Some(Purpose::Tenant),
+        "gateway" => Some(Purpose::Gateway),
+        _ => None,
     }
 }
 
@@ -187,7 +180,7 @@ pub struct Marks {
     pub child: String,
     pub node_id: String,
     pub site: String,
-    pub role: Role,
+    pub purpose: Purpose,
     /// USD per unit of the account currency at creation; `None`: unpriced.
     pub rate: Option<Decimal>,
     /// The plan's monthly price at creation, in the account currency.
@@ -211,7 +204,7 @@ impl Marks {
             (CHILD_KEY, self.child.clone()),
             (NODE_KEY, self.node_id.clone()),
             (SITE_KEY, self.site.clone()),
-            (ROLE_KEY, self.role.as_str().to_string()),
+            (ROLE_KEY, purpose_mark(self.purpose).to_string()),
             (
                 RATE_KEY,
                 self.rate
@@ -241,7 +234,7 @@ impl Marks {
             child: get(CHILD_KEY)?,
             node_id: get(NODE_KEY)?,
             site: get(SITE_KEY)?,
-            role: Role::parse(&get(ROLE_KEY)?)?,
+            purpose: parse_purpose_mark(&get(ROLE_KEY)?)?,
             rate,
             account_monthly: get(PRICE_KEY)?.parse().ok()?,
             pool: get(POOL_KEY),

@@ -16,13 +16,14 @@
 //! the pool's addresses (and, when the pool holds one there, a listing of its nodes and the
 //! unassign and delete of a released address).
 
+use orc_common::Purpose;
 use orc_partner::ids::Cloud;
 use orc_partner::words;
 use orc_proto as proto;
 
 use crate::clouds::parse_v4;
 use crate::instances::{self, Owned};
-use crate::naming::{self, ResourceKind, Role};
+use crate::naming::{self, ResourceKind};
 use crate::provider::{PartnerProvider, refused};
 use crate::sites::{OpenSite, PoolAddressHeld, SiteError, is_uniqueness};
 use crate::token::OfferToken;
@@ -177,10 +178,9 @@ impl PartnerProvider {
         let at_site =
             instances::list_at_site(&self.shared.clients, open.cloud, &open.site, ownership)
                 .await?;
-        let Some(gateway) = at_site
-            .iter()
-            .find(|o| o.marks.role == Role::Gateway && o.state != orc_proto::NodeState::Deleting)
-        else {
+        let Some(gateway) = at_site.iter().find(|o| {
+            o.marks.purpose == Purpose::Gateway && o.state != orc_proto::NodeState::Deleting
+        }) else {
             return Ok(());
         };
         self.attach_address(address, gateway).await?;
@@ -248,7 +248,7 @@ impl PartnerProvider {
         let members =
             instances::list_of_pool(&self.shared.clients, cloud, pool_mark, ownership).await?;
         let live = members.iter().any(|o| {
-            o.marks.role == Role::Node
+            o.marks.purpose == Purpose::Tenant
                 && o.marks.site == site
                 && o.state != orc_proto::NodeState::Deleting
                 && !gone.contains(&o.instance_ref)

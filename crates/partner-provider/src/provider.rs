@@ -24,9 +24,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use orc_cloud::CloudError;
-use orc_partner::ids::{ClassId, Cloud, NodeId, OsId, PoolId, SiteName, Timestamp};
+use orc_partner::ids::{Cloud, Timestamp};
 use orc_partner::params::Config;
-use orc_partner::quote::{Decision, Purpose, QuoteRequest, RefusalKind, quote};
+use orc_partner::quote::{Decision, Purpose, QuoteRequest, quote};
 use orc_partner::state::{CloudUsage, QuoteState};
 use orc_partner::words;
 use orc_proto as proto;
@@ -36,7 +36,7 @@ use tokio::task::JoinHandle;
 use crate::clients::CloudClients;
 use crate::instances::{self, Ownership};
 use crate::live::LiveCatalogs;
-use crate::naming::{self, Role};
+use crate::naming;
 use crate::quote_book::{KnownSites, QuoteBook};
 use crate::sync::lock;
 use crate::token::OfferToken;
@@ -142,16 +142,6 @@ impl Drop for PartnerProvider {
 
 pub(crate) fn refused(kind: proto::RefusalKind, words: String) -> proto::Refusal {
     proto::Refusal::new(kind, words)
-}
-
-pub(crate) fn proto_kind(kind: RefusalKind) -> proto::RefusalKind {
-    match kind {
-        RefusalKind::NoCapacity => proto::RefusalKind::NoCapacity,
-        RefusalKind::Counting => proto::RefusalKind::Counting,
-        RefusalKind::Transient => proto::RefusalKind::Transient,
-        RefusalKind::OperatorFix => proto::RefusalKind::OperatorFix,
-        RefusalKind::Failed => proto::RefusalKind::Failed,
-    }
 }
 
 impl PartnerProvider {
@@ -285,20 +275,13 @@ impl PartnerProvider {
         let at = now();
         let known_site = shared.known.site_of(&node);
         let request = QuoteRequest {
-            node: NodeId::new(node.clone()),
-            pool: PoolId::new(q.pool.as_str()),
-            purpose: match q.purpose {
-                proto::Purpose::Tenant => Purpose::Tenant,
-                proto::Purpose::Gateway => Purpose::Gateway,
-            },
-            class: ClassId::new(q.class.as_str()),
+            node: q.node_id.clone(),
+            pool: q.pool.clone(),
+            purpose: q.purpose,
+            class: q.class.clone(),
             shape: q.shape.clone(),
-            os: OsId::new(q.os.as_str()),
-            pinned_site: q
-                .pinned_site
-                .as_ref()
-                .map(|s| SiteName::new(s.as_str()))
-                .or(known_site),
+            os: q.os.clone(),
+            pinned_site: q.pinned_site.clone().or(known_site),
             public: q.public,
             at,
         };
@@ -351,7 +334,7 @@ impl PartnerProvider {
             }
             Decision::Refusal(r) => {
                 tracing::debug!(node = %node, kind = r.kind.as_str(), "quote refused");
-                proto::QuoteReply::Refused(refused(proto_kind(r.kind), r.words.clone()))
+                proto::QuoteReply::Refused(refused(r.kind, r.words.clone()))
             }
         }
     }
@@ -501,7 +484,7 @@ async fn count_cloud(shared: &Shared, cloud: Cloud) -> Result<CloudUsage, CloudE
             if !seen.insert(owned.instance_ref.clone()) {
                 continue;
             }
-            if owned.marks.role == Role::Node {
+            if owned.marks.purpose == Purpose::Tenant {
                 usage.tenant_nodes = usage.tenant_nodes.saturating_add(1);
             }
             usage.monthly_spend_usd = usage
@@ -550,24 +533,5 @@ impl Provider for PartnerProvider {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_refusal_kind_has_its_wire_kind() {
-        let kinds = [
-            RefusalKind::NoCapacity,
-            RefusalKind::Counting,
-            RefusalKind::Transient,
-            RefusalKind::OperatorFix,
-            RefusalKind::Failed,
-        ];
-        let wire: Vec<&str> = kinds.iter().map(|k| proto_kind(*k).as_str()).collect();
-        let pure: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
-        assert_eq!(wire, pure);
     }
 }

@@ -31,7 +31,9 @@ impl QuoteBook {
 
     /// Forgets the node's reservation (the zone quotes it afresh).
     pub(crate) fn release(&self, node: &str) {
-        self.lock().release(&NodeId::new(node));
+        if let Ok(node) = NodeId::new(node) {
+            self.lock().release(&node);
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, QuoteState> {

@@ -31,13 +31,13 @@ use std::sync::Mutex;
 
 use orc_cloud::CloudError;
 use orc_common::FaultClass;
+use orc_common::Purpose;
 use orc_partner::ids::{Cloud, Timestamp};
 
 use crate::clouds::{AddressFound, CloudOps, Waits, parse_v4};
 use crate::instances::{self, Ownership};
 use crate::naming::{
-    self, Prefix, ResourceKind, ResourceMarks, Role, STABLE_KEEP, sealed_key_name,
-    sealed_public_key,
+    self, Prefix, ResourceKind, ResourceMarks, STABLE_KEEP, sealed_key_name, sealed_public_key,
 };
 use crate::provider::PartnerProvider;
 use crate::sync::lock;
@@ -291,7 +291,7 @@ impl PartnerProvider {
                 for owned in
                     instances::list_by_tag(&self.shared.clients, cloud, tag, ownership).await?
                 {
-                    if owned.marks.role == Role::Gateway
+                    if owned.marks.purpose == Purpose::Gateway
                         && owned.marks.gateway_gen.as_deref() != Some(current.as_str())
                         && seen.insert(owned.instance_ref.clone())
                     {
@@ -532,7 +532,7 @@ impl PartnerProvider {
         };
         let found = instances::list_at_site(&self.shared.clients, cloud, site, ownership).await?;
         Ok(found.iter().any(|o| {
-            o.marks.role == Role::Node
+            o.marks.purpose == Purpose::Tenant
                 && o.state != orc_proto::NodeState::Deleting
                 && !gone.contains(&o.instance_ref)
         }))
@@ -549,7 +549,7 @@ impl PartnerProvider {
         cloud: Cloud,
         site: &str,
         gone: &[String],
-        ended: Role,
+        ended: Purpose,
         at: Timestamp,
     ) -> Result<bool, SiteError> {
         if self.site_has_tenant_node(cloud, site, gone).await? {
@@ -563,9 +563,9 @@ impl PartnerProvider {
         };
         if let Some(stable) = stable
             && match (stable.closed_at, ended) {
-                (None, Role::Node | Role::Gateway) => true,
-                (Some(closed), Role::Node) => closed < at,
-                (Some(_), Role::Gateway) => false,
+                (None, Purpose::Tenant | Purpose::Gateway) => true,
+                (Some(closed), Purpose::Tenant) => closed < at,
+                (Some(_), Purpose::Gateway) => false,
             }
         {
             let closed = self.mark_stable(cloud, site, &stable, Some(at)).await?;

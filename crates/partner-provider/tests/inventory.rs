@@ -23,9 +23,7 @@ use orc_emu::RunningEmulators;
 use orc_partner::ids::Cloud;
 use orc_partner_provider::PartnerProvider;
 use orc_partner_provider::clouds::{hetzner, vultr};
-use orc_partner_provider::naming::{
-    Marks, Prefix, ResourceKind, ResourceMarks, Role as NodeRole, pool_label,
-};
+use orc_partner_provider::naming::{Marks, Prefix, ResourceKind, ResourceMarks, pool_label};
 use orc_proto::{ClassId, NodeId, OsId, PoolId, Purpose, Quote, QuoteReply, Role};
 use orc_provider_sdk::Provider;
 use support::*;
@@ -47,13 +45,13 @@ fn clouds(emu: &RunningEmulators) -> Clouds {
     }
 }
 
-fn marks(owner: &str, node: &str, site: &str, role: NodeRole) -> Marks {
+fn marks(owner: &str, node: &str, site: &str, purpose: Purpose) -> Marks {
     Marks {
         owner_tag: owner.into(),
         child: CHILD.into(),
         node_id: node.into(),
         site: site.into(),
-        role,
+        purpose,
         rate: Some("1".parse().unwrap()),
         account_monthly: "5".parse().unwrap(),
         pool: None,
@@ -71,7 +69,7 @@ impl Clouds {
     async fn hetzner_node(&self, owner: &str, node: &str, site: &str, location: &str) -> u64 {
         let mut request = CreateServer::new(format!("orc-{node}"), "cx23", "ubuntu-24.04");
         request.location = Some(location.into());
-        request.labels = hetzner::labels(&marks(owner, node, site, NodeRole::Node));
+        request.labels = hetzner::labels(&marks(owner, node, site, Purpose::Tenant));
         self.h.create_server(&request).await.unwrap().server.id.0
     }
 
@@ -81,11 +79,11 @@ impl Clouds {
         node: &str,
         site: &str,
         region: &str,
-        role: NodeRole,
+        purpose: Purpose,
     ) -> VultrInstanceId {
         let mut request =
             CreateInstance::new(region, "vc2-1c-1gb", InstanceSource::Os(VultrOsId(2284)));
-        request.tags = vultr::tags(&marks(owner, node, site, role));
+        request.tags = vultr::tags(&marks(owner, node, site, purpose));
         self.v.create_instance(&request).await.unwrap().id
     }
 
@@ -231,7 +229,7 @@ async fn an_owner_tag_migration_with_also_owned_tags_keeps_every_node() {
     let (old_h, old_v) = ("orc-partner-hetzner-old", "orc-partner-vultr-old");
     c.hetzner_node(old_h, "n-old-h", "eu-central-a", "fsn1")
         .await;
-    c.vultr_node(old_v, "n-old-v", "us-east-b", "ewr", NodeRole::Node)
+    c.vultr_node(old_v, "n-old-v", "us-east-b", "ewr", Purpose::Tenant)
         .await;
     c.hetzner_node("orc-partner-hetzner-new", "n-new-h", "eu-central-a", "fsn1")
         .await;
@@ -280,7 +278,7 @@ async fn another_installations_instances_and_addresses_are_never_reported_or_tou
             "n-theirs-gw",
             "us-east-b",
             "ewr",
-            NodeRole::Gateway,
+            Purpose::Gateway,
         )
         .await;
     let their_stable_h = c.hetzner_stable(theirs_h, "eu-central-a", "fsn1").await;
@@ -515,10 +513,10 @@ async fn two_open_sites(c: &Clouds, owner: &str) -> (VultrInstanceId, [Ipv4Addr;
     let pool_h = c
         .hetzner_pool_address(&h_owner, "acme/web/api", "eu-central-a")
         .await;
-    c.vultr_node(&v_owner, "n-v", "us-east-b", "ewr", NodeRole::Node)
+    c.vultr_node(&v_owner, "n-v", "us-east-b", "ewr", Purpose::Tenant)
         .await;
     let gw = c
-        .vultr_node(&v_owner, "n-gw-v", "us-east-b", "ewr", NodeRole::Gateway)
+        .vultr_node(&v_owner, "n-gw-v", "us-east-b", "ewr", Purpose::Gateway)
         .await;
     let stable_v = c
         .vultr_address(
@@ -683,7 +681,7 @@ async fn a_gateway_name_in_reverse_dns_makes_its_site_live_where_the_address_is(
     let c = clouds(&emu);
     let owner = "orc-partner-vultr-a";
     let gw = c
-        .vultr_node(owner, "n-gw", "us-east-b", "ewr", NodeRole::Gateway)
+        .vultr_node(owner, "n-gw", "us-east-b", "ewr", Purpose::Gateway)
         .await;
     let stable = c
         .vultr_address(
@@ -700,7 +698,7 @@ async fn a_gateway_name_in_reverse_dns_makes_its_site_live_where_the_address_is(
     p.inventory().await.unwrap();
     let state = p.quote_state();
     let live = state
-        .live_at(&orc_partner::ids::SiteName::new("eu-nordic-b"))
+        .live_at(&orc_partner::ids::SiteName::new("eu-nordic-b").unwrap())
         .expect("eu-nordic-b is live by its gateway name");
     assert_eq!((live.cloud, live.location.as_str()), (Cloud::Vultr, "ewr"));
     assert_eq!(
@@ -712,12 +710,12 @@ async fn a_gateway_name_in_reverse_dns_makes_its_site_live_where_the_address_is(
     let state = p.quote_state();
     assert!(
         state
-            .live_at(&orc_partner::ids::SiteName::new("eu-nordic-b"))
+            .live_at(&orc_partner::ids::SiteName::new("eu-nordic-b").unwrap())
             .is_none()
     );
     assert!(
         state
-            .live_at(&orc_partner::ids::SiteName::new("us-east-b"))
+            .live_at(&orc_partner::ids::SiteName::new("us-east-b").unwrap())
             .is_some()
     );
 }

@@ -168,7 +168,7 @@ async fn a_stockout_cools_the_site_down_and_moves_the_node() {
     assert!(
         state
             .cooling_until(
-                &SiteName::new("eu-central-a"),
+                &SiteName::new("eu-central-a").unwrap(),
                 orc_partner_provider::provider::now()
             )
             .is_some()
@@ -371,7 +371,7 @@ async fn sites_whose_location_is_not_sold_are_tracked_per_change() {
     let back = "Site eu-central-b is sold again and back in quotes";
     assert!(live.refresh(&clients, &cfg, at).await.is_empty());
     let baseline = live.unsold_sites();
-    assert!(!baseline.contains(&SiteName::new("eu-central-b")));
+    assert!(!baseline.contains(&SiteName::new("eu-central-b").unwrap()));
     control(
         &hetzner_root(&emu),
         "/_emu/locations",
@@ -381,7 +381,7 @@ async fn sites_whose_location_is_not_sold_are_tracked_per_change() {
     assert_eq!(logs.count(left_out), 0, "{}", logs.text());
     live.refresh(&clients, &cfg, at).await;
     let mut expected = baseline.clone();
-    expected.insert(SiteName::new("eu-central-b"));
+    expected.insert(SiteName::new("eu-central-b").unwrap());
     assert_eq!(live.unsold_sites(), expected);
     live.refresh(&clients, &cfg, at).await;
     assert_eq!(

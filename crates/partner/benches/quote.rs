@@ -39,17 +39,17 @@ fn bench_quote(c: &mut Criterion) {
     .unwrap();
     let state = QuoteState::new();
     let request = |class: &str, vcpus: u32, gib: u32, os: &str| QuoteRequest {
-        node: NodeId::new("bench-node"),
-        pool: PoolId::new("bench-pool"),
+        node: NodeId::new("bench-node").unwrap(),
+        pool: PoolId::new("bench-pool").unwrap(),
         purpose: Purpose::Tenant,
-        class: ClassId::new(class),
+        class: ClassId::new(class).unwrap(),
         shape: Shape {
             vcpus,
             memory_gib: gib,
             arch: Architecture::X86_64,
             disks_gib: vec![],
         },
-        os: OsId::new(os),
+        os: OsId::new(os).unwrap(),
         pinned_site: None,
         public: false,
         at,

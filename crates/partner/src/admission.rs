@@ -226,7 +226,7 @@ mod tests {
         let cfg = config(&[]);
         let live = LiveSite {
             cloud: Cloud::Hetzner,
-            location: LocationId::new("fsn1"),
+            location: LocationId::new("fsn1").unwrap(),
         };
         assert_eq!(
             admit(&cfg, "n-1", Some(&offer()), None),
@@ -299,7 +299,7 @@ mod tests {
         let cfg = config(&[]);
         let live = LiveSite {
             cloud: Cloud::Hetzner,
-            location: LocationId::new("nbg1"),
+            location: LocationId::new("nbg1").unwrap(),
         };
         match admit(&cfg, "n-1", Some(&offer()), Some(&live)) {
             Admission::Refused(r) => {

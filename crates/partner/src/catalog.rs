@@ -199,7 +199,7 @@ mod tests {
     #[test]
     fn memory_is_exact_only_in_whole_gib() {
         let mut plan = Plan {
-            id: PlanId::new("p"),
+            id: PlanId::new("p").unwrap(),
             vcpus: 1,
             memory_mib: 4096,
             arch: Architecture::X86_64,

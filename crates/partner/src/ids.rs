@@ -1,8 +1,10 @@
 //! Typed identifiers and plain time values used across the partner core.
 //!
-//! The string ids here only give a value its type; they do not validate. The parsers that
-//! admit values from operators (the map parsers in [`crate::maps`], the params in
-//! [`crate::params`]) enforce the naming rules, and catalogs take ids as the cloud spells them.
+//! The ids the partner shares with the rest of orc (node, pool, site, class, OS) are the
+//! vocabulary's own, from `orc-common`; the cloud's own ids (location, plan, image) are
+//! declared here with the same macro. None is ever empty; the parsers that admit values
+//! from operators (the map parsers in [`crate::maps`], the params in [`crate::params`])
+//! enforce the naming rules, and catalogs take ids as the cloud spells them.
 //!
 //! Time is a plain value ([`Timestamp`]): nothing in this crate reads a clock, so every
 //! decision that depends on time takes it as an input.
@@ -72,70 +74,22 @@ impl fmt::Display for Cloud {
     }
 }
 
-macro_rules! string_id {
-    ($(#[$meta:meta])* $name:ident) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(transparent)]
-        pub struct $name(String);
+pub use orc_common::ids::{ClassId, EmptyId, NodeId, OsId, PoolId, SiteName};
 
-        impl $name {
-            /// Wraps a value; validation, where a rule exists, is the parser's job.
-            pub fn new(value: impl Into<String>) -> Self {
-                $name(value.into())
-            }
-
-            /// The id as text.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl std::borrow::Borrow<str> for $name {
-            fn borrow(&self) -> &str {
-                &self.0
-            }
-        }
-    };
-}
-
-string_id!(
-    /// A region class id such as `eu-central`; tenants pick it.
-    ClassId
-);
-string_id!(
-    /// A neutral site name such as `eu-central-a`: the only location the platform records.
-    SiteName
-);
-string_id!(
-    /// A router OS id such as `ubuntu-24.04`; tenants pick it.
-    OsId
-);
-string_id!(
+orc_common::string_id!(
     /// A cloud's own location id (`fsn1`, `ewr`).
-    LocationId
+    LocationId,
+    "location id"
 );
-string_id!(
+orc_common::string_id!(
     /// A cloud's own plan id (`cx23`, `vc2-2c-4gb`).
-    PlanId
+    PlanId,
+    "plan id"
 );
-string_id!(
+orc_common::string_id!(
     /// A cloud's own image id: a Vultr `os_id` or a Hetzner image id, as text.
-    ImageId
-);
-string_id!(
-    /// The zone's id of a node; the idempotency key of deploys and reservations.
-    NodeId
-);
-string_id!(
-    /// The zone's id of a pool.
-    PoolId
+    ImageId,
+    "image id"
 );
 
 /// A point in time, in milliseconds since the Unix epoch.

@@ -33,15 +33,7 @@ use crate::words;
 /// Hours in a billing month, used to turn a block-storage monthly price into an hourly one.
 pub const HOURS_PER_MONTH: u32 = 730;
 
-/// What the node is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Purpose {
-    /// A tenant's node: exact-fit plan, the tenant's OS, caps apply.
-    Tenant,
-    /// A site gateway: gateway minimum, gateway image, never refused on price or caps.
-    Gateway,
-}
+pub use orc_common::{Purpose, RefusalKind};
 
 /// One quote request, as the zone (or the admin page's preview) asks it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -61,44 +53,15 @@ pub struct QuoteRequest {
     pub at: Timestamp,
 }
 
-/// The kind of a refusal, which decides what the zone does next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RefusalKind {
-    /// Park, retry later.
-    NoCapacity,
-    /// Retry in 5 seconds.
-    Counting,
-    /// Back off and retry.
-    Transient,
-    /// Park until the provider's config changes.
-    OperatorFix,
-    /// The node takes its normal backoff.
-    Failed,
-}
-
-impl RefusalKind {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RefusalKind::NoCapacity => "no_capacity",
-            RefusalKind::Counting => "counting",
-            RefusalKind::Transient => "transient",
-            RefusalKind::OperatorFix => "operator_fix",
-            RefusalKind::Failed => "failed",
-        }
-    }
-
-    /// Which kind a refusal takes when several sites were excluded for different reasons:
-    /// the kind that lets the node place soonest wins.
-    fn priority(self) -> u8 {
-        match self {
-            RefusalKind::Counting => 0,
-            RefusalKind::Transient => 1,
-            RefusalKind::NoCapacity => 2,
-            RefusalKind::OperatorFix => 3,
-            RefusalKind::Failed => 4,
-        }
+/// Which kind a refusal takes when several sites were excluded for different reasons:
+/// the kind that lets the node place soonest wins.
+fn priority(kind: RefusalKind) -> u8 {
+    match kind {
+        RefusalKind::Counting => 0,
+        RefusalKind::Transient => 1,
+        RefusalKind::NoCapacity => 2,
+        RefusalKind::OperatorFix => 3,
+        RefusalKind::Failed => 4,
     }
 }
 
@@ -831,7 +794,7 @@ fn refusal(
         (None, _) => candidates
             .iter()
             .filter_map(|c| c.exclusion().map(|e| (e.refusal_kind(), Some(c))))
-            .min_by_key(|(kind, c)| (kind.priority(), c.map(|c| c.order))),
+            .min_by_key(|(kind, c)| (priority(*kind), c.map(|c| c.order))),
     };
     let (kind, site) = chosen.unwrap_or((RefusalKind::NoCapacity, None));
     let site_name = site.map(|c| c.site.clone());

@@ -49,12 +49,12 @@ fn shape(vcpus: u32, gib: u32) -> Shape {
 
 fn request(class: &str, shape: Shape, os: &str) -> QuoteRequest {
     QuoteRequest {
-        node: NodeId::new("n-000001"),
-        pool: PoolId::new("p-000001"),
+        node: NodeId::new("n-000001").unwrap(),
+        pool: PoolId::new("p-000001").unwrap(),
         purpose: Purpose::Tenant,
-        class: ClassId::new(class),
+        class: ClassId::new(class).unwrap(),
         shape,
-        os: OsId::new(os),
+        os: OsId::new(os).unwrap(),
         pinned_site: None,
         public: false,
         at: T0,
@@ -64,8 +64,8 @@ fn request(class: &str, shape: Shape, os: &str) -> QuoteRequest {
 fn gateway(class: &str, site: &str) -> QuoteRequest {
     QuoteRequest {
         purpose: Purpose::Gateway,
-        pinned_site: Some(SiteName::new(site)),
-        ..request(class, shape(0, 0), "")
+        pinned_site: Some(SiteName::new(site).unwrap()),
+        ..request(class, shape(0, 0), "gateway")
     }
 }
 
@@ -102,7 +102,7 @@ fn set_sold(catalogs: &mut Catalogs, cloud: Cloud, plan: &str, location: &str, s
             .iter_mut()
             .find(|p| p.id.as_str() == plan)
             .unwrap();
-        let loc = LocationId::new(location);
+        let loc = LocationId::new(location).unwrap();
         if sold {
             plan.sold_in.insert(loc);
         } else {
@@ -232,10 +232,10 @@ fn a_cap_moves_the_node() {
 
     // Another node's in-flight deploy holds the last slot.
     state.reserve(
-        NodeId::new("n-other"),
+        NodeId::new("n-other").unwrap(),
         Reservation {
             cloud: Cloud::Hetzner,
-            site: SiteName::new("eu-central-b"),
+            site: SiteName::new("eu-central-b").unwrap(),
             purpose: Purpose::Tenant,
             usd_monthly: Some(dec!(7)),
             expires_at: T0.plus(Duration::from_secs(60)),
@@ -249,7 +249,7 @@ fn a_cap_moves_the_node() {
     );
 
     // The node's own reservation, taken from its offer, does not count against it.
-    state.release(&NodeId::new("n-other"));
+    state.release(&NodeId::new("n-other").unwrap());
     let first = quote(&req, &config, &catalogs, &state);
     let held = first.reservation(T0.plus(Duration::from_secs(60))).unwrap();
     assert_eq!(
@@ -261,7 +261,7 @@ fn a_cap_moves_the_node() {
 
     // A second node sees the slot taken, until the first deploy fails and releases it.
     let second = QuoteRequest {
-        node: NodeId::new("n-000002"),
+        node: NodeId::new("n-000002").unwrap(),
         ..req.clone()
     };
     assert_eq!(
@@ -395,7 +395,7 @@ fn gateways_take_the_cheapest_x86_plan_with_the_minimum_or_the_named_plan() {
     assert_eq!(
         exclusion(&outcome, "eu-central-c"),
         Some(&Exclusion::PinnedElsewhere {
-            pinned: SiteName::new("eu-central-a")
+            pinned: SiteName::new("eu-central-a").unwrap()
         })
     );
 
@@ -475,7 +475,7 @@ fn a_pinned_public_pool_parks_with_generic_words() {
     let mut state = QuoteState::new();
     let mut req = request("eu-central", shape(2, 4), "ubuntu-24.04");
     req.public = true;
-    state.pin(req.pool.clone(), SiteName::new("eu-central-b"));
+    state.pin(req.pool.clone(), SiteName::new("eu-central-b").unwrap());
     let outcome = quote(&req, &config, &catalogs, &state);
     assert_eq!(offer(&outcome).site.as_str(), "eu-central-b");
 
@@ -492,7 +492,7 @@ fn a_pinned_public_pool_parks_with_generic_words() {
     assert_eq!(
         exclusion(&outcome, "eu-central-a"),
         Some(&Exclusion::PinnedElsewhere {
-            pinned: SiteName::new("eu-central-b")
+            pinned: SiteName::new("eu-central-b").unwrap()
         })
     );
 
@@ -597,7 +597,7 @@ fn cooldown_site_guard_and_allow_lists_exclude_with_reasons() {
     let req = request("eu-central", shape(2, 4), "ubuntu-24.04");
     let mut state = QuoteState::new();
     state.cool_down(
-        SiteName::new("eu-central-a"),
+        SiteName::new("eu-central-a").unwrap(),
         T0.plus(Duration::from_secs(1)).plus(Duration::ZERO),
     );
     let outcome = quote(&req, &priced(), &catalogs, &state);
@@ -609,17 +609,17 @@ fn cooldown_site_guard_and_allow_lists_exclude_with_reasons() {
 
     let mut state = QuoteState::new();
     state.set_live(
-        SiteName::new("eu-central-a"),
+        SiteName::new("eu-central-a").unwrap(),
         LiveSite {
             cloud: Cloud::Hetzner,
-            location: LocationId::new("hel1"),
+            location: LocationId::new("hel1").unwrap(),
         },
     );
     state.set_live(
-        SiteName::new("eu-central-b"),
+        SiteName::new("eu-central-b").unwrap(),
         LiveSite {
             cloud: Cloud::Hetzner,
-            location: LocationId::new("nbg1"),
+            location: LocationId::new("nbg1").unwrap(),
         },
     );
     let outcome = quote(&req, &priced(), &catalogs, &state);
@@ -636,7 +636,7 @@ fn cooldown_site_guard_and_allow_lists_exclude_with_reasons() {
             "hetzner_images",
             "debian",
             Exclusion::ImageNotAllowed {
-                image: ImageId::new("200000003"),
+                image: ImageId::new("200000003").unwrap(),
             },
         ),
     ];

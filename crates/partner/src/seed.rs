@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::Number;
 
 use crate::catalog::{CatalogSnapshot, Image, LastAnswer, Plan, PlanPrice};
-use crate::ids::{Cloud, ImageId, LocationId, PlanId, Timestamp};
+use crate::ids::{Cloud, EmptyId, ImageId, LocationId, PlanId, Timestamp};
 
 /// Vultr's published block-storage price (NVMe, USD per GiB-month), absent from the seed.
 pub const VULTR_BLOCK_STORAGE_USD_PER_GIB_MONTH: Decimal = Decimal::from_parts(10, 0, 0, false, 2);
@@ -36,6 +36,8 @@ pub enum SeedError {
     },
     #[error("{cloud} seed has a number that is not a decimal: {value}")]
     Number { cloud: Cloud, value: String },
+    #[error("{cloud} seed has an empty {kind}")]
+    EmptyId { cloud: Cloud, kind: &'static str },
     #[error("{cloud} seed names an unknown {what} {value:?}")]
     Unknown {
         cloud: Cloud,
@@ -109,9 +111,13 @@ pub fn vultr(text: &str, read_at: Timestamp) -> Result<SeedCatalog, SeedError> {
             monthly: decimal(cloud, &p.monthly_cost)?,
             hourly: decimal(cloud, &p.hourly_cost)?,
         };
-        let sold_in: BTreeSet<LocationId> = p.locations.iter().map(LocationId::new).collect();
+        let sold_in: BTreeSet<LocationId> = p
+            .locations
+            .iter()
+            .map(|l| id(cloud, LocationId::new(l)))
+            .collect::<Result<_, _>>()?;
         plans.push(Plan {
-            id: PlanId::new(p.id.clone()),
+            id: id(cloud, PlanId::new(p.id.clone()))?,
             vcpus: p.vcpu_count,
             memory_mib: p.ram,
             // The captured plan types (vc2, vhf, vhp, voc) are all x86_64.
@@ -128,7 +134,7 @@ pub fn vultr(text: &str, read_at: Timestamp) -> Result<SeedCatalog, SeedError> {
             _ => continue,
         };
         images.push(Image {
-            id: ImageId::new(os.id.to_string()),
+            id: id(cloud, ImageId::new(os.id.to_string()))?,
             name: None,
             family: os.family.clone(),
             title: os.name.clone(),
@@ -242,7 +248,7 @@ pub fn hetzner(text: &str, read_at: Timestamp) -> Result<SeedCatalog, SeedError>
         let mut prices = BTreeMap::new();
         for p in &t.prices {
             prices.insert(
-                LocationId::new(p.location.clone()),
+                id(cloud, LocationId::new(p.location.clone()))?,
                 PlanPrice {
                     monthly: decimal(cloud, &p.monthly_net)? * gross,
                     hourly: decimal(cloud, &p.hourly_net)? * gross,
@@ -253,11 +259,13 @@ pub fn hetzner(text: &str, read_at: Timestamp) -> Result<SeedCatalog, SeedError>
             .locations
             .iter()
             .filter(|l| l.available)
-            .map(|l| LocationId::new(l.name.clone()))
+            .map(|l| id(cloud, LocationId::new(l.name.clone())))
+            .collect::<Result<BTreeSet<LocationId>, _>>()?
+            .into_iter()
             .filter(|l| prices.contains_key(l))
             .collect();
         plans.push(Plan {
-            id: PlanId::new(t.name.clone()),
+            id: id(cloud, PlanId::new(t.name.clone()))?,
             vcpus: t.cores,
             memory_mib,
             arch: hetzner_arch(cloud, &t.architecture)?,
@@ -271,7 +279,7 @@ pub fn hetzner(text: &str, read_at: Timestamp) -> Result<SeedCatalog, SeedError>
             continue;
         }
         images.push(Image {
-            id: ImageId::new(i.id.to_string()),
+            id: id(cloud, ImageId::new(i.id.to_string()))?,
             name: i.name.clone(),
             family: i.os_flavor.clone(),
             title: i.description.clone(),
@@ -292,6 +300,14 @@ pub fn hetzner(text: &str, read_at: Timestamp) -> Result<SeedCatalog, SeedError>
         },
         cities: seed.locations.iter().map(|l| l.city.clone()).collect(),
         locations: seed.locations.iter().map(|l| l.name.clone()).collect(),
+    })
+}
+
+/// An id of the seed, or the error naming its cloud and kind.
+fn id<T>(cloud: Cloud, id: Result<T, EmptyId>) -> Result<T, SeedError> {
+    id.map_err(|e| SeedError::EmptyId {
+        cloud,
+        kind: e.kind,
     })
 }
 
@@ -362,11 +378,11 @@ mod tests {
     fn hetzner_prices_are_gross_and_sold_follows_available() {
         let h = seed_hetzner();
         let cx23 = h.snapshot.plan("cx23").unwrap();
-        let fsn1 = LocationId::new("fsn1");
+        let fsn1 = LocationId::new("fsn1").unwrap();
         assert_eq!(cx23.prices[&fsn1].monthly, dec!(6.5331));
         assert_eq!(cx23.memory_gib_exact(), Some(4));
         assert!(cx23.sold_in.contains(&fsn1));
-        assert!(!cx23.prices.contains_key(&LocationId::new("ash")));
+        assert!(!cx23.prices.contains_key(&LocationId::new("ash").unwrap()));
         assert_eq!(h.snapshot.currency, Currency::EUR);
         assert_eq!(h.snapshot.block_storage_per_gib_month, Some(dec!(0.068068)));
         assert!(h.snapshot.images.iter().all(|i| i.title != "docker-ce"));
@@ -438,7 +454,10 @@ mod tests {
     fn vultr_plans_are_sold_where_listed_and_half_gib_is_not_exact() {
         let v = seed_vultr();
         let plan = v.snapshot.plan("vc2-2c-4gb").unwrap();
-        assert_eq!(plan.prices[&LocationId::new("ewr")].monthly, dec!(20));
+        assert_eq!(
+            plan.prices[&LocationId::new("ewr").unwrap()].monthly,
+            dec!(20)
+        );
         assert_eq!(plan.memory_gib_exact(), Some(4));
         assert_eq!(
             v.snapshot.plan("vc2-1c-0.5gb").unwrap().memory_gib_exact(),

@@ -235,7 +235,7 @@ mod tests {
     fn reservation(purpose: Purpose, usd: Decimal, expires: u64) -> Reservation {
         Reservation {
             cloud: Cloud::Vultr,
-            site: SiteName::new("s"),
+            site: SiteName::new("s").unwrap(),
             purpose,
             usd_monthly: Some(usd),
             expires_at: Timestamp::from_unix_secs(expires),
@@ -246,11 +246,15 @@ mod tests {
     fn reservations_count_until_released_committed_or_expired() {
         let mut state = QuoteState::new();
         let now = Timestamp::from_unix_secs(100);
-        let (a, b, gw) = (NodeId::new("a"), NodeId::new("b"), NodeId::new("gw"));
+        let (a, b, gw) = (
+            NodeId::new("a").unwrap(),
+            NodeId::new("b").unwrap(),
+            NodeId::new("gw").unwrap(),
+        );
         state.reserve(a.clone(), reservation(Purpose::Tenant, dec!(20), 200));
         state.reserve(b.clone(), reservation(Purpose::Tenant, dec!(10), 150));
         state.reserve(gw.clone(), reservation(Purpose::Gateway, dec!(5), 200));
-        let other = NodeId::new("other");
+        let other = NodeId::new("other").unwrap();
         let u = state.usage_with_reservations(Cloud::Vultr, &other, now);
         assert_eq!((u.tenant_nodes, u.monthly_spend_usd), (2, dec!(35)));
         let own = state.usage_with_reservations(Cloud::Vultr, &a, now);
@@ -276,7 +280,7 @@ mod tests {
     #[test]
     fn cooldown_lasts_ten_minutes() {
         let mut state = QuoteState::new();
-        let site = SiteName::new("eu-central-a");
+        let site = SiteName::new("eu-central-a").unwrap();
         let t0 = Timestamp::from_unix_secs(1000);
         state.cool_down(site.clone(), t0);
         assert_eq!(

@@ -50,17 +50,17 @@ fn config(extra: &[(&str, &str)]) -> Config {
 
 fn request(class: &str, vcpus: u32, gib: u32, os: &str) -> QuoteRequest {
     QuoteRequest {
-        node: NodeId::new("n-000042"),
-        pool: PoolId::new("p-000007"),
+        node: NodeId::new("n-000042").unwrap(),
+        pool: PoolId::new("p-000007").unwrap(),
         purpose: Purpose::Tenant,
-        class: ClassId::new(class),
+        class: ClassId::new(class).unwrap(),
         shape: Shape {
             vcpus,
             memory_gib: gib,
             arch: Architecture::X86_64,
             disks_gib: vec![],
         },
-        os: OsId::new(os),
+        os: OsId::new(os).unwrap(),
         pinned_site: None,
         public: false,
         at: T0,
@@ -121,19 +121,22 @@ fn golden_quote_explanations() {
         ),
     );
 
-    let mut gw = request("eu-central", 0, 0, "");
+    let mut gw = request("eu-central", 0, 0, "gateway");
     gw.purpose = Purpose::Gateway;
-    gw.pinned_site = Some(SiteName::new("eu-central-c"));
+    gw.pinned_site = Some(SiteName::new("eu-central-c").unwrap());
     check("eu-central-gateway", &render(&gw, &rated, &cats, &empty));
 
     let mut sold_out = cats.clone();
     sold_out.update(Cloud::Hetzner, |s| {
         for plan in s.plans.iter_mut() {
-            plan.sold_in.remove(&LocationId::new("nbg1"));
+            plan.sold_in.remove(&LocationId::new("nbg1").unwrap());
         }
     });
     let mut pinned = QuoteState::new();
-    pinned.pin(PoolId::new("p-000007"), SiteName::new("eu-central-b"));
+    pinned.pin(
+        PoolId::new("p-000007").unwrap(),
+        SiteName::new("eu-central-b").unwrap(),
+    );
     let mut public = request("eu-central", 2, 4, "ubuntu-24.04");
     public.public = true;
     check(
@@ -155,7 +158,7 @@ fn golden_quote_explanations() {
     );
 
     let mut cooling = QuoteState::new();
-    cooling.cool_down(SiteName::new("eu-central-a"), T0);
+    cooling.cool_down(SiteName::new("eu-central-a").unwrap(), T0);
     check(
         "eu-central-cooldown",
         &render(

@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
-use std::time::{Duration, SystemTime};
+#[cfg(test)]
+use std::time::Duration;
+use std::time::SystemTime;
 
 use orc_common::{Money, Shape};
 
@@ -16,99 +18,7 @@ use crate::ids::{
     SiteName,
 };
 
-/// What the zone has made of a replica of a resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Role {
-    /// The replica is handed all work of its resource.
-    Serving,
-    /// Another replica serves; this one waits and must not touch any cloud account.
-    Standby,
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Role::Serving => "serving",
-            Role::Standby => "standby",
-        })
-    }
-}
-
-/// Why a node is quoted: a tenant's node or a site gateway.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Purpose {
-    Tenant,
-    Gateway,
-}
-
-/// The kind of a refusal; the zone's next step depends on it alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum RefusalKind {
-    /// No place can take the node now.
-    NoCapacity,
-    /// The provider is still counting what it holds.
-    Counting,
-    /// A passing fault (a cloud's rate limit, a timeout).
-    Transient,
-    /// Only a change to the provider's configuration can fix it.
-    OperatorFix,
-    /// This attempt failed.
-    Failed,
-}
-
-/// What the zone does with a node whose request was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ZoneAction {
-    /// Park the node with the provider's words and ask again later.
-    ParkAndRetryLater,
-    /// Ask again after this fixed delay.
-    RetryAfter(Duration),
-    /// Retry with the zone's retry backoff.
-    RetryWithBackoff,
-    /// Park the node until the provider's configuration changes (a new catalog or hello).
-    ParkUntilConfigChanges,
-    /// The node takes its normal failure backoff.
-    NormalBackoff,
-}
-
-impl RefusalKind {
-    /// Every kind, in wire order.
-    pub const ALL: [RefusalKind; 5] = [
-        RefusalKind::NoCapacity,
-        RefusalKind::Counting,
-        RefusalKind::Transient,
-        RefusalKind::OperatorFix,
-        RefusalKind::Failed,
-    ];
-
-    /// The zone's reaction to this kind.
-    pub fn zone_action(self) -> ZoneAction {
-        match self {
-            RefusalKind::NoCapacity => ZoneAction::ParkAndRetryLater,
-            RefusalKind::Counting => ZoneAction::RetryAfter(Duration::from_secs(5)),
-            RefusalKind::Transient => ZoneAction::RetryWithBackoff,
-            RefusalKind::OperatorFix => ZoneAction::ParkUntilConfigChanges,
-            RefusalKind::Failed => ZoneAction::NormalBackoff,
-        }
-    }
-
-    /// The snake_case name used in logs and docs (`no_capacity`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RefusalKind::NoCapacity => "no_capacity",
-            RefusalKind::Counting => "counting",
-            RefusalKind::Transient => "transient",
-            RefusalKind::OperatorFix => "operator_fix",
-            RefusalKind::Failed => "failed",
-        }
-    }
-}
-
-impl fmt::Display for RefusalKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use orc_common::kinds::{Purpose, RefusalKind, Role, ZoneAction};
 
 /// A refusal: the kind the zone acts on and the provider's generic words for the tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,7 +23,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use orc_cloud::robot::{ResetType, RobotServer};
-use orc_cloud::{CloudError, RobotClient, RobotConfig, RobotServerNumber, Secret};
+use orc_cloud::{CloudError, RateQuota, RobotClient, RobotConfig, RobotServerNumber, Secret};
 use orc_common::{Currency, Money, Period};
 use orc_provider_sdk::machine::{
     CatalogEntry, Machine, MachineCatalog, MachineError, MachineKey, MachineOffer, MachineProvider,
@@ -193,6 +193,7 @@ pub struct RobotMachines {
     claims: tokio::sync::Mutex<()>,
     listing: Mutex<Option<(Instant, Vec<RobotServer>)>>,
     listing_ttl: Duration,
+    quota: RateQuota,
 }
 
 /// How long a server listing serves offers, get and list by default. Robot refills a
@@ -232,6 +233,7 @@ impl RobotMachines {
             claims: tokio::sync::Mutex::new(()),
             listing: Mutex::new(None),
             listing_ttl: DEFAULT_LISTING_TTL,
+            quota: RateQuota::ROBOT,
         }
     }
 
@@ -240,6 +242,14 @@ impl RobotMachines {
     /// change this provider makes drops the kept listing.
     pub fn with_listing_ttl(mut self, ttl: Duration) -> Self {
         self.listing_ttl = ttl;
+        self
+    }
+
+    /// Spends at most `quota` of the account's budget per endpoint (default
+    /// [`RateQuota::ROBOT`], the lowest limit Robot documents). Every client of one account
+    /// in a process shares that budget.
+    pub fn with_quota(mut self, quota: RateQuota) -> Self {
+        self.quota = quota;
         self
     }
 
@@ -281,8 +291,10 @@ impl RobotMachines {
         {
             return Ok(client.clone());
         }
-        let config = RobotConfig::new(self.account.user.clone(), Secret::new(password.expose()))
-            .with_base_url(self.api_url.clone());
+        let mut config =
+            RobotConfig::new(self.account.user.clone(), Secret::new(password.expose()))
+                .with_base_url(self.api_url.clone());
+        config.quota = self.quota;
         let client = RobotClient::new(config).map_err(cloud)?;
         *slot = Some((password, client.clone()));
         Ok(client)

@@ -225,25 +225,28 @@ pub async fn read_catalog(
         let prices: BTreeMap<LocationId, PlanPrice> = t
             .prices
             .iter()
-            .map(|p| {
-                (
-                    LocationId::new(p.location.clone()),
+            .filter_map(|p| {
+                Some((
+                    LocationId::new(p.location.clone()).ok()?,
                     PlanPrice {
                         monthly: p.price_monthly.gross,
                         hourly: p.price_hourly.gross,
                     },
-                )
+                ))
             })
             .collect();
         let sold_in = t
             .locations
             .iter()
             .filter(|l| l.available)
-            .map(|l| LocationId::new(l.name.clone()))
+            .filter_map(|l| LocationId::new(l.name.clone()).ok())
             .filter(|l| prices.contains_key(l))
             .collect();
+        let Ok(id) = PlanId::new(t.name.clone()) else {
+            continue;
+        };
         plans.push(Plan {
-            id: PlanId::new(t.name.clone()),
+            id,
             vcpus: t.cores,
             memory_mib,
             arch: arch_of(t.architecture),
@@ -255,12 +258,14 @@ pub async fn read_catalog(
         .iter()
         .filter(|i| i.kind == ImageType::System && i.status == "available")
         .filter(|i| i.deprecated.is_none())
-        .map(|i| Image {
-            id: ImageId::new(i.id.to_string()),
-            name: i.name.clone(),
-            family: i.os_flavor.clone(),
-            title: i.description.clone(),
-            arch: arch_of(i.architecture),
+        .filter_map(|i| {
+            Some(Image {
+                id: ImageId::new(i.id.to_string()).ok()?,
+                name: i.name.clone(),
+                family: i.os_flavor.clone(),
+                title: i.description.clone(),
+                arch: arch_of(i.architecture),
+            })
         })
         .collect();
     Ok(CatalogSnapshot {
@@ -906,7 +911,8 @@ mod tests {
     use orc_partner::ids::Timestamp;
 
     use super::*;
-    use crate::naming::{Role, is_label_value, pool_label};
+    use crate::naming::{is_label_value, pool_label};
+    use orc_common::Purpose;
 
     #[test]
     fn instance_marks_round_trip_as_labels() {
@@ -915,7 +921,7 @@ mod tests {
             child: naming::child_value("zone-1"),
             node_id: "n-000000000010".into(),
             site: "eu-central-a".into(),
-            role: Role::Node,
+            purpose: Purpose::Tenant,
             rate: Some("1.08".parse().unwrap()),
             account_monthly: "6.5331".parse().unwrap(),
             pool: Some(pool_label("acme/web/api")),

@@ -196,16 +196,20 @@ pub async fn read_catalog(
         let prices: BTreeMap<LocationId, PlanPrice> = p
             .locations
             .iter()
-            .map(|l| (LocationId::new(l.to_string()), price))
+            .filter_map(|l| Some((LocationId::new(l.to_string()).ok()?, price)))
             .collect();
         let sold_in = prices
             .keys()
             .filter(|l| stock.get(*l).is_some_and(|s| s.contains(&id)))
             .cloned()
             .collect();
+        let arch = plan_arch(&id);
+        let Ok(id) = PlanId::new(id) else {
+            continue;
+        };
         plans.push(Plan {
-            arch: plan_arch(&id),
-            id: PlanId::new(id),
+            arch,
+            id,
             vcpus: p.vcpu_count,
             memory_mib: p.ram,
             prices,
@@ -221,7 +225,7 @@ pub async fn read_catalog(
                 _ => return None,
             };
             Some(Image {
-                id: ImageId::new(o.id.to_string()),
+                id: ImageId::new(o.id.to_string()).ok()?,
                 name: None,
                 family: o.family.clone(),
                 title: o.name.clone(),
@@ -726,6 +730,7 @@ impl CloudOps for Vultr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use orc_common::Purpose;
 
     #[test]
     fn instance_marks_round_trip_as_tags() {
@@ -734,7 +739,7 @@ mod tests {
             child: "zone-1".into(),
             node_id: "n-000000000010".into(),
             site: "us-east-b".into(),
-            role: crate::naming::Role::Gateway,
+            purpose: Purpose::Gateway,
             rate: None,
             account_monthly: "5".parse().unwrap(),
             pool: None,

@@ -8,7 +8,6 @@ use orc_partner::words;
 use orc_proto as proto;
 
 use crate::instances::{self, Owned};
-use crate::naming::Role;
 use crate::provider::{PartnerProvider, now, refused};
 
 impl PartnerProvider {
@@ -37,7 +36,7 @@ impl PartnerProvider {
             let Some(first_site) = found.first().map(|o| o.marks.site.clone()) else {
                 continue;
             };
-            if found.iter().any(|o| o.marks.role == Role::Node)
+            if found.iter().any(|o| o.marks.purpose == Purpose::Tenant)
                 && let Err(e) = self.delete_disks(cloud, &node).await
             {
                 tracing::info!(node = %node, site = %first_site, "The node's extra disks could not be deleted yet; the destroy will be retried");
@@ -50,10 +49,7 @@ impl PartnerProvider {
                 match self.delete_instance(owned).await {
                     Ok(()) => {
                         tracing::info!(node = %node, site = %owned.marks.site, instance = %owned.instance_ref, "The node's instance is deleted");
-                        let purpose = match owned.marks.role {
-                            Role::Node => Purpose::Tenant,
-                            Role::Gateway => Purpose::Gateway,
-                        };
+                        let purpose = owned.marks.purpose;
                         let usd = owned.marks.usd_monthly();
                         shared
                             .quotes
@@ -74,14 +70,20 @@ impl PartnerProvider {
             for owned in &found {
                 let at = now();
                 if let Err(e) = self
-                    .close_site_if_empty(cloud, &owned.marks.site, &deleted, owned.marks.role, at)
+                    .close_site_if_empty(
+                        cloud,
+                        &owned.marks.site,
+                        &deleted,
+                        owned.marks.purpose,
+                        at,
+                    )
                     .await
                 {
                     tracing::info!(node = %node, site = %owned.marks.site, "Whether the site is now empty could not be read; the destroy will be retried");
                     tracing::debug!(node = %node, error = %e, "the cloud's answer");
                     site_of_failure = Some(Some(owned.marks.site.clone()));
                 }
-                if owned.marks.role == Role::Node
+                if owned.marks.purpose == Purpose::Tenant
                     && let Some(pool_mark) = &owned.marks.pool
                     && let Err(e) = self
                         .release_pool_address_if_unused(

@@ -44,7 +44,7 @@ use self::refusals::refuse;
 pub use self::user_data::{Boot, user_data};
 use crate::clouds::{CloudOps, CreateError, InstanceSpec};
 use crate::instances::{self, Owned, Ownership};
-use crate::naming::{self, Marks, Role};
+use crate::naming::{self, Marks};
 use crate::provider::{PartnerProvider, now, refused};
 use crate::sites::{OpenSite, SiteError};
 use crate::token::OfferToken;
@@ -65,7 +65,7 @@ impl PartnerProvider {
         let token = decoded.ok();
         let offered = token.as_ref().map(OfferToken::offered);
         let live = offered.as_ref().and_then(|o| {
-            let site = SiteName::new(o.site);
+            let site = SiteName::new(o.site).ok()?;
             self.shared
                 .quotes
                 .with(|state| state.live_at(&site).cloned())
@@ -154,10 +154,10 @@ impl PartnerProvider {
                     child: ownership.child.clone(),
                     node_id: node.clone(),
                     site: token.site.clone(),
-                    role: if token.gateway {
-                        Role::Gateway
+                    purpose: if token.gateway {
+                        Purpose::Gateway
                     } else {
-                        Role::Node
+                        Purpose::Tenant
                     },
                     rate: token.rate,
                     account_monthly: token.account_monthly,
@@ -166,7 +166,7 @@ impl PartnerProvider {
                         .gateway
                         .then(|| naming::gateway_generation(config, token.cloud)),
                 };
-                tracing::info!(node = %node, site = %token.site, role = marks.role.as_str(), "Creating the node's instance");
+                tracing::info!(node = %node, site = %token.site, role = marks.purpose.as_str(), "Creating the node's instance");
                 progress.note(words::progress_creating()).await;
                 let spec = InstanceSpec {
                     name: naming::hostname(&token.node),
@@ -200,7 +200,7 @@ impl PartnerProvider {
         open: &OpenSite,
         progress: &ProgressSink,
     ) -> Result<(), proto::Refusal> {
-        if owned.marks.role == Role::Gateway {
+        if owned.marks.purpose == Purpose::Gateway {
             progress.note(words::progress_gateway_addresses()).await;
             self.attach_gateway_network(token, owned, open).await?;
             self.attach_pool_addresses(token, owned, open).await?;
@@ -284,7 +284,7 @@ impl PartnerProvider {
             .filter(|ops| ops.shows_address_late());
         if let Some(ops) = late
             && owned.addresses.is_empty()
-            && owned.marks.role == Role::Gateway
+            && owned.marks.purpose == Purpose::Gateway
         {
             progress.note(words::progress_starting()).await;
             let id = crate::clouds::id_of(&owned.instance_ref).to_string();
@@ -308,7 +308,13 @@ impl PartnerProvider {
                 }
             }
         }
-        let node_id = NodeId::new(token.node.as_str());
+        let (Ok(node_id), Ok(site), Ok(instance_ref)) = (
+            NodeId::new(token.node.as_str()),
+            SiteName::new(owned.marks.site.as_str()),
+            proto::InstanceRef::new(owned.instance_ref.as_str()),
+        ) else {
+            return refuse(words::could_not_create(&token.node, &token.site));
+        };
         let expires_at = now().plus(Duration::from_secs(60));
         self.shared.quotes.with(|state| {
             if created && state.reservation(&node_id).is_none() {
@@ -316,11 +322,8 @@ impl PartnerProvider {
                     node_id.clone(),
                     Reservation {
                         cloud: owned.cloud,
-                        site: SiteName::new(owned.marks.site.as_str()),
-                        purpose: match owned.marks.role {
-                            Role::Node => Purpose::Tenant,
-                            Role::Gateway => Purpose::Gateway,
-                        },
+                        site: site.clone(),
+                        purpose: owned.marks.purpose,
                         usd_monthly: owned.marks.usd_monthly(),
                         expires_at,
                     },
@@ -328,18 +331,10 @@ impl PartnerProvider {
             }
             state.commit(&node_id);
         });
-        let site = SiteName::new(owned.marks.site.as_str());
         self.shared.known.remember(&token.node, site.clone());
-        let (Ok(node), Ok(site), Ok(instance_ref)) = (
-            proto::NodeId::new(token.node.as_str()),
-            proto::SiteName::new(site.as_str()),
-            proto::InstanceRef::new(owned.instance_ref.as_str()),
-        ) else {
-            return refuse(words::could_not_create(&token.node, &token.site));
-        };
         tracing::info!(node = %token.node, site = %site, instance = %owned.instance_ref, "The node's instance exists");
         proto::DeployResult::Deployed(proto::Deployed {
-            node_id: node,
+            node_id,
             site,
             addresses: owned.addresses,
             price: owned.marks.usd_monthly().map(Money::usd_per_month),

@@ -8,7 +8,7 @@ use orc_partner::ids::SiteName;
 use orc_partner::words;
 use orc_proto as proto;
 
-use crate::provider::{PartnerProvider, now, proto_kind, refused};
+use crate::provider::{PartnerProvider, now, refused};
 use crate::sites::SiteError;
 use crate::token::OfferToken;
 
@@ -62,10 +62,7 @@ impl PartnerProvider {
         if r.reason.releases_reservation() {
             self.shared.quotes.release(node);
         }
-        Some(proto::DeployResult::Refused(refused(
-            proto_kind(r.kind),
-            r.words,
-        )))
+        Some(proto::DeployResult::Refused(refused(r.kind, r.words)))
     }
 
     pub(super) fn needs_operator(&self, token: &OfferToken) -> proto::Refusal {
@@ -112,9 +109,11 @@ impl PartnerProvider {
         tracing::debug!(node = %node, site = %site, error = %error, "the cloud's answer");
         if error.is_capacity() {
             let at = now();
-            self.shared
-                .quotes
-                .with(|state| state.cool_down(SiteName::new(site.as_str()), at));
+            self.shared.quotes.with(|state| {
+                if let Ok(site) = SiteName::new(site.as_str()) {
+                    state.cool_down(site, at);
+                }
+            });
             self.shared.quotes.release(node);
             tracing::info!(node = %node, site = %site, "The cloud has no room for this node here right now; the site sits out quotes for ten minutes");
             refused(

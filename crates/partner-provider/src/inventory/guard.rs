@@ -32,11 +32,12 @@ pub(crate) struct Place {
 }
 
 impl Place {
-    fn new(cloud: Cloud, location: &str) -> Place {
-        Place {
+    /// The place, or `None` for a location the cloud reported empty.
+    fn new(cloud: Cloud, location: &str) -> Option<Place> {
+        Some(Place {
             cloud,
-            location: LocationId::new(location),
-        }
+            location: LocationId::new(location).ok()?,
+        })
     }
 }
 
@@ -54,26 +55,33 @@ pub(crate) fn live_places(
 ) -> BTreeMap<SiteName, BTreeSet<Place>> {
     let mut live: BTreeMap<SiteName, BTreeSet<Place>> = BTreeMap::new();
     for held in &listing.held {
-        live.entry(SiteName::new(held.owned.marks.site.as_str()))
-            .or_default()
-            .insert(Place::new(held.owned.cloud, &held.location));
+        let (Ok(site), Some(place)) = (
+            SiteName::new(held.owned.marks.site.as_str()),
+            Place::new(held.owned.cloud, &held.location),
+        ) else {
+            continue;
+        };
+        live.entry(site).or_default().insert(place);
     }
     for address in &listing.addresses {
         if address.kind != ResourceKind::Stable {
             continue;
         }
-        let place = Place::new(address.cloud, &address.location);
-        live.entry(SiteName::new(address.site.as_str()))
-            .or_default()
-            .insert(place.clone());
+        let (Ok(site), Some(place)) = (
+            SiteName::new(address.site.as_str()),
+            Place::new(address.cloud, &address.location),
+        ) else {
+            continue;
+        };
+        live.entry(site).or_default().insert(place.clone());
         let named = ptr_domain.and_then(|domain| {
             address
                 .ptr
                 .as_deref()
                 .and_then(|ptr| rdns::site_of_gateway_name(ptr, domain))
         });
-        if let Some(site) = named {
-            live.entry(SiteName::new(site)).or_default().insert(place);
+        if let Some(Ok(site)) = named.map(SiteName::new) {
+            live.entry(site).or_default().insert(place);
         }
     }
     live
@@ -234,7 +242,8 @@ mod tests {
     use super::*;
     use crate::instances::Owned;
     use crate::inventory::{Held, SiteAddress};
-    use crate::naming::{Marks, Role};
+    use crate::naming::Marks;
+    use orc_common::Purpose;
 
     fn config() -> Config {
         load_config(
@@ -249,7 +258,7 @@ mod tests {
     /// A place as the region map spells it (`hetzner:fsn1`).
     fn at(place: &str) -> Place {
         let (cloud, location) = place.split_once(':').unwrap();
-        Place::new(Cloud::parse(cloud).unwrap(), location)
+        Place::new(Cloud::parse(cloud).unwrap(), location).unwrap()
     }
 
     fn held(site: &str, place: &str) -> Held {
@@ -262,7 +271,7 @@ mod tests {
                     child: "zone-1".into(),
                     node_id: format!("n-{site}-{location}"),
                     site: site.into(),
-                    role: Role::Node,
+                    purpose: Purpose::Tenant,
                     rate: None,
                     account_monthly: "1".parse().unwrap(),
                     pool: None,
@@ -307,9 +316,9 @@ mod tests {
         let live = live_places(&listing, Some("cloud.example.com"));
         let names: Vec<&str> = live.keys().map(SiteName::as_str).collect();
         assert_eq!(names, ["eu-central-a", "old-site", "us-east-b"]);
-        assert!(live[&SiteName::new("old-site")].contains(&at("vultr:ewr")));
+        assert!(live[&SiteName::new("old-site").unwrap()].contains(&at("vultr:ewr")));
         let without = live_places(&listing, None);
-        assert!(!without.contains_key(&SiteName::new("old-site")));
+        assert!(!without.contains_key(&SiteName::new("old-site").unwrap()));
     }
 
     #[test]
@@ -320,16 +329,16 @@ mod tests {
             LiveSite { cloud, location }
         };
         let sites = BTreeMap::from([
-            (SiteName::new("eu-central-a"), live("hetzner:fsn1")),
-            (SiteName::new("eu-central-b"), live("hetzner:fsn1")),
-            (SiteName::new("old-name"), live("vultr:fra")),
-            (SiteName::new("gone"), live("vultr:ams")),
+            (SiteName::new("eu-central-a").unwrap(), live("hetzner:fsn1")),
+            (SiteName::new("eu-central-b").unwrap(), live("hetzner:fsn1")),
+            (SiteName::new("old-name").unwrap(), live("vultr:fra")),
+            (SiteName::new("gone").unwrap(), live("vultr:ams")),
         ]);
         let found = out_of_step(&cfg, &sites);
         let out = |site: &str, live: &str, mapped: Option<&str>| {
             let live = at(live);
             OutOfStep {
-                site: SiteName::new(site),
+                site: SiteName::new(site).unwrap(),
                 live_cloud: live.cloud,
                 live_location: live.location,
                 mapped: mapped.map(at).map(|m| (m.cloud, m.location)),
@@ -359,7 +368,7 @@ mod tests {
             networks: vec![],
         };
         let chosen = chosen_places(&cfg, &live_places(&listing, None));
-        let site = |name: &str| SiteName::new(name);
+        let site = |name: &str| SiteName::new(name).unwrap();
         assert_eq!(chosen[&site("eu-central-b")], at("hetzner:fsn1"));
         let remapped = remapped(&cfg, &chosen);
         let sites: Vec<&str> = remapped.keys().map(SiteName::as_str).collect();

@@ -202,7 +202,10 @@ impl OsMap {
                 continue;
             }
             let parsed = parse_entry(&mut problems, os_id, entry);
-            entries.insert(OsId::new(os_id.clone()), parsed);
+            // check_name refused an empty id above.
+            if let Ok(id) = OsId::new(os_id.clone()) {
+                entries.insert(id, parsed);
+            }
         }
         problems.finish(OsMap { entries })
     }
@@ -359,7 +362,7 @@ mod tests {
 
     fn image(id: &str, family: &str, title: &str) -> Image {
         Image {
-            id: ImageId::new(id),
+            id: ImageId::new(id).unwrap(),
             name: None,
             family: family.to_string(),
             title: title.to_string(),

@@ -98,7 +98,10 @@ impl RegionMap {
                 continue;
             }
             let class = parse_class(&mut problems, class_id, class_value);
-            classes.insert(ClassId::new(class_id.clone()), class);
+            // check_name refused an empty id above.
+            if let Ok(id) = ClassId::new(class_id.clone()) {
+                classes.insert(id, class);
+            }
         }
         check_cross_rules(&mut problems, &classes);
         problems.finish(RegionMap { classes })
@@ -237,10 +240,14 @@ fn parse_site(problems: &mut Problems, at: &str, entry: &Value) -> Option<Site> 
         );
         return None;
     };
-    ok.then(|| Site {
-        name: SiteName::new(name.clone()),
+    // Both names passed check_name, which refuses empty ones.
+    let (Ok(name), Ok(location)) = (SiteName::new(name.clone()), LocationId::new(location)) else {
+        return None;
+    };
+    ok.then_some(Site {
+        name,
         cloud,
-        location: LocationId::new(location),
+        location,
     })
 }
 

@@ -114,12 +114,16 @@ mod tests {
         assert_eq!(v.owner_tag.unwrap().as_str(), "orc partner vultr");
         assert_eq!(v.also_owned_tags.len(), 2);
         assert_eq!(v.regions.unwrap().len(), 2);
-        assert!(v.plans.unwrap().contains(&PlanId::new("vhf-2c-4gb")));
+        assert!(
+            v.plans
+                .unwrap()
+                .contains(&PlanId::new("vhf-2c-4gb").unwrap())
+        );
         assert!(v.images.unwrap().contains("2284"));
         assert_eq!(v.max_nodes, Some(25));
         assert_eq!(v.max_monthly_spend, Some(Decimal::new(99950, 2)));
         assert_eq!(v.exchange_rate, Some(Decimal::ONE));
-        assert_eq!(v.gateway_plan, Some(PlanId::new("vc2-1c-2gb")));
+        assert_eq!(v.gateway_plan, Some(PlanId::new("vc2-1c-2gb").unwrap()));
         assert_eq!(v.pool_ipv4_limit, 3);
         assert_eq!(v.endpoint.as_str(), "http://127.0.0.1:9000/");
     }

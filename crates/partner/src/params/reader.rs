@@ -303,12 +303,14 @@ fn read_cloud(r: &mut Reader, cloud: Cloud) -> CloudConfig {
             }
         }
     }
-    let regions = r
-        .list(&p("regions"), location_rule)
-        .map(|s| s.into_iter().map(LocationId::new).collect());
+    let regions = r.list(&p("regions"), location_rule).map(|s| {
+        s.into_iter()
+            .filter_map(|l| LocationId::new(l).ok())
+            .collect()
+    });
     let plans = r
         .list(&p("plans"), plan_rule)
-        .map(|s| s.into_iter().map(PlanId::new).collect());
+        .map(|s| s.into_iter().filter_map(|p| PlanId::new(p).ok()).collect());
     let images = r.list(&p("images"), image_rule);
     let max_nodes = r.whole(&p("max_nodes"));
     let max_monthly_spend = r.decimal(&p("max_monthly_spend"), false);
@@ -316,7 +318,7 @@ fn read_cloud(r: &mut Reader, cloud: Cloud) -> CloudConfig {
     let gateway_plan = r
         .raw(&p("gateway_plan"))
         .and_then(|plan| match plan_rule(&plan) {
-            None => Some(PlanId::new(plan)),
+            None => PlanId::new(plan).ok(),
             Some(rule) => {
                 let value = excerpt(&plan);
                 r.fail(&p("gateway_plan"), ParamProblem::BadItem { value, rule });

@@ -1,0 +1,153 @@
+//! The kinds of orc's one vocabulary: what a node is for ([`Purpose`]), what a replica is
+//! doing ([`Role`]) and why a request was refused ([`RefusalKind`]), with what the zone
+//! does about each refusal ([`ZoneAction`]).
+//!
+//! `Purpose` (a tenant's node or a site gateway) and `Role` (serving or standing by) are
+//! different ideas and never share a name.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// What the zone has made of a replica of a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The replica is handed all work of its resource.
+    Serving,
+    /// Another replica serves; this one waits and must not touch any cloud account.
+    Standby,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Serving => "serving",
+            Role::Standby => "standby",
+        })
+    }
+}
+
+/// Why a node is quoted: a tenant's node or a site gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Purpose {
+    Tenant,
+    Gateway,
+}
+
+/// The kind of a refusal; the zone's next step depends on it alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalKind {
+    /// No place can take the node now.
+    NoCapacity,
+    /// The provider is still counting what it holds.
+    Counting,
+    /// A passing fault (a cloud's rate limit, a timeout).
+    Transient,
+    /// Only a change to the provider's configuration can fix it.
+    OperatorFix,
+    /// This attempt failed.
+    Failed,
+}
+
+/// What the zone does with a node whose request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZoneAction {
+    /// Park the node with the provider's words and ask again later.
+    ParkAndRetryLater,
+    /// Ask again after this fixed delay.
+    RetryAfter(Duration),
+    /// Retry with the zone's retry backoff.
+    RetryWithBackoff,
+    /// Park the node until the provider's configuration changes (a new catalog or hello).
+    ParkUntilConfigChanges,
+    /// The node takes its normal failure backoff.
+    NormalBackoff,
+}
+
+impl RefusalKind {
+    /// Every kind, in wire order.
+    pub const ALL: [RefusalKind; 5] = [
+        RefusalKind::NoCapacity,
+        RefusalKind::Counting,
+        RefusalKind::Transient,
+        RefusalKind::OperatorFix,
+        RefusalKind::Failed,
+    ];
+
+    /// The zone's reaction to this kind.
+    pub fn zone_action(self) -> ZoneAction {
+        match self {
+            RefusalKind::NoCapacity => ZoneAction::ParkAndRetryLater,
+            RefusalKind::Counting => ZoneAction::RetryAfter(Duration::from_secs(5)),
+            RefusalKind::Transient => ZoneAction::RetryWithBackoff,
+            RefusalKind::OperatorFix => ZoneAction::ParkUntilConfigChanges,
+            RefusalKind::Failed => ZoneAction::NormalBackoff,
+        }
+    }
+
+    /// The snake_case name used in logs and docs (`no_capacity`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalKind::NoCapacity => "no_capacity",
+            RefusalKind::Counting => "counting",
+            RefusalKind::Transient => "transient",
+            RefusalKind::OperatorFix => "operator_fix",
+            RefusalKind::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for RefusalKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Purpose {
+    /// The lower-case name (`tenant`, `gateway`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Tenant => "tenant",
+            Purpose::Gateway => "gateway",
+        }
+    }
+}
+
+impl fmt::Display for Purpose {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_have_one_name_each() {
+        let names: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "no_capacity",
+                "counting",
+                "transient",
+                "operator_fix",
+                "failed"
+            ]
+        );
+        assert_eq!(
+            serde_json::to_string(&RefusalKind::OperatorFix).unwrap(),
+            "\"operator_fix\""
+        );
+        assert_eq!(
+            serde_json::to_string(&Purpose::Gateway).unwrap(),
+            "\"gateway\""
+        );
+        assert_eq!(Role::Standby.to_string(), "standby");
+    }
+}
