@@ -49,7 +49,11 @@ async fn levers_change_what_the_api_answers_and_the_log_shows_it() {
     assert_eq!(counters.operations.get("GET /v1/server_types"), Some(&3));
 
     control.reset().await;
-    assert_eq!(control.counters().await.total, 0, "a reset starts the counts afresh");
+    assert_eq!(
+        control.counters().await.total,
+        0,
+        "a reset starts the counts afresh"
+    );
     control.sold_out("cx23", "fsn1", true).await;
     control.location_disabled("nbg1", true).await;
     control.rate_limit(1, 3600.0, Some(0)).await;
