@@ -12,8 +12,8 @@ use orc_cloud::hetzner::{
 };
 use orc_cloud::{CloudError, HcloudActionId, HcloudServerId, HetznerClient, HetznerConfig, Secret};
 use orc_common::Currency;
+use orc_testkit::emu::{EmuControl, Fault};
 use rust_decimal::Decimal;
-use serde_json::json;
 use tokio::time::Instant;
 
 use common::*;
@@ -256,12 +256,9 @@ async fn a_429_is_retried_once_a_token_is_back() {
     let client = hetzner(&emu);
     // One token per second, none left: the next request is refused and the next token
     // comes back about a second later.
-    control(
-        &hetzner_root(&emu),
-        "rate-limit",
-        json!({"limit": 3600, "remaining": 0, "per_seconds": 3600}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .rate_limit(3600, 3600.0, Some(0))
+        .await;
     let servers = client.list_servers(&ServerFilter::default()).await.unwrap();
     assert!(servers.is_empty());
     assert_eq!(client.counters().get("hetzner.servers.list"), 2);
@@ -272,12 +269,9 @@ async fn a_long_rate_limit_wait_is_left_to_the_caller() {
     let emu = start().await;
     let client = hetzner(&emu);
     // Ten requests per ten hours: one token takes an hour, far beyond the 5 s cap.
-    control(
-        &hetzner_root(&emu),
-        "rate-limit",
-        json!({"limit": 10, "remaining": 0, "per_seconds": 36000}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .rate_limit(10, 36000.0, Some(0))
+        .await;
     let err = client.list_locations().await.unwrap_err();
     match &err {
         CloudError::RateLimited {
@@ -297,13 +291,8 @@ async fn a_long_rate_limit_wait_is_left_to_the_caller() {
 async fn sold_out_and_disabled_locations_are_no_capacity() {
     let emu = start().await;
     let client = hetzner(&emu);
-    let root = hetzner_root(&emu);
-    control(
-        &root,
-        "sold-out",
-        json!({"plan": "cx23", "location": "fsn1"}),
-    )
-    .await;
+    let control = EmuControl::hetzner(&emu);
+    control.sold_out("cx23", "fsn1", true).await;
     let types = client.list_server_types().await.unwrap();
     let cx23 = types.iter().find(|t| t.name == "cx23").unwrap();
     assert!(!cx23.available_in("fsn1"));
@@ -315,12 +304,7 @@ async fn sold_out_and_disabled_locations_are_no_capacity() {
     assert!(err.is_capacity(), "{err:?}");
     assert!(!err.retryable());
 
-    control(
-        &root,
-        "locations",
-        json!({"location": "nbg1", "disabled": true}),
-    )
-    .await;
+    control.location_disabled("nbg1", true).await;
     request.location = Some("nbg1".into());
     let err = client.create_server(&request).await.unwrap_err();
     assert!(err.is_capacity(), "{err:?}");
@@ -339,22 +323,16 @@ async fn sold_out_and_disabled_locations_are_no_capacity() {
 async fn an_injected_503_is_retried_for_gets_only() {
     let emu = start().await;
     let client = hetzner(&emu);
-    let root = hetzner_root(&emu);
-    control(
-        &root,
-        "faults",
-        json!({"path": "/v1/servers", "method": "GET", "status": 503, "count": 1}),
-    )
-    .await;
+    let control = EmuControl::hetzner(&emu);
+    control
+        .fault(Fault::new("/v1/servers", 503, 1).method("GET"))
+        .await;
     client.list_servers(&ServerFilter::default()).await.unwrap();
     assert_eq!(client.counters().get("hetzner.servers.list"), 2);
 
-    control(
-        &root,
-        "faults",
-        json!({"path": "/v1/servers", "method": "POST", "status": 503, "count": 1}),
-    )
-    .await;
+    control
+        .fault(Fault::new("/v1/servers", 503, 1).method("POST"))
+        .await;
     let err = client
         .create_server(&CreateServer::new("x", "cx23", "ubuntu-24.04"))
         .await
@@ -372,7 +350,7 @@ async fn failed_and_unfinished_actions_are_reported() {
     let emu = start().await;
     let client = hetzner(&emu);
     let id = create_running(&client, "actions").await;
-    control(&hetzner_root(&emu), "fail-next-action", json!({"count": 1})).await;
+    EmuControl::hetzner(&emu).fail_next_actions(1).await;
     let reboot = client.reboot_server(id).await.unwrap();
     let err = client
         .wait_for_actions(&[reboot.id], POLL, deadline())
@@ -423,7 +401,7 @@ async fn actions_still_running_at_the_deadline() {
         other => panic!("expected Deadline, got {other:?}"),
     }
     assert!(err.retryable());
-    control(&hetzner_root(&emu), "clock/advance", json!({"seconds": 60})).await;
+    EmuControl::hetzner(&emu).advance_clock(60.0).await;
     client.counters().reset();
     client
         .wait_for_actions(&created.action_ids(), POLL, deadline())

@@ -8,7 +8,7 @@ use std::time::Duration;
 use orc_cloud::hetzner::{CreateServer, Labels, ServerFilter};
 use orc_cloud::vultr::{CreateInstance, InstanceFilter, InstanceSource};
 use orc_cloud::{HcloudServerId, RequestCounters, VultrOsId, VultrRegionId};
-use serde_json::json;
+use orc_testkit::emu::{EmuControl, Fault};
 use tokio::time::Instant;
 
 use common::*;
@@ -38,7 +38,7 @@ async fn hetzner_rows(rows: &mut Vec<Row>) {
     let emu = start_with(config).await;
     let client = hetzner(&emu);
     let counters = client.counters();
-    let root = hetzner_root(&emu);
+    let control = EmuControl::hetzner(&emu);
     let request = |name: String| {
         let mut r = CreateServer::new(name, "cx23", "ubuntu-24.04");
         r.location = Some("fsn1".into());
@@ -171,12 +171,7 @@ async fn hetzner_rows(rows: &mut Vec<Row>) {
     });
 
     let n = measure(counters, "hetzner.servers.create", async {
-        control(
-            &root,
-            "sold-out",
-            json!({"plan": "cx23", "location": "fsn1"}),
-        )
-        .await;
+        control.sold_out("cx23", "fsn1", true).await;
         let err = client
             .create_server(&request("sold".into()))
             .await
@@ -192,12 +187,9 @@ async fn hetzner_rows(rows: &mut Vec<Row>) {
     });
 
     let n = measure(counters, "hetzner.servers.list", async {
-        control(
-            &root,
-            "faults",
-            json!({"path": "/v1/servers", "method": "GET", "status": 503, "count": 1}),
-        )
-        .await;
+        control
+            .fault(Fault::new("/v1/servers", 503, 1).method("GET"))
+            .await;
         client
             .list_servers(&ServerFilter {
                 name: Some("s-001".into()),
@@ -215,12 +207,7 @@ async fn hetzner_rows(rows: &mut Vec<Row>) {
     });
 
     let n = measure(counters, "hetzner.ssh_keys.create", async {
-        control(
-            &root,
-            "rate-limit",
-            json!({"limit": 3600, "remaining": 0, "per_seconds": 3600}),
-        )
-        .await;
+        control.rate_limit(3600, 3600.0, Some(0)).await;
         client
             .create_ssh_key("k", &ssh_public_key(1), &Labels::new())
             .await
@@ -318,12 +305,7 @@ async fn vultr_rows(rows: &mut Vec<Row>) {
     });
 
     let n = measure(client.counters(), "vultr.instances.list", async {
-        control(
-            &vultr_root(&emu),
-            "rate-limit",
-            json!({"limit": 30, "remaining": 0, "per_seconds": 1}),
-        )
-        .await;
+        EmuControl::vultr(&emu).rate_limit(30, 1.0, Some(0)).await;
         assert_eq!(
             client
                 .list_instances(&InstanceFilter::default())
@@ -369,12 +351,9 @@ async fn robot_rows(rows: &mut Vec<Row>) {
         requests: n,
     });
     let n = measure(client.counters(), "robot.servers.get", async {
-        control(
-            &robot_root(&emu),
-            "rate-limit",
-            json!({"limit": 3600, "remaining": 0, "per_seconds": 3600}),
-        )
-        .await;
+        EmuControl::robot(&emu)
+            .rate_limit(3600, 3600.0, Some(0))
+            .await;
         assert!(
             client
                 .get_server(orc_cloud::RobotServerNumber(2001001))

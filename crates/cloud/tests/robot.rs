@@ -5,7 +5,7 @@ mod common;
 
 use orc_cloud::robot::{OneOrMany, ResetType};
 use orc_cloud::{CloudError, RobotClient, RobotConfig, RobotServerNumber};
-use serde_json::json;
+use orc_testkit::EmuControl;
 
 use common::*;
 
@@ -197,12 +197,9 @@ async fn the_403_rate_limit_is_retried_when_short() {
     let emu = start().await;
     let client = robot(&emu);
     // 3600 an hour: Robot reports interval 3600 and max_request 3600, one second per request.
-    control(
-        &robot_root(&emu),
-        "rate-limit",
-        json!({"limit": 3600, "remaining": 0, "per_seconds": 3600}),
-    )
-    .await;
+    EmuControl::robot(&emu)
+        .rate_limit(3600, 3600.0, Some(0))
+        .await;
     assert_eq!(client.list_servers().await.unwrap().len(), 3);
     assert_eq!(client.counters().get("robot.servers.list"), 2);
 }
@@ -211,12 +208,9 @@ async fn the_403_rate_limit_is_retried_when_short() {
 async fn the_403_rate_limit_is_reported_when_long() {
     let emu = start().await;
     let client = robot(&emu);
-    control(
-        &robot_root(&emu),
-        "rate-limit",
-        json!({"limit": 200, "remaining": 0, "per_seconds": 3600}),
-    )
-    .await;
+    EmuControl::robot(&emu)
+        .rate_limit(200, 3600.0, Some(0))
+        .await;
     let err = client.list_servers().await.unwrap_err();
     match &err {
         CloudError::RateLimited { retry_after, .. } => {

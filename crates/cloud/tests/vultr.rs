@@ -7,8 +7,8 @@ use orc_cloud::vultr::{
     CreateBlock, CreateInstance, InstanceFilter, InstanceSource, InstanceStatus, PowerStatus,
 };
 use orc_cloud::{CloudError, VultrInstanceId, VultrOsId, VultrRegionId};
+use orc_testkit::emu::{EmuControl, Fault};
 use rust_decimal::Decimal;
-use serde_json::json;
 
 use common::*;
 
@@ -309,12 +309,7 @@ async fn block_storage_attach_detach() {
 async fn a_429_is_retried_after_a_short_wait() {
     let emu = start().await;
     let client = vultr(&emu);
-    control(
-        &vultr_root(&emu),
-        "rate-limit",
-        json!({"limit": 30, "remaining": 0, "per_seconds": 1}),
-    )
-    .await;
+    EmuControl::vultr(&emu).rate_limit(30, 1.0, Some(0)).await;
     client
         .list_instances(&InstanceFilter::default())
         .await
@@ -326,13 +321,8 @@ async fn a_429_is_retried_after_a_short_wait() {
 async fn sold_out_plans_and_closed_regions_are_no_capacity() {
     let emu = start().await;
     let client = vultr(&emu);
-    let root = vultr_root(&emu);
-    control(
-        &root,
-        "sold-out",
-        json!({"plan": "vc2-1c-1gb", "location": "fra"}),
-    )
-    .await;
+    let control = EmuControl::vultr(&emu);
+    control.sold_out("vc2-1c-1gb", "fra", true).await;
     let available = client
         .region_availability(&VultrRegionId::from("fra"))
         .await
@@ -344,12 +334,7 @@ async fn sold_out_plans_and_closed_regions_are_no_capacity() {
         .unwrap_err();
     assert!(err.is_capacity(), "{err:?}");
 
-    control(
-        &root,
-        "locations",
-        json!({"location": "ams", "disabled": true}),
-    )
-    .await;
+    control.location_disabled("ams", true).await;
     let err = client
         .create_instance(&ubuntu("ams", "vc2-2c-4gb"))
         .await
@@ -371,24 +356,18 @@ async fn sold_out_plans_and_closed_regions_are_no_capacity() {
 async fn an_injected_503_is_retried_for_gets_only() {
     let emu = start().await;
     let client = vultr(&emu);
-    let root = vultr_root(&emu);
-    control(
-        &root,
-        "faults",
-        json!({"path": "/v2/instances", "method": "GET", "status": 503, "count": 1}),
-    )
-    .await;
+    let control = EmuControl::vultr(&emu);
+    control
+        .fault(Fault::new("/v2/instances", 503, 1).method("GET"))
+        .await;
     client
         .list_instances(&InstanceFilter::default())
         .await
         .unwrap();
     assert_eq!(client.counters().get("vultr.instances.list"), 2);
-    control(
-        &root,
-        "faults",
-        json!({"path": "/v2/instances", "method": "POST", "status": 503, "count": 1}),
-    )
-    .await;
+    control
+        .fault(Fault::new("/v2/instances", 503, 1).method("POST"))
+        .await;
     let err = client
         .create_instance(&ubuntu("fra", "vc2-1c-1gb"))
         .await
@@ -426,7 +405,7 @@ async fn deleting_an_installing_instance_is_a_retryable_refusal() {
         1,
         "DELETEs are not repeated"
     );
-    control(&vultr_root(&emu), "clock/advance", json!({"seconds": 120})).await;
+    EmuControl::vultr(&emu).advance_clock(120.0).await;
     client.delete_instance(&created.id).await.unwrap();
     assert!(client.get_instance(&created.id).await.unwrap().is_none());
 }

@@ -1,7 +1,11 @@
 //! The control API under `/_emu/` and the gate every API request passes: injected errors,
 //! rate-limit budgets, the clock, the request log and counters, reset.
+//!
+//! The levers are pulled with the test kit's `EmuControl`; what the control API answers on
+//! the wire (bad bodies, the clock's answers, the state) is checked over raw HTTP.
 
 use orc_emu::EmuConfig;
+use orc_testkit::emu::{EmuControl, Fault};
 use serde_json::{Value, json};
 
 async fn post(client: &reqwest::Client, url: String, body: Value) -> reqwest::Response {
@@ -29,13 +33,9 @@ async fn injected_fault_hits_only_matching_requests_and_only_count_times() {
     let emu = EmuConfig::for_tests().start().await.unwrap();
     let root = emu.hetzner.as_ref().unwrap().root_url();
     let c = reqwest::Client::new();
-    let r = post(
-        &c,
-        format!("{root}/_emu/faults"),
-        json!({"path": "/v1/servers", "method": "POST", "status": 503, "count": 2}),
-    )
-    .await;
-    assert_eq!(r.status(), 204);
+    EmuControl::hetzner(&emu)
+        .fault(Fault::new("/v1/servers", 503, 2).method("POST"))
+        .await;
 
     // A GET on the same path is not hit.
     let get = c.get(format!("{root}/v1/servers")).send().await.unwrap();
@@ -85,12 +85,9 @@ async fn each_api_renders_injected_errors_in_its_own_shape() {
     let c = reqwest::Client::new();
 
     let vultr = emu.vultr.as_ref().unwrap().root_url();
-    post(
-        &c,
-        format!("{vultr}/_emu/faults"),
-        json!({"path": "/v2/instances", "status": 500}),
-    )
-    .await;
+    EmuControl::vultr(&emu)
+        .fault(Fault::new("/v2/instances", 500, 1))
+        .await;
     let r = c.get(format!("{vultr}/v2/instances")).send().await.unwrap();
     assert_eq!(r.status(), 500);
     let body: Value = r.json().await.unwrap();
@@ -98,12 +95,9 @@ async fn each_api_renders_injected_errors_in_its_own_shape() {
     assert!(body["error"].is_string());
 
     let robot = emu.robot.as_ref().unwrap().root_url();
-    post(
-        &c,
-        format!("{robot}/_emu/faults"),
-        json!({"path": "/server", "status": 404}),
-    )
-    .await;
+    EmuControl::robot(&emu)
+        .fault(Fault::new("/server", 404, 1))
+        .await;
     let r = c.get(format!("{robot}/server")).send().await.unwrap();
     assert_eq!(r.status(), 404);
     let body: Value = r.json().await.unwrap();
@@ -116,13 +110,10 @@ async fn hetzner_budget_runs_out_and_says_so_in_headers() {
     let emu = EmuConfig::for_tests().start().await.unwrap();
     let root = emu.hetzner.as_ref().unwrap().root_url();
     let c = reqwest::Client::new();
-    let r = post(
-        &c,
-        format!("{root}/_emu/rate-limit"),
-        json!({"limit": 3600, "remaining": 1}),
-    )
-    .await;
-    assert_eq!(r.status(), 204);
+    // The default period, an hour.
+    EmuControl::hetzner(&emu)
+        .rate_limit(3600, 3600.0, Some(1))
+        .await;
 
     let first = c.get(format!("{root}/v1/locations")).send().await.unwrap();
     assert_ne!(first.status(), 429);
@@ -154,12 +145,8 @@ async fn robot_reports_rate_limit_as_403() {
     let emu = EmuConfig::for_tests().start().await.unwrap();
     let root = emu.robot.as_ref().unwrap().root_url();
     let c = reqwest::Client::new();
-    post(
-        &c,
-        format!("{root}/_emu/rate-limit"),
-        json!({"limit": 5, "remaining": 0}),
-    )
-    .await;
+    // The default period, an hour.
+    EmuControl::robot(&emu).rate_limit(5, 3600.0, Some(0)).await;
     let r = c
         .get(format!("{root}/server"))
         .basic_auth("demo", Some("demo-token"))
@@ -220,25 +207,19 @@ async fn requests_are_logged_and_counted_by_operation_and_reset_clears_them() {
         .await
         .unwrap();
 
-    let counters = get_json(&c, format!("{root}/_emu/counters")).await;
-    assert_eq!(counters["operations"]["GET /v1/servers/{id}"], 3);
-    assert_eq!(counters["operations"]["GET /v1/locations"], 1);
-    assert_eq!(counters["total"], 4);
+    let control = EmuControl::hetzner(&emu);
+    let counters = control.counters().await;
+    assert_eq!(counters.operations["GET /v1/servers/{id}"], 3);
+    assert_eq!(counters.operations["GET /v1/locations"], 1);
+    assert_eq!(counters.total, 4);
 
-    let log = get_json(&c, format!("{root}/_emu/requests")).await;
-    let requests = log["requests"].as_array().unwrap();
+    let requests = control.requests().await;
     assert_eq!(requests.len(), 4);
-    assert_eq!(requests[3]["query"], "page=1");
-    assert_eq!(requests[0]["path"], "/v1/servers/1");
+    assert_eq!(requests[3].query.as_deref(), Some("page=1"));
+    assert_eq!(requests[0].path, "/v1/servers/1");
 
-    assert_eq!(
-        post(&c, format!("{root}/_emu/reset"), json!({}))
-            .await
-            .status(),
-        204
-    );
-    let counters = get_json(&c, format!("{root}/_emu/counters")).await;
-    assert_eq!(counters["total"], 0);
+    control.reset().await;
+    assert_eq!(control.counters().await.total, 0);
 }
 
 #[tokio::test]
@@ -247,25 +228,11 @@ async fn sold_out_and_disabled_locations_show_in_state() {
     let handle = emu.hetzner.as_ref().unwrap();
     let root = handle.root_url();
     let c = reqwest::Client::new();
-    post(
-        &c,
-        format!("{root}/_emu/sold-out"),
-        json!({"plan": "cx23", "location": "fsn1"}),
-    )
-    .await;
-    post(
-        &c,
-        format!("{root}/_emu/locations"),
-        json!({"location": "nbg1", "disabled": true}),
-    )
-    .await;
-    post(&c, format!("{root}/_emu/latency"), json!({"ms": 5})).await;
-    post(
-        &c,
-        format!("{root}/_emu/fail-next-action"),
-        json!({"count": 2}),
-    )
-    .await;
+    let control = EmuControl::hetzner(&emu);
+    control.sold_out("cx23", "fsn1", true).await;
+    control.location_disabled("nbg1", true).await;
+    control.latency(5).await;
+    control.fail_next_actions(2).await;
     let state = get_json(&c, format!("{root}/_emu/state")).await;
     assert_eq!(
         state["sold_out"],
@@ -276,8 +243,7 @@ async fn sold_out_and_disabled_locations_show_in_state() {
     assert_eq!(state["fail_next_actions"], 2);
     assert!(handle.core.faults().is_sold_out("cx23", "fsn1"));
 
-    let back = json!({"plan": "cx23", "location": "fsn1", "sold_out": false});
-    post(&c, format!("{root}/_emu/sold-out"), back).await;
+    control.sold_out("cx23", "fsn1", false).await;
     assert!(!handle.core.faults().is_sold_out("cx23", "fsn1"));
     let incomplete = post(&c, format!("{root}/_emu/sold-out"), json!({"plan": "cx23"})).await;
     assert!(

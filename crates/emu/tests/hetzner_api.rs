@@ -3,6 +3,7 @@
 //! failures, account isolation and reset.
 
 use orc_emu::{Account, Accounts, EmuConfig, RunningEmulators, Timings};
+use orc_testkit::emu::{EmuControl, Fault};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -10,7 +11,7 @@ use serde_json::{Value, json};
 struct Api {
     http: reqwest::Client,
     base: String,
-    root: String,
+    control: EmuControl,
     token: String,
     _emu: RunningEmulators,
 }
@@ -47,7 +48,7 @@ async fn start_with(timings: Timings, accounts: Accounts) -> Api {
     Api {
         http: reqwest::Client::new(),
         base: emu.hetzner_url().expect("hetzner url"),
-        root: h.root_url(),
+        control: EmuControl::new(h.root_url()),
         token: "demo-token".into(),
         _emu: emu,
     }
@@ -107,21 +108,6 @@ impl Api {
     async fn delete(&self, path: &str) -> Reply {
         self.raw(Method::DELETE, path, Some(&self.token), None)
             .await
-    }
-
-    async fn control(&self, path: &str, body: Value) {
-        let resp = self
-            .http
-            .post(format!("{}/_emu/{path}", self.root))
-            .json(&body)
-            .send()
-            .await
-            .expect("control request");
-        assert!(
-            resp.status().is_success(),
-            "control {path}: {}",
-            resp.status()
-        );
     }
 
     async fn create_server(&self, name: &str, labels: Value) -> Reply {
@@ -364,11 +350,11 @@ async fn hetzner_server_is_locked_until_the_clock_passes_its_create_time() {
     assert_eq!(locked.status, StatusCode::LOCKED);
     assert_eq!(locked.code(), "locked");
 
-    api.control("clock/advance", json!({"seconds": 12})).await;
+    api.control.advance_clock(12.0).await;
     let mid = api.get(&format!("/servers/{id}")).await;
     assert_eq!(mid.body["server"]["status"], "starting");
 
-    api.control("clock/advance", json!({"seconds": 30})).await;
+    api.control.advance_clock(30.0).await;
     let done = api.get(&format!("/servers/{id}")).await;
     assert_eq!(done.body["server"]["status"], "running");
     assert_eq!(done.body["server"]["locked"], false);
@@ -386,7 +372,7 @@ async fn hetzner_server_is_locked_until_the_clock_passes_its_create_time() {
         api.get(&format!("/servers/{id}")).await.body["server"]["status"],
         "stopping"
     );
-    api.control("clock/advance", json!({"seconds": 10})).await;
+    api.control.advance_clock(10.0).await;
     assert_eq!(
         api.get(&format!("/servers/{id}")).await.body["server"]["status"],
         "off"
@@ -399,7 +385,7 @@ async fn hetzner_server_is_locked_until_the_clock_passes_its_create_time() {
         api.get(&format!("/servers/{id}")).await.body["server"]["status"],
         "deleting"
     );
-    api.control("clock/advance", json!({"seconds": 10})).await;
+    api.control.advance_clock(10.0).await;
     assert_eq!(
         api.get(&format!("/servers/{id}")).await.status,
         StatusCode::NOT_FOUND
@@ -409,8 +395,7 @@ async fn hetzner_server_is_locked_until_the_clock_passes_its_create_time() {
 #[tokio::test]
 async fn hetzner_capacity_errors_have_the_observed_forms() {
     let api = start().await;
-    api.control("sold-out", json!({"plan": "cx23", "location": "fsn1"}))
-        .await;
+    api.control.sold_out("cx23", "fsn1", true).await;
     let sold = api.create_server("a", json!({})).await;
     assert_eq!(sold.status, StatusCode::PRECONDITION_FAILED);
     assert_eq!(sold.code(), "resource_unavailable");
@@ -423,7 +408,7 @@ async fn hetzner_capacity_errors_have_the_observed_forms() {
     assert_eq!(fsn1["available"], false);
     assert_eq!(nbg1["available"], true);
 
-    api.control("locations", json!({"location": "nbg1"})).await;
+    api.control.location_disabled("nbg1", true).await;
     let disabled = api
         .post(
             "/servers",
@@ -521,7 +506,7 @@ async fn hetzner_failed_action_ends_in_error_and_leaves_the_server() {
     let id = api.create_server("f", json!({})).await.body["server"]["id"]
         .as_u64()
         .unwrap();
-    api.control("fail-next-action", json!({"count": 1})).await;
+    api.control.fail_next_actions(1).await;
     let r = api
         .post(&format!("/servers/{id}/actions/poweroff"), json!({}))
         .await;
@@ -606,7 +591,7 @@ async fn hetzner_accounts_are_isolated_and_reset_forgets_everything() {
         "names are unique per account only"
     );
 
-    api.control("reset", json!({})).await;
+    api.control.reset().await;
     api.token = "alice-token".into();
     assert!(ids(&api.get("/servers").await, "servers").is_empty());
     assert!(ids(&api.get("/primary_ips").await, "primary_ips").is_empty());
@@ -1050,7 +1035,7 @@ async fn hetzner_options_switch_old_client_shapes() {
     let api = Api {
         http: reqwest::Client::new(),
         base: emu.hetzner_url().unwrap(),
-        root: emu.hetzner.as_ref().unwrap().root_url(),
+        control: EmuControl::hetzner(&emu),
         token: "demo-token".into(),
         _emu: emu,
     };
@@ -1070,8 +1055,7 @@ async fn hetzner_options_switch_old_client_shapes() {
     assert_eq!(dcs.status, StatusCode::OK);
     assert_eq!(dcs.body["datacenters"][0]["name"], "nbg1-dc3");
     assert!(dcs.body["recommendation"].is_u64());
-    api.control("sold-out", json!({"plan": "cx23", "location": "fsn1"}))
-        .await;
+    api.control.sold_out("cx23", "fsn1", true).await;
     let fsn = api.get("/datacenters/4").await;
     let supported = fsn.body["datacenter"]["server_types"]["supported"]
         .as_array()
@@ -1096,11 +1080,9 @@ async fn hetzner_options_switch_old_client_shapes() {
 #[tokio::test]
 async fn hetzner_rate_limit_and_injected_faults_use_the_api_envelope() {
     let api = start().await;
-    api.control(
-        "faults",
-        json!({"path": "/v1/servers", "method": "POST", "status": 503, "count": 1}),
-    )
-    .await;
+    api.control
+        .fault(Fault::new("/v1/servers", 503, 1).method("POST"))
+        .await;
     let r = api.create_server("x", json!({})).await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(r.code(), "unavailable");
@@ -1110,11 +1092,7 @@ async fn hetzner_rate_limit_and_injected_faults_use_the_api_envelope() {
         StatusCode::CREATED
     );
 
-    api.control(
-        "rate-limit",
-        json!({"limit": 3600, "remaining": 1, "per_seconds": 3_600_000}),
-    )
-    .await;
+    api.control.rate_limit(3600, 3_600_000.0, Some(1)).await;
     let last = api.get("/servers").await;
     assert_eq!(last.status, StatusCode::OK);
     assert_eq!(last.headers["ratelimit-remaining"], "0");

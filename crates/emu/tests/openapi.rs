@@ -13,6 +13,7 @@
 
 mod support;
 
+use orc_testkit::emu::Fault;
 use serde_json::{Value, json};
 use support::{Auth, Body, Fidelity, Flavor, Spec, World, id_at};
 
@@ -680,12 +681,9 @@ async fn hetzner_servers() {
         unsupported.pointer("/error/code") == Some(&json!("invalid_input")),
         || "cax11 in ash: not invalid_input".into(),
     );
-    w.control(
-        Flavor::Hetzner,
-        "sold-out",
-        json!({"plan": "cx33", "location": "nbg1", "sold_out": true}),
-    )
-    .await;
+    w.control(Flavor::Hetzner)
+        .sold_out("cx33", "nbg1", true)
+        .await;
     let sold = fx
         .call(
             api,
@@ -833,8 +831,7 @@ async fn hetzner_actions() {
     .await;
 
     // A failing action.
-    w.control(Flavor::Hetzner, "fail-next-action", json!({"count": 1}))
-        .await;
+    w.control(Flavor::Hetzner).fail_next_actions(1).await;
     let failing = fx
         .call(
             api,
@@ -1825,12 +1822,9 @@ async fn vultr_instances() {
             .is_some_and(|m| m.contains("Invalid plan")),
         || format!("bad plan message: {:?}", bad_plan.get("error")),
     );
-    w.control(
-        Flavor::Vultr,
-        "sold-out",
-        json!({"plan": "vc2-1c-1gb", "location": "ams", "sold_out": true}),
-    )
-    .await;
+    w.control(Flavor::Vultr)
+        .sold_out("vc2-1c-1gb", "ams", true)
+        .await;
     let sold = fx
         .call(
             api,
@@ -2655,12 +2649,9 @@ async fn rate_limits_and_injected_faults_use_each_api_shape() {
     let mut fx = Fidelity::new("rate_limits_and_injected_faults_use_each_api_shape");
 
     // Hetzner: 429 rate_limit_exceeded with the budget headers still present.
-    w.control(
-        Flavor::Hetzner,
-        "rate-limit",
-        json!({"limit": 5, "remaining": 0}),
-    )
-    .await;
+    w.control(Flavor::Hetzner)
+        .rate_limit(5, 3600.0, Some(0))
+        .await;
     let limited = fx
         .call(&w.hetzner, "GET", "/server_types", &[], Body::None, 429)
         .await;
@@ -2673,21 +2664,13 @@ async fn rate_limits_and_injected_faults_use_each_api_shape() {
         format!("Hetzner 429: RateLimit-Remaining {remaining:?}")
     });
     // Vultr: 429 in its envelope (documented for every operation by the introduction).
-    w.control(
-        Flavor::Vultr,
-        "rate-limit",
-        json!({"limit": 5, "remaining": 0}),
-    )
-    .await;
+    w.control(Flavor::Vultr).rate_limit(5, 1.0, Some(0)).await;
     fx.call(&w.vultr, "GET", "/account", &[], Body::None, 429)
         .await;
     // Robot: the limit is a 403 with the budget in the body.
-    w.control(
-        Flavor::Robot,
-        "rate-limit",
-        json!({"limit": 5, "remaining": 0}),
-    )
-    .await;
+    w.control(Flavor::Robot)
+        .rate_limit(5, 3600.0, Some(0))
+        .await;
     let robot = fx
         .call(&w.robot, "GET", "/server", &[], Body::None, 403)
         .await;
@@ -2704,14 +2687,8 @@ async fn rate_limits_and_injected_faults_use_each_api_shape() {
         (Flavor::Vultr, "/v2/plans", "/plans"),
         (Flavor::Robot, "/key", "/key"),
     ] {
-        w.control(flavor, "rate-limit", json!({"limit": 1_000_000_u64}))
-            .await;
-        w.control(
-            flavor,
-            "faults",
-            json!({"path": root_path, "status": 503, "count": 1}),
-        )
-        .await;
+        w.lift_rate_limit(flavor).await;
+        w.control(flavor).fault(Fault::new(root_path, 503, 1)).await;
         let api = match flavor {
             Flavor::Hetzner => &w.hetzner,
             Flavor::Vultr => &w.vultr,

@@ -6,6 +6,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use md5::{Digest, Md5};
 use orc_emu::{EmuConfig, RunningEmulators, Timings};
+use orc_testkit::EmuControl;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -15,6 +16,7 @@ const SEED_KEY: &str = "56:29:99:a4:5d:ed:ac:95:c1:f5:88:82:90:5d:dd:10";
 struct Robot {
     _emu: RunningEmulators,
     base: String,
+    control: EmuControl,
     http: Client,
 }
 
@@ -29,6 +31,7 @@ impl Robot {
         let emu = config.start().await.expect("emulator starts");
         let base = emu.robot_url().expect("robot runs");
         Robot {
+            control: EmuControl::robot(&emu),
             _emu: emu,
             base,
             http: Client::new(),
@@ -89,17 +92,6 @@ impl Robot {
             .to_str()
             .expect("ascii header")
             .to_string()
-    }
-
-    async fn control(&self, path: &str, body: Value) {
-        let r = self
-            .http
-            .post(format!("{}/_emu/{path}", self.base))
-            .json(&body)
-            .send()
-            .await
-            .expect("control request");
-        assert!(r.status().is_success(), "control {path}: {}", r.status());
     }
 }
 
@@ -176,14 +168,14 @@ async fn robot_auth_comes_first_and_three_failures_block_the_client() {
     }
     let (status, body) = r.get("/server").await;
     assert_error(status, &body, StatusCode::FORBIDDEN, "BLOCKED");
-    r.control("clock/advance", json!({"seconds": 599})).await;
+    r.control.advance_clock(599.0).await;
     let (status, _) = r.get("/server").await;
     assert_eq!(
         status,
         StatusCode::FORBIDDEN,
         "still inside the ten minutes"
     );
-    r.control("clock/advance", json!({"seconds": 2})).await;
+    r.control.advance_clock(2.0).await;
     let (status, _) = r.get("/server").await;
     assert_eq!(status, StatusCode::OK);
 
@@ -275,11 +267,11 @@ async fn robot_resets_follow_each_servers_menu_and_power_state() {
     assert_eq!(status, StatusCode::OK);
     let (status, body) = r.post(&path, &[("type", "man")]).await;
     assert_error(status, &body, StatusCode::CONFLICT, "RESET_MANUAL_ACTIVE");
-    r.control("clock/advance", json!({"seconds": 30})).await;
+    r.control.advance_clock(30.0).await;
     let (status, _) = r.post(&path, &[("type", "man")]).await;
     assert_eq!(status, StatusCode::OK, "the technician is done");
 
-    r.control("fail-next-action", json!({"count": 1})).await;
+    r.control.fail_next_actions(1).await;
     let (status, body) = r.post(&path, &[("type", "power_long")]).await;
     assert_error(
         status,
@@ -463,20 +455,13 @@ async fn robot_rate_limit_is_a_403_and_reset_restores_the_seed() {
     let r = Robot::start().await;
     r.post(&format!("/server/{FIRST}"), &[("server_name", "changed")])
         .await;
-    r.control("rate-limit", json!({"limit": 2, "remaining": 0}))
-        .await;
+    r.control.rate_limit(2, 3600.0, Some(0)).await;
     let (status, body) = r.get("/server").await;
     assert_error(status, &body, StatusCode::FORBIDDEN, "RATE_LIMIT_EXCEEDED");
     assert_eq!(body["error"]["max_request"], json!(2));
     assert_eq!(body["error"]["interval"], json!(3600));
 
-    let reset = r
-        .http
-        .post(format!("{}/_emu/reset", r.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reset.status(), StatusCode::NO_CONTENT);
+    r.control.reset().await;
     let (status, list) = r.get("/server").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(list[0]["server"]["server_name"], "db-1");

@@ -5,13 +5,14 @@
 use std::collections::BTreeSet;
 
 use orc_emu::{Account, Accounts, EmuConfig, RunningEmulators, Timings};
+use orc_testkit::EmuControl;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
 struct Vultr {
     _emu: RunningEmulators,
     base: String,
-    root: String,
+    control: EmuControl,
     http: Client,
     key: String,
 }
@@ -31,16 +32,16 @@ impl Vultr {
         };
         let emu = config.start().await.expect("emulator starts");
         let base = emu.vultr_url().expect("vultr runs");
-        let root = emu.vultr.as_ref().expect("vultr runs").root_url();
+        let control = EmuControl::vultr(&emu);
         let v = Vultr {
             _emu: emu,
             base,
-            root,
+            control,
             http: Client::new(),
             key: "demo-token".into(),
         };
         // Many requests per test: lift the per-second budget.
-        v.control("rate-limit", json!({"limit": 1_000_000})).await;
+        v.control.rate_limit(1_000_000, 1.0, None).await;
         v
     }
 
@@ -65,20 +66,8 @@ impl Vultr {
         self.call(Method::POST, path, Some(body)).await
     }
 
-    async fn control(&self, path: &str, body: Value) {
-        let r = self
-            .http
-            .post(format!("{}/_emu/{path}", self.root))
-            .json(&body)
-            .send()
-            .await
-            .expect("control request");
-        assert!(r.status().is_success(), "control {path}: {}", r.status());
-    }
-
     async fn advance(&self, seconds: u64) {
-        self.control("clock/advance", json!({"seconds": seconds}))
-            .await;
+        self.control.advance_clock(seconds as f64).await;
     }
 
     async fn create(&self, body: Value) -> Value {
@@ -489,8 +478,7 @@ async fn vultr_sold_out_and_disabled_regions_show_in_stock_and_create() {
             .unwrap()
             .contains(&json!("vc2-1c-1gb"))
     );
-    v.control("sold-out", json!({"plan": "vc2-1c-1gb", "location": "fra"}))
-        .await;
+    v.control.sold_out("vc2-1c-1gb", "fra", true).await;
     let (_, avail) = v.get("/regions/fra/availability").await;
     let plans = avail["available_plans"].as_array().unwrap();
     assert!(!plans.contains(&json!("vc2-1c-1gb")));
@@ -519,8 +507,7 @@ async fn vultr_sold_out_and_disabled_regions_show_in_stock_and_create() {
     );
     v.create(ubuntu("ams", "vc2-1c-1gb")).await;
 
-    v.control("locations", json!({"location": "ams", "disabled": true}))
-        .await;
+    v.control.location_disabled("ams", true).await;
     let (_, avail) = v.get("/regions/ams/availability").await;
     assert_eq!(avail["available_plans"], json!([]));
     let (status, err) = v.post("/instances", ubuntu("ams", "vc2-1c-2gb")).await;
@@ -789,14 +776,8 @@ async fn vultr_accounts_are_isolated_and_reset_forgets_everything() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
-    let r = v
-        .http
-        .post(format!("{}/_emu/reset", v.root))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    v.control("rate-limit", json!({"limit": 1_000_000})).await;
+    v.control.reset().await;
+    v.control.rate_limit(1_000_000, 1.0, None).await;
     let (_, list) = v.get("/instances").await;
     assert_eq!(list["instances"], json!([]));
     let (_, keys) = v.get("/ssh-keys").await;
@@ -808,7 +789,7 @@ async fn vultr_accounts_are_isolated_and_reset_forgets_everything() {
 #[tokio::test]
 async fn vultr_action_failures_break_an_install_then_a_halt() {
     let v = Vultr::start(Timings::realistic()).await;
-    v.control("fail-next-action", json!({"count": 2})).await;
+    v.control.fail_next_actions(2).await;
     let id = v.create(ubuntu("ewr", "vc2-1c-1gb")).await["id"]
         .as_str()
         .unwrap()

@@ -6,27 +6,18 @@ use std::time::Duration;
 
 use orc_common::{Architecture, Shape};
 use orc_emu::EmuConfig;
-use orc_proto::{ClassId, NodeId, OsId, PoolId, Purpose, Quote, QuoteReply, Role};
+use orc_proto::{Quote, QuoteReply, Role};
 use orc_provider_sdk::harness::ZoneHarness;
+use orc_testkit::EmuControl;
+use orc_testkit::proto::{quote, shape};
 
 const BIN: &str = env!("CARGO_BIN_EXE_orc-prov-hetzner");
 const TOKEN: &str = "demo-token";
 
-async fn emulator_requests(root: &str) -> u64 {
-    reqwest::get(format!("{root}/_emu/counters"))
-        .await
-        .unwrap()
-        .json::<serde_json::Value>()
-        .await
-        .unwrap()["total"]
-        .as_u64()
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_reads_the_app_runner_variables_and_serves_after_standby() {
     let emu = EmuConfig::for_tests().start().await.unwrap();
-    let root = emu.hetzner.as_ref().unwrap().root_url();
+    let control = EmuControl::hetzner(&emu);
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
@@ -71,7 +62,7 @@ async fn serve_reads_the_app_runner_variables_and_serves_after_standby() {
     conn.welcome(Role::Standby).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        emulator_requests(&root).await,
+        control.counters().await.total,
         0,
         "a standby reads no cloud account"
     );
@@ -79,20 +70,11 @@ async fn serve_reads_the_app_runner_variables_and_serves_after_standby() {
     conn.change_role(Role::Serving).await.unwrap();
     let reply = conn
         .quote(Quote {
-            pool: PoolId::new("p-1").unwrap(),
-            node_id: NodeId::new("n-serve").unwrap(),
-            purpose: Purpose::Tenant,
             shape: Shape {
-                vcpus: 2,
-                memory_gib: 4,
                 arch: Architecture::Arm64,
-                disks_gib: vec![],
+                ..shape(2, 4)
             },
-            class: ClassId::new("hel1").unwrap(),
-            os: OsId::new("ubuntu-24.04").unwrap(),
-            pinned_site: None,
-            public: false,
-            placement: Default::default(),
+            ..quote("n-serve", "hel1", 2, 4)
         })
         .await
         .unwrap();

@@ -2,17 +2,16 @@
 //! real gRPC stream, idempotent create under a race, error classes, power and reinstall as
 //! the emulator logged them, and a whole deploy through the zone harness.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use orc_cloud::hetzner::ServerFilter;
 use orc_cloud::{ClientOptions, HetznerClient, HetznerConfig, RetryPolicy};
-use orc_common::{Architecture, Currency, Shape};
+use orc_common::Currency;
 use orc_emu::{EmuConfig, RunningEmulators};
 use orc_proto::{
-    Bootstrap, ClassId, Deploy, DeployResult, DestroyResult, NodeId, OsId, PoolId, ProviderName,
-    Purpose, Quote, QuoteReply, RefusalKind, Replica, ResourceUri, Role,
+    Bootstrap, Deploy, DeployResult, DestroyResult, NodeId, ProviderName, QuoteReply, RefusalKind,
+    Replica, ResourceUri, Role,
 };
 use orc_prov_hetzner::machines::{KEY_LABEL, MANAGED_LABEL};
 use orc_prov_hetzner::{Account, HetznerMachines, HetznerOptions};
@@ -24,6 +23,9 @@ use orc_provider_sdk::machine::{
 };
 use orc_provider_sdk::secret::SecretRef;
 use orc_provider_sdk::{HelloInfo, ProviderRunner, RunnerOptions};
+use orc_testkit::emu::{EmuControl, Fault};
+use orc_testkit::eventually;
+use orc_testkit::proto::{deploy, quote};
 
 const TOKEN: &str = "demo-token";
 
@@ -44,10 +46,6 @@ impl Rig {
             token_file,
             _dir: dir,
         }
-    }
-
-    fn root(&self) -> String {
-        self.emu.hetzner.as_ref().unwrap().root_url()
     }
 
     fn account(&self) -> Account {
@@ -97,35 +95,17 @@ impl Rig {
             .len()
     }
 
-    async fn control(&self, path: &str, body: serde_json::Value) {
-        let answer = reqwest::Client::new()
-            .post(format!("{}{path}", self.root()))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert!(answer.status().is_success(), "{path}: {}", answer.status());
+    fn control(&self) -> EmuControl {
+        EmuControl::hetzner(&self.emu)
     }
 
     /// `METHOD path` of every request the emulator logged, oldest first.
     async fn logged(&self) -> Vec<String> {
-        let log: serde_json::Value = reqwest::get(format!("{}/_emu/requests", self.root()))
+        self.control()
+            .requests()
             .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        log["requests"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                format!(
-                    "{} {}",
-                    r["method"].as_str().unwrap(),
-                    r["path"].as_str().unwrap()
-                )
-            })
+            .into_iter()
+            .map(|r| format!("{} {}", r.method, r.path))
             .collect()
     }
 }
@@ -152,25 +132,6 @@ fn adapter(machines: HetznerMachines) -> MachineAdapter<HetznerMachines> {
             ..AdapterOptions::default()
         },
     )
-}
-
-fn quote(node: &str, class: &str, vcpus: u32, memory_gib: u32) -> Quote {
-    Quote {
-        pool: PoolId::new("pool-1").unwrap(),
-        node_id: NodeId::new(node).unwrap(),
-        purpose: Purpose::Tenant,
-        shape: Shape {
-            vcpus,
-            memory_gib,
-            arch: Architecture::X86_64,
-            disks_gib: vec![],
-        },
-        class: ClassId::new(class).unwrap(),
-        os: OsId::new("ubuntu-24.04").unwrap(),
-        pinned_site: None,
-        public: false,
-        placement: BTreeMap::new(),
-    }
 }
 
 fn spec(key: &str) -> MachineSpec {
@@ -289,11 +250,7 @@ async fn errors_fall_into_their_classes() {
         Err(MachineError::NotFound { .. })
     ));
 
-    rig.control(
-        "/_emu/sold-out",
-        serde_json::json!({"plan": "cx23", "location": "fsn1"}),
-    )
-    .await;
+    rig.control().sold_out("cx23", "fsn1", true).await;
     let sold_out = machines.create(&spec("sold-out-node")).await.unwrap_err();
     assert!(
         matches!(sold_out, MachineError::Capacity { .. }),
@@ -310,11 +267,9 @@ async fn errors_fall_into_their_classes() {
     let cx23 = offers.iter().find(|o| o.plan == "cx23").unwrap();
     assert!(!cx23.available);
 
-    rig.control(
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/servers", "method": "GET", "status": 429}),
-    )
-    .await;
+    rig.control()
+        .fault(Fault::new("/v1/servers", 429, 1).method("GET"))
+        .await;
     let limited = machines.get(&absent).await.unwrap_err();
     assert!(
         matches!(limited, MachineError::RateLimited { .. }),
@@ -322,11 +277,13 @@ async fn errors_fall_into_their_classes() {
     );
     assert_eq!(limited.refusal_kind(), RefusalKind::Transient);
 
-    rig.control(
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/servers", "method": "GET", "status": 500, "code": "server_error"}),
-    )
-    .await;
+    rig.control()
+        .fault(
+            Fault::new("/v1/servers", 500, 1)
+                .method("GET")
+                .code("server_error"),
+        )
+        .await;
     match machines.get(&absent).await.unwrap_err() {
         MachineError::Provider { status, code, .. } => {
             assert_eq!(status, Some(500));
@@ -435,11 +392,9 @@ async fn deploys_a_directly_placed_pool_through_the_zone_harness() {
 
     let outcome = conn
         .deploy(Deploy {
-            node_id: NodeId::new("e2e-node-1").unwrap(),
-            quote_token: offer.quote_token,
-            os: OsId::new("ubuntu-24.04").unwrap(),
             ssh_keys: vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2e test@orc".into()],
             bootstrap: Bootstrap(b"#!/bin/sh\necho hello\n".to_vec()),
+            ..deploy("e2e-node-1", offer.quote_token)
         })
         .await
         .unwrap();
@@ -478,26 +433,12 @@ async fn deploys_a_directly_placed_pool_through_the_zone_harness() {
 
     let mut sold_out = quote("e2e-node-2", "nbg1", 2, 4);
     sold_out.placement.insert("plan".into(), "cpx22".into());
-    rig.control(
-        "/_emu/sold-out",
-        serde_json::json!({"plan": "cpx22", "location": "nbg1"}),
-    )
-    .await;
-    let node2 = NodeId::new("e2e-node-2").unwrap();
+    rig.control().sold_out("cpx22", "nbg1", true).await;
     let token = match conn.quote(sold_out).await.unwrap() {
         QuoteReply::Offer(offer) => offer.quote_token,
         QuoteReply::Refused(r) => panic!("the snapshot still offers cpx22, got {r}"),
     };
-    let refused = conn
-        .deploy(Deploy {
-            node_id: node2.clone(),
-            quote_token: token,
-            os: OsId::new("ubuntu-24.04").unwrap(),
-            ssh_keys: vec![],
-            bootstrap: Bootstrap::default(),
-        })
-        .await
-        .unwrap();
+    let refused = conn.deploy(deploy("e2e-node-2", token)).await.unwrap();
     match refused.result {
         DeployResult::Refused(r) => {
             assert_eq!(r.kind, RefusalKind::NoCapacity);
@@ -602,10 +543,12 @@ async fn create_and_delete_wait_for_their_actions() {
         let machines = machines.clone();
         async move { machines.create(&spec("slow-node")).await }
     });
-    while !creating.is_finished() {
+    eventually("the create to finish", Duration::from_secs(60), || {
         emu.clock.advance(Duration::from_secs(2));
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
+        let finished = creating.is_finished();
+        async move { finished }
+    })
+    .await;
     let machine = creating.await.unwrap().unwrap();
     assert_eq!(
         machine.state,
@@ -616,10 +559,12 @@ async fn create_and_delete_wait_for_their_actions() {
         let machines = machines.clone();
         async move { machines.delete(&key).await }
     });
-    while !deleting.is_finished() {
+    eventually("the delete to finish", Duration::from_secs(60), || {
         emu.clock.advance(Duration::from_secs(2));
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
+        let finished = deleting.is_finished();
+        async move { finished }
+    })
+    .await;
     deleting.await.unwrap().unwrap();
     assert_eq!(machines.get(&machine.key).await.unwrap(), None);
     let polls = machines

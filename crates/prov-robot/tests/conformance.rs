@@ -4,36 +4,23 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use orc_common::{Architecture, Shape};
-use orc_proto::{
-    ClassId, NodeId, OsId, PoolId, ProviderName, Purpose, Quote, RefusalKind, Replica, ResourceUri,
-};
+use orc_proto::{NodeId, OsId, ProviderName, Quote, RefusalKind, Replica, ResourceUri};
 use orc_prov_robot::{RobotAccount, RobotMachines, SshOptions};
 use orc_provider_sdk::HelloInfo;
 use orc_provider_sdk::conformance::{ConformanceSetup, InstanceCounter, run_all};
 use orc_provider_sdk::machine::{AdapterOptions, MachineAdapter};
+use orc_testkit::EmuControl;
+use orc_testkit::proto::quote;
 use support::*;
 
-fn quote(node: &str, class: &str, vcpus: u32, memory_gib: u32) -> Quote {
+/// The test kit's quote with a Robot image as the OS.
+fn robot_quote(node: &str, class: &str, vcpus: u32, memory_gib: u32) -> Quote {
     Quote {
-        pool: PoolId::new("pool-1").unwrap(),
-        node_id: NodeId::new(node).unwrap(),
-        purpose: Purpose::Tenant,
-        shape: Shape {
-            vcpus,
-            memory_gib,
-            arch: Architecture::X86_64,
-            disks_gib: vec![],
-        },
-        class: ClassId::new(class).unwrap(),
         os: OsId::new("Ubuntu-2404-noble-amd64-base.tar.gz").unwrap(),
-        pinned_site: None,
-        public: false,
-        placement: BTreeMap::new(),
+        ..quote(node, class, vcpus, memory_gib)
     }
 }
 
@@ -79,18 +66,12 @@ async fn add_ex44(url: &str, number: u64, last_octet: u8) {
         "_reset_types": ["sw", "hw", "man"],
         "_operating_status": "not supported"
     });
-    let response = reqwest::Client::new()
-        .post(format!("{url}/_emu/robot/servers"))
-        .json(&serde_json::json!({"account": ROBOT_USER, "server": server}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        response.status().as_u16(),
-        201,
-        "{:?}",
-        response.text().await
-    );
+    EmuControl::new(url)
+        .post(
+            "robot/servers",
+            serde_json::json!({"account": ROBOT_USER, "server": server}),
+        )
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -103,14 +84,14 @@ async fn conforms_over_a_grpc_stream() {
     let dir = tempfile::tempdir().unwrap();
     let account = account(dir.path(), "unused");
 
-    let mut setup = ConformanceSetup::new(quote("conformance", "hel1", 20, 64));
+    let mut setup = ConformanceSetup::new(robot_quote("conformance", "hel1", 20, 64));
     setup.refusals = vec![
         (
-            quote("refused-class", "mars1", 20, 64),
+            robot_quote("refused-class", "mars1", 20, 64),
             RefusalKind::OperatorFix,
         ),
         (
-            quote("refused-shape", "hel1", 3, 5),
+            robot_quote("refused-shape", "hel1", 3, 5),
             RefusalKind::NoCapacity,
         ),
     ];

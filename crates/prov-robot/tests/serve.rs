@@ -7,8 +7,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 
-use orc_common::{Architecture, Shape};
-use orc_proto::{ClassId, NodeId, OsId, PoolId, Purpose, Quote, QuoteReply, Role};
+use orc_proto::{NodeId, OsId, Quote, QuoteReply, Role};
 use orc_provider_sdk::harness::ZoneHarness;
 use support::*;
 
@@ -66,20 +65,9 @@ async fn serve_dials_the_zone_and_quotes_a_product_placement() {
     conn.welcome(Role::Serving).await.unwrap();
 
     let quote = Quote {
-        pool: PoolId::new("pool-1").unwrap(),
-        node_id: NodeId::new("node-q").unwrap(),
-        purpose: Purpose::Tenant,
-        shape: Shape {
-            vcpus: 20,
-            memory_gib: 64,
-            arch: Architecture::X86_64,
-            disks_gib: vec![],
-        },
-        class: ClassId::new("hel1").unwrap(),
         os: OsId::new("Ubuntu-2404-noble-amd64-base.tar.gz").unwrap(),
-        pinned_site: None,
-        public: false,
         placement: BTreeMap::from([("plan".to_string(), "EX44".to_string())]),
+        ..orc_testkit::proto::quote("node-q", "hel1", 20, 64)
     };
     match conn.quote(quote.clone()).await.unwrap() {
         QuoteReply::Offer(offer) => {

@@ -4,29 +4,19 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use orc_common::{Architecture, Shape};
 use orc_emu::EmuConfig;
-use orc_proto::{ClassId, NodeId, OsId, PoolId, Purpose, Quote, QuoteReply, Role};
+use orc_proto::{QuoteReply, Role};
 use orc_provider_sdk::harness::ZoneHarness;
+use orc_testkit::EmuControl;
+use orc_testkit::proto::quote;
 
 const BIN: &str = env!("CARGO_BIN_EXE_orc-prov-vultr");
 const TOKEN: &str = "demo-token";
 
-async fn emulator_requests(root: &str) -> u64 {
-    reqwest::get(format!("{root}/_emu/counters"))
-        .await
-        .unwrap()
-        .json::<serde_json::Value>()
-        .await
-        .unwrap()["total"]
-        .as_u64()
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_reads_the_app_runner_variables_and_serves_after_standby() {
     let emu = EmuConfig::for_tests().start().await.unwrap();
-    let root = emu.vultr.as_ref().unwrap().root_url();
+    let control = EmuControl::vultr(&emu);
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("api-key");
     std::fs::write(&key_file, format!("{TOKEN}\n")).unwrap();
@@ -71,31 +61,13 @@ async fn serve_reads_the_app_runner_variables_and_serves_after_standby() {
     conn.welcome(Role::Standby).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        emulator_requests(&root).await,
+        control.counters().await.total,
         0,
         "a standby reads no cloud account"
     );
 
     conn.change_role(Role::Serving).await.unwrap();
-    let reply = conn
-        .quote(Quote {
-            pool: PoolId::new("p-1").unwrap(),
-            node_id: NodeId::new("n-serve").unwrap(),
-            purpose: Purpose::Tenant,
-            shape: Shape {
-                vcpus: 2,
-                memory_gib: 4,
-                arch: Architecture::X86_64,
-                disks_gib: vec![],
-            },
-            class: ClassId::new("sjc").unwrap(),
-            os: OsId::new("ubuntu-24.04").unwrap(),
-            pinned_site: None,
-            public: false,
-            placement: Default::default(),
-        })
-        .await
-        .unwrap();
+    let reply = conn.quote(quote("n-serve", "sjc", 2, 4)).await.unwrap();
     match reply {
         QuoteReply::Offer(offer) => assert_eq!(offer.site.as_str(), "sjc"),
         QuoteReply::Refused(r) => panic!("refused: {r}"),

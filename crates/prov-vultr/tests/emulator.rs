@@ -2,17 +2,16 @@
 //! stream, idempotent create under a race, error classes including a sold-out plan, power
 //! and reinstall as the emulator logged them, and a whole deploy through the zone harness.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use orc_cloud::vultr::InstanceFilter;
 use orc_cloud::{ClientOptions, RetryPolicy, VultrClient, VultrConfig};
-use orc_common::{Architecture, Currency, Shape};
+use orc_common::Currency;
 use orc_emu::{EmuConfig, RunningEmulators};
 use orc_proto::{
-    Bootstrap, ClassId, Deploy, DeployResult, DestroyResult, NodeId, OsId, PoolId, ProviderName,
-    Purpose, Quote, QuoteReply, RefusalKind, Replica, ResourceUri, Role,
+    Bootstrap, Deploy, DeployResult, DestroyResult, NodeId, ProviderName, QuoteReply, RefusalKind,
+    Replica, ResourceUri, Role,
 };
 use orc_prov_vultr::machines::{KEY_TAG_PREFIX, MANAGED_TAG};
 use orc_prov_vultr::{Account, VultrMachines, VultrOptions};
@@ -24,6 +23,9 @@ use orc_provider_sdk::machine::{
 };
 use orc_provider_sdk::secret::SecretRef;
 use orc_provider_sdk::{HelloInfo, ProviderRunner, RunnerOptions};
+use orc_testkit::emu::{EmuControl, Fault};
+use orc_testkit::eventually;
+use orc_testkit::proto::{deploy, quote};
 
 const TOKEN: &str = "demo-token";
 
@@ -44,10 +46,6 @@ impl Rig {
             key_file,
             _dir: dir,
         }
-    }
-
-    fn root(&self) -> String {
-        self.emu.vultr.as_ref().unwrap().root_url()
     }
 
     fn account(&self) -> Account {
@@ -97,35 +95,17 @@ impl Rig {
             .len()
     }
 
-    async fn control(&self, path: &str, body: serde_json::Value) {
-        let answer = reqwest::Client::new()
-            .post(format!("{}{path}", self.root()))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert!(answer.status().is_success(), "{path}: {}", answer.status());
+    fn control(&self) -> EmuControl {
+        EmuControl::vultr(&self.emu)
     }
 
     /// `METHOD path` of every request the emulator logged, oldest first.
     async fn logged(&self) -> Vec<String> {
-        let log: serde_json::Value = reqwest::get(format!("{}/_emu/requests", self.root()))
+        self.control()
+            .requests()
             .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        log["requests"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                format!(
-                    "{} {}",
-                    r["method"].as_str().unwrap(),
-                    r["path"].as_str().unwrap()
-                )
-            })
+            .into_iter()
+            .map(|r| format!("{} {}", r.method, r.path))
             .collect()
     }
 }
@@ -152,25 +132,6 @@ fn adapter(machines: VultrMachines) -> MachineAdapter<VultrMachines> {
             ..AdapterOptions::default()
         },
     )
-}
-
-fn quote(node: &str, class: &str, vcpus: u32, memory_gib: u32) -> Quote {
-    Quote {
-        pool: PoolId::new("pool-1").unwrap(),
-        node_id: NodeId::new(node).unwrap(),
-        purpose: Purpose::Tenant,
-        shape: Shape {
-            vcpus,
-            memory_gib,
-            arch: Architecture::X86_64,
-            disks_gib: vec![],
-        },
-        class: ClassId::new(class).unwrap(),
-        os: OsId::new("ubuntu-24.04").unwrap(),
-        pinned_site: None,
-        public: false,
-        placement: BTreeMap::new(),
-    }
 }
 
 fn spec(key: &str) -> MachineSpec {
@@ -246,8 +207,7 @@ async fn a_duplicate_from_another_replica_yields_to_the_earliest_and_delete_remo
         orc_cloud::vultr::InstanceSource::Os(orc_cloud::VultrOsId(2284)),
     );
     stray.tags = vec![format!("{KEY_TAG_PREFIX}dup-node"), MANAGED_TAG.to_string()];
-    rig.control("/_emu/clock/advance", serde_json::json!({"seconds": 5}))
-        .await;
+    rig.control().advance_clock(5.0).await;
     rig.raw_client().create_instance(&stray).await.unwrap();
     assert_eq!(rig.instances_of("dup-node").await, 2);
     let key = MachineKey::new("dup-node").unwrap();
@@ -310,11 +270,7 @@ async fn offers_are_priced_in_usd_with_live_stock() {
     assert!(plan.available);
     assert_eq!((plan.vcpus, plan.memory_mib), (2, 4096));
 
-    rig.control(
-        "/_emu/sold-out",
-        serde_json::json!({"plan": "vc2-2c-4gb", "location": "fra"}),
-    )
-    .await;
+    rig.control().sold_out("vc2-2c-4gb", "fra", true).await;
     let offers = machines.offers(&query).await.unwrap();
     let plan = offers.iter().find(|o| o.plan == "vc2-2c-4gb").unwrap();
     assert!(
@@ -347,11 +303,7 @@ async fn errors_fall_into_their_classes() {
         Err(MachineError::NotFound { .. })
     ));
 
-    rig.control(
-        "/_emu/sold-out",
-        serde_json::json!({"plan": "vc2-1c-1gb", "location": "fra"}),
-    )
-    .await;
+    rig.control().sold_out("vc2-1c-1gb", "fra", true).await;
     let sold_out = machines.create(&spec("sold-out-node")).await.unwrap_err();
     assert!(
         matches!(sold_out, MachineError::Capacity { .. }),
@@ -359,11 +311,9 @@ async fn errors_fall_into_their_classes() {
     );
     assert_eq!(sold_out.refusal_kind(), RefusalKind::NoCapacity);
 
-    rig.control(
-        "/_emu/faults",
-        serde_json::json!({"path": "/v2/instances", "method": "GET", "status": 429}),
-    )
-    .await;
+    rig.control()
+        .fault(Fault::new("/v2/instances", 429, 1).method("GET"))
+        .await;
     let limited = machines.get(&absent).await.unwrap_err();
     assert!(
         matches!(limited, MachineError::RateLimited { .. }),
@@ -371,11 +321,9 @@ async fn errors_fall_into_their_classes() {
     );
     assert_eq!(limited.refusal_kind(), RefusalKind::Transient);
 
-    rig.control(
-        "/_emu/faults",
-        serde_json::json!({"path": "/v2/instances", "method": "GET", "status": 500}),
-    )
-    .await;
+    rig.control()
+        .fault(Fault::new("/v2/instances", 500, 1).method("GET"))
+        .await;
     match machines.get(&absent).await.unwrap_err() {
         MachineError::Provider { status, .. } => assert_eq!(status, Some(500)),
         other => panic!("expected Provider, got {other:?}"),
@@ -479,11 +427,9 @@ async fn deploys_a_directly_placed_pool_through_the_zone_harness() {
 
     let outcome = conn
         .deploy(Deploy {
-            node_id: NodeId::new("e2e-node-1").unwrap(),
-            quote_token: offer.quote_token,
-            os: OsId::new("ubuntu-24.04").unwrap(),
             ssh_keys: vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2e test@orc".into()],
             bootstrap: Bootstrap(b"#!/bin/sh\necho hello\n".to_vec()),
+            ..deploy("e2e-node-1", offer.quote_token)
         })
         .await
         .unwrap();
@@ -511,11 +457,7 @@ async fn deploys_a_directly_placed_pool_through_the_zone_harness() {
     assert_eq!(inventory.nodes.len(), 1);
     assert_eq!(inventory.nodes[0].instance_ref, deployed.instance_ref);
 
-    rig.control(
-        "/_emu/sold-out",
-        serde_json::json!({"plan": "vhf-2c-4gb", "location": "ewr"}),
-    )
-    .await;
+    rig.control().sold_out("vhf-2c-4gb", "ewr", true).await;
     let mut sold_out = quote("e2e-node-2", "ewr", 2, 4);
     sold_out
         .placement
@@ -524,16 +466,7 @@ async fn deploys_a_directly_placed_pool_through_the_zone_harness() {
         QuoteReply::Offer(offer) => offer.quote_token,
         QuoteReply::Refused(r) => panic!("the snapshot still offers the plan, got {r}"),
     };
-    let refused = conn
-        .deploy(Deploy {
-            node_id: NodeId::new("e2e-node-2").unwrap(),
-            quote_token: token,
-            os: OsId::new("ubuntu-24.04").unwrap(),
-            ssh_keys: vec![],
-            bootstrap: Bootstrap::default(),
-        })
-        .await
-        .unwrap();
+    let refused = conn.deploy(deploy("e2e-node-2", token)).await.unwrap();
     match refused.result {
         DeployResult::Refused(r) => {
             assert_eq!(r.kind, RefusalKind::NoCapacity);
@@ -659,10 +592,12 @@ async fn create_waits_until_the_instance_has_its_address() {
         let machines = machines.clone();
         async move { machines.create(&spec("slow-node")).await }
     });
-    while !creating.is_finished() {
+    eventually("the create to finish", Duration::from_secs(60), || {
         emu.clock.advance(Duration::from_secs(2));
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
+        let finished = creating.is_finished();
+        async move { finished }
+    })
+    .await;
     let machine = creating.await.unwrap().unwrap();
     assert!(machine.addresses.iter().any(|a| a.is_ipv4()), "{machine:?}");
     let reads = machines

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use orc_common::{Architecture, Shape};
+use orc_testkit::eventually_some;
+use orc_testkit::proto::deploy;
 use orc_zone_apps::policy::RestartPolicy;
 use orc_zone_apps::{AppBinary, Apps, AppsConfig, AppsOptions, Level, LogSource, SlotInfo};
 use orc_zone_model::{
@@ -138,11 +140,8 @@ impl Fixture {
     async fn deploy(&self, node: &Node) -> orc_proto::DeployResult {
         self.apps
             .deploy_slot(&orc_proto::Deploy {
-                node_id: proto_id(node),
-                quote_token: orc_proto::QuoteToken::new("t").unwrap(),
                 os: orc_proto::OsId::new("none").unwrap(),
-                ssh_keys: vec![],
-                bootstrap: orc_proto::Bootstrap::default(),
+                ..deploy(node.id.as_str(), orc_proto::QuoteToken::new("t").unwrap())
             })
             .await
     }
@@ -164,15 +163,8 @@ fn proto_id(node: &Node) -> orc_proto::NodeId {
     orc_proto::NodeId::new(node.id.as_str()).unwrap()
 }
 
-async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    for _ in 0..400 {
-        if let Some(value) = check().await {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
+/// How long a test waits for the apps' processes to get where it expects.
+const WAIT: Duration = Duration::from_secs(10);
 
 fn read_env(path: &Path) -> Option<BTreeMap<String, String>> {
     let text = std::fs::read_to_string(path.join("env")).ok()?;
@@ -213,7 +205,7 @@ async fn slot_gets_env_and_files_and_deploy_is_idempotent() {
     };
     assert_eq!(first.site.as_str(), "local");
     assert_eq!(first.price, None);
-    let env = wait_for("the env dump", async || read_env(&f.slot_out(0))).await;
+    let env = eventually_some("the env dump", WAIT, || async { read_env(&f.slot_out(0)) }).await;
     let info = slot_info(&f.apps, node).await.unwrap();
     let pid = info.pid.unwrap();
 
@@ -286,7 +278,7 @@ async fn slot_gets_env_and_files_and_deploy_is_idempotent() {
         "a second deploy started another process"
     );
 
-    let logs = wait_for("the secret line", async || {
+    let logs = eventually_some("the secret line", WAIT, || async {
         let lines = f.apps.logs(&pool.id, None, Level::Warn);
         lines
             .iter()
@@ -330,7 +322,7 @@ async fn crashing_slot_restarts_with_backoff() {
         f.deploy(&nodes[0]).await,
         orc_proto::DeployResult::Deployed(_)
     ));
-    let info = wait_for("three restarts", async || {
+    let info = eventually_some("three restarts", WAIT, || async {
         slot_info(&f.apps, &nodes[0])
             .await
             .filter(|s| s.restarts >= 3 && s.backoff.is_some())
@@ -371,7 +363,7 @@ async fn logs_have_levels_and_filter_by_level_and_slot() {
             orc_proto::DeployResult::Deployed(_)
         ));
     }
-    let all = wait_for("lines of both slots", async || {
+    let all = eventually_some("lines of both slots", WAIT, || async {
         let lines = f.apps.logs(&pool.id, None, Level::Trace);
         let plain = |slot| {
             lines
@@ -422,7 +414,7 @@ async fn params_change_replaces_slots_one_at_a_time() {
             orc_proto::DeployResult::Deployed(_)
         ));
     }
-    wait_for("both first starts", async || {
+    eventually_some("both first starts", WAIT, || async {
         let events = f.events();
         (events.contains(&"start 0 1".to_string()) && events.contains(&"start 1 1".to_string()))
             .then_some(())
@@ -439,7 +431,7 @@ async fn params_change_replaces_slots_one_at_a_time() {
         .unwrap();
     assert_eq!(reconfigured.generation, 2);
 
-    wait_for("both slots started on generation 2", async || {
+    eventually_some("both slots started on generation 2", WAIT, || async {
         let events = f.events();
         (events.contains(&"start 0 2".to_string()) && events.contains(&"start 1 2".to_string()))
             .then_some(())
@@ -479,7 +471,7 @@ async fn running_nodes_are_adopted_and_ended_nodes_stopped() {
         .await
         .unwrap();
 
-    let info = wait_for("the adopted slot", async || {
+    let info = eventually_some("the adopted slot", WAIT, || async {
         slot_info(&f.apps, node).await.filter(|s| s.pid.is_some())
     })
     .await;
@@ -495,7 +487,7 @@ async fn running_nodes_are_adopted_and_ended_nodes_stopped() {
         )
         .await
         .unwrap();
-    wait_for("the process of the ended node to stop", async || {
+    eventually_some("the process of the ended node to stop", WAIT, || async {
         (f.apps.slots().await.is_empty() && !alive(pid)).then_some(())
     })
     .await;
@@ -521,19 +513,8 @@ async fn quotes_offer_local_unpriced_or_refuse_with_operator_fix() {
 
     let quote = |node: &Node| orc_proto::Quote {
         pool: orc_proto::PoolId::new("sys/sys/x").unwrap(),
-        node_id: proto_id(node),
-        purpose: orc_proto::Purpose::Tenant,
-        shape: Shape {
-            vcpus: 1,
-            memory_gib: 1,
-            arch: Architecture::X86_64,
-            disks_gib: vec![],
-        },
-        class: orc_proto::ClassId::new("local").unwrap(),
         os: orc_proto::OsId::new("none").unwrap(),
-        pinned_site: None,
-        public: false,
-        placement: Default::default(),
+        ..orc_testkit::proto::quote(node.id.as_str(), "local", 1, 1)
     };
     match f.apps.quote_slot(&quote(&good[0])).await {
         orc_proto::QuoteReply::Offer(offer) => {

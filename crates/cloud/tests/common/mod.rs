@@ -1,12 +1,11 @@
-//! Helpers shared by the integration tests: emulators on loopback, clients pointed at them,
-//! and the emulators' control API.
+//! Helpers shared by the integration tests: emulators on loopback and clients pointed at
+//! them. The emulators' control API is `orc_testkit::EmuControl`.
 
 #![allow(dead_code)]
 
 use base64::Engine;
 use orc_cloud::{HetznerClient, HetznerConfig, RobotClient, RobotConfig, VultrClient, VultrConfig};
 use orc_emu::{EmuConfig, RunningEmulators};
-use serde_json::Value;
 
 /// The token (Hetzner, Vultr) and password (Robot) of the emulators' default account.
 pub const SECRET: &str = "demo-token";
@@ -43,33 +42,6 @@ pub fn vultr_paged(emu: &RunningEmulators, per_page: u32) -> VultrClient {
 pub fn robot(emu: &RunningEmulators) -> RobotClient {
     let url = emu.robot_url().expect("robot emulator running");
     RobotClient::new(RobotConfig::new(ROBOT_USER, SECRET).with_base_url(url)).expect("client")
-}
-
-/// `POST {root}/_emu/{route}` with a JSON body; panics unless the emulator accepts it.
-pub async fn control(root: &str, route: &str, body: Value) {
-    let response = reqwest::Client::new()
-        .post(format!("{root}/_emu/{route}"))
-        .json(&body)
-        .send()
-        .await
-        .expect("control API answers");
-    assert!(
-        response.status().is_success(),
-        "control {route} refused: {}",
-        response.status()
-    );
-}
-
-pub fn hetzner_root(emu: &RunningEmulators) -> String {
-    emu.hetzner.as_ref().expect("hetzner").root_url()
-}
-
-pub fn vultr_root(emu: &RunningEmulators) -> String {
-    emu.vultr.as_ref().expect("vultr").root_url()
-}
-
-pub fn robot_root(emu: &RunningEmulators) -> String {
-    emu.robot.as_ref().expect("robot").root_url()
 }
 
 /// A syntactically valid, distinct OpenSSH ed25519 public key for each `seed`.

@@ -15,7 +15,7 @@ pub mod spec;
 use std::sync::Arc;
 
 use orc_emu::{EmuConfig, RunningEmulators};
-use serde_json::json;
+use orc_testkit::EmuControl;
 
 // Each test binary uses a different part of these.
 #[allow(unused_imports)]
@@ -62,24 +62,8 @@ pub async fn start_with(config: EmuConfig) -> World {
         None => panic!("the fidelity tests need all three emulators started"),
     };
     let roots = [root(&emu.hetzner), root(&emu.vultr), root(&emu.robot)];
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap_or_default();
-    for r in &roots {
-        let resp = http
-            .post(format!("{r}/_emu/rate-limit"))
-            .json(&json!({"limit": 1_000_000_u64}))
-            .send()
-            .await;
-        match resp {
-            Ok(resp) if resp.status().is_success() => {}
-            Ok(resp) => panic!("raising the rate limit at {r}: status {}", resp.status()),
-            Err(e) => panic!("raising the rate limit at {r}: {e}"),
-        }
-    }
     let [h, v, r] = roots;
-    World {
+    let world = World {
         hetzner: ApiClient::new(
             Flavor::Hetzner,
             format!("{h}/v1"),
@@ -102,41 +86,39 @@ pub async fn start_with(config: EmuConfig) -> World {
             load(Flavor::Robot),
         ),
         emu,
+    };
+    for flavor in [Flavor::Hetzner, Flavor::Vultr, Flavor::Robot] {
+        world.lift_rate_limit(flavor).await;
     }
+    world
 }
 
 impl World {
-    fn root(&self, flavor: Flavor) -> String {
-        let handle = match flavor {
-            Flavor::Hetzner => &self.emu.hetzner,
-            Flavor::Vultr => &self.emu.vultr,
-            Flavor::Robot => &self.emu.robot,
-        };
-        handle.as_ref().map(|h| h.root_url()).unwrap_or_default()
+    /// One emulator's control API.
+    pub fn control(&self, flavor: Flavor) -> EmuControl {
+        match flavor {
+            Flavor::Hetzner => EmuControl::hetzner(&self.emu),
+            Flavor::Vultr => EmuControl::vultr(&self.emu),
+            Flavor::Robot => EmuControl::robot(&self.emu),
+        }
     }
 
-    /// `POST /_emu/<path>` on one emulator's control API; panics unless it succeeds (the
-    /// control API is the test's own lever, not the thing under test).
-    pub async fn control(&self, flavor: Flavor, path: &str, body: serde_json::Value) {
-        let url = format!("{}/_emu/{path}", self.root(flavor));
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .unwrap_or_default();
-        match http.post(&url).json(&body).send().await {
-            Ok(r) if r.status().is_success() => {}
-            Ok(r) => panic!("control call {url}: status {}", r.status()),
-            Err(e) => panic!("control call {url}: {e}"),
-        }
+    /// Lets a million requests through per the API's own default period (an hour for
+    /// Hetzner and Robot, a second for Vultr), every bucket full.
+    pub async fn lift_rate_limit(&self, flavor: Flavor) {
+        let per_seconds = match flavor {
+            Flavor::Hetzner | Flavor::Robot => 3600.0,
+            Flavor::Vultr => 1.0,
+        };
+        self.control(flavor)
+            .rate_limit(1_000_000, per_seconds, None)
+            .await;
     }
 
     /// Moves the emulated clock (shared by the three emulators) forward.
     pub async fn advance(&self, seconds: u64) {
-        self.control(
-            Flavor::Hetzner,
-            "clock/advance",
-            json!({"seconds": seconds}),
-        )
-        .await;
+        self.control(Flavor::Hetzner)
+            .advance_clock(seconds as f64)
+            .await;
     }
 }

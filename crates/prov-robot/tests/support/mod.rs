@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use orc_cloud::{RobotClient, RobotConfig, RobotServerNumber};
 use orc_emu::{EmuConfig, RunningEmulators};
 use orc_prov_robot::{RescueLayout, RobotAccount, parse_account};
+use orc_testkit::EmuControl;
 use sha2::{Digest, Sha256};
 
 /// The emulator's Robot login and its seeded key.
@@ -62,28 +63,13 @@ pub fn account(dir: &Path, private_key: &str) -> RobotAccount {
     parse_account(&json.to_string()).expect("the test account is valid")
 }
 
-/// `GET /_emu/requests`: `(method, path, status)` of every request, oldest first.
+/// `(method, path, status)` of every request the emulator logged, oldest first.
 pub async fn request_log(emu: &RunningEmulators) -> Vec<(String, String, u16)> {
-    let log: serde_json::Value = reqwest::get(format!("{}/_emu/requests", robot_url(emu)))
+    EmuControl::robot(emu)
+        .requests()
         .await
-        .expect("control API answers")
-        .json()
-        .await
-        .expect("json");
-    let entries = log
-        .as_array()
-        .cloned()
-        .or_else(|| log["requests"].as_array().cloned())
-        .expect("a list of requests");
-    entries
-        .iter()
-        .map(|e| {
-            (
-                e["method"].as_str().unwrap_or_default().to_string(),
-                e["path"].as_str().unwrap_or_default().to_string(),
-                u16::try_from(e["status"].as_u64().unwrap_or(0)).unwrap_or(0),
-            )
-        })
+        .into_iter()
+        .map(|r| (r.method, r.path, r.status))
         .collect()
 }
 

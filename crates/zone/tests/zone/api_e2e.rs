@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::api_support::{TestZone, auth_connector, eventually, tenancy_without_provider};
+use crate::api_support::{API_WAIT, TestZone, auth_connector, tenancy_without_provider};
 use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
 use orc_provider_sdk::{ProviderRunner, RunnerOptions};
+use orc_testkit::eventually;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -47,6 +48,7 @@ async fn a_pool_on_a_connected_provider_gets_running_priced_nodes() {
 
     eventually(
         "the provider registers with a serving replica and a catalog",
+        API_WAIT,
         || async {
             let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
             list.body.as_array().is_some_and(|ps| {
@@ -104,7 +106,7 @@ async fn a_pool_on_a_connected_provider_gets_running_priced_nodes() {
         .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
 
-    eventually("both nodes run", || async {
+    eventually("both nodes run", API_WAIT, || async {
         let pool = z.get(&format!("{WEB}/pools/db"), &t.vic).await;
         pool.body["nodes"]["running"] == 2
     })
@@ -123,7 +125,7 @@ async fn a_pool_on_a_connected_provider_gets_running_priced_nodes() {
 
     let deleted = z.delete(&format!("{WEB}/pools/db"), &t.mia).await;
     assert_eq!(deleted.status, StatusCode::ACCEPTED);
-    eventually("the pool's instances are destroyed", || async {
+    eventually("the pool's instances are destroyed", API_WAIT, || async {
         cloud.instances().is_empty()
     })
     .await;

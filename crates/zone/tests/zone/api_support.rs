@@ -201,6 +201,9 @@ pub fn pool_body(name: &str, size: u32) -> Value {
     })
 }
 
+/// How long an API test waits for the zone to get where it expects (real time).
+pub const API_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Dials the zone's hub with an API token and project in the stream's metadata, as a
 /// provider replica does.
 pub fn auth_connector(
@@ -213,19 +216,4 @@ pub fn auth_connector(
     orc_provider_sdk::GrpcConnector::new(endpoint, std::time::Duration::from_secs(2))
         .expect("endpoint")
         .with_credentials(credentials)
-}
-
-/// Polls `check` every 100 ms for up to 30 s.
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    for _ in 0..300 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("gave up waiting: {what}");
 }

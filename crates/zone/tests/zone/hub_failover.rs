@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::hub_support::*;
 use orc_proto::Role;
 use orc_provider_sdk::fake::FakeCloud;
+use orc_testkit::{eventually, eventually_some};
 use orc_zone::backend::Backends;
 use orc_zone::model::NodeState;
 use orc_zone::reconcile::ManualClock;
@@ -62,7 +63,7 @@ async fn hub_killing_the_serving_replica_promotes_the_standby_and_resends() {
     let server = HubServer::start(&t.store, &clock, None).await;
     let cloud = FakeCloud::new();
     let mut first = Replica::start(&cloud, 0, &server.endpoint(), &t.token);
-    eventually("first replica serves", || {
+    eventually("first replica serves", HUB_WAIT, || async {
         role_is(&server.hub, 0, Role::Serving)
     })
     .await;
@@ -89,12 +90,12 @@ async fn hub_killing_the_serving_replica_promotes_the_standby_and_resends() {
     .await;
     cloud.set_deploy_delay(Duration::from_millis(300));
     reconciler.pass().await.unwrap();
-    eventually("deploys reach the serving replica", || {
+    eventually("deploys reach the serving replica", HUB_WAIT, || async {
         server.hub.in_flight() == 3
     })
     .await;
     first.kill();
-    eventually("standby promoted", || {
+    eventually("standby promoted", HUB_WAIT, || async {
         role_is(&server.hub, 1, Role::Serving)
     })
     .await;
@@ -139,7 +140,10 @@ async fn hub_zone_restart_loses_no_node_and_repeats_no_create() {
     drive(&first, &t.store, &pool.id, 3, all_in(NodeState::Deploying)).await;
     cloud.set_deploy_delay(Duration::from_millis(300));
     first.pass().await.unwrap();
-    eventually("deploys sent", || server.hub.in_flight() == 3).await;
+    eventually("deploys sent", HUB_WAIT, || async {
+        server.hub.in_flight() == 3
+    })
+    .await;
 
     // The zone goes away with its deploys out: hub, reconciler and store are dropped.
     server.stop().await;
@@ -225,13 +229,11 @@ async fn hub_background_reconcilers_bring_a_pool_up_and_shut_down() {
     );
     let pool = create_pool(&t, &provider, "web", 2).await;
     handle.wake();
-    for _ in 0..500 {
+    eventually("both nodes run", Duration::from_secs(5), || async {
         let nodes = t.store.list_nodes_by_pool(&pool.id, false).await.unwrap();
-        if nodes.iter().all(|n| n.status.state == NodeState::Running) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        nodes.iter().all(|n| n.status.state == NodeState::Running)
+    })
+    .await;
     let nodes = t.store.list_nodes_by_pool(&pool.id, false).await.unwrap();
     assert!(
         nodes.iter().all(|n| n.status.state == NodeState::Running),
@@ -285,12 +287,21 @@ async fn hub_silent_serving_stream_is_dropped_and_the_standby_promoted() {
         .connect(orc_provider_sdk::transport::ProviderStream::new(rx))
         .await
         .expect("stream accepted");
-    eventually("mute replica serves", || role_is(&hub, 7, Role::Serving)).await;
+    eventually("mute replica serves", HUB_WAIT, || async {
+        role_is(&hub, 7, Role::Serving)
+    })
+    .await;
     let cloud = FakeCloud::new();
     let _standby = Replica::start(&cloud, 1, &endpoint, &t.token);
-    eventually("standby attached", || role_is(&hub, 1, Role::Standby)).await;
+    eventually("standby attached", HUB_WAIT, || async {
+        role_is(&hub, 1, Role::Standby)
+    })
+    .await;
 
-    eventually("standby promoted", || role_is(&hub, 1, Role::Serving)).await;
+    eventually("standby promoted", HUB_WAIT, || async {
+        role_is(&hub, 1, Role::Serving)
+    })
+    .await;
     assert!(!role_is(&hub, 7, Role::Serving));
     // The mute replica's stream was ended by the zone after its welcome.
     let mut messages = 0;
@@ -338,9 +349,8 @@ async fn hub_inventory_from_the_serving_replica_marks_vanished_nodes_lost() {
     let destroyed = orc_provider_sdk::Provider::destroy(&*replica.provider, gone).await;
     assert_eq!(destroyed, orc_proto::DestroyResult::Destroyed);
     clock.advance(Duration::from_secs(180));
-    let mut states = Vec::new();
-    for _ in 0..500 {
-        states = t
+    let states = eventually_some("a node is lost", Duration::from_secs(5), || async {
+        let states: Vec<NodeState> = t
             .store
             .list_nodes_by_pool(&pool.id, false)
             .await
@@ -348,11 +358,9 @@ async fn hub_inventory_from_the_serving_replica_marks_vanished_nodes_lost() {
             .into_iter()
             .map(|n| n.status.state)
             .collect();
-        if states.contains(&NodeState::Lost) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        states.contains(&NodeState::Lost).then_some(states)
+    })
+    .await;
     assert_eq!(states, vec![NodeState::Running, NodeState::Lost]);
     server.stop().await;
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use orc_provider_sdk::fake::{FakeCloud, FakeConfig, FakeProvider};
 use orc_provider_sdk::{GrpcConnector, ProviderRunner, RunnerOptions, ZoneCredentials};
+use orc_testkit::eventually;
 use orc_zone::backend::{BackendError, Backends, NodeBackend};
 use orc_zone::hub::{Hub, HubOptions};
 use orc_zone::model::{
@@ -198,20 +199,15 @@ impl Drop for Replica {
     }
 }
 
-/// Waits (up to 10 s of real time) until `check` holds.
-pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    for _ in 0..1000 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting until {what}");
-}
+/// How long a hub test waits for replicas and deploys to get where it expects (real time).
+pub const HUB_WAIT: Duration = Duration::from_secs(10);
 
 /// Waits until the hub has `count` replicas of the fake provider, and returns its row.
 pub async fn registered(hub: &Hub, store: &Store, count: usize) -> Provider {
-    eventually("replicas attach", || hub.replicas().len() == count).await;
+    eventually("replicas attach", HUB_WAIT, || async {
+        hub.replicas().len() == count
+    })
+    .await;
     store
         .provider_by_resource("urn:orc:fake:test")
         .await
