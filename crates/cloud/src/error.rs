@@ -203,11 +203,16 @@ impl CloudError {
             | CloudError::Deadline { .. }
             | CloudError::InvalidInput { .. } => (None, None),
         };
+        // What is missing, without "does not exist": the class says that.
+        let message = match self {
+            CloudError::NotFound { operation, path } => format!("{operation}: {path}"),
+            _ => self.to_string(),
+        };
         CloudFault {
             class: self.class(),
             status,
             code,
-            message: self.to_string(),
+            message,
             retry_after: self.retry_after(),
         }
     }

@@ -4,9 +4,11 @@
 
 mod support;
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
+use orc_cloud::RateQuota;
 use orc_proto::{NodeId, OsId, ProviderName, Quote, RefusalKind, Replica, ResourceUri};
 use orc_prov_robot::{RobotAccount, RobotMachines, SshOptions};
 use orc_provider_sdk::HelloInfo;
@@ -25,7 +27,14 @@ fn robot_quote(node: &str, class: &str, vcpus: u32, memory_gib: u32) -> Quote {
 }
 
 fn adapter(account: &RobotAccount, url: &str) -> MachineAdapter<RobotMachines> {
-    let machines = RobotMachines::new(account.clone(), url, SshOptions::default());
+    // The cases start many replicas in one process, each refreshing every 200 ms: that would
+    // spend Robot's real hourly budget, which every client of the account shares, in
+    // seconds, so the account here (and its emulator) allows far more.
+    let machines =
+        RobotMachines::new(account.clone(), url, SshOptions::default()).with_quota(RateQuota {
+            requests: NonZeroU32::new(100_000).unwrap(),
+            per: Duration::from_secs(3600),
+        });
     let hello = HelloInfo {
         provider: ProviderName::new("robot").unwrap(),
         resource_uri: ResourceUri::new("urn:orc:robot:demo").unwrap(),
@@ -77,6 +86,9 @@ async fn add_ex44(url: &str, number: u64, last_octet: u8) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conforms_over_a_grpc_stream() {
     let emu = robot_emulator().await;
+    EmuControl::robot(&emu)
+        .rate_limit(100_000, 3600.0, None)
+        .await;
     let url = robot_url(&emu);
     for (number, octet) in [(2001010, 30), (2001011, 31), (2001012, 32)] {
         add_ex44(&url, number, octet).await;

@@ -15,7 +15,7 @@ use orc_proto::RefusalKind;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MachineError {
     /// The machine (or what the operation names) does not exist.
-    #[error("not found: {what}")]
+    #[error("{what} does not exist")]
     NotFound { what: String },
     /// The cloud asked to wait before the next request.
     #[error("rate limited; a request is allowed again in {retry_after:?}")]
