@@ -1,8 +1,7 @@
 //! The `orc` binary against a zone started in-process: human tables compared with golden
-//! files in `tests/golden/` (regenerate with `ORC_BLESS=1`), `--json` output, and errors as
+//! files in `tests/golden/` (regenerate with `INSTA_UPDATE=always`), `--json` output, and errors as
 //! one line naming the field.
 
-use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use orc_zone::model::{Name, NewProvider, PricingStrategy, ProviderScope, Timestamp};
@@ -72,18 +71,7 @@ fn stdout(out: &Output) -> String {
 }
 
 fn golden(name: &str, actual: &str) {
-    let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("ORC_BLESS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, actual).unwrap();
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        expected == actual,
-        "{} differs (ORC_BLESS=1 regenerates it)\n--- expected\n{expected}\n--- actual\n{actual}",
-        path.display()
-    );
+    orc_testkit::golden::check(env!("CARGO_MANIFEST_DIR"), name, actual);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,11 +131,8 @@ async fn pools_nodes_and_providers_print_stable_tables() {
     .await;
     stdout(&created);
 
-    golden(
-        "pools.txt",
-        &stdout(&orc(&env, &["pools", "acme/web"]).await),
-    );
-    golden("pools-all.txt", &stdout(&orc(&env, &["pools"]).await));
+    golden("pools", &stdout(&orc(&env, &["pools", "acme/web"]).await));
+    golden("pools-all", &stdout(&orc(&env, &["pools"]).await));
     // No replica of `fake` is connected: nodes wait in pending or quoting, so their table
     // (golden-tested from fixed views in the binary's unit tests) is checked by shape here.
     let nodes = stdout(&orc(&env, &["nodes", "acme/web/db"]).await);
@@ -162,7 +147,7 @@ async fn pools_nodes_and_providers_print_stable_tables() {
         assert!(line.contains("unpriced"), "{nodes}");
     }
     golden(
-        "providers.txt",
+        "providers",
         &stdout(&orc(&env, &["providers", "acme/web"]).await),
     );
 
@@ -214,7 +199,7 @@ async fn change_scope_and_pricing_are_reported_in_words() {
         "Provider fake now prices new nodes with markup 0.15.\n"
     );
     golden(
-        "providers-zone.txt",
+        "providers-zone",
         &stdout(&orc(&env, &["providers", "acme/data"]).await),
     );
     let unpriced = orc(&env, &["provider", "pricing", "acme/web/fake", "--none"]).await;
@@ -421,7 +406,7 @@ async fn sites_list_what_the_provider_reported() {
     .await
     .unwrap();
     golden(
-        "sites.txt",
+        "sites",
         &stdout(&orc(&env, &["sites", "acme/web/fake"]).await),
     );
     let json = stdout(&orc(&env, &["--json", "sites", "acme/web/fake"]).await);

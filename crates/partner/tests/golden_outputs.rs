@@ -2,7 +2,7 @@
 //! tenant words, for a set of scenarios on the real seed catalogs.
 //!
 //! A mismatch fails with both texts. To accept a deliberate change, run with
-//! `UPDATE_GOLDEN=1` and review the diff of `tests/golden/`.
+//! `INSTA_UPDATE=always` and review the diff of `tests/golden/`.
 
 use std::time::Duration;
 
@@ -68,14 +68,7 @@ fn request(class: &str, vcpus: u32, gib: u32, os: &str) -> QuoteRequest {
 }
 
 fn check(name: &str, text: &str) {
-    let path = format!("{}/tests/golden/{name}.txt", env!("CARGO_MANIFEST_DIR"));
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, text).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{path}: {e}; run with UPDATE_GOLDEN=1 to create it"));
-    assert_eq!(text, expected, "golden file {path} differs");
+    orc_testkit::golden::check(env!("CARGO_MANIFEST_DIR"), name, text);
 }
 
 fn render(req: &QuoteRequest, config: &Config, catalogs: &Catalogs, state: &QuoteState) -> String {

@@ -103,10 +103,7 @@ struct ResolvedToken(SecretRef);
 
 impl TokenSource for ResolvedToken {
     fn token(&self) -> Result<Secret, String> {
-        self.0
-            .resolve()
-            .map(|value| Secret::new(value.expose()))
-            .map_err(|e| e.to_string())
+        self.0.resolve().map_err(|e| e.to_string())
     }
 }
 

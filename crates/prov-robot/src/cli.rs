@@ -28,7 +28,7 @@ use orc_provider_sdk::machine::{
     hostname_for,
 };
 use orc_provider_sdk::process::{self, OfferFormat};
-use orc_provider_sdk::secret::SecretValue;
+use orc_provider_sdk::secret::Secret;
 use orc_provider_sdk::{HelloInfo, RunnerOptions, ZoneCredentials, run_provider};
 
 use crate::config::{RobotAccount, parse_account};
@@ -286,7 +286,7 @@ async fn machine_action(
                 pin_map.insert(name.to_string(), value.to_string());
             }
             let params = BootstrapParams {
-                join_token: SecretValue::new(token.trim_end_matches(['\n', '\r'])),
+                join_token: Secret::new(token.trim_end_matches(['\n', '\r'])),
                 agent_url,
                 agent_sha256,
                 zone_url,

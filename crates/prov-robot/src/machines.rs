@@ -23,13 +23,13 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use orc_cloud::robot::{ResetType, RobotServer};
-use orc_cloud::{CloudError, RateQuota, RobotClient, RobotConfig, RobotServerNumber, Secret};
+use orc_cloud::{CloudError, RateQuota, RobotClient, RobotConfig, RobotServerNumber};
 use orc_common::{Currency, Money, Period};
 use orc_provider_sdk::machine::{
     CatalogEntry, Machine, MachineCatalog, MachineError, MachineKey, MachineOffer, MachineProvider,
     MachineSpec, MachineState, OfferQuery, PowerAction,
 };
-use orc_provider_sdk::secret::SecretValue;
+use orc_provider_sdk::secret::Secret;
 use rust_decimal::Decimal;
 
 use crate::config::RobotAccount;
@@ -189,7 +189,7 @@ pub struct RobotMachines {
     api_url: String,
     products: ProductTable,
     ssh: SshOptions,
-    client: Mutex<Option<(SecretValue, RobotClient)>>,
+    client: Mutex<Option<(Secret, RobotClient)>>,
     claims: tokio::sync::Mutex<()>,
     listing: Mutex<Option<(Instant, Vec<RobotServer>)>>,
     listing_ttl: Duration,
@@ -291,9 +291,8 @@ impl RobotMachines {
         {
             return Ok(client.clone());
         }
-        let mut config =
-            RobotConfig::new(self.account.user.clone(), Secret::new(password.expose()))
-                .with_base_url(self.api_url.clone());
+        let mut config = RobotConfig::new(self.account.user.clone(), password.clone())
+            .with_base_url(self.api_url.clone());
         config.quota = self.quota;
         let client = RobotClient::new(config).map_err(cloud)?;
         *slot = Some((password, client.clone()));

@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use orc_provider_sdk::secret::SecretValue;
+use orc_provider_sdk::secret::Secret;
 
 /// Where things are on the rescue system and in the installed system. The defaults are
 /// Hetzner's rescue system; tests point them into a scratch directory.
@@ -67,7 +67,7 @@ pub const AGENT_UNIT: &str = "orc-agent.service";
 #[derive(Clone)]
 pub struct BootstrapParams {
     /// The single-use join token; it only ever travels as SSH stdin.
-    pub join_token: SecretValue,
+    pub join_token: Secret,
     /// Where the agent binary is downloaded from (https only).
     pub agent_url: String,
     /// The agent binary's SHA-256, lowercase hex.

@@ -18,7 +18,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use orc_provider_sdk::secret::SecretValue;
+use orc_provider_sdk::secret::Secret;
 use russh::ChannelMsg;
 use russh::client::{self, Handle};
 use russh::keys::{HashAlg, PrivateKeyWithHashAlg, PublicKeyOrCertificate, decode_secret_key};
@@ -31,7 +31,7 @@ pub struct SshTarget {
     pub port: u16,
     pub user: String,
     /// The private key, OpenSSH text.
-    pub private_key: SecretValue,
+    pub private_key: Secret,
     /// The server's host key SHA-256 fingerprints (`SHA256:…` as OpenSSH prints them);
     /// empty accepts any host key.
     pub host_key_sha256: Vec<String>,

@@ -12,7 +12,7 @@ use orc_prov_robot::{BootstrapParams, RobotMachines, ScriptedSsh, SshOptions};
 use orc_provider_sdk::machine::{
     MachineError, MachineKey, MachineProvider, MachineSpec, OfferQuery, PowerAction,
 };
-use orc_provider_sdk::secret::SecretValue;
+use orc_provider_sdk::secret::Secret;
 use support::*;
 
 fn key(text: &str) -> MachineKey {
@@ -398,7 +398,7 @@ async fn identify_then_bootstrap_share_one_rescue_reset_and_the_token_only_trave
     assert!(booted_into_rescue(&rig.emu, EX44.0).await);
 
     let params = BootstrapParams {
-        join_token: SecretValue::new(TOKEN),
+        join_token: Secret::new(TOKEN),
         agent_url: "https://downloads.example.net/orc-agent".into(),
         agent_sha256: "ab".repeat(32),
         zone_url: "https://zone.example.net".into(),
@@ -452,7 +452,7 @@ async fn bootstrap_of_an_unclaimed_server_or_with_bad_params_does_nothing() {
     let rig = rig().await;
     let ssh = ScriptedSsh::new();
     let params = BootstrapParams {
-        join_token: SecretValue::new(TOKEN),
+        join_token: Secret::new(TOKEN),
         agent_url: "http://insecure.example/agent".into(),
         agent_sha256: "ab".repeat(32),
         zone_url: "https://zone.example.net".into(),

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use orc_prov_robot::ssh::{SshError, SshExecutor, SshOutput, SshTarget};
 use orc_prov_robot::{BootstrapParams, RobotMachines, RusshExecutor, SshOptions};
 use orc_provider_sdk::machine::{MachineKey, MachineProvider, MachineSpec};
-use orc_provider_sdk::secret::SecretValue;
+use orc_provider_sdk::secret::Secret;
 use support::*;
 
 fn sh(program: &str, args: &[&str]) -> Result<String, String> {
@@ -331,7 +331,7 @@ async fn bootstrap_over_real_ssh_keeps_the_token_out_of_argv_scripts_and_logs() 
         .expect("identify over SSH");
     assert_eq!(uuid, "4c4c4544-0042-4810-8058-b4c04f4e3332");
     let params = BootstrapParams {
-        join_token: SecretValue::new(TOKEN),
+        join_token: Secret::new(TOKEN),
         agent_url: "https://downloads.example.net/orc-agent-x86_64".into(),
         agent_sha256: rescue.agent_sha256.clone(),
         zone_url: "https://zone.example.net:7443".into(),
@@ -445,7 +445,7 @@ async fn bootstrap_over_real_ssh_keeps_the_token_out_of_argv_scripts_and_logs() 
         host: host.address.clone(),
         port: 22,
         user: "root".into(),
-        private_key: SecretValue::new(private_key.clone()),
+        private_key: Secret::new(private_key.clone()),
         host_key_sha256: pins,
         connect_timeout: Duration::from_secs(10),
         command_timeout: limit,

@@ -11,12 +11,12 @@ use std::process::{Command, Stdio};
 use orc_prov_robot::script::{
     self, BootstrapParams, JOIN_TOKEN_PATH, install_script, token_command,
 };
-use orc_provider_sdk::secret::SecretValue;
+use orc_provider_sdk::secret::Secret;
 use support::*;
 
 fn params(agent_sha256: &str) -> BootstrapParams {
     BootstrapParams {
-        join_token: SecretValue::new(TOKEN),
+        join_token: Secret::new(TOKEN),
         agent_url: "https://downloads.example.net/orc-agent-x86_64".into(),
         agent_sha256: agent_sha256.into(),
         zone_url: "https://zone.example.net:7443".into(),
@@ -125,14 +125,14 @@ fn hostile_parameters_are_refused_before_any_script_is_made() {
         (
             "join_token",
             BootstrapParams {
-                join_token: SecretValue::new("two\nlines"),
+                join_token: Secret::new("two\nlines"),
                 ..good.clone()
             },
         ),
         (
             "join_token",
             BootstrapParams {
-                join_token: SecretValue::new("ORC_JOIN_TOKEN_END"),
+                join_token: Secret::new("ORC_JOIN_TOKEN_END"),
                 ..good.clone()
             },
         ),

@@ -132,7 +132,7 @@ impl VultrMachines {
         let key = self.api_key.resolve().map_err(|e| MachineError::Config {
             problem: e.to_string(),
         })?;
-        let key = Secret::new(key.expose());
+
         let mut slot = self.client.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((current, client)) = slot.as_ref()
             && *current == key

@@ -5,7 +5,7 @@
 //! [`SecretRef::resolve`] before every request. Rotating a token is then a matter of
 //! changing the variable or the file; no restart is needed.
 //!
-//! Invariants: a resolved [`SecretValue`] never prints its content (`Debug` and `Display`
+//! Invariants: a resolved [`Secret`] never prints its content (`Debug` and `Display`
 //! write `<redacted>`), and no error of this module carries the value either; errors name
 //! the variable or the path, never what they hold.
 
@@ -63,34 +63,7 @@ pub enum SecretResolveError {
     Empty { reference: String },
 }
 
-/// A secret's value. `Debug` and `Display` print `<redacted>`; [`SecretValue::expose`] is
-/// the only way to read it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct SecretValue(String);
-
-impl SecretValue {
-    /// Wraps a value (for tests and for callers that got the value elsewhere).
-    pub fn new(value: impl Into<String>) -> Self {
-        SecretValue(value.into())
-    }
-
-    /// The secret itself, for the one place that sends it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for SecretValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
-impl fmt::Display for SecretValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
+pub use orc_common::Secret;
 
 impl SecretRef {
     /// Parses `env://NAME` or `file:///absolute/path`.
@@ -130,7 +103,7 @@ impl SecretRef {
 
     /// Reads the secret now. Called before every use, so a rotated secret takes effect on
     /// the next request.
-    pub fn resolve(&self) -> Result<SecretValue, SecretResolveError> {
+    pub fn resolve(&self) -> Result<Secret, SecretResolveError> {
         let value = match self {
             SecretRef::Env(name) => std::env::var(name)
                 .map_err(|_| SecretResolveError::EnvMissing { name: name.clone() })?,
@@ -156,7 +129,7 @@ impl SecretRef {
                 reference: self.to_string(),
             });
         }
-        Ok(SecretValue(value))
+        Ok(Secret::new(value))
     }
 }
 
@@ -277,7 +250,7 @@ mod tests {
 
     #[test]
     fn value_never_prints_its_content() {
-        let value = SecretValue::new("hunter2-token");
+        let value = Secret::new("hunter2-token");
         assert_eq!(format!("{value:?}"), "<redacted>");
         assert_eq!(value.to_string(), "<redacted>");
         assert_eq!(format!("{:?}", Some(value.clone())), "Some(<redacted>)");

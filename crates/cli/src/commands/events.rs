@@ -86,7 +86,7 @@ mod golden {
             totals: [("USD".to_string(), "0.0948".to_string())].into(),
         };
         check_golden(
-            "events-usage.txt",
+            "events-usage",
             &format!("{}\n{}", events_table(&[event]), usage_text(&usage)),
         );
     }

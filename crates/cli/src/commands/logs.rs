@@ -73,6 +73,6 @@ mod golden {
         .iter()
         .map(|l| log_line_text(l) + "\n")
         .collect();
-        check_golden("logs.txt", &text);
+        check_golden("logs", &text);
     }
 }

@@ -86,23 +86,12 @@ fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Compares `actual` with golden file `tests/golden/NAME`; `ORC_BLESS=1` regenerates it.
-/// The golden tests next to each table render it from fixed views (the integration tests in
-/// `tests/cli.rs` render the rest from a live zone).
+/// Compares `actual` with golden file `tests/golden/NAME.snap` (`INSTA_UPDATE=always`
+/// rewrites it). The golden tests next to each table render it from fixed views (the
+/// integration tests in `tests/cli.rs` render the rest from a live zone).
 #[cfg(test)]
 fn check_golden(name: &str, actual: &str) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("ORC_BLESS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, actual).unwrap();
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        expected == actual,
-        "{} differs (ORC_BLESS=1 regenerates it)\n--- expected\n{expected}\n--- actual\n{actual}",
-        path.display()
-    );
+    orc_testkit::golden::check(env!("CARGO_MANIFEST_DIR"), name, actual);
 }
 
 #[cfg(test)]

@@ -109,9 +109,6 @@ mod golden {
         parked.words = Some("no capacity in Europe Central right now".into());
         parked.refusal = Some("no_capacity".into());
         let pending = node(3, "n-00000000000p", "pending");
-        check_golden(
-            "nodes.txt",
-            &nodes_table(&[running, unpriced, parked, pending]),
-        );
+        check_golden("nodes", &nodes_table(&[running, unpriced, parked, pending]));
     }
 }

@@ -383,6 +383,6 @@ mod golden {
         old.size = 0;
         old.deleting = true;
         old.nodes = NodeCounts::default();
-        check_golden("pools-states.txt", &pools_table(&[pool, old]));
+        check_golden("pools-states", &pools_table(&[pool, old]));
     }
 }

@@ -196,7 +196,7 @@ mod golden {
             },
         ];
         check_golden(
-            "providers-replicas.txt",
+            "providers-replicas",
             &providers_table(&[
                 provider("core", "sys/sys", "zone", None),
                 partner,

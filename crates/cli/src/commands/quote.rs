@@ -104,7 +104,7 @@ mod golden {
             refusal: Some("no_capacity".into()),
         };
         check_golden(
-            "quote.txt",
+            "quote",
             &format!("{}\n{}", quote_text(&offer), quote_text(&refused)),
         );
     }
