@@ -2,8 +2,8 @@
 //! system pool `sys/sys/gw-<provider>-<site>` is kept at one gateway while the site has a
 //! tenant node of that provider, and at zero once the last one has ended. The name carries
 //! the provider because site names are each provider's own: two providers may both have
-//! an `eu-central-a`, and each needs its gateway. A pool named `gw-<site>` (the form before
-//! names carried the provider) still serves its provider's site.
+//! an `eu-central-a`, and each needs its gateway. Pools named `gw-<site>`, the form before
+//! names carried the provider, are renamed by store migration 0005.
 //!
 //! A tenant node counts from `deploying` (its site is known) until it has `ended`, so a
 //! site's gateway outlives every node that may still use it. Growing a gateway pool needs
@@ -31,16 +31,13 @@ pub fn gateway_pool_name(provider: &str, site: &str) -> Option<Name> {
     format!("gw-{provider}-{site}").parse().ok()
 }
 
-/// The site of `provider`'s gateway pool `pool_name`: `gw-<provider>-<site>`, or
-/// `gw-<site>` for a pool named before names carried the provider.
+/// The site of `provider`'s gateway pool `pool_name` (`gw-<provider>-<site>`).
 pub fn gateway_site<'a>(pool_name: &'a str, provider: &str) -> Option<&'a str> {
-    let rest = pool_name.strip_prefix("gw-")?;
-    let site = rest
-        .strip_prefix(provider)
-        .and_then(|r| r.strip_prefix('-'))
+    pool_name
+        .strip_prefix("gw-")?
+        .strip_prefix(provider)?
+        .strip_prefix('-')
         .filter(|site| !site.is_empty())
-        .unwrap_or(rest);
-    (!site.is_empty()).then_some(site)
 }
 
 /// What one gateway pass changed.
@@ -107,11 +104,7 @@ pub async fn gateway_pass(
             tracing::warn!(site = %site.site, provider = %provider.name, "The site's name is too long to name a gateway pool (gw-<provider>-<site>, 63 characters at most); the site gets no gateway");
             continue;
         };
-        let legacy = existing.values().find(|pool| {
-            pool.spec.provider_id == provider.id
-                && pool.name.as_str() == format!("gw-{}", site.site)
-        });
-        match existing.get(name.as_str()).or(legacy) {
+        match existing.get(name.as_str()) {
             Some(pool) if pool.spec.provider_id != provider.id => {
                 tracing::warn!(site = %site.site, provider = %provider.name, pool = %pool.name, "The gateway pool's name is taken by another provider's pool; the site gets no gateway");
             }
