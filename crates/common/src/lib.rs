@@ -1,5 +1,5 @@
-//! Pure vocabulary shared by every orc crate: money, node shapes, typed identifiers and
-//! cloud failures in neutral words.
+//! Pure vocabulary shared by every orc crate: money, node shapes, typed identifiers, time
+//! and its clock, secrets, and cloud failures in neutral words.
 //!
 //! Nothing here does I/O or depends on an async runtime, so every crate may use it and its
 //! tests run in milliseconds.
@@ -10,13 +10,15 @@ pub mod kinds;
 pub mod money;
 pub mod secret;
 pub mod shape;
+pub mod time;
 
 pub use fault::{CloudFault, FaultClass};
 pub use ids::{
-    ClassId, EmptyId, InstanceRef, NodeId, OsId, PoolId, ProviderName, QuoteToken, ResourceUri,
-    SiteName,
+    ClassId, EmptyId, InstanceRef, MalformedId, NodeId, OsId, PoolPath, ProviderName, QuoteToken,
+    ResourceUri, SiteName,
 };
 pub use kinds::{Purpose, RefusalKind, Role, ZoneAction};
 pub use money::{Currency, Money, MoneyError, Period};
 pub use secret::Secret;
 pub use shape::{Architecture, Shape};
+pub use time::{Clock, ManualClock, SharedClock, SystemClock, Timestamp};

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::clients::CloudClients;
 use crate::env::ProcessEnv;
@@ -29,7 +29,7 @@ use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 use orc_common::{Architecture, Shape};
 use orc_partner::catalog::Catalogs;
-use orc_partner::ids::{ClassId, NodeId, OsId, PoolId, SiteName, Timestamp};
+use orc_partner::ids::{ClassId, NodeId, OsId, PoolPath, SiteName, Timestamp};
 use orc_partner::params::{Config, MapSource, load_config};
 use orc_partner::quote::{Purpose, QuoteRequest, quote};
 use orc_partner::validate::{Drafts, validate_drafts};
@@ -135,14 +135,6 @@ enum Command {
     },
 }
 
-fn now() -> Timestamp {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0);
-    Timestamp::from_unix_millis(ms)
-}
-
 fn load_catalogs(dir: &Path, at: Timestamp) -> anyhow::Result<Catalogs> {
     let read = |name: &str| {
         let path = dir.join(name);
@@ -201,7 +193,7 @@ where
                 bail!("give at least one of --regions, --os-map, --gateway, --ptr-domain");
             }
             let catalogs = match seed_dir {
-                Some(dir) => load_catalogs(&dir, now())?,
+                Some(dir) => load_catalogs(&dir, Timestamp::now())?,
                 None => Catalogs::new(),
             };
             let report = validate_drafts(&drafts, &catalogs, &BTreeMap::new());
@@ -239,14 +231,14 @@ where
                 "arm64" => Architecture::Arm64,
                 other => bail!("--arch {other:?} must be x86_64 or arm64"),
             };
-            let at = now();
+            let at = Timestamp::now();
             let catalogs = match seed_dir {
                 Some(dir) => load_catalogs(&dir, at)?,
                 None => read_live_catalogs(&config, at)?,
             };
             let request = QuoteRequest {
                 node: NodeId::new("preview")?,
-                pool: PoolId::new("preview")?,
+                pool: PoolPath::new("preview")?,
                 purpose: if gateway {
                     Purpose::Gateway
                 } else {
@@ -350,7 +342,7 @@ fn bench_quote(seed_dir: &Path, iterations: u32) -> anyhow::Result<()> {
     let catalogs = load_catalogs(seed_dir, at)?;
     let request = QuoteRequest {
         node: NodeId::new("bench-node")?,
-        pool: PoolId::new("bench-pool")?,
+        pool: PoolPath::new("bench-pool")?,
         purpose: Purpose::Tenant,
         class: ClassId::new("eu-central")?,
         shape: Shape {

@@ -29,7 +29,7 @@ use std::net::Ipv4Addr;
 use std::sync::Mutex;
 
 use orc_cloud::CloudError;
-use orc_partner::ids::{Cloud, NodeId, PoolId, SiteName};
+use orc_partner::ids::{Cloud, NodeId, PoolPath, SiteName};
 use orc_proto as proto;
 
 pub(crate) use crate::clouds::Held;
@@ -376,7 +376,7 @@ fn build_report(known_sites: &KnownSites, listing: &Listing) -> proto::Inventory
         .filter(|a| a.kind == ResourceKind::PoolAddress)
         .filter_map(|a| {
             Some(proto::PoolAddress {
-                pool: PoolId::new(a.pool.as_deref()?).ok()?,
+                pool: PoolPath::new(a.pool.as_deref()?).ok()?,
                 site: SiteName::new(a.site.as_str()).ok()?,
                 ipv4: a.ipv4,
             })

@@ -401,7 +401,7 @@ impl ResourceMarks {
             pairs.push((PREFIX_KEY, prefix_text(prefix)));
         }
         if let Some(at) = self.closed_at {
-            pairs.push((CLOSED_KEY, at.unix_millis().to_string()));
+            pairs.push((CLOSED_KEY, at.millis().to_string()));
         }
         if let Some(pool) = &self.pool {
             pairs.push((POOL_KEY, pool.clone()));

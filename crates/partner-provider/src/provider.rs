@@ -21,9 +21,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use orc_cloud::CloudError;
+use orc_common::{SharedClock, SystemClock};
 use orc_partner::ids::{Cloud, Timestamp};
 use orc_partner::params::Config;
 use orc_partner::quote::{Decision, Purpose, QuoteRequest, quote};
@@ -56,6 +57,8 @@ pub struct PartnerOptions {
     pub poll_interval: Duration,
     /// How long after a failed count it is tried again. Default 15 s.
     pub count_retry: Duration,
+    /// Where the provider reads the time: the wall clock, or a test's manual clock.
+    pub clock: SharedClock,
 }
 
 impl Default for PartnerOptions {
@@ -67,6 +70,7 @@ impl Default for PartnerOptions {
             deploy_deadline: Duration::from_secs(300),
             poll_interval: Duration::from_secs(2),
             count_retry: Duration::from_secs(15),
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -86,15 +90,6 @@ pub enum SetupError {
     Clients(#[from] crate::clients::ClientError),
     #[error("{what} is empty")]
     Empty { what: &'static str },
-}
-
-/// The current wall-clock time as a [`Timestamp`].
-pub fn now() -> Timestamp {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0);
-    Timestamp::from_unix_millis(ms)
 }
 
 /// What every task of the replica shares: the read-only setting (config, clients, options,
@@ -118,6 +113,13 @@ pub(crate) struct Shared {
     pub(crate) sites: crate::sites::SiteCache,
     /// What the inventory pass remembers between passes.
     pub(crate) inventory: crate::inventory::InventoryState,
+}
+
+impl Shared {
+    /// Now, on the provider's clock.
+    pub(crate) fn now(&self) -> Timestamp {
+        self.options.clock.now()
+    }
 }
 
 /// The partner provider. Background work stops when it is dropped.
@@ -229,7 +231,7 @@ impl PartnerProvider {
             resource = %self.shared.hello.resource_uri,
             "This replica is serving the partner resource now; it keeps catalogs, caps, inventory and reverse DNS current from here on"
         );
-        let at = now();
+        let at = self.shared.now();
         let capped = capped_clouds(&self.shared);
         self.shared.quotes.with(|state| {
             for cloud in capped {
@@ -272,7 +274,7 @@ impl PartnerProvider {
                     .await;
         }
         let node = q.node_id.as_str().to_string();
-        let at = now();
+        let at = shared.now();
         let known_site = shared.known.site_of(&node);
         let request = QuoteRequest {
             node: q.node_id.clone(),
@@ -309,7 +311,7 @@ impl PartnerProvider {
                     gateway: request.purpose == Purpose::Gateway,
                     rate: offer.price.exchange_rate,
                     account_monthly: offer.price.account_monthly.amount,
-                    expires_ms: expires.unix_millis(),
+                    expires_ms: expires.millis(),
                     pool: q.pool.as_str().to_string(),
                     public: q.public,
                     disks_gib: q.shape.disks_gib.clone(),
@@ -329,7 +331,8 @@ impl PartnerProvider {
                     price: offer.price.usd_monthly,
                     words: offer.tenant_line.clone(),
                     quote_token,
-                    expires: UNIX_EPOCH + Duration::from_millis(expires.unix_millis()),
+                    expires: UNIX_EPOCH
+                        + Duration::from_millis(u64::try_from(expires.millis()).unwrap_or(0)),
                 })
             }
             Decision::Refusal(r) => {
@@ -341,7 +344,7 @@ impl PartnerProvider {
 
     fn describe_catalog(&self) -> proto::Catalog {
         let config = &self.shared.config;
-        let at = now();
+        let at = self.shared.now();
         let state = self.shared.quotes.snapshot();
         let classes = config
             .regions
@@ -414,7 +417,7 @@ async fn refresh_loop(shared: Arc<Shared>) {
         if shared.role.is_serving() {
             let failures = shared
                 .catalogs
-                .refresh(&shared.clients, &shared.config, now())
+                .refresh(&shared.clients, &shared.config, shared.now())
                 .await;
             if !failures.is_empty() {
                 wait = wait.min(FAILED_READ_RETRY);
@@ -430,7 +433,9 @@ async fn release_loop(provider: PartnerProvider) {
     loop {
         tokio::time::sleep(provider.shared.options.refresh_interval).await;
         if provider.shared.role.is_serving() {
-            provider.release_closed_addresses(now()).await;
+            provider
+                .release_closed_addresses(provider.shared.now())
+                .await;
         }
     }
 }
@@ -461,7 +466,9 @@ async fn count_capped_clouds(shared: Arc<Shared>) {
                 Err(e) => {
                     tracing::warn!(%cloud, "The cloud's nodes could not be counted; it sits out quotes until a count succeeds");
                     tracing::debug!(%cloud, error = %e, "the cloud's answer");
-                    shared.quotes.with(|state| state.count_failed(cloud, now()));
+                    shared
+                        .quotes
+                        .with(|state| state.count_failed(cloud, shared.now()));
                     failed.push(cloud);
                 }
             }

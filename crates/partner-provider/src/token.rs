@@ -34,7 +34,7 @@ pub struct OfferToken {
     /// Plan price per month in the account currency.
     pub account_monthly: Decimal,
     /// Milliseconds since the Unix epoch after which the offer lapses.
-    pub expires_ms: u64,
+    pub expires_ms: i64,
     /// The node's pool (`<org>/<project>/<name>`).
     #[serde(default)]
     pub pool: String,

@@ -12,14 +12,14 @@ use std::net::IpAddr;
 use deploy_support::*;
 use orc_cloud::HcloudServerId;
 use orc_cloud::vultr::InstanceFilter;
-use orc_proto::{DestroyResult, NodeId, PoolId, Quote, RefusalKind};
+use orc_proto::{DestroyResult, NodeId, PoolPath, Quote, RefusalKind};
 use orc_provider_sdk::Provider;
 use support::*;
 
 fn public(q: Quote, pool: &str) -> Quote {
     Quote {
         public: true,
-        pool: PoolId::new(pool).unwrap(),
+        pool: PoolPath::new(pool).unwrap(),
         ..q
     }
 }

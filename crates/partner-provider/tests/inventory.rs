@@ -24,7 +24,7 @@ use orc_partner::ids::Cloud;
 use orc_partner_provider::PartnerProvider;
 use orc_partner_provider::clouds::{hetzner, vultr};
 use orc_partner_provider::naming::{Marks, Prefix, ResourceKind, ResourceMarks, pool_label};
-use orc_proto::{ClassId, NodeId, OsId, PoolId, Purpose, Quote, QuoteReply, Role};
+use orc_proto::{ClassId, NodeId, OsId, PoolPath, Purpose, Quote, QuoteReply, Role};
 use orc_provider_sdk::Provider;
 use support::*;
 
@@ -179,7 +179,7 @@ impl Clouds {
 
 fn quote(node: &str, class: &str) -> Quote {
     Quote {
-        pool: PoolId::new("acme/web/api").unwrap(),
+        pool: PoolPath::new("acme/web/api").unwrap(),
         node_id: NodeId::new(node).unwrap(),
         purpose: Purpose::Tenant,
         shape: Shape {
@@ -881,14 +881,14 @@ async fn place(p: &PartnerProvider, q: Quote) -> orc_proto::Deployed {
 fn public_quote(node: &str, class: &str, pool: &str) -> Quote {
     Quote {
         public: true,
-        pool: PoolId::new(pool).unwrap(),
+        pool: PoolPath::new(pool).unwrap(),
         ..quote(node, class)
     }
 }
 
 fn gateway_quote(node: &str, class: &str, site: &str) -> Quote {
     Quote {
-        pool: PoolId::new(format!("sys/sys/gw-{site}")).unwrap(),
+        pool: PoolPath::new(format!("sys/sys/gw-{site}")).unwrap(),
         purpose: Purpose::Gateway,
         os: OsId::new("gateway").unwrap(),
         pinned_site: Some(orc_proto::SiteName::new(site).unwrap()),

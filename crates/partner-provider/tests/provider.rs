@@ -14,8 +14,8 @@ use orc_partner::params::MapSource;
 use orc_partner_provider::token::OfferToken;
 use orc_partner_provider::{PartnerOptions, PartnerProvider};
 use orc_proto::{
-    Bootstrap, ClassId, Deploy, DeployResult, DestroyResult, NodeId, OsId, PoolId, Purpose, Quote,
-    QuoteReply, QuoteToken, RefusalKind, Role,
+    Bootstrap, ClassId, Deploy, DeployResult, DestroyResult, NodeId, OsId, PoolPath, Purpose,
+    Quote, QuoteReply, QuoteToken, RefusalKind, Role,
 };
 use orc_provider_sdk::conformance::{ConformanceSetup, run_all};
 use orc_provider_sdk::{ProgressSink, Provider};
@@ -24,7 +24,7 @@ use support::*;
 
 fn quote(node: &str, class: &str, cpu: u32, mem: u32) -> Quote {
     Quote {
-        pool: PoolId::new("p-1").unwrap(),
+        pool: PoolPath::new("p-1").unwrap(),
         node_id: NodeId::new(node).unwrap(),
         purpose: Purpose::Tenant,
         shape: Shape {
@@ -169,7 +169,7 @@ async fn a_stockout_cools_the_site_down_and_moves_the_node() {
         state
             .cooling_until(
                 &SiteName::new("eu-central-a").unwrap(),
-                orc_partner_provider::provider::now()
+                orc_partner::ids::Timestamp::now()
             )
             .is_some()
     );
@@ -364,7 +364,7 @@ async fn sites_whose_location_is_not_sold_are_tracked_per_change() {
     let cfg = config(&source(&emu, "a"));
     let clients = orc_partner_provider::clients::CloudClients::from_config(&cfg).unwrap();
     let live = orc_partner_provider::live::LiveCatalogs::new();
-    let at = orc_partner_provider::provider::now();
+    let at = orc_partner::ids::Timestamp::now();
     let (logs, _guard) = capture();
     let left_out =
         "Site eu-central-b is left out of quotes: its cloud does not sell hetzner:nbg1 right now";

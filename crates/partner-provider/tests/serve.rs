@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use orc_common::{Architecture, Shape};
-use orc_proto::{ClassId, NodeId, OsId, PoolId, Purpose, Quote, QuoteReply, Role};
+use orc_proto::{ClassId, NodeId, OsId, PoolPath, Purpose, Quote, QuoteReply, Role};
 use orc_provider_sdk::harness::ZoneHarness;
 use support::*;
 
@@ -76,7 +76,7 @@ async fn serve_says_hello_stands_by_then_serves() {
     conn.change_role(Role::Serving).await.unwrap();
     let reply = conn
         .quote(Quote {
-            pool: PoolId::new("p-1").unwrap(),
+            pool: PoolPath::new("p-1").unwrap(),
             node_id: NodeId::new("n-serve").unwrap(),
             purpose: Purpose::Tenant,
             shape: Shape {

@@ -10,8 +10,8 @@ use std::time::Duration;
 use deploy_support::*;
 use orc_cloud::hetzner::{Route, ServerFilter};
 use orc_partner::ids::Cloud;
+use orc_partner::ids::Timestamp;
 use orc_partner_provider::naming::{CLOSED_KEY, Prefix};
-use orc_partner_provider::provider::now;
 use orc_proto::{DestroyResult, NodeId, RefusalKind};
 use orc_provider_sdk::Provider;
 use support::*;
@@ -288,7 +288,7 @@ async fn the_last_node_closes_the_site_and_the_address_is_kept_seven_days() {
         serde_json::json!({"seconds": 6 * 86_400}),
     )
     .await;
-    let six_days = now().plus(Duration::from_secs(6 * 86_400));
+    let six_days = Timestamp::now().plus(Duration::from_secs(6 * 86_400));
     assert!(p.release_closed_addresses(six_days).await.is_empty());
     place(&p, quote("n-keep-3", "eu-central", 2, 4)).await;
     let back = stable_labels(&emu).await;
@@ -309,7 +309,7 @@ async fn the_last_node_closes_the_site_and_the_address_is_kept_seven_days() {
         serde_json::json!({"seconds": 7 * 86_400 + 60}),
     )
     .await;
-    let later = now().plus(Duration::from_secs(7 * 86_400 + 60));
+    let later = Timestamp::now().plus(Duration::from_secs(7 * 86_400 + 60));
     let mut released = p.release_closed_addresses(later).await;
     released.sort();
     let mut expected: Vec<std::net::Ipv4Addr> =

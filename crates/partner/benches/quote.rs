@@ -4,7 +4,7 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use orc_common::{Architecture, Shape};
 use orc_partner::catalog::Catalogs;
-use orc_partner::ids::{ClassId, NodeId, OsId, PoolId, Timestamp};
+use orc_partner::ids::{ClassId, NodeId, OsId, PoolPath, Timestamp};
 use orc_partner::params::{MapSource, load_config};
 use orc_partner::quote::{Purpose, QuoteRequest, quote};
 use orc_partner::{QuoteState, seed};
@@ -40,7 +40,7 @@ fn bench_quote(c: &mut Criterion) {
     let state = QuoteState::new();
     let request = |class: &str, vcpus: u32, gib: u32, os: &str| QuoteRequest {
         node: NodeId::new("bench-node").unwrap(),
-        pool: PoolId::new("bench-pool").unwrap(),
+        pool: PoolPath::new("bench-pool").unwrap(),
         purpose: Purpose::Tenant,
         class: ClassId::new(class).unwrap(),
         shape: Shape {

@@ -6,11 +6,10 @@
 //! from operators (the map parsers in [`crate::maps`], the params in [`crate::params`])
 //! enforce the naming rules, and catalogs take ids as the cloud spells them.
 //!
-//! Time is a plain value ([`Timestamp`]): nothing in this crate reads a clock, so every
+//! Time is a plain value (the vocabulary's [`Timestamp`]): nothing in this crate reads a clock, so every
 //! decision that depends on time takes it as an input.
 
 use std::fmt;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -74,7 +73,8 @@ impl fmt::Display for Cloud {
     }
 }
 
-pub use orc_common::ids::{ClassId, EmptyId, NodeId, OsId, PoolId, SiteName};
+pub use orc_common::ids::{ClassId, EmptyId, NodeId, OsId, PoolPath, SiteName};
+pub use orc_common::time::Timestamp;
 
 orc_common::string_id!(
     /// A cloud's own location id (`fsn1`, `ewr`).
@@ -91,44 +91,3 @@ orc_common::string_id!(
     ImageId,
     "image id"
 );
-
-/// A point in time, in milliseconds since the Unix epoch.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-#[serde(transparent)]
-pub struct Timestamp(u64);
-
-impl Timestamp {
-    /// From milliseconds since the Unix epoch.
-    pub const fn from_unix_millis(ms: u64) -> Self {
-        Timestamp(ms)
-    }
-
-    /// From seconds since the Unix epoch.
-    pub const fn from_unix_secs(secs: u64) -> Self {
-        Timestamp(secs.saturating_mul(1000))
-    }
-
-    /// Milliseconds since the Unix epoch.
-    pub const fn unix_millis(self) -> u64 {
-        self.0
-    }
-
-    /// This time plus `d`, saturating at the end of representable time.
-    pub fn plus(self, d: Duration) -> Timestamp {
-        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        Timestamp(self.0.saturating_add(ms))
-    }
-
-    /// How long after `earlier` this is; zero when it is not later.
-    pub fn since(self, earlier: Timestamp) -> Duration {
-        Duration::from_millis(self.0.saturating_sub(earlier.0))
-    }
-}
-
-impl fmt::Display for Timestamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{:03}s", self.0 / 1000, self.0 % 1000)
-    }
-}

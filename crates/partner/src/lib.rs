@@ -31,7 +31,7 @@ pub mod validate;
 pub mod words;
 
 pub use catalog::{CatalogSnapshot, Catalogs};
-pub use ids::{ClassId, Cloud, NodeId, OsId, PoolId, SiteName, Timestamp};
+pub use ids::{ClassId, Cloud, NodeId, OsId, PoolPath, SiteName, Timestamp};
 pub use params::{Config, ConfigErrors, load_config};
 pub use quote::{QuoteOutcome, QuoteRequest, quote};
 pub use state::QuoteState;

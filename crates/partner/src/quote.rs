@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use crate::catalog::{CatalogSnapshot, Catalogs, LocatedPlan, Plan, PlanPrice};
 use crate::ids::{
-    ClassId, Cloud, ImageId, LocationId, NodeId, OsId, PlanId, PoolId, SiteName, Timestamp,
+    ClassId, Cloud, ImageId, LocationId, NodeId, OsId, PlanId, PoolPath, SiteName, Timestamp,
 };
 use crate::maps::{ImageSelector, OsEntry, RegionClass, Site, gateway_image_selector};
 use crate::params::{CloudConfig, Config};
@@ -39,7 +39,7 @@ pub use orc_common::{Purpose, RefusalKind};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QuoteRequest {
     pub node: NodeId,
-    pub pool: PoolId,
+    pub pool: PoolPath,
     pub purpose: Purpose,
     pub class: ClassId,
     pub shape: Shape,

@@ -50,7 +50,7 @@ fn shape(vcpus: u32, gib: u32) -> Shape {
 fn request(class: &str, shape: Shape, os: &str) -> QuoteRequest {
     QuoteRequest {
         node: NodeId::new("n-000001").unwrap(),
-        pool: PoolId::new("p-000001").unwrap(),
+        pool: PoolPath::new("p-000001").unwrap(),
         purpose: Purpose::Tenant,
         class: ClassId::new(class).unwrap(),
         shape,
@@ -898,7 +898,7 @@ fn build(s: &Scenario) -> (QuoteRequest, Config, Catalogs, QuoteState) {
     match s.counting_vultr_secs {
         Some(secs) => state.start_counting(
             Cloud::Vultr,
-            Timestamp::from_unix_secs(T0.unix_millis() / 1000 - secs),
+            Timestamp::from_unix_secs(T0.millis() / 1000 - secs as i64),
         ),
         None => counted(&mut state, Cloud::Vultr, 0, dec!(40)),
     }

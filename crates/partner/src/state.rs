@@ -21,7 +21,7 @@ use std::time::Duration;
 use rust_decimal::Decimal;
 use serde::Serialize;
 
-use crate::ids::{Cloud, LocationId, NodeId, PoolId, SiteName, Timestamp};
+use crate::ids::{Cloud, LocationId, NodeId, PoolPath, SiteName, Timestamp};
 use crate::quote::Purpose;
 
 /// How long a site sits out quotes after its cloud refused a create for lack of room.
@@ -77,7 +77,7 @@ pub struct QuoteState {
     counting: BTreeMap<Cloud, CountStatus>,
     reservations: BTreeMap<NodeId, Reservation>,
     cooldowns: BTreeMap<SiteName, Timestamp>,
-    pins: BTreeMap<PoolId, SiteName>,
+    pins: BTreeMap<PoolPath, SiteName>,
     live_sites: BTreeMap<SiteName, LiveSite>,
 }
 
@@ -192,17 +192,17 @@ impl QuoteState {
     }
 
     /// Pins a public pool to the site that holds its address (or its oldest live member).
-    pub fn pin(&mut self, pool: PoolId, site: SiteName) {
+    pub fn pin(&mut self, pool: PoolPath, site: SiteName) {
         self.pins.insert(pool, site);
     }
 
     /// Lifts a pool's pin (it no longer exposes anything publicly).
-    pub fn unpin(&mut self, pool: &PoolId) {
+    pub fn unpin(&mut self, pool: &PoolPath) {
         self.pins.remove(pool);
     }
 
     /// The site a pool is pinned to.
-    pub fn pin_of(&self, pool: &PoolId) -> Option<&SiteName> {
+    pub fn pin_of(&self, pool: &PoolPath) -> Option<&SiteName> {
         self.pins.get(pool)
     }
 
@@ -232,7 +232,7 @@ mod tests {
     use super::*;
     use rust_decimal::dec;
 
-    fn reservation(purpose: Purpose, usd: Decimal, expires: u64) -> Reservation {
+    fn reservation(purpose: Purpose, usd: Decimal, expires: i64) -> Reservation {
         Reservation {
             cloud: Cloud::Vultr,
             site: SiteName::new("s").unwrap(),

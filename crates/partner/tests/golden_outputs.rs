@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use orc_common::{Architecture, Shape};
 use orc_partner::catalog::Catalogs;
-use orc_partner::ids::{ClassId, Cloud, LocationId, NodeId, OsId, PoolId, SiteName, Timestamp};
+use orc_partner::ids::{ClassId, Cloud, LocationId, NodeId, OsId, PoolPath, SiteName, Timestamp};
 use orc_partner::params::{MapSource, load_config};
 use orc_partner::quote::{Purpose, QuoteRequest, quote};
 use orc_partner::{Config, QuoteState, explain, seed};
@@ -51,7 +51,7 @@ fn config(extra: &[(&str, &str)]) -> Config {
 fn request(class: &str, vcpus: u32, gib: u32, os: &str) -> QuoteRequest {
     QuoteRequest {
         node: NodeId::new("n-000042").unwrap(),
-        pool: PoolId::new("p-000007").unwrap(),
+        pool: PoolPath::new("p-000007").unwrap(),
         purpose: Purpose::Tenant,
         class: ClassId::new(class).unwrap(),
         shape: Shape {
@@ -127,7 +127,7 @@ fn golden_quote_explanations() {
     });
     let mut pinned = QuoteState::new();
     pinned.pin(
-        PoolId::new("p-000007").unwrap(),
+        PoolPath::new("p-000007").unwrap(),
         SiteName::new("eu-central-b").unwrap(),
     );
     let mut public = request("eu-central", 2, 4, "ubuntu-24.04");

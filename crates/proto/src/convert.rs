@@ -741,7 +741,7 @@ impl TryFrom<pb::Quote> for Quote {
     type Error = ConvertError;
     fn try_from(q: pb::Quote) -> Result<Quote> {
         Ok(Quote {
-            pool: id::<PoolId>(q.pool, "pool")?,
+            pool: id::<PoolPath>(q.pool, "pool")?,
             node_id: id(q.node_id, "node_id")?,
             purpose: purpose(q.purpose, "purpose")?,
             shape: message(q.shape, "shape")?,

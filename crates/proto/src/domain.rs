@@ -14,7 +14,7 @@ use std::time::SystemTime;
 use orc_common::{Money, Shape};
 
 use crate::ids::{
-    ClassId, InstanceRef, NodeId, OsId, PoolId, ProviderName, QuoteToken, RequestId, ResourceUri,
+    ClassId, InstanceRef, NodeId, OsId, PoolPath, ProviderName, QuoteToken, RequestId, ResourceUri,
     SiteName,
 };
 
@@ -108,7 +108,7 @@ pub struct Catalog {
 /// The zone asks what a node would cost, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Quote {
-    pub pool: PoolId,
+    pub pool: PoolPath,
     pub node_id: NodeId,
     pub purpose: Purpose,
     pub shape: Shape,
@@ -244,7 +244,7 @@ pub struct Inventory {
 /// A public pool's IPv4 at one site; the zone pins the pool's quotes to that site.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolAddress {
-    pub pool: PoolId,
+    pub pool: PoolPath,
     pub site: SiteName,
     pub ipv4: Ipv4Addr,
 }

@@ -4,7 +4,7 @@
 use std::fmt;
 
 pub use orc_common::ids::{
-    ClassId, EmptyId, InstanceRef, NodeId, OsId, PoolId, ProviderName, QuoteToken, ResourceUri,
+    ClassId, EmptyId, InstanceRef, NodeId, OsId, PoolPath, ProviderName, QuoteToken, ResourceUri,
     SiteName,
 };
 

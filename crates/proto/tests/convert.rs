@@ -108,7 +108,7 @@ fn provider_messages() -> Vec<ProviderMessage> {
                 },
             ],
             pool_addresses: vec![PoolAddress {
-                pool: PoolId::new("acme/web/app").unwrap(),
+                pool: PoolPath::new("acme/web/app").unwrap(),
                 site: SiteName::new("eu-central-a").unwrap(),
                 ipv4: Ipv4Addr::new(192, 0, 2, 7),
             }],
@@ -150,7 +150,7 @@ fn provider_messages() -> Vec<ProviderMessage> {
 
 fn quote() -> Quote {
     Quote {
-        pool: PoolId::new("acme/web/app").unwrap(),
+        pool: PoolPath::new("acme/web/app").unwrap(),
         node_id: node("n1"),
         purpose: Purpose::Tenant,
         shape: Shape {

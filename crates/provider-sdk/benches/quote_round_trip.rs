@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use orc_common::Shape;
-use orc_proto::{ClassId, NodeId, OsId, PoolId, Purpose, Quote, QuoteReply, Role, ZoneBody};
+use orc_proto::{ClassId, NodeId, OsId, PoolPath, Purpose, Quote, QuoteReply, Role, ZoneBody};
 use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
 use orc_provider_sdk::harness::ZoneHarness;
 use orc_provider_sdk::{ProviderRunner, RunnerOptions};
@@ -19,7 +19,7 @@ const IN_FLIGHT: usize = 64;
 
 fn quote(n: usize) -> Quote {
     Quote {
-        pool: PoolId::new("acme/web/app").expect("non-empty"),
+        pool: PoolPath::new("acme/web/app").expect("non-empty"),
         node_id: NodeId::new(format!("node-{n}")).expect("non-empty"),
         purpose: Purpose::Tenant,
         shape: Shape {

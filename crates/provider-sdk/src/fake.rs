@@ -498,11 +498,11 @@ pub fn offer_expiry() -> SystemTime {
 mod tests {
     use super::*;
     use orc_common::{Period, Shape};
-    use orc_proto::{Bootstrap, PoolId, Purpose};
+    use orc_proto::{Bootstrap, PoolPath, Purpose};
 
     fn quote(node: &str) -> Quote {
         Quote {
-            pool: PoolId::new("acme/web/app").unwrap(),
+            pool: PoolPath::new("acme/web/app").unwrap(),
             node_id: NodeId::new(node).unwrap(),
             purpose: Purpose::Tenant,
             shape: Shape {

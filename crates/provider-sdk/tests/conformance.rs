@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use orc_common::Shape;
 use orc_proto::{
-    Catalog, ClassId, Deploy, DeployResult, DestroyResult, Inventory, NodeId, OsId, PoolId,
+    Catalog, ClassId, Deploy, DeployResult, DestroyResult, Inventory, NodeId, OsId, PoolPath,
     Purpose, Quote, QuoteReply, Refusal, RefusalKind,
 };
 use orc_provider_sdk::conformance::{self, ConformanceSetup};
@@ -15,7 +15,7 @@ use orc_provider_sdk::{HelloInfo, ProgressSink, Provider};
 
 fn quote(node_id: &str) -> Quote {
     Quote {
-        pool: PoolId::new("acme/web/app").unwrap(),
+        pool: PoolPath::new("acme/web/app").unwrap(),
         node_id: NodeId::new(node_id).unwrap(),
         purpose: Purpose::Tenant,
         shape: Shape {

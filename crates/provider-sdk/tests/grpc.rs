@@ -126,7 +126,7 @@ async fn a_standby_replica_takes_over_and_finds_the_serving_replicas_work() {
     b.welcome(Role::Standby).await.unwrap();
 
     let quote = orc_proto::Quote {
-        pool: orc_proto::PoolId::new("acme/web/app").unwrap(),
+        pool: orc_proto::PoolPath::new("acme/web/app").unwrap(),
         node_id: orc_proto::NodeId::new("n1").unwrap(),
         purpose: orc_proto::Purpose::Tenant,
         shape: orc_common::Shape {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use orc_common::Shape;
 use orc_proto::{
-    Bootstrap, ClassId, Deploy, DeployResult, NodeId, OsId, PoolId, ProviderBody, Purpose, Quote,
+    Bootstrap, ClassId, Deploy, DeployResult, NodeId, OsId, PoolPath, ProviderBody, Purpose, Quote,
     QuoteReply, Refusal, RefusalKind, Role, ZoneBody,
 };
 use orc_provider_sdk::fake::{DeployFault, FakeCloud, FakeProvider};
@@ -70,7 +70,7 @@ fn node(s: &str) -> NodeId {
 
 fn quote(node_id: &str) -> Quote {
     Quote {
-        pool: PoolId::new("acme/web/app").unwrap(),
+        pool: PoolPath::new("acme/web/app").unwrap(),
         node_id: node(node_id),
         purpose: Purpose::Tenant,
         shape: Shape {

@@ -1,7 +1,7 @@
 //! Builders of protocol messages, with the defaults every test used to write out.
 
 use orc_common::{Architecture, Shape};
-use orc_proto::{Bootstrap, ClassId, Deploy, NodeId, OsId, PoolId, Purpose, Quote, QuoteToken};
+use orc_proto::{Bootstrap, ClassId, Deploy, NodeId, OsId, PoolPath, Purpose, Quote, QuoteToken};
 
 /// The OS most tests ask for.
 pub const OS: &str = "ubuntu-24.04";
@@ -19,7 +19,7 @@ pub fn shape(vcpus: u32, memory_gib: u32) -> Shape {
 /// A tenant quote for `node` in `class` at `vcpus`/`memory_gib`, OS [`OS`], pool `p-1`.
 pub fn quote(node: &str, class: &str, vcpus: u32, memory_gib: u32) -> Quote {
     Quote {
-        pool: PoolId::new("p-1").expect("non-empty"),
+        pool: PoolPath::new("p-1").expect("non-empty"),
         node_id: NodeId::new(node).expect("a test gives a node id"),
         purpose: Purpose::Tenant,
         shape: shape(vcpus, memory_gib),

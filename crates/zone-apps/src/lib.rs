@@ -391,18 +391,16 @@ impl Apps {
     }
 
     /// Stops the node's slot; a node without a slot is destroyed already.
-    pub async fn destroy_slot(&self, node: &orc_proto::NodeId) -> orc_proto::DestroyResult {
-        if let Ok(node_id) = node.as_str().parse::<NodeId>() {
-            let handle = self.inner.slots.lock().await.remove(&node_id);
-            if let Some(handle) = handle {
-                handle.stop().await;
-                tracing::info!(node = %node_id, "core slot stopped");
-            }
+    pub async fn destroy_slot(&self, node: &NodeId) -> orc_proto::DestroyResult {
+        let handle = self.inner.slots.lock().await.remove(node);
+        if let Some(handle) = handle {
+            handle.stop().await;
+            tracing::info!(node = %node, "core slot stopped");
         }
         orc_proto::DestroyResult::Destroyed
     }
 
-    async fn start_node(&self, node: &orc_proto::NodeId) -> Result<NodeId, LaunchError> {
+    async fn start_node(&self, node: &NodeId) -> Result<NodeId, LaunchError> {
         let node_id = parse_node(node)?;
         let mut slots = self.inner.slots.lock().await;
         if slots.contains_key(&node_id) {
@@ -730,17 +728,15 @@ async fn supervise_loop(apps: Apps) {
     }
 }
 
-fn parse_node(node: &orc_proto::NodeId) -> Result<NodeId, LaunchError> {
-    node.as_str()
-        .parse::<NodeId>()
-        .map_err(|e| LaunchError::Store {
-            what: format!("node {}", node.as_str()),
-            source: StoreError::Invalid {
-                kind: Kind::Node,
-                id: node.as_str().to_string(),
-                reason: e.to_string(),
-            },
-        })
+fn parse_node(node: &NodeId) -> Result<NodeId, LaunchError> {
+    NodeId::parse_minted(node.as_str()).map_err(|e| LaunchError::Store {
+        what: format!("node {}", node.as_str()),
+        source: StoreError::Invalid {
+            kind: Kind::Node,
+            id: node.as_str().to_string(),
+            reason: e.to_string(),
+        },
+    })
 }
 
 fn site() -> orc_proto::SiteName {
@@ -751,7 +747,7 @@ fn refusal_reply(kind: orc_proto::RefusalKind, words: &str) -> orc_proto::QuoteR
     orc_proto::QuoteReply::Refused(orc_proto::Refusal::new(kind, words))
 }
 
-fn deployed(node: &orc_proto::NodeId, node_id: &NodeId) -> orc_proto::Deployed {
+fn deployed(node: &NodeId, node_id: &NodeId) -> orc_proto::Deployed {
     orc_proto::Deployed {
         node_id: node.clone(),
         site: site(),

@@ -159,10 +159,6 @@ impl Fixture {
     }
 }
 
-fn proto_id(node: &Node) -> orc_proto::NodeId {
-    orc_proto::NodeId::new(node.id.as_str()).unwrap()
-}
-
 /// How long a test waits for the apps' processes to get where it expects.
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -297,7 +293,7 @@ async fn slot_gets_env_and_files_and_deploy_is_idempotent() {
     assert!(!file.contains(SECRET));
 
     assert_eq!(
-        f.apps.destroy_slot(&proto_id(node)).await,
+        f.apps.destroy_slot(&node.id.clone()).await,
         orc_proto::DestroyResult::Destroyed
     );
     assert!(!alive(pid), "the process outlived its destroy");
@@ -308,7 +304,7 @@ async fn slot_gets_env_and_files_and_deploy_is_idempotent() {
     );
     assert!(f.apps.slots().await.is_empty());
     assert_eq!(
-        f.apps.destroy_slot(&proto_id(node)).await,
+        f.apps.destroy_slot(&node.id.clone()).await,
         orc_proto::DestroyResult::Destroyed
     );
     f.apps.shutdown().await;
@@ -512,7 +508,7 @@ async fn quotes_offer_local_unpriced_or_refuse_with_operator_fix() {
     let (_, worse) = f.pool("worse", 1, bad_param).await;
 
     let quote = |node: &Node| orc_proto::Quote {
-        pool: orc_proto::PoolId::new("sys/sys/x").unwrap(),
+        pool: orc_proto::PoolPath::new("sys/sys/x").unwrap(),
         os: orc_proto::OsId::new("none").unwrap(),
         ..orc_testkit::proto::quote(node.id.as_str(), "local", 1, 1)
     };

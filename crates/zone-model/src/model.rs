@@ -6,15 +6,16 @@
 //! (org, project, pool, provider, user) are DNS labels too, so they can appear in host names.
 //!
 //! Money is [`orc_common::Money`]; time is [`Timestamp`], UTC milliseconds since the Unix
-//! epoch. Secrets (API token values, sensitive app params) have a `Debug` that shows no
-//! character of the secret.
+//! epoch. Ids are declared with the vocabulary's one id macro; a node id is the vocabulary's
+//! [`NodeId`], which the zone mints with [`NodeId::from_counter`]. Secrets (API token values,
+//! sensitive app params) have a `Debug` that shows no character of the secret.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use orc_common::{Money, Shape};
+pub use orc_common::{MalformedId, NodeId, Timestamp};
+use orc_common::{Money, Shape, string_id};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -23,12 +24,8 @@ use sha2::{Digest, Sha256};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
     /// An id without its kind's prefix or with a malformed counter part.
-    #[error("{value:?} is not a valid {kind} id (expected {prefix} followed by 12 base32 digits)")]
-    InvalidId {
-        kind: &'static str,
-        prefix: &'static str,
-        value: String,
-    },
+    #[error(transparent)]
+    InvalidId(#[from] MalformedId),
     /// A name that is not a DNS label.
     #[error("{value:?} is not a valid name: {reason}")]
     InvalidName { value: String, reason: &'static str },
@@ -43,132 +40,59 @@ pub enum ModelError {
     NegativeMarkup { value: Decimal },
 }
 
-/// Digits of the counter part of an id: Crockford base32 in lower case (no i, l, o, u), so the
-/// fixed-width text sorts like the number.
-const ID_ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
-/// Width of the counter part of an id: 12 base32 digits hold 60 bits.
-pub const ID_DIGITS: usize = 12;
-
-fn encode_counter(mut value: u64) -> [u8; ID_DIGITS] {
-    let mut out = [b'0'; ID_DIGITS];
-    for slot in out.iter_mut().rev() {
-        *slot = ID_ALPHABET[(value & 31) as usize];
-        value >>= 5;
-    }
-    out
-}
-
-fn valid_counter_part(text: &str) -> bool {
-    text.len() == ID_DIGITS && text.bytes().all(|b| ID_ALPHABET.contains(&b))
-}
-
-macro_rules! typed_id {
-    ($(#[$doc:meta])* $name:ident, $prefix:literal, $kind:literal) => {
-        $(#[$doc])*
-        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
-
-        impl $name {
-            /// The prefix every id of this kind starts with.
-            pub const PREFIX: &'static str = $prefix;
-
-            /// The id minted from counter value `value`.
-            pub fn from_counter(value: u64) -> Self {
-                let digits = encode_counter(value);
-                let mut text = String::with_capacity($prefix.len() + ID_DIGITS);
-                text.push_str($prefix);
-                text.extend(digits.iter().map(|&b| char::from(b)));
-                $name(text)
-            }
-
-            /// The id as text.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = ModelError;
-
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                match s.strip_prefix($prefix) {
-                    Some(rest) if valid_counter_part(rest) => Ok($name(s.to_string())),
-                    _ => Err(ModelError::InvalidId {
-                        kind: $kind,
-                        prefix: $prefix,
-                        value: s.to_string(),
-                    }),
-                }
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = ModelError;
-            fn try_from(s: String) -> Result<Self, Self::Error> {
-                s.parse()
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(id: $name) -> String {
-                id.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl fmt::Debug for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
-}
-
-typed_id!(
+string_id!(
     /// Identifies an org (`o-…`).
-    OrgId, "o-", "org"
+    OrgId,
+    "org",
+    prefix "o-"
 );
-typed_id!(
+string_id!(
     /// Identifies a project (`p-…`).
-    ProjectId, "p-", "project"
+    ProjectId,
+    "project",
+    prefix "p-"
 );
-typed_id!(
+string_id!(
     /// Identifies a user (`u-…`).
-    UserId, "u-", "user"
+    UserId,
+    "user",
+    prefix "u-"
 );
-typed_id!(
+string_id!(
     /// Identifies an API token (`t-…`); not the secret itself.
-    TokenId, "t-", "token"
+    TokenId,
+    "token",
+    prefix "t-"
 );
-typed_id!(
+string_id!(
     /// Identifies a membership (`m-…`).
-    MembershipId, "m-", "membership"
+    MembershipId,
+    "membership",
+    prefix "m-"
 );
-typed_id!(
+string_id!(
     /// Identifies a provider (`pv-…`).
-    ProviderId, "pv-", "provider"
+    ProviderId,
+    "provider",
+    prefix "pv-"
 );
-typed_id!(
+string_id!(
     /// Identifies a pool (`pl-…`).
-    PoolId, "pl-", "pool"
+    PoolId,
+    "pool",
+    prefix "pl-"
 );
-typed_id!(
-    /// Identifies a node (`n-…`); also the idempotency key providers label instances with.
-    NodeId, "n-", "node"
-);
-typed_id!(
+string_id!(
     /// Identifies an event (`e-…`).
-    EventId, "e-", "event"
+    EventId,
+    "event",
+    prefix "e-"
 );
-typed_id!(
+string_id!(
     /// Identifies a usage (invoice) line (`ul-…`).
-    UsageLineId, "ul-", "usage line"
+    UsageLineId,
+    "usage line",
+    prefix "ul-"
 );
 
 /// Id of the `sys` org every zone has.
@@ -253,33 +177,6 @@ impl fmt::Display for Name {
 impl fmt::Debug for Name {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", self.0)
-    }
-}
-
-/// A point in time: UTC milliseconds since the Unix epoch.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
-)]
-pub struct Timestamp(pub i64);
-
-impl Timestamp {
-    /// The wall clock now (use an injected clock in reconcilers and tests).
-    pub fn now() -> Self {
-        let millis = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or(0);
-        Timestamp(millis)
-    }
-
-    /// Milliseconds since the epoch.
-    pub fn millis(self) -> i64 {
-        self.0
-    }
-
-    /// This time plus `millis` milliseconds (saturating).
-    pub fn plus_millis(self, millis: i64) -> Self {
-        Timestamp(self.0.saturating_add(millis))
     }
 }
 
@@ -540,6 +437,9 @@ pub struct User {
 #[derive(Clone, PartialEq, Eq)]
 pub struct TokenSecret(String);
 
+/// Digits of a token value: Crockford base32 in lower case, like the zone's ids.
+const TOKEN_ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+
 impl TokenSecret {
     /// Prefix of every token value, so leaked tokens are easy to recognise.
     pub const PREFIX: &'static str = "orc_";
@@ -557,7 +457,7 @@ impl TokenSecret {
             let digits = bits.div_ceil(5);
             acc <<= digits * 5 - bits;
             for i in (0..digits).rev() {
-                text.push(char::from(ID_ALPHABET[((acc >> (i * 5)) & 31) as usize]));
+                text.push(char::from(TOKEN_ALPHABET[((acc >> (i * 5)) & 31) as usize]));
             }
         }
         TokenSecret(text)
@@ -882,16 +782,20 @@ mod tests {
         assert!(a < b);
         assert_eq!(
             PoolId::from_counter(u64::MAX >> 4).as_str().len(),
-            3 + ID_DIGITS
+            3 + orc_common::ids::COUNTER_DIGITS
         );
-        assert_eq!("n-000000000010".parse::<NodeId>().unwrap(), b);
-        let err = "pl-000000000010".parse::<NodeId>().unwrap_err();
+        assert_eq!(NodeId::parse_minted("n-000000000010").unwrap(), b);
+        let err = NodeId::parse_minted("pl-000000000010").unwrap_err();
         assert_eq!(
             err.to_string(),
             "\"pl-000000000010\" is not a valid node id (expected n- followed by 12 base32 digits)"
         );
-        assert!("n-00000000001i".parse::<NodeId>().is_err());
-        assert!("n-0000000001".parse::<NodeId>().is_err());
+        assert!(NodeId::parse_minted("n-00000000001i").is_err());
+        let err = ModelError::from("n-000000000010".parse::<PoolId>().unwrap_err());
+        assert_eq!(
+            err.to_string(),
+            "\"n-000000000010\" is not a valid pool id (expected pl- followed by 12 base32 digits)"
+        );
     }
 
     #[test]

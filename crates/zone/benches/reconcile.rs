@@ -73,7 +73,7 @@ impl NodeBackend for Instant0 {
     fn destroy(
         &self,
         _provider: &Provider,
-        _node: orc_proto::NodeId,
+        _node: orc_zone::model::NodeId,
     ) -> impl Future<Output = Result<DestroyResult, BackendError>> + Send {
         std::future::ready(Ok(DestroyResult::Destroyed))
     }
@@ -309,8 +309,8 @@ async fn failover_once(store: &Store, token: &str) -> Duration {
 
 fn bench_quote(provider: &Provider) -> Quote {
     Quote {
-        pool: orc_proto::PoolId::new("bench/bench/p").expect("pool"),
-        node_id: orc_proto::NodeId::new("n-000000000099").expect("node"),
+        pool: orc_proto::PoolPath::new("bench/bench/p").expect("pool"),
+        node_id: orc_zone::model::NodeId::from_counter(0x99),
         purpose: Purpose::Tenant,
         shape: spec(provider).shape,
         class: ClassId::new("eu-central").expect("class"),

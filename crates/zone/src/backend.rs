@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use orc_zone_apps::Apps;
 
-use crate::model::{Provider, Timestamp};
+use crate::model::{NodeId, Provider, Timestamp};
 
 pub use orc_zone_apps::CORE_PROVIDER;
 
@@ -95,7 +95,7 @@ pub trait NodeBackend: Send + Sync + 'static {
     fn destroy(
         &self,
         provider: &Provider,
-        node: orc_proto::NodeId,
+        node: NodeId,
     ) -> impl Future<Output = Result<orc_proto::DestroyResult, BackendError>> + Send;
 
     /// When the provider's configuration last changed (a new hello, or a catalog that differs
@@ -133,7 +133,7 @@ trait ErasedBackend: Send + Sync + 'static {
     fn destroy<'a>(
         &'a self,
         provider: &'a Provider,
-        node: orc_proto::NodeId,
+        node: NodeId,
     ) -> BoxFuture<'a, Result<orc_proto::DestroyResult, BackendError>>;
     fn config_changed_at(&self, provider: &Provider) -> Option<Timestamp>;
     fn site_gateways(&self, provider: &Provider) -> bool;
@@ -157,7 +157,7 @@ impl<B: NodeBackend> ErasedBackend for B {
     fn destroy<'a>(
         &'a self,
         provider: &'a Provider,
-        node: orc_proto::NodeId,
+        node: NodeId,
     ) -> BoxFuture<'a, Result<orc_proto::DestroyResult, BackendError>> {
         Box::pin(NodeBackend::destroy(self, provider, node))
     }
@@ -231,7 +231,7 @@ impl NodeBackend for Backends {
     fn destroy(
         &self,
         provider: &Provider,
-        node: orc_proto::NodeId,
+        node: NodeId,
     ) -> impl Future<Output = Result<orc_proto::DestroyResult, BackendError>> + Send {
         let provider = provider.clone();
         async move { self.route(&provider).destroy(&provider, node).await }
@@ -266,7 +266,7 @@ impl<B: NodeBackend> NodeBackend for Arc<B> {
     fn destroy(
         &self,
         provider: &Provider,
-        node: orc_proto::NodeId,
+        node: NodeId,
     ) -> impl Future<Output = Result<orc_proto::DestroyResult, BackendError>> + Send {
         (**self).destroy(provider, node)
     }
@@ -304,7 +304,7 @@ impl NodeBackend for Apps {
     async fn destroy(
         &self,
         _provider: &Provider,
-        node: orc_proto::NodeId,
+        node: NodeId,
     ) -> Result<orc_proto::DestroyResult, BackendError> {
         Ok(self.destroy_slot(&node).await)
     }

@@ -8,7 +8,7 @@ use orc_partner::words;
 use orc_proto as proto;
 
 use crate::instances::{self, Owned};
-use crate::provider::{PartnerProvider, now, refused};
+use crate::provider::{PartnerProvider, refused};
 
 impl PartnerProvider {
     /// Destroys every instance and extra disk of a node (the body of `Provider::destroy`),
@@ -68,7 +68,7 @@ impl PartnerProvider {
                 continue;
             }
             for owned in &found {
-                let at = now();
+                let at = self.shared.now();
                 if let Err(e) = self
                     .close_site_if_empty(
                         cloud,

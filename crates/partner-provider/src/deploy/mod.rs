@@ -45,7 +45,7 @@ pub use self::user_data::{Boot, user_data};
 use crate::clouds::{CloudOps, CreateError, InstanceSpec};
 use crate::instances::{self, Owned, Ownership};
 use crate::naming::{self, Marks};
-use crate::provider::{PartnerProvider, now, refused};
+use crate::provider::{PartnerProvider, refused};
 use crate::sites::{OpenSite, SiteError};
 use crate::token::OfferToken;
 
@@ -98,8 +98,11 @@ impl PartnerProvider {
             Err(e) => return proto::DeployResult::Refused(self.deploy_failure(token, &e)),
         };
         if existing.is_none()
-            && let Some(refusal) =
-                self.refusal(&node, &token.site, admit_create(config, &offered, now()))
+            && let Some(refusal) = self.refusal(
+                &node,
+                &token.site,
+                admit_create(config, &offered, self.shared.now()),
+            )
         {
             return refusal;
         }
@@ -315,7 +318,7 @@ impl PartnerProvider {
         ) else {
             return refuse(words::could_not_create(&token.node, &token.site));
         };
-        let expires_at = now().plus(Duration::from_secs(60));
+        let expires_at = self.shared.now().plus(Duration::from_secs(60));
         self.shared.quotes.with(|state| {
             if created && state.reservation(&node_id).is_none() {
                 state.reserve(

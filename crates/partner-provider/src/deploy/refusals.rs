@@ -8,7 +8,7 @@ use orc_partner::ids::SiteName;
 use orc_partner::words;
 use orc_proto as proto;
 
-use crate::provider::{PartnerProvider, now, refused};
+use crate::provider::{PartnerProvider, refused};
 use crate::sites::SiteError;
 use crate::token::OfferToken;
 
@@ -108,7 +108,7 @@ impl PartnerProvider {
         let site = &token.site;
         tracing::debug!(node = %node, site = %site, error = %error, "the cloud's answer");
         if error.is_capacity() {
-            let at = now();
+            let at = self.shared.now();
             self.shared.quotes.with(|state| {
                 if let Ok(site) = SiteName::new(site.as_str()) {
                     state.cool_down(site, at);

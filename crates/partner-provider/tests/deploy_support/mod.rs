@@ -12,7 +12,7 @@ use orc_common::{Architecture, Shape};
 use orc_emu::RunningEmulators;
 use orc_partner_provider::PartnerProvider;
 use orc_proto::{
-    Bootstrap, ClassId, Deploy, DeployResult, NodeId, OsId, PoolId, Purpose, Quote, QuoteReply,
+    Bootstrap, ClassId, Deploy, DeployResult, NodeId, OsId, PoolPath, Purpose, Quote, QuoteReply,
     QuoteToken, SiteName,
 };
 use orc_provider_sdk::{ProgressSink, Provider};
@@ -24,7 +24,7 @@ pub const KEY: &str =
 
 pub fn quote(node: &str, class: &str, cpu: u32, mem: u32) -> Quote {
     Quote {
-        pool: PoolId::new("acme/web/api").unwrap(),
+        pool: PoolPath::new("acme/web/api").unwrap(),
         node_id: NodeId::new(node).unwrap(),
         purpose: Purpose::Tenant,
         shape: Shape {
@@ -44,7 +44,7 @@ pub fn quote(node: &str, class: &str, cpu: u32, mem: u32) -> Quote {
 /// A gateway quote for `site` as the zone sends it (system pool `sys/sys/gw-<site>`).
 pub fn gateway_quote(node: &str, class: &str, site: &str) -> Quote {
     Quote {
-        pool: PoolId::new(format!("sys/sys/gw-{site}")).unwrap(),
+        pool: PoolPath::new(format!("sys/sys/gw-{site}")).unwrap(),
         purpose: Purpose::Gateway,
         os: OsId::new("gateway").unwrap(),
         pinned_site: Some(SiteName::new(site).unwrap()),

@@ -399,7 +399,7 @@ mod tests {
 
     use orc_common::{Architecture, Currency, Period, Shape};
     use orc_proto::{
-        Bootstrap, ClassId, Offer, OsId, PoolId, ProviderName, Purpose, QuoteToken, Replica,
+        Bootstrap, ClassId, Offer, OsId, PoolPath, ProviderName, Purpose, QuoteToken, Replica,
         ResourceUri,
     };
     use rust_decimal::Decimal;
@@ -553,7 +553,7 @@ mod tests {
 
     fn quote(node: &str, class: &str, vcpus: u32, gib: u32) -> Quote {
         Quote {
-            pool: PoolId::new("p").unwrap(),
+            pool: PoolPath::new("p").unwrap(),
             node_id: NodeId::new(node).unwrap(),
             purpose: Purpose::Tenant,
             shape: Shape {

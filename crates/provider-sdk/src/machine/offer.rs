@@ -347,7 +347,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use orc_common::{Architecture, Shape};
-    use orc_proto::{Bootstrap, ClassId, NodeId, OsId, PoolId, Purpose};
+    use orc_proto::{Bootstrap, ClassId, NodeId, OsId, PoolPath, Purpose};
 
     use super::*;
     use crate::machine::model::CatalogEntry;
@@ -405,7 +405,7 @@ mod tests {
 
     fn quote(class: &str, vcpus: u32, gib: u32) -> Quote {
         Quote {
-            pool: PoolId::new("p").unwrap(),
+            pool: PoolPath::new("p").unwrap(),
             node_id: NodeId::new("n1").unwrap(),
             purpose: Purpose::Tenant,
             shape: Shape {

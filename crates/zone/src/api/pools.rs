@@ -681,9 +681,9 @@ pub(super) async fn quote(
         pool: proto_id(
             "pool",
             format!("{}/{}/quote-preview", org_row.name, project_row.name),
-            orc_proto::PoolId::new,
+            orc_proto::PoolPath::new,
         )?,
-        node_id: proto_id("node", node.to_string(), orc_proto::NodeId::new)?,
+        node_id: node,
         purpose: orc_proto::Purpose::Tenant,
         shape,
         class: proto_id("class", body.class.clone(), orc_proto::ClassId::new)?,

@@ -330,9 +330,7 @@ impl Hub {
                     words = %progress.words,
                     "deploy progress"
                 );
-                let Ok(node_id) = progress.node_id.as_str().parse::<crate::model::NodeId>() else {
-                    return;
-                };
+                let node_id = progress.node_id.clone();
                 let store = self.inner.store.clone();
                 let provider_id = provider.id.clone();
                 let now = self.now();

@@ -477,7 +477,7 @@ impl Reconciler {
     fn send_deploy(&self, node: Node, context: Arc<PoolContext>, quote_token: String) {
         let deploy = (|| {
             Some(Deploy {
-                node_id: orc_proto::NodeId::new(node.id.as_str()).ok()?,
+                node_id: node.id.clone(),
                 quote_token: QuoteToken::new(quote_token).ok()?,
                 os: OsId::new(context.pool.spec.os.as_str()).ok()?,
                 ssh_keys: Vec::new(),
@@ -495,9 +495,7 @@ impl Reconciler {
     }
 
     fn send_destroy(&self, node: Node, context: Arc<PoolContext>) {
-        let Ok(node_id) = orc_proto::NodeId::new(node.id.as_str()) else {
-            return;
-        };
+        let node_id = node.id.clone();
         let (backends, provider) = (self.shared.backends.clone(), context.provider.clone());
         self.spawn_call(node, context, async move {
             Call::Destroy(backends.destroy(&provider, node_id).await)
@@ -677,7 +675,7 @@ impl Reconciler {
         if !was_deployed {
             return;
         }
-        let Ok(node_id) = id.parse::<NodeId>() else {
+        let Ok(node_id) = NodeId::parse_minted(id) else {
             return;
         };
         let Ok(node) = self.store().get_node(&node_id).await else {
@@ -801,8 +799,8 @@ fn context_subject(context: &PoolContext, node: &Node) -> Option<crate::pricing:
 fn build_quote(context: &PoolContext, node: &Node) -> Result<Quote, String> {
     let spec = &context.pool.spec;
     Ok(Quote {
-        pool: orc_proto::PoolId::new(context.path()).map_err(|e| e.to_string())?,
-        node_id: orc_proto::NodeId::new(node.id.as_str()).map_err(|e| e.to_string())?,
+        pool: orc_proto::PoolPath::new(context.path()).map_err(|e| e.to_string())?,
+        node_id: node.id.clone(),
         purpose: if context.is_gateway() {
             Purpose::Gateway
         } else {

@@ -54,7 +54,7 @@ impl NodeBackend for FixedBackend {
     async fn destroy(
         &self,
         provider: &Provider,
-        _node: orc_proto::NodeId,
+        _node: orc_zone::model::NodeId,
     ) -> Result<orc_proto::DestroyResult, BackendError> {
         Err(BackendError::NoReplica {
             provider: provider.name.to_string(),

@@ -45,7 +45,7 @@ async fn hub_pool_of_three_gets_quotes_and_deploys_and_runs() {
     .await;
     assert_eq!(nodes.len(), 3);
     for node in &nodes {
-        let id = orc_proto::NodeId::new(node.id.as_str()).unwrap();
+        let id = node.id.clone();
         assert_eq!(cloud.instance_count(&id), 1, "one instance for {}", node.id);
         assert_eq!(node.status.site.as_deref(), Some("eu-central-a"));
         assert!(node.status.instance_ref.is_some());
@@ -107,7 +107,7 @@ async fn hub_killing_the_serving_replica_promotes_the_standby_and_resends() {
         "{nodes:#?}"
     );
     for node in &nodes {
-        let id = orc_proto::NodeId::new(node.id.as_str()).unwrap();
+        let id = node.id.clone();
         assert_eq!(
             cloud.instance_count(&id),
             1,
@@ -170,7 +170,7 @@ async fn hub_zone_restart_loses_no_node_and_repeats_no_create() {
     );
     let nodes = drive(&second, &store, &pool.id, 5, all_in(NodeState::Running)).await;
     for node in &nodes {
-        let id = orc_proto::NodeId::new(node.id.as_str()).unwrap();
+        let id = node.id.clone();
         assert_eq!(cloud.instance_count(&id), 1, "one instance for {}", node.id);
     }
     assert_eq!(cloud.creates(), 3, "the restart repeated no create");
@@ -345,7 +345,7 @@ async fn hub_inventory_from_the_serving_replica_marks_vanished_nodes_lost() {
     .await;
 
     // One instance disappears behind the zone's back; reports after the grace period show it.
-    let gone = orc_proto::NodeId::new(nodes[1].id.as_str()).unwrap();
+    let gone = nodes[1].id.clone();
     let destroyed = orc_provider_sdk::Provider::destroy(&*replica.provider, gone).await;
     assert_eq!(destroyed, orc_proto::DestroyResult::Destroyed);
     clock.advance(Duration::from_secs(180));

@@ -330,7 +330,7 @@ impl NodeBackend for Direct {
     fn destroy(
         &self,
         _provider: &Provider,
-        node: orc_proto::NodeId,
+        node: orc_zone::model::NodeId,
     ) -> impl Future<Output = Result<orc_proto::DestroyResult, BackendError>> + Send {
         let provider = Arc::clone(&self.provider);
         async move { Ok(orc_provider_sdk::Provider::destroy(&*provider, node).await) }

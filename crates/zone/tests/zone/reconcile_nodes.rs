@@ -13,10 +13,6 @@ use orc_zone::model::{Markup, Node, NodeState, PricingStrategy, RefusalKind, Tim
 use orc_zone::reconcile::{ManualClock, apply_inventory};
 use rust_decimal::Decimal;
 
-fn wire(node: &Node) -> orc_proto::NodeId {
-    orc_proto::NodeId::new(node.id.as_str()).unwrap()
-}
-
 async fn nodes(t: &Tenant, pool: &orc_zone::model::PoolId) -> Vec<Node> {
     t.store.list_nodes_by_pool(pool, true).await.unwrap()
 }
@@ -42,7 +38,7 @@ async fn reconcile_refusal_kinds_drive_node_states_and_retry_times() {
         let pool = create_pool(&t, &provider, &format!("p{i}"), 1).await;
         let node = nodes(&t, &pool.id).await.remove(0);
         cloud.refuse_node(
-            wire(&node),
+            node.id.clone(),
             Some(Refusal::new(*kind, format!("words {kind}"))),
         );
         pools.push(pool);
@@ -319,7 +315,7 @@ async fn reconcile_complete_inventory_marks_missing_running_nodes_lost() {
     let kept = &running[0];
     let report = Inventory {
         nodes: vec![InventoryNode {
-            node_id: wire(kept),
+            node_id: kept.id.clone(),
             site: orc_proto::SiteName::new(kept.status.site.clone().unwrap()).unwrap(),
             instance_ref: orc_proto::InstanceRef::new(kept.status.instance_ref.clone().unwrap())
                 .unwrap(),
@@ -372,7 +368,7 @@ fn listing(nodes: &[&Node]) -> Inventory {
         nodes: nodes
             .iter()
             .map(|node| InventoryNode {
-                node_id: wire(node),
+                node_id: node.id.clone(),
                 site: orc_proto::SiteName::new(node.status.site.clone().unwrap()).unwrap(),
                 instance_ref: orc_proto::InstanceRef::new(
                     node.status.instance_ref.clone().unwrap(),
@@ -698,7 +694,7 @@ async fn reconcile_site_gateways_follow_tenant_nodes_and_public_pools_stay_on_on
         nodes: vec![],
         sites: vec![],
         pool_addresses: vec![orc_proto::PoolAddress {
-            pool: orc_proto::PoolId::new("acme/web/edge").unwrap(),
+            pool: orc_proto::PoolPath::new("acme/web/edge").unwrap(),
             site: orc_proto::SiteName::new("eu-central-b").unwrap(),
             ipv4: std::net::Ipv4Addr::new(192, 0, 2, 10),
         }],
