@@ -4,57 +4,24 @@
 
 use std::process::Output;
 
-use orc_zone::model::{Name, NewProvider, PricingStrategy, ProviderScope, Timestamp};
-use orc_zone::zone::{Zone, ZoneConfig};
+use orc_testkit::zone::{TestZone, tenancy};
+use orc_zone::model::Timestamp;
 
-struct Env {
-    zone: Zone,
-    dir: tempfile::TempDir,
-}
-
-async fn start() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let zone = Zone::start(ZoneConfig::ephemeral(dir.path()))
-        .await
-        .unwrap();
-    let store = zone.store();
-    let now = Timestamp::now();
-    let org = store.create_org(&name("acme"), now).await.unwrap();
-    let web = store
-        .create_project(&org.id, &name("web"), now)
-        .await
-        .unwrap();
-    store
-        .create_project(&org.id, &name("data"), now)
-        .await
-        .unwrap();
-    store
-        .create_provider(
-            &NewProvider {
-                project_id: web.id,
-                name: name("fake"),
-                resource_uri: "urn:orc:test:fake".into(),
-                scope: ProviderScope::Project,
-                pricing: PricingStrategy::None,
-            },
-            now,
-        )
-        .await
-        .unwrap();
-    Env { zone, dir }
-}
-
-fn name(text: &str) -> Name {
-    text.parse().unwrap()
+/// A zone with the standard tenancy (the test kit's): org `acme`, projects `web` and `data`,
+/// provider `fake` in acme/web.
+async fn start() -> TestZone {
+    let zone = TestZone::start().await;
+    tenancy(&zone).await;
+    zone
 }
 
 /// Runs `orc ARGS` against the zone (off the runtime's threads, which serve the zone).
-async fn orc(env: &Env, args: &[&str]) -> Output {
+async fn orc(env: &TestZone, args: &[&str]) -> Output {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
     cmd.args(args)
         .env("ORC_URL", env.zone.url())
         .env("ORC_TOKEN", env.zone.admin_token().expose())
-        .env("ORC_DATA_DIR", env.dir.path())
+        .env("ORC_DATA_DIR", env.dir())
         .env_remove("NO_COLOR");
     tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
@@ -260,7 +227,7 @@ async fn errors_are_one_line_naming_the_field() {
     cmd.args(["pools", "acme/web"])
         .env("ORC_URL", env.zone.url())
         .env("ORC_TOKEN", "orc_wrong")
-        .env("ORC_DATA_DIR", env.dir.path());
+        .env("ORC_DATA_DIR", env.dir());
     let denied = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
@@ -278,7 +245,7 @@ async fn the_data_dir_tells_the_cli_where_the_zone_is() {
     cmd.args(["pools", "acme/web"])
         .env_remove("ORC_URL")
         .env_remove("ORC_TOKEN")
-        .env("ORC_DATA_DIR", env.dir.path());
+        .env("ORC_DATA_DIR", env.dir());
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
@@ -418,7 +385,7 @@ async fn sites_list_what_the_provider_reported() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sensitive_params_come_from_a_file_or_stdin_and_are_never_shown() {
     let env = start().await;
-    let key_file = env.dir.path().join("api-key");
+    let key_file = env.dir().join("api-key");
     std::fs::write(&key_file, "hunter2-from-file\n").unwrap();
     let key_arg = format!("api_key=@{}", key_file.display());
     let create = |name: &'static str, extra: Vec<String>| {
@@ -498,7 +465,7 @@ async fn sensitive_params_come_from_a_file_or_stdin_and_are_never_shown() {
         "the file's text without its line break"
     );
 
-    let missing = env.dir.path().join("no-such-key");
+    let missing = env.dir().join("no-such-key");
     let args = create(
         "acme/web/svc3",
         vec![

@@ -96,6 +96,8 @@ pub struct RunnerStatus {
     pub role: Option<Role>,
     /// Streams opened since start.
     pub streams_opened: u64,
+    /// Connections tried since start, whether or not they opened a stream.
+    pub connect_attempts: u64,
 }
 
 /// The runner could not start.
@@ -284,6 +286,7 @@ impl<P: Provider, C: Connector> ProviderRunner<P, C> {
             let _ = out_tx.try_send(wire(RequestId::UNSOLICITED, body));
         }
         let outbound = ProviderStream::new(out_rx);
+        self.status.send_modify(|s| s.connect_attempts += 1);
         let connecting = timeout(
             self.options.connect_timeout,
             self.connector.connect(outbound),

@@ -53,8 +53,15 @@ fn start(address: SocketAddr) -> (watch::Receiver<RunnerStatus>, tokio::task::Jo
 async fn the_runner_waits_for_a_zone_that_starts_later() {
     let address = free_port();
     let (status, task) = start(address);
-    sleep(Duration::from_millis(300)).await;
+    // No zone listens yet: the runner keeps trying (two failed attempts prove it backs off and
+    // tries again) and opens no stream.
+    let mut watching = status.clone();
+    timeout(STEP, watching.wait_for(|s| s.connect_attempts >= 2))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(status.borrow().streams_opened, 0);
+    assert!(!status.borrow().connected);
     let harness = harness_on(address).await;
     let conn = timeout(STEP, harness.accept()).await.unwrap().unwrap();
     conn.welcome(Role::Serving).await.unwrap();

@@ -1,6 +1,7 @@
 //! What orc's test suites share, so each idea is written once: a typed client for the
 //! emulators' control API ([`emu`]), builders of protocol messages ([`proto`]), one way to
-//! wait for a condition ([`eventually`]) and one golden-file check ([`golden`]).
+//! wait for a condition ([`eventually`]), one golden-file check ([`golden`]) and, with the
+//! `zone` feature, an in-process zone with the standard tenancy (`zone`).
 //!
 //! A dev-dependency only: no crate's library or binary may depend on it.
 
@@ -8,6 +9,8 @@ pub mod emu;
 pub mod golden;
 pub mod proto;
 mod wait;
+#[cfg(feature = "zone")]
+pub mod zone;
 
 pub use emu::EmuControl;
 pub use wait::{eventually, eventually_some};

@@ -1,0 +1,222 @@
+//! A zone for tests that talk to it over its API: [`TestZone`] starts one in-process on
+//! loopback (SQLite in a temporary directory) and [`tenancy`] gives it the standard tenancy:
+//! org `acme` with projects `web` and `data`, users `olivia` (owner of acme), `mia` (member of
+//! acme/web), `vic` (viewer of acme/web) and `stan` (no role), and provider `fake` registered
+//! in acme/web. Enabled by the `zone` feature.
+
+use orc_zone::model::{Name, NewProvider, PricingStrategy, ProviderScope, Timestamp};
+use orc_zone::zone::{Zone, ZoneConfig};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// A zone started in-process on loopback, with its store in a temporary directory that
+/// lives as long as the value.
+pub struct TestZone {
+    pub zone: Zone,
+    /// The zone's admin token.
+    pub admin: String,
+    pub http: reqwest::Client,
+    dir: tempfile::TempDir,
+}
+
+/// A JSON answer of the zone's API.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl Answer {
+    /// The `field` of an error answer.
+    pub fn field(&self) -> Option<&str> {
+        self.body["error"]["field"].as_str()
+    }
+    /// The `code` of an error answer.
+    pub fn code(&self) -> Option<&str> {
+        self.body["error"]["code"].as_str()
+    }
+}
+
+impl std::fmt::Debug for TestZone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestZone")
+            .field("url", &self.zone.url())
+            .field("dir", &self.dir.path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TestZone {
+    /// A zone on the embedded defaults.
+    pub async fn start() -> TestZone {
+        TestZone::start_with(|_| {}).await
+    }
+
+    /// A zone whose config `adjust` changes first.
+    pub async fn start_with(adjust: impl FnOnce(&mut ZoneConfig)) -> TestZone {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config = ZoneConfig::ephemeral(dir.path());
+        adjust(&mut config);
+        let zone = Zone::start(config).await.expect("zone starts");
+        let admin = zone.admin_token().expose().to_string();
+        TestZone {
+            zone,
+            admin,
+            http: reqwest::Client::new(),
+            dir,
+        }
+    }
+
+    /// The zone's data directory.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Calls the API at `path` (e.g. `/api/orgs`) and reads the answer as JSON.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Answer {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.zone.url()));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("request is answered");
+        let status = resp.status();
+        let text = resp.text().await.expect("body");
+        let body = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))
+        };
+        Answer { status, body }
+    }
+
+    /// `GET` of `path` as `token`.
+    pub async fn get(&self, path: &str, token: &str) -> Answer {
+        self.call(Method::GET, path, Some(token), None).await
+    }
+
+    /// `POST` of `path` as `token`.
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> Answer {
+        self.call(Method::POST, path, Some(token), Some(body)).await
+    }
+
+    /// `PUT` of `path` as `token`.
+    pub async fn put(&self, path: &str, token: &str, body: Value) -> Answer {
+        self.call(Method::PUT, path, Some(token), Some(body)).await
+    }
+
+    /// `DELETE` of `path` as `token`.
+    pub async fn delete(&self, path: &str, token: &str) -> Answer {
+        self.call(Method::DELETE, path, Some(token), None).await
+    }
+
+    /// Creates a user with a token; returns the token's value.
+    pub async fn user(&self, name: &str) -> String {
+        let a = self
+            .post("/api/users", &self.admin, json!({ "name": name }))
+            .await;
+        assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
+        let t = self
+            .post(
+                &format!("/api/users/{name}/tokens"),
+                &self.admin,
+                json!({ "label": "test" }),
+            )
+            .await;
+        assert_eq!(t.status, StatusCode::CREATED, "{}", t.body);
+        t.body["value"].as_str().expect("token value").to_string()
+    }
+
+    /// Gives `user` `role` in `org` (or `org/project`).
+    pub async fn grant(&self, org: &str, project: Option<&str>, user: &str, role: &str) {
+        let mut body = json!({ "user": user, "role": role });
+        if let Some(p) = project {
+            body["project"] = json!(p);
+        }
+        let a = self
+            .post(&format!("/api/orgs/{org}/memberships"), &self.admin, body)
+            .await;
+        assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
+    }
+
+    /// Registers a provider in `org/project` directly in the store (as the hub does when a
+    /// provider says hello).
+    pub async fn provider(&self, org: &str, project: &str, name: &str) {
+        let store = self.zone.store();
+        let project = store
+            .project_by_path(
+                &org.parse::<Name>().unwrap(),
+                &project.parse::<Name>().unwrap(),
+            )
+            .await
+            .unwrap();
+        store
+            .create_provider(
+                &NewProvider {
+                    project_id: project.id,
+                    name: name.parse().unwrap(),
+                    resource_uri: format!("urn:orc:test:{org}:{name}"),
+                    scope: ProviderScope::Project,
+                    pricing: PricingStrategy::None,
+                },
+                Timestamp::now(),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+/// Tokens of the standard tenancy.
+pub struct Tenancy {
+    pub olivia: String,
+    pub mia: String,
+    pub vic: String,
+    pub stan: String,
+}
+
+impl std::fmt::Debug for Tenancy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tenancy { tokens of olivia, mia, vic and stan }")
+    }
+}
+
+/// Builds the standard tenancy (see the module doc).
+pub async fn tenancy(z: &TestZone) -> Tenancy {
+    let t = tenancy_without_provider(z).await;
+    z.provider("acme", "web", "fake").await;
+    t
+}
+
+/// The standard tenancy without provider `fake` (a connecting provider registers itself).
+pub async fn tenancy_without_provider(z: &TestZone) -> Tenancy {
+    let a = z
+        .post("/api/orgs", &z.admin, json!({ "name": "acme" }))
+        .await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
+    for p in ["web", "data"] {
+        let a = z
+            .post("/api/orgs/acme/projects", &z.admin, json!({ "name": p }))
+            .await;
+        assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
+    }
+    let t = Tenancy {
+        olivia: z.user("olivia").await,
+        mia: z.user("mia").await,
+        vic: z.user("vic").await,
+        stan: z.user("stan").await,
+    };
+    z.grant("acme", None, "olivia", "owner").await;
+    z.grant("acme", Some("web"), "mia", "member").await;
+    z.grant("acme", Some("web"), "vic", "viewer").await;
+    t
+}
