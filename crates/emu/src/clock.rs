@@ -18,7 +18,7 @@ pub enum ClockMode {
 }
 
 #[derive(Debug)]
-pub struct Clock {
+pub struct EmuClock {
     state: Mutex<ClockState>,
 }
 
@@ -30,13 +30,13 @@ struct ClockState {
     anchor: Instant,
 }
 
-impl Clock {
+impl EmuClock {
     pub fn new(mode: ClockMode) -> Self {
-        Clock::starting_at(mode, Utc::now())
+        EmuClock::starting_at(mode, Utc::now())
     }
 
     pub fn starting_at(mode: ClockMode, start: DateTime<Utc>) -> Self {
-        Clock {
+        EmuClock {
             state: Mutex::new(ClockState {
                 mode,
                 base: start,
@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn explicit_clock_moves_only_when_advanced() {
-        let clock = Clock::new(ClockMode::Explicit);
+        let clock = EmuClock::new(ClockMode::Explicit);
         let t0 = clock.now();
         std::thread::sleep(Duration::from_millis(5));
         assert_eq!(clock.now(), t0);
@@ -99,7 +99,7 @@ mod tests {
 
     #[test]
     fn auto_clock_runs_and_mode_switch_keeps_time() {
-        let clock = Clock::new(ClockMode::Auto);
+        let clock = EmuClock::new(ClockMode::Auto);
         let t0 = clock.now();
         std::thread::sleep(Duration::from_millis(5));
         assert!(clock.now() > t0);

@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::accounts::Accounts;
-use crate::clock::{Clock, ClockMode};
+use crate::clock::{ClockMode, EmuClock};
 
 /// Which cloud API an emulator speaks; decides error shapes and rate-limit behaviour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -224,13 +224,13 @@ impl Faults {
 pub struct EmuCore {
     pub api: Api,
     pub accounts: Accounts,
-    pub clock: Arc<Clock>,
+    pub clock: Arc<EmuClock>,
     pub timings: Timings,
     faults: Mutex<Faults>,
 }
 
 impl EmuCore {
-    pub fn new(api: Api, accounts: Accounts, clock: Arc<Clock>, timings: Timings) -> Self {
+    pub fn new(api: Api, accounts: Accounts, clock: Arc<EmuClock>, timings: Timings) -> Self {
         EmuCore {
             api,
             accounts,

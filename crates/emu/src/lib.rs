@@ -23,6 +23,6 @@ pub mod server;
 pub mod vultr;
 
 pub use accounts::{Account, Accounts};
-pub use clock::{Clock, ClockMode};
+pub use clock::{ClockMode, EmuClock};
 pub use control::{Api, EmuCore, Timings};
 pub use server::{EmuConfig, RunningEmulators};

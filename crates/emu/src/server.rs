@@ -8,7 +8,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::accounts::Accounts;
-use crate::clock::{Clock, ClockMode};
+use crate::clock::{ClockMode, EmuClock};
 use crate::control::{self, Api, EmuCore, ResetHook, Timings};
 use crate::{gate, hetzner, robot, vultr};
 
@@ -49,7 +49,7 @@ impl EmuConfig {
 
     /// Starts the configured emulators; they stop when the returned value is dropped.
     pub async fn start(self) -> std::io::Result<RunningEmulators> {
-        let clock = Arc::new(Clock::new(self.clock_mode));
+        let clock = Arc::new(EmuClock::new(self.clock_mode));
         let core = |api| {
             Arc::new(EmuCore::new(
                 api,
@@ -107,7 +107,7 @@ impl Drop for EmuHandle {
 /// The emulators started by [`EmuConfig::start`].
 #[derive(Debug)]
 pub struct RunningEmulators {
-    pub clock: Arc<Clock>,
+    pub clock: Arc<EmuClock>,
     pub hetzner: Option<EmuHandle>,
     pub vultr: Option<EmuHandle>,
     pub robot: Option<EmuHandle>,
