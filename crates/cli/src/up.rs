@@ -394,8 +394,8 @@ fn shell_word(text: &str) -> String {
 }
 
 fn check_data_dir(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("the data dir {} cannot be created", dir.display()))?;
+    // Created private (0700); one that other users can read is refused, naming the fix.
+    orc_zone::zone::prepare_data_dir(dir)?;
     let probe = dir.join(".orc-up-probe");
     std::fs::write(&probe, b"")
         .with_context(|| format!("the data dir {} is not writable", dir.display()))?;

@@ -33,10 +33,9 @@ fn stdout(out: &Output) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_create_waits_for_running_nodes_and_quotes_show_the_markup() {
-    let dir = tempfile::tempdir().unwrap();
-    let zone = Zone::start(ZoneConfig::ephemeral(dir.path()))
-        .await
-        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("zone");
+    let zone = Zone::start(ZoneConfig::ephemeral(&dir)).await.unwrap();
 
     let cloud = FakeCloud::new();
     let credentials = ZoneCredentials::new(zone.admin_token().expose(), "sys/sys").unwrap();
@@ -81,7 +80,7 @@ async fn pool_create_waits_for_running_nodes_and_quotes_show_the_markup() {
     let quote = stdout(
         &orc(
             &zone,
-            dir.path(),
+            &dir,
             &[
                 "quote",
                 "sys/sys",
@@ -116,7 +115,7 @@ async fn pool_create_waits_for_running_nodes_and_quotes_show_the_markup() {
     let created = stdout(
         &orc(
             &zone,
-            dir.path(),
+            &dir,
             &[
                 "pool",
                 "create",
@@ -143,7 +142,7 @@ async fn pool_create_waits_for_running_nodes_and_quotes_show_the_markup() {
     assert_eq!(created, "Pool sys/sys/web is up: 2 of 2 node(s) running.\n");
     assert_eq!(cloud.instances().len(), 2);
 
-    let nodes = stdout(&orc(&zone, dir.path(), &["nodes", "sys/web"]).await);
+    let nodes = stdout(&orc(&zone, &dir, &["nodes", "sys/web"]).await);
     let rows: Vec<&str> = nodes.lines().skip(1).collect();
     assert_eq!(rows.len(), 2, "{nodes}");
     for row in rows {
@@ -160,7 +159,7 @@ async fn pool_create_waits_for_running_nodes_and_quotes_show_the_markup() {
         events = serde_json::from_str(&stdout(
             &orc(
                 &zone,
-                dir.path(),
+                &dir,
                 &["--json", "events", "sys/sys", "--pool", "web"],
             )
             .await,

@@ -55,7 +55,8 @@ impl TestZone {
     /// A zone whose config `adjust` changes first.
     pub async fn start_with(adjust: impl FnOnce(&mut ZoneConfig)) -> TestZone {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut config = ZoneConfig::ephemeral(dir.path());
+        // A fresh temporary dir is 0755; the zone's data dir inside it is made private.
+        let mut config = ZoneConfig::ephemeral(dir.path().join("zone"));
         adjust(&mut config);
         let zone = Zone::start(config).await.expect("zone starts");
         let admin = zone.admin_token().expose().to_string();
@@ -68,8 +69,8 @@ impl TestZone {
     }
 
     /// The zone's data directory.
-    pub fn dir(&self) -> &std::path::Path {
-        self.dir.path()
+    pub fn dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("zone")
     }
 
     /// Calls the API at `path` (e.g. `/api/orgs`) and reads the answer as JSON.

@@ -67,6 +67,10 @@ async fn fixture() -> Fixture {
     let store = Store::open_sqlite_file(&dir.path().join("zone.db"))
         .await
         .unwrap();
+    store
+        .set_sealing_key(orc_zone_store::SealingKey::generate())
+        .await
+        .unwrap();
     let mut config = AppsConfig {
         search_next_to_exe: false,
         options: fast_options(),

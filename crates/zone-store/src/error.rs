@@ -95,6 +95,19 @@ pub enum StoreError {
     /// Migrating the schema failed.
     #[error("migrating the store schema failed")]
     Migrate(#[source] sqlx::migrate::MigrateError),
+    /// A sensitive value was to be written or read before the store was given its sealing
+    /// key ([`Store::set_sealing_key`](crate::Store::set_sealing_key)).
+    #[error("the store has no sealing key, so it cannot {operation} sensitive params")]
+    NoSealingKey { operation: &'static str },
+    /// The store's sealed values were sealed with another key than the one given.
+    #[error(
+        "the store's secrets were sealed with key {sealed_with}, but the sealing key given is \
+         {given}; start the zone with the key file that sealed them"
+    )]
+    WrongSealingKey { sealed_with: String, given: String },
+    /// A sealed value does not open.
+    #[error(transparent)]
+    Seal(#[from] crate::seal::SealError),
     /// Any other database error, with the operation that met it (`create pool`,
     /// `read due nodes`).
     #[error("{operation}: the store's database call failed")]
@@ -116,6 +129,9 @@ impl StoreError {
             | StoreError::Reference { .. }
             | StoreError::Invalid { .. }
             | StoreError::Corrupt { .. }
+            | StoreError::NoSealingKey { .. }
+            | StoreError::WrongSealingKey { .. }
+            | StoreError::Seal(_)
             | StoreError::Migrate(_) => false,
         }
     }

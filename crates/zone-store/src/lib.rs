@@ -33,12 +33,14 @@ mod nodes;
 mod pools;
 mod providers;
 mod rows;
+pub mod seal;
 mod sites;
 mod tenancy;
 mod usage;
 
 use std::borrow::Cow;
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sqlx::AnyConnection;
@@ -52,6 +54,7 @@ use error::OperationExt;
 pub use error::{Kind, StoreError};
 pub use nodes::{BatchOutcome, StatusWrite};
 pub use pools::PoolChange;
+pub use seal::{SealError, SealingKey};
 pub use sites::{PoolAddress, ProviderSite, SiteInUse};
 
 /// Result of a store operation.
@@ -88,10 +91,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "gateway pool names carry their provider",
         include_str!("../migrations/0005_gateway_pool_names.sql"),
     ),
+    (
+        6,
+        "zone meta",
+        include_str!("../migrations/0006_zone_meta.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(
@@ -120,6 +128,8 @@ pub(crate) const BATCH_ROWS: usize = 500;
 pub struct Store {
     pool: AnyPool,
     engine: Engine,
+    /// The key sensitive values are sealed with, once [`Store::set_sealing_key`] gave it.
+    sealing: Arc<OnceLock<SealingKey>>,
 }
 
 impl Store {
@@ -168,6 +178,9 @@ impl Store {
                     conn.execute("PRAGMA journal_mode = WAL").await?;
                     conn.execute("PRAGMA synchronous = NORMAL").await?;
                     conn.execute("PRAGMA foreign_keys = ON").await?;
+                    // Deleted and overwritten content is zeroed, so a value replaced (a
+                    // param resealed, a token revoked) does not linger in free pages.
+                    conn.execute("PRAGMA secure_delete = ON").await?;
                     conn.execute("PRAGMA busy_timeout = 10000").await?;
                     // 64 MiB of page cache per connection (the default is 2 MiB): a zone's
                     // working set of nodes and their indexes stays in memory.
@@ -178,7 +191,11 @@ impl Store {
             Engine::Postgres => options,
         };
         let pool = options.connect(url).await.map_err(connect_error)?;
-        Ok(Store { pool, engine })
+        Ok(Store {
+            pool,
+            engine,
+            sealing: Arc::new(OnceLock::new()),
+        })
     }
 
     /// The engine behind this store.

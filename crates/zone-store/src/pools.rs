@@ -5,7 +5,7 @@
 //! smaller size are turned to `destroying` (due at once). Reconfiguring the spec is a
 //! compare-and-set on the pool's generation and bumps it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use orc_common::{Architecture, Shape};
 use sqlx::AnyConnection;
@@ -15,6 +15,7 @@ use super::error::OperationExt;
 use super::error::classify_write;
 use super::nodes::insert_nodes;
 use super::rows::{big, flag, json, opt_text, parsed, text, time, to_json, uint32, uint64};
+use super::seal::{SealingKey, is_sealed};
 use super::{Engine, Kind, Store, StoreError, StoreResult, allocate_ids_on};
 use orc_zone_model::{
     AppSpec, Name, NewPool, Node, NodeId, NodeStatus, Pool, PoolId, PoolSpec, ProjectId,
@@ -42,7 +43,7 @@ fn arch_word(arch: Architecture) -> &'static str {
     }
 }
 
-fn pool_from(row: &AnyRow) -> StoreResult<Pool> {
+fn pool_from(row: &AnyRow, key: Option<&SealingKey>) -> StoreResult<Pool> {
     let arch = match text(row, "pools.arch")?.as_str() {
         "x86_64" => Architecture::X86_64,
         "arm64" => Architecture::Arm64,
@@ -67,16 +68,21 @@ fn pool_from(row: &AnyRow) -> StoreResult<Pool> {
             })
             .collect::<Result<Vec<_>, _>>()?
     };
+    let id: PoolId = parsed(row, "pools.id")?;
     let app = match opt_text(row, "pools.app")? {
         None => None,
         Some(package) => Some(AppSpec {
             package,
             params: json(row, "pools.app_params")?,
-            sensitive: SensitiveParams(json(row, "pools.app_sensitive_params")?),
+            sensitive: SensitiveParams(open_params(
+                &id,
+                json(row, "pools.app_sensitive_params")?,
+                key,
+            )?),
         }),
     };
     Ok(Pool {
-        id: parsed(row, "pools.id")?,
+        id,
         project_id: parsed(row, "pools.project_id")?,
         name: parsed(row, "pools.name")?,
         size: uint32(row, "pools.size")?,
@@ -117,7 +123,53 @@ fn not_found(id: &PoolId) -> StoreError {
     }
 }
 
-async fn pool_on(conn: &mut AnyConnection, id: &PoolId) -> StoreResult<Pool> {
+/// Where a sealed param belongs: the associated data that binds its sealed text to it.
+pub(crate) fn param_context(pool: &PoolId, name: &str) -> String {
+    format!("pool {pool}/param {name}")
+}
+
+/// Seals each sensitive param of pool `id` for the store.
+fn seal_params(
+    id: &PoolId,
+    params: &BTreeMap<String, String>,
+    key: Option<&SealingKey>,
+) -> StoreResult<String> {
+    if params.is_empty() {
+        return Ok("{}".to_string());
+    }
+    let key = key.ok_or(StoreError::NoSealingKey { operation: "write" })?;
+    let sealed: BTreeMap<&str, String> = params
+        .iter()
+        .map(|(name, value)| (name.as_str(), key.seal(&param_context(id, name), value)))
+        .collect();
+    Ok(to_json(&sealed))
+}
+
+/// Opens the sealed params of pool `id`; a value stored before sealing existed is taken as it
+/// is (the zone reseals those at start, see [`Store::set_sealing_key`]).
+fn open_params(
+    id: &PoolId,
+    stored: BTreeMap<String, String>,
+    key: Option<&SealingKey>,
+) -> StoreResult<BTreeMap<String, String>> {
+    stored
+        .into_iter()
+        .map(|(name, text)| {
+            if !is_sealed(&text) {
+                return Ok((name, text));
+            }
+            let key = key.ok_or(StoreError::NoSealingKey { operation: "read" })?;
+            let plain = key.open(&param_context(id, &name), &text)?;
+            Ok((name, plain))
+        })
+        .collect()
+}
+
+async fn pool_on(
+    conn: &mut AnyConnection,
+    id: &PoolId,
+    key: Option<&SealingKey>,
+) -> StoreResult<Pool> {
     let sql = sqlx::AssertSqlSafe(format!("SELECT {POOL_COLUMNS} FROM pools WHERE id = $1"));
     let row = sqlx::query(sql)
         .bind(id.as_str())
@@ -125,7 +177,7 @@ async fn pool_on(conn: &mut AnyConnection, id: &PoolId) -> StoreResult<Pool> {
         .await
         .op("read pool")?;
     row.as_ref()
-        .map(pool_from)
+        .map(|row| pool_from(row, key))
         .transpose()?
         .ok_or_else(|| not_found(id))
 }
@@ -207,7 +259,7 @@ impl Store {
             Some(app) => (
                 Some(app.package.as_str()),
                 to_json(&app.params),
-                to_json(&app.sensitive.0),
+                seal_params(&id, &app.sensitive.0, self.sealing_key())?,
             ),
             None => (None, "{}".to_string(), "{}".to_string()),
         };
@@ -279,7 +331,7 @@ impl Store {
     /// The pool with this id.
     pub async fn get_pool(&self, id: &PoolId) -> StoreResult<Pool> {
         let mut conn = self.pool().acquire().await.op("read pool")?;
-        pool_on(&mut conn, id).await
+        pool_on(&mut conn, id, self.sealing_key()).await
     }
 
     /// The pool `<org>/<project>/<name>` by names.
@@ -301,7 +353,7 @@ impl Store {
             .await
             .op("find pool by path")?;
         row.as_ref()
-            .map(pool_from)
+            .map(|row| pool_from(row, self.sealing_key()))
             .transpose()?
             .ok_or_else(|| StoreError::NotFound {
                 kind: Kind::Pool,
@@ -320,7 +372,7 @@ impl Store {
             .await
             .op("list pools")?
             .iter()
-            .map(pool_from)
+            .map(|row| pool_from(row, self.sealing_key()))
             .collect()
     }
 
@@ -332,7 +384,7 @@ impl Store {
             .await
             .op("list all pools")?
             .iter()
-            .map(pool_from)
+            .map(|row| pool_from(row, self.sealing_key()))
             .collect()
     }
 
@@ -356,7 +408,7 @@ impl Store {
         .execute(&mut *tx)
         .await
         .op("resize pool")?;
-        let pool = pool_on(&mut tx, id).await?;
+        let pool = pool_on(&mut tx, id, self.sealing_key()).await?;
         if resized.rows_affected() == 0 {
             return Err(StoreError::Invalid {
                 kind: Kind::Pool,
@@ -407,7 +459,7 @@ impl Store {
         if touched.rows_affected() == 0 {
             return Ok(Vec::new());
         }
-        let pool = pool_on(&mut tx, id).await?;
+        let pool = pool_on(&mut tx, id, self.sealing_key()).await?;
         let (created, _) = apply_size(&mut tx, self.engine(), id, pool.size, now).await?;
         tx.commit().await.op("refill pool")?;
         Ok(created)
@@ -426,7 +478,7 @@ impl Store {
             Some(app) => (
                 Some(app.package.as_str()),
                 to_json(&app.params),
-                to_json(&app.sensitive.0),
+                seal_params(&id, &app.sensitive.0, self.sealing_key())?,
             ),
             None => (None, "{}".to_string(), "{}".to_string()),
         };
@@ -466,7 +518,7 @@ impl Store {
                 )
             })?;
         match row {
-            Some(row) => pool_from(&row),
+            Some(row) => pool_from(&row, self.sealing_key()),
             None => {
                 let current = self.get_pool(id).await?;
                 Err(StoreError::Conflict {
@@ -489,7 +541,7 @@ impl Store {
             .execute(&mut *tx)
             .await
             .op("mark pool deleting")?;
-        let pool = pool_on(&mut tx, id).await?;
+        let pool = pool_on(&mut tx, id, self.sealing_key()).await?;
         let (created, released) = apply_size(&mut tx, self.engine(), id, 0, now).await?;
         tx.commit().await.op("mark pool deleting")?;
         Ok(PoolChange {
@@ -503,7 +555,7 @@ impl Store {
     /// lines and events keep their ids). Refused while any node is live.
     pub async fn delete_pool(&self, id: &PoolId) -> StoreResult<()> {
         let mut tx = self.begin("delete pool").await?;
-        if !pool_on(&mut tx, id).await?.deleting {
+        if !pool_on(&mut tx, id, self.sealing_key()).await?.deleting {
             return Err(StoreError::Invalid {
                 kind: Kind::Pool,
                 id: id.to_string(),

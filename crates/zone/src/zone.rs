@@ -7,9 +7,14 @@
 //! closes the store. Starting again on the same data dir resumes: the store keeps all state,
 //! and the admin token file is reused.
 //!
-//! Files in the data dir:
-//! - `zone.db` — the SQLite store (when no database URL is given);
-//! - `admin-token` — the first operator's API token, mode 0600, written once;
+//! The data dir is private to the user the zone runs as: created 0700, and a zone refuses to
+//! start on one that other users can enter or read ([`ZoneError::DataDirOpen`]); every file
+//! directly in it is made 0600 at each start, whoever created it. Files in the data dir:
+//! - `zone.db` (with `-wal`, `-shm`) — the SQLite store (when no database URL is given);
+//! - `sealing-key` — the key sensitive params are sealed with in the store, made on first
+//!   start unless [`ZoneConfig::sealing_key_file`] names another file (a zone on PostgreSQL
+//!   with several controllers gives each the same key file);
+//! - `admin-token` — the first operator's API token, written once;
 //! - `zone-url` — the API's URL, rewritten at every start, so the CLI finds a local zone.
 
 use std::io::Write;
@@ -28,7 +33,7 @@ use crate::backend::Backends;
 use crate::hub::{Hub, HubOptions};
 use crate::model::{Name, Pool, Provider, Role, TokenSecret, sys_org_id};
 use crate::reconcile::{ReconcileOptions, ReconcilerHandle, Reconcilers, SharedClock, SystemClock};
-use crate::store::{Store, StoreError, sqlite_url};
+use crate::store::{SealingKey, Store, StoreError, sqlite_url};
 
 /// Default address of the HTTP API.
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:7070";
@@ -40,6 +45,8 @@ pub const ADMIN_USER: &str = "admin";
 pub const ADMIN_TOKEN_FILE: &str = "admin-token";
 /// File in the data dir holding the API's URL.
 pub const ZONE_URL_FILE: &str = "zone-url";
+/// File in the data dir holding the sealing key, unless the config names another.
+pub const SEALING_KEY_FILE: &str = "sealing-key";
 
 /// The data dir used when none is given: `$ORC_DATA_DIR`, else `$XDG_DATA_HOME/orc`, else
 /// `$HOME/.local/share/orc`, else `./.orc`.
@@ -63,6 +70,8 @@ pub struct ZoneConfig {
     pub data_dir: PathBuf,
     /// `postgres://…` to keep the store in PostgreSQL; `None` for SQLite in the data dir.
     pub database_url: Option<String>,
+    /// The sealing key's file; `None` for `<data dir>/sealing-key` (made on first start).
+    pub sealing_key_file: Option<PathBuf>,
     /// Where the HTTP API listens (port 0 picks a free port).
     pub http_addr: SocketAddr,
     /// Where providers dial in over gRPC (port 0 picks a free port).
@@ -81,6 +90,7 @@ impl ZoneConfig {
         ZoneConfig {
             data_dir: data_dir.into(),
             database_url: None,
+            sealing_key_file: None,
             http_addr: SocketAddr::from(([127, 0, 0, 1], 7070)),
             grpc_addr: SocketAddr::from(([127, 0, 0, 1], 7400)),
             apps: AppsConfig::default(),
@@ -109,6 +119,15 @@ pub enum ZoneError {
         #[source]
         source: std::io::Error,
     },
+    /// The data dir is open to other users, who could read the store and the keys in it.
+    #[error(
+        "the data dir {path} can be entered or read by other users (mode {mode:04o}); \
+         make it private with: chmod 700 {path}"
+    )]
+    DataDirOpen { path: PathBuf, mode: u32 },
+    /// The sealing key could not be read or made.
+    #[error(transparent)]
+    SealingKey(#[from] orc_zone_store::SealError),
     /// The store could not be opened or prepared.
     #[error("the store could not be opened")]
     Store(#[source] StoreError),
@@ -146,12 +165,36 @@ impl Zone {
     /// Opens the store, makes sure the first operator exists, and starts every part.
     pub async fn start(config: ZoneConfig) -> Result<Zone, ZoneError> {
         let data_dir = config.data_dir.clone();
-        create_private_dir(&data_dir)?;
+        prepare_data_dir(&data_dir)?;
         let url = match &config.database_url {
             Some(url) => url.clone(),
-            None => sqlite_url(&data_dir.join("zone.db")),
+            None => {
+                let db = data_dir.join("zone.db");
+                // SQLite makes its `-wal` and `-shm` files with the mode of the database file.
+                touch_private(&db)?;
+                sqlite_url(&db)
+            }
         };
+        let key_file = config
+            .sealing_key_file
+            .clone()
+            .unwrap_or_else(|| data_dir.join(SEALING_KEY_FILE));
+        let (key, key_is_new) = SealingKey::load_or_create(&key_file)?;
+        if key_is_new {
+            tracing::info!(path = %key_file.display(), key = key.id(), "sealing key created; back it up with the store");
+        }
         let store = Store::open(&url).await.map_err(ZoneError::Store)?;
+        match store.set_sealing_key(key).await {
+            Ok(0) => {}
+            Ok(resealed) => {
+                tracing::info!(resealed, "sensitive params stored in clear were sealed");
+            }
+            Err(e) => {
+                store.close().await;
+                return Err(ZoneError::Store(e));
+            }
+        }
+        tighten_files(&data_dir)?;
         let (admin_token, admin_token_is_new) = ensure_admin(&store, &data_dir).await?;
 
         let (http, http_addr) = bind("HTTP API", config.http_addr).await?;
@@ -199,7 +242,7 @@ impl Zone {
         let http_task = tokio::spawn(api::serve(http, state, wait_for_stop(stopped)));
 
         let url_file = data_dir.join(ZONE_URL_FILE);
-        std::fs::write(&url_file, format!("http://{}\n", dialable(http_addr))).map_err(
+        write_private_file(&url_file, &format!("http://{}", dialable(http_addr))).map_err(
             |source| ZoneError::DataDir {
                 path: url_file,
                 source,
@@ -374,19 +417,83 @@ async fn wait_for_stop(mut stopped: watch::Receiver<bool>) {
     let _ = stopped.wait_for(|stop| *stop).await;
 }
 
-fn create_private_dir(dir: &Path) -> Result<(), ZoneError> {
+/// Creates the data dir 0700 when it is missing; refuses one that other users can enter or
+/// read.
+pub fn prepare_data_dir(dir: &Path) -> Result<(), ZoneError> {
     let io = |source| ZoneError::DataDir {
         path: dir.to_path_buf(),
         source,
     };
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
+    if !dir.exists() {
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            builder.mode(0o700);
+        }
+        match builder.create(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(e)),
+        }
+    }
     #[cfg(unix)]
     {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir).map_err(io)?.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(ZoneError::DataDirOpen {
+                path: dir.to_path_buf(),
+                mode,
+            });
+        }
     }
-    builder.create(dir).map_err(io)
+    Ok(())
+}
+
+/// Makes every regular file directly in `dir` 0600 (SQLite's files, the token, the key, the
+/// URL), whoever made it and whatever mode it was given.
+fn tighten_files(dir: &Path) -> Result<(), ZoneError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| ZoneError::DataDir { path, source }
+        };
+        for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+            let entry = entry.map_err(io(dir))?;
+            let path = entry.path();
+            // `symlink_metadata`: a link is never followed out of the data dir.
+            let meta = std::fs::symlink_metadata(&path).map_err(io(&path))?;
+            if meta.is_file() && meta.permissions().mode() & 0o077 != 0 {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                    .map_err(io(&path))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates `path` empty and 0600 if it does not exist.
+fn touch_private(path: &Path) -> Result<(), ZoneError> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options
+        .open(path)
+        .map(drop)
+        .map_err(|source| ZoneError::DataDir {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// Makes sure user `admin` exists with an owner role in org `sys` and a token in

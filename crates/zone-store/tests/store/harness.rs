@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use orc_zone_store::{Store, sqlite_url};
+use orc_zone_store::{SealingKey, Store, sqlite_url};
 use sqlx::{AnyConnection, Connection, Executor};
 
 /// Environment variable naming the PostgreSQL server the tests use.
@@ -13,6 +13,8 @@ pub const POSTGRES_ENV: &str = "ORC_TEST_POSTGRES_URL";
 /// A database for one test.
 pub struct TestDb {
     pub url: String,
+    /// The sealing key every store opened on this database is given.
+    pub key: SealingKey,
     _dir: Option<tempfile::TempDir>,
     postgres: Option<PostgresDb>,
 }
@@ -25,7 +27,12 @@ struct PostgresDb {
 impl TestDb {
     /// A store on this database, migrated and bootstrapped.
     pub async fn store(&self) -> Store {
-        Store::open(&self.url).await.expect("open store")
+        let store = Store::open(&self.url).await.expect("open store");
+        store
+            .set_sealing_key(self.key.clone())
+            .await
+            .expect("sealing key");
+        store
     }
 
     /// A store on this database, not migrated.
@@ -74,6 +81,7 @@ pub async fn sqlite() -> TestDb {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = sqlite_url(&dir.path().join("zone.db"));
     TestDb {
+        key: SealingKey::generate(),
         url,
         _dir: Some(dir),
         postgres: None,
@@ -110,6 +118,7 @@ pub async fn postgres() -> TestDb {
     conn.close().await.expect("close admin connection");
     let url = replace_database(&admin_url, &name);
     TestDb {
+        key: SealingKey::generate(),
         url,
         _dir: None,
         postgres: Some(PostgresDb { admin_url, name }),

@@ -95,6 +95,9 @@ impl From<StoreError> for ApiError {
             StoreError::Corrupt { .. }
             | StoreError::Connect { .. }
             | StoreError::Migrate(_)
+            | StoreError::NoSealingKey { .. }
+            | StoreError::WrongSealingKey { .. }
+            | StoreError::Seal(_)
             | StoreError::Database { .. } => ApiError::internal(&e),
         }
     }

@@ -188,12 +188,13 @@ async fn tokens_show_their_value_once_and_revoked_tokens_stop_working() {
 
 #[tokio::test]
 async fn the_admin_token_file_is_private_and_reused_on_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = orc_zone::zone::ZoneConfig::ephemeral(dir.path());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("zone");
+    let config = orc_zone::zone::ZoneConfig::ephemeral(&dir);
     let zone = orc_zone::zone::Zone::start(config.clone()).await.unwrap();
     assert!(zone.admin_token_is_new());
     let first = zone.admin_token().expose().to_string();
-    let path = dir.path().join("admin-token");
+    let path = dir.join("admin-token");
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(text.trim(), first);
     #[cfg(unix)]
@@ -202,7 +203,7 @@ async fn the_admin_token_file_is_private_and_reused_on_restart() {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
     }
-    let url = std::fs::read_to_string(dir.path().join("zone-url")).unwrap();
+    let url = std::fs::read_to_string(dir.join("zone-url")).unwrap();
     assert_eq!(url.trim(), zone.url());
     zone.shutdown().await;
 
