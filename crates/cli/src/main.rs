@@ -8,10 +8,12 @@ mod commands;
 mod table;
 mod up;
 
+use std::io::IsTerminal as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
 /// orc: a small cloud platform.
@@ -30,8 +32,11 @@ pub struct ConnArgs {
     /// The zone's API URL [default: <data dir>/zone-url, else http://127.0.0.1:7070].
     #[arg(long, global = true, env = "ORC_URL")]
     pub url: Option<String>,
-    /// API token [default: <data dir>/admin-token].
-    #[arg(long, global = true, env = "ORC_TOKEN", hide_env_values = true)]
+    /// A file holding the API token [default: $ORC_TOKEN, else <data dir>/admin-token].
+    #[arg(long, global = true, env = "ORC_TOKEN_FILE", value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// Refused: every user of the machine can read a command line.
+    #[arg(long, global = true, hide = true)]
     pub token: Option<String>,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
@@ -127,10 +132,17 @@ struct ServeArgs {
     /// Where the zone keeps its files [default: $ORC_DATA_DIR, else ~/.local/share/orc].
     #[arg(long, env = "ORC_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Keep the store in PostgreSQL (postgres://USER:PASSWORD@HOST:PORT/DB) instead of
-    /// SQLite in the data dir.
-    #[arg(long, env = "ORC_DATABASE_URL", hide_env_values = true)]
+    /// A file holding the PostgreSQL URL (postgres://USER:PASSWORD@HOST:PORT/DB) to keep the
+    /// store in instead of SQLite in the data dir [default: $ORC_DATABASE_URL].
+    #[arg(long, env = "ORC_DATABASE_URL_FILE", value_name = "PATH")]
+    database_url_file: Option<PathBuf>,
+    /// Refused: the URL carries a password, and every user can read a command line.
+    #[arg(long, hide = true)]
     database_url: Option<String>,
+    /// The sealing key's file [default: <data dir>/sealing-key, made on first start]. Every
+    /// controller of one store needs the same key.
+    #[arg(long, env = "ORC_SEALING_KEY_FILE", value_name = "PATH")]
+    sealing_key_file: Option<PathBuf>,
     /// Where the HTTP API listens.
     #[arg(long, default_value = orc_zone::zone::DEFAULT_HTTP_ADDR)]
     http: SocketAddr,
@@ -268,6 +280,12 @@ fn one_line(e: &anyhow::Error) -> String {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let conn = cli.conn;
+    if conn.token.is_some() {
+        anyhow::bail!(
+            "--token would put the token on the command line, where every user of this \
+             machine can read it; set ORC_TOKEN or give --token-file PATH"
+        );
+    }
     match cli.command {
         Command::Up(args) => up::run(args).await,
         Command::Zone {
@@ -319,7 +337,23 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .data_dir
         .unwrap_or_else(orc_zone::zone::default_data_dir);
     let mut config = orc_zone::zone::ZoneConfig::new(&data_dir);
-    config.database_url = args.database_url;
+    if args.database_url.is_some() {
+        anyhow::bail!(
+            "--database-url would put the database password on the command line, where every \
+             user of this machine can read it; set ORC_DATABASE_URL or give \
+             --database-url-file PATH"
+        );
+    }
+    config.database_url = match &args.database_url_file {
+        Some(path) => Some(
+            commands::read_secret_file(path)
+                .with_context(|| format!("cannot read the database URL from {}", path.display()))?,
+        ),
+        None => std::env::var("ORC_DATABASE_URL")
+            .ok()
+            .filter(|u| !u.is_empty()),
+    };
+    config.sealing_key_file = args.sealing_key_file;
     config.http_addr = args.http;
     config.grpc_addr = args.grpc;
     // The partner app runs from `orc-prov-partner` next to `orc` when there is one, else
@@ -342,7 +376,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     println!("providers:   {} (gRPC)", zone.grpc_url());
     println!("data dir:    {}", zone.data_dir().display());
     let token_file = zone.data_dir().join(orc_zone::zone::ADMIN_TOKEN_FILE);
-    if zone.admin_token_is_new() {
+    if zone.admin_token_is_new() && std::io::stdout().is_terminal() {
         println!(
             "admin token: {} (saved in {}; shown only this once)",
             zone.admin_token().expose(),

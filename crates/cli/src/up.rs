@@ -17,6 +17,7 @@
 //! previous run are gone.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::IsTerminal as _;
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -119,7 +120,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     spinner.finish_and_clear();
     if !stopped_early {
         let mut out = std::io::stdout().lock();
-        let _ = out.write_all(up.summary().as_bytes());
+        let _ = out.write_all(up.summary(std::io::stdout().is_terminal()).as_bytes());
         let _ = out.flush();
         drop(out);
         tokio::select! {
@@ -308,13 +309,14 @@ impl Up {
         }
     }
 
-    /// What `orc up` prints once everything is up.
-    pub fn summary(&self) -> String {
+    /// What `orc up` prints once everything is up. A new admin token is shown only when the
+    /// text goes `to_terminal`: printed into a log or a pipe it would outlive the session.
+    pub fn summary(&self, to_terminal: bool) -> String {
         let mut text = String::new();
         let url = self.zone.url();
         text.push_str(&format!("zone      {url}\n"));
         text.push_str(&format!("data dir  {}\n", self.data_dir.display()));
-        if self.zone.admin_token_is_new() {
+        if self.zone.admin_token_is_new() && to_terminal {
             text.push_str(&format!(
                 "token     {}   (shown once; kept in {})\n",
                 self.zone.admin_token().expose(),
@@ -797,12 +799,15 @@ mod tests {
             .await
             .unwrap();
         assert!(health.status().is_success(), "{}", health.status());
-        let summary = up.summary();
+        let summary = up.summary(true);
         assert!(summary.contains(&up.zone.url()), "{summary}");
         assert!(
             summary.contains(&token),
             "a new token is shown once: {summary}"
         );
+        let logged = up.summary(false);
+        assert!(!logged.contains(&token), "{logged}");
+        assert!(logged.contains("token     in "), "{logged}");
         let sys: Name = "sys".parse().unwrap();
         let pool = up
             .zone
@@ -865,7 +870,7 @@ mod tests {
         assert_eq!(partners[0].id, pool.id);
         assert_eq!(partners[0].generation, pool.generation);
         assert!(
-            !again.summary().contains(&token),
+            !again.summary(true).contains(&token),
             "the token is shown only once"
         );
         assert_eq!(

@@ -483,3 +483,66 @@ async fn sensitive_params_come_from_a_file_or_stdin_and_are_never_shown() {
     );
     env.zone.shutdown().await;
 }
+
+/// Attack: read a token or a database password from another process's command line. The CLI
+/// takes neither from argv: it refuses them there, naming where to put them instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_are_never_taken_from_the_command_line() {
+    let env = start().await;
+    let token = env.zone.admin_token().expose().to_string();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let run = |args: Vec<String>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
+        cmd.args(args)
+            .env("ORC_URL", env.zone.url())
+            .env("ORC_DATA_DIR", elsewhere.path())
+            .env_remove("ORC_TOKEN")
+            .env_remove("ORC_DATABASE_URL");
+        async move {
+            tokio::task::spawn_blocking(move || cmd.output().unwrap())
+                .await
+                .unwrap()
+        }
+    };
+    let refused = run(vec!["pools".into(), "--token".into(), token.clone()]).await;
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("--token would put the token on the command line")
+            && stderr.contains("ORC_TOKEN or give --token-file PATH"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(&token), "{stderr}");
+
+    let file = elsewhere.path().join("token");
+    std::fs::write(&file, format!("{token}\n")).unwrap();
+    let by_file = run(vec![
+        "pools".into(),
+        "acme/web".into(),
+        "--token-file".into(),
+        file.display().to_string(),
+    ])
+    .await;
+    assert!(
+        by_file.status.success(),
+        "{}",
+        String::from_utf8_lossy(&by_file.stderr)
+    );
+
+    let url = "postgres://orc:pa55word@127.0.0.1:9/orc";
+    let serve = run(vec![
+        "zone".into(),
+        "serve".into(),
+        "--database-url".into(),
+        url.into(),
+    ])
+    .await;
+    assert!(!serve.status.success());
+    let stderr = String::from_utf8_lossy(&serve.stderr);
+    assert!(
+        stderr.contains("--database-url would put the database password on the command line"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("pa55word"), "{stderr}");
+    env.zone.shutdown().await;
+}

@@ -16,6 +16,7 @@ pub struct TestZone {
     /// The zone's admin token.
     pub admin: String,
     pub http: reqwest::Client,
+    config: ZoneConfig,
     dir: tempfile::TempDir,
 }
 
@@ -58,12 +59,36 @@ impl TestZone {
         // A fresh temporary dir is 0755; the zone's data dir inside it is made private.
         let mut config = ZoneConfig::ephemeral(dir.path().join("zone"));
         adjust(&mut config);
-        let zone = Zone::start(config).await.expect("zone starts");
+        let zone = Zone::start(config.clone()).await.expect("zone starts");
         let admin = zone.admin_token().expose().to_string();
         TestZone {
             zone,
             admin,
             http: reqwest::Client::new(),
+            config,
+            dir,
+        }
+    }
+
+    /// Stops the zone and starts it again on the same data dir and config, as an operator's
+    /// restart does.
+    pub async fn restart(self) -> TestZone {
+        let TestZone {
+            zone,
+            admin,
+            http,
+            config,
+            dir,
+        } = self;
+        zone.shutdown().await;
+        let zone = Zone::start(config.clone())
+            .await
+            .expect("zone starts again");
+        TestZone {
+            zone,
+            admin,
+            http,
+            config,
             dir,
         }
     }

@@ -478,7 +478,7 @@ impl Store {
             Some(app) => (
                 Some(app.package.as_str()),
                 to_json(&app.params),
-                seal_params(&id, &app.sensitive.0, self.sealing_key())?,
+                seal_params(id, &app.sensitive.0, self.sealing_key())?,
             ),
             None => (None, "{}".to_string(), "{}".to_string()),
         };

@@ -37,8 +37,18 @@ fn read_trimmed(path: &std::path::Path) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
+/// A secret from a file: its first line, trimmed; an empty file is an error.
+pub fn read_secret_file(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)?;
+    let line = text.lines().next().unwrap_or("").trim();
+    if line.is_empty() {
+        bail!("{} is empty", path.display());
+    }
+    Ok(line.to_string())
+}
+
 /// The client for `conn`: URL from `--url`/`ORC_URL`, else `<data dir>/zone-url`, else the
-/// default; token from `--token`/`ORC_TOKEN`, else `<data dir>/admin-token`.
+/// default; token from `--token-file`, else `ORC_TOKEN`, else `<data dir>/admin-token`.
 pub fn client(conn: &ConnArgs) -> Client {
     let dir = data_dir();
     let url = conn
@@ -46,10 +56,14 @@ pub fn client(conn: &ConnArgs) -> Client {
         .clone()
         .or_else(|| read_trimmed(&dir.join(orc_zone::zone::ZONE_URL_FILE)))
         .unwrap_or_else(|| DEFAULT_URL.to_string());
-    let token = conn
-        .token
-        .clone()
-        .or_else(|| read_trimmed(&dir.join(orc_zone::zone::ADMIN_TOKEN_FILE)));
+    let token = match &conn.token_file {
+        // A named file that cannot be read is not silently replaced by another token.
+        Some(path) => Some(read_secret_file(path).unwrap_or_default()),
+        None => std::env::var("ORC_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty())
+            .or_else(|| read_trimmed(&dir.join(orc_zone::zone::ADMIN_TOKEN_FILE))),
+    };
     Client::new(&url, token)
 }
 

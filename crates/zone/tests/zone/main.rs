@@ -18,3 +18,4 @@ mod api_quote;
 mod api_tenancy;
 mod hub_failover;
 mod reconcile_nodes;
+mod security;
