@@ -29,7 +29,7 @@ mod session;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -138,6 +138,8 @@ struct Attached {
 struct InFlight {
     request: ZoneBody,
     reply: oneshot::Sender<Result<ProviderBody, BackendError>>,
+    /// The stream it was last sent on: the only one whose answer is taken.
+    sent_to: u64,
 }
 
 /// The replicas of one resource URI and their shared work.
@@ -155,12 +157,16 @@ impl Group {
         self.replicas.iter().find(|r| r.role == Role::Serving)
     }
 
-    /// Sends every request in flight to the serving replica, oldest first.
-    fn resend_in_flight(&self) {
-        if let Some(serving) = self.serving() {
-            for (id, in_flight) in &self.in_flight {
-                send(&serving.outbound, RequestId(*id), in_flight.request.clone());
-            }
+    /// Sends every request in flight to the serving replica, which from now on is the only
+    /// one whose answer is taken.
+    fn resend_in_flight(&mut self) {
+        let Some((stream, outbound)) = self.serving().map(|s| (s.stream, s.outbound.clone()))
+        else {
+            return;
+        };
+        for (id, in_flight) in &mut self.in_flight {
+            in_flight.sent_to = stream;
+            send(&outbound, RequestId(*id), in_flight.request.clone());
         }
     }
 }
@@ -181,7 +187,6 @@ struct Inner {
     store: Store,
     options: HubOptions,
     state: Mutex<HubState>,
-    next_request: AtomicU64,
     next_stream: AtomicU64,
     /// Set once by [`Hub::shutdown`]; every session ends when it flips.
     closing: watch::Sender<bool>,
@@ -209,7 +214,6 @@ impl Hub {
                 store,
                 options,
                 state: Mutex::new(HubState::default()),
-                next_request: AtomicU64::new(1),
                 next_stream: AtomicU64::new(1),
                 closing: watch::Sender::new(false),
             }),
@@ -303,9 +307,8 @@ impl Hub {
         kind: &'static str,
         timeout: Duration,
     ) -> Result<ProviderBody, BackendError> {
-        let id = self.inner.next_request.fetch_add(1, Ordering::Relaxed);
         let (reply_tx, reply_rx) = oneshot::channel();
-        {
+        let id = {
             let mut state = self.state();
             let no_replica = || BackendError::NoReplica {
                 provider: provider.name.to_string(),
@@ -315,15 +318,26 @@ impl Hub {
                 .get_mut(&provider.resource_uri)
                 .ok_or_else(no_replica)?;
             let serving = group.serving().ok_or_else(no_replica)?;
+            // Unguessable and never zero (zero marks unsolicited messages): another replica
+            // cannot answer a request it did not see by guessing its id.
+            let id = loop {
+                let id: u64 = rand::random();
+                if id != RequestId::UNSOLICITED.0 && !group.in_flight.contains_key(&id) {
+                    break id;
+                }
+            };
             send(&serving.outbound, RequestId(id), body.clone());
+            let sent_to = serving.stream;
             group.in_flight.insert(
                 id,
                 InFlight {
                     request: body,
                     reply: reply_tx,
+                    sent_to,
                 },
             );
-        }
+            id
+        };
         match tokio::time::timeout(timeout, reply_rx).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => Err(BackendError::Disconnected {

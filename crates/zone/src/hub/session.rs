@@ -284,6 +284,7 @@ impl Hub {
                     if request_id != RequestId::UNSOLICITED {
                         self.finish_request(
                             provider,
+                            stream,
                             request_id,
                             Err(BackendError::Protocol {
                                 provider: provider.name.to_string(),
@@ -381,28 +382,37 @@ impl Hub {
             | ProviderBody::DeployRefused { .. }
             | ProviderBody::DestroyDone { .. }
             | ProviderBody::DestroyRefused { .. }) => {
-                self.finish_request(provider, request_id, Ok(body));
+                self.finish_request(provider, stream, request_id, Ok(body));
             }
         }
     }
 
-    /// Hands the final answer to the waiting request; an answer nobody waits for (already
-    /// answered on another stream, or timed out) is dropped.
+    /// Hands the final answer to the waiting request, if it came on the stream the request
+    /// was sent on. An answer nobody waits for (already answered, or timed out) is dropped;
+    /// so is one from another replica of the group, which must not set a node's price or
+    /// report its deploy.
     fn finish_request(
         &self,
         provider: &Provider,
+        stream: u64,
         request_id: RequestId,
         answer: Result<ProviderBody, BackendError>,
     ) {
-        let waiting = self
-            .state()
-            .groups
-            .get_mut(&provider.resource_uri)
-            .and_then(|g| g.in_flight.remove(&request_id.0));
-        match waiting {
-            Some(in_flight) => {
-                let _ = in_flight.reply.send(answer);
+        let mut state = self.state();
+        let Some(group) = state.groups.get_mut(&provider.resource_uri) else {
+            return;
+        };
+        match group.in_flight.get(&request_id.0) {
+            Some(in_flight) if in_flight.sent_to == stream => {
+                if let Some(in_flight) = group.in_flight.remove(&request_id.0) {
+                    let _ = in_flight.reply.send(answer);
+                }
             }
+            Some(_) => tracing::warn!(
+                provider = %provider.name,
+                %request_id,
+                "an answer from a replica the request was not sent to was dropped"
+            ),
             None => tracing::debug!(
                 provider = %provider.name,
                 %request_id,

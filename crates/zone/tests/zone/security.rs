@@ -1,10 +1,14 @@
 //! The zone's security controls, each tested by repeating the attack it stops
-//! (`docs/security.md` lists them): here, secrets at rest and the data dir's modes.
+//! (`docs/security.md` lists them): secrets at rest, the data dir's modes, and answers from
+//! a provider group's replicas.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
 use crate::api_support::{TestZone, pool_body, tenancy};
+use crate::hub_support::{HUB_WAIT, HubServer, START, registered, tenant};
+use orc_proto::{ProviderBody, RequestId, ZoneBody};
+use orc_zone::backend::NodeBackend as _;
 use orc_zone::store::{SealingKey, sqlite_url};
 use orc_zone::zone::{Zone, ZoneConfig, ZoneError};
 use reqwest::StatusCode;
@@ -219,4 +223,161 @@ async fn an_open_data_dir_is_refused_and_open_files_are_tightened() {
         assert_eq!(mode(&dir.join(file)), 0o600, "{file}");
     }
     zone.shutdown().await;
+}
+
+/// A provider replica driven message by message, to act as a misbehaving group member.
+struct RawReplica {
+    outbound: tokio::sync::mpsc::Sender<orc_proto::pb::ProviderMessage>,
+    inbound: orc_provider_sdk::transport::ZoneStream,
+}
+
+impl RawReplica {
+    /// Dials the hub as replica `slot` of the fake provider and says hello.
+    async fn connect(endpoint: &str, token: &str, slot: u32) -> RawReplica {
+        use orc_provider_sdk::Provider as _;
+        use orc_provider_sdk::transport::{Connector as _, ProviderStream};
+        let mut config = orc_provider_sdk::fake::FakeConfig::default();
+        config.replica.slot = slot;
+        let fake = orc_provider_sdk::fake::FakeProvider::with_config(
+            orc_provider_sdk::fake::FakeCloud::new(),
+            config,
+        );
+        let info = fake.hello();
+        let hello = orc_proto::Hello {
+            provider: info.provider,
+            resource_uri: info.resource_uri,
+            replica: info.replica,
+            version: info.version,
+            protocol_version: orc_proto::PROTOCOL_VERSION,
+        };
+        let (outbound, rx) = tokio::sync::mpsc::channel(16);
+        let replica_side = crate::hub_support::auth_connector(endpoint, token, "acme/web");
+        let inbound = replica_side
+            .connect(ProviderStream::new(rx))
+            .await
+            .expect("stream opens");
+        let replica = RawReplica { outbound, inbound };
+        replica
+            .send(RequestId::UNSOLICITED, ProviderBody::Hello(hello))
+            .await;
+        replica
+            .send(
+                RequestId::UNSOLICITED,
+                ProviderBody::Catalog(fake.catalog().await),
+            )
+            .await;
+        replica
+    }
+
+    async fn send(&self, request_id: RequestId, body: ProviderBody) {
+        let message = orc_proto::ProviderMessage { request_id, body };
+        self.outbound
+            .send(message.into())
+            .await
+            .expect("stream open");
+    }
+
+    /// The next message from the zone other than a keep-alive.
+    async fn next(&mut self) -> orc_proto::ZoneMessage {
+        use tokio_stream::StreamExt as _;
+        loop {
+            let raw = tokio::time::timeout(HUB_WAIT, self.inbound.next())
+                .await
+                .expect("the zone answers in time")
+                .expect("stream open")
+                .expect("a message");
+            let message = orc_proto::ZoneMessage::try_from(raw).expect("valid message");
+            if !matches!(message.body, ZoneBody::KeepAlive) {
+                return message;
+            }
+        }
+    }
+
+    /// Waits until the zone has handled everything this replica sent so far: it answers a
+    /// keep-alive in order.
+    async fn settle(&mut self) {
+        use tokio_stream::StreamExt as _;
+        self.send(RequestId::UNSOLICITED, ProviderBody::KeepAlive)
+            .await;
+        loop {
+            let raw = tokio::time::timeout(HUB_WAIT, self.inbound.next())
+                .await
+                .expect("the zone answers in time")
+                .expect("stream open")
+                .expect("a message");
+            let message = orc_proto::ZoneMessage::try_from(raw).expect("valid message");
+            if matches!(message.body, ZoneBody::KeepAlive) {
+                return;
+            }
+        }
+    }
+}
+
+fn offer(node: &orc_proto::NodeId, usd: &str) -> ProviderBody {
+    ProviderBody::QuoteReply {
+        node_id: node.clone(),
+        reply: orc_proto::QuoteReply::Offer(orc_proto::Offer {
+            site: orc_proto::SiteName::new("eu-central-a").unwrap(),
+            price: Some(orc_common::Money::usd_per_month(usd.parse().unwrap())),
+            words: "2 vCPU · 4 GiB · eu-central".into(),
+            quote_token: orc_proto::QuoteToken::new("t").unwrap(),
+            expires: std::time::SystemTime::now() + std::time::Duration::from_secs(60),
+        }),
+    }
+}
+
+/// Attack: a standby of a provider group answers the quote that went to the serving
+/// replica, to set the node's price (or a deploy, to report it). Its answer is dropped; the
+/// serving replica's answer is the one taken, and request ids cannot be guessed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_replica_a_request_went_to_can_answer_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let clock = orc_zone::reconcile::ManualClock::new(START);
+    let server = HubServer::start(&t.store, &clock, None).await;
+    let mut serving = RawReplica::connect(&server.endpoint(), &t.token, 0).await;
+    assert!(matches!(
+        serving.next().await.body,
+        ZoneBody::Welcome {
+            role: orc_proto::Role::Serving
+        }
+    ));
+    let mut standby = RawReplica::connect(&server.endpoint(), &t.token, 1).await;
+    assert!(matches!(
+        standby.next().await.body,
+        ZoneBody::Welcome {
+            role: orc_proto::Role::Standby
+        }
+    ));
+    let provider = registered(&server.hub, &t.store, 2).await;
+
+    let hub = server.hub.clone();
+    let asked = orc_testkit::proto::quote("n-000000000042", "eu-central", 2, 4);
+    let node = asked.node_id.clone();
+    let quoting = tokio::spawn(async move { hub.quote(&provider, asked).await });
+    let request = serving.next().await;
+    assert!(matches!(request.body, ZoneBody::Quote(_)), "{request:?}");
+    assert!(
+        request.request_id.0 > u64::from(u32::MAX),
+        "a request id is random, not a counter: {}",
+        request.request_id
+    );
+
+    standby.send(request.request_id, offer(&node, "0.01")).await;
+    standby.settle().await;
+    assert!(!quoting.is_finished(), "the standby's answer was taken");
+
+    serving.send(request.request_id, offer(&node, "9.99")).await;
+    let reply = tokio::time::timeout(HUB_WAIT, quoting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    match reply {
+        orc_proto::QuoteReply::Offer(o) => {
+            assert_eq!(o.price.unwrap().amount, "9.99".parse().unwrap());
+        }
+        other => panic!("{other:?}"),
+    }
+    server.stop().await;
 }
