@@ -1,6 +1,8 @@
 //! Plain-text tables for people: a header row and aligned columns separated by two spaces,
 //! no trailing spaces. Rows keep the order they are added in; callers add them in the API's
-//! fixed order, so output is stable.
+//! fixed order, so output is stable. Every cell and value is shown through
+//! [`printable`](orc_common::text::printable): whatever a provider or a tenant put in a name
+//! or a note, no control or bidirectional character of it reaches the terminal.
 
 /// A table being built.
 #[derive(Debug, Clone)]
@@ -20,7 +22,10 @@ impl Table {
 
     /// Adds a row; missing cells are empty, extra cells are dropped.
     pub fn row(&mut self, cells: Vec<String>) {
-        let mut cells = cells;
+        let mut cells: Vec<String> = cells
+            .into_iter()
+            .map(|c| orc_common::text::printable(&c).into_owned())
+            .collect();
         cells.resize(self.headers.len(), String::new());
         self.rows.push(cells);
     }
@@ -60,6 +65,7 @@ pub fn fields(pairs: &[(&str, String)]) -> String {
     let mut out = String::new();
     for (key, value) in pairs {
         let pad = width - key.len();
+        let value = orc_common::text::printable(value);
         out.push_str(&format!("{key}:{}  {value}\n", " ".repeat(pad)));
     }
     out
@@ -82,6 +88,14 @@ mod tests {
             t.render(),
             "NAME      SIZE  WORDS\nweb       3\ndatabase  12    2 vCPU · 4 GiB\n"
         );
+    }
+
+    #[test]
+    fn cells_and_values_show_escape_sequences_instead_of_sending_them() {
+        let mut t = Table::new(&["WORDS"]);
+        t.row(vec!["\x1b[2Jgone\u{202E}txt".into()]);
+        assert_eq!(t.render(), "WORDS\n\\u{1b}[2Jgone\\u{202e}txt\n");
+        assert_eq!(fields(&[("note", "a\x07b".into())]), "note:  a\\u{7}b\n");
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod kinds;
 pub mod money;
 pub mod secret;
 pub mod shape;
+pub mod text;
 pub mod time;
 
 pub use fault::{CloudFault, FaultClass};

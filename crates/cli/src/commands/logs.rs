@@ -48,7 +48,7 @@ fn log_line_text(line: &LogLineView) -> String {
         format_time(Timestamp(line.at)),
         line.slot,
         line.level.to_uppercase(),
-        line.message
+        orc_common::text::printable(&line.message)
     )
 }
 

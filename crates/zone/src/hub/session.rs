@@ -260,6 +260,14 @@ impl Hub {
     ) -> &'static str {
         let silence = self.inner.options.keepalive_timeout;
         let mut closing = self.inner.closing.subscribe();
+        // Progress notes are recorded one after another, in the order the stream sent them,
+        // by a task of this stream's own; it ends with the stream.
+        let (notes, queued) = mpsc::channel(PROGRESS_QUEUE);
+        tokio::spawn(record_progress(
+            self.inner.store.clone(),
+            provider.id.clone(),
+            queued,
+        ));
         loop {
             if *closing.borrow_and_update() {
                 return "the zone is shutting down";
@@ -278,7 +286,7 @@ impl Hub {
             };
             let request_id = RequestId(raw.request_id);
             match ProviderMessage::try_from(raw) {
-                Ok(message) => self.handle_message(provider, stream, message, outbound),
+                Ok(message) => self.handle_message(provider, stream, message, outbound, &notes),
                 Err(e) => {
                     tracing::warn!(provider = %provider.name, error = %e, "invalid provider message");
                     if request_id != RequestId::UNSOLICITED {
@@ -303,6 +311,7 @@ impl Hub {
         stream: u64,
         message: ProviderMessage,
         outbound: &Outbound,
+        notes: &mpsc::Sender<ProgressNote>,
     ) {
         let ProviderMessage { request_id, body } = message;
         match body {
@@ -325,33 +334,26 @@ impl Hub {
                 tracing::warn!(provider = %provider.name, "a second hello on one stream is ignored");
             }
             ProviderBody::DeployProgress(progress) => {
+                // Stored and shown to tenants: one line, at most 1 KiB, nothing that acts on
+                // a terminal or reorders what a reader sees.
+                let words = orc_common::text::clean_line(&progress.words, PROGRESS_MAX_BYTES);
                 tracing::debug!(
                     provider = %provider.name,
                     node = %progress.node_id,
-                    words = %progress.words,
+                    words = %words,
                     "deploy progress"
                 );
-                let node_id = progress.node_id.clone();
-                let store = self.inner.store.clone();
-                let provider_id = provider.id.clone();
-                let now = self.now();
-                tokio::spawn(async move {
-                    // The note belongs to the node's pool and project, where tenants read
-                    // events; a node that is gone by now has nowhere to show it.
-                    let scope = match progress_scope(&store, provider_id, node_id).await {
-                        Ok(scope) => scope,
-                        Err(e) => {
-                            tracing::debug!(error = %e, "deploy progress of an unknown node dropped");
-                            return;
-                        }
-                    };
-                    if let Err(e) = store
-                        .record_event(&scope, "node.progress", &progress.words, now)
-                        .await
-                    {
-                        tracing::warn!(error = %e, "deploy progress not recorded");
-                    }
-                });
+                let note = ProgressNote {
+                    node_id: progress.node_id,
+                    words,
+                    at: self.now(),
+                };
+                if notes.try_send(note).is_err() {
+                    tracing::warn!(
+                        provider = %provider.name,
+                        "deploy progress dropped: {PROGRESS_QUEUE} notes are waiting already"
+                    );
+                }
             }
             ProviderBody::Inventory(inventory) => {
                 let serving = self
@@ -422,15 +424,65 @@ impl Hub {
     }
 }
 
-/// Where a deploy progress note of `node_id` is shown: its org, project, pool and node.
+/// The longest deploy progress note the hub stores, in bytes.
+pub const PROGRESS_MAX_BYTES: usize = 1024;
+/// How many notes of one stream may wait to be recorded; a flood beyond it is dropped.
+const PROGRESS_QUEUE: usize = 256;
+
+/// A deploy progress note, cleaned, waiting to be recorded.
+pub(super) struct ProgressNote {
+    node_id: crate::model::NodeId,
+    words: String,
+    at: crate::model::Timestamp,
+}
+
+/// Records the notes of one stream in order, each in its node's pool and project, where
+/// tenants read events; a note about a node that is gone, or not the provider's, is dropped.
+async fn record_progress(
+    store: crate::store::Store,
+    provider_id: crate::model::ProviderId,
+    mut queued: mpsc::Receiver<ProgressNote>,
+) {
+    while let Some(note) = queued.recv().await {
+        let scope = match progress_scope(&store, provider_id.clone(), note.node_id.clone()).await {
+            Ok(scope) => scope,
+            Err(why) => {
+                tracing::warn!(node = %note.node_id, "deploy progress dropped: {why}");
+                continue;
+            }
+        };
+        if let Err(e) = store
+            .record_event(&scope, "node.progress", &note.words, note.at)
+            .await
+        {
+            tracing::warn!(error = %e, "deploy progress not recorded");
+        }
+    }
+}
+
+/// Where a deploy progress note of `node_id` is shown: its org, project, pool and node. Only
+/// the provider of the node's pool may write there; a note about any other node says why it
+/// is dropped.
 async fn progress_scope(
     store: &crate::store::Store,
     provider_id: crate::model::ProviderId,
     node_id: crate::model::NodeId,
-) -> crate::store::StoreResult<crate::model::EventScope> {
-    let node = store.get_node(&node_id).await?;
-    let pool = store.get_pool(&node.pool_id).await?;
-    let project = store.get_project(&pool.project_id).await?;
+) -> Result<crate::model::EventScope, String> {
+    let node = store.get_node(&node_id).await.map_err(|e| e.to_string())?;
+    let pool = store
+        .get_pool(&node.pool_id)
+        .await
+        .map_err(|e| e.to_string())?;
+    if pool.spec.provider_id != provider_id {
+        return Err(format!(
+            "node {node_id} belongs to a pool of another provider ({})",
+            pool.spec.provider_id
+        ));
+    }
+    let project = store
+        .get_project(&pool.project_id)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(crate::model::EventScope {
         org_id: Some(project.org_id),
         project_id: Some(pool.project_id),

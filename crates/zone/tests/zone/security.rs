@@ -381,3 +381,111 @@ async fn only_the_replica_a_request_went_to_can_answer_it() {
     }
     server.stop().await;
 }
+
+async fn node_events(
+    t: &crate::hub_support::Tenant,
+    node: &orc_zone::model::NodeId,
+) -> Vec<String> {
+    let scope = orc_zone::model::EventScope {
+        node_id: Some(node.clone()),
+        ..Default::default()
+    };
+    t.store
+        .list_events(&scope, None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "node.progress")
+        .map(|e| e.words)
+        .collect()
+}
+
+/// Attack: a provider writes progress notes into a node that is not its own (another
+/// provider's pool), and floods its own node's events with a 200,000-character line full of
+/// terminal escape sequences and bidirectional overrides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_progress_goes_only_to_the_providers_own_nodes_as_one_clean_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let clock = orc_zone::reconcile::ManualClock::new(START);
+    let server = HubServer::start(&t.store, &clock, None).await;
+    let mut replica = RawReplica::connect(&server.endpoint(), &t.token, 0).await;
+    replica.next().await;
+    let provider = registered(&server.hub, &t.store, 1).await;
+    let other = t
+        .store
+        .create_provider(
+            &orc_zone::model::NewProvider {
+                project_id: t.project.id.clone(),
+                name: "other".parse().unwrap(),
+                resource_uri: "urn:orc:test:other".into(),
+                scope: orc_zone::model::ProviderScope::Project,
+                pricing: orc_zone::model::PricingStrategy::None,
+            },
+            START,
+        )
+        .await
+        .unwrap();
+    let own = crate::hub_support::create_pool(&t, &provider, "mine", 1).await;
+    let foreign = crate::hub_support::create_pool(&t, &other, "theirs", 1).await;
+    let node_of = |pool: &orc_zone::model::Pool| {
+        let store = t.store.clone();
+        let id = pool.id.clone();
+        async move {
+            store.list_nodes_by_pool(&id, false).await.unwrap()[0]
+                .id
+                .clone()
+        }
+    };
+    let (own_node, foreign_node) = (node_of(&own).await, node_of(&foreign).await);
+
+    let progress = |node: &orc_zone::model::NodeId, words: String| {
+        ProviderBody::DeployProgress(orc_proto::DeployProgress {
+            node_id: node.clone(),
+            words,
+        })
+    };
+    replica
+        .send(
+            RequestId::UNSOLICITED,
+            progress(&foreign_node, "written into another provider's node".into()),
+        )
+        .await;
+    let flood = format!(
+        "\x1b[2J\x1b]0;owned\x07{}\u{202E}gnp.exe\n{}",
+        "A".repeat(100_000),
+        "B".repeat(100_000)
+    );
+    replica
+        .send(RequestId::UNSOLICITED, progress(&own_node, flood))
+        .await;
+    replica
+        .send(
+            RequestId::UNSOLICITED,
+            progress(&own_node, "second note".into()),
+        )
+        .await;
+    replica.settle().await;
+    let own_events =
+        orc_testkit::eventually_some("both notes on the own node", HUB_WAIT, || async {
+            let events = node_events(&t, &own_node).await;
+            (events.len() == 2).then_some(events)
+        })
+        .await;
+    let flooded = own_events
+        .iter()
+        .find(|w| w.starts_with("[2J"))
+        .expect("the flood, cleaned");
+    assert!(flooded.len() <= 1024, "{} bytes", flooded.len());
+    assert!(flooded.ends_with('…'));
+    assert!(
+        !flooded.chars().any(orc_common::text::is_unsafe),
+        "{flooded:?}"
+    );
+    // Notes of a stream are recorded in the order sent: the foreign one was handled first.
+    assert!(
+        node_events(&t, &foreign_node).await.is_empty(),
+        "a note reached another provider's node"
+    );
+    server.stop().await;
+}

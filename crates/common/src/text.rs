@@ -1,0 +1,92 @@
+//! Text that came from elsewhere (a provider's progress words, a cloud's message, a name a
+//! tenant typed) made safe to store and to show.
+//!
+//! Two dangers: control characters (a terminal acts on `ESC [ 2 J` and its kin, a newline
+//! forges a second log line) and Unicode's bidirectional controls, which reorder what a
+//! reader sees (after an RLO, U+202E, text shows backwards). [`clean_line`] removes both and
+//! caps the length, for text that is stored; [`printable`] makes them visible as `\u{…}`
+//! escapes, for text that is shown as it was stored.
+
+use std::borrow::Cow;
+
+/// Whether `c` is a bidirectional formatting character (embeddings, overrides, isolates and
+/// marks).
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// Whether `c` is unsafe to show as it is: a control character or a bidirectional control.
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control() || is_bidi_control(c)
+}
+
+/// One line of at most `max_bytes` bytes: control and bidirectional characters removed
+/// (tabs and line breaks become spaces), runs of spaces left as they are, and a longer
+/// text cut at a character boundary with `…` at its end (the `…` counts in `max_bytes`).
+pub fn clean_line(text: &str, max_bytes: usize) -> String {
+    const MORE: char = '…';
+    let mut out = String::with_capacity(text.len().min(max_bytes));
+    for c in text.chars() {
+        let c = match c {
+            '\t' | '\n' | '\r' => ' ',
+            c if is_unsafe(c) => continue,
+            c => c,
+        };
+        if out.len() + c.len_utf8() > max_bytes {
+            while out.len() + MORE.len_utf8() > max_bytes {
+                out.pop();
+            }
+            out.push(MORE);
+            return out;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `text` with every unsafe character shown as a `\u{…}` escape, so nothing it holds acts on
+/// the terminal or reorders what is around it. Borrowed when there is nothing to escape.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_unsafe) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_unsafe(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clean_lines_hold_no_control_or_bidi_character_and_keep_their_cap() {
+        let attack = "ok\x1b[2J\x1b]0;owned\x07 next\nline\u{202E}txt.exe\u{2066}";
+        assert_eq!(clean_line(attack, 1024), "ok[2J]0;owned next linetxt.exe");
+        let long = "é".repeat(100_000);
+        let capped = clean_line(&long, 1024);
+        assert!(capped.len() <= 1024, "{}", capped.len());
+        assert!(capped.ends_with('…'));
+        assert_eq!(clean_line("short", 1024), "short");
+        assert_eq!(clean_line("abcdef", 4), "a…");
+    }
+
+    #[test]
+    fn printable_text_shows_what_would_act_on_a_terminal() {
+        assert!(matches!(
+            printable("plain words"),
+            Cow::Borrowed("plain words")
+        ));
+        assert_eq!(printable("a\x1b[31mb"), "a\\u{1b}[31mb");
+        assert_eq!(printable("x\u{202E}y"), "x\\u{202e}y");
+    }
+}
