@@ -111,7 +111,9 @@ pub(super) async fn get_provider(
 }
 
 /// Changes who may use the provider: `{"scope": "zone"}` makes it visible to every project
-/// of the zone, `{"scope": "project"}` to its own project only (owners of that project).
+/// of the zone, which only a zone operator (owner of org `sys`) may do, and only for a
+/// name no other zone-scoped provider has; `{"scope": "project"}` narrows it to its own
+/// project again (owners of that project, or an operator).
 #[utoipa::path(post,
     path = "/api/orgs/{org}/projects/{project}/providers/{provider}/change-scope",
     tag = "providers", request_body = ChangeScope,
@@ -135,6 +137,35 @@ pub(super) async fn change_scope(
     })?;
     let p = visible_provider(&state, &project, "provider", &provider).await?;
     require_home(&state, &project, &p).await?;
+    if scope == ProviderScope::Zone && p.scope != ProviderScope::Zone {
+        // Every tenant's pools may land on a zone-scoped provider, which then sees their
+        // deploys and sets their prices: publishing one is the operator's decision.
+        if !caller.is_operator() {
+            return Err(ApiError::forbidden(
+                "making a provider visible to the whole zone needs the owner role in org sys \
+                 (zone operator)",
+            ));
+        }
+        let taken = state
+            .store
+            .list_providers()
+            .await?
+            .into_iter()
+            .any(|other| {
+                other.id != p.id && other.scope == ProviderScope::Zone && other.name == p.name
+            });
+        if taken {
+            return Err(ApiError::new(
+                super::error::ErrorCode::Conflict,
+                format!(
+                    "a zone-scoped provider named {} exists already; zone-scoped names are \
+                     unique",
+                    p.name
+                ),
+            )
+            .with_field("provider"));
+        }
+    }
     let p = state
         .store
         .set_provider_scope(&p.id, scope, state.now())

@@ -43,7 +43,7 @@ async fn change_scope_makes_a_provider_visible_to_another_project() {
     let changed = z
         .post(
             "/api/orgs/acme/projects/web/providers/fake/change-scope",
-            &t.olivia,
+            &z.admin,
             json!({ "scope": "zone" }),
         )
         .await;
@@ -199,7 +199,7 @@ async fn sites_show_what_the_provider_reported_to_its_own_project_only() {
     assert_eq!(z.get(SITES, &t.vic).await.status, StatusCode::FORBIDDEN);
     z.post(
         "/api/orgs/acme/projects/web/providers/fake/change-scope",
-        &t.olivia,
+        &z.admin,
         json!({ "scope": "zone" }),
     )
     .await;

@@ -489,3 +489,64 @@ async fn deploy_progress_goes_only_to_the_providers_own_nodes_as_one_clean_line(
     );
     server.stop().await;
 }
+
+/// Attack: a tenant project owner publishes a provider to the whole zone (so every tenant's
+/// pools may land on it, with their keys and bootstrap), or publishes one named like a real
+/// zone-scoped provider to catch pools meant for it.
+#[tokio::test]
+async fn only_an_operator_widens_a_provider_to_the_zone_and_names_stay_unique() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    let path = "/api/orgs/acme/projects/web/providers/fake/change-scope";
+    let by_owner = z.post(path, &t.olivia, json!({ "scope": "zone" })).await;
+    assert_eq!(by_owner.status, StatusCode::FORBIDDEN, "{}", by_owner.body);
+    assert_eq!(
+        by_owner.body["error"]["message"],
+        "making a provider visible to the whole zone needs the owner role in org sys (zone \
+         operator)"
+    );
+    let seen = z
+        .get("/api/orgs/acme/projects/data/providers", &z.admin)
+        .await;
+    assert!(
+        !seen.body.to_string().contains("\"fake\""),
+        "still private: {}",
+        seen.body
+    );
+
+    // A second provider named `fake` in another project may not become zone-scoped beside
+    // the first.
+    let store = z.zone.store();
+    let data = store
+        .project_by_path(&"acme".parse().unwrap(), &"data".parse().unwrap())
+        .await
+        .unwrap();
+    store
+        .create_provider(
+            &orc_zone::model::NewProvider {
+                project_id: data.id,
+                name: "fake".parse().unwrap(),
+                resource_uri: "urn:orc:test:lookalike".into(),
+                scope: orc_zone::model::ProviderScope::Project,
+                pricing: orc_zone::model::PricingStrategy::None,
+            },
+            orc_zone::model::Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    let first = z.post(path, &z.admin, json!({ "scope": "zone" })).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    let twin = z
+        .post(
+            "/api/orgs/acme/projects/data/providers/fake/change-scope",
+            &z.admin,
+            json!({ "scope": "zone" }),
+        )
+        .await;
+    assert_eq!(twin.status, StatusCode::CONFLICT, "{}", twin.body);
+    assert_eq!(twin.field(), Some("provider"));
+
+    // Narrowing back is the project owner's to do.
+    let narrowed = z.post(path, &t.olivia, json!({ "scope": "project" })).await;
+    assert_eq!(narrowed.status, StatusCode::OK, "{}", narrowed.body);
+}
