@@ -23,6 +23,8 @@ pub enum ErrorCode {
     MethodNotAllowed,
     /// 409: a name is taken, or the object changed or is in a state that refuses this.
     Conflict,
+    /// 413: the body is larger than the API takes.
+    PayloadTooLarge,
     /// 415: the body is not `application/json`.
     UnsupportedMediaType,
     /// 503: a provider could not be asked (no replica connected, timeout).
@@ -41,6 +43,7 @@ impl ErrorCode {
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::Conflict => 409,
+            ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,
@@ -76,6 +79,7 @@ mod tests {
             (ErrorCode::NotFound, "not_found", 404),
             (ErrorCode::MethodNotAllowed, "method_not_allowed", 405),
             (ErrorCode::Conflict, "conflict", 409),
+            (ErrorCode::PayloadTooLarge, "payload_too_large", 413),
             (
                 ErrorCode::UnsupportedMediaType,
                 "unsupported_media_type",

@@ -19,6 +19,9 @@ use super::access::Caller;
 use super::error::{ApiError, ErrorCode};
 use crate::model::TokenSecret;
 
+/// The largest request body the API reads, in bytes; a larger one is answered 413.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+
 /// A JSON request body; errors name the field.
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
@@ -42,9 +45,16 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                 "the request body must be JSON (Content-Type: application/json)",
             ));
         }
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|e| ApiError::invalid("body", format!("the body could not be read: {e}")))?;
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    ErrorCode::PayloadTooLarge,
+                    format!("the body is larger than the API takes ({MAX_BODY_BYTES} bytes)"),
+                )
+            } else {
+                ApiError::invalid("body", format!("the body could not be read: {e}"))
+            }
+        })?;
         parse_json(&bytes).map(JsonBody)
     }
 }

@@ -256,6 +256,9 @@ pub fn router(state: ApiState) -> Router {
         .route(&format!("{project}/quote"), post(pl::quote))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::extract::DefaultBodyLimit::max(
+            extract::MAX_BODY_BYTES,
+        ))
         .with_state(state)
 }
 

@@ -393,6 +393,12 @@ pub(super) async fn create_token(
             "label must be 1 to 100 characters",
         ));
     }
+    if label.chars().any(orc_common::text::is_unsafe) {
+        return Err(ApiError::invalid(
+            "label",
+            "label must not hold control or bidirectional formatting characters",
+        ));
+    }
     let now = state.now();
     if let Some(at) = body.expires_at
         && at <= now.millis()

@@ -550,3 +550,27 @@ async fn only_an_operator_widens_a_provider_to_the_zone_and_names_stay_unique() 
     let narrowed = z.post(path, &t.olivia, json!({ "scope": "project" })).await;
     assert_eq!(narrowed.status, StatusCode::OK, "{}", narrowed.body);
 }
+
+/// Attack: send a body far larger than any request needs, to tie up the zone's memory; and
+/// hide terminal escapes or a bidirectional override in a token's label.
+#[tokio::test]
+async fn oversized_bodies_get_413_and_labels_refuse_control_characters() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    let huge = json!({ "name": "x".repeat(1024 * 1024) });
+    let answer = z.post("/api/orgs", &z.admin, huge).await;
+    assert_eq!(
+        answer.status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{}",
+        answer.body
+    );
+    assert_eq!(answer.code(), Some("payload_too_large"));
+    for label in ["ci\x1b[2J", "ci\u{202E}kat"] {
+        let refused = z
+            .post("/api/users/mia/tokens", &t.mia, json!({ "label": label }))
+            .await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+        assert_eq!(refused.field(), Some("label"));
+    }
+}
