@@ -23,7 +23,10 @@ pub struct EmptyId {
 /// A counter id whose text is not its kind's prefix followed by [`COUNTER_DIGITS`] base32
 /// digits.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{value:?} is not a valid {kind} id (expected {prefix} followed by 12 base32 digits)")]
+#[error(
+    "{} is not a valid {kind} id (expected {prefix} followed by 12 base32 digits)",
+    crate::text::quoted(.value)
+)]
 pub struct MalformedId {
     /// Which kind of id, e.g. "pool".
     pub kind: &'static str,

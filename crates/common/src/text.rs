@@ -64,6 +64,32 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// How many characters of a bad value an error message quotes.
+pub const QUOTED_CHARS: usize = 40;
+
+/// Shows a value an error is about: in double quotes and escaped like `{:?}`, but only its
+/// first [`QUOTED_CHARS`] characters, with `…` after them when there is more. An error about
+/// a megabyte of input says what it was about in one short line.
+pub fn quoted(value: &str) -> Quoted<'_> {
+    Quoted(value)
+}
+
+/// See [`quoted`].
+#[derive(Debug, Clone, Copy)]
+pub struct Quoted<'a>(&'a str);
+
+impl std::fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.char_indices().nth(QUOTED_CHARS) {
+            None => write!(f, "{:?}", self.0),
+            Some((cut, _)) => {
+                let shown = format!("{:?}", &self.0[..cut]);
+                write!(f, "{}…\"", &shown[..shown.len() - 1])
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,6 +104,14 @@ mod tests {
         assert!(capped.ends_with('…'));
         assert_eq!(clean_line("short", 1024), "short");
         assert_eq!(clean_line("abcdef", 4), "a…");
+    }
+
+    #[test]
+    fn quoted_values_are_short_and_escaped() {
+        assert_eq!(quoted("web").to_string(), "\"web\"");
+        assert_eq!(quoted("a\x1bb").to_string(), "\"a\\u{1b}b\"");
+        let long = quoted(&"x".repeat(1_000_000)).to_string();
+        assert_eq!(long, format!("\"{}…\"", "x".repeat(QUOTED_CHARS)));
     }
 
     #[test]

@@ -27,13 +27,13 @@ pub enum ModelError {
     #[error(transparent)]
     InvalidId(#[from] MalformedId),
     /// A name that is not a DNS label.
-    #[error("{value:?} is not a valid name: {reason}")]
+    #[error("{} is not a valid name: {reason}", orc_common::text::quoted(.value))]
     InvalidName { value: String, reason: &'static str },
     /// A word that is not one of an enum's spellings.
-    #[error("{value:?} is not a valid {kind}")]
+    #[error("{} is not a valid {kind}", orc_common::text::quoted(.value))]
     InvalidWord { kind: &'static str, value: String },
     /// A month that is not `YYYY-MM`.
-    #[error("{value:?} is not a month of the form YYYY-MM")]
+    #[error("{} is not a month of the form YYYY-MM", orc_common::text::quoted(.value))]
     InvalidMonth { value: String },
     /// A markup below zero.
     #[error("markup {value} is negative; a markup must be 0 or more")]

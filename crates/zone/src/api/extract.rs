@@ -12,6 +12,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
+use orc_common::text::quoted;
 use serde::de::DeserializeOwned;
 
 use super::ApiState;
@@ -180,8 +181,9 @@ where
 {
     value
         .map(|v| {
-            v.parse::<T>()
-                .map_err(|e| ApiError::invalid(name, format!("{name} {v:?} is invalid: {e}")))
+            v.parse::<T>().map_err(|e| {
+                ApiError::invalid(name, format!("{name} {} is invalid: {e}", quoted(v)))
+            })
         })
         .transpose()
 }

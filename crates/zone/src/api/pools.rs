@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use orc_common::text::quoted;
 use orc_common::{Architecture, Shape};
 use rust_decimal::Decimal;
 
@@ -105,7 +106,7 @@ fn parse_shape(shape: &ShapeView) -> ApiResult<Shape> {
         Some(other) => {
             return Err(ApiError::invalid(
                 "shape.arch",
-                format!("shape.arch {other:?} is not one of x86_64, arm64"),
+                format!("shape.arch {} is not one of x86_64, arm64", quoted(other)),
             ));
         }
     };
@@ -244,7 +245,10 @@ fn check_package(package: &str) -> ApiResult<()> {
     } else {
         Err(ApiError::invalid(
             "app",
-            format!("app {package:?} is not a package reference of the form org/name:tag"),
+            format!(
+                "app {} is not a package reference of the form org/name:tag",
+                quoted(package)
+            ),
         ))
     }
 }
@@ -256,13 +260,16 @@ fn parse_endpoints(endpoints: &[EndpointView]) -> ApiResult<Vec<Endpoint>> {
         if e.name.parse::<crate::model::Name>().is_err() || !seen.insert(e.name.clone()) {
             return Err(ApiError::invalid(
                 format!("endpoints[{i}].name"),
-                format!("endpoint name {:?} must be a unique DNS label", e.name),
+                format!(
+                    "endpoint name {} must be a unique DNS label",
+                    quoted(&e.name)
+                ),
             ));
         }
         if !matches!(e.protocol.as_str(), "http" | "tcp") {
             return Err(ApiError::invalid(
                 format!("endpoints[{i}].protocol"),
-                format!("protocol {:?} is not one of http, tcp", e.protocol),
+                format!("protocol {} is not one of http, tcp", quoted(&e.protocol)),
             ));
         }
         if e.port == 0 {
@@ -543,7 +550,10 @@ pub(super) async fn pool_logs(
     if !matches!(level, "error" | "warn" | "info" | "debug" | "trace") {
         return Err(ApiError::invalid(
             "level",
-            format!("level {level:?} is not one of error, warn, info, debug, trace"),
+            format!(
+                "level {} is not one of error, warn, info, debug, trace",
+                quoted(level)
+            ),
         ));
     }
     let (_, _, pool) = pool_with_role(&state, &caller, &org, &project, &pool, Role::Member).await?;

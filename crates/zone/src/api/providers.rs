@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use axum::Json;
 use axum::extract::State;
+use orc_common::text::quoted;
 use rust_decimal::Decimal;
 
 use super::ApiState;
@@ -44,7 +45,10 @@ pub(super) async fn visible_provider(
         .ok_or_else(|| {
             ApiError::not_found(
                 field,
-                format!("no provider {name_or_id:?} is visible to this project"),
+                format!(
+                    "no provider {} is visible to this project",
+                    quoted(name_or_id)
+                ),
             )
         })
 }
@@ -132,7 +136,7 @@ pub(super) async fn change_scope(
     let scope: ProviderScope = body.scope.parse().map_err(|_| {
         ApiError::invalid(
             "scope",
-            format!("scope {:?} is not one of zone, project", body.scope),
+            format!("scope {} is not one of zone, project", quoted(&body.scope)),
         )
     })?;
     let p = visible_provider(&state, &project, "provider", &provider).await?;
@@ -197,7 +201,10 @@ pub(super) async fn set_pricing(
             let value = Decimal::from_str(text.trim()).map_err(|_| {
                 ApiError::invalid(
                     "markup",
-                    format!("markup {text:?} is not a decimal number such as \"0.15\""),
+                    format!(
+                        "markup {} is not a decimal number such as \"0.15\"",
+                        quoted(text)
+                    ),
                 )
             })?;
             PricingStrategy::Markup(

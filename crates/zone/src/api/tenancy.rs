@@ -4,6 +4,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use orc_common::text::quoted;
 
 use super::ApiState;
 use super::access::Caller;
@@ -252,7 +253,10 @@ pub(super) async fn create_membership(
     let role: Role = body.role.parse().map_err(|_| {
         ApiError::invalid(
             "role",
-            format!("role {:?} is not one of owner, member, viewer", body.role),
+            format!(
+                "role {} is not one of owner, member, viewer",
+                quoted(&body.role)
+            ),
         )
     })?;
     let project = match &body.project {

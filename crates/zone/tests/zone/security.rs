@@ -574,3 +574,28 @@ async fn oversized_bodies_get_413_and_labels_refuse_control_characters() {
         assert_eq!(refused.field(), Some("label"));
     }
 }
+
+/// Attack: send a long bad value (with escapes in it) so that the error message repeats it
+/// into the caller's terminal and the zone's log. The message quotes a short, escaped prefix.
+#[tokio::test]
+async fn errors_quote_only_a_short_escaped_prefix_of_bad_input() {
+    let z = TestZone::start().await;
+    let bad = format!("\x1b[2J{}", "x".repeat(200_000));
+    let answer = z.post("/api/orgs", &z.admin, json!({ "name": bad })).await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{}", answer.body);
+    assert_eq!(answer.field(), Some("name"));
+    let message = answer.body["error"]["message"].as_str().unwrap();
+    assert!(message.len() < 200, "{} bytes: {message}", message.len());
+    assert!(message.contains("\"\\u{1b}[2Jxxx"), "{message}");
+    assert!(!message.contains('\x1b'), "{message:?}");
+    let scope = z
+        .post(
+            "/api/orgs/sys/projects/sys/providers/core/change-scope",
+            &z.admin,
+            json!({ "scope": "y".repeat(100_000) }),
+        )
+        .await;
+    assert_eq!(scope.field(), Some("scope"));
+    let message = scope.body["error"]["message"].as_str().unwrap();
+    assert!(message.len() < 200, "{} bytes", message.len());
+}
