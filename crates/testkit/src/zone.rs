@@ -95,7 +95,7 @@ impl TestZone {
 
     /// The zone's data directory.
     pub fn dir(&self) -> std::path::PathBuf {
-        self.dir.path().join("zone")
+        self.config.data_dir.clone()
     }
 
     /// Calls the API at `path` (e.g. `/api/orgs`) and reads the answer as JSON.

@@ -480,20 +480,25 @@ fn tighten_files(dir: &Path) -> Result<(), ZoneError> {
 
 /// Creates `path` empty and 0600 if it does not exist.
 fn touch_private(path: &Path) -> Result<(), ZoneError> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(false);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    options
-        .open(path)
+    open_private(path, false)
         .map(drop)
         .map_err(|source| ZoneError::DataDir {
             path: path.to_path_buf(),
             source,
         })
+}
+
+/// Opens `path` for writing, creating it 0600 if it is missing (and emptying it when
+/// `truncate`).
+fn open_private(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(truncate);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path)
 }
 
 /// Makes sure user `admin` exists with an owner role in org `sys` and a token in
@@ -546,14 +551,7 @@ async fn ensure_admin(store: &Store, data_dir: &Path) -> Result<(TokenSecret, bo
 }
 
 fn write_private_file(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(path)?;
+    let mut file = open_private(path, true)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

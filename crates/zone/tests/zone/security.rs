@@ -41,6 +41,16 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
         .any(|w| w == needle.as_bytes())
 }
 
+/// Pool `acme/web/svc` as the store keeps it.
+async fn svc_pool(z: &TestZone) -> orc_zone::model::Pool {
+    let name = |text: &str| text.parse().unwrap();
+    z.zone
+        .store()
+        .pool_by_path(&name("acme"), &name("web"), &name("svc"))
+        .await
+        .unwrap()
+}
+
 /// Attack: read a pool's sensitive param out of the store's files (or a backup of them).
 #[tokio::test]
 async fn no_store_file_holds_a_sensitive_value_in_clear() {
@@ -64,16 +74,7 @@ async fn no_store_file_holds_a_sensitive_value_in_clear() {
         .await;
     assert_eq!(changed.status, StatusCode::OK, "{}", changed.body);
     // The zone itself reads the value back for the app's slots.
-    let pool = z
-        .zone
-        .store()
-        .pool_by_path(
-            &"acme".parse().unwrap(),
-            &"web".parse().unwrap(),
-            &"svc".parse().unwrap(),
-        )
-        .await
-        .unwrap();
+    let pool = svc_pool(&z).await;
     let app = pool.spec.app.as_ref().unwrap();
     assert_eq!(app.sensitive.0["api_key"], format!("{SECRET}-2"));
 
@@ -101,16 +102,7 @@ async fn values_stored_in_clear_are_sealed_at_start_and_leave_no_trace() {
     assert!(all_bytes(&z.dir()).iter().any(|(_, b)| contains(b, SECRET)));
 
     let z = z.restart().await;
-    let pool = z
-        .zone
-        .store()
-        .pool_by_path(
-            &"acme".parse().unwrap(),
-            &"web".parse().unwrap(),
-            &"svc".parse().unwrap(),
-        )
-        .await
-        .unwrap();
+    let pool = svc_pool(&z).await;
     assert_eq!(pool.spec.app.unwrap().sensitive.0["api_key"], SECRET);
     for (name, bytes) in all_bytes(&z.dir()) {
         assert!(!contains(&bytes, SECRET), "{name} still holds the secret");
@@ -279,37 +271,31 @@ impl RawReplica {
 
     /// The next message from the zone other than a keep-alive.
     async fn next(&mut self) -> orc_proto::ZoneMessage {
-        use tokio_stream::StreamExt as _;
         loop {
-            let raw = tokio::time::timeout(HUB_WAIT, self.inbound.next())
-                .await
-                .expect("the zone answers in time")
-                .expect("stream open")
-                .expect("a message");
-            let message = orc_proto::ZoneMessage::try_from(raw).expect("valid message");
+            let message = self.recv().await;
             if !matches!(message.body, ZoneBody::KeepAlive) {
                 return message;
             }
         }
     }
 
+    /// The next message from the zone.
+    async fn recv(&mut self) -> orc_proto::ZoneMessage {
+        use tokio_stream::StreamExt as _;
+        let raw = tokio::time::timeout(HUB_WAIT, self.inbound.next())
+            .await
+            .expect("the zone answers in time")
+            .expect("stream open")
+            .expect("a message");
+        orc_proto::ZoneMessage::try_from(raw).expect("valid message")
+    }
+
     /// Waits until the zone has handled everything this replica sent so far: it answers a
     /// keep-alive in order.
     async fn settle(&mut self) {
-        use tokio_stream::StreamExt as _;
         self.send(RequestId::UNSOLICITED, ProviderBody::KeepAlive)
             .await;
-        loop {
-            let raw = tokio::time::timeout(HUB_WAIT, self.inbound.next())
-                .await
-                .expect("the zone answers in time")
-                .expect("stream open")
-                .expect("a message");
-            let message = orc_proto::ZoneMessage::try_from(raw).expect("valid message");
-            if matches!(message.body, ZoneBody::KeepAlive) {
-                return;
-            }
-        }
+        while !matches!(self.recv().await.body, ZoneBody::KeepAlive) {}
     }
 }
 
