@@ -84,13 +84,28 @@ pub fn segment(text: &str) -> String {
 }
 
 impl Client {
-    /// A client of the zone at `base` (`http://HOST:PORT`).
-    pub fn new(base: &str, token: Option<String>) -> Self {
-        Client {
+    /// A client of the zone at `base` (`https://HOST:PORT`, or `http://` for a plain zone
+    /// on loopback) that trusts only `ca`, the zone's CA.
+    pub fn new(
+        base: &str,
+        token: Option<String>,
+        ca: Option<&orc_tls::PinnedCa>,
+    ) -> anyhow::Result<Self> {
+        let mut http = reqwest::Client::builder().tls_built_in_root_certs(false);
+        if let Some(ca) = ca {
+            let cert = reqwest::Certificate::from_pem(ca.pem().as_bytes()).map_err(|e| {
+                anyhow::anyhow!("the zone's CA {} cannot be used: {e}", ca.origin())
+            })?;
+            http = http.add_root_certificate(cert);
+        }
+        let http = http
+            .build()
+            .map_err(|e| anyhow::anyhow!("cannot set up the HTTP client: {e}"))?;
+        Ok(Client {
             base: base.trim_end_matches('/').to_string(),
             token,
-            http: reqwest::Client::new(),
-        }
+            http,
+        })
     }
 
     async fn call<B: Serialize, T: DeserializeOwned>(
@@ -159,7 +174,12 @@ impl Client {
     }
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// What went wrong reaching the zone: what TLS found wrong, in words, when that was it;
+/// else the whole error chain.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    if let Some(failure) = orc_tls::explain(e) {
+        return failure.to_string();
+    }
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -38,6 +38,10 @@ pub struct ConnArgs {
     /// Refused: every user of the machine can read a command line.
     #[arg(long, global = true, hide = true)]
     pub token: Option<String>,
+    /// The zone's CA certificate to trust [default: <data dir>/ca.pem]; `orc zone ca` on
+    /// the zone's machine prints it.
+    #[arg(long, global = true, env = "ORC_CA_FILE", value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
@@ -124,6 +128,36 @@ enum Command {
 enum ZoneCommand {
     /// Run the zone controller until Ctrl-C.
     Serve(ServeArgs),
+    /// Print the zone's CA certificate (PEM, on stdout) and its fingerprint (on stderr), for
+    /// clients on other machines to pin with --ca-file.
+    Ca {
+        /// The zone's data dir [default: $ORC_DATA_DIR, else ~/.local/share/orc].
+        #[arg(long, env = "ORC_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+/// TLS of the zone's listeners, shared by `orc zone serve` and `orc up`.
+#[derive(Debug, Clone, Args)]
+pub struct TlsArgs {
+    /// Serve plain HTTP and h2c instead of TLS: allowed only when both addresses are loopback.
+    #[arg(long)]
+    pub plain: bool,
+    /// A DNS name or address the server certificate also carries (repeatable): the names
+    /// clients on other machines dial.
+    #[arg(long = "tls-name", value_name = "NAME")]
+    pub tls_names: Vec<String>,
+}
+
+impl TlsArgs {
+    /// The zone's TLS config for these arguments.
+    pub fn config(&self) -> orc_zone::zone::TlsConfig {
+        orc_zone::zone::TlsConfig {
+            plain: self.plain,
+            names: self.tls_names.clone(),
+            ..Default::default()
+        }
+    }
 }
 
 /// Arguments of `orc zone serve`.
@@ -149,6 +183,8 @@ struct ServeArgs {
     /// Where providers dial in (gRPC).
     #[arg(long, default_value = orc_zone::zone::DEFAULT_GRPC_ADDR)]
     grpc: SocketAddr,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -291,6 +327,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Zone {
             command: ZoneCommand::Serve(args),
         } => serve(args).await,
+        Command::Zone {
+            command: ZoneCommand::Ca { data_dir },
+        } => print_ca(data_dir),
         Command::Pools { project } => commands::pools::list(&conn, project.as_deref()).await,
         Command::Pool { command } => match command {
             PoolCommand::Create(args) => commands::pools::create(&conn, args).await,
@@ -331,6 +370,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// `orc zone ca`: the CA certificate on stdout, so `orc zone ca > zone-ca.pem` copies it.
+fn print_ca(data_dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let dir = data_dir.unwrap_or_else(orc_zone::zone::default_data_dir);
+    let path = dir.join(orc_zone::zone::CA_CERT_FILE);
+    let ca = orc_tls::PinnedCa::from_file(&path).with_context(|| {
+        format!(
+            "no zone CA in {}: a zone makes it on its first start (unless it runs with --plain)",
+            dir.display()
+        )
+    })?;
+    print!("{}", ca.pem());
+    eprintln!("fingerprint {}", ca.fingerprint());
+    Ok(())
+}
+
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     init_tracing();
     let data_dir = args
@@ -356,6 +410,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.sealing_key_file = args.sealing_key_file;
     config.http_addr = args.http;
     config.grpc_addr = args.grpc;
+    config.tls = args.tls.config();
     // The partner app runs from `orc-prov-partner` next to `orc` when there is one, else
     // from `orc` itself, which embeds it.
     if config.apps.resolve(up::PARTNER_PACKAGE).is_err() {
@@ -374,6 +429,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let zone = orc_zone::zone::Zone::start(config).await?;
     println!("zone API:    {}", zone.url());
     println!("providers:   {} (gRPC)", zone.grpc_url());
+    match zone.ca_file() {
+        Some(ca) => println!("CA:          {} (clients pin it)", ca.display()),
+        None => println!("TLS:         off (--plain, loopback only)"),
+    }
     println!("data dir:    {}", zone.data_dir().display());
     let token_file = zone.data_dir().join(orc_zone::zone::ADMIN_TOKEN_FILE);
     if zone.admin_token_is_new() && std::io::stdout().is_terminal() {

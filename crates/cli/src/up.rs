@@ -63,6 +63,8 @@ pub struct UpArgs {
     /// Where providers dial in (gRPC).
     #[arg(long, default_value = orc_zone::zone::DEFAULT_GRPC_ADDR)]
     pub grpc: SocketAddr,
+    #[command(flatten)]
+    pub tls: crate::TlsArgs,
     /// Where the Hetzner Cloud emulator listens.
     #[arg(long, default_value = "127.0.0.1:4010")]
     pub hetzner_emu: SocketAddr,
@@ -248,6 +250,7 @@ impl Up {
         let mut config = ZoneConfig::new(&data_dir);
         config.http_addr = args.http;
         config.grpc_addr = args.grpc;
+        config.tls = args.tls.config();
         config.apps = apps;
         let zone = Zone::start(config)
             .await
@@ -316,6 +319,10 @@ impl Up {
         let url = self.zone.url();
         text.push_str(&format!("zone      {url}\n"));
         text.push_str(&format!("data dir  {}\n", self.data_dir.display()));
+        match self.zone.ca_file() {
+            Some(ca) => text.push_str(&format!("CA        {} (clients pin it)\n", ca.display())),
+            None => text.push_str("TLS       off (--plain, loopback only)\n"),
+        }
         if self.zone.admin_token_is_new() && to_terminal {
             text.push_str(&format!(
                 "token     {}   (shown once; kept in {})\n",
@@ -758,6 +765,10 @@ mod tests {
             data_dir: Some(dir.join("data")),
             http: any,
             grpc: any,
+            tls: crate::TlsArgs {
+                plain: false,
+                tls_names: Vec::new(),
+            },
             hetzner_emu: any,
             vultr_emu: any,
             robot_emu: any,
@@ -792,7 +803,7 @@ mod tests {
             .unwrap();
         assert!(up.pool_created);
         let token = up.zone.admin_token().expose().to_string();
-        let health = reqwest::Client::new()
+        let health = orc_testkit::zone::client_of(&up.zone)
             .get(format!("{}/api/orgs", up.zone.url()))
             .bearer_auth(&token)
             .send()

@@ -44,6 +44,9 @@ async fn pool_create_waits_for_running_nodes_and_quotes_show_the_markup() {
         inventory_interval: None,
         jitter_seed: Some(1),
         credentials: Some(credentials),
+        zone_ca: zone
+            .ca_pem()
+            .and_then(|pem| orc_tls::PinnedCa::from_pem(pem, "the test zone")),
         ..RunnerOptions::default()
     };
     let runner = ProviderRunner::new(

@@ -35,7 +35,7 @@ use orc_partner::quote::{Purpose, QuoteRequest, quote};
 use orc_partner::validate::{Drafts, validate_drafts};
 use orc_partner::{QuoteState, explain, seed};
 use orc_provider_sdk::process;
-use orc_provider_sdk::{RunnerOptions, ZoneCredentials, run_provider};
+use orc_provider_sdk::{RunnerOptions, run_provider};
 
 const DEFAULT_SEED_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../emu/seed");
 
@@ -123,6 +123,10 @@ enum Command {
         /// The project (`<org>/<project>`) the partner registers in.
         #[arg(long, env = "ORC_ZONE_PROJECT", requires = "token_file")]
         project: Option<String>,
+        /// The zone's CA certificate (its ca.pem), which an https:// endpoint must present
+        /// a certificate signed by.
+        #[arg(long, env = "ORC_ZONE_CA_FILE")]
+        zone_ca_file: Option<PathBuf>,
     },
     /// Time the quote engine; the last line is `ns_per_quote N`.
     BenchQuote {
@@ -275,9 +279,14 @@ where
             slot,
             token_file,
             project,
+            zone_ca_file,
         } => {
-            let credentials = process::zone_credentials(token_file.as_deref(), project.as_deref())?;
-            serve(&zone, refresh_secs, inventory_secs, slot, credentials)
+            let access = process::zone_access(
+                token_file.as_deref(),
+                project.as_deref(),
+                zone_ca_file.as_deref(),
+            )?;
+            serve(&zone, refresh_secs, inventory_secs, slot, access)
         }
     }
 }
@@ -299,7 +308,7 @@ fn serve(
     refresh_secs: u64,
     inventory_secs: u64,
     slot: u32,
-    credentials: Option<ZoneCredentials>,
+    access: process::ZoneAccess,
 ) -> anyhow::Result<()> {
     process::init_stderr_tracing();
     let config = match load_config(&ProcessEnv) {
@@ -321,7 +330,8 @@ fn serve(
     let provider = PartnerProvider::new(config, options, replica)?;
     tracing::info!(zone, "The partner provider dials the zone");
     let options = RunnerOptions {
-        credentials,
+        credentials: access.credentials,
+        zone_ca: access.ca,
         inventory_interval: Some(Duration::from_secs(inventory_secs.max(1))),
         ..RunnerOptions::default()
     };

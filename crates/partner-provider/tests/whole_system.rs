@@ -34,6 +34,7 @@ fn start_replica(slot: u32, zone: &Zone, emu: &orc_emu::RunningEmulators, dir: &
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("RUST_LOG", "warn")
         .env("ORC_ZONE_ENDPOINT", zone.grpc_url())
+        .env("ORC_ZONE_CA_FILE", zone.ca_file().expect("the zone speaks TLS"))
         .env("ORC_ZONE_TOKEN_FILE", &token_file)
         .env("ORC_ZONE_PROJECT", "sys/sys")
         .env("ORC_SLOT", slot.to_string())
@@ -127,7 +128,12 @@ async fn sigkill_of_the_serving_replica_loses_and_duplicates_nothing() {
     let zone = Zone::start(config).await.expect("zone starts");
     let api = zone.url();
     let token = zone.admin_token().expose().to_string();
-    let http = reqwest::Client::new();
+    let ca = reqwest::Certificate::from_pem(zone.ca_pem().expect("TLS").as_bytes()).expect("CA");
+    let http = reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(ca)
+        .build()
+        .expect("HTTP client");
 
     let mut replicas = vec![
         Some(start_replica(0, &zone, &emu, dir.path())),

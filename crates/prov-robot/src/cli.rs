@@ -29,7 +29,7 @@ use orc_provider_sdk::machine::{
 };
 use orc_provider_sdk::process::{self, OfferFormat};
 use orc_provider_sdk::secret::Secret;
-use orc_provider_sdk::{HelloInfo, RunnerOptions, ZoneCredentials, run_provider};
+use orc_provider_sdk::{HelloInfo, RunnerOptions, run_provider};
 
 use crate::config::{RobotAccount, parse_account};
 use crate::machines::{RobotMachines, SshOptions, reset_for};
@@ -81,6 +81,10 @@ enum Command {
         /// The project (`<org>/<project>`) the provider registers in.
         #[arg(long, env = "ORC_ZONE_PROJECT", requires = "token_file")]
         project: Option<String>,
+        /// The zone's CA certificate (its ca.pem), which an https:// endpoint must present
+        /// a certificate signed by.
+        #[arg(long, env = "ORC_ZONE_CA_FILE")]
+        zone_ca_file: Option<PathBuf>,
     },
     /// Print the account's free servers as offers.
     Offers {
@@ -214,10 +218,15 @@ where
             slot,
             token_file,
             project,
+            zone_ca_file,
         } => {
-            let credentials = process::zone_credentials(token_file.as_deref(), project.as_deref())?;
+            let access = process::zone_access(
+                token_file.as_deref(),
+                project.as_deref(),
+                zone_ca_file.as_deref(),
+            )?;
             let account = read_account(&args)?;
-            serve(account, args.api_url, &zone, &name, slot, credentials)
+            serve(account, args.api_url, &zone, &name, slot, access)
         }
     }
 }
@@ -349,7 +358,7 @@ fn serve(
     zone: &str,
     name: &str,
     slot: u32,
-    credentials: Option<ZoneCredentials>,
+    access: process::ZoneAccess,
 ) -> anyhow::Result<()> {
     process::init_stderr_tracing();
     let hello = hello_for(name, &account, slot)?;
@@ -357,7 +366,8 @@ fn serve(
     let machines = RobotMachines::new(account, api_url, SshOptions::default());
     tracing::info!(zone, provider = name, "The Robot provider dials the zone");
     let options = RunnerOptions {
-        credentials,
+        credentials: access.credentials,
+        zone_ca: access.ca,
         ..RunnerOptions::default()
     };
     runtime.block_on(async {

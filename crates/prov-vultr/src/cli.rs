@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use orc_provider_sdk::machine::{AdapterOptions, MachineAdapter, MachineProvider, OfferQuery};
 use orc_provider_sdk::process::{self, OfferFormat};
-use orc_provider_sdk::{RunnerOptions, ZoneCredentials, run_provider};
+use orc_provider_sdk::{RunnerOptions, run_provider};
 
 use crate::config::Account;
 use crate::machines::{VultrMachines, VultrOptions};
@@ -49,6 +49,10 @@ enum Command {
         /// The project the zone token belongs to.
         #[arg(long, env = "ORC_ZONE_PROJECT", requires = "token_file")]
         project: Option<String>,
+        /// The zone's CA certificate (its ca.pem), which an https:// endpoint must present
+        /// a certificate signed by.
+        #[arg(long, env = "ORC_ZONE_CA_FILE")]
+        zone_ca_file: Option<PathBuf>,
         /// Seconds between reads of the offers.
         #[arg(long, default_value_t = 300)]
         refresh_secs: u64,
@@ -81,10 +85,15 @@ where
             slot,
             token_file,
             project,
+            zone_ca_file,
             refresh_secs,
         } => {
-            let credentials = process::zone_credentials(token_file.as_deref(), project.as_deref())?;
-            serve(&zone, slot, credentials, refresh_secs)
+            let access = process::zone_access(
+                token_file.as_deref(),
+                project.as_deref(),
+                zone_ca_file.as_deref(),
+            )?;
+            serve(&zone, slot, access, refresh_secs)
         }
         Command::Offers { location, json } => {
             let machines = machines_from_env()?;
@@ -145,7 +154,7 @@ fn machines_from_env() -> anyhow::Result<VultrMachines> {
 fn serve(
     zone: &str,
     slot: u32,
-    credentials: Option<ZoneCredentials>,
+    access: process::ZoneAccess,
     refresh_secs: u64,
 ) -> anyhow::Result<()> {
     process::init_stderr_tracing();
@@ -161,7 +170,8 @@ fn serve(
     );
     tracing::info!(zone, provider = %name, "The Vultr provider dials the zone");
     let options = RunnerOptions {
-        credentials,
+        credentials: access.credentials,
+        zone_ca: access.ca,
         ..RunnerOptions::default()
     };
     process::runtime()?.block_on(run_provider(zone, Arc::new(adapter), options))?;

@@ -52,6 +52,9 @@ pub enum ProcessError {
         #[source]
         source: InvalidCredentials,
     },
+    /// The zone's CA certificate could not be read.
+    #[error(transparent)]
+    ZoneCa(#[from] orc_tls::PinError),
     /// The provider's name was empty.
     #[error("the provider name is empty")]
     EmptyProviderName(#[source] EmptyId),
@@ -127,6 +130,37 @@ pub fn zone_credentials(
         }
     })?;
     Ok(Some(credentials))
+}
+
+/// What a provider shows and trusts when it dials the zone: its credentials and the zone's
+/// CA.
+#[derive(Debug, Clone, Default)]
+pub struct ZoneAccess {
+    /// Token and project, when the app runner handed them over.
+    pub credentials: Option<ZoneCredentials>,
+    /// The zone's CA, for an `https://` endpoint.
+    pub ca: Option<orc_tls::PinnedCa>,
+}
+
+/// [`zone_credentials`] and [`zone_ca`] together (`ORC_ZONE_TOKEN_FILE`,
+/// `ORC_ZONE_PROJECT`, `ORC_ZONE_CA_FILE`).
+pub fn zone_access(
+    token_file: Option<&Path>,
+    project: Option<&str>,
+    ca_file: Option<&Path>,
+) -> Result<ZoneAccess, ProcessError> {
+    Ok(ZoneAccess {
+        credentials: zone_credentials(token_file, project)?,
+        ca: zone_ca(ca_file)?,
+    })
+}
+
+/// Reads the zone's CA certificate from the file the app runner hands a provider
+/// (`ORC_ZONE_CA_FILE`), if one is named. An `https://` zone endpoint needs it.
+pub fn zone_ca(path: Option<&Path>) -> Result<Option<orc_tls::PinnedCa>, ProcessError> {
+    path.map(orc_tls::PinnedCa::from_file)
+        .transpose()
+        .map_err(ProcessError::ZoneCa)
 }
 
 /// Installs the process-wide log subscriber: formatted lines on stderr, filtered by

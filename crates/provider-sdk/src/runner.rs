@@ -69,6 +69,9 @@ pub struct RunnerOptions {
     /// Token and project sent when a stream opens; a zone that checks them refuses a stream
     /// without. Default none.
     pub credentials: Option<ZoneCredentials>,
+    /// The zone's CA, which an `https://` endpoint's certificate must be signed by.
+    /// Default none (only `http://` endpoints then work).
+    pub zone_ca: Option<orc_tls::PinnedCa>,
 }
 
 impl Default for RunnerOptions {
@@ -83,6 +86,7 @@ impl Default for RunnerOptions {
             jitter_seed: None,
             outbound_buffer: 256,
             credentials: None,
+            zone_ca: None,
         }
     }
 }
@@ -145,7 +149,8 @@ impl<P: Provider> ProviderRunner<P, GrpcConnector> {
         provider: Arc<P>,
         options: RunnerOptions,
     ) -> Result<Self, RunnerError> {
-        let mut connector = GrpcConnector::new(endpoint, options.connect_timeout)?;
+        let mut connector =
+            GrpcConnector::new(endpoint, options.connect_timeout, options.zone_ca.as_ref())?;
         if let Some(credentials) = options.credentials.clone() {
             connector = connector.with_credentials(credentials);
         }

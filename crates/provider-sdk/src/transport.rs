@@ -1,7 +1,9 @@
 //! How the runner reaches the zone: a [`Connector`] turns the provider's outbound message
 //! stream into the zone's inbound stream.
 //!
-//! [`GrpcConnector`] dials the zone's `ProviderHub.Attach` over HTTP/2 (no TLS yet). The
+//! [`GrpcConnector`] dials the zone's `ProviderHub.Attach` over HTTP/2: TLS for an
+//! `https://` endpoint, trusting only the zone's pinned CA, or h2c for an `http://` one
+//! (a zone allows plain listeners only on loopback). The
 //! test harness has an in-memory connector with the same contract, so runner timing can be
 //! tested under tokio's paused clock, where real sockets would race the virtual time.
 
@@ -45,9 +47,13 @@ impl Stream for ProviderStream {
 /// Opening a stream to the zone failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    /// No connection to the zone's address.
-    #[error("cannot reach the zone")]
-    Transport(#[source] tonic::transport::Error),
+    /// No connection to the zone's address. `hint` says what TLS found wrong, if anything.
+    #[error("cannot reach the zone{hint}")]
+    Transport {
+        hint: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
     /// The zone answered the call with an error status.
     #[error("the zone refused the stream: {0}")]
     Refused(Status),
@@ -134,22 +140,48 @@ pub enum InvalidCredentials {
 
 /// The zone's address could not be used.
 #[derive(Debug, thiserror::Error)]
-#[error("zone endpoint {endpoint:?} is not a valid URI")]
+#[error("zone endpoint {endpoint:?} {reason}")]
 pub struct InvalidEndpoint {
     pub endpoint: String,
+    pub reason: String,
 }
 
 impl GrpcConnector {
-    /// A connector for `endpoint` such as `http://127.0.0.1:7400`.
-    pub fn new(endpoint: &str, connect_timeout: Duration) -> Result<Self, InvalidEndpoint> {
-        let endpoint = Endpoint::from_shared(endpoint.to_string())
-            .map_err(|_| InvalidEndpoint {
-                endpoint: endpoint.to_string(),
-            })?
+    /// A connector for `endpoint`: `https://zone.internal:7400` with the zone's CA in `ca`,
+    /// or `http://127.0.0.1:7400` for a plain zone on loopback.
+    pub fn new(
+        endpoint: &str,
+        connect_timeout: Duration,
+        ca: Option<&orc_tls::PinnedCa>,
+    ) -> Result<Self, InvalidEndpoint> {
+        let invalid = |reason: String| InvalidEndpoint {
+            endpoint: endpoint.to_string(),
+            reason,
+        };
+        let mut built = Endpoint::from_shared(endpoint.to_string())
+            .map_err(|_| invalid("is not a valid URI".into()))?
             .connect_timeout(connect_timeout)
             .tcp_nodelay(true);
+        match (endpoint.starts_with("https://"), ca) {
+            (true, Some(ca)) => {
+                let tls = tonic::transport::ClientTlsConfig::new()
+                    .ca_certificate(tonic::transport::Certificate::from_pem(ca.pem()));
+                built = built
+                    .tls_config(tls)
+                    .map_err(|e| invalid(format!("cannot use the zone's CA {}: {e}", ca.origin())))?;
+            }
+            (true, None) => {
+                return Err(invalid(
+                    "speaks TLS, but no zone CA was given: set ORC_ZONE_CA_FILE (or \
+                     --zone-ca-file) to the zone's ca.pem"
+                        .into(),
+                ));
+            }
+            (false, _) if endpoint.starts_with("http://") => {}
+            (false, _) => return Err(invalid("must start with https:// or http://".into())),
+        }
         Ok(GrpcConnector {
-            endpoint,
+            endpoint: built,
             credentials: None,
         })
     }
@@ -169,7 +201,12 @@ impl Connector for GrpcConnector {
         let endpoint = self.endpoint.clone();
         let credentials = self.credentials.clone();
         async move {
-            let channel = endpoint.connect().await.map_err(ConnectError::Transport)?;
+            let channel = endpoint.connect().await.map_err(|source| {
+                let hint = orc_tls::explain(&source)
+                    .map(|failure| format!(": {failure}"))
+                    .unwrap_or_default();
+                ConnectError::Transport { hint, source }
+            })?;
             let mut client = ProviderHubClient::new(channel);
             let mut request = tonic::Request::new(outbound);
             if let Some(credentials) = &credentials {

@@ -47,6 +47,22 @@ impl std::fmt::Debug for TestZone {
     }
 }
 
+/// An HTTP client of `zone`'s API that trusts only the zone's CA (any client, when the
+/// zone is plain).
+pub fn client_of(zone: &Zone) -> reqwest::Client {
+    pinned_client(zone.ca_pem())
+}
+
+/// An HTTP client that trusts only the CA in `ca_pem` (no CA: a client for plain zones).
+pub fn pinned_client(ca_pem: Option<&str>) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder().tls_built_in_root_certs(false);
+    if let Some(pem) = ca_pem {
+        builder = builder
+            .add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).expect("CA PEM"));
+    }
+    builder.build().expect("HTTP client")
+}
+
 impl TestZone {
     /// A zone on the embedded defaults.
     pub async fn start() -> TestZone {
@@ -61,10 +77,11 @@ impl TestZone {
         adjust(&mut config);
         let zone = Zone::start(config.clone()).await.expect("zone starts");
         let admin = zone.admin_token().expose().to_string();
+        let http = client_of(&zone);
         TestZone {
             zone,
             admin,
-            http: reqwest::Client::new(),
+            http,
             config,
             dir,
         }

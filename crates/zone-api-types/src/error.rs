@@ -21,6 +21,8 @@ pub enum ErrorCode {
     NotFound,
     /// 405: the path exists but not with this method.
     MethodNotAllowed,
+    /// 408: the request took longer than the API allows (a body sent too slowly).
+    RequestTimeout,
     /// 409: a name is taken, or the object changed or is in a state that refuses this.
     Conflict,
     /// 413: the body is larger than the API takes.
@@ -42,6 +44,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::Conflict => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
@@ -78,6 +81,7 @@ mod tests {
             (ErrorCode::Forbidden, "forbidden", 403),
             (ErrorCode::NotFound, "not_found", 404),
             (ErrorCode::MethodNotAllowed, "method_not_allowed", 405),
+            (ErrorCode::RequestTimeout, "request_timeout", 408),
             (ErrorCode::Conflict, "conflict", 409),
             (ErrorCode::PayloadTooLarge, "payload_too_large", 413),
             (

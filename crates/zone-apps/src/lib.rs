@@ -219,12 +219,22 @@ impl std::fmt::Debug for Apps {
     }
 }
 
+/// Where app slots dial the zone: the provider endpoint's URL and, when it speaks TLS, the
+/// zone's CA certificate (handed to each slot as `ORC_ZONE_CA_FILE`).
+#[derive(Debug, Clone)]
+pub struct ZoneEndpoint {
+    /// `https://ADDR` (or `http://ADDR` when the zone is plain).
+    pub url: String,
+    /// The CA certificate in PEM form; `None` when plain.
+    pub ca_pem: Option<String>,
+}
+
 struct Inner {
     store: Store,
     config: AppsConfig,
     /// `<data_dir>/apps`.
     dir: PathBuf,
-    zone_grpc_url: String,
+    zone: ZoneEndpoint,
     core: Provider,
     apps_user: UserId,
     slots: tokio::sync::Mutex<BTreeMap<NodeId, SlotHandle>>,
@@ -241,12 +251,12 @@ impl Apps {
     /// Starts the `core` provider: makes sure its provider row (`core` in project `sys/sys`,
     /// scope zone) and the apps user exist, creates `<data_dir>/apps`, and starts the
     /// supervisor, which adopts every `running` node of a `core` pool (so a zone restart
-    /// brings its apps back). Apps dial the zone's gRPC at `zone_grpc_url`
-    /// (`http://127.0.0.1:7401`).
+    /// brings its apps back). Apps dial the zone's provider endpoint as
+    /// `zone` says.
     pub async fn start(
         store: Store,
         data_dir: &Path,
-        zone_grpc_url: &str,
+        zone: ZoneEndpoint,
         config: AppsConfig,
     ) -> Result<Apps, AppsError> {
         let dir = data_dir.join("apps");
@@ -266,7 +276,7 @@ impl Apps {
                 store,
                 config,
                 dir,
-                zone_grpc_url: zone_grpc_url.to_string(),
+                zone,
                 core,
                 apps_user,
                 slots: tokio::sync::Mutex::new(BTreeMap::new()),
@@ -533,8 +543,17 @@ impl Apps {
         env.insert("ORC_POOL_ID".into(), pool.id.to_string());
         env.insert("ORC_POOL_GENERATION".into(), pool.generation.to_string());
         env.insert("ORC_NODE".into(), node.id.to_string());
-        env.insert("ORC_ZONE_GRPC".into(), self.inner.zone_grpc_url.clone());
-        env.insert("ORC_ZONE_ENDPOINT".into(), self.inner.zone_grpc_url.clone());
+        env.insert("ORC_ZONE_GRPC".into(), self.inner.zone.url.clone());
+        env.insert("ORC_ZONE_ENDPOINT".into(), self.inner.zone.url.clone());
+        if let Some(ca) = &self.inner.zone.ca_pem {
+            files.push(ParamFile {
+                param: "zone_ca".into(),
+                env: "ORC_ZONE_CA_FILE".into(),
+                file_name: "zone-ca.pem".into(),
+                text: FileText(ca.clone()),
+                sensitive: false,
+            });
+        }
         env.insert("ORC_ZONE_PROJECT".into(), project_path);
         env.insert(
             "ORC_RUNTIME_DIR".into(),

@@ -85,7 +85,11 @@ async fn fixture() -> Fixture {
             sensitive_params: Default::default(),
         },
     );
-    let apps = Apps::start(store.clone(), &data, "http://127.0.0.1:7999", config)
+    let endpoint = orc_zone_apps::ZoneEndpoint {
+        url: "http://127.0.0.1:7999".into(),
+        ca_pem: None,
+    };
+    let apps = Apps::start(store.clone(), &data, endpoint, config)
         .await
         .unwrap();
     Fixture {

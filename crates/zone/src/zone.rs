@@ -15,20 +15,28 @@
 //!   start unless [`ZoneConfig::sealing_key_file`] names another file (a zone on PostgreSQL
 //!   with several controllers gives each the same key file);
 //! - `admin-token` — the first operator's API token, written once;
+//! - `ca.pem`, `ca-key.pem` — the zone's CA (ECDSA P-256), made on first start; the API
+//!   and the provider endpoint present certificates it signs, and clients pin `ca.pem`;
 //! - `zone-url` — the API's URL, rewritten at every start, so the CLI finds a local zone.
+//!
+//! Both listeners speak TLS unless [`TlsConfig::plain`] asks for plain text, which the zone
+//! accepts only when both addresses are loopback.
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use std::time::Duration;
+
+use orc_tls::ZoneCa;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::api::views::ReplicaView;
-use crate::api::{self, ApiState, LogLineView, LogSource, LogsFuture, ProviderDirectory};
-use crate::apps::{Apps, AppsConfig, AppsError};
+use crate::api::{self, ApiLimits, ApiState, LogLineView, LogSource, LogsFuture, ProviderDirectory};
+use crate::apps::{Apps, AppsConfig, AppsError, ZoneEndpoint};
 use crate::backend::Backends;
 use crate::hub::{Hub, HubOptions};
 use crate::model::{Name, Pool, Provider, Role, TokenSecret, sys_org_id};
@@ -47,6 +55,78 @@ pub const ADMIN_TOKEN_FILE: &str = "admin-token";
 pub const ZONE_URL_FILE: &str = "zone-url";
 /// File in the data dir holding the sealing key, unless the config names another.
 pub const SEALING_KEY_FILE: &str = "sealing-key";
+/// File in the data dir holding the CA certificate clients pin.
+pub const CA_CERT_FILE: &str = "ca.pem";
+/// File in the data dir holding the CA's key.
+pub const CA_KEY_FILE: &str = "ca-key.pem";
+
+/// TLS on the zone's listeners.
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    /// Serve plain HTTP and h2c instead: refused unless both listen addresses are loopback.
+    pub plain: bool,
+    /// Names the server certificate carries besides `localhost`, `127.0.0.1`, `::1` and the
+    /// listen addresses: the DNS names and addresses clients on other machines dial.
+    pub names: Vec<String>,
+    /// How long a server certificate is valid; the zone signs one at start and renews it
+    /// when a third of this is left. Default 30 days.
+    pub cert_lifetime: Duration,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        TlsConfig {
+            plain: false,
+            names: Vec::new(),
+            cert_lifetime: orc_tls::ca::SERVER_CERT_LIFETIME,
+        }
+    }
+}
+
+/// Timeouts and limits of the zone's two listeners.
+#[derive(Debug, Clone)]
+pub struct ListenLimits {
+    /// Open connections per listener at most. Default 1024.
+    pub max_connections: usize,
+    /// From accept to a finished TLS handshake. Default 10 s.
+    pub handshake_timeout: Duration,
+    /// From a request's first byte to the end of its headers. Default 10 s.
+    pub header_read_timeout: Duration,
+    /// A connection with no request in flight this long is closed. Default 60 s.
+    pub idle_timeout: Duration,
+    /// HTTP/2 keep-alive pings, and how long one may go unanswered. Default 20 s.
+    pub keepalive_interval: Duration,
+    /// The API's request timeout and concurrency limit.
+    pub api: ApiLimits,
+}
+
+impl Default for ListenLimits {
+    fn default() -> Self {
+        let serve = orc_tls::ServeOptions::default();
+        ListenLimits {
+            max_connections: serve.max_connections,
+            handshake_timeout: serve.handshake_timeout,
+            header_read_timeout: serve.header_read_timeout,
+            idle_timeout: serve.idle_timeout,
+            keepalive_interval: serve.keepalive_interval,
+            api: ApiLimits::default(),
+        }
+    }
+}
+
+impl ListenLimits {
+    fn serve_options(&self, tls: Option<Arc<orc_tls::rustls::ServerConfig>>) -> orc_tls::ServeOptions {
+        orc_tls::ServeOptions {
+            tls,
+            max_connections: self.max_connections,
+            handshake_timeout: self.handshake_timeout,
+            header_read_timeout: self.header_read_timeout,
+            idle_timeout: self.idle_timeout,
+            keepalive_interval: self.keepalive_interval,
+            ..orc_tls::ServeOptions::default()
+        }
+    }
+}
 
 /// The data dir used when none is given: `$ORC_DATA_DIR`, else `$XDG_DATA_HOME/orc`, else
 /// `$HOME/.local/share/orc`, else `./.orc`.
@@ -82,6 +162,10 @@ pub struct ZoneConfig {
     pub reconcile: ReconcileOptions,
     /// Timeouts of the provider hub.
     pub hub: HubOptions,
+    /// TLS on both listeners.
+    pub tls: TlsConfig,
+    /// Timeouts and limits of both listeners.
+    pub limits: ListenLimits,
 }
 
 impl ZoneConfig {
@@ -96,6 +180,8 @@ impl ZoneConfig {
             apps: AppsConfig::default(),
             reconcile: ReconcileOptions::default(),
             hub: HubOptions::default(),
+            tls: TlsConfig::default(),
+            limits: ListenLimits::default(),
         }
     }
 
@@ -125,6 +211,15 @@ pub enum ZoneError {
          make it private with: chmod 700 {path}"
     )]
     DataDirOpen { path: PathBuf, mode: u32 },
+    /// Plain listeners were asked for on an address other machines can reach.
+    #[error(
+        "plain HTTP was asked for, but the {what} listens on {addr}, which is not loopback; \
+         plain listeners are allowed only on 127.0.0.1 or ::1 (drop --plain to serve TLS)"
+    )]
+    PlainOffLoopback { what: &'static str, addr: SocketAddr },
+    /// The CA could not be read or made, or refused to sign.
+    #[error(transparent)]
+    Ca(#[from] orc_tls::CaError),
     /// The sealing key could not be read or made.
     #[error(transparent)]
     SealingKey(#[from] orc_zone_store::SealError),
@@ -158,14 +253,35 @@ pub struct Zone {
     reconcilers: ReconcilerHandle,
     stop: watch::Sender<bool>,
     http_task: JoinHandle<std::io::Result<()>>,
-    grpc_task: JoinHandle<Result<(), tonic::transport::Error>>,
+    grpc_task: JoinHandle<std::io::Result<()>>,
+    ca: Option<Arc<ZoneCa>>,
+    renew_task: Option<JoinHandle<()>>,
 }
 
 impl Zone {
     /// Opens the store, makes sure the first operator exists, and starts every part.
     pub async fn start(config: ZoneConfig) -> Result<Zone, ZoneError> {
         let data_dir = config.data_dir.clone();
+        if config.tls.plain {
+            for (what, addr) in [("API", config.http_addr), ("provider endpoint", config.grpc_addr)] {
+                if !addr.ip().is_loopback() {
+                    return Err(ZoneError::PlainOffLoopback { what, addr });
+                }
+            }
+        }
         prepare_data_dir(&data_dir)?;
+        let ca = if config.tls.plain {
+            None
+        } else {
+            let (ca, is_new) = ZoneCa::load_or_create(
+                &data_dir.join(CA_CERT_FILE),
+                &data_dir.join(CA_KEY_FILE),
+            )?;
+            if is_new {
+                tracing::info!(fingerprint = %ca.fingerprint(), "the zone's CA was created; clients pin {CA_CERT_FILE}");
+            }
+            Some(Arc::new(ca))
+        };
         let url = match &config.database_url {
             Some(url) => url.clone(),
             None => {
@@ -200,20 +316,44 @@ impl Zone {
         let (http, http_addr) = bind("HTTP API", config.http_addr).await?;
         let (grpc, grpc_addr) = bind("provider gRPC endpoint", config.grpc_addr).await?;
         let (stop, stopped) = watch::channel(false);
+        let scheme = if ca.is_some() { "https" } else { "http" };
+
+        let (api_tls, grpc_tls, renew_task) = match &ca {
+            None => (None, None, None),
+            Some(ca) => {
+                let names = server_names(&config.tls.names, [http_addr, grpc_addr]);
+                let cert = orc_tls::RenewingCert::new(
+                    ca.issue_server(&names, config.tls.cert_lifetime)?,
+                )?;
+                let renew = tokio::spawn(cert.clone().keep_renewed(
+                    ca.clone(),
+                    names,
+                    config.tls.cert_lifetime,
+                ));
+                (
+                    Some(orc_tls::server_config(cert.clone(), orc_tls::ALPN_HTTP)),
+                    Some(orc_tls::server_config(cert, orc_tls::ALPN_H2)),
+                    Some(renew),
+                )
+            }
+        };
 
         let clock: SharedClock = Arc::new(SystemClock);
         let hub = Hub::new(store.clone(), config.hub.clone());
         let grpc_task = {
             let hub = hub.clone();
             let stopped = stopped.clone();
-            tokio::spawn(async move { hub.serve(grpc, wait_for_stop(stopped)).await })
+            let options = config.limits.serve_options(grpc_tls);
+            tokio::spawn(async move {
+                hub.serve_with(grpc, options, wait_for_stop(stopped))
+                    .await
+            })
         };
-        let apps = match Apps::start(
-            store.clone(),
-            &data_dir,
-            &format!("http://{}", dialable(grpc_addr)),
-            config.apps.clone(),
-        )
+        let endpoint = ZoneEndpoint {
+            url: format!("{scheme}://{}", dialable(grpc_addr)),
+            ca_pem: ca.as_ref().map(|ca| ca.cert_pem().to_string()),
+        };
+        let apps = match Apps::start(store.clone(), &data_dir, endpoint, config.apps.clone())
         .await
         {
             Ok(apps) => apps,
@@ -239,10 +379,16 @@ impl Zone {
             .with_apps(config.apps.clone())
             .with_waker(move || reconciler.wake())
             .with_clock(move || clock.now());
-        let http_task = tokio::spawn(api::serve(http, state, wait_for_stop(stopped)));
+        let http_task = tokio::spawn(api::serve(
+            http,
+            state,
+            config.limits.serve_options(api_tls),
+            config.limits.api.clone(),
+            wait_for_stop(stopped),
+        ));
 
         let url_file = data_dir.join(ZONE_URL_FILE);
-        write_private_file(&url_file, &format!("http://{}", dialable(http_addr))).map_err(
+        write_private_file(&url_file, &format!("{scheme}://{}", dialable(http_addr))).map_err(
             |source| ZoneError::DataDir {
                 path: url_file,
                 source,
@@ -263,6 +409,8 @@ impl Zone {
             stop,
             http_task,
             grpc_task,
+            ca,
+            renew_task,
         })
     }
 
@@ -281,9 +429,29 @@ impl Zone {
         self.http_addr
     }
 
-    /// The API's base URL, `http://ADDR` (loopback when it listens on every address).
+    /// The API's base URL, `https://ADDR` (`http://` when plain; loopback when it listens
+    /// on every address).
     pub fn url(&self) -> String {
-        format!("http://{}", dialable(self.http_addr))
+        format!("{}://{}", self.scheme(), dialable(self.http_addr))
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.ca.is_some() { "https" } else { "http" }
+    }
+
+    /// The zone's CA certificate in PEM form, which clients pin; `None` when plain.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca.as_ref().map(|ca| ca.cert_pem())
+    }
+
+    /// The zone's CA; `None` when plain.
+    pub fn ca(&self) -> Option<&Arc<ZoneCa>> {
+        self.ca.as_ref()
+    }
+
+    /// The file holding the CA certificate clients pin; `None` when plain.
+    pub fn ca_file(&self) -> Option<PathBuf> {
+        self.ca.as_ref().map(|_| self.data_dir.join(CA_CERT_FILE))
     }
 
     /// Where providers dial in.
@@ -291,9 +459,9 @@ impl Zone {
         self.grpc_addr
     }
 
-    /// The gRPC URL providers dial, `http://ADDR`.
+    /// The gRPC URL providers dial, `https://ADDR` (`http://` when plain).
     pub fn grpc_url(&self) -> String {
-        format!("http://{}", dialable(self.grpc_addr))
+        format!("{}://{}", self.scheme(), dialable(self.grpc_addr))
     }
 
     /// The provider hub (connected replicas, catalogs).
@@ -339,8 +507,30 @@ impl Zone {
             Ok(Err(e)) => tracing::warn!(error = %e, "the gRPC server ended with an error"),
             Err(e) => tracing::warn!(error = %e, "the gRPC server task failed"),
         }
+        if let Some(task) = self.renew_task {
+            task.abort();
+        }
         self.store.close().await;
     }
+}
+
+/// The names a server certificate carries: loopback, the listen addresses that are not
+/// wildcards, and the operator's names.
+fn server_names(extra: &[String], addrs: [SocketAddr; 2]) -> Vec<String> {
+    let mut names = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    for addr in addrs {
+        if !addr.ip().is_unspecified() {
+            names.push(addr.ip().to_string());
+        }
+    }
+    names.extend(extra.iter().cloned());
+    let mut seen = std::collections::BTreeSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    names
 }
 
 /// The API's view of the hub's replicas and catalogs.

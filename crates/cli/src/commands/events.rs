@@ -30,7 +30,7 @@ pub async fn list(
     pool: Option<&str>,
     limit: u32,
 ) -> anyhow::Result<()> {
-    let client = client(conn);
+    let client = client(conn)?;
     let (org, project) = project_path(project)?;
     let mut url = format!("{}/events?limit={limit}", project_url(&org, &project));
     if let Some(pool) = pool {

@@ -17,7 +17,7 @@ pub async fn show(
     slot: Option<u32>,
     level: &str,
 ) -> anyhow::Result<()> {
-    let client = client(conn);
+    let client = client(conn)?;
     let (org, project, name) = object_path(pool, "POOL")?;
     let mut url = format!(
         "{}/pools/{}/logs?level={}",

@@ -24,7 +24,7 @@ use crate::ConnArgs;
 use crate::client::{Client, segment};
 
 /// The default API URL when nothing else names one.
-const DEFAULT_URL: &str = "http://127.0.0.1:7070";
+const DEFAULT_URL: &str = "https://127.0.0.1:7070";
 
 fn data_dir() -> PathBuf {
     orc_zone::zone::default_data_dir()
@@ -48,8 +48,9 @@ pub fn read_secret_file(path: &std::path::Path) -> anyhow::Result<String> {
 }
 
 /// The client for `conn`: URL from `--url`/`ORC_URL`, else `<data dir>/zone-url`, else the
-/// default; token from `--token-file`, else `ORC_TOKEN`, else `<data dir>/admin-token`.
-pub fn client(conn: &ConnArgs) -> Client {
+/// default; token from `--token-file`, else `ORC_TOKEN`, else `<data dir>/admin-token`; the
+/// CA to trust from `--ca-file`/`ORC_CA_FILE`, else `<data dir>/ca.pem`.
+pub fn client(conn: &ConnArgs) -> anyhow::Result<Client> {
     let dir = data_dir();
     let url = conn
         .url
@@ -64,7 +65,24 @@ pub fn client(conn: &ConnArgs) -> Client {
             .filter(|t| !t.is_empty())
             .or_else(|| read_trimmed(&dir.join(orc_zone::zone::ADMIN_TOKEN_FILE))),
     };
-    Client::new(&url, token)
+    let ca = match &conn.ca_file {
+        Some(path) => Some(orc_tls::PinnedCa::from_file(path)?),
+        None => {
+            let local = dir.join(orc_zone::zone::CA_CERT_FILE);
+            if local.exists() {
+                Some(orc_tls::PinnedCa::from_file(&local)?)
+            } else {
+                None
+            }
+        }
+    };
+    if url.starts_with("https://") && ca.is_none() {
+        bail!(
+            "the zone at {url} speaks TLS, but there is no CA to trust: give --ca-file PATH \
+             (the zone's ca.pem; `orc zone ca` on the zone's machine prints it)"
+        );
+    }
+    Client::new(&url, token, ca.as_ref())
 }
 
 /// `ORG/PROJECT`.

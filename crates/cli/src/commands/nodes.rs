@@ -45,7 +45,7 @@ fn nodes_table(nodes: &[NodeView]) -> String {
 
 /// `orc nodes ORG/PROJECT/POOL`.
 pub async fn list(conn: &ConnArgs, pool: &str, all: bool) -> anyhow::Result<()> {
-    let client = client(conn);
+    let client = client(conn)?;
     let (org, project, name) = object_path(pool, "POOL")?;
     let nodes: Vec<NodeView> = client
         .get(&format!(

@@ -63,7 +63,7 @@ fn pools_table(pools: &[PoolView]) -> String {
 
 /// `orc pools [ORG/PROJECT]`.
 pub async fn list(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> {
-    let client = client(conn);
+    let client = client(conn)?;
     let mut all: Vec<PoolView> = Vec::new();
     match project {
         Some(p) => {
@@ -129,7 +129,7 @@ pub struct CreatePoolArgs {
 
 /// `orc pool create`.
 pub async fn create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Result<()> {
-    let client = client(conn);
+    let client = client(conn)?;
     let (org, project, name) = object_path(&args.pool, "NAME")?;
     let params: BTreeMap<String, String> = args.params.into_iter().collect();
     let sensitive = read_sensitive(args.sensitive)?;
@@ -249,7 +249,7 @@ async fn wait_for_nodes(
 
 /// `orc pool resize`.
 pub async fn resize(conn: &ConnArgs, pool: &str, size: u32) -> anyhow::Result<()> {
-    let client = client(conn);
+    let client = client(conn)?;
     let (org, project, name) = object_path(pool, "POOL")?;
     let view: PoolView = client
         .post(
@@ -270,7 +270,7 @@ pub async fn resize(conn: &ConnArgs, pool: &str, size: u32) -> anyhow::Result<()
 
 /// `orc pool delete`.
 pub async fn delete(conn: &ConnArgs, pool: &str) -> anyhow::Result<()> {
-    let client = client(conn);
+    let client = client(conn)?;
     let (org, project, name) = object_path(pool, "POOL")?;
     let view: PoolView = client
         .delete(&format!(
@@ -309,7 +309,7 @@ pub struct ReconfigureArgs {
 /// `orc pool reconfigure`: merges the changes into the pool's current params and sends them
 /// with the generation they were read at, so a concurrent change is refused, not lost.
 pub async fn reconfigure(conn: &ConnArgs, args: ReconfigureArgs) -> anyhow::Result<()> {
-    let client = client(conn);
+    let client = client(conn)?;
     let (org, project, name) = object_path(&args.pool, "POOL")?;
     let url = format!("{}/pools/{}", project_url(&org, &project), segment(&name));
     let current: PoolView = client.get(&url).await?;

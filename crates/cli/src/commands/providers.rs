@@ -34,7 +34,7 @@ fn providers_table(providers: &[ProviderView]) -> String {
 
 /// `orc providers [ORG/PROJECT]` (default `sys/sys`).
 pub async fn list(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> {
-    let client = client(conn);
+    let client = client(conn)?;
     let (org, project) = project_path(project.unwrap_or("sys/sys"))?;
     let list: Vec<ProviderView> = client
         .get(&format!("{}/providers", project_url(&org, &project)))
@@ -72,7 +72,7 @@ fn sites_table(sites: &[SiteView]) -> String {
 
 /// `orc sites [ORG/PROJECT/PROVIDER]`.
 pub async fn sites(conn: &ConnArgs, provider: Option<&str>) -> anyhow::Result<()> {
-    let client = client(conn);
+    let client = client(conn)?;
     let (org, project, name) = object_path(provider.unwrap_or("sys/sys/partner"), "PROVIDER")?;
     let list: Vec<SiteView> = client
         .get(&format!(
@@ -94,7 +94,7 @@ pub async fn sites(conn: &ConnArgs, provider: Option<&str>) -> anyhow::Result<()
 
 /// `orc provider change-scope ORG/PROJECT/PROVIDER zone|project`.
 pub async fn change_scope(conn: &ConnArgs, provider: &str, scope: &str) -> anyhow::Result<()> {
-    let client = client(conn);
+    let client = client(conn)?;
     let (org, project, name) = object_path(provider, "PROVIDER")?;
     let view: ProviderView = client
         .post(
@@ -126,7 +126,7 @@ pub async fn pricing(
     provider: &str,
     markup: Option<String>,
 ) -> anyhow::Result<()> {
-    let client = client(conn);
+    let client = client(conn)?;
     let (org, project, name) = object_path(provider, "PROVIDER")?;
     let view: ProviderView = client
         .put(

@@ -30,7 +30,7 @@ pub struct QuoteArgs {
 
 /// `orc quote`.
 pub async fn quote(conn: &ConnArgs, args: QuoteArgs) -> anyhow::Result<()> {
-    let client = client(conn);
+    let client = client(conn)?;
     let (org, project) = project_path(&args.project)?;
     let body = args.shape.body_fields();
     let view: QuoteView = client

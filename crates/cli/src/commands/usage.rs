@@ -31,7 +31,7 @@ pub(super) fn usage_text(usage: &UsageView) -> String {
 
 /// `orc usage ORG/PROJECT [--month YYYY-MM]`.
 pub async fn show(conn: &ConnArgs, project: &str, month: Option<&str>) -> anyhow::Result<()> {
-    let client = client(conn);
+    let client = client(conn)?;
     let (org, project) = project_path(project)?;
     let mut url = format!("{}/usage", project_url(&org, &project));
     if let Some(month) = month {

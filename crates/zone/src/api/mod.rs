@@ -32,6 +32,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -262,16 +263,61 @@ pub fn router(state: ApiState) -> Router {
         .with_state(state)
 }
 
-/// Serves the API on `listener` until `shutdown` completes, then finishes the requests in
-/// flight.
+/// Limits of the API beyond those of its listener.
+#[derive(Debug, Clone)]
+pub struct ApiLimits {
+    /// A request not answered within this long gets `408 request_timeout`. Longer than the
+    /// longest wait inside a request (a quote waits up to 30 s). Default 60 s.
+    pub request_timeout: Duration,
+    /// Requests handled at once; more wait their turn (within their timeout). Default 256.
+    pub max_in_flight: usize,
+}
+
+impl Default for ApiLimits {
+    fn default() -> Self {
+        ApiLimits {
+            request_timeout: Duration::from_secs(60),
+            max_in_flight: 256,
+        }
+    }
+}
+
+/// Serves the API on `listener` (TLS, timeouts and connection limit as `options` say) until
+/// `shutdown` completes, then finishes the requests in flight.
 pub async fn serve(
     listener: TcpListener,
     state: ApiState,
+    options: orc_tls::ServeOptions,
+    limits: ApiLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let timeout = limits.request_timeout;
+    let app = router(state)
+        .layer(tower::limit::ConcurrencyLimitLayer::new(
+            limits.max_in_flight.max(1),
+        ))
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+                use axum::response::IntoResponse;
+                match tokio::time::timeout(timeout, next.run(request)).await {
+                    Ok(response) => response,
+                    Err(_) => ApiError::new(
+                        ErrorCode::RequestTimeout,
+                        format!(
+                            "the request was not complete within {} s",
+                            timeout.as_secs()
+                        ),
+                    )
+                    .into_response(),
+                }
+            },
+        ));
+    let options = orc_tls::ServeOptions {
+        what: "API",
+        http2_only: false,
+        ..options
+    };
+    orc_tls::serve(listener, app, options, shutdown).await
 }
 
 async fn not_found() -> ApiError {

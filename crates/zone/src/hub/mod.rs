@@ -40,7 +40,6 @@ use orc_proto::{
 };
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::Status;
 
 use crate::backend::{BackendError, NodeBackend};
@@ -237,16 +236,32 @@ impl Hub {
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
-    /// Serves the hub alone on `listener` until `shutdown` completes.
+    /// Serves the hub alone on `listener`, in plain text with the default limits, until
+    /// `shutdown` completes (tests and benchmarks).
     pub async fn serve(
         &self,
         listener: TcpListener,
-        shutdown: impl Future<Output = ()>,
-    ) -> Result<(), tonic::transport::Error> {
-        tonic::transport::Server::builder()
-            .add_service(self.grpc_service())
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> std::io::Result<()> {
+        self.serve_with(listener, orc_tls::ServeOptions::default(), shutdown)
             .await
+    }
+
+    /// Serves the hub on `listener` as `options` say (TLS, limits), HTTP/2 only, until
+    /// `shutdown` completes.
+    pub async fn serve_with(
+        &self,
+        listener: TcpListener,
+        options: orc_tls::ServeOptions,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> std::io::Result<()> {
+        let routes = tonic::service::Routes::new(self.grpc_service()).prepare();
+        let options = orc_tls::ServeOptions {
+            what: "provider endpoint",
+            http2_only: true,
+            ..options
+        };
+        orc_tls::serve(listener, routes, options, shutdown).await
     }
 
     /// Every connected replica: by resource URI, the serving one first, then standbys in

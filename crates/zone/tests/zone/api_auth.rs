@@ -210,7 +210,7 @@ async fn the_admin_token_file_is_private_and_reused_on_restart() {
     let again = orc_zone::zone::Zone::start(config).await.unwrap();
     assert!(!again.admin_token_is_new());
     assert_eq!(again.admin_token().expose(), first);
-    let resp = reqwest::Client::new()
+    let resp = orc_testkit::zone::client_of(&again)
         .get(format!("{}/api/whoami", again.url()))
         .bearer_auth(&first)
         .send()

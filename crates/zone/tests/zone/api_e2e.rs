@@ -30,7 +30,7 @@ fn start_replica(
         jitter_seed: Some(1),
         ..RunnerOptions::default()
     };
-    let connector = auth_connector(&z.zone.grpc_url(), token, "acme/web");
+    let connector = auth_connector(&z.zone, token, "acme/web");
     let runner = ProviderRunner::with_connector(connector, provider, options);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(runner.run_until(async {

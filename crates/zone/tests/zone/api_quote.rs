@@ -139,6 +139,8 @@ async fn setup() -> Setup {
     tokio::spawn(orc_zone::api::serve(
         listener,
         state,
+        orc_tls::ServeOptions::default(),
+        orc_zone::api::ApiLimits::default(),
         std::future::pending(),
     ));
     Setup {

@@ -19,16 +19,23 @@ pub fn pool_body(name: &str, size: u32) -> Value {
 /// How long an API test waits for the zone to get where it expects (real time).
 pub const API_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Dials the zone's hub with an API token and project in the stream's metadata, as a
-/// provider replica does.
+/// Dials `zone`'s hub over TLS, pinning its CA, with an API token and project in the
+/// stream's metadata, as a provider replica does.
 pub fn auth_connector(
-    endpoint: &str,
+    zone: &orc_zone::zone::Zone,
     token: &str,
     project: &str,
 ) -> orc_provider_sdk::GrpcConnector {
     let credentials =
         orc_provider_sdk::ZoneCredentials::new(token, project).expect("printable credentials");
-    orc_provider_sdk::GrpcConnector::new(endpoint, std::time::Duration::from_secs(2))
-        .expect("endpoint")
-        .with_credentials(credentials)
+    let ca = zone
+        .ca_pem()
+        .map(|pem| orc_tls::PinnedCa::from_pem(pem, "the test zone").expect("CA PEM"));
+    orc_provider_sdk::GrpcConnector::new(
+        &zone.grpc_url(),
+        std::time::Duration::from_secs(2),
+        ca.as_ref(),
+    )
+    .expect("endpoint")
+    .with_credentials(credentials)
 }

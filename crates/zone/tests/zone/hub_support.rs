@@ -121,7 +121,7 @@ impl HubServer {
 /// process does.
 pub fn auth_connector(endpoint: &str, token: &str, project: &str) -> GrpcConnector {
     let credentials = ZoneCredentials::new(token, project).expect("printable credentials");
-    GrpcConnector::new(endpoint, Duration::from_secs(2))
+    GrpcConnector::new(endpoint, Duration::from_secs(2), None)
         .expect("endpoint")
         .with_credentials(credentials)
 }
