@@ -47,13 +47,13 @@ impl Stream for ProviderStream {
 /// Opening a stream to the zone failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    /// No connection to the zone's address. `hint` says what TLS found wrong, if anything.
-    #[error("cannot reach the zone{hint}")]
-    Transport {
-        hint: String,
-        #[source]
-        source: tonic::transport::Error,
-    },
+    /// No connection to the zone's address.
+    #[error("cannot reach the zone")]
+    Transport(#[source] tonic::transport::Error),
+    /// TLS with the zone failed: a wrong CA, an expired certificate, plain text to a TLS
+    /// port.
+    #[error("cannot reach the zone: {0}")]
+    Tls(orc_tls::TlsFailure),
     /// The zone answered the call with an error status.
     #[error("the zone refused the stream: {0}")]
     Refused(Status),
@@ -202,20 +202,22 @@ impl Connector for GrpcConnector {
         let credentials = self.credentials.clone();
         async move {
             let channel = endpoint.connect().await.map_err(|source| {
-                let hint = orc_tls::explain(&source)
-                    .map(|failure| format!(": {failure}"))
-                    .unwrap_or_default();
-                ConnectError::Transport { hint, source }
+                match orc_tls::explain(&source) {
+                    Some(failure) => ConnectError::Tls(failure),
+                    None => ConnectError::Transport(source),
+                }
             })?;
             let mut client = ProviderHubClient::new(channel);
             let mut request = tonic::Request::new(outbound);
             if let Some(credentials) = &credentials {
                 credentials.apply(&mut request);
             }
-            let response = client
-                .attach(request)
-                .await
-                .map_err(ConnectError::Refused)?;
+            let response = client.attach(request).await.map_err(|status| {
+                match orc_tls::explain(&status) {
+                    Some(failure) => ConnectError::Tls(failure),
+                    None => ConnectError::Refused(status),
+                }
+            })?;
             let inbound: ZoneStream = Box::pin(response.into_inner());
             Ok(inbound)
         }

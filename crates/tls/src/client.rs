@@ -154,10 +154,14 @@ pub fn explain(error: &(dyn StdError + 'static)) -> Option<TlsFailure> {
         if let Some(tls) = e.downcast_ref::<rustls::Error>() {
             return Some(classify(tls));
         }
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && let Some(tls) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>())
+        // An `io::Error` wrapping another error reports the inner one's source, not the
+        // inner one itself, so descend into it here.
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
         {
-            return Some(classify(tls));
+            current = Some(inner);
+            continue;
         }
         if let Some(h2) = e.downcast_ref::<h2::Error>()
             && h2.reason() == Some(h2::Reason::INADEQUATE_SECURITY)

@@ -53,7 +53,7 @@ impl RenewingCert {
             // Renew when a third of the lifetime is left, checking at least hourly.
             let wait = left
                 .saturating_sub(lifetime / 3)
-                .min(Duration::from_secs(3600));
+                .clamp(Duration::from_secs(1), Duration::from_secs(3600));
             tokio::time::sleep(wait).await;
             let left = self
                 .not_after()

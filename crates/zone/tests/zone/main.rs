@@ -19,3 +19,4 @@ mod api_tenancy;
 mod hub_failover;
 mod reconcile_nodes;
 mod security;
+mod security_tls;

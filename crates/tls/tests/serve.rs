@@ -1,0 +1,367 @@
+//! The accept loop and the CA against real sockets on loopback: a pinned client gets in,
+//! a wrong CA, an expired certificate and plain text on a TLS port fail with words on both
+//! sides, and idle, silent and half-sent connections are closed by their timeouts while a
+//! long response keeps its connection.
+
+use std::convert::Infallible;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use orc_tls::{ALPN_HTTP, PinnedCa, RenewingCert, ServeOptions, TlsFailure, ZoneCa};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What a test's server logged (its tracing output).
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::DEBUG)
+        .finish();
+    (logs, tracing::subscriber::set_default(subscriber))
+}
+
+/// A service that answers `hello` to every request.
+fn hello() -> impl tower::Service<
+    http::Request<hyper::body::Incoming>,
+    Response = http::Response<String>,
+    Error = Infallible,
+    Future = std::future::Ready<Result<http::Response<String>, Infallible>>,
+> + Clone
++ Send
++ Sync
++ 'static {
+    tower::service_fn(|_req| std::future::ready(Ok(http::Response::new("hello".to_string()))))
+}
+
+fn quick(tls: Option<Arc<rustls::ServerConfig>>) -> ServeOptions {
+    ServeOptions {
+        what: "test listener",
+        tls,
+        handshake_timeout: Duration::from_millis(400),
+        header_read_timeout: Duration::from_millis(400),
+        idle_timeout: Duration::from_millis(400),
+        ..ServeOptions::default()
+    }
+}
+
+async fn start<S, B>(service: S, options: ServeOptions) -> SocketAddr
+where
+    S: tower::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = http::Response<B>,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(orc_tls::serve(
+        listener,
+        service,
+        options,
+        std::future::pending(),
+    ));
+    addr
+}
+
+fn tls_for(ca: &ZoneCa, not_before: SystemTime, not_after: SystemTime) -> Arc<rustls::ServerConfig> {
+    let names = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+    let identity = ca.issue_server_valid(&names, not_before, not_after).unwrap();
+    orc_tls::server_config(RenewingCert::new(identity).unwrap(), ALPN_HTTP)
+}
+
+fn fresh_tls(ca: &ZoneCa) -> Arc<rustls::ServerConfig> {
+    let now = SystemTime::now();
+    tls_for(ca, now - Duration::from_secs(60), now + Duration::from_secs(3600))
+}
+
+fn pinned(ca: &ZoneCa) -> PinnedCa {
+    PinnedCa::from_pem(ca.cert_pem(), "test CA").unwrap()
+}
+
+/// A TLS connection to `addr` trusting `ca`; the handshake's error when it fails.
+async fn tls_connect(
+    addr: SocketAddr,
+    ca: &PinnedCa,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, std::io::Error> {
+    let connector = tokio_rustls::TlsConnector::from(ca.client_config(&[b"http/1.1"]));
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    connector.connect(name, tcp).await
+}
+
+async fn get_over<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut io: S) -> String {
+    io.write_all(b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = io.read_to_end(&mut out).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Reads until the server closes; fails the test if it keeps the connection longer than
+/// `bound` (many times the timeout under test, so a slow machine does not fail it).
+async fn closed_by_server<S: tokio::io::AsyncRead + Unpin>(io: &mut S, bound: Duration) -> bool {
+    let mut buf = [0u8; 256];
+    let result = tokio::time::timeout(bound, async {
+        loop {
+            match io.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    result.is_ok()
+}
+
+#[tokio::test]
+async fn a_client_pinning_the_zone_ca_is_served() {
+    let ca = ZoneCa::generate().unwrap();
+    let addr = start(hello(), quick(Some(fresh_tls(&ca)))).await;
+    let stream = tls_connect(addr, &pinned(&ca)).await.expect("handshake");
+    let answer = get_over(stream).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("hello"), "{answer}");
+}
+
+#[tokio::test]
+async fn another_ca_is_refused_with_words_on_both_sides() {
+    let (logs, _guard) = capture();
+    let ca = ZoneCa::generate().unwrap();
+    let other = ZoneCa::generate().unwrap();
+    let addr = start(hello(), quick(Some(fresh_tls(&ca)))).await;
+    let err = tls_connect(addr, &pinned(&other))
+        .await
+        .expect_err("a certificate of another CA");
+    assert_eq!(orc_tls::explain(&err), Some(TlsFailure::UnknownCa));
+    assert!(
+        TlsFailure::UnknownCa
+            .to_string()
+            .contains("not signed by the pinned CA")
+    );
+    until_logged(|| logs.text().contains("the peer does not trust our certificate")).await;
+    assert!(logs.text().contains("TLS handshake failed"), "{}", logs.text());
+}
+
+#[tokio::test]
+async fn an_expired_certificate_is_refused_with_words_on_both_sides() {
+    let (logs, _guard) = capture();
+    let ca = ZoneCa::generate().unwrap();
+    let now = SystemTime::now();
+    let expired = tls_for(
+        &ca,
+        now - Duration::from_secs(7200),
+        now - Duration::from_secs(3600),
+    );
+    let addr = start(hello(), quick(Some(expired))).await;
+    let err = tls_connect(addr, &pinned(&ca))
+        .await
+        .expect_err("an expired certificate");
+    assert_eq!(orc_tls::explain(&err), Some(TlsFailure::Expired));
+    assert!(TlsFailure::Expired.to_string().contains("expired"));
+    until_logged(|| logs.text().contains("the peer found our certificate expired"))
+        .await;
+}
+
+#[tokio::test]
+async fn plain_http_on_a_tls_port_is_told_to_use_https() {
+    let (logs, _guard) = capture();
+    let ca = ZoneCa::generate().unwrap();
+    let addr = start(hello(), quick(Some(fresh_tls(&ca)))).await;
+    let answer = get_over(TcpStream::connect(addr).await.unwrap()).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("\"code\":\"tls_required\""), "{answer}");
+    assert!(answer.contains("use https://"), "{answer}");
+    assert!(
+        logs.text().contains("a client sent plain text to this TLS port"),
+        "{}",
+        logs.text()
+    );
+
+    // An HTTP/2 client (a provider dialling http://) gets a GOAWAY it can explain.
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
+    let mut out = Vec::new();
+    let _ = tcp.read_to_end(&mut out).await;
+    // SETTINGS (9 bytes), then a GOAWAY frame (type 7) with INADEQUATE_SECURITY (0xc).
+    assert_eq!(&out[..9], &[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    assert_eq!(out[9 + 3], 7, "{out:?}");
+    assert_eq!(&out[9 + 13..9 + 17], &[0, 0, 0, 0xc], "{out:?}");
+}
+
+#[tokio::test]
+async fn tls_to_a_plain_port_is_explained() {
+    let ca = ZoneCa::generate().unwrap();
+    let addr = start(hello(), quick(None)).await;
+    let err = tls_connect(addr, &pinned(&ca)).await.expect_err("no TLS there");
+    assert_eq!(orc_tls::explain(&err), Some(TlsFailure::PlainServer));
+}
+
+#[tokio::test]
+async fn silent_idle_and_half_sent_connections_are_closed() {
+    let ca = ZoneCa::generate().unwrap();
+    let addr = start(hello(), quick(Some(fresh_tls(&ca)))).await;
+    let bound = Duration::from_secs(10);
+
+    // Connected, nothing sent: closed at the handshake timeout.
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    // TLS done, no request: closed at the idle timeout.
+    let mut idle = tls_connect(addr, &pinned(&ca)).await.unwrap();
+    // Half a request head: closed at the header-read (or idle) timeout.
+    let mut half = tls_connect(addr, &pinned(&ca)).await.unwrap();
+    half.write_all(b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n").await.unwrap();
+    // Half a TLS handshake: closed at the handshake timeout.
+    let mut half_tls = TcpStream::connect(addr).await.unwrap();
+    half_tls.write_all(&[0x16, 0x03, 0x01, 0x00]).await.unwrap();
+
+    assert!(closed_by_server(&mut silent, bound).await, "silent connection kept");
+    assert!(closed_by_server(&mut idle, bound).await, "idle connection kept");
+    assert!(closed_by_server(&mut half, bound).await, "half-sent request kept");
+    assert!(closed_by_server(&mut half_tls, bound).await, "half handshake kept");
+
+    // The listener still serves afterwards.
+    let answer = get_over(tls_connect(addr, &pinned(&ca)).await.unwrap()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// A body that sends its one chunk only after `delay`: a long response, as a provider's
+/// stream is.
+struct Late {
+    delay: std::pin::Pin<Box<tokio::time::Sleep>>,
+    sent: bool,
+}
+
+impl http_body::Body for Late {
+    type Data = bytes::Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Infallible>>> {
+        if self.sent {
+            return std::task::Poll::Ready(None);
+        }
+        match self.delay.as_mut().poll(cx) {
+            std::task::Poll::Pending => std::task::Poll::Pending,
+            std::task::Poll::Ready(()) => {
+                self.sent = true;
+                std::task::Poll::Ready(Some(Ok(http_body::Frame::data(bytes::Bytes::from_static(
+                    b"late but whole",
+                )))))
+            }
+        }
+    }
+}
+
+use std::future::Future as _;
+
+#[tokio::test]
+async fn a_response_longer_than_the_idle_timeout_keeps_its_connection() {
+    let ca = ZoneCa::generate().unwrap();
+    let service = tower::service_fn(|_req| {
+        std::future::ready(Ok::<_, Infallible>(http::Response::new(Late {
+            delay: Box::pin(tokio::time::sleep(Duration::from_millis(1500))),
+            sent: false,
+        })))
+    });
+    let addr = start(service, quick(Some(fresh_tls(&ca)))).await;
+    let answer = get_over(tls_connect(addr, &pinned(&ca)).await.unwrap()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("late but whole"), "{answer}");
+}
+
+#[test]
+fn the_ca_survives_a_restart_and_its_key_is_private() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("ca.pem");
+    let key = dir.path().join("ca-key.pem");
+    let (made, is_new) = ZoneCa::load_or_create(&cert, &key).unwrap();
+    assert!(is_new);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    let (read, is_new) = ZoneCa::load_or_create(&cert, &key).unwrap();
+    assert!(!is_new);
+    assert_eq!(read.fingerprint(), made.fingerprint());
+    assert!(!format!("{read:?}").contains("PRIVATE"));
+
+    // A certificate the read-back CA signs verifies against the CA first made.
+    let names = vec!["127.0.0.1".to_string()];
+    let identity = read.issue_server(&names, Duration::from_secs(60)).unwrap();
+    let roots = made.roots();
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        roots,
+        orc_tls::provider(),
+    )
+    .build()
+    .unwrap();
+    use rustls::client::danger::ServerCertVerifier;
+    verifier
+        .verify_server_cert(
+            &identity.chain[0],
+            &identity.chain[1..],
+            &rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(),
+            &[],
+            rustls::pki_types::UnixTime::now(),
+        )
+        .expect("signed by the same CA");
+
+    // Half a CA is refused, naming both files.
+    std::fs::remove_file(&cert).unwrap();
+    let err = ZoneCa::load_or_create(&cert, &key).unwrap_err();
+    assert!(err.to_string().contains("ca.pem"), "{err}");
+    assert!(err.to_string().contains("ca-key.pem"), "{err}");
+
+    // Another CA's key does not fit this certificate.
+    std::fs::write(&cert, made.cert_pem()).unwrap();
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let (_, _) = ZoneCa::load_or_create(&other.join("ca.pem"), &other.join("ca-key.pem")).unwrap();
+    std::fs::copy(other.join("ca-key.pem"), &key).unwrap();
+    let err = ZoneCa::load_or_create(&cert, &key).unwrap_err();
+    assert!(matches!(err, orc_tls::CaError::Mismatch { .. }), "{err}");
+}
+
+/// Waits (up to 10 s) until `condition` holds: the server logs after the client returns.
+async fn until_logged(condition: impl Fn() -> bool) {
+    for _ in 0..200 {
+        if condition() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the server never logged what was expected");
+}
