@@ -425,6 +425,7 @@ async fn sensitive_params_come_from_a_file_or_stdin_and_are_never_shown() {
     ))
     .env("ORC_URL", env.zone.url())
     .env("ORC_TOKEN", env.zone.admin_token().expose())
+    .env("ORC_CA_FILE", env.zone.ca_file().unwrap())
     .stdin(std::process::Stdio::piped())
     .stdout(std::process::Stdio::piped())
     .stderr(std::process::Stdio::piped());
@@ -495,6 +496,7 @@ async fn secrets_are_never_taken_from_the_command_line() {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
         cmd.args(args)
             .env("ORC_URL", env.zone.url())
+            .env("ORC_CA_FILE", env.zone.ca_file().unwrap())
             .env("ORC_DATA_DIR", elsewhere.path())
             .env_remove("ORC_TOKEN")
             .env_remove("ORC_DATABASE_URL");
@@ -544,5 +546,78 @@ async fn secrets_are_never_taken_from_the_command_line() {
         "{stderr}"
     );
     assert!(!stderr.contains("pa55word"), "{stderr}");
+    env.zone.shutdown().await;
+}
+
+/// Mistakes and attacks on the CLI's connection: another zone's CA, no CA at all, plain
+/// text to the TLS port. Each fails with one line that says what to do; `orc zone ca`
+/// prints the CA to pin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_pins_the_zone_ca_and_says_why_a_connection_fails() {
+    let env = start().await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other_ca = elsewhere.path().join("other-ca.pem");
+    let other = orc_tls::ZoneCa::generate().unwrap();
+    std::fs::write(&other_ca, other.cert_pem()).unwrap();
+    let run = |url: String, ca: Option<std::path::PathBuf>, args: Vec<&'static str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
+        cmd.args(args)
+            .env("ORC_URL", url)
+            .env("ORC_TOKEN", env.zone.admin_token().expose())
+            .env("ORC_DATA_DIR", elsewhere.path())
+            .env_remove("ORC_CA_FILE");
+        if let Some(ca) = ca {
+            cmd.env("ORC_CA_FILE", ca);
+        }
+        async move {
+            tokio::task::spawn_blocking(move || cmd.output().unwrap())
+                .await
+                .unwrap()
+        }
+    };
+    let url = env.zone.url();
+
+    let wrong = run(url.clone(), Some(other_ca), vec!["pools", "acme/web"]).await;
+    assert!(!wrong.status.success());
+    assert_eq!(
+        String::from_utf8(wrong.stderr).unwrap(),
+        format!(
+            "error: cannot reach the zone at {url}: its certificate is not signed by the pinned \
+             CA (a different zone, or the wrong ca.pem)\n"
+        )
+    );
+
+    let none = run(url.clone(), None, vec!["pools", "acme/web"]).await;
+    assert!(
+        String::from_utf8(none.stderr)
+            .unwrap()
+            .contains("speaks TLS, but there is no CA to trust: give --ca-file PATH"),
+    );
+
+    let plain = url.replacen("https://", "http://", 1);
+    let refused = run(plain, None, vec!["pools", "acme/web"]).await;
+    let stderr = String::from_utf8(refused.stderr).unwrap();
+    assert!(stderr.contains("this port speaks TLS: use https://"), "{stderr}");
+    assert!(stderr.contains("[400 tls_required]"), "{stderr}");
+
+    let pinned = run(url, env.zone.ca_file(), vec!["pools", "acme/web"]).await;
+    assert!(pinned.status.success(), "{:?}", pinned);
+
+    let dir = env.dir();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
+    cmd.args(["zone", "ca", "--data-dir", dir.to_str().unwrap()]);
+    let ca = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert!(ca.status.success());
+    assert_eq!(
+        String::from_utf8(ca.stdout).unwrap(),
+        env.zone.ca_pem().unwrap()
+    );
+    let fingerprint = env.zone.ca().unwrap().fingerprint();
+    assert_eq!(
+        String::from_utf8(ca.stderr).unwrap(),
+        format!("fingerprint {fingerprint}\n")
+    );
     env.zone.shutdown().await;
 }
