@@ -558,7 +558,8 @@ pub struct CreateUser {
 pub struct CreateToken {
     /// What the token is for (`laptop`, `ci`); 1–100 characters.
     pub label: String,
-    /// Expiry, UTC milliseconds since the epoch; null never expires.
+    /// Expiry, UTC milliseconds since the epoch: at most 365 days ahead; null or absent
+    /// for 90 days from now.
     #[serde(default)]
     pub expires_at: Option<i64>,
 }

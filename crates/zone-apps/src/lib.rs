@@ -46,7 +46,7 @@ use tokio::task::JoinSet;
 
 use orc_zone_model::{
     ModelError, Name, NewProvider, Node, NodeId, NodeState, Pool, PoolId, PricingStrategy,
-    Provider, ProviderScope, Role, Timestamp, TokenSecret, UserId, sys_org_id, sys_project_id,
+    Provider, ProviderScope, Timestamp, TokenSecret, UserId, sys_org_id, sys_project_id,
 };
 use orc_zone_store::{Kind, Store, StoreError};
 
@@ -270,6 +270,7 @@ impl Apps {
             })?;
         let core = ensure_core_provider(&store).await?;
         let apps_user = ensure_apps_user(&store).await?;
+        retire_shared_powers(&store, &apps_user).await?;
         let (shutdown, _) = watch::channel(false);
         let apps = Apps {
             inner: Arc::new(Inner {
@@ -593,48 +594,21 @@ impl Apps {
             let what = format!("{what} of pool {}", pool.id);
             move |source| LaunchError::Store { what, source }
         };
-        let project = store
-            .get_project(&pool.project_id)
-            .await
-            .map_err(store_error("the project"))?;
-        let memberships = store
-            .list_memberships_of_user(user)
-            .await
-            .map_err(store_error("the apps user's memberships"))?;
-        if !memberships
-            .iter()
-            .any(|m| m.project_id.as_ref() == Some(&project.id))
-        {
-            store
-                .add_membership(
-                    user,
-                    &project.org_id,
-                    Some(&project.id),
-                    Role::Member,
-                    Timestamp::now(),
-                )
-                .await
-                .map_err(store_error("the apps user's membership"))?;
-        }
-        let label = format!("app pool {}", pool.id);
+        // The pool's service credential: bound to the pool, it opens only the pool's
+        // provider stream in the pool's project; the apps user holds no role anywhere.
+        // Making it revokes the pool's earlier credentials.
         let now = Timestamp::now();
-        let old = store
-            .list_tokens(user)
-            .await
-            .map_err(store_error("the apps user's tokens"))?;
-        for token in old
-            .iter()
-            .filter(|t| t.label == label && t.revoked_at.is_none())
-        {
-            store
-                .revoke_token(&token.id, now)
-                .await
-                .map_err(store_error("an earlier app token"))?;
-        }
+        let label = format!("app pool {}", pool.id);
         let (_, secret) = store
-            .create_token(user, &label, None, now)
+            .create_service_token(
+                user,
+                &pool.id,
+                &label,
+                Some(now.plus_millis(SERVICE_TOKEN_LIFETIME_MS)),
+                now,
+            )
             .await
-            .map_err(store_error("a new app token"))?;
+            .map_err(store_error("a new service credential"))?;
         tokens.insert(pool.id.clone(), secret.clone());
         Ok(secret)
     }
@@ -838,6 +812,41 @@ async fn ensure_core_provider(store: &Store) -> Result<Provider, AppsError> {
             .await
             .map_err(store_error("widening the core provider to scope zone"))
     }
+}
+
+/// How long an app pool's service credential is valid: 30 days. A new one is made at every
+/// zone start (revoking the old), so it outlives no zone process by long.
+const SERVICE_TOKEN_LIFETIME_MS: i64 = 30 * 24 * 3600 * 1000;
+
+/// Takes every role and every non-service token from the apps user: an older zone made it a
+/// member of each app pool's project with tokens that worked on the whole API.
+async fn retire_shared_powers(store: &Store, user: &UserId) -> Result<(), AppsError> {
+    let failed = |what: &'static str| move |source| AppsError::Store { what, source };
+    for membership in store
+        .list_memberships_of_user(user)
+        .await
+        .map_err(failed("reading the apps user's memberships"))?
+    {
+        store
+            .remove_membership(&membership.id)
+            .await
+            .map_err(failed("removing a membership of the apps user"))?;
+        tracing::info!(membership = %membership.id, "removed a role of the apps user; app pools use service credentials");
+    }
+    let now = Timestamp::now();
+    for token in store
+        .list_tokens(user)
+        .await
+        .map_err(failed("reading the apps user's tokens"))?
+    {
+        if token.service_pool.is_none() && token.revoked_at.is_none() {
+            store
+                .revoke_token(&token.id, now)
+                .await
+                .map_err(failed("revoking an old app token"))?;
+        }
+    }
+    Ok(())
 }
 
 async fn ensure_apps_user(store: &Store) -> Result<UserId, AppsError> {

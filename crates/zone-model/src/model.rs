@@ -532,6 +532,20 @@ pub struct ApiToken {
     pub created_at: Timestamp,
     pub expires_at: Option<Timestamp>,
     pub revoked_at: Option<Timestamp>,
+    /// The app pool whose slots this credential belongs to: it then opens only that pool's
+    /// provider stream and nothing on the HTTP API. `None` for a user's own token.
+    pub service_pool: Option<PoolId>,
+}
+
+impl ApiToken {
+    /// The principal this token acts as on a provider stream: `pool:<id>` for a service
+    /// credential, `user:<id>` for a user's token.
+    pub fn principal(&self) -> String {
+        match &self.service_pool {
+            Some(pool) => format!("pool:{pool}"),
+            None => format!("user:{}", self.user_id),
+        }
+    }
 }
 
 /// A user's role in an org (project `None`) or in one project of it.

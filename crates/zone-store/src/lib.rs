@@ -96,10 +96,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "zone meta",
         include_str!("../migrations/0006_zone_meta.sql"),
     ),
+    (
+        7,
+        "service credentials and provider principals",
+        include_str!("../migrations/0007_service_credentials.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

@@ -134,6 +134,32 @@ impl Store {
             })
     }
 
+    /// Who may attach replicas of provider `id`: `Ok(true)` when `principal` is its
+    /// principal, or becomes it now because it had none; `Ok(false)` when another one has it.
+    pub async fn claim_provider(&self, id: &ProviderId, principal: &str) -> StoreResult<bool> {
+        sqlx::query("UPDATE providers SET served_by = $2 WHERE id = $1 AND served_by IS NULL")
+            .bind(id.as_str())
+            .bind(principal)
+            .execute(self.pool())
+            .await
+            .op("claim provider")?;
+        let row = sqlx::query("SELECT served_by FROM providers WHERE id = $1")
+            .bind(id.as_str())
+            .fetch_optional(self.pool())
+            .await
+            .op("read provider principal")?;
+        let served_by = match row {
+            Some(row) => opt_text(&row, "served_by")?,
+            None => {
+                return Err(StoreError::NotFound {
+                    kind: Kind::Provider,
+                    id: id.to_string(),
+                });
+            }
+        };
+        Ok(served_by.as_deref() == Some(principal))
+    }
+
     /// Providers a project may place pools on: its own and every zone-scoped one, by id.
     pub async fn list_providers_for(&self, project_id: &ProjectId) -> StoreResult<Vec<Provider>> {
         let sql = sqlx::AssertSqlSafe(format!(

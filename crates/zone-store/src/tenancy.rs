@@ -9,7 +9,7 @@ use super::error::classify_write;
 use super::rows::{opt_parsed, opt_time, parsed, text, time};
 use super::{Kind, Store, StoreError, StoreResult};
 use orc_zone_model::{
-    ApiToken, Membership, MembershipId, Name, Org, OrgId, Project, ProjectId, Role, Timestamp,
+    ApiToken, Membership, MembershipId, Name, Org, OrgId, PoolId, Project, ProjectId, Role, Timestamp,
     TokenHash, TokenId, TokenSecret, User, UserId,
 };
 
@@ -52,6 +52,7 @@ fn token_from(row: &AnyRow) -> StoreResult<ApiToken> {
         created_at: time(row, "api_tokens.created_at")?,
         expires_at: opt_time(row, "api_tokens.expires_at")?,
         revoked_at: opt_time(row, "api_tokens.revoked_at")?,
+        service_pool: opt_parsed(row, "api_tokens.service_pool_id")?,
     })
 }
 
@@ -73,7 +74,8 @@ fn not_found(kind: Kind, id: impl ToString) -> StoreError {
     }
 }
 
-const TOKEN_COLUMNS: &str = "id, user_id, label, secret_sha256, created_at, expires_at, revoked_at";
+const TOKEN_COLUMNS: &str =
+    "id, user_id, label, secret_sha256, created_at, expires_at, revoked_at, service_pool_id";
 
 impl Store {
     /// Creates an org. Its name is unique in the zone.
@@ -285,12 +287,53 @@ impl Store {
         expires_at: Option<Timestamp>,
         now: Timestamp,
     ) -> StoreResult<(ApiToken, TokenSecret)> {
+        self.insert_token(user_id, label, expires_at, None, now)
+            .await
+    }
+
+    /// Creates the service credential of app pool `pool` (owned by the pool's service user)
+    /// and revokes every earlier credential of the pool, so a rotation leaves one.
+    pub async fn create_service_token(
+        &self,
+        user_id: &UserId,
+        pool: &PoolId,
+        label: &str,
+        expires_at: Option<Timestamp>,
+        now: Timestamp,
+    ) -> StoreResult<(ApiToken, TokenSecret)> {
+        self.revoke_service_tokens(pool, now).await?;
+        self.insert_token(user_id, label, expires_at, Some(pool), now)
+            .await
+    }
+
+    /// Revokes every credential of app pool `pool`; returns how many were live.
+    pub async fn revoke_service_tokens(&self, pool: &PoolId, now: Timestamp) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "UPDATE api_tokens SET revoked_at = $2 WHERE service_pool_id = $1 \
+             AND revoked_at IS NULL",
+        )
+        .bind(pool.as_str())
+        .bind(now.millis())
+        .execute(self.pool())
+        .await
+        .op("revoke service credentials")?;
+        Ok(done.rows_affected())
+    }
+
+    async fn insert_token(
+        &self,
+        user_id: &UserId,
+        label: &str,
+        expires_at: Option<Timestamp>,
+        service_pool: Option<&PoolId>,
+        now: Timestamp,
+    ) -> StoreResult<(ApiToken, TokenSecret)> {
         let id = TokenId::from_counter(self.allocate_ids(1).await?);
         let secret = TokenSecret::generate();
         let hash = secret.hash();
         sqlx::query(
             "INSERT INTO api_tokens (id, user_id, label, secret_sha256, created_at, expires_at, \
-             revoked_at) VALUES ($1, $2, $3, $4, $5, $6, NULL)",
+             revoked_at, service_pool_id) VALUES ($1, $2, $3, $4, $5, $6, NULL, $7)",
         )
         .bind(id.as_str())
         .bind(user_id.as_str())
@@ -298,6 +341,7 @@ impl Store {
         .bind(hash.to_hex())
         .bind(now.millis())
         .bind(expires_at.map(Timestamp::millis))
+        .bind(service_pool.map(PoolId::as_str))
         .execute(self.pool())
         .await
         .map_err(|e| {
@@ -317,6 +361,7 @@ impl Store {
             created_at: now,
             expires_at,
             revoked_at: None,
+            service_pool: service_pool.cloned(),
         };
         Ok((token, secret))
     }
@@ -329,8 +374,8 @@ impl Store {
         now: Timestamp,
     ) -> StoreResult<Option<ApiToken>> {
         let row = sqlx::query(
-            "SELECT id, user_id, label, secret_sha256, created_at, expires_at, revoked_at \
-             FROM api_tokens WHERE secret_sha256 = $1 AND revoked_at IS NULL \
+            "SELECT id, user_id, label, secret_sha256, created_at, expires_at, revoked_at, \
+             service_pool_id FROM api_tokens WHERE secret_sha256 = $1 AND revoked_at IS NULL \
              AND (expires_at IS NULL OR expires_at > $2)",
         )
         .bind(secret.hash().to_hex())

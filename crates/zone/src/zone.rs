@@ -691,6 +691,12 @@ fn open_private(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
     options.open(path)
 }
 
+/// How long the admin token the zone writes lives (the API's maximum).
+const ADMIN_TOKEN_DAYS: i64 = 365;
+/// A zone starting within this many days of the admin token's expiry writes a new one.
+const ADMIN_TOKEN_RENEW_DAYS: i64 = 30;
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
 /// Makes sure user `admin` exists with an owner role in org `sys` and a token in
 /// `<data_dir>/admin-token`. Returns the token and whether it was created now.
 async fn ensure_admin(store: &Store, data_dir: &Path) -> Result<(TokenSecret, bool), ZoneError> {
@@ -724,13 +730,29 @@ async fn ensure_admin(store: &Store, data_dir: &Path) -> Result<(TokenSecret, bo
             .authenticate_token(&secret, now)
             .await
             .map_err(ZoneError::Store)?;
-        if valid.is_some_and(|t| t.user_id == user.id) {
-            return Ok((secret, false));
+        match valid {
+            Some(t) if t.user_id == user.id => {
+                let renew_after = now.plus_millis(ADMIN_TOKEN_RENEW_DAYS * DAY_MS);
+                if t.expires_at.is_some_and(|at| at <= renew_after) {
+                    // Close to expiry: a new one replaces it, and the old one is revoked.
+                    let _ = store.revoke_token(&t.id, now).await;
+                    tracing::info!(path = %path.display(), "the admin token was close to expiry; writing a new one");
+                } else {
+                    return Ok((secret, false));
+                }
+            }
+            _ => {
+                tracing::warn!(path = %path.display(), "the admin token file holds no valid token; writing a new one");
+            }
         }
-        tracing::warn!(path = %path.display(), "the admin token file holds no valid token; writing a new one");
     }
     let (_, secret) = store
-        .create_token(&user.id, "admin (created at zone start)", None, now)
+        .create_token(
+            &user.id,
+            "admin (created at zone start)",
+            Some(now.plus_millis(ADMIN_TOKEN_DAYS * DAY_MS)),
+            now,
+        )
         .await
         .map_err(ZoneError::Store)?;
     write_private_file(&path, secret.expose()).map_err(|source| ZoneError::DataDir {

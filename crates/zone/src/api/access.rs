@@ -121,6 +121,13 @@ impl Caller {
         }
     }
 
+    /// Whether the caller owns `org` or one of its projects.
+    pub fn owns_in(&self, org: &Org) -> bool {
+        self.memberships
+            .iter()
+            .any(|m| m.org_id == org.id && m.role == Role::Owner)
+    }
+
     /// Requires the zone operator role (owner of org `sys`).
     pub fn require_operator(&self) -> Result<(), ApiError> {
         if self.is_operator() {

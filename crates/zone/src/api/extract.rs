@@ -23,9 +23,19 @@ use crate::model::TokenSecret;
 /// The largest request body the API reads, in bytes; a larger one is answered 413.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
-/// A JSON request body; errors name the field.
+/// A JSON request body, read but not yet judged: a handler authorizes the caller first and
+/// then calls [`JsonBody::parse`], so a caller without the role gets 403, not a 400 or 415
+/// about a body it may not send. Errors name the field. Only a body over the size limit is
+/// refused at once (413), so it is never held.
 #[derive(Debug)]
-pub struct JsonBody<T>(pub T);
+pub struct JsonBody<T>(Result<T, ApiError>);
+
+impl<T> JsonBody<T> {
+    /// The body, or why it is not acceptable (415 not JSON, 400 naming the field).
+    pub fn parse(self) -> Result<T, ApiError> {
+        self.0
+    }
+}
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
@@ -40,23 +50,28 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                 mime.eq_ignore_ascii_case("application/json")
             })
             .unwrap_or(false);
-        if !is_json {
-            return Err(ApiError::new(
-                ErrorCode::UnsupportedMediaType,
-                "the request body must be JSON (Content-Type: application/json)",
-            ));
-        }
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
+        let bytes = match Bytes::from_request(req, state).await {
+            Ok(bytes) => bytes,
+            Err(e) if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(ApiError::new(
                     ErrorCode::PayloadTooLarge,
                     format!("the body is larger than the API takes ({MAX_BODY_BYTES} bytes)"),
-                )
-            } else {
-                ApiError::invalid("body", format!("the body could not be read: {e}"))
+                ));
             }
-        })?;
-        parse_json(&bytes).map(JsonBody)
+            Err(e) => {
+                return Ok(JsonBody(Err(ApiError::invalid(
+                    "body",
+                    format!("the body could not be read: {e}"),
+                ))));
+            }
+        };
+        if !is_json {
+            return Ok(JsonBody(Err(ApiError::new(
+                ErrorCode::UnsupportedMediaType,
+                "the request body must be JSON (Content-Type: application/json)",
+            ))));
+        }
+        Ok(JsonBody(parse_json(&bytes)))
     }
 }
 
@@ -163,6 +178,16 @@ impl FromRequestParts<ApiState> for Caller {
             .authenticate_token(&secret, now)
             .await?
             .ok_or_else(|| ApiError::unauthenticated("the token is unknown, revoked or expired"))?;
+        if let Some(pool) = &token.service_pool {
+            // A service credential's only use is its app pool's provider stream.
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "this is the service credential of app pool {pool}: it opens only that \
+                     pool's provider stream, nothing on the API"
+                ),
+            ));
+        }
         let user = state.store.get_user(&token.user_id).await?;
         let memberships = state.store.list_memberships_of_user(&user.id).await?;
         Ok(Caller {

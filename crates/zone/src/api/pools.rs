@@ -328,9 +328,10 @@ pub(super) async fn create_pool(
     State(state): State<ApiState>,
     caller: Caller,
     PathArgs((org, project)): PathArgs<(String, String)>,
-    JsonBody(body): JsonBody<CreatePool>,
+    body: JsonBody<CreatePool>,
 ) -> ApiResult<(StatusCode, Json<PoolView>)> {
     let (org, project) = project_with_role(&state, &caller, &org, &project, Role::Member).await?;
+    let body = body.parse()?;
     let name = parse_name("name", &body.name)?;
     check_size(body.size)?;
     let shape = parse_shape(&body.shape)?;
@@ -439,10 +440,11 @@ pub(super) async fn resize_pool(
     State(state): State<ApiState>,
     caller: Caller,
     PathArgs((org, project, pool)): PathArgs<(String, String, String)>,
-    JsonBody(body): JsonBody<ResizePool>,
+    body: JsonBody<ResizePool>,
 ) -> ApiResult<Json<PoolView>> {
     let (org, project, pool) =
         pool_with_role(&state, &caller, &org, &project, &pool, Role::Member).await?;
+    let body = body.parse()?;
     check_size(body.size)?;
     let change = state
         .store
@@ -465,10 +467,11 @@ pub(super) async fn reconfigure_pool(
     State(state): State<ApiState>,
     caller: Caller,
     PathArgs((org, project, pool)): PathArgs<(String, String, String)>,
-    JsonBody(body): JsonBody<ReconfigurePool>,
+    body: JsonBody<ReconfigurePool>,
 ) -> ApiResult<Json<PoolView>> {
     let (org, project, pool) =
         pool_with_role(&state, &caller, &org, &project, &pool, Role::Member).await?;
+    let body = body.parse()?;
     check_params("params", &body.params)?;
     if let Some(sensitive) = &body.sensitive_params {
         check_params("sensitive_params", sensitive)?;
@@ -664,10 +667,11 @@ pub(super) async fn quote(
     State(state): State<ApiState>,
     caller: Caller,
     PathArgs((org, project)): PathArgs<(String, String)>,
-    JsonBody(body): JsonBody<QuoteRequest>,
+    body: JsonBody<QuoteRequest>,
 ) -> ApiResult<Json<QuoteView>> {
     let (org_row, project_row) =
         project_with_role(&state, &caller, &org, &project, Role::Member).await?;
+    let body = body.parse()?;
     let shape = parse_shape(&body.shape)?;
     let provider = visible_provider(&state, &project_row, "provider", &body.provider)
         .await

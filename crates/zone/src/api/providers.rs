@@ -130,9 +130,10 @@ pub(super) async fn change_scope(
     State(state): State<ApiState>,
     caller: Caller,
     PathArgs((org, project, provider)): PathArgs<(String, String, String)>,
-    JsonBody(body): JsonBody<ChangeScope>,
+    body: JsonBody<ChangeScope>,
 ) -> ApiResult<Json<ProviderView>> {
     let (_, project) = project_with_role(&state, &caller, &org, &project, Role::Owner).await?;
+    let body = body.parse()?;
     let scope: ProviderScope = body.scope.parse().map_err(|_| {
         ApiError::invalid(
             "scope",
@@ -193,8 +194,11 @@ pub(super) async fn set_pricing(
     State(state): State<ApiState>,
     caller: Caller,
     PathArgs((org, project, provider)): PathArgs<(String, String, String)>,
-    JsonBody(body): JsonBody<SetPricing>,
+    body: JsonBody<SetPricing>,
 ) -> ApiResult<Json<ProviderView>> {
+    // Authorize before judging the body (apply_pricing checks again, with the provider).
+    project_with_role(&state, &caller, &org, &project, Role::Owner).await?;
+    let body = body.parse()?;
     let pricing = match &body.markup {
         None => PricingStrategy::None,
         Some(text) => {

@@ -8,7 +8,7 @@ use orc_common::text::quoted;
 
 use super::ApiState;
 use super::access::Caller;
-use super::error::{ApiError, ApiResult, ErrorBody};
+use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs};
 use super::views::{
     CreateMembership, CreateOrg, CreateProject, CreateToken, CreateUser, MembershipView,
@@ -140,9 +140,10 @@ pub(super) async fn list_orgs(
 pub(super) async fn create_org(
     State(state): State<ApiState>,
     caller: Caller,
-    JsonBody(body): JsonBody<CreateOrg>,
+    body: JsonBody<CreateOrg>,
 ) -> ApiResult<(StatusCode, Json<OrgView>)> {
     caller.require_operator()?;
+    let body = body.parse()?;
     let name = parse_name("name", &body.name)?;
     let org = state.store.create_org(&name, state.now()).await?;
     Ok((StatusCode::CREATED, Json(OrgView::from(&org))))
@@ -190,10 +191,11 @@ pub(super) async fn create_project(
     State(state): State<ApiState>,
     caller: Caller,
     PathArgs(org): PathArgs<String>,
-    JsonBody(body): JsonBody<CreateProject>,
+    body: JsonBody<CreateProject>,
 ) -> ApiResult<(StatusCode, Json<ProjectView>)> {
     let org = visible_org(&state, &caller, &org).await?;
     caller.require_org(&org, Role::Owner)?;
+    let body = body.parse()?;
     let name = parse_name("name", &body.name)?;
     let project = state
         .store
@@ -247,9 +249,18 @@ pub(super) async fn create_membership(
     State(state): State<ApiState>,
     caller: Caller,
     PathArgs(org): PathArgs<String>,
-    JsonBody(body): JsonBody<CreateMembership>,
+    body: JsonBody<CreateMembership>,
 ) -> ApiResult<(StatusCode, Json<MembershipView>)> {
     let org_row = visible_org(&state, &caller, &org).await?;
+    // Only owners (of the org, or of a project of it) grant roles: authorize that much
+    // before judging the body, which names the project whose owner is needed.
+    if !caller.is_operator() && !caller.owns_in(&org_row) {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!("granting roles in org {} needs an owner", org_row.name),
+        ));
+    }
+    let body = body.parse()?;
     let role: Role = body.role.parse().map_err(|_| {
         ApiError::invalid(
             "role",
@@ -340,9 +351,10 @@ pub(super) async fn list_users(
 pub(super) async fn create_user(
     State(state): State<ApiState>,
     caller: Caller,
-    JsonBody(body): JsonBody<CreateUser>,
+    body: JsonBody<CreateUser>,
 ) -> ApiResult<(StatusCode, Json<UserView>)> {
     caller.require_operator()?;
+    let body = body.parse()?;
     let name = parse_name("name", &body.name)?;
     let user = state.store.create_user(&name, state.now()).await?;
     Ok((StatusCode::CREATED, Json(UserView::from(&user))))
@@ -361,6 +373,12 @@ async fn token_owner(state: &ApiState, caller: &Caller, user: &str) -> ApiResult
     }
     user_named(state, "user", user).await
 }
+
+/// How long a token lives when its creator names no expiry.
+pub const TOKEN_DEFAULT_DAYS: i64 = 90;
+/// The longest a token may live.
+pub const TOKEN_MAX_DAYS: i64 = 365;
+const DAY_MS: i64 = 24 * 3600 * 1000;
 
 /// A user's tokens, by id (never their values).
 #[utoipa::path(get, path = "/api/users/{user}/tokens", tag = "users",
@@ -387,9 +405,10 @@ pub(super) async fn create_token(
     State(state): State<ApiState>,
     caller: Caller,
     PathArgs(user): PathArgs<String>,
-    JsonBody(body): JsonBody<CreateToken>,
+    body: JsonBody<CreateToken>,
 ) -> ApiResult<(StatusCode, Json<NewTokenView>)> {
     let user = token_owner(&state, &caller, &user).await?;
+    let body = body.parse()?;
     let label = body.label.trim();
     if label.is_empty() || label.chars().count() > 100 {
         return Err(ApiError::invalid(
@@ -404,17 +423,25 @@ pub(super) async fn create_token(
         ));
     }
     let now = state.now();
-    if let Some(at) = body.expires_at
-        && at <= now.millis()
-    {
-        return Err(ApiError::invalid(
-            "expires_at",
-            "expires_at must be in the future",
-        ));
-    }
+    let expires_at = match body.expires_at {
+        None => now.plus_millis(TOKEN_DEFAULT_DAYS * DAY_MS),
+        Some(at) if at <= now.millis() => {
+            return Err(ApiError::invalid(
+                "expires_at",
+                "expires_at must be in the future",
+            ));
+        }
+        Some(at) if at > now.plus_millis(TOKEN_MAX_DAYS * DAY_MS).millis() => {
+            return Err(ApiError::invalid(
+                "expires_at",
+                format!("a token lives at most {TOKEN_MAX_DAYS} days; make a new one before it expires"),
+            ));
+        }
+        Some(at) => Timestamp(at),
+    };
     let (token, secret) = state
         .store
-        .create_token(&user.id, label, body.expires_at.map(Timestamp), now)
+        .create_token(&user.id, label, Some(expires_at), now)
         .await?;
     Ok((
         StatusCode::CREATED,

@@ -1,6 +1,9 @@
 //! Authentication of provider streams: a zone API token in `authorization: Bearer …` and the
-//! project in `x-orc-project: <org>/<project>`. The token's user must be owner or member of
-//! the project (directly or through an org-wide membership). Errors never show the token.
+//! project in `x-orc-project: <org>/<project>`. A user's token admits a stream when the user
+//! is owner or member of the project (directly or through an org-wide membership); an app
+//! pool's service credential admits only a stream in the pool's own project. The stream acts
+//! as the token's principal (`user:<id>` or `pool:<id>`), and only that principal may attach
+//! replicas of the resources it registered. Errors never show the token.
 
 use tonic::Status;
 use tonic::metadata::MetadataMap;
@@ -24,12 +27,21 @@ fn unavailable(error: &StoreError) -> Status {
     Status::unavailable("the zone's store is not available")
 }
 
-/// The project the stream's credentials admit it to.
+/// What a stream's credentials admit it to.
+#[derive(Debug, Clone)]
+pub(crate) struct Admitted {
+    /// The project the stream registers in.
+    pub project: Project,
+    /// Who the stream acts as: `user:<id>` or `pool:<id>`.
+    pub principal: String,
+}
+
+/// The project the stream's credentials admit it to, and the principal it acts as.
 pub(crate) async fn authenticate(
     store: &Store,
     metadata: &MetadataMap,
     now: Timestamp,
-) -> Result<Project, Status> {
+) -> Result<Admitted, Status> {
     let token = header(metadata, "authorization")?
         .strip_prefix("Bearer ")
         .ok_or_else(|| {
@@ -62,6 +74,24 @@ pub(crate) async fn authenticate(
         }
         Err(e) => return Err(unavailable(&e)),
     };
+    let principal = token.principal();
+    if let Some(pool_id) = &token.service_pool {
+        let pool = match store.get_pool(pool_id).await {
+            Ok(pool) => pool,
+            Err(StoreError::NotFound { .. }) => {
+                return Err(Status::permission_denied(format!(
+                    "the service credential's app pool {pool_id} no longer exists"
+                )));
+            }
+            Err(e) => return Err(unavailable(&e)),
+        };
+        if pool.project_id != project.id {
+            return Err(Status::permission_denied(format!(
+                "a service credential of app pool {pool_id} opens streams only in its own project"
+            )));
+        }
+        return Ok(Admitted { project, principal });
+    }
     let memberships = store
         .list_memberships_of_user(&token.user_id)
         .await
@@ -76,7 +106,7 @@ pub(crate) async fn authenticate(
         covers && role_allows
     });
     if may_register {
-        Ok(project)
+        Ok(Admitted { project, principal })
     } else {
         Err(Status::permission_denied(format!(
             "project {org}/{} does not exist or is not yours; providers need owner or member",

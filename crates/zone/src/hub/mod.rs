@@ -67,6 +67,9 @@ pub struct HubOptions {
     /// A running node changed this recently is not marked lost by an inventory report (the
     /// report may have been read before the node's deploy finished). Default 2 min.
     pub lost_grace: Duration,
+    /// How often an open stream's credential is checked again; a revoked token or a role
+    /// taken away ends the stream within this long. Default 2 s.
+    pub reauth_interval: Duration,
     /// The clock for stored times.
     pub clock: SharedClock,
 }
@@ -93,6 +96,7 @@ impl Default for HubOptions {
             keepalive_timeout: Duration::from_secs(30),
             hello_timeout: Duration::from_secs(10),
             lost_grace: Duration::from_secs(120),
+            reauth_interval: Duration::from_secs(2),
             clock: Arc::new(SystemClock),
         }
     }

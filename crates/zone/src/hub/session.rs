@@ -12,9 +12,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::{Stream, StreamExt};
+use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::auth::authenticate;
+use super::auth::{Admitted, authenticate};
 use super::{Attached, Group, Hub, Outbound, send};
 use crate::backend::BackendError;
 use crate::model::{Name, NewProvider, PricingStrategy, Project, Provider, ProviderScope};
@@ -42,16 +43,28 @@ impl ProviderHub for HubService {
         request: Request<Streaming<pb::ProviderMessage>>,
     ) -> Result<Response<Self::AttachStream>, Status> {
         let hub = self.hub.clone();
-        let project = authenticate(&hub.inner.store, request.metadata(), hub.now()).await?;
+        let admitted = authenticate(&hub.inner.store, request.metadata(), hub.now()).await?;
+        // Kept to check the credential again while the stream lives.
+        let credentials = request.metadata().clone();
         let inbound: Inbound = Box::pin(request.into_inner());
         let (outbound, rx) = mpsc::unbounded_channel();
-        tokio::spawn(async move { hub.run_session(project, inbound, outbound).await });
+        tokio::spawn(async move {
+            hub.run_session(admitted, credentials, inbound, outbound)
+                .await
+        });
         Ok(Response::new(UnboundedReceiverStream::new(rx)))
     }
 }
 
 impl Hub {
-    async fn run_session(&self, project: Project, mut inbound: Inbound, outbound: Outbound) {
+    async fn run_session(
+        &self,
+        admitted: Admitted,
+        credentials: MetadataMap,
+        mut inbound: Inbound,
+        outbound: Outbound,
+    ) {
+        let project = &admitted.project;
         let hello = match self.read_hello(&mut inbound).await {
             Ok(hello) => hello,
             Err(status) => {
@@ -59,7 +72,10 @@ impl Hub {
                 return;
             }
         };
-        let provider = match self.register_provider(&project, &hello).await {
+        let provider = match self
+            .register_provider(project, &admitted.principal, &hello)
+            .await
+        {
             Ok(p) => p,
             Err(status) => {
                 let _ = outbound.send(Err(status));
@@ -81,7 +97,7 @@ impl Hub {
             "provider replica attached"
         );
         let end = self
-            .route_messages(&provider, stream, &mut inbound, &outbound)
+            .route_messages(&provider, stream, &credentials, &mut inbound, &outbound)
             .await;
         tracing::info!(
             provider = %provider.name,
@@ -117,10 +133,12 @@ impl Hub {
         }
     }
 
-    /// The provider row of the hello's resource URI, created in `project` if absent.
+    /// The provider row of the hello's resource URI, created in `project` if absent; only
+    /// the principal that registered a resource may attach replicas of it.
     async fn register_provider(
         &self,
         project: &Project,
+        principal: &str,
         hello: &Hello,
     ) -> Result<Provider, Status> {
         let store = &self.inner.store;
@@ -165,6 +183,15 @@ impl Hub {
         if provider.project_id != project.id {
             return Err(Status::permission_denied(format!(
                 "resource {uri} belongs to another project"
+            )));
+        }
+        if !store
+            .claim_provider(&provider.id, principal)
+            .await
+            .map_err(unavailable)?
+        {
+            return Err(Status::permission_denied(format!(
+                "resource {uri} is served with another credential; only its own may attach replicas"
             )));
         }
         Ok(provider)
@@ -255,10 +282,15 @@ impl Hub {
         &self,
         provider: &Provider,
         stream: u64,
+        credentials: &MetadataMap,
         inbound: &mut Inbound,
         outbound: &Outbound,
     ) -> &'static str {
         let silence = self.inner.options.keepalive_timeout;
+        // A revoked or expired token, or a role taken away, ends the stream at the next check.
+        let mut recheck = tokio::time::interval(self.inner.options.reauth_interval);
+        recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        recheck.tick().await;
         let mut closing = self.inner.closing.subscribe();
         // Progress notes are recorded one after another, in the order the stream sent them,
         // by a task of this stream's own; it ends with the stream.
@@ -268,17 +300,32 @@ impl Hub {
             provider.id.clone(),
             queued,
         ));
+        let mut last_heard = Instant::now();
         loop {
             if *closing.borrow_and_update() {
                 return "the zone is shutting down";
             }
-            let deadline = Instant::now() + silence;
+            let deadline = last_heard + silence;
             let next = tokio::select! {
                 next = inbound.next() => next,
                 () = tokio::time::sleep_until(deadline) => return "silent past the keep-alive timeout",
                 () = outbound.closed() => return "the zone closed the stream",
                 _ = closing.changed() => return "the zone is shutting down",
+                _ = recheck.tick() => {
+                    match authenticate(&self.inner.store, credentials, self.now()).await {
+                        Ok(_) => continue,
+                        Err(status) if status.code() == tonic::Code::Unavailable => continue,
+                        Err(status) => {
+                            let _ = outbound.send(Err(Status::unauthenticated(format!(
+                                "the stream's credential no longer admits it: {}",
+                                status.message()
+                            ))));
+                            return "its credential was revoked, expired or lost its role";
+                        }
+                    }
+                }
             };
+            last_heard = Instant::now();
             let raw = match next {
                 Some(Ok(raw)) => raw,
                 Some(Err(_)) => return "the stream failed",

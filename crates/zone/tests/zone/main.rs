@@ -19,4 +19,5 @@ mod api_tenancy;
 mod hub_failover;
 mod reconcile_nodes;
 mod security;
+mod security_credentials;
 mod security_tls;
