@@ -135,6 +135,13 @@ enum ZoneCommand {
         #[arg(long, env = "ORC_DATA_DIR")]
         data_dir: Option<PathBuf>,
     },
+    /// Replace the admin token in <data dir>/admin-token with a new one (valid 365 days)
+    /// and revoke the old one, through the running zone's API.
+    RotateAdminToken {
+        /// The zone's data dir [default: $ORC_DATA_DIR, else ~/.local/share/orc].
+        #[arg(long, env = "ORC_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
 }
 
 /// TLS of the zone's listeners, shared by `orc zone serve` and `orc up`.
@@ -330,6 +337,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Zone {
             command: ZoneCommand::Ca { data_dir },
         } => print_ca(data_dir),
+        Command::Zone {
+            command: ZoneCommand::RotateAdminToken { data_dir },
+        } => {
+            let dir = data_dir.unwrap_or_else(orc_zone::zone::default_data_dir);
+            commands::zone::rotate_admin_token(&conn, &dir).await
+        }
         Command::Pools { project } => commands::pools::list(&conn, project.as_deref()).await,
         Command::Pool { command } => match command {
             PoolCommand::Create(args) => commands::pools::create(&conn, args).await,

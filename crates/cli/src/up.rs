@@ -7,9 +7,11 @@
 //! providers `hetzner`, `vultr` and `robot` (pools of the same names in `sys/sys`), whose
 //! accounts name the emulators. Ctrl-C stops the slots, the zone and the emulators.
 //!
-//! The emulators' credential and the Robot rescue key live in `<data dir>/secrets/` (mode
-//! 0600); the standalone providers' accounts refer to them by `file://` references, the way an
-//! operator's accounts refer to real secrets.
+//! The Robot rescue key is made once and kept in `<data dir>/secrets/` (mode 0600). The
+//! standalone providers get the emulators' credential and the rescue key as sensitive params
+//! (sealed in the store, handed to each slot as files in its own runtime dir) and their
+//! accounts refer to them by `param://` references, the way an operator's accounts refer to
+//! real secrets.
 //!
 //! Running it again on the same data dir resumes: the store keeps the zone's state, the admin
 //! token is reused, and the partner pool is found rather than created again (its params are
@@ -242,8 +244,12 @@ impl Up {
                     path,
                     args,
                     env: BTreeMap::new(),
-                    // Their accounts name secrets by reference only (`file://`, `env://`).
-                    sensitive_params: BTreeSet::new(),
+                    // Their accounts name secrets by reference only; `orc up` hands them
+                    // its emulated accounts' secrets as these sensitive params.
+                    sensitive_params: BTreeSet::from([
+                        "emulator_token".to_string(),
+                        "rescue_key".to_string(),
+                    ]),
                 },
             );
         }
@@ -468,8 +474,6 @@ pub(crate) fn provider_binary(
 /// The emulated accounts' secrets, in `<data dir>/secrets/` (directory 0700, files 0600).
 #[derive(Debug)]
 struct Secrets {
-    /// The emulators' API token (and the Robot password).
-    token_file: PathBuf,
     /// The Robot rescue key's private half, made on the first `orc up`.
     rescue_key_file: PathBuf,
     /// Its public half, as stored in Robot.
@@ -495,8 +499,6 @@ impl Secrets {
             file.write_all(text.as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))
         };
-        let token_file = dir.join("emulator-token");
-        write(&token_file, EMULATOR_TOKEN)?;
         let rescue_key_file = dir.join("robot-rescue-key");
         let public_file = dir.join("robot-rescue-key.pub");
         let rescue_public = match std::fs::read_to_string(&public_file) {
@@ -509,7 +511,6 @@ impl Secrets {
             }
         };
         Ok(Secrets {
-            token_file,
             rescue_key_file,
             rescue_public,
         })
@@ -525,10 +526,6 @@ impl Secrets {
             .create_key("orc-up-rescue", &self.rescue_public)
             .await?;
         Ok(key.fingerprint.to_string())
-    }
-
-    fn reference(path: &Path) -> String {
-        format!("file://{}", path.display())
     }
 }
 
@@ -557,15 +554,26 @@ fn standalone_providers(
     urls: &StandaloneUrls,
     rescue_fingerprint: &str,
 ) -> Vec<Standalone> {
-    let token = Secrets::reference(&secrets.token_file);
-    let app = |binary: &str, name: &str, api_url: &str, account: serde_json::Value| AppSpec {
-        package: format!("sys/{binary}:default"),
-        params: BTreeMap::from([
-            ("name".to_string(), name.to_string()),
-            ("api_url".to_string(), api_url.to_string()),
-            ("account".to_string(), account.to_string()),
-        ]),
-        sensitive: SensitiveParams(BTreeMap::new()),
+    // The accounts name their secrets by reference: `param://…`, sensitive params the zone
+    // keeps sealed and hands each slot as files in its own runtime dir (a slot cannot read
+    // the data dir, where `secrets/` is).
+    let token = "param://emulator_token".to_string();
+    let rescue_key = std::fs::read_to_string(&secrets.rescue_key_file).unwrap_or_default();
+    let app = |binary: &str, name: &str, api_url: &str, account: serde_json::Value| {
+        let mut sensitive =
+            BTreeMap::from([("emulator_token".to_string(), EMULATOR_TOKEN.to_string())]);
+        if binary == "orc-prov-robot" {
+            sensitive.insert("rescue_key".to_string(), rescue_key.clone());
+        }
+        AppSpec {
+            package: format!("sys/{binary}:default"),
+            params: BTreeMap::from([
+                ("name".to_string(), name.to_string()),
+                ("api_url".to_string(), api_url.to_string()),
+                ("account".to_string(), account.to_string()),
+            ]),
+            sensitive: SensitiveParams(sensitive),
+        }
     };
     vec![
         Standalone {
@@ -602,7 +610,7 @@ fn standalone_providers(
                     "user": EMULATOR_ACCOUNT,
                     "password": token,
                     "rescue_key_fingerprint": rescue_fingerprint,
-                    "rescue_key": Secrets::reference(&secrets.rescue_key_file),
+                    "rescue_key": "param://rescue_key",
                 }),
             ),
         },
@@ -849,16 +857,14 @@ mod tests {
             .await
             .unwrap();
         let account = &robot.spec.app.as_ref().unwrap().params["account"];
-        assert!(account.contains("file://"), "{account}");
+        assert!(account.contains("param://"), "{account}");
         assert!(!account.contains(EMULATOR_TOKEN), "{account}");
         let secrets = dir.path().join("data/secrets");
-        for file in ["emulator-token", "robot-rescue-key"] {
-            let mode = std::fs::metadata(secrets.join(file))
-                .unwrap()
-                .permissions()
-                .mode();
-            assert_eq!(mode & 0o777, 0o600, "{file}");
-        }
+        let mode = std::fs::metadata(secrets.join("robot-rescue-key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
         let key_before = std::fs::read_to_string(secrets.join("robot-rescue-key.pub")).unwrap();
         up.shutdown().await;
 

@@ -597,7 +597,10 @@ async fn the_cli_pins_the_zone_ca_and_says_why_a_connection_fails() {
     let plain = url.replacen("https://", "http://", 1);
     let refused = run(plain, None, vec!["pools", "acme/web"]).await;
     let stderr = String::from_utf8(refused.stderr).unwrap();
-    assert!(stderr.contains("this port speaks TLS: use https://"), "{stderr}");
+    assert!(
+        stderr.contains("this port speaks TLS: use https://"),
+        "{stderr}"
+    );
     assert!(stderr.contains("[400 tls_required]"), "{stderr}");
 
     let pinned = run(url, env.zone.ca_file(), vec!["pools", "acme/web"]).await;
@@ -619,5 +622,47 @@ async fn the_cli_pins_the_zone_ca_and_says_why_a_connection_fails() {
         String::from_utf8(ca.stderr).unwrap(),
         format!("fingerprint {fingerprint}\n")
     );
+    env.zone.shutdown().await;
+}
+
+/// The operator rotates the admin token: the file holds a new one that works, the old one
+/// is refused, and the token is never printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotate_admin_token_replaces_the_file_and_revokes_the_old_token() {
+    let env = start().await;
+    let dir = env.dir();
+    let path = dir.join("admin-token");
+    let old = std::fs::read_to_string(&path).unwrap().trim().to_string();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
+    cmd.args([
+        "zone",
+        "rotate-admin-token",
+        "--data-dir",
+        dir.to_str().unwrap(),
+    ])
+    .env_remove("ORC_URL")
+    .env_remove("ORC_TOKEN")
+    .env_remove("ORC_CA_FILE");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with("rotated the admin token of admin"),
+        "{stdout}"
+    );
+    let new = std::fs::read_to_string(&path).unwrap().trim().to_string();
+    assert_ne!(new, old);
+    assert!(!stdout.contains(&new) && !stdout.contains(&old), "{stdout}");
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(env.get("/api/whoami", &new).await.status, 200);
+    assert_eq!(env.get("/api/whoami", &old).await.status, 401);
     env.zone.shutdown().await;
 }

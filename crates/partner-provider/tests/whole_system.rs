@@ -34,7 +34,10 @@ fn start_replica(slot: u32, zone: &Zone, emu: &orc_emu::RunningEmulators, dir: &
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("RUST_LOG", "warn")
         .env("ORC_ZONE_ENDPOINT", zone.grpc_url())
-        .env("ORC_ZONE_CA_FILE", zone.ca_file().expect("the zone speaks TLS"))
+        .env(
+            "ORC_ZONE_CA_FILE",
+            zone.ca_file().expect("the zone speaks TLS"),
+        )
         .env("ORC_ZONE_TOKEN_FILE", &token_file)
         .env("ORC_ZONE_PROJECT", "sys/sys")
         .env("ORC_SLOT", slot.to_string())

@@ -1,7 +1,9 @@
 //! References to credentials that a provider resolves each time it needs them.
 //!
 //! A provider's config never holds a cloud token itself: it holds a [`SecretRef`] such as
-//! `env://HCLOUD_TOKEN` or `file:///run/secrets/hcloud`, and the provider calls
+//! `env://HCLOUD_TOKEN`, `file:///run/secrets/hcloud` or `param://hcloud_token` (a
+//! sensitive param the zone keeps sealed and hands the app slot as a file in its runtime
+//! dir, named by `ORC_PARAM_HCLOUD_TOKEN_FILE`), and the provider calls
 //! [`SecretRef::resolve`] before every request. Rotating a token is then a matter of
 //! changing the variable or the file; no restart is needed.
 //!
@@ -14,15 +16,19 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 /// The schemes a [`SecretRef`] accepts, in the words of error messages.
-pub const ACCEPTED_SCHEMES: &str = "env://NAME, file:///absolute/path";
+pub const ACCEPTED_SCHEMES: &str = "env://NAME, file:///absolute/path, param://name";
 
-/// Where a secret lives. Parsed from `env://NAME` or `file:///absolute/path`.
+/// Where a secret lives. Parsed from `env://NAME`, `file:///absolute/path` or
+/// `param://name`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SecretRef {
     /// An environment variable of the provider process.
     Env(String),
     /// A file on the provider's host; one trailing line break is not part of the secret.
     File(PathBuf),
+    /// A sensitive param of the provider's app pool: the file the zone's app runner names in
+    /// `ORC_PARAM_<NAME>_FILE`.
+    Param(String),
 }
 
 /// A secret reference that could not be parsed.
@@ -37,6 +43,9 @@ pub enum SecretRefError {
     /// `env://` without a usable variable name.
     #[error("secret reference env://{name} does not name an environment variable")]
     BadEnvName { name: String },
+    /// `param://` without a usable param name.
+    #[error("secret reference param://{name} does not name a param (lowercase letters, digits, _)")]
+    BadParamName { name: String },
     /// `file://` with a path that is not absolute.
     #[error("secret reference file://{path} must be an absolute path (file:///...)")]
     RelativePath { path: String },
@@ -95,6 +104,19 @@ impl SecretRef {
                     })
                 }
             }
+            "param" => {
+                let valid = !rest.is_empty()
+                    && rest
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+                if valid {
+                    Ok(SecretRef::Param(rest.to_string()))
+                } else {
+                    Err(SecretRefError::BadParamName {
+                        name: rest.to_string(),
+                    })
+                }
+            }
             other => Err(SecretRefError::UnknownScheme {
                 scheme: other.to_string(),
             }),
@@ -107,6 +129,12 @@ impl SecretRef {
         let value = match self {
             SecretRef::Env(name) => std::env::var(name)
                 .map_err(|_| SecretResolveError::EnvMissing { name: name.clone() })?,
+            SecretRef::Param(name) => {
+                let var = format!("ORC_PARAM_{}_FILE", name.to_ascii_uppercase());
+                let path =
+                    std::env::var_os(&var).ok_or(SecretResolveError::EnvMissing { name: var })?;
+                return SecretRef::File(PathBuf::from(path)).resolve();
+            }
             SecretRef::File(path) => {
                 let bytes =
                     std::fs::read(path).map_err(|source| SecretResolveError::FileUnreadable {
@@ -138,6 +166,7 @@ impl fmt::Display for SecretRef {
         match self {
             SecretRef::Env(name) => write!(f, "env://{name}"),
             SecretRef::File(path) => write!(f, "file://{}", path.display()),
+            SecretRef::Param(name) => write!(f, "param://{name}"),
         }
     }
 }
@@ -197,6 +226,21 @@ mod tests {
             SecretRef::parse("plain-token").unwrap_err(),
             SecretRefError::MissingScheme
         );
+    }
+
+    #[test]
+    fn a_param_reference_reads_the_file_the_app_runner_names() {
+        let reference = SecretRef::parse("param://orc_secret_test_param").unwrap();
+        assert_eq!(reference.to_string(), "param://orc_secret_test_param");
+        let err = reference.resolve().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "environment variable ORC_PARAM_ORC_SECRET_TEST_PARAM_FILE holding a secret is not set"
+        );
+        assert!(matches!(
+            SecretRef::parse("param://Bad-Name"),
+            Err(SecretRefError::BadParamName { .. })
+        ));
     }
 
     #[test]

@@ -166,9 +166,9 @@ impl GrpcConnector {
             (true, Some(ca)) => {
                 let tls = tonic::transport::ClientTlsConfig::new()
                     .ca_certificate(tonic::transport::Certificate::from_pem(ca.pem()));
-                built = built
-                    .tls_config(tls)
-                    .map_err(|e| invalid(format!("cannot use the zone's CA {}: {e}", ca.origin())))?;
+                built = built.tls_config(tls).map_err(|e| {
+                    invalid(format!("cannot use the zone's CA {}: {e}", ca.origin()))
+                })?;
             }
             (true, None) => {
                 return Err(invalid(
@@ -201,23 +201,27 @@ impl Connector for GrpcConnector {
         let endpoint = self.endpoint.clone();
         let credentials = self.credentials.clone();
         async move {
-            let channel = endpoint.connect().await.map_err(|source| {
-                match orc_tls::explain(&source) {
-                    Some(failure) => ConnectError::Tls(failure),
-                    None => ConnectError::Transport(source),
-                }
-            })?;
+            let channel =
+                endpoint
+                    .connect()
+                    .await
+                    .map_err(|source| match orc_tls::explain(&source) {
+                        Some(failure) => ConnectError::Tls(failure),
+                        None => ConnectError::Transport(source),
+                    })?;
             let mut client = ProviderHubClient::new(channel);
             let mut request = tonic::Request::new(outbound);
             if let Some(credentials) = &credentials {
                 credentials.apply(&mut request);
             }
-            let response = client.attach(request).await.map_err(|status| {
-                match orc_tls::explain(&status) {
-                    Some(failure) => ConnectError::Tls(failure),
-                    None => ConnectError::Refused(status),
-                }
-            })?;
+            let response =
+                client
+                    .attach(request)
+                    .await
+                    .map_err(|status| match orc_tls::explain(&status) {
+                        Some(failure) => ConnectError::Tls(failure),
+                        None => ConnectError::Refused(status),
+                    })?;
             let inbound: ZoneStream = Box::pin(response.into_inner());
             Ok(inbound)
         }

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, Issuer, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType,
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -119,7 +119,10 @@ impl ZoneCa {
     }
 
     /// A CA valid only between `not_before` and `not_after` (tests of expiry).
-    pub fn generate_valid(not_before: SystemTime, not_after: SystemTime) -> Result<ZoneCa, CaError> {
+    pub fn generate_valid(
+        not_before: SystemTime,
+        not_after: SystemTime,
+    ) -> Result<ZoneCa, CaError> {
         let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(CaError::Sign)?;
         ZoneCa::from_key(key, not_before, not_after)
     }
@@ -232,7 +235,9 @@ impl ZoneCa {
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.use_authority_key_identifier_extension = true;
         let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(CaError::Sign)?;
-        let cert = params.signed_by(&key, &self.issuer).map_err(CaError::Sign)?;
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .map_err(CaError::Sign)?;
         Ok(ServerIdentity {
             chain: vec![cert.der().clone(), self.cert_der.clone()],
             key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),

@@ -200,8 +200,7 @@ async fn serve_connection<S, B>(
         return;
     }
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.clone());
-    let stream = match tokio::time::timeout(options.handshake_timeout, acceptor.accept(tcp)).await
-    {
+    let stream = match tokio::time::timeout(options.handshake_timeout, acceptor.accept(tcp)).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
             let why = crate::client::explain(&e)

@@ -62,9 +62,14 @@ impl RenewingCert {
             if left > lifetime / 3 {
                 continue;
             }
-            match ca.issue_server(&names, lifetime).and_then(|id| self.renew(id)) {
+            match ca
+                .issue_server(&names, lifetime)
+                .and_then(|id| self.renew(id))
+            {
                 Ok(()) => tracing::info!("the zone's server certificate was renewed"),
-                Err(e) => tracing::warn!(error = %e, "renewing the server certificate failed; retrying in an hour"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "renewing the server certificate failed; retrying in an hour")
+                }
             }
         }
     }
@@ -84,7 +89,8 @@ impl ResolvesServerCert for RenewingCert {
 
 fn certified(identity: ServerIdentity) -> Result<(Arc<CertifiedKey>, SystemTime), CaError> {
     let provider = crate::provider();
-    let key = CertifiedKey::from_der(identity.chain, identity.key, &provider).map_err(CaError::Key)?;
+    let key =
+        CertifiedKey::from_der(identity.chain, identity.key, &provider).map_err(CaError::Key)?;
     Ok((Arc::new(key), identity.not_after))
 }
 

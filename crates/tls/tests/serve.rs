@@ -93,15 +93,25 @@ where
     addr
 }
 
-fn tls_for(ca: &ZoneCa, not_before: SystemTime, not_after: SystemTime) -> Arc<rustls::ServerConfig> {
+fn tls_for(
+    ca: &ZoneCa,
+    not_before: SystemTime,
+    not_after: SystemTime,
+) -> Arc<rustls::ServerConfig> {
     let names = vec!["127.0.0.1".to_string(), "localhost".to_string()];
-    let identity = ca.issue_server_valid(&names, not_before, not_after).unwrap();
+    let identity = ca
+        .issue_server_valid(&names, not_before, not_after)
+        .unwrap();
     orc_tls::server_config(RenewingCert::new(identity).unwrap(), ALPN_HTTP)
 }
 
 fn fresh_tls(ca: &ZoneCa) -> Arc<rustls::ServerConfig> {
     let now = SystemTime::now();
-    tls_for(ca, now - Duration::from_secs(60), now + Duration::from_secs(3600))
+    tls_for(
+        ca,
+        now - Duration::from_secs(60),
+        now + Duration::from_secs(3600),
+    )
 }
 
 fn pinned(ca: &ZoneCa) -> PinnedCa {
@@ -169,8 +179,16 @@ async fn another_ca_is_refused_with_words_on_both_sides() {
             .to_string()
             .contains("not signed by the pinned CA")
     );
-    until_logged(|| logs.text().contains("the peer does not trust our certificate")).await;
-    assert!(logs.text().contains("TLS handshake failed"), "{}", logs.text());
+    until_logged(|| {
+        logs.text()
+            .contains("the peer does not trust our certificate")
+    })
+    .await;
+    assert!(
+        logs.text().contains("TLS handshake failed"),
+        "{}",
+        logs.text()
+    );
 }
 
 #[tokio::test]
@@ -189,8 +207,11 @@ async fn an_expired_certificate_is_refused_with_words_on_both_sides() {
         .expect_err("an expired certificate");
     assert_eq!(orc_tls::explain(&err), Some(TlsFailure::Expired));
     assert!(TlsFailure::Expired.to_string().contains("expired"));
-    until_logged(|| logs.text().contains("the peer found our certificate expired"))
-        .await;
+    until_logged(|| {
+        logs.text()
+            .contains("the peer found our certificate expired")
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -203,14 +224,17 @@ async fn plain_http_on_a_tls_port_is_told_to_use_https() {
     assert!(answer.contains("\"code\":\"tls_required\""), "{answer}");
     assert!(answer.contains("use https://"), "{answer}");
     assert!(
-        logs.text().contains("a client sent plain text to this TLS port"),
+        logs.text()
+            .contains("a client sent plain text to this TLS port"),
         "{}",
         logs.text()
     );
 
     // An HTTP/2 client (a provider dialling http://) gets a GOAWAY it can explain.
     let mut tcp = TcpStream::connect(addr).await.unwrap();
-    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
     let mut out = Vec::new();
     let _ = tcp.read_to_end(&mut out).await;
     // SETTINGS (9 bytes), then a GOAWAY frame (type 7) with INADEQUATE_SECURITY (0xc).
@@ -223,7 +247,9 @@ async fn plain_http_on_a_tls_port_is_told_to_use_https() {
 async fn tls_to_a_plain_port_is_explained() {
     let ca = ZoneCa::generate().unwrap();
     let addr = start(hello(), quick(None)).await;
-    let err = tls_connect(addr, &pinned(&ca)).await.expect_err("no TLS there");
+    let err = tls_connect(addr, &pinned(&ca))
+        .await
+        .expect_err("no TLS there");
     assert_eq!(orc_tls::explain(&err), Some(TlsFailure::PlainServer));
 }
 
@@ -239,15 +265,29 @@ async fn silent_idle_and_half_sent_connections_are_closed() {
     let mut idle = tls_connect(addr, &pinned(&ca)).await.unwrap();
     // Half a request head: closed at the header-read (or idle) timeout.
     let mut half = tls_connect(addr, &pinned(&ca)).await.unwrap();
-    half.write_all(b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n").await.unwrap();
+    half.write_all(b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
     // Half a TLS handshake: closed at the handshake timeout.
     let mut half_tls = TcpStream::connect(addr).await.unwrap();
     half_tls.write_all(&[0x16, 0x03, 0x01, 0x00]).await.unwrap();
 
-    assert!(closed_by_server(&mut silent, bound).await, "silent connection kept");
-    assert!(closed_by_server(&mut idle, bound).await, "idle connection kept");
-    assert!(closed_by_server(&mut half, bound).await, "half-sent request kept");
-    assert!(closed_by_server(&mut half_tls, bound).await, "half handshake kept");
+    assert!(
+        closed_by_server(&mut silent, bound).await,
+        "silent connection kept"
+    );
+    assert!(
+        closed_by_server(&mut idle, bound).await,
+        "idle connection kept"
+    );
+    assert!(
+        closed_by_server(&mut half, bound).await,
+        "half-sent request kept"
+    );
+    assert!(
+        closed_by_server(&mut half_tls, bound).await,
+        "half handshake kept"
+    );
 
     // The listener still serves afterwards.
     let answer = get_over(tls_connect(addr, &pinned(&ca)).await.unwrap()).await;
@@ -322,12 +362,10 @@ fn the_ca_survives_a_restart_and_its_key_is_private() {
     let names = vec!["127.0.0.1".to_string()];
     let identity = read.issue_server(&names, Duration::from_secs(60)).unwrap();
     let roots = made.roots();
-    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
-        roots,
-        orc_tls::provider(),
-    )
-    .build()
-    .unwrap();
+    let verifier =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(roots, orc_tls::provider())
+            .build()
+            .unwrap();
     use rustls::client::danger::ServerCertVerifier;
     verifier
         .verify_server_cert(

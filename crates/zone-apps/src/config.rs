@@ -6,12 +6,16 @@
 //! [`AppsConfig::apps`], or, for the zone's own apps ([`BUILTIN_APPS`]), next to the running
 //! `orc` executable, as `cargo build` leaves them. Only org `sys` may run apps for now: a
 //! package naming another org is refused, and so is a pool outside org `sys`.
+//!
+//! [`AppsConfig::run_as`] says which user slots run as (see [`RunAs`]): by default a user of
+//! each pool's own when the zone runs as root.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::policy::RestartPolicy;
+use super::run_as::{DEFAULT_RUNTIME_ROOT, RunAs};
 
 /// An app the zone ships, found next to the `orc` executable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +84,13 @@ pub struct AppsConfig {
     /// Look for [`BUILTIN_APPS`] next to the current executable when not in `apps`.
     pub search_next_to_exe: bool,
     pub options: AppsOptions,
+    /// Which user slots run as; [`RunAs::Auto`] (a user of the pool's own when the zone runs
+    /// as root) by default.
+    pub run_as: RunAs,
+    /// Where the runtime dirs of slots that do not run as the zone's user go, since they
+    /// cannot enter the data dir: one dir per slot, owned by the slot's uid. Created mode
+    /// 0711 and owned by the zone's user. [`DEFAULT_RUNTIME_ROOT`] by default.
+    pub runtime_root: PathBuf,
 }
 
 impl Default for AppsConfig {
@@ -88,6 +99,8 @@ impl Default for AppsConfig {
             apps: BTreeMap::new(),
             search_next_to_exe: true,
             options: AppsOptions::default(),
+            run_as: RunAs::default(),
+            runtime_root: PathBuf::from(DEFAULT_RUNTIME_ROOT),
         }
     }
 }
@@ -153,7 +166,9 @@ impl AppsConfig {
             .unwrap_or_default()
     }
 
-    /// The binary a package runs.
+    /// The binary a package runs. Its `env` also carries [`AppsConfig::run_as`] and
+    /// [`AppsConfig::runtime_root`] for the supervisor, under a name that is not a valid
+    /// variable name and never reaches a process.
     pub fn resolve(&self, package: &str) -> Result<AppBinary, ResolveError> {
         let reference = parse_package(package)?;
         if reference.org != "sys" {
@@ -161,15 +176,12 @@ impl AppsConfig {
                 package: package.to_string(),
             });
         }
-        if let Some(app) = self.apps.get(&reference.name) {
-            return Ok(app.clone());
-        }
-        if self.search_next_to_exe
-            && let Some(app) = builtin_next_to_exe(&reference.name)
-        {
-            return Ok(app);
-        }
-        Err(ResolveError::NotInstalled {
+        let found = self.apps.get(&reference.name).cloned().or_else(|| {
+            self.search_next_to_exe
+                .then(|| builtin_next_to_exe(&reference.name))
+                .flatten()
+        });
+        found.ok_or(ResolveError::NotInstalled {
             name: reference.name,
         })
     }

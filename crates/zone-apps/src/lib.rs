@@ -31,6 +31,7 @@ pub mod config;
 pub mod logs;
 pub mod params;
 pub mod policy;
+mod run_as;
 mod slot;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -53,6 +54,7 @@ use orc_zone_store::{Kind, Store, StoreError};
 pub use config::{AppBinary, AppsConfig, AppsOptions, BUILTIN_APPS, BuiltinApp, ResolveError};
 pub use logs::{Level, LogLine, LogSource};
 pub use params::ParamError;
+pub use run_as::{DEFAULT_RUNTIME_ROOT, DYNAMIC_IDS, RunAs};
 pub use slot::{INHERITED_ENV, SlotStatus, SpawnError};
 
 use params::{FileText, ParamFile, plan_params};
@@ -447,6 +449,8 @@ impl Apps {
             status: Arc::new(Mutex::new(status)),
             policy: self.inner.config.options.restart,
             stop_grace: self.inner.config.options.stop_grace,
+            run_as: self.inner.config.run_as,
+            runtime_root: self.inner.config.runtime_root.clone(),
         };
         let handle = SlotHandle::start(pool.id.clone(), launch, context)?;
         tracing::info!(pool = %pool.id, slot = node.slot, node = %node.id, "core slot started");

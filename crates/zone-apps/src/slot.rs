@@ -10,6 +10,11 @@
 //! The environment of an app holds only what the zone puts there (see `docs/zone/apps.md`):
 //! a few variables of the zone's own environment ([`INHERITED_ENV`]), the app's configured
 //! environment and the `ORC_*` variables; nothing else of the zone's environment leaks in.
+//!
+//! Where a slot runs as a user of its own ([`run_as`](super::run_as)), its runtime dir is
+//! under the runtime root instead of the data dir, owned by that user, and is the process's
+//! working dir; `ORC_RUNTIME_DIR`, every `*_FILE` variable and `HOME` point there. A binary
+//! that user cannot reach runs as the zone's user, with a warning in the slot's log.
 
 use std::collections::BTreeMap;
 use std::fs::DirBuilder;
@@ -17,7 +22,7 @@ use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
@@ -29,6 +34,7 @@ use super::config::AppBinary;
 use super::logs::{Level, LogSource, SlotLog};
 use super::params::ParamFile;
 use super::policy::RestartPolicy;
+use super::run_as::{self, Identity, RunAs, SlotUser};
 use orc_zone_model::{NodeId, PoolId};
 
 /// Variables of the zone's environment that every app gets too.
@@ -113,6 +119,10 @@ pub(crate) struct SlotContext {
     pub status: Arc<Mutex<SlotStatus>>,
     pub policy: RestartPolicy,
     pub stop_grace: Duration,
+    /// Who the slot's processes run as, and where their runtime dirs go when that is not
+    /// the zone's user.
+    pub run_as: RunAs,
+    pub runtime_root: PathBuf,
 }
 
 impl SlotContext {
@@ -159,10 +169,22 @@ impl SlotHandle {
         launch: Launch,
         context: SlotContext,
     ) -> Result<SlotHandle, SpawnError> {
-        let child = spawn_process(&launch, &context)?;
+        let slot = context
+            .status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .slot;
+        let user = SlotUser::for_slot(
+            context.run_as,
+            &context.runtime_root,
+            &launch.runtime_dir,
+            &pool_id,
+            slot,
+        );
+        let child = spawn_process(&launch, &context, &user)?;
         let (commands, receiver) = mpsc::unbounded_channel();
         let status = context.status.clone();
-        let task = tokio::spawn(supervise(child, launch, context, receiver));
+        let task = tokio::spawn(supervise(child, launch, context, user, receiver));
         Ok(SlotHandle {
             pool_id,
             status,
@@ -196,23 +218,73 @@ impl SlotHandle {
     }
 }
 
-fn write_runtime_dir(launch: &Launch) -> Result<(), SpawnError> {
-    let dir = &launch.runtime_dir;
+/// Where and as whom one process of a slot runs.
+struct Placement {
+    runtime_dir: PathBuf,
+    current_dir: Option<PathBuf>,
+    /// `None`: the zone's own user.
+    identity: Option<Identity>,
+}
+
+/// The slot's own user and runtime dir, unless that user cannot reach the binary: then the
+/// zone's user, so a platform installed under `/root` keeps working, said in the slot's log.
+fn place(launch: &Launch, context: &SlotContext, user: &SlotUser) -> Placement {
+    let zone_user = || Placement {
+        runtime_dir: launch.runtime_dir.clone(),
+        current_dir: launch.runtime_dir.parent().map(Path::to_path_buf),
+        identity: None,
+    };
+    let SlotUser::Dropped {
+        identity,
+        runtime_dir,
+    } = user
+    else {
+        return zone_user();
+    };
+    let binary = &launch.binary.path;
+    match run_as::unreachable_part(binary, **identity) {
+        None => Placement {
+            runtime_dir: runtime_dir.clone(),
+            current_dir: Some(runtime_dir.clone()),
+            identity: Some(**identity),
+        },
+        Some(part) => {
+            let words = format!(
+                "{} is not reachable by an unprivileged user ({} denies uid {}); the slot runs \
+                 as the zone's user",
+                binary.display(),
+                part.display(),
+                identity.uid
+            );
+            tracing::warn!(
+                node = %context.node_id,
+                binary = %binary.display(),
+                blocked_at = %part.display(),
+                "{words}"
+            );
+            context.note(Level::Warn, &words);
+            zone_user()
+        }
+    }
+}
+
+/// Writes the runtime dir fresh: 0700, one 0600 file per file-delivered param, all owned by
+/// the placement's identity (chowned last, so the slot cannot touch them half-written).
+fn write_runtime_dir(launch: &Launch, placement: &Placement) -> Result<(), SpawnError> {
+    let dir = &placement.runtime_dir;
     let failed = |source| SpawnError::RuntimeDir {
         path: dir.clone(),
         source,
     };
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(failed(e)),
-    }
     if let Some(parent) = dir.parent() {
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(parent)
-            .map_err(failed)?;
+        match placement.identity {
+            None => DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(failed)?,
+            Some(_) => run_as::prepare_root(parent).map_err(failed)?,
+        }
     }
     DirBuilder::new().mode(0o700).create(dir).map_err(failed)?;
     for file in &launch.files {
@@ -223,8 +295,23 @@ fn write_runtime_dir(launch: &Launch) -> Result<(), SpawnError> {
             .open(dir.join(&file.file_name))
             .map_err(failed)?;
         out.write_all(file.text.0.as_bytes()).map_err(failed)?;
+        if let Some(Identity { uid, gid }) = placement.identity {
+            std::os::unix::fs::fchown(&out, Some(uid), Some(gid)).map_err(failed)?;
+        }
+    }
+    if let Some(Identity { uid, gid }) = placement.identity {
+        std::os::unix::fs::chown(dir, Some(uid), Some(gid)).map_err(failed)?;
     }
     Ok(())
+}
+
+/// Removes the slot's runtime dirs: the one in the data dir and its own, if it has one (a
+/// slot may have used either, when its binary changed reachability).
+fn remove_runtime_dirs(launch: &Launch, user: &SlotUser) {
+    remove_runtime_dir(&launch.runtime_dir);
+    if let SlotUser::Dropped { runtime_dir, .. } = user {
+        remove_runtime_dir(runtime_dir);
+    }
 }
 
 fn remove_runtime_dir(dir: &Path) {
@@ -237,8 +324,20 @@ fn remove_runtime_dir(dir: &Path) {
     }
 }
 
-fn spawn_process(launch: &Launch, context: &SlotContext) -> Result<Child, SpawnError> {
-    write_runtime_dir(launch)?;
+fn spawn_process(
+    launch: &Launch,
+    context: &SlotContext,
+    user: &SlotUser,
+) -> Result<Child, SpawnError> {
+    let placement = place(launch, context, user);
+    remove_runtime_dirs(launch, user);
+    // A process that does not start leaves no secret file behind: a failed first start
+    // has no slot task to clean up after it.
+    let cleaned = |error| {
+        remove_runtime_dirs(launch, user);
+        error
+    };
+    write_runtime_dir(launch, &placement).map_err(cleaned)?;
     let mut command = Command::new(&launch.binary.path);
     command.args(&launch.binary.args).env_clear();
     for name in INHERITED_ENV {
@@ -247,11 +346,21 @@ fn spawn_process(launch: &Launch, context: &SlotContext) -> Result<Child, SpawnE
         }
     }
     command.envs(&launch.binary.env).envs(&launch.env);
+    command.env("ORC_RUNTIME_DIR", &placement.runtime_dir);
     for file in &launch.files {
-        command.env(&file.env, launch.runtime_dir.join(&file.file_name));
+        command.env(&file.env, placement.runtime_dir.join(&file.file_name));
     }
-    if let Some(slot_dir) = launch.runtime_dir.parent() {
-        command.current_dir(slot_dir);
+    if let Some(dir) = &placement.current_dir {
+        command.current_dir(dir);
+    }
+    if let Some(Identity { uid, gid }) = placement.identity {
+        // The zone's HOME and USER are root's: the slot's user has no home but its runtime
+        // dir, and no name.
+        command
+            .uid(uid)
+            .gid(gid)
+            .env("HOME", &placement.runtime_dir)
+            .env_remove("USER");
     }
     command
         .stdin(Stdio::null())
@@ -259,10 +368,13 @@ fn spawn_process(launch: &Launch, context: &SlotContext) -> Result<Child, SpawnE
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
-    let mut child = command.spawn().map_err(|source| SpawnError::Exec {
-        path: launch.binary.path.clone(),
-        source,
-    })?;
+    let mut child = command
+        .spawn()
+        .map_err(|source| SpawnError::Exec {
+            path: launch.binary.path.clone(),
+            source,
+        })
+        .map_err(cleaned)?;
     let pid = child.id();
     if let Some(out) = child.stdout.take() {
         tokio::spawn(read_output(
@@ -372,6 +484,7 @@ async fn supervise(
     first: Child,
     mut launch: Launch,
     context: SlotContext,
+    user: SlotUser,
     mut commands: mpsc::UnboundedReceiver<SlotCommand>,
 ) {
     let mut next_child = Some(first);
@@ -379,7 +492,7 @@ async fn supervise(
     loop {
         let next = match next_child.take() {
             Some(child) => run_one(child, &context, &mut commands, &mut exits).await,
-            None => match spawn_process(&launch, &context) {
+            None => match spawn_process(&launch, &context, &user) {
                 Ok(child) => {
                     next_child = Some(child);
                     continue;
@@ -418,7 +531,7 @@ async fn supervise(
                 exits = 0;
             }
             Next::Stop(done) => {
-                remove_runtime_dir(&launch.runtime_dir);
+                remove_runtime_dirs(&launch, &user);
                 context.update(|s| {
                     s.pid = None;
                     s.up_since = None;

@@ -74,6 +74,9 @@ async fn fixture() -> Fixture {
     let mut config = AppsConfig {
         search_next_to_exe: false,
         options: fast_options(),
+        // The fixture's script lives in a private temporary dir: run it as the zone's user
+        // (tests/isolation.rs covers unprivileged slots).
+        run_as: orc_zone_apps::RunAs::ZoneUser,
         ..AppsConfig::default()
     };
     config.apps.insert(
@@ -258,16 +261,14 @@ async fn slot_gets_env_and_files_and_deploy_is_idempotent() {
         .await
         .unwrap()
         .expect("the app's zone token authenticates");
+    // A service credential of the pool, not a role: the apps user holds none.
+    assert_eq!(record.service_pool.as_ref(), Some(&pool.id));
     let memberships = f
         .store
         .list_memberships_of_user(&record.user_id)
         .await
         .unwrap();
-    assert!(
-        memberships
-            .iter()
-            .any(|m| m.project_id == Some(sys_project_id()))
-    );
+    assert!(memberships.is_empty(), "{memberships:?}");
 
     let again = match f.deploy(node).await {
         orc_proto::DeployResult::Deployed(d) => d,

@@ -9,8 +9,8 @@ use super::error::classify_write;
 use super::rows::{opt_parsed, opt_time, parsed, text, time};
 use super::{Kind, Store, StoreError, StoreResult};
 use orc_zone_model::{
-    ApiToken, Membership, MembershipId, Name, Org, OrgId, PoolId, Project, ProjectId, Role, Timestamp,
-    TokenHash, TokenId, TokenSecret, User, UserId,
+    ApiToken, Membership, MembershipId, Name, Org, OrgId, PoolId, Project, ProjectId, Role,
+    Timestamp, TokenHash, TokenId, TokenSecret, User, UserId,
 };
 
 fn org_from(row: &AnyRow) -> StoreResult<Org> {

@@ -35,7 +35,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::api::views::ReplicaView;
-use crate::api::{self, ApiLimits, ApiState, LogLineView, LogSource, LogsFuture, ProviderDirectory};
+use crate::api::{
+    self, ApiLimits, ApiState, LogLineView, LogSource, LogsFuture, ProviderDirectory,
+};
 use crate::apps::{Apps, AppsConfig, AppsError, ZoneEndpoint};
 use crate::backend::Backends;
 use crate::hub::{Hub, HubOptions};
@@ -115,7 +117,10 @@ impl Default for ListenLimits {
 }
 
 impl ListenLimits {
-    fn serve_options(&self, tls: Option<Arc<orc_tls::rustls::ServerConfig>>) -> orc_tls::ServeOptions {
+    fn serve_options(
+        &self,
+        tls: Option<Arc<orc_tls::rustls::ServerConfig>>,
+    ) -> orc_tls::ServeOptions {
         orc_tls::ServeOptions {
             tls,
             max_connections: self.max_connections,
@@ -216,7 +221,10 @@ pub enum ZoneError {
         "plain HTTP was asked for, but the {what} listens on {addr}, which is not loopback; \
          plain listeners are allowed only on 127.0.0.1 or ::1 (drop --plain to serve TLS)"
     )]
-    PlainOffLoopback { what: &'static str, addr: SocketAddr },
+    PlainOffLoopback {
+        what: &'static str,
+        addr: SocketAddr,
+    },
     /// The CA could not be read or made, or refused to sign.
     #[error(transparent)]
     Ca(#[from] orc_tls::CaError),
@@ -263,7 +271,10 @@ impl Zone {
     pub async fn start(config: ZoneConfig) -> Result<Zone, ZoneError> {
         let data_dir = config.data_dir.clone();
         if config.tls.plain {
-            for (what, addr) in [("API", config.http_addr), ("provider endpoint", config.grpc_addr)] {
+            for (what, addr) in [
+                ("API", config.http_addr),
+                ("provider endpoint", config.grpc_addr),
+            ] {
                 if !addr.ip().is_loopback() {
                     return Err(ZoneError::PlainOffLoopback { what, addr });
                 }
@@ -273,10 +284,8 @@ impl Zone {
         let ca = if config.tls.plain {
             None
         } else {
-            let (ca, is_new) = ZoneCa::load_or_create(
-                &data_dir.join(CA_CERT_FILE),
-                &data_dir.join(CA_KEY_FILE),
-            )?;
+            let (ca, is_new) =
+                ZoneCa::load_or_create(&data_dir.join(CA_CERT_FILE), &data_dir.join(CA_KEY_FILE))?;
             if is_new {
                 tracing::info!(fingerprint = %ca.fingerprint(), "the zone's CA was created; clients pin {CA_CERT_FILE}");
             }
@@ -322,9 +331,8 @@ impl Zone {
             None => (None, None, None),
             Some(ca) => {
                 let names = server_names(&config.tls.names, [http_addr, grpc_addr]);
-                let cert = orc_tls::RenewingCert::new(
-                    ca.issue_server(&names, config.tls.cert_lifetime)?,
-                )?;
+                let cert =
+                    orc_tls::RenewingCert::new(ca.issue_server(&names, config.tls.cert_lifetime)?)?;
                 let renew = tokio::spawn(cert.clone().keep_renewed(
                     ca.clone(),
                     names,
@@ -344,17 +352,13 @@ impl Zone {
             let hub = hub.clone();
             let stopped = stopped.clone();
             let options = config.limits.serve_options(grpc_tls);
-            tokio::spawn(async move {
-                hub.serve_with(grpc, options, wait_for_stop(stopped))
-                    .await
-            })
+            tokio::spawn(async move { hub.serve_with(grpc, options, wait_for_stop(stopped)).await })
         };
         let endpoint = ZoneEndpoint {
             url: format!("{scheme}://{}", dialable(grpc_addr)),
             ca_pem: ca.as_ref().map(|ca| ca.cert_pem().to_string()),
         };
-        let apps = match Apps::start(store.clone(), &data_dir, endpoint, config.apps.clone())
-        .await
+        let apps = match Apps::start(store.clone(), &data_dir, endpoint, config.apps.clone()).await
         {
             Ok(apps) => apps,
             Err(e) => {

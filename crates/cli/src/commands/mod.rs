@@ -15,6 +15,7 @@ pub mod providers;
 pub mod quote;
 pub mod shape;
 pub mod usage;
+pub mod zone;
 
 use std::path::PathBuf;
 

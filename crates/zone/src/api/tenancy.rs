@@ -434,7 +434,9 @@ pub(super) async fn create_token(
         Some(at) if at > now.plus_millis(TOKEN_MAX_DAYS * DAY_MS).millis() => {
             return Err(ApiError::invalid(
                 "expires_at",
-                format!("a token lives at most {TOKEN_MAX_DAYS} days; make a new one before it expires"),
+                format!(
+                    "a token lives at most {TOKEN_MAX_DAYS} days; make a new one before it expires"
+                ),
             ));
         }
         Some(at) => Timestamp(at),

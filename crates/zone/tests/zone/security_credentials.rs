@@ -100,13 +100,21 @@ async fn a_service_credential_opens_only_its_own_stream_and_nothing_on_the_api()
     for (path, body) in [
         ("/api/whoami", None),
         (&format!("{WEB}/pools") as &str, None),
-        ("/api/users/admin/tokens", Some(json!({ "label": "mine forever" }))),
+        (
+            "/api/users/admin/tokens",
+            Some(json!({ "label": "mine forever" })),
+        ),
     ] {
         let answer = match body {
             None => z.get(path, &credential).await,
             Some(body) => z.post(path, &credential, body).await,
         };
-        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{path}: {}", answer.body);
+        assert_eq!(
+            answer.status,
+            StatusCode::FORBIDDEN,
+            "{path}: {}",
+            answer.body
+        );
         assert!(
             answer.body["error"]["message"]
                 .as_str()
@@ -233,7 +241,11 @@ async fn revoking_a_token_or_a_role_closes_its_streams_within_seconds() {
 
     // A fresh token of a user whose membership is then removed.
     let fresh = z
-        .post("/api/users/mia/tokens", &z.admin, json!({ "label": "second" }))
+        .post(
+            "/api/users/mia/tokens",
+            &z.admin,
+            json!({ "label": "second" }),
+        )
         .await;
     let fresh = fresh.body["value"].as_str().unwrap().to_string();
     let stop = start_replica(&z, &fresh, "acme/web");
@@ -256,9 +268,11 @@ async fn revoking_a_token_or_a_role_closes_its_streams_within_seconds() {
         .delete(&format!("/api/orgs/acme/memberships/{mia}"), &t.olivia)
         .await;
     assert_eq!(removed.status, StatusCode::NO_CONTENT, "{}", removed.body);
-    eventually("the stream of a user without a role closes", API_WAIT, || async {
-        replicas(&z) == 0
-    })
+    eventually(
+        "the stream of a user without a role closes",
+        API_WAIT,
+        || async { replicas(&z) == 0 },
+    )
     .await;
     drop(stop);
 }
@@ -271,10 +285,16 @@ async fn tokens_expire_by_default_and_not_later_than_the_maximum() {
     let _ = &t;
     let now = orc_zone::model::Timestamp::now().millis();
     let made = z
-        .post("/api/users/mia/tokens", &z.admin, json!({ "label": "default" }))
+        .post(
+            "/api/users/mia/tokens",
+            &z.admin,
+            json!({ "label": "default" }),
+        )
         .await;
     assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
-    let expires = made.body["token"]["expires_at"].as_i64().expect("an expiry");
+    let expires = made.body["token"]["expires_at"]
+        .as_i64()
+        .expect("an expiry");
     let day = 24 * 3600 * 1000;
     assert!((expires - now - 90 * day).abs() < day, "{expires}");
 
@@ -306,13 +326,26 @@ async fn callers_without_the_role_get_403_whatever_the_body() {
     let cases = [
         (&t.mia, "/api/orgs", json!({ "name": 7 })),
         (&t.mia, "/api/orgs/acme/projects", json!({ "name": 7 })),
-        (&t.vic, &format!("{WEB}/pools") as &str, json!({ "size": "many" })),
+        (
+            &t.vic,
+            &format!("{WEB}/pools") as &str,
+            json!({ "size": "many" }),
+        ),
         (&t.stan, "/api/users", json!([])),
-        (&t.vic, "/api/orgs/acme/memberships", json!({ "role": "king" })),
+        (
+            &t.vic,
+            "/api/orgs/acme/memberships",
+            json!({ "role": "king" }),
+        ),
     ];
     for (token, path, body) in cases {
         let answer = z.post(path, token, body).await;
-        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{path}: {}", answer.body);
+        assert_eq!(
+            answer.status,
+            StatusCode::FORBIDDEN,
+            "{path}: {}",
+            answer.body
+        );
     }
     let pricing = z
         .put(

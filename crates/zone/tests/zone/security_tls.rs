@@ -72,7 +72,9 @@ async fn both_listeners_speak_tls_with_the_zones_own_ca() {
 async fn plain_text_to_a_tls_port_gets_a_clear_error() {
     let z = TestZone::start().await;
     let plain_api = z.zone.url().replacen("https://", "http://", 1);
-    let answer = reqwest::get(format!("{plain_api}/api/health")).await.unwrap();
+    let answer = reqwest::get(format!("{plain_api}/api/health"))
+        .await
+        .unwrap();
     assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
     let body: serde_json::Value = answer.json().await.unwrap();
     assert_eq!(body["error"]["code"], "tls_required");
@@ -87,13 +89,15 @@ async fn plain_text_to_a_tls_port_gets_a_clear_error() {
     let plain_grpc = z.zone.grpc_url().replacen("https://", "http://", 1);
     let err = provider_dial(&plain_grpc, None).await;
     assert!(
-        err.to_string().contains("speaks TLS and was sent plain text"),
+        err.to_string()
+            .contains("speaks TLS and was sent plain text"),
         "{err}"
     );
 
     // An https:// endpoint without a CA is refused before dialling.
-    let err = orc_provider_sdk::GrpcConnector::new(&z.zone.grpc_url(), Duration::from_secs(1), None)
-        .unwrap_err();
+    let err =
+        orc_provider_sdk::GrpcConnector::new(&z.zone.grpc_url(), Duration::from_secs(1), None)
+            .unwrap_err();
     assert!(err.to_string().contains("ORC_ZONE_CA_FILE"), "{err}");
 }
 
@@ -107,7 +111,10 @@ async fn plain_listeners_only_on_loopback_and_only_when_asked() {
     let err = Zone::start(config.clone()).await.unwrap_err();
     assert!(matches!(err, ZoneError::PlainOffLoopback { .. }), "{err:?}");
     assert!(err.to_string().contains("not loopback"), "{err}");
-    assert!(!tmp.path().join("zone").exists(), "nothing made before refusing");
+    assert!(
+        !tmp.path().join("zone").exists(),
+        "nothing made before refusing"
+    );
 
     config.http_addr = "127.0.0.1:0".parse().unwrap();
     let zone = Zone::start(config).await.unwrap();
@@ -191,7 +198,13 @@ async fn a_bounded_load_with_slow_and_idle_connections_mixed_in() {
         clients.push(tokio::spawn(async move {
             let mut statuses = Vec::new();
             for _ in 0..REQUESTS / CLIENTS {
-                let status = http.get(&url).bearer_auth(&token).send().await.unwrap().status();
+                let status = http
+                    .get(&url)
+                    .bearer_auth(&token)
+                    .send()
+                    .await
+                    .unwrap()
+                    .status();
                 statuses.push(status.as_u16());
             }
             statuses
@@ -210,7 +223,10 @@ async fn a_bounded_load_with_slow_and_idle_connections_mixed_in() {
     for (i, conn) in slow.into_iter().enumerate() {
         match conn.await.unwrap() {
             Some(after) => held.push(after),
-            None => panic!("slow connection {i} (kind {}) was still open after 20 s", i % 5),
+            None => panic!(
+                "slow connection {i} (kind {}) was still open after 20 s",
+                i % 5
+            ),
         }
     }
     let longest = held.iter().max().unwrap();
