@@ -837,6 +837,30 @@ mod tests {
         assert_eq!(pool.size, PARTNER_REPLICAS);
         assert_eq!(pool.spec.app, Some(partner_app()));
         wait_until_running(up.zone.store(), &pool).await;
+        // Attack: read a secret from another process's command line or environment. No
+        // process `orc up` starts carries the admin token, the emulators' credential or the
+        // rescue key there (they reach slots as files in their runtime dirs).
+        let rescue_key =
+            std::fs::read_to_string(dir.path().join("data/secrets/robot-rescue-key")).unwrap();
+        let rescue_line = rescue_key.lines().nth(1).unwrap().to_string();
+        let pids: Vec<u32> = up
+            .zone
+            .apps()
+            .slots()
+            .await
+            .iter()
+            .filter_map(|slot| slot.pid)
+            .collect();
+        assert!(pids.len() >= PARTNER_REPLICAS as usize, "{pids:?}");
+        for pid in pids {
+            for file in ["cmdline", "environ"] {
+                let bytes = std::fs::read(format!("/proc/{pid}/{file}")).unwrap();
+                let text = String::from_utf8_lossy(&bytes);
+                for secret in [token.as_str(), EMULATOR_TOKEN, rescue_line.as_str()] {
+                    assert!(!text.contains(secret), "/proc/{pid}/{file} holds a secret");
+                }
+            }
+        }
         assert_eq!(
             steps.lock().unwrap()[..7],
             [
