@@ -105,7 +105,7 @@ enum Command {
     },
     /// Run the partner provider: dial the zone and answer its requests.
     Serve {
-        /// The zone's provider endpoint, e.g. http://zone.internal:7400.
+        /// The zone's provider endpoint, e.g. https://zone.internal:7400.
         #[arg(long, env = "ORC_ZONE_ENDPOINT")]
         zone: String,
         /// Seconds between two catalog reads while serving.

@@ -66,7 +66,7 @@ enum Command {
     Serve {
         #[command(flatten)]
         account: AccountArgs,
-        /// The zone's provider endpoint, e.g. http://zone.internal:7400.
+        /// The zone's provider endpoint, e.g. https://zone.internal:7400.
         #[arg(long, env = "ORC_ZONE_ENDPOINT")]
         zone: String,
         /// The provider's name at the zone.

@@ -111,7 +111,7 @@ pub enum RunnerError {
     InvalidEndpoint(#[from] InvalidEndpoint),
 }
 
-/// Runs `provider` against the zone at `endpoint` (e.g. `http://zone.internal:7400`) until
+/// Runs `provider` against the zone at `endpoint` (e.g. `https://zone.internal:7400`) until
 /// the process ends, reconnecting whenever the stream drops.
 pub async fn run_provider<P: Provider>(
     endpoint: &str,
