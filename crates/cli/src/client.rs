@@ -21,6 +21,11 @@ pub enum CallError {
     Unreachable { url: String, detail: String },
     /// The answer was not what the API documents.
     Unreadable { url: String, detail: String },
+    /// An error answer that is not the zone's: something else listens at the URL.
+    NotAZone {
+        status: StatusCode,
+        first_line: String,
+    },
 }
 
 impl std::error::Error for CallError {}
@@ -40,6 +45,12 @@ impl fmt::Display for CallError {
                 }
                 write!(f, " [{} {code}]", status.as_u16())
             }
+            CallError::NotAZone { status, first_line } => write!(
+                f,
+                "the server answered {} in a form no orc zone uses ({first_line:?}): is the URL \
+                 the zone's API (https://HOST:7070)?",
+                status.as_u16()
+            ),
             CallError::Unreachable { url, detail } => {
                 write!(f, "cannot reach the zone at {url}: {detail}")
             }
@@ -208,17 +219,18 @@ fn api_error(status: StatusCode, body: &[u8]) -> CallError {
             message: b.error.message,
             field: b.error.field,
         },
-        Err(_) => CallError::Api {
+        Err(_) => CallError::NotAZone {
             status,
-            code: "unknown".to_string(),
-            message: String::from_utf8_lossy(body)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .chars()
-                .take(200)
-                .collect(),
-            field: None,
+            first_line: orc_common::text::printable(
+                &String::from_utf8_lossy(body)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(80)
+                    .collect::<String>(),
+            )
+            .into_owned(),
         },
     }
 }
@@ -236,6 +248,19 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "size must be 0 to 10000, not 20000 (field: size) [400 invalid]"
+        );
+    }
+
+    #[test]
+    fn an_answer_not_from_a_zone_says_so() {
+        let e = api_error(
+            StatusCode::NOT_FOUND,
+            b"<html><body>Not Found</body></html>",
+        );
+        assert_eq!(
+            e.to_string(),
+            "the server answered 404 in a form no orc zone uses (\"<html><body>Not Found</body></html>\"): \
+             is the URL the zone's API (https://HOST:7070)?"
         );
     }
 

@@ -3,6 +3,8 @@
 //! [`commands`] (one module per resource), HTTP in [`client`], tables in [`table`]. See
 //! `docs/cli.md`.
 
+#[macro_use]
+mod output;
 mod client;
 mod commands;
 mod table;
@@ -28,8 +30,9 @@ struct Cli {
 
 /// How to reach a zone.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Zone connection (every command)")]
 pub struct ConnArgs {
-    /// The zone's API URL [default: <data dir>/zone-url, else http://127.0.0.1:7070].
+    /// The zone's API URL [default: <data dir>/zone-url, else https://127.0.0.1:7070].
     #[arg(long, global = true, env = "ORC_URL")]
     pub url: Option<String>,
     /// A file holding the API token [default: $ORC_TOKEN, else <data dir>/admin-token].
@@ -74,7 +77,7 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// List the providers a project may use (default sys/sys).
+    /// List the providers a project may use (default: your own project).
     Providers {
         /// ORG/PROJECT
         project: Option<String>,
@@ -99,9 +102,42 @@ enum Command {
         /// Only this pool's events.
         #[arg(long)]
         pool: Option<String>,
-        /// At most this many.
+        /// The newest this many (1–1000).
         #[arg(long, default_value_t = 100)]
         limit: u32,
+        /// Only those of the last DURATION: 30s, 10m, 2h, 1d.
+        #[arg(long, value_name = "DURATION", value_parser = commands::events::parse_since)]
+        since: Option<std::time::Duration>,
+        /// Keep printing new events as they happen (Ctrl-C stops).
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Who the token is, and its roles.
+    Whoami,
+    /// Orgs: list, create.
+    Org {
+        #[command(subcommand)]
+        command: commands::tenancy::OrgCommand,
+    },
+    /// Projects: list, create.
+    Project {
+        #[command(subcommand)]
+        command: commands::tenancy::ProjectCommand,
+    },
+    /// Users: list, create.
+    User {
+        #[command(subcommand)]
+        command: commands::tenancy::UserCommand,
+    },
+    /// Roles in orgs and projects: list, add, remove.
+    Member {
+        #[command(subcommand)]
+        command: commands::tenancy::MemberCommand,
+    },
+    /// API tokens: list, create, revoke.
+    Token {
+        #[command(subcommand)]
+        command: commands::tenancy::TokenCommand,
     },
     /// Show a project's usage (invoice lines) for a month.
     Usage {
@@ -228,11 +264,19 @@ enum ProviderCommand {
         /// ORG/PROJECT/PROVIDER (the project it registered in)
         provider: String,
         /// Markup as a decimal (0.15 = 15 %).
-        #[arg(long, conflicts_with = "none", required_unless_present = "none")]
+        #[arg(
+            long,
+            conflicts_with = "none",
+            required_unless_present = "none",
+            allow_negative_numbers = true
+        )]
         markup: Option<String>,
         /// No strategy: new nodes are unpriced.
         #[arg(long)]
         none: bool,
+        /// Confirm a markup over 1 (more than 100 %).
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -363,9 +407,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 provider,
                 markup,
                 none,
+                yes,
             } => {
-                commands::providers::pricing(&conn, &provider, if none { None } else { markup })
-                    .await
+                commands::providers::pricing(
+                    &conn,
+                    &provider,
+                    if none { None } else { markup },
+                    yes,
+                )
+                .await
             }
         },
         Command::Quote(args) => commands::quote::quote(&conn, args).await,
@@ -373,7 +423,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             project,
             pool,
             limit,
-        } => commands::events::list(&conn, &project, pool.as_deref(), limit).await,
+            since,
+            follow,
+        } => {
+            let args = commands::events::EventsArgs {
+                project: &project,
+                pool: pool.as_deref(),
+                limit,
+                since,
+                follow,
+            };
+            commands::events::list(&conn, args).await
+        }
+        Command::Whoami => commands::tenancy::whoami(&conn).await,
+        Command::Org { command } => commands::tenancy::org(&conn, command).await,
+        Command::Project { command } => commands::tenancy::project(&conn, command).await,
+        Command::User { command } => commands::tenancy::user(&conn, command).await,
+        Command::Member { command } => commands::tenancy::member(&conn, command).await,
+        Command::Token { command } => commands::tenancy::token(&conn, command).await,
         Command::Usage { project, month } => {
             commands::usage::show(&conn, &project, month.as_deref()).await
         }
@@ -393,7 +460,7 @@ fn print_ca(data_dir: Option<PathBuf>) -> anyhow::Result<()> {
             dir.display()
         )
     })?;
-    print!("{}", ca.pem());
+    out!("{}", ca.pem());
     eprintln!("fingerprint {}", ca.fingerprint());
     Ok(())
 }
@@ -440,26 +507,26 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .insert(up::PARTNER_APP.to_string(), partner);
     }
     let zone = orc_zone::zone::Zone::start(config).await?;
-    println!("zone API:    {}", zone.url());
-    println!("providers:   {} (gRPC)", zone.grpc_url());
+    outln!("zone API:    {}", zone.url());
+    outln!("providers:   {} (gRPC)", zone.grpc_url());
     match zone.ca_file() {
-        Some(ca) => println!("CA:          {} (clients pin it)", ca.display()),
-        None => println!("TLS:         off (--plain, loopback only)"),
+        Some(ca) => outln!("CA:          {} (clients pin it)", ca.display()),
+        None => outln!("TLS:         off (--plain, loopback only)"),
     }
-    println!("data dir:    {}", zone.data_dir().display());
+    outln!("data dir:    {}", zone.data_dir().display());
     let token_file = zone.data_dir().join(orc_zone::zone::ADMIN_TOKEN_FILE);
     if zone.admin_token_is_new() && std::io::stdout().is_terminal() {
-        println!(
+        outln!(
             "admin token: {} (saved in {}; shown only this once)",
             zone.admin_token().expose(),
             token_file.display()
         );
     } else {
-        println!("admin token: in {}", token_file.display());
+        outln!("admin token: in {}", token_file.display());
     }
-    println!("Ctrl-C stops the zone.");
+    outln!("Ctrl-C stops the zone.");
     tokio::signal::ctrl_c().await?;
-    println!("stopping…");
+    outln!("stopping…");
     zone.shutdown().await;
     Ok(())
 }

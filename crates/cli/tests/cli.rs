@@ -174,6 +174,44 @@ async fn change_scope_and_pricing_are_reported_in_words() {
         stdout(&unpriced),
         "Provider fake has no pricing strategy: new nodes are unpriced.\n"
     );
+
+    // 15 for 15 %: asked to confirm, nothing changed.
+    let huge = orc(
+        &env,
+        &["provider", "pricing", "acme/web/fake", "--markup", "15"],
+    )
+    .await;
+    assert!(!huge.status.success());
+    assert_eq!(
+        String::from_utf8(huge.stderr).unwrap(),
+        "error: markup 15 is 1500%: more than doubling every price; give 0.15 for 15 %, or add \
+         --yes if 15 is meant\n"
+    );
+    let confirmed = orc(
+        &env,
+        &[
+            "provider",
+            "pricing",
+            "acme/web/fake",
+            "--markup",
+            "1.5",
+            "--yes",
+        ],
+    )
+    .await;
+    assert_eq!(
+        stdout(&confirmed),
+        "Provider fake now prices new nodes with markup 1.5.\n"
+    );
+    // A negative markup reaches the zone, whose message names the field.
+    let negative = orc(
+        &env,
+        &["provider", "pricing", "acme/web/fake", "--markup", "-0.1"],
+    )
+    .await;
+    assert!(!negative.status.success());
+    let stderr = String::from_utf8(negative.stderr).unwrap();
+    assert!(stderr.contains("(field: markup)"), "{stderr}");
     env.zone.shutdown().await;
 }
 
@@ -664,5 +702,163 @@ async fn rotate_admin_token_replaces_the_file_and_revokes_the_old_token() {
     assert_eq!(mode, 0o600);
     assert_eq!(env.get("/api/whoami", &new).await.status, 200);
     assert_eq!(env.get("/api/whoami", &old).await.status, 401);
+    env.zone.shutdown().await;
+}
+
+/// `orc … | head` closes the pipe before `orc` is done writing: it ends quietly, status 0,
+/// without a panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_the_command_quietly() {
+    let env = start().await;
+    let dir = env.dir();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
+    cmd.args(["zone", "ca", "--data-dir", dir.to_str().unwrap()])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped());
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    env.zone.shutdown().await;
+}
+
+/// Connection mistakes a newcomer makes read as what they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_mistakes_are_named() {
+    let env = start().await;
+    let dir = env.dir();
+    let run = |args: Vec<String>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
+        cmd.args(args)
+            .env("ORC_DATA_DIR", &dir)
+            .env_remove("ORC_URL")
+            .env_remove("ORC_TOKEN");
+        async move {
+            let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+                .await
+                .unwrap();
+            assert!(!out.status.success());
+            String::from_utf8(out.stderr).unwrap()
+        }
+    };
+    let no_scheme = env.zone.url().replacen("https://", "", 1);
+    let stderr = run(vec![
+        "pools".into(),
+        "acme/web".into(),
+        "--url".into(),
+        no_scheme.clone(),
+    ])
+    .await;
+    assert_eq!(
+        stderr,
+        format!(
+            "error: the zone URL {no_scheme:?} has no scheme: give https://{no_scheme} (or \
+             http:// for a zone started with --plain)\n"
+        )
+    );
+    let missing = dir.join("no-such-token");
+    let stderr = run(vec![
+        "pools".into(),
+        "acme/web".into(),
+        "--token-file".into(),
+        missing.display().to_string(),
+    ])
+    .await;
+    assert!(
+        stderr.starts_with(&format!(
+            "error: cannot read the token file {}",
+            missing.display()
+        )),
+        "{stderr}"
+    );
+    env.zone.shutdown().await;
+}
+
+/// Tenancy without curl: an operator makes an org, a project, a user with a role and a
+/// token; the new user sees themself with `orc whoami`; the token is revoked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenancy_from_the_command_line() {
+    let env = start().await;
+    assert_eq!(
+        stdout(&orc(&env, &["org", "create", "globex"]).await),
+        "Org globex created. Next: `orc project create globex/NAME`.\n"
+    );
+    assert_eq!(
+        stdout(&orc(&env, &["project", "create", "globex/shop"]).await),
+        "Project globex/shop created.\n"
+    );
+    assert!(stdout(&orc(&env, &["project", "list", "globex"]).await).contains("globex/shop"));
+    assert!(
+        stdout(&orc(&env, &["user", "create", "gina"]).await).starts_with("User gina created.")
+    );
+    let added = stdout(&orc(&env, &["member", "add", "globex/shop", "gina", "member"]).await);
+    assert!(
+        added.starts_with("gina is now member of globex/shop (m-"),
+        "{added}"
+    );
+    let members = stdout(&orc(&env, &["member", "list", "globex"]).await);
+    assert!(
+        members.contains("gina") && members.contains("shop"),
+        "{members}"
+    );
+
+    let made = orc(
+        &env,
+        &[
+            "token", "create", "gina", "--label", "laptop", "--days", "7",
+        ],
+    )
+    .await;
+    let value = stdout(&made).trim().to_string();
+    assert!(value.starts_with("orc_"), "{value}");
+    assert!(
+        String::from_utf8(made.stderr)
+            .unwrap()
+            .contains("shown this once"),
+        "the words go to stderr"
+    );
+
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
+    cmd.args(["whoami"])
+        .env("ORC_URL", env.zone.url())
+        .env("ORC_TOKEN", &value)
+        .env("ORC_DATA_DIR", env.dir());
+    let me = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let me = stdout(&me);
+    assert!(me.starts_with("user:   gina\n"), "{me}");
+    assert!(me.contains("globex  shop     member"), "{me}");
+
+    // Her `orc providers` means her own project, not sys/sys (where she has no role).
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
+    cmd.args(["providers"])
+        .env("ORC_URL", env.zone.url())
+        .env("ORC_TOKEN", &value)
+        .env("ORC_DATA_DIR", env.dir());
+    let providers = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let providers = stdout(&providers);
+    assert!(providers.contains("core"), "{providers}");
+
+    let list = stdout(&orc(&env, &["token", "list", "gina"]).await);
+    let id = list
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    assert!(list.contains("laptop") && list.contains("active"), "{list}");
+    let revoked = stdout(&orc(&env, &["token", "revoke", "gina", &id]).await);
+    assert!(
+        revoked.starts_with(&format!("Token {id} of gina revoked")),
+        "{revoked}"
+    );
+    assert!(stdout(&orc(&env, &["token", "list", "gina"]).await).contains("revoked"));
     env.zone.shutdown().await;
 }

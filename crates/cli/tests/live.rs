@@ -115,6 +115,45 @@ async fn pool_create_waits_for_running_nodes_and_quotes_show_the_markup() {
     );
     assert_eq!(lines[5], "markup:    0.15", "{quote}");
 
+    // A refusal is printed, and the exit status says it was one.
+    cloud.refuse_class(
+        orc_proto::ClassId::new("us-east").unwrap(),
+        Some(orc_proto::Refusal::new(
+            orc_proto::RefusalKind::NoCapacity,
+            "No capacity in US East right now.",
+        )),
+    );
+    let refused = orc(
+        &zone,
+        &dir,
+        &[
+            "quote",
+            "sys/sys",
+            "--provider",
+            "fake",
+            "--class",
+            "us-east",
+            "--cpu",
+            "2",
+            "--mem",
+            "4",
+            "--os",
+            "debian-12",
+        ],
+    )
+    .await;
+    assert!(!refused.status.success());
+    let text = String::from_utf8(refused.stdout).unwrap();
+    assert!(
+        text.contains("outcome:   refused"),
+        "{text} / {}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(refused.stderr).unwrap(),
+        "error: the provider refused the quote (no_capacity)\n"
+    );
+
     let created = stdout(
         &orc(
             &zone,

@@ -456,6 +456,9 @@ pub struct EventView {
     pub words: String,
     pub provider_id: Option<String>,
     pub pool_id: Option<String>,
+    /// The pool's name, when the event is about a pool of the project.
+    #[serde(default)]
+    pub pool: Option<String>,
     pub node_id: Option<String>,
 }
 
@@ -468,6 +471,7 @@ impl From<&Event> for EventView {
             words: e.words.clone(),
             provider_id: e.scope.provider_id.as_ref().map(ToString::to_string),
             pool_id: e.scope.pool_id.as_ref().map(ToString::to_string),
+            pool: None,
             node_id: e.scope.node_id.as_ref().map(ToString::to_string),
         }
     }
@@ -677,10 +681,13 @@ pub struct NodesQuery {
 pub struct EventsQuery {
     /// Only events of this pool (name).
     pub pool: Option<String>,
-    /// Only events after this event id.
+    /// Only events after this event id (oldest first from there).
     pub after: Option<String>,
     /// At most this many (1–1000, default 100).
     pub limit: Option<String>,
+    /// `true`: the newest `limit` events (still oldest first), not the oldest; not with
+    /// `after`.
+    pub newest: Option<String>,
 }
 
 /// Query of `GET …/usage`.

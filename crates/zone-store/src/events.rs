@@ -69,6 +69,27 @@ impl Store {
         after: Option<&EventId>,
         limit: u32,
     ) -> StoreResult<Vec<Event>> {
+        self.query_events(filter, after, limit, false).await
+    }
+
+    /// The newest `limit` events matching `filter`, oldest of them first.
+    pub async fn list_newest_events(
+        &self,
+        filter: &EventScope,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>> {
+        let mut events = self.query_events(filter, None, limit, true).await?;
+        events.reverse();
+        Ok(events)
+    }
+
+    async fn query_events(
+        &self,
+        filter: &EventScope,
+        after: Option<&EventId>,
+        limit: u32,
+        newest: bool,
+    ) -> StoreResult<Vec<Event>> {
         let mut conditions = Vec::new();
         let mut values: Vec<&str> = Vec::new();
         let wanted = [
@@ -95,7 +116,8 @@ impl Store {
             format!(" WHERE {}", conditions.join(" AND "))
         };
         let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM events{filter_sql} ORDER BY id LIMIT ${}",
+            "SELECT {EVENT_COLUMNS} FROM events{filter_sql} ORDER BY id{} LIMIT ${}",
+            if newest { " DESC" } else { "" },
             values.len() + 1
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));

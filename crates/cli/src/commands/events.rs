@@ -1,5 +1,10 @@
-//! Events: the `orc events` table of a project's events, oldest first.
+//! Events: `orc events`, a project's newest events as a table (oldest of them first, so the
+//! latest is at the bottom), optionally only those of the last `--since`, and `--follow` to
+//! keep printing new ones as they happen.
 
+use std::time::Duration;
+
+use anyhow::bail;
 use orc_zone_api_types::views::EventView;
 
 use orc_zone_apps::logs::format_time;
@@ -10,42 +15,105 @@ use crate::ConnArgs;
 use crate::client::segment;
 use crate::table::Table;
 
+/// How often `--follow` asks for new events.
+const FOLLOW_EVERY: Duration = Duration::from_secs(2);
+
+fn row(e: &EventView) -> Vec<String> {
+    vec![
+        format_time(Timestamp(e.at)),
+        e.kind.clone(),
+        e.pool.clone().unwrap_or_else(|| "-".to_string()),
+        e.node_id.clone().unwrap_or_else(|| "-".to_string()),
+        e.words.clone(),
+    ]
+}
+
 fn events_table(events: &[EventView]) -> String {
-    let mut t = Table::new(&["TIME", "KIND", "NODE", "WORDS"]);
+    let mut t = Table::new(&["TIME", "KIND", "POOL", "NODE", "WORDS"]);
     for e in events {
-        t.row(vec![
-            format_time(Timestamp(e.at)),
-            e.kind.clone(),
-            e.node_id.clone().unwrap_or_else(|| "-".to_string()),
-            e.words.clone(),
-        ]);
+        t.row(row(e));
     }
     t.render()
 }
 
-/// `orc events ORG/PROJECT [--pool P] [--limit N]`.
-pub async fn list(
-    conn: &ConnArgs,
-    project: &str,
-    pool: Option<&str>,
-    limit: u32,
-) -> anyhow::Result<()> {
+/// `30s`, `10m`, `2h` or `1d`.
+pub fn parse_since(text: &str) -> anyhow::Result<Duration> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let Ok(number) = number.parse::<u64>() else {
+        bail!("--since {text:?} is not a duration such as 30s, 10m, 2h or 1d");
+    };
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => bail!("--since {text:?} is not a duration such as 30s, 10m, 2h or 1d"),
+    };
+    Ok(Duration::from_secs(number.saturating_mul(seconds)))
+}
+
+/// What `orc events` shows.
+#[derive(Debug, Clone)]
+pub struct EventsArgs<'a> {
+    pub project: &'a str,
+    pub pool: Option<&'a str>,
+    pub limit: u32,
+    pub since: Option<Duration>,
+    pub follow: bool,
+}
+
+/// `orc events ORG/PROJECT [--pool P] [--limit N] [--since D] [--follow]`.
+pub async fn list(conn: &ConnArgs, args: EventsArgs<'_>) -> anyhow::Result<()> {
     let client = client(conn)?;
-    let (org, project) = project_path(project)?;
-    let mut url = format!("{}/events?limit={limit}", project_url(&org, &project));
-    if let Some(pool) = pool {
-        url.push_str(&format!("&pool={}", segment(pool)));
+    let (org, project) = project_path(args.project)?;
+    let mut base = format!("{}/events?limit=", project_url(&org, &project));
+    let pool = args
+        .pool
+        .map(|p| format!("&pool={}", segment(p)))
+        .unwrap_or_default();
+    base.push_str(&args.limit.to_string());
+    let mut list: Vec<EventView> = client.get(&format!("{base}&newest=true{pool}")).await?;
+    if let Some(since) = args.since {
+        let from = Timestamp::now().millis() - since.as_millis() as i64;
+        list.retain(|e| e.at >= from);
     }
-    let list: Vec<EventView> = client.get(&url).await?;
     if conn.json {
-        return print_json(&list);
+        print_json(&list)?;
+    } else if list.is_empty() && !args.follow {
+        outln!("No events.");
+    } else if !list.is_empty() {
+        out!("{}", events_table(&list));
     }
-    if list.is_empty() {
-        println!("No events.");
+    if !args.follow {
         return Ok(());
     }
-    print!("{}", events_table(&list));
-    Ok(())
+    let mut last = list.last().map(|e| e.id.clone());
+    loop {
+        tokio::time::sleep(FOLLOW_EVERY).await;
+        let url = match &last {
+            Some(id) => format!(
+                "{}/events?limit=1000&after={}{pool}",
+                project_url(&org, &project),
+                segment(id)
+            ),
+            None => format!("{base}&newest=true{pool}"),
+        };
+        let new: Vec<EventView> = client.get(&url).await?;
+        for e in &new {
+            if conn.json {
+                outln!("{}", serde_json::to_string(e)?);
+            } else {
+                outln!("{}", row(e).join("  "));
+            }
+        }
+        if let Some(e) = new.last() {
+            last = Some(e.id.clone());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -57,6 +125,19 @@ mod golden {
     use crate::commands::usage::usage_text;
 
     #[test]
+    fn since_reads_a_duration_and_names_a_bad_one() {
+        assert_eq!(parse_since("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_since("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_since("2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(parse_since("1d").unwrap(), Duration::from_secs(86_400));
+        assert_eq!(
+            parse_since("ten").unwrap_err().to_string(),
+            "--since \"ten\" is not a duration such as 30s, 10m, 2h or 1d"
+        );
+        assert!(parse_since("5y").is_err());
+    }
+
+    #[test]
     fn events_and_usage() {
         let event = EventView {
             id: "e-00000000000q".into(),
@@ -65,6 +146,7 @@ mod golden {
             words: "no capacity in Europe Central right now".into(),
             provider_id: None,
             pool_id: Some("pl-000000000009".into()),
+            pool: Some("web".into()),
             node_id: Some("n-00000000000n".into()),
         };
         let usage = UsageView {

@@ -36,7 +36,7 @@ pub async fn show(
         return print_json(&lines);
     }
     for line in &lines {
-        println!("{}", log_line_text(line));
+        outln!("{}", log_line_text(line));
     }
     Ok(())
 }

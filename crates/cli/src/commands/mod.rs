@@ -14,6 +14,7 @@ pub mod pools;
 pub mod providers;
 pub mod quote;
 pub mod shape;
+pub mod tenancy;
 pub mod usage;
 pub mod zone;
 
@@ -58,14 +59,24 @@ pub fn client(conn: &ConnArgs) -> anyhow::Result<Client> {
         .clone()
         .or_else(|| read_trimmed(&dir.join(orc_zone::zone::ZONE_URL_FILE)))
         .unwrap_or_else(|| DEFAULT_URL.to_string());
-    let token = match &conn.token_file {
-        // A named file that cannot be read is not silently replaced by another token.
-        Some(path) => Some(read_secret_file(path).unwrap_or_default()),
-        None => std::env::var("ORC_TOKEN")
-            .ok()
-            .filter(|t| !t.is_empty())
-            .or_else(|| read_trimmed(&dir.join(orc_zone::zone::ADMIN_TOKEN_FILE))),
-    };
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        bail!(
+            "the zone URL {url:?} has no scheme: give https://{} (or http:// for a zone \
+             started with --plain)",
+            url.trim_start_matches("//")
+        );
+    }
+    let token =
+        match &conn.token_file {
+            // A named file that cannot be read is not silently replaced by another token.
+            Some(path) => Some(read_secret_file(path).map_err(|e| {
+                anyhow::anyhow!("cannot read the token file {}: {e}", path.display())
+            })?),
+            None => std::env::var("ORC_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty())
+                .or_else(|| read_trimmed(&dir.join(orc_zone::zone::ADMIN_TOKEN_FILE))),
+        };
     let ca = match &conn.ca_file {
         Some(path) => Some(orc_tls::PinnedCa::from_file(path)?),
         None => {
@@ -84,6 +95,31 @@ pub fn client(conn: &ConnArgs) -> anyhow::Result<Client> {
         );
     }
     Client::new(&url, token, ca.as_ref())
+}
+
+/// The project a command means when none is named: the caller's first project role, else
+/// the first project of the first org they have a role in (`sys/sys` for operators).
+pub async fn default_project(client: &Client) -> anyhow::Result<(String, String)> {
+    let me: orc_zone_api_types::views::WhoAmIView = client.get("/api/whoami").await?;
+    if let Some(m) = me.memberships.iter().find(|m| m.project.is_some()) {
+        return Ok((m.org.clone(), m.project.clone().unwrap_or_default()));
+    }
+    for m in &me.memberships {
+        if m.org == "sys" {
+            return Ok(("sys".into(), "sys".into()));
+        }
+        let projects: Vec<orc_zone_api_types::views::ProjectView> = client
+            .get(&format!("/api/orgs/{}/projects", segment(&m.org)))
+            .await?;
+        if let Some(p) = projects.first() {
+            return Ok((p.org.clone(), p.name.clone()));
+        }
+    }
+    bail!(
+        "{} has no role in any project yet, so there is no project to default to: name one \
+         (ORG/PROJECT), or ask an org owner for a role (`orc member add`)",
+        me.user.name
+    )
 }
 
 /// `ORG/PROJECT`.
@@ -115,7 +151,7 @@ fn project_url(org: &str, project: &str) -> String {
 }
 
 fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 

@@ -59,10 +59,10 @@ pub async fn list(conn: &ConnArgs, pool: &str, all: bool) -> anyhow::Result<()> 
         return print_json(&nodes);
     }
     if nodes.is_empty() {
-        println!("No nodes.");
+        outln!("No nodes.");
         return Ok(());
     }
-    print!("{}", nodes_table(&nodes));
+    out!("{}", nodes_table(&nodes));
     Ok(())
 }
 

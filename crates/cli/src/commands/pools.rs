@@ -91,10 +91,10 @@ pub async fn list(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> 
         return print_json(&all);
     }
     if all.is_empty() {
-        println!("No pools.");
+        outln!("No pools.");
         return Ok(());
     }
-    print!("{}", pools_table(&all));
+    out!("{}", pools_table(&all));
     Ok(())
 }
 
@@ -148,7 +148,7 @@ pub async fn create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Result<()>
         if conn.json {
             return print_json(&pool);
         }
-        println!("Created pool {} with {} node(s).", pool.path, pool.size);
+        outln!("Created pool {} with {} node(s).", pool.path, pool.size);
         return Ok(());
     }
     let pool = wait_for_nodes(
@@ -164,9 +164,11 @@ pub async fn create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Result<()>
     if conn.json {
         return print_json(&pool);
     }
-    println!(
+    outln!(
         "Pool {} is up: {} of {} node(s) running.",
-        pool.path, pool.nodes.running, pool.size
+        pool.path,
+        pool.nodes.running,
+        pool.size
     );
     Ok(())
 }
@@ -264,7 +266,7 @@ pub async fn resize(conn: &ConnArgs, pool: &str, size: u32) -> anyhow::Result<()
     if conn.json {
         return print_json(&view);
     }
-    println!("Pool {} now has size {}.", view.path, view.size);
+    outln!("Pool {} now has size {}.", view.path, view.size);
     Ok(())
 }
 
@@ -282,7 +284,7 @@ pub async fn delete(conn: &ConnArgs, pool: &str) -> anyhow::Result<()> {
     if conn.json {
         return print_json(&view);
     }
-    println!(
+    outln!(
         "Pool {} is being deleted; its nodes are destroyed first.",
         view.path
     );
@@ -329,9 +331,10 @@ pub async fn reconfigure(conn: &ConnArgs, args: ReconfigureArgs) -> anyhow::Resu
     if conn.json {
         return print_json(&view);
     }
-    println!(
+    outln!(
         "Pool {} is at generation {}; its slots are replaced one at a time.",
-        view.path, view.generation
+        view.path,
+        view.generation
     );
     Ok(())
 }

@@ -32,10 +32,13 @@ fn providers_table(providers: &[ProviderView]) -> String {
     t.render()
 }
 
-/// `orc providers [ORG/PROJECT]` (default `sys/sys`).
+/// `orc providers [ORG/PROJECT]` (default: the caller's own project).
 pub async fn list(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> {
     let client = client(conn)?;
-    let (org, project) = project_path(project.unwrap_or("sys/sys"))?;
+    let (org, project) = match project {
+        Some(path) => project_path(path)?,
+        None => super::default_project(&client).await?,
+    };
     let list: Vec<ProviderView> = client
         .get(&format!("{}/providers", project_url(&org, &project)))
         .await?;
@@ -43,10 +46,10 @@ pub async fn list(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> 
         return print_json(&list);
     }
     if list.is_empty() {
-        println!("No providers visible to {org}/{project}.");
+        outln!("No providers visible to {org}/{project}.");
         return Ok(());
     }
-    print!("{}", providers_table(&list));
+    out!("{}", providers_table(&list));
     Ok(())
 }
 
@@ -85,10 +88,10 @@ pub async fn sites(conn: &ConnArgs, provider: Option<&str>) -> anyhow::Result<()
         return print_json(&list);
     }
     if list.is_empty() {
-        println!("Provider {org}/{project}/{name} has no open site.");
+        outln!("Provider {org}/{project}/{name} has no open site.");
         return Ok(());
     }
-    print!("{}", sites_table(&list));
+    out!("{}", sites_table(&list));
     Ok(())
 }
 
@@ -113,9 +116,10 @@ pub async fn change_scope(conn: &ConnArgs, provider: &str, scope: &str) -> anyho
         "zone" => "every project of the zone".to_string(),
         _ => format!("project {} only", view.project),
     };
-    println!(
+    outln!(
         "Provider {} now has scope {}: visible to {whom}.",
-        view.name, view.scope
+        view.name,
+        view.scope
     );
     Ok(())
 }
@@ -125,7 +129,20 @@ pub async fn pricing(
     conn: &ConnArgs,
     provider: &str,
     markup: Option<String>,
+    yes: bool,
 ) -> anyhow::Result<()> {
+    // More than doubling a price is rarely meant: `--markup 15` for 15 % would be 1,500 %.
+    if let Some(text) = &markup
+        && let Ok(value) = text.trim().parse::<rust_decimal::Decimal>()
+        && value > rust_decimal::Decimal::ONE
+        && !yes
+    {
+        anyhow::bail!(
+            "markup {text} is {}%: more than doubling every price; give 0.15 for 15 %, or add \
+             --yes if {text} is meant",
+            (value * rust_decimal::Decimal::ONE_HUNDRED).normalize()
+        );
+    }
     let client = client(conn)?;
     let (org, project, name) = object_path(provider, "PROVIDER")?;
     let view: ProviderView = client
@@ -142,11 +159,11 @@ pub async fn pricing(
         return print_json(&view);
     }
     match &view.pricing.markup {
-        Some(m) => println!(
+        Some(m) => outln!(
             "Provider {} now prices new nodes with markup {m}.",
             view.name
         ),
-        None => println!(
+        None => outln!(
             "Provider {} has no pricing strategy: new nodes are unpriced.",
             view.name
         ),

@@ -37,9 +37,17 @@ pub async fn quote(conn: &ConnArgs, args: QuoteArgs) -> anyhow::Result<()> {
         .post(&format!("{}/quote", project_url(&org, &project)), &body)
         .await?;
     if conn.json {
-        return print_json(&view);
+        print_json(&view)?;
+    } else {
+        out!("{}", quote_text(&view));
     }
-    print!("{}", quote_text(&view));
+    // A refusal is an answer, and still a failure for a script that asked for an offer.
+    if view.outcome != "offer" {
+        anyhow::bail!(
+            "the provider refused the quote ({})",
+            view.refusal.as_deref().unwrap_or("refused")
+        );
+    }
     Ok(())
 }
 

@@ -26,8 +26,8 @@ pub struct ShapeArgs {
     /// vCPUs per node.
     #[arg(long)]
     pub cpu: u32,
-    /// Memory per node, GiB.
-    #[arg(long)]
+    /// Memory per node, whole GiB.
+    #[arg(long, value_parser = parse_mem)]
     pub mem: u32,
     /// Architecture: x86_64 or arm64.
     #[arg(long)]
@@ -64,8 +64,33 @@ impl ShapeArgs {
     }
 }
 
+/// Memory in whole GiB; a fraction is named as such rather than as a bad digit.
+fn parse_mem(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(gib) => Ok(gib),
+        Err(_) if text.trim().parse::<f64>().is_ok() => Err(format!(
+            "memory is whole GiB: {text} is not; give 1 or more (512 MiB is not offered)"
+        )),
+        Err(_) => Err(format!("{text} is not a whole number of GiB")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::parse_mem;
+    #[test]
+    fn memory_is_whole_gib_and_a_fraction_says_so() {
+        assert_eq!(parse_mem("4"), Ok(4));
+        assert_eq!(
+            parse_mem("0.5").unwrap_err(),
+            "memory is whole GiB: 0.5 is not; give 1 or more (512 MiB is not offered)"
+        );
+        assert_eq!(
+            parse_mem("lots").unwrap_err(),
+            "lots is not a whole number of GiB"
+        );
+    }
+
     use clap::Parser;
 
     use super::*;

@@ -41,6 +41,6 @@ pub async fn show(conn: &ConnArgs, project: &str, month: Option<&str>) -> anyhow
     if conn.json {
         return print_json(&view);
     }
-    print!("{}", usage_text(&view));
+    out!("{}", usage_text(&view));
     Ok(())
 }

@@ -67,7 +67,7 @@ pub async fn rotate_admin_token(conn: &ConnArgs, data_dir: &Path) -> anyhow::Res
         .context(
             "the new token is in place, but revoking the old one failed; revoke it with the API",
         )?;
-    println!(
+    outln!(
         "rotated the admin token of {user}: the new one is in {} (valid {ADMIN_TOKEN_DAYS} days), \
          token {old} is revoked",
         path.display()

@@ -69,6 +69,13 @@ impl ApiError {
         self
     }
 
+    /// Names `path` where the message names the internal id `id` (the store's errors speak
+    /// of ids; people know paths such as `acme/web/db`).
+    pub fn naming(mut self, id: &impl std::fmt::Display, path: &str) -> Self {
+        self.message = self.message.replace(&id.to_string(), path);
+        self
+    }
+
     /// A 500 for an internal failure; `detail` is logged, never sent.
     pub fn internal(detail: &dyn std::error::Error) -> Self {
         tracing::error!(error = %detail, source = ?detail.source(), "API request failed");

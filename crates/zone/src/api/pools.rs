@@ -382,7 +382,13 @@ pub(super) async fn create_pool(
             placement: body.placement.clone(),
         },
     };
-    let change = state.store.create_pool(&new, state.now()).await?;
+    let change = state
+        .store
+        .create_pool(&new, state.now())
+        .await
+        .map_err(|e| {
+            ApiError::from(e).naming(&project.id, &format!("{}/{}", org.name, project.name))
+        })?;
     state.wake();
     let view = pool_view(&state, &org, &project, &change.pool).await?;
     Ok((StatusCode::CREATED, Json(view)))
@@ -418,10 +424,12 @@ pub(super) async fn delete_pool(
 ) -> ApiResult<(StatusCode, Json<PoolView>)> {
     let (org, project, pool) =
         pool_with_role(&state, &caller, &org, &project, &pool, Role::Member).await?;
+    let path = format!("{}/{}/{}", org.name, project.name, pool.name);
     let change = state
         .store
         .mark_pool_deleting(&pool.id, state.now())
-        .await?;
+        .await
+        .map_err(|e| ApiError::from(e).naming(&pool.id, &path))?;
     state.wake();
     let view = pool_view(&state, &org, &project, &change.pool).await?;
     Ok((StatusCode::ACCEPTED, Json(view)))
@@ -449,7 +457,11 @@ pub(super) async fn resize_pool(
     let change = state
         .store
         .resize_pool(&pool.id, body.size, state.now())
-        .await?;
+        .await
+        .map_err(|e| {
+            let path = format!("{}/{}/{}", org.name, project.name, pool.name);
+            ApiError::from(e).naming(&pool.id, &path)
+        })?;
     state.wake();
     Ok(Json(pool_view(&state, &org, &project, &change.pool).await?))
 }
@@ -497,7 +509,12 @@ pub(super) async fn reconfigure_pool(
         .store
         .reconfigure_pool(&pool.id, generation, &spec, state.now())
         .await
-        .map_err(|e| ApiError::from(e).with_field("generation"))?;
+        .map_err(|e| {
+            let path = format!("{}/{}/{}", org.name, project.name, pool.name);
+            ApiError::from(e)
+                .naming(&pool.id, &path)
+                .with_field("generation")
+        })?;
     state.wake();
     Ok(Json(pool_view(&state, &org, &project, &updated).await?))
 }
@@ -559,7 +576,31 @@ pub(super) async fn pool_logs(
             ),
         ));
     }
-    let (_, _, pool) = pool_with_role(&state, &caller, &org, &project, &pool, Role::Member).await?;
+    let (org_row, project_row, pool) =
+        pool_with_role(&state, &caller, &org, &project, &pool, Role::Member).await?;
+    let path = format!("{}/{}/{}", org_row.name, project_row.name, pool.name);
+    if pool.spec.app.is_none() {
+        return Err(ApiError::invalid(
+            "pool",
+            format!(
+                "pool {path} is not an app pool: only app pools (on provider core) keep logs \
+                 here; see its events for its nodes"
+            ),
+        ));
+    }
+    if let Some(slot) = slot
+        && slot >= pool.size
+    {
+        let has = match pool.size {
+            0 => "it has no slots now".to_string(),
+            1 => "it has slot 0 only".to_string(),
+            n => format!("it has slots 0 to {}", n - 1),
+        };
+        return Err(ApiError::invalid(
+            "slot",
+            format!("slot {slot} is not a slot of pool {path}: {has}"),
+        ));
+    }
     let Some(source) = &state.logs else {
         return Err(ApiError::new(
             ErrorCode::Unavailable,
@@ -605,11 +646,49 @@ pub(super) async fn list_events(
             .map_err(|_| ApiError::not_found("pool", format!("pool {pool} not found")))?;
         filter.pool_id = Some(pool.id);
     }
-    let events = state
+    let newest = match query.newest.as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "newest",
+                format!("newest must be true or false, not {}", quoted(other)),
+            ));
+        }
+    };
+    let events = match (newest, &after) {
+        (true, Some(_)) => {
+            return Err(ApiError::invalid(
+                "newest",
+                "newest and after exclude each other: after reads on from an event",
+            ));
+        }
+        (true, None) => state.store.list_newest_events(&filter, limit).await?,
+        (false, _) => {
+            state
+                .store
+                .list_events(&filter, after.as_ref(), limit)
+                .await?
+        }
+    };
+    // Pools by name, so people read `web`, not an id.
+    let names: BTreeMap<String, String> = state
         .store
-        .list_events(&filter, after.as_ref(), limit)
-        .await?;
-    Ok(Json(events.iter().map(EventView::from).collect()))
+        .list_pools(&project_row.id)
+        .await?
+        .into_iter()
+        .map(|p| (p.id.to_string(), p.name.to_string()))
+        .collect();
+    Ok(Json(
+        events
+            .iter()
+            .map(|e| {
+                let mut view = EventView::from(e);
+                view.pool = view.pool_id.as_ref().and_then(|id| names.get(id).cloned());
+                view
+            })
+            .collect(),
+    ))
 }
 
 /// The project's usage (invoice lines) for a month, with totals per currency.

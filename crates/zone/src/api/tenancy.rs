@@ -200,7 +200,8 @@ pub(super) async fn create_project(
     let project = state
         .store
         .create_project(&org.id, &name, state.now())
-        .await?;
+        .await
+        .map_err(|e| ApiError::from(e).naming(&org.id, &format!("org {}", org.name)))?;
     Ok((StatusCode::CREATED, Json(ProjectView::new(&org, &project))))
 }
 

@@ -338,3 +338,153 @@ async fn quotes_without_provider_connections_are_unavailable() {
         .await;
     assert_eq!(logs.field(), Some("level"));
 }
+
+/// `orc logs` of a pool that keeps none, or of a slot it does not have, is an error naming
+/// the pool by its path, not an empty answer.
+#[tokio::test]
+async fn logs_of_a_pool_without_them_or_of_a_missing_slot_are_refused() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    let pools = "/api/orgs/acme/projects/web/pools";
+    let mut app = pool_body("svc", 2);
+    app["app"] = json!("acme/svc:1");
+    assert_eq!(z.post(pools, &t.mia, app).await.status, StatusCode::CREATED);
+    assert_eq!(
+        z.post(pools, &t.mia, pool_body("plain", 1)).await.status,
+        StatusCode::CREATED
+    );
+
+    let kept = z.get(&format!("{pools}/svc/logs?slot=1"), &t.mia).await;
+    assert_eq!(kept.status, StatusCode::OK, "{}", kept.body);
+
+    let missing = z.get(&format!("{pools}/svc/logs?slot=5"), &t.mia).await;
+    assert_eq!(missing.status, StatusCode::BAD_REQUEST);
+    assert_eq!(missing.field(), Some("slot"));
+    assert_eq!(
+        missing.body["error"]["message"],
+        "slot 5 is not a slot of pool acme/web/svc: it has slots 0 to 1"
+    );
+
+    let none = z.get(&format!("{pools}/plain/logs"), &t.mia).await;
+    assert_eq!(none.status, StatusCode::BAD_REQUEST);
+    assert_eq!(none.field(), Some("pool"));
+    assert!(
+        none.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("pool acme/web/plain is not an app pool"),
+        "{}",
+        none.body
+    );
+}
+
+/// `orc events` shows the newest events (oldest of them first) with their pool's name; the
+/// oldest-first reading from an event on stays for `--follow`.
+#[tokio::test]
+async fn events_read_newest_first_with_pool_names() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    assert_eq!(
+        z.post(POOLS, &t.mia, pool_body("web", 0)).await.status,
+        StatusCode::CREATED
+    );
+    let store = z.zone.store();
+    let project = store
+        .project_by_path(&"acme".parse().unwrap(), &"web".parse().unwrap())
+        .await
+        .unwrap();
+    let pool = store
+        .pool_by_path(
+            &"acme".parse().unwrap(),
+            &"web".parse().unwrap(),
+            &"web".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+    let scope = orc_zone::model::EventScope {
+        project_id: Some(project.id.clone()),
+        pool_id: Some(pool.id.clone()),
+        ..Default::default()
+    };
+    let before = z
+        .get("/api/orgs/acme/projects/web/events?limit=1000", &t.vic)
+        .await;
+    let already = before.body.as_array().unwrap().len();
+    for i in 0..5 {
+        store
+            .record_event(
+                &scope,
+                "test.step",
+                &format!("step {i}"),
+                orc_zone::model::Timestamp::now(),
+            )
+            .await
+            .unwrap();
+    }
+    let events = "/api/orgs/acme/projects/web/events";
+    let newest = z
+        .get(&format!("{events}?limit=2&newest=true"), &t.vic)
+        .await;
+    assert_eq!(newest.status, StatusCode::OK, "{}", newest.body);
+    let words: Vec<&str> = newest
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["words"].as_str().unwrap())
+        .collect();
+    assert_eq!(words, ["step 3", "step 4"]);
+    assert_eq!(newest.body[0]["pool"], "web");
+
+    let oldest = z.get(&format!("{events}?limit=1000"), &t.vic).await;
+    assert_eq!(oldest.body.as_array().unwrap().len(), already + 5);
+    let first_new = &oldest.body[already]["id"];
+    let after = z
+        .get(
+            &format!("{events}?after={}", first_new.as_str().unwrap()),
+            &t.vic,
+        )
+        .await;
+    assert_eq!(after.body.as_array().unwrap().len(), 4);
+
+    let both = z
+        .get(
+            &format!("{events}?newest=true&after={}", first_new.as_str().unwrap()),
+            &t.vic,
+        )
+        .await;
+    assert_eq!(both.status, StatusCode::BAD_REQUEST);
+    assert_eq!(both.field(), Some("newest"));
+}
+
+/// Errors name objects by their paths, never by internal ids.
+#[tokio::test]
+async fn errors_name_paths_not_ids() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    assert_eq!(
+        z.post(POOLS, &t.mia, pool_body("db", 0)).await.status,
+        StatusCode::CREATED
+    );
+    let again = z.post(POOLS, &t.mia, pool_body("db", 0)).await;
+    assert_eq!(again.status, StatusCode::CONFLICT);
+    let message = again.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("acme/web"), "{message}");
+    assert!(!message.contains("p-0"), "{message}");
+
+    let deleting = z.delete(&format!("{POOLS}/db"), &t.mia).await;
+    assert!(deleting.status.is_success(), "{}", deleting.body);
+    let resized = z
+        .post(&format!("{POOLS}/db/resize"), &t.mia, json!({ "size": 2 }))
+        .await;
+    if resized.status == StatusCode::CONFLICT {
+        let message = resized.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("acme/web/db"), "{message}");
+        assert!(!message.contains("pl-0"), "{message}");
+    } else {
+        // A pool of size 0 may be gone already: then it is simply not found, by name.
+        assert_eq!(resized.status, StatusCode::NOT_FOUND, "{}", resized.body);
+        let message = resized.body["error"]["message"].as_str().unwrap();
+        assert!(!message.contains("pl-0"), "{message}");
+    }
+}
