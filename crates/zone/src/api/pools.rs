@@ -389,9 +389,39 @@ pub(super) async fn create_pool(
         .map_err(|e| {
             ApiError::from(e).naming(&project.id, &format!("{}/{}", org.name, project.name))
         })?;
+    let words = format!(
+        "created with {} node(s) on provider {}",
+        change.pool.size, provider.name
+    );
+    pool_event(&state, &org, &project, &change.pool, "pool.created", &words).await;
     state.wake();
     let view = pool_view(&state, &org, &project, &change.pool).await?;
     Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// Records a pool's lifecycle event; a failure to record is logged, never the request's.
+async fn pool_event(
+    state: &ApiState,
+    org: &crate::model::Org,
+    project: &crate::model::Project,
+    pool: &crate::model::Pool,
+    kind: &str,
+    words: &str,
+) {
+    let scope = crate::model::EventScope {
+        org_id: Some(org.id.clone()),
+        project_id: Some(project.id.clone()),
+        provider_id: Some(pool.spec.provider_id.clone()),
+        pool_id: Some(pool.id.clone()),
+        node_id: None,
+    };
+    if let Err(e) = state
+        .store
+        .record_event(&scope, kind, words, state.now())
+        .await
+    {
+        tracing::warn!(pool = %pool.id, error = %e, "pool event not recorded");
+    }
 }
 
 /// One pool.
@@ -430,6 +460,8 @@ pub(super) async fn delete_pool(
         .mark_pool_deleting(&pool.id, state.now())
         .await
         .map_err(|e| ApiError::from(e).naming(&pool.id, &path))?;
+    let words = "deletion asked: its nodes are destroyed, then the pool goes";
+    pool_event(&state, &org, &project, &change.pool, "pool.deleting", words).await;
     state.wake();
     let view = pool_view(&state, &org, &project, &change.pool).await?;
     Ok((StatusCode::ACCEPTED, Json(view)))
@@ -462,6 +494,10 @@ pub(super) async fn resize_pool(
             let path = format!("{}/{}/{}", org.name, project.name, pool.name);
             ApiError::from(e).naming(&pool.id, &path)
         })?;
+    if change.pool.size != pool.size {
+        let words = format!("resized from {} to {}", pool.size, change.pool.size);
+        pool_event(&state, &org, &project, &change.pool, "pool.resized", &words).await;
+    }
     state.wake();
     Ok(Json(pool_view(&state, &org, &project, &change.pool).await?))
 }

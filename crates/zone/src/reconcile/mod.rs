@@ -572,6 +572,12 @@ impl Reconciler {
                 }
                 Call::Deploy(Ok(DeployResult::Deployed(deployed))) => {
                     deploy_answers.insert(node.id.to_string());
+                    events.push((
+                        node.id.clone(),
+                        event_scope(&context, &node.id),
+                        "node.running",
+                        format!("running at site {}", deployed.site),
+                    ));
                     let mut status = nodes::after_deployed(claimed, &deployed, false, options, now);
                     let billable = context.billable(&status);
                     if billable {
@@ -660,7 +666,18 @@ impl Reconciler {
                 .end_node(&node.id, Expected::Version(node.version), None, now)
                 .await
             {
-                Ok(_) | Err(StoreError::Conflict { .. }) => {}
+                Ok(_) => {
+                    let scope = event_scope(&context, &node.id);
+                    let words = "ended: its machine is gone and billing stopped";
+                    if let Err(e) = self
+                        .store()
+                        .record_event(&scope, "node.ended", words, now)
+                        .await
+                    {
+                        tracing::warn!(node = %node.id, error = %e, "event not recorded");
+                    }
+                }
+                Err(StoreError::Conflict { .. }) => {}
                 Err(e) => return Err(e.into()),
             }
         }

@@ -130,8 +130,51 @@ async fn a_pool_on_a_connected_provider_gets_running_priced_nodes() {
     })
     .await;
 
-    let events = z.get(&format!("{WEB}/events?pool=db"), &t.vic).await;
-    let _: &Vec<Value> = events.body.as_array().expect("events list");
+    // The pool's life reads from its events: created, each node running, deletion asked,
+    // each node ended.
+    eventually("both nodes end", API_WAIT, || async {
+        let events = z
+            .get(&format!("{WEB}/events?pool=db&limit=1000"), &t.vic)
+            .await;
+        let kinds: Vec<&str> = events
+            .body
+            .as_array()
+            .map(|list| list.iter().filter_map(|e| e["kind"].as_str()).collect())
+            .unwrap_or_default();
+        kinds.iter().filter(|k| **k == "node.ended").count() == 2
+    })
+    .await;
+    let events = z
+        .get(&format!("{WEB}/events?pool=db&limit=1000"), &t.vic)
+        .await;
+    let list: &Vec<Value> = events.body.as_array().expect("events list");
+    let kinds: Vec<&str> = list
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .filter(|k| !k.starts_with("node.progress"))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "pool.created",
+            "node.running",
+            "node.running",
+            "pool.deleting",
+            "node.ended",
+            "node.ended"
+        ],
+        "{list:#?}"
+    );
+    assert_eq!(list[0]["words"], "created with 2 node(s) on provider fake");
+    assert_eq!(list[0]["pool"], "db");
+    let running = list.iter().find(|e| e["kind"] == "node.running").unwrap();
+    assert!(
+        running["words"]
+            .as_str()
+            .unwrap()
+            .starts_with("running at site eu-central-"),
+        "{running}"
+    );
 
     let _ = stop.send(());
     z.zone.shutdown().await;

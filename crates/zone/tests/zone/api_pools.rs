@@ -488,3 +488,62 @@ async fn errors_name_paths_not_ids() {
         assert!(!message.contains("pl-0"), "{message}");
     }
 }
+
+/// A pool's life is in its events: created, resized (only when the size changes), deleting.
+#[tokio::test]
+async fn pool_lifecycle_events_are_recorded() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    assert_eq!(
+        z.post(POOLS, &t.mia, pool_body("api", 0)).await.status,
+        StatusCode::CREATED
+    );
+    for size in [2, 2, 1] {
+        let resized = z
+            .post(
+                &format!("{POOLS}/api/resize"),
+                &t.mia,
+                json!({ "size": size }),
+            )
+            .await;
+        assert_eq!(resized.status, StatusCode::OK, "{}", resized.body);
+    }
+    assert!(
+        z.delete(&format!("{POOLS}/api"), &t.mia)
+            .await
+            .status
+            .is_success()
+    );
+    let events = z
+        .get(
+            "/api/orgs/acme/projects/web/events?pool=api&limit=1000",
+            &t.vic,
+        )
+        .await;
+    let pool_events: Vec<(String, String)> = events
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"].as_str().unwrap().starts_with("pool."))
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap().into(),
+                e["words"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("pool.created", "created with 0 node(s) on provider fake"),
+        ("pool.resized", "resized from 0 to 2"),
+        ("pool.resized", "resized from 2 to 1"),
+        (
+            "pool.deleting",
+            "deletion asked: its nodes are destroyed, then the pool goes",
+        ),
+    ]
+    .iter()
+    .map(|(k, w)| (k.to_string(), w.to_string()))
+    .collect();
+    assert_eq!(pool_events, expected);
+}
