@@ -460,6 +460,16 @@ pub struct EventView {
     #[serde(default)]
     pub pool: Option<String>,
     pub node_id: Option<String>,
+    /// How many times it happened (a node refused again in the same words).
+    #[serde(default = "one")]
+    pub repeats: u32,
+    /// When it last happened, UTC milliseconds, when it happened more than once.
+    #[serde(default)]
+    pub last_at: Option<i64>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl From<&Event> for EventView {
@@ -473,6 +483,8 @@ impl From<&Event> for EventView {
             pool_id: e.scope.pool_id.as_ref().map(ToString::to_string),
             pool: None,
             node_id: e.scope.node_id.as_ref().map(ToString::to_string),
+            repeats: e.repeats,
+            last_at: e.last_at.map(|t| t.millis()),
         }
     }
 }

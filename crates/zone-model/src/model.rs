@@ -748,6 +748,11 @@ pub struct Event {
     /// Machine-readable kind (`node.parked`).
     pub kind: String,
     pub words: String,
+    /// How many times it happened: a node refused again in the same words is counted here
+    /// rather than recorded anew. At least 1.
+    pub repeats: u32,
+    /// When it last happened, when it happened more than once.
+    pub last_at: Option<Timestamp>,
 }
 
 /// One line of a project's monthly usage (invoice line).

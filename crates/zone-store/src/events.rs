@@ -3,12 +3,12 @@
 use sqlx::any::AnyRow;
 
 use super::error::OperationExt;
-use super::rows::{opt_parsed, parsed, text, time};
+use super::rows::{opt_parsed, opt_time, parsed, text, time, uint32};
 use super::{Store, StoreResult};
 use orc_zone_model::{Event, EventId, EventScope, Timestamp};
 
 const EVENT_COLUMNS: &str =
-    "id, at, org_id, project_id, provider_id, pool_id, node_id, kind, words";
+    "id, at, org_id, project_id, provider_id, pool_id, node_id, kind, words, repeats, last_at";
 
 fn event_from(row: &AnyRow) -> StoreResult<Event> {
     Ok(Event {
@@ -23,6 +23,8 @@ fn event_from(row: &AnyRow) -> StoreResult<Event> {
         },
         kind: text(row, "events.kind")?,
         words: text(row, "events.words")?,
+        repeats: uint32(row, "events.repeats")?,
+        last_at: opt_time(row, "events.last_at")?,
     })
 }
 
@@ -58,7 +60,49 @@ impl Store {
             scope: scope.clone(),
             kind: kind.to_string(),
             words: words.to_string(),
+            repeats: 1,
+            last_at: None,
         })
+    }
+
+    /// Appends an event about a node, unless the node's newest event has the same kind and
+    /// words: that one then counts one more repeat and its last time becomes `at`. A node
+    /// parked and retried every minute so reads as one event, not a screenful.
+    pub async fn record_node_event(
+        &self,
+        scope: &EventScope,
+        kind: &str,
+        words: &str,
+        at: Timestamp,
+    ) -> StoreResult<Event> {
+        if let Some(node) = &scope.node_id {
+            let newest = self
+                .list_newest_events(
+                    &EventScope {
+                        node_id: Some(node.clone()),
+                        ..EventScope::default()
+                    },
+                    1,
+                )
+                .await?;
+            if let Some(last) = newest.into_iter().next()
+                && last.kind == kind
+                && last.words == words
+            {
+                sqlx::query("UPDATE events SET repeats = repeats + 1, last_at = $2 WHERE id = $1")
+                    .bind(last.id.as_str())
+                    .bind(at.millis())
+                    .execute(self.pool())
+                    .await
+                    .op("count a repeated event")?;
+                return Ok(Event {
+                    repeats: last.repeats.saturating_add(1),
+                    last_at: Some(at),
+                    ..last
+                });
+            }
+        }
+        self.record_event(scope, kind, words, at).await
     }
 
     /// Events matching every id set in `filter` (an empty filter matches all), oldest

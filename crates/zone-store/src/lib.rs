@@ -101,10 +101,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "service credentials and provider principals",
         include_str!("../migrations/0007_service_credentials.sql"),
     ),
+    (
+        8,
+        "repeated events count their repeats",
+        include_str!("../migrations/0008_event_repeats.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

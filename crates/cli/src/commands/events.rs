@@ -19,12 +19,21 @@ use crate::table::Table;
 const FOLLOW_EVERY: Duration = Duration::from_secs(2);
 
 fn row(e: &EventView) -> Vec<String> {
+    let words = match (e.repeats, e.last_at) {
+        (0 | 1, _) => e.words.clone(),
+        (n, Some(last)) => format!(
+            "{} ({n} times, last {})",
+            e.words,
+            format_time(Timestamp(last))
+        ),
+        (n, None) => format!("{} ({n} times)", e.words),
+    };
     vec![
         format_time(Timestamp(e.at)),
         e.kind.clone(),
         e.pool.clone().unwrap_or_else(|| "-".to_string()),
         e.node_id.clone().unwrap_or_else(|| "-".to_string()),
-        e.words.clone(),
+        words,
     ]
 }
 
@@ -148,6 +157,8 @@ mod golden {
             pool_id: Some("pl-000000000009".into()),
             pool: Some("web".into()),
             node_id: Some("n-00000000000n".into()),
+            repeats: 3,
+            last_at: Some(1_795_975_320_000),
         };
         let usage = UsageView {
             month: "2026-11".into(),

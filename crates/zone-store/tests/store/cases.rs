@@ -1276,6 +1276,56 @@ pub async fn events_filter_and_page(db: &TestDb) {
     assert_eq!(b.scope, node_scope);
 }
 
+pub async fn repeated_node_events_are_counted_and_newest_come_last(db: &TestDb) {
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let node = pool_of(&store, &project, &provider, "web", 1)
+        .await
+        .remove(0);
+    let scope = EventScope {
+        project_id: Some(project.id.clone()),
+        pool_id: Some(node.pool_id.clone()),
+        node_id: Some(node.id.clone()),
+        ..EventScope::default()
+    };
+    let parked = "No capacity in eu-central right now.";
+    let first = store
+        .record_node_event(&scope, "node.parked", parked, T0)
+        .await
+        .unwrap();
+    for minute in 1..=3 {
+        store
+            .record_node_event(
+                &scope,
+                "node.parked",
+                parked,
+                T0.plus_millis(minute * 60_000),
+            )
+            .await
+            .unwrap();
+    }
+    let other = store
+        .record_node_event(
+            &scope,
+            "node.parked",
+            "No capacity in us-east right now.",
+            T0,
+        )
+        .await
+        .unwrap();
+    let listed = store.list_events(&scope, None, 10).await.unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert_eq!(listed[0].id, first.id);
+    assert_eq!(listed[0].repeats, 4);
+    assert_eq!(listed[0].at, T0);
+    assert_eq!(listed[0].last_at, Some(T0.plus_millis(180_000)));
+    assert_eq!(listed[1], other);
+    assert_eq!(other.repeats, 1);
+
+    let newest = store.list_newest_events(&scope, 1).await.unwrap();
+    assert_eq!(newest, std::slice::from_ref(&other));
+}
+
 pub async fn usage_accumulates_per_line(db: &TestDb) {
     let store = db.store().await;
     let (project, provider) = tenant(&store).await;

@@ -45,6 +45,7 @@ on_both_engines!(
     failed_transactions_leave_nothing_half_written,
     money_round_trips_exactly,
     events_filter_and_page,
+    repeated_node_events_are_counted_and_newest_come_last,
     usage_accumulates_per_line,
     concurrent_writers_one_wins,
     concurrent_resizes_keep_one_node_per_slot,

@@ -402,13 +402,13 @@ pub(super) async fn create_pool(
 /// Records a pool's lifecycle event; a failure to record is logged, never the request's.
 async fn pool_event(
     state: &ApiState,
-    org: &crate::model::Org,
-    project: &crate::model::Project,
-    pool: &crate::model::Pool,
+    org: &Org,
+    project: &Project,
+    pool: &Pool,
     kind: &str,
     words: &str,
 ) {
-    let scope = crate::model::EventScope {
+    let scope = EventScope {
         org_id: Some(org.id.clone()),
         project_id: Some(project.id.clone()),
         provider_id: Some(pool.spec.provider_id.clone()),

@@ -637,7 +637,10 @@ impl Reconciler {
         let written: BTreeSet<&NodeId> = outcome.updated.iter().map(|n| &n.id).collect();
         for (id, scope, kind, words) in events {
             if written.contains(&id)
-                && let Err(e) = self.store().record_event(&scope, kind, &words, now).await
+                && let Err(e) = self
+                    .store()
+                    .record_node_event(&scope, kind, &words, now)
+                    .await
             {
                 tracing::warn!(node = %id, error = %e, "event not recorded");
             }
