@@ -37,6 +37,10 @@ use super::policy::RestartPolicy;
 use super::run_as::{self, Identity, RunAs, SlotUser};
 use orc_zone_model::{NodeId, PoolId};
 
+/// The `RUST_LOG` an app gets when neither the zone's environment nor the app's config sets
+/// one: everything of orc's own crates down to `debug`, and `info` of their dependencies.
+pub const DEFAULT_APP_LOG_FILTER: &str = "info,orc=debug";
+
 /// Variables of the zone's environment that every app gets too.
 pub const INHERITED_ENV: &[&str] = &[
     "PATH",
@@ -344,6 +348,11 @@ fn spawn_process(
         if let Some(value) = std::env::var_os(name) {
             command.env(name, value);
         }
+    }
+    // The slot's log keeps every level and filters when read (`orc logs --level debug`),
+    // so an app logs orc's debug lines unless the zone or the app says otherwise.
+    if std::env::var_os("RUST_LOG").is_none() {
+        command.env("RUST_LOG", DEFAULT_APP_LOG_FILTER);
     }
     command.envs(&launch.binary.env).envs(&launch.env);
     command.env("ORC_RUNTIME_DIR", &placement.runtime_dir);

@@ -223,6 +223,9 @@ async fn slot_gets_env_and_files_and_deploy_is_idempotent() {
     assert_eq!(env["ORC_ZONE_ENDPOINT"], "http://127.0.0.1:7999");
     assert_eq!(env["ORC_ZONE_PROJECT"], "sys/sys");
     assert_eq!(env["ORC_PARAM_PARTNER_ID"], "zone-1");
+    // The slot's log keeps debug lines of orc's crates unless the zone says otherwise.
+    let log_filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info,orc=debug".into());
+    assert_eq!(env["RUST_LOG"], log_filter);
     assert!(!env.contains_key("ORC_PARAM_REGIONS"));
     assert!(!env.contains_key("ORC_PARAM_API_KEY"));
     let env_text = std::fs::read_to_string(f.slot_out(0).join("env")).unwrap();
