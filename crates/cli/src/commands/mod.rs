@@ -8,6 +8,7 @@
 
 pub mod events;
 pub mod logs;
+pub mod money;
 pub mod nodes;
 pub mod params;
 pub mod pools;

@@ -10,7 +10,7 @@ use crate::table::Table;
 
 fn price_text(n: &NodeView) -> String {
     match &n.price {
-        Some(p) => format!("{} {}/{}", p.amount, p.currency, p.period),
+        Some(p) => super::money::price(p),
         None => "unpriced".to_string(),
     }
 }

@@ -63,7 +63,7 @@ fn quote_text(view: &QuoteView) -> String {
             pairs.push((
                 "price",
                 match &view.price {
-                    Some(p) => format!("{} {}/{}", p.amount, p.currency, p.period),
+                    Some(p) => super::money::price(p),
                     None => "unpriced".to_string(),
                 },
             ));

@@ -13,18 +13,22 @@ pub(super) fn usage_text(usage: &UsageView) -> String {
         t.row(vec![
             line.description.clone(),
             line.node_id.clone().unwrap_or_else(|| "-".to_string()),
-            line.hours.clone(),
+            super::money::hours(&line.hours),
+            super::money::price(&line.rate),
             format!(
-                "{} {}/{}",
-                line.rate.amount, line.rate.currency, line.rate.period
+                "{} {}",
+                super::money::amount(&line.amount, &line.rate.currency),
+                line.rate.currency
             ),
-            format!("{} {}", line.amount, line.rate.currency),
         ]);
     }
     let mut out = format!("Usage of {}\n", usage.month);
     out.push_str(&t.render());
     for (currency, total) in &usage.totals {
-        out.push_str(&format!("total: {total} {currency}\n"));
+        out.push_str(&format!(
+            "total: {} {currency}\n",
+            super::money::amount(total, currency)
+        ));
     }
     out
 }
