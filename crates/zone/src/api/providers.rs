@@ -92,9 +92,30 @@ pub(super) async fn list_providers(
     let (_, project) = project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
     let mut out = Vec::new();
     for p in state.store.list_providers_for(&project.id).await? {
-        out.push(provider_view(&state, &p).await?);
+        let view = provider_view(&state, &p).await?;
+        out.push(as_seen_from(view, &p, &project, &caller));
     }
     Ok(Json(out))
+}
+
+/// What a project that only uses a provider sees of it: not the markup its operator set
+/// (prices already include it), nor the hosts and process ids of its replicas. Its own
+/// project and the zone's operators see everything.
+fn as_seen_from(
+    mut view: ProviderView,
+    provider: &Provider,
+    project: &Project,
+    caller: &Caller,
+) -> ProviderView {
+    if provider.project_id == project.id || caller.is_operator() {
+        return view;
+    }
+    view.pricing.markup = None;
+    for replica in &mut view.replicas {
+        replica.host = String::new();
+        replica.pid = 0;
+    }
+    view
 }
 
 /// One provider visible to the project, with its replicas and catalog.
@@ -111,7 +132,8 @@ pub(super) async fn get_provider(
 ) -> ApiResult<Json<ProviderView>> {
     let (_, project) = project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
     let p = visible_provider(&state, &project, "provider", &provider).await?;
-    Ok(Json(provider_view(&state, &p).await?))
+    let view = provider_view(&state, &p).await?;
+    Ok(Json(as_seen_from(view, &p, &project, &caller)))
 }
 
 /// Changes who may use the provider: `{"scope": "zone"}` makes it visible to every project

@@ -226,3 +226,73 @@ async fn sites_show_what_the_provider_reported_to_its_own_project_only() {
     .unwrap();
     assert_eq!(z.get(SITES, &t.mia).await.body, json!([]));
 }
+
+/// A project that only uses a zone-scoped provider sees its prices, not the markup its
+/// operator set on them; the provider's own project sees the markup.
+#[tokio::test]
+async fn users_of_a_provider_do_not_see_its_markup() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    let web = "/api/orgs/acme/projects/web/providers";
+    let widened = z
+        .post(
+            &format!("{web}/fake/change-scope"),
+            &z.admin,
+            json!({ "scope": "zone" }),
+        )
+        .await;
+    assert_eq!(widened.status, StatusCode::OK, "{}", widened.body);
+    let priced = z
+        .put(
+            &format!("{web}/fake/pricing"),
+            &t.olivia,
+            json!({ "markup": "0.15" }),
+        )
+        .await;
+    assert_eq!(priced.status, StatusCode::OK, "{}", priced.body);
+
+    let home = z.get(&format!("{web}/fake"), &t.vic).await;
+    assert_eq!(home.body["pricing"]["markup"], "0.15");
+
+    // stan gets a role only in globex/shop, which uses fake as a zone-scoped provider.
+    assert_eq!(
+        z.post("/api/orgs", &z.admin, json!({ "name": "globex" }))
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        z.post(
+            "/api/orgs/globex/projects",
+            &z.admin,
+            json!({ "name": "shop" })
+        )
+        .await
+        .status,
+        StatusCode::CREATED
+    );
+    let role = z
+        .post(
+            "/api/orgs/globex/memberships",
+            &z.admin,
+            json!({ "user": "stan", "role": "member", "project": "shop" }),
+        )
+        .await;
+    assert_eq!(role.status, StatusCode::CREATED, "{}", role.body);
+    let list = z
+        .get("/api/orgs/globex/projects/shop/providers", &t.stan)
+        .await;
+    let fake = list
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "fake")
+        .expect("fake is visible to the zone")
+        .clone();
+    assert!(fake["pricing"]["markup"].is_null(), "{fake}");
+    let one = z
+        .get("/api/orgs/globex/projects/shop/providers/fake", &t.stan)
+        .await;
+    assert!(one.body["pricing"]["markup"].is_null(), "{}", one.body);
+}
