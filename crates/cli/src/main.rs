@@ -245,6 +245,12 @@ enum PoolCommand {
     Delete {
         /// ORG/PROJECT/POOL
         pool: String,
+        /// Wait until the pool and its nodes are gone, printing each change.
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: seconds to wait at most.
+        #[arg(long, default_value_t = 600, requires = "wait")]
+        timeout: u64,
     },
     /// Change an app pool's params (its slots are replaced one at a time).
     Reconfigure(commands::pools::ReconfigureArgs),
@@ -391,7 +397,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Pool { command } => match command {
             PoolCommand::Create(args) => commands::pools::create(&conn, args).await,
             PoolCommand::Resize { pool, size } => commands::pools::resize(&conn, &pool, size).await,
-            PoolCommand::Delete { pool } => commands::pools::delete(&conn, &pool).await,
+            PoolCommand::Delete {
+                pool,
+                wait,
+                timeout,
+            } => {
+                let wait = wait.then(|| std::time::Duration::from_secs(timeout));
+                commands::pools::delete(&conn, &pool, wait).await
+            }
             PoolCommand::Reconfigure(args) => commands::pools::reconfigure(&conn, args).await,
         },
         Command::Nodes { pool, all } => commands::nodes::list(&conn, &pool, all).await,

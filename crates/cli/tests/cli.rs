@@ -353,9 +353,9 @@ async fn reconfigure_merges_params_and_usage_reads_a_month() {
     );
 
     let usage = stdout(&orc(&env, &["usage", "acme/web", "--month", "2026-11"]).await);
-    assert_eq!(
-        usage,
-        "Usage of 2026-11\nDESCRIPTION  NODE  HOURS  RATE  AMOUNT\n"
+    assert!(
+        usage.starts_with("Usage of 2026-11\nNo usage: no node of this project ran priced"),
+        "{usage}"
     );
     let bad = orc(&env, &["usage", "acme/web", "--month", "2026-13"]).await;
     assert_eq!(
@@ -860,5 +860,62 @@ async fn tenancy_from_the_command_line() {
         "{revoked}"
     );
     assert!(stdout(&orc(&env, &["token", "list", "gina"]).await).contains("revoked"));
+    env.zone.shutdown().await;
+}
+
+/// `orc pool delete --wait` returns once the pool is gone, saying so; `orc usage` of a
+/// month without priced nodes says why it is empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_delete_waits_and_empty_usage_says_why() {
+    let env = start().await;
+    stdout(
+        &orc(
+            &env,
+            &[
+                "pool",
+                "create",
+                "acme/web/tmp",
+                "--provider",
+                "fake",
+                "--class",
+                "eu-central",
+                "--cpu",
+                "2",
+                "--mem",
+                "4",
+                "--os",
+                "debian-12",
+                "--size",
+                "0",
+            ],
+        )
+        .await,
+    );
+    let deleted = stdout(
+        &orc(
+            &env,
+            &[
+                "pool",
+                "delete",
+                "acme/web/tmp",
+                "--wait",
+                "--timeout",
+                "60",
+            ],
+        )
+        .await,
+    );
+    assert!(
+        deleted.ends_with("Pool acme/web/tmp is deleted: its nodes are gone.\n"),
+        "{deleted}"
+    );
+    let gone = orc(&env, &["nodes", "acme/web/tmp"]).await;
+    assert!(!gone.status.success());
+
+    let usage = stdout(&orc(&env, &["usage", "acme/web"]).await);
+    assert!(
+        usage.contains("No usage: no node of this project ran priced"),
+        "{usage}"
+    );
     env.zone.shutdown().await;
 }

@@ -271,24 +271,52 @@ pub async fn resize(conn: &ConnArgs, pool: &str, size: u32) -> anyhow::Result<()
 }
 
 /// `orc pool delete`.
-pub async fn delete(conn: &ConnArgs, pool: &str) -> anyhow::Result<()> {
+pub async fn delete(conn: &ConnArgs, pool: &str, wait: Option<Duration>) -> anyhow::Result<()> {
     let client = client(conn)?;
     let (org, project, name) = object_path(pool, "POOL")?;
-    let view: PoolView = client
-        .delete(&format!(
-            "{}/pools/{}",
-            project_url(&org, &project),
-            segment(&name)
-        ))
-        .await?;
-    if conn.json {
+    let url = format!("{}/pools/{}", project_url(&org, &project), segment(&name));
+    let view: PoolView = client.delete(&url).await?;
+    if conn.json && wait.is_none() {
         return print_json(&view);
     }
-    outln!(
-        "Pool {} is being deleted; its nodes are destroyed first.",
-        view.path
-    );
-    Ok(())
+    let Some(timeout) = wait else {
+        outln!(
+            "Pool {} is being deleted; its nodes are destroyed first.",
+            view.path
+        );
+        return Ok(());
+    };
+    // One line per change, so a log or a pipe shows the progress too.
+    let started = std::time::Instant::now();
+    let mut last_left = None;
+    loop {
+        let current: Result<PoolView, _> = client.get(&url).await;
+        match current {
+            Err(crate::client::CallError::Api { status, .. }) if status.as_u16() == 404 => {
+                outln!("Pool {} is deleted: its nodes are gone.", view.path);
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+            Ok(now) => {
+                let n = &now.nodes;
+                let left = n.running + n.starting + n.parked + n.destroying + n.lost;
+                if last_left != Some(left) {
+                    outln!("Pool {}: {left} node(s) still to destroy.", view.path);
+                    last_left = Some(left);
+                }
+            }
+        }
+        if started.elapsed() >= timeout {
+            anyhow::bail!(
+                "gave up waiting after {} s: pool {} still has {} node(s) being destroyed; \
+                 see `orc events {org}/{project} --pool {name}`",
+                timeout.as_secs(),
+                view.path,
+                last_left.unwrap_or(0)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Arguments of `orc pool reconfigure`.

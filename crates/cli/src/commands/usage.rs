@@ -23,6 +23,14 @@ pub(super) fn usage_text(usage: &UsageView) -> String {
         ]);
     }
     let mut out = format!("Usage of {}\n", usage.month);
+    if usage.lines.is_empty() {
+        out.push_str(
+            "No usage: no node of this project ran priced this month. Nodes on a provider \
+             without a pricing strategy accrue nothing (`orc providers` shows MARKUP none; \
+             its owner sets one with `orc provider pricing`).\n",
+        );
+        return out;
+    }
     out.push_str(&t.render());
     for (currency, total) in &usage.totals {
         out.push_str(&format!(
