@@ -15,12 +15,18 @@ async fn start() -> TestZone {
     zone
 }
 
-/// Runs `orc ARGS` against the zone (off the runtime's threads, which serve the zone).
+/// Runs `orc ARGS` against the zone as its admin (off the runtime's threads, which serve the
+/// zone).
 async fn orc(env: &TestZone, args: &[&str]) -> Output {
+    orc_as(env, env.zone.admin_token().expose(), args).await
+}
+
+/// Runs `orc ARGS` against the zone with `token`.
+async fn orc_as(env: &TestZone, token: &str, args: &[&str]) -> Output {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
     cmd.args(args)
         .env("ORC_URL", env.zone.url())
-        .env("ORC_TOKEN", env.zone.admin_token().expose())
+        .env("ORC_TOKEN", token)
         .env("ORC_DATA_DIR", env.dir())
         .env_remove("NO_COLOR");
     tokio::task::spawn_blocking(move || cmd.output().unwrap())
@@ -822,28 +828,12 @@ async fn tenancy_from_the_command_line() {
         "the words go to stderr"
     );
 
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
-    cmd.args(["whoami"])
-        .env("ORC_URL", env.zone.url())
-        .env("ORC_TOKEN", &value)
-        .env("ORC_DATA_DIR", env.dir());
-    let me = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
-    let me = stdout(&me);
+    let me = stdout(&orc_as(&env, &value, &["whoami"]).await);
     assert!(me.starts_with("user:   gina\n"), "{me}");
     assert!(me.contains("globex  shop     member"), "{me}");
 
     // Her `orc providers` means her own project, not sys/sys (where she has no role).
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
-    cmd.args(["providers"])
-        .env("ORC_URL", env.zone.url())
-        .env("ORC_TOKEN", &value)
-        .env("ORC_DATA_DIR", env.dir());
-    let providers = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
-    let providers = stdout(&providers);
+    let providers = stdout(&orc_as(&env, &value, &["providers"]).await);
     assert!(providers.contains("core"), "{providers}");
 
     let list = stdout(&orc(&env, &["token", "list", "gina"]).await);

@@ -48,6 +48,11 @@ impl Timestamp {
         Timestamp(self.0.saturating_add(millis))
     }
 
+    /// This time plus `days` whole days of 24 hours (saturating).
+    pub const fn plus_days(self, days: i64) -> Self {
+        self.plus_millis(days.saturating_mul(24 * 3600 * 1000))
+    }
+
     /// This time plus `d` (saturating).
     pub fn plus(self, d: Duration) -> Self {
         self.plus_millis(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

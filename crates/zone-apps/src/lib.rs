@@ -608,7 +608,7 @@ impl Apps {
                 user,
                 &pool.id,
                 &label,
-                Some(now.plus_millis(SERVICE_TOKEN_LIFETIME_MS)),
+                Some(now.plus_days(SERVICE_TOKEN_DAYS)),
                 now,
             )
             .await
@@ -820,7 +820,7 @@ async fn ensure_core_provider(store: &Store) -> Result<Provider, AppsError> {
 
 /// How long an app pool's service credential is valid: 30 days. A new one is made at every
 /// zone start (revoking the old), so it outlives no zone process by long.
-const SERVICE_TOKEN_LIFETIME_MS: i64 = 30 * 24 * 3600 * 1000;
+const SERVICE_TOKEN_DAYS: i64 = 30;
 
 /// Takes every role and every non-service token from the apps user: an older zone made it a
 /// member of each app pool's project with tokens that worked on the whole API.

@@ -699,7 +699,6 @@ fn open_private(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
 const ADMIN_TOKEN_DAYS: i64 = 365;
 /// A zone starting within this many days of the admin token's expiry writes a new one.
 const ADMIN_TOKEN_RENEW_DAYS: i64 = 30;
-const DAY_MS: i64 = 24 * 3600 * 1000;
 
 /// Makes sure user `admin` exists with an owner role in org `sys` and a token in
 /// `<data_dir>/admin-token`. Returns the token and whether it was created now.
@@ -736,7 +735,7 @@ async fn ensure_admin(store: &Store, data_dir: &Path) -> Result<(TokenSecret, bo
             .map_err(ZoneError::Store)?;
         match valid {
             Some(t) if t.user_id == user.id => {
-                let renew_after = now.plus_millis(ADMIN_TOKEN_RENEW_DAYS * DAY_MS);
+                let renew_after = now.plus_days(ADMIN_TOKEN_RENEW_DAYS);
                 if t.expires_at.is_some_and(|at| at <= renew_after) {
                     // Close to expiry: a new one replaces it, and the old one is revoked.
                     let _ = store.revoke_token(&t.id, now).await;
@@ -754,7 +753,7 @@ async fn ensure_admin(store: &Store, data_dir: &Path) -> Result<(TokenSecret, bo
         .create_token(
             &user.id,
             "admin (created at zone start)",
-            Some(now.plus_millis(ADMIN_TOKEN_DAYS * DAY_MS)),
+            Some(now.plus_days(ADMIN_TOKEN_DAYS)),
             now,
         )
         .await
@@ -766,13 +765,17 @@ async fn ensure_admin(store: &Store, data_dir: &Path) -> Result<(TokenSecret, bo
     Ok((secret, true))
 }
 
-fn write_private_file(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut file = open_private(path, true)?;
+/// Writes `text` and a newline to `path`, 0600, replacing it in one rename so a reader (the
+/// CLI reading `admin-token`) sees the old content or the new, never half of it.
+pub fn write_private_file(path: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("new");
+    let mut file = open_private(&tmp, true)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }
     writeln!(file, "{text}")?;
-    file.sync_all()
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
 }

@@ -2,7 +2,6 @@
 //! new one and revokes the old, through the API, so a zone that is running never stops
 //! accepting its operator. The token itself is never printed.
 
-use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
@@ -55,7 +54,7 @@ pub async fn rotate_admin_token(conn: &ConnArgs, data_dir: &Path) -> anyhow::Res
     let value = made["value"]
         .as_str()
         .context("the zone's answer carries no token value")?;
-    replace_private(&path, value)
+    orc_zone::zone::write_private_file(&path, value)
         .with_context(|| format!("cannot write the new admin token to {}", path.display()))?;
     let _: Value = zone
         .delete(&format!(
@@ -73,21 +72,4 @@ pub async fn rotate_admin_token(conn: &ConnArgs, data_dir: &Path) -> anyhow::Res
         path.display()
     );
     Ok(())
-}
-
-/// Writes `text` to a new 0600 file next to `path` and renames it over `path`, so a reader
-/// sees the old token or the new one, never half of one.
-fn replace_private(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("new");
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    let mut file = options.open(&tmp)?;
-    writeln!(file, "{text}")?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
 }

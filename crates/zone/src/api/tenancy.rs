@@ -379,7 +379,6 @@ async fn token_owner(state: &ApiState, caller: &Caller, user: &str) -> ApiResult
 pub const TOKEN_DEFAULT_DAYS: i64 = 90;
 /// The longest a token may live.
 pub const TOKEN_MAX_DAYS: i64 = 365;
-const DAY_MS: i64 = 24 * 3600 * 1000;
 
 /// A user's tokens, by id (never their values).
 #[utoipa::path(get, path = "/api/users/{user}/tokens", tag = "users",
@@ -425,14 +424,14 @@ pub(super) async fn create_token(
     }
     let now = state.now();
     let expires_at = match body.expires_at {
-        None => now.plus_millis(TOKEN_DEFAULT_DAYS * DAY_MS),
+        None => now.plus_days(TOKEN_DEFAULT_DAYS),
         Some(at) if at <= now.millis() => {
             return Err(ApiError::invalid(
                 "expires_at",
                 "expires_at must be in the future",
             ));
         }
-        Some(at) if at > now.plus_millis(TOKEN_MAX_DAYS * DAY_MS).millis() => {
+        Some(at) if at > now.plus_days(TOKEN_MAX_DAYS).millis() => {
             return Err(ApiError::invalid(
                 "expires_at",
                 format!(

@@ -2,49 +2,20 @@
 //! registers, answers quotes through the API, and a pool created through the API gets its
 //! nodes running, priced with the markup its provider had at admission.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use crate::api_support::{API_WAIT, TestZone, auth_connector, tenancy_without_provider};
-use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
-use orc_provider_sdk::{ProviderRunner, RunnerOptions};
+use crate::api_support::{API_WAIT, TestZone, start_replica, tenancy_without_provider};
+use orc_provider_sdk::fake::FakeCloud;
 use orc_testkit::eventually;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 const WEB: &str = "/api/orgs/acme/projects/web";
 
-fn start_replica(
-    z: &TestZone,
-    token: &str,
-    cloud: &Arc<FakeCloud>,
-) -> tokio::sync::oneshot::Sender<()> {
-    let provider = Arc::new(FakeProvider::new(Arc::clone(cloud)));
-    let options = RunnerOptions {
-        keepalive_interval: Duration::from_millis(500),
-        backoff: orc_provider_sdk::Backoff {
-            initial: Duration::from_millis(50),
-            max: Duration::from_millis(200),
-        },
-        inventory_interval: None,
-        jitter_seed: Some(1),
-        ..RunnerOptions::default()
-    };
-    let connector = auth_connector(&z.zone, token, "acme/web");
-    let runner = ProviderRunner::with_connector(connector, provider, options);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(runner.run_until(async {
-        let _ = stopped.await;
-    }));
-    stop
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_on_a_connected_provider_gets_running_priced_nodes() {
     let z = TestZone::start().await;
     let t = tenancy_without_provider(&z).await;
     let cloud = FakeCloud::new();
-    let stop = start_replica(&z, &t.mia, &cloud);
+    let stop = start_replica(&z, &t.mia, "acme/web", &cloud);
 
     eventually(
         "the provider registers with a serving replica and a catalog",

@@ -39,3 +39,34 @@ pub fn auth_connector(
     .expect("endpoint")
     .with_credentials(credentials)
 }
+
+/// Runs a fake provider on `cloud` (resource `urn:orc:fake:test`) against `z` with `token`,
+/// registering in `project`, until the returned sender is dropped or sent to.
+pub fn start_replica(
+    z: &TestZone,
+    token: &str,
+    project: &str,
+    cloud: &std::sync::Arc<orc_provider_sdk::fake::FakeCloud>,
+) -> tokio::sync::oneshot::Sender<()> {
+    use std::time::Duration;
+    let provider = std::sync::Arc::new(orc_provider_sdk::fake::FakeProvider::new(
+        std::sync::Arc::clone(cloud),
+    ));
+    let options = orc_provider_sdk::RunnerOptions {
+        keepalive_interval: Duration::from_millis(500),
+        backoff: orc_provider_sdk::Backoff {
+            initial: Duration::from_millis(50),
+            max: Duration::from_millis(200),
+        },
+        inventory_interval: None,
+        jitter_seed: Some(1),
+        ..orc_provider_sdk::RunnerOptions::default()
+    };
+    let connector = auth_connector(&z.zone, token, project);
+    let runner = orc_provider_sdk::ProviderRunner::with_connector(connector, provider, options);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(runner.run_until(async {
+        let _ = stopped.await;
+    }));
+    stop
+}

@@ -3,44 +3,16 @@
 //! a token or a role closes the streams it opened, tokens expire, and the API authorizes a
 //! caller before it judges the body.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use crate::api_support::{API_WAIT, TestZone, auth_connector, pool_body, tenancy_without_provider};
-use orc_provider_sdk::fake::{FakeCloud, FakeConfig, FakeProvider};
+use crate::api_support::{
+    API_WAIT, TestZone, auth_connector, pool_body, start_replica, tenancy_without_provider,
+};
+use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
 use orc_provider_sdk::transport::{Connector as _, ProviderStream};
-use orc_provider_sdk::{ProviderRunner, RunnerOptions};
 use orc_testkit::eventually;
 use reqwest::StatusCode;
 use serde_json::json;
 
 const WEB: &str = "/api/orgs/acme/projects/web";
-
-/// Runs a fake provider (resource `urn:orc:fake:test`) against the zone with `token`, for
-/// `project`, until the returned sender is dropped.
-fn start_replica(z: &TestZone, token: &str, project: &str) -> tokio::sync::oneshot::Sender<()> {
-    let provider = Arc::new(FakeProvider::with_config(
-        FakeCloud::new(),
-        FakeConfig::default(),
-    ));
-    let options = RunnerOptions {
-        keepalive_interval: Duration::from_millis(500),
-        backoff: orc_provider_sdk::Backoff {
-            initial: Duration::from_millis(50),
-            max: Duration::from_millis(200),
-        },
-        inventory_interval: None,
-        jitter_seed: Some(1),
-        ..RunnerOptions::default()
-    };
-    let runner =
-        ProviderRunner::with_connector(auth_connector(&z.zone, token, project), provider, options);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(runner.run_until(async {
-        let _ = stopped.await;
-    }));
-    stop
-}
 
 /// How many replicas of provider `fake` the hub has connected.
 fn replicas(z: &TestZone) -> usize {
@@ -71,22 +43,7 @@ async fn service_credential(z: &TestZone, t: &orc_testkit::zone::Tenancy, name: 
     body["provider"] = json!("placeholder");
     let created = z.post(&format!("{WEB}/pools"), &t.mia, body).await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
-    let store = z.zone.store();
-    let pool = store
-        .pool_by_path(
-            &"acme".parse().unwrap(),
-            &"web".parse().unwrap(),
-            &name.parse().unwrap(),
-        )
-        .await
-        .unwrap();
-    let user = store.user_by_name(&"admin".parse().unwrap()).await.unwrap();
-    let now = orc_zone::model::Timestamp::now();
-    let (_, secret) = store
-        .create_service_token(&user.id, &pool.id, "app pool", None, now)
-        .await
-        .unwrap();
-    secret.expose().to_string()
+    service_credential_again(z, name).await
 }
 
 /// Attack: use an app slot's token to reconfigure pools, read logs and mint tokens that
@@ -131,7 +88,7 @@ async fn a_service_credential_opens_only_its_own_stream_and_nothing_on_the_api()
         "{other_project}"
     );
 
-    let stop = start_replica(&z, &credential, "acme/web");
+    let stop = start_replica(&z, &credential, "acme/web", &FakeCloud::new());
     eventually("the pool's own stream registers", API_WAIT, || async {
         replicas(&z) == 1
     })
@@ -148,6 +105,8 @@ async fn a_service_credential_opens_only_its_own_stream_and_nothing_on_the_api()
     drop(stop);
 }
 
+/// A new service credential of the existing pool `acme/web/<name>`, revoking its earlier
+/// ones, as a zone start does.
 async fn service_credential_again(z: &TestZone, name: &str) -> String {
     let store = z.zone.store();
     let pool = store
@@ -173,7 +132,7 @@ async fn service_credential_again(z: &TestZone, name: &str) -> String {
 async fn only_the_resources_own_credential_joins_its_group() {
     let z = TestZone::start().await;
     let t = tenancy_without_provider(&z).await;
-    let stop = start_replica(&z, &t.mia, "acme/web");
+    let stop = start_replica(&z, &t.mia, "acme/web", &FakeCloud::new());
     eventually("mia's provider registers", API_WAIT, || async {
         replicas(&z) == 1
     })
@@ -222,7 +181,7 @@ async fn only_the_resources_own_credential_joins_its_group() {
 async fn revoking_a_token_or_a_role_closes_its_streams_within_seconds() {
     let z = TestZone::start().await;
     let t = tenancy_without_provider(&z).await;
-    let stop = start_replica(&z, &t.mia, "acme/web");
+    let stop = start_replica(&z, &t.mia, "acme/web", &FakeCloud::new());
     eventually("mia's provider registers", API_WAIT, || async {
         replicas(&z) == 1
     })
@@ -248,7 +207,7 @@ async fn revoking_a_token_or_a_role_closes_its_streams_within_seconds() {
         )
         .await;
     let fresh = fresh.body["value"].as_str().unwrap().to_string();
-    let stop = start_replica(&z, &fresh, "acme/web");
+    let stop = start_replica(&z, &fresh, "acme/web", &FakeCloud::new());
     eventually("mia's provider registers again", API_WAIT, || async {
         replicas(&z) == 1
     })
