@@ -51,6 +51,9 @@ pub enum RefusalKind {
     OperatorFix,
     /// This attempt failed.
     Failed,
+    /// Nothing the provider offers can ever take the request as asked (no site sells the
+    /// shape, the OS or the plan at all); only another request, or a new catalog, helps.
+    Unplaceable,
 }
 
 /// What the zone does with a node whose request was refused.
@@ -66,16 +69,20 @@ pub enum ZoneAction {
     ParkUntilConfigChanges,
     /// The node takes its normal failure backoff.
     NormalBackoff,
+    /// Refuse a pool that asks for this at creation; park a node until the provider's
+    /// catalog changes.
+    RefuseAtCreation,
 }
 
 impl RefusalKind {
     /// Every kind, in wire order.
-    pub const ALL: [RefusalKind; 5] = [
+    pub const ALL: [RefusalKind; 6] = [
         RefusalKind::NoCapacity,
         RefusalKind::Counting,
         RefusalKind::Transient,
         RefusalKind::OperatorFix,
         RefusalKind::Failed,
+        RefusalKind::Unplaceable,
     ];
 
     /// The zone's reaction to this kind.
@@ -86,6 +93,7 @@ impl RefusalKind {
             RefusalKind::Transient => ZoneAction::RetryWithBackoff,
             RefusalKind::OperatorFix => ZoneAction::ParkUntilConfigChanges,
             RefusalKind::Failed => ZoneAction::NormalBackoff,
+            RefusalKind::Unplaceable => ZoneAction::RefuseAtCreation,
         }
     }
 
@@ -97,6 +105,7 @@ impl RefusalKind {
             RefusalKind::Transient => "transient",
             RefusalKind::OperatorFix => "operator_fix",
             RefusalKind::Failed => "failed",
+            RefusalKind::Unplaceable => "unplaceable",
         }
     }
 }
@@ -137,7 +146,8 @@ mod tests {
                 "counting",
                 "transient",
                 "operator_fix",
-                "failed"
+                "failed",
+                "unplaceable"
             ]
         );
         assert_eq!(

@@ -35,6 +35,31 @@ pub struct Shape {
     pub disks_gib: Vec<u32>,
 }
 
+impl Shape {
+    /// Ordering for lists a person reads: vCPUs, then memory, then architecture.
+    pub fn list_key(&self) -> (u32, u32, Architecture) {
+        (self.vcpus, self.memory_gib, self.arch)
+    }
+
+    /// At most `count` of `offered` nearest to this shape (same architecture first, then by
+    /// how far the vCPUs and then the memory are), in [`Shape::list_key`] order.
+    pub fn nearest(&self, offered: &[Shape], count: usize) -> Vec<Shape> {
+        let distance = |s: &Shape| {
+            (
+                s.arch != self.arch,
+                s.vcpus.abs_diff(self.vcpus),
+                s.memory_gib.abs_diff(self.memory_gib),
+            )
+        };
+        let mut by_distance: Vec<&Shape> = offered.iter().collect();
+        by_distance.sort_by_key(|s| (distance(s), s.list_key()));
+        by_distance.dedup();
+        let mut nearest: Vec<Shape> = by_distance.into_iter().take(count).cloned().collect();
+        nearest.sort_by_key(Shape::list_key);
+        nearest
+    }
+}
+
 impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} vCPU · {} GiB", self.vcpus, self.memory_gib)?;

@@ -293,7 +293,10 @@ impl PartnerProvider {
             let outcome = shared
                 .catalogs
                 .with(|catalogs| quote(&request, &shared.config, catalogs, state));
-            if let Some(reservation) = outcome.reservation(expires) {
+            // A preview holds nothing: its token is never deployed.
+            if !q.preview
+                && let Some(reservation) = outcome.reservation(expires)
+            {
                 state.reserve(request.node.clone(), reservation);
             }
             outcome
@@ -346,16 +349,22 @@ impl PartnerProvider {
         let config = &self.shared.config;
         let at = self.shared.now();
         let state = self.shared.quotes.snapshot();
-        let classes = config
-            .regions
-            .classes()
-            .filter_map(|(id, class)| {
-                Some(proto::ClassInfo {
-                    id: proto::ClassId::new(id.as_str()).ok()?,
-                    title: class.title.clone(),
+        let classes = self.shared.catalogs.with(|catalogs| {
+            config
+                .regions
+                .classes()
+                .filter_map(|(id, class)| {
+                    Some(proto::ClassInfo {
+                        id: proto::ClassId::new(id.as_str()).ok()?,
+                        title: class.title.clone(),
+                        offerings: orc_partner::offered::offered_shapes(class, config, catalogs)
+                            .into_iter()
+                            .map(|shape| proto::Offering { shape, plan: None })
+                            .collect(),
+                    })
                 })
-            })
-            .collect();
+                .collect()
+        });
         let os = config
             .os_map
             .entries()

@@ -193,6 +193,7 @@ fn quote(node: &str, class: &str) -> Quote {
         pinned_site: None,
         public: false,
         placement: Default::default(),
+        preview: false,
     }
 }
 

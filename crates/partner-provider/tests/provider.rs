@@ -38,6 +38,7 @@ fn quote(node: &str, class: &str, cpu: u32, mem: u32) -> Quote {
         pinned_site: None,
         public: false,
         placement: Default::default(),
+        preview: false,
     }
 }
 
@@ -86,7 +87,7 @@ async fn passes_the_provider_conformance_cases() {
         ),
         (
             quote("refused-shape", "us-east", 3, 7),
-            RefusalKind::NoCapacity,
+            RefusalKind::Unplaceable,
         ),
     ];
     let counter = emu.clone();

@@ -91,6 +91,7 @@ async fn serve_says_hello_stands_by_then_serves() {
             pinned_site: None,
             public: false,
             placement: Default::default(),
+            preview: false,
         })
         .await
         .unwrap();

@@ -10,6 +10,7 @@
 //! - [`state`]: caps, reservations, cooldowns, counting, pins and live sites.
 //! - [`mod@quote`]: the explained quote engine; [`explain`] renders it for operators; [`words`]
 //!   holds every tenant-facing string.
+//! - [`offered`]: what a tenant may ask for in a class (shapes, and OS ids at a shape).
 //! - [`validate`]: the admin page's Validate view over the same parsers.
 //!
 //! Invariant: the library does no I/O and has no async runtime: params come through
@@ -22,6 +23,7 @@ pub mod catalog;
 pub mod explain;
 pub mod ids;
 pub mod maps;
+pub mod offered;
 pub mod params;
 pub mod quote;
 pub mod secret;

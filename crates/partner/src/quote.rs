@@ -62,6 +62,7 @@ fn priority(kind: RefusalKind) -> u8 {
         RefusalKind::NoCapacity => 2,
         RefusalKind::OperatorFix => 3,
         RefusalKind::Failed => 4,
+        RefusalKind::Unplaceable => 5,
     }
 }
 
@@ -141,6 +142,42 @@ impl Exclusion {
             | Exclusion::NoImage
             | Exclusion::ImageNotAllowed { .. }
             | Exclusion::SpendCapUnpriced => RefusalKind::OperatorFix,
+        }
+    }
+
+    /// The site does not sell what was asked at all (the shape, the OS at that shape, or
+    /// extra disks), stock aside.
+    pub fn not_sold(&self) -> bool {
+        matches!(
+            self,
+            Exclusion::NoExactPlan | Exclusion::NoImage | Exclusion::NoBlockStorage
+        )
+    }
+
+    /// The site stays out until the catalog or the operator's config changes: nothing that
+    /// passes by itself (stock, cooldowns, counting, caps, an unread catalog) excluded it.
+    pub fn stays_until_changed(&self) -> bool {
+        match self {
+            Exclusion::NoExactPlan
+            | Exclusion::NoImage
+            | Exclusion::NoBlockStorage
+            | Exclusion::RemappedWhileLive { .. }
+            | Exclusion::NoKey
+            | Exclusion::Retired
+            | Exclusion::LocationNotAllowed
+            | Exclusion::PlanNotAllowed
+            | Exclusion::GatewayPlanNotOffered { .. }
+            | Exclusion::ImageNotAllowed { .. }
+            | Exclusion::SpendCapUnpriced => true,
+            Exclusion::PinnedElsewhere { .. }
+            | Exclusion::CatalogUnread
+            | Exclusion::LocationNotSold
+            | Exclusion::SoldOut
+            | Exclusion::CoolingDown { .. }
+            | Exclusion::Counting { .. }
+            | Exclusion::CountPending
+            | Exclusion::NodeCap { .. }
+            | Exclusion::SpendCap { .. } => false,
         }
     }
 
@@ -435,7 +472,44 @@ pub fn quote(
         pin.as_ref(),
         &mut outcome.candidates,
     );
+    if let Decision::Refusal(refusal) = &mut outcome.decision
+        && refusal.kind == RefusalKind::Unplaceable
+    {
+        refusal.words = unplaceable_words(request, class, config, catalogs, &outcome.candidates);
+    }
     outcome
+}
+
+/// What an `unplaceable` refusal tells the tenant: what no site sells (the OS at this shape
+/// when some site sells the shape, extra disks when some site sells both, else the shape),
+/// with what is offered instead.
+fn unplaceable_words(
+    request: &QuoteRequest,
+    class: &RegionClass,
+    config: &Config,
+    catalogs: &Catalogs,
+    candidates: &[Candidate],
+) -> String {
+    let found = |wanted: fn(&Exclusion) -> bool| {
+        candidates.iter().any(|c| c.exclusion().is_some_and(wanted))
+    };
+    let bare = Shape {
+        disks_gib: Vec::new(),
+        ..request.shape.clone()
+    };
+    if found(|e| matches!(e, Exclusion::NoImage)) {
+        let offered: Vec<String> = crate::offered::offered_os(class, config, catalogs, &bare)
+            .into_iter()
+            .map(|os| os.to_string())
+            .collect();
+        return words::os_not_offered(&class.title, request.os.as_str(), &bare, &offered);
+    }
+    if found(|e| matches!(e, Exclusion::NoBlockStorage)) {
+        return words::disks_not_offered(&class.title, &bare);
+    }
+    let offered = crate::offered::offered_shapes(class, config, catalogs);
+    let nearest = bare.nearest(&offered, crate::offered::NEAREST_SHOWN);
+    words::shape_not_offered(&class.title, &bare, &nearest)
 }
 
 struct Context<'a> {
@@ -778,15 +852,37 @@ fn decide(
             });
         }
     }
-    refusal(node, class, pin, candidates)
+    refusal(node, request.purpose, class, pin, candidates)
+}
+
+/// A tenant's request no site can ever take as asked: every site stays out until something
+/// changes, and at least one because it does not sell the shape, the OS or the disks.
+fn never_placeable(purpose: Purpose, pin: Option<&SiteName>, candidates: &[Candidate]) -> bool {
+    purpose == Purpose::Tenant
+        && pin.is_none()
+        && candidates
+            .iter()
+            .all(|c| c.exclusion().is_some_and(Exclusion::stays_until_changed))
+        && candidates
+            .iter()
+            .any(|c| c.exclusion().is_some_and(Exclusion::not_sold))
 }
 
 fn refusal(
     node: &str,
+    purpose: Purpose,
     class: &RegionClass,
     pin: Option<&SiteName>,
     candidates: &[Candidate],
 ) -> Decision {
+    if never_placeable(purpose, pin, candidates) {
+        return Decision::Refusal(Refusal {
+            kind: RefusalKind::Unplaceable,
+            // Worded by the caller, which holds the catalogs.
+            words: String::new(),
+            site: None,
+        });
+    }
     let pinned = pin.and_then(|p| candidates.iter().find(|c| &c.site == p));
     let chosen = match (pin, pinned) {
         (Some(_), Some(c)) => c.exclusion().map(|e| (e.refusal_kind(), Some(c))),
@@ -806,6 +902,8 @@ fn refusal(
         RefusalKind::Transient => words::could_not_finish(&class.title),
         RefusalKind::OperatorFix => words::needs_operator(node, site_text),
         RefusalKind::Failed => words::could_not_create(node, site_text),
+        // Only `never_placeable` decides this kind, above.
+        RefusalKind::Unplaceable => words::no_capacity(&class.title),
     };
     Decision::Refusal(Refusal {
         kind,

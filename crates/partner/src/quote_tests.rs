@@ -712,10 +712,16 @@ fn disks_arm_and_unknown_inputs() {
         &QuoteState::new(),
     );
     let r = refusal(&o);
-    assert_eq!(r.kind, RefusalKind::OperatorFix);
+    assert_eq!(
+        r.kind,
+        RefusalKind::Unplaceable,
+        "no site boots an OS the map lacks"
+    );
     assert_eq!(
         r.words,
-        "node n-000001 cannot be created at site eu-central-a until the provider's operator changes its configuration"
+        "no site in Europe Central offers plan9 at 2 vCPU · 4 GiB; offered at this shape: \
+         alma-10, alma-9, debian-12, debian-13, rocky-10, rocky-9, ubuntu-22.04, ubuntu-24.04, \
+         windows-2022, windows-2025"
     );
 
     let o = quote(
@@ -724,7 +730,17 @@ fn disks_arm_and_unknown_inputs() {
         &catalogs,
         &QuoteState::new(),
     );
-    assert_eq!(refusal(&o).words, "no capacity in Europe Central right now");
+    let r = refusal(&o);
+    assert_eq!(
+        r.kind,
+        RefusalKind::Unplaceable,
+        "no site sells 3 vCPU · 7 GiB"
+    );
+    assert_eq!(
+        r.words,
+        "no site in Europe Central offers 3 vCPU · 7 GiB; nearest offered: 2 vCPU · 2 GiB, \
+         2 vCPU · 4 GiB, 2 vCPU · 8 GiB, 3 vCPU · 8 GiB, 4 vCPU · 8 GiB, 4 vCPU · 12 GiB"
+    );
 
     let o = quote(
         &request("eu-central", shape(2, 4), "ubuntu-24.04"),
@@ -733,6 +749,67 @@ fn disks_arm_and_unknown_inputs() {
         &QuoteState::new(),
     );
     assert_eq!(refusal(&o).kind, RefusalKind::Transient);
+}
+
+#[test]
+fn what_no_site_sells_is_unplaceable_and_says_what_is_offered() {
+    let catalogs = seed_catalogs();
+    let config = priced();
+    for (class, _) in config.regions.classes() {
+        let o = quote(
+            &request(class.as_str(), shape(3, 7), "ubuntu-24.04"),
+            &config,
+            &catalogs,
+            &QuoteState::new(),
+        );
+        let r = refusal(&o);
+        assert_eq!(r.kind, RefusalKind::Unplaceable, "class {class}");
+        assert!(r.words.contains("nearest offered: "), "{}", r.words);
+    }
+
+    let o = quote(
+        &request("us-east", shape(2, 4), "debian-12"),
+        &config,
+        &catalogs,
+        &QuoteState::new(),
+    );
+    let r = refusal(&o);
+    assert_eq!(r.kind, RefusalKind::Unplaceable);
+    assert_eq!(
+        r.words,
+        "no site in US East offers debian-12 at 2 vCPU · 4 GiB; offered at this shape: alma-10, \
+         alma-9, debian-13, rocky-10, rocky-9, ubuntu-22.04, ubuntu-24.04, windows-2022, windows-2025"
+    );
+
+    // A passing lack stays no_capacity: the only site that sells the shape is sold out.
+    let state = QuoteState::new();
+    let o = quote(
+        &request("us-east", shape(2, 4), "ubuntu-24.04"),
+        &config,
+        &catalogs,
+        &state,
+    );
+    assert!(o.offer().is_some());
+    let mut sold_out = catalogs.clone();
+    sold_out.update(Cloud::Vultr, |snapshot| {
+        for plan in &mut snapshot.plans {
+            plan.sold_in.clear();
+        }
+    });
+    let o = quote(
+        &request("us-east", shape(2, 4), "ubuntu-24.04"),
+        &config,
+        &sold_out,
+        &state,
+    );
+    assert_eq!(refusal(&o).kind, RefusalKind::NoCapacity);
+    assert_eq!(refusal(&o).words, "no capacity in US East right now");
+
+    // A gateway's refusal is never unplaceable: its shape is the operator's.
+    let mut gateway = request("eu-central", shape(3, 7), "ubuntu-24.04");
+    gateway.purpose = Purpose::Gateway;
+    let o = quote(&gateway, &config, &catalogs, &QuoteState::new());
+    assert!(o.offer().is_some(), "a gateway takes its own minimum shape");
 }
 
 #[test]

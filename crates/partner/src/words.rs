@@ -30,6 +30,41 @@ pub fn no_capacity_pinned(class_title: &str) -> String {
     format!("no capacity in {class_title} for this shape right now")
 }
 
+/// No site of the class sells the shape at all: the nearest shapes offered instead.
+pub fn shape_not_offered(class_title: &str, shape: &Shape, nearest: &[Shape]) -> String {
+    if nearest.is_empty() {
+        return format!("no site in {class_title} offers {shape}, nor any other shape now");
+    }
+    format!(
+        "no site in {class_title} offers {shape}; nearest offered: {}",
+        list(nearest)
+    )
+}
+
+/// Sites of the class sell the shape, but none boots the OS at it: the OS ids they do boot.
+pub fn os_not_offered(class_title: &str, os: &str, shape: &Shape, offered: &[String]) -> String {
+    if offered.is_empty() {
+        return format!("no site in {class_title} offers {os} at {shape}");
+    }
+    format!(
+        "no site in {class_title} offers {os} at {shape}; offered at this shape: {}",
+        offered.join(", ")
+    )
+}
+
+/// Extra disks were asked for and no site of the class that sells the shape offers them.
+pub fn disks_not_offered(class_title: &str, shape: &Shape) -> String {
+    format!("no site in {class_title} offers extra disks at {shape}; ask without disks")
+}
+
+fn list(shapes: &[Shape]) -> String {
+    shapes
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A cheaper capped cloud is being counted after a failover or roll.
 pub fn counting() -> String {
     "counting capacity, try again shortly".to_string()

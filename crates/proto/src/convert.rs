@@ -193,6 +193,7 @@ impl TryFrom<pb::Refusal> for Refusal {
             pb::RefusalKind::Transient => RefusalKind::Transient,
             pb::RefusalKind::OperatorFix => RefusalKind::OperatorFix,
             pb::RefusalKind::Failed => RefusalKind::Failed,
+            pb::RefusalKind::Unplaceable => RefusalKind::Unplaceable,
         };
         Ok(Refusal {
             kind,
@@ -209,6 +210,7 @@ impl From<RefusalKind> for pb::RefusalKind {
             RefusalKind::Transient => pb::RefusalKind::Transient,
             RefusalKind::OperatorFix => pb::RefusalKind::OperatorFix,
             RefusalKind::Failed => pb::RefusalKind::Failed,
+            RefusalKind::Unplaceable => pb::RefusalKind::Unplaceable,
         }
     }
 }
@@ -340,6 +342,17 @@ impl TryFrom<pb::ClassInfo> for ClassInfo {
         Ok(ClassInfo {
             id: id(c.id, "id")?,
             title: text(c.title, "title")?,
+            offerings: indexed(c.offerings, "offerings")?,
+        })
+    }
+}
+
+impl TryFrom<pb::Offering> for Offering {
+    type Error = ConvertError;
+    fn try_from(o: pb::Offering) -> Result<Offering> {
+        Ok(Offering {
+            shape: message(o.shape, "shape")?,
+            plan: Some(o.plan).filter(|p| !p.is_empty()),
         })
     }
 }
@@ -395,6 +408,14 @@ impl From<Catalog> for pb::Catalog {
                 .map(|c| pb::ClassInfo {
                     id: c.id.into(),
                     title: c.title,
+                    offerings: c
+                        .offerings
+                        .into_iter()
+                        .map(|o| pb::Offering {
+                            shape: Some(o.shape.into()),
+                            plan: o.plan.unwrap_or_default(),
+                        })
+                        .collect(),
                 })
                 .collect(),
             os: c
@@ -750,6 +771,7 @@ impl TryFrom<pb::Quote> for Quote {
             pinned_site: optional_id(q.pinned_site, "pinned_site")?,
             public: q.public,
             placement: placement(q.placement)?,
+            preview: q.preview,
         })
     }
 }
@@ -770,6 +792,7 @@ impl From<Quote> for pb::Quote {
             pinned_site: q.pinned_site.map(String::from).unwrap_or_default(),
             public: q.public,
             placement: q.placement.into_iter().collect(),
+            preview: q.preview,
         }
     }
 }

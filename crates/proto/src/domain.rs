@@ -69,6 +69,19 @@ pub struct Hello {
 pub struct ClassInfo {
     pub id: ClassId,
     pub title: String,
+    /// What a tenant may ask for in the class, stock aside; empty when not listed.
+    pub offerings: Vec<Offering>,
+}
+
+/// One thing a tenant may ask for in a class: a shape and, where the provider names it,
+/// its plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offering {
+    /// vCPUs, memory and architecture; no extra disks.
+    pub shape: Shape,
+    /// The provider's own name (a one-cloud provider's plan, `cx23`); `None` when the
+    /// provider picks the plan itself.
+    pub plan: Option<String>,
 }
 
 /// An operating system the provider offers.
@@ -121,6 +134,9 @@ pub struct Quote {
     /// Provider-specific placement of a pool placed directly on one cloud
     /// (`plan` → `cx23`); empty for pools that leave the choice to the provider.
     pub placement: BTreeMap<String, String>,
+    /// A preview: answered like any quote, but nothing is held for it and its token is
+    /// never deployed.
+    pub preview: bool,
 }
 
 /// A provider's offer for one node.
@@ -342,6 +358,7 @@ mod tests {
                 ZoneAction::RetryWithBackoff,
                 ZoneAction::ParkUntilConfigChanges,
                 ZoneAction::NormalBackoff,
+                ZoneAction::RefuseAtCreation,
             ]
         );
         assert_eq!(RefusalKind::OperatorFix.to_string(), "operator_fix");

@@ -37,6 +37,26 @@ fn provider_messages() -> Vec<ProviderMessage> {
             classes: vec![ClassInfo {
                 id: ClassId::new("eu-central").unwrap(),
                 title: "Europe Central".into(),
+                offerings: vec![
+                    Offering {
+                        shape: Shape {
+                            vcpus: 2,
+                            memory_gib: 4,
+                            arch: Architecture::X86_64,
+                            disks_gib: vec![],
+                        },
+                        plan: None,
+                    },
+                    Offering {
+                        shape: Shape {
+                            vcpus: 4,
+                            memory_gib: 8,
+                            arch: Architecture::Arm64,
+                            disks_gib: vec![],
+                        },
+                        plan: Some("cax21".into()),
+                    },
+                ],
             }],
             os: vec![OsInfo {
                 id: OsId::new("debian-12").unwrap(),
@@ -164,6 +184,7 @@ fn quote() -> Quote {
         pinned_site: Some(SiteName::new("eu-central-b").unwrap()),
         public: true,
         placement: [("plan".to_string(), "cx23".to_string())].into(),
+        preview: true,
     }
 }
 

@@ -157,7 +157,7 @@ async fn conforms_over_a_grpc_stream() {
         ),
         (
             quote("refused-shape", "fsn1", 3, 5),
-            RefusalKind::NoCapacity,
+            RefusalKind::Unplaceable,
         ),
     ];
     let counter = rig.clone();

@@ -104,7 +104,7 @@ async fn conforms_over_a_grpc_stream() {
         ),
         (
             robot_quote("refused-shape", "hel1", 3, 5),
-            RefusalKind::NoCapacity,
+            RefusalKind::Unplaceable,
         ),
     ];
     let robot = Arc::new(direct(&emu));

@@ -155,7 +155,10 @@ async fn conforms_over_a_grpc_stream() {
             quote("refused-class", "fsn1", 2, 4),
             RefusalKind::OperatorFix,
         ),
-        (quote("refused-shape", "fra", 3, 5), RefusalKind::NoCapacity),
+        (
+            quote("refused-shape", "fra", 3, 5),
+            RefusalKind::Unplaceable,
+        ),
     ];
     let counter = rig.clone();
     let count: InstanceCounter = Arc::new(move |node: NodeId| {

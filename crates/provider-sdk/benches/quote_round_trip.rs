@@ -33,6 +33,7 @@ fn quote(n: usize) -> Quote {
         pinned_site: None,
         public: false,
         placement: Default::default(),
+        preview: false,
     }
 }
 

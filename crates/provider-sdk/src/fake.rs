@@ -308,6 +308,7 @@ impl Provider for FakeProvider {
                 .map(|(id, title, _)| ClassInfo {
                     id: id.clone(),
                     title: title.clone(),
+                    offerings: Vec::new(),
                 })
                 .collect(),
             os: self
@@ -516,6 +517,7 @@ mod tests {
             pinned_site: None,
             public: false,
             placement: Default::default(),
+            preview: false,
         }
     }
 

@@ -147,6 +147,7 @@ async fn a_standby_replica_takes_over_and_finds_the_serving_replicas_work() {
         pinned_site: None,
         public: false,
         placement: Default::default(),
+        preview: false,
     };
     let orc_proto::QuoteReply::Offer(offer) = a.quote(quote).await.unwrap() else {
         panic!("expected an offer");

@@ -84,6 +84,7 @@ fn quote(node_id: &str) -> Quote {
         pinned_site: None,
         public: false,
         placement: Default::default(),
+        preview: false,
     }
 }
 

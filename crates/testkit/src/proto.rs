@@ -28,6 +28,7 @@ pub fn quote(node: &str, class: &str, vcpus: u32, memory_gib: u32) -> Quote {
         pinned_site: None,
         public: false,
         placement: Default::default(),
+        preview: false,
     }
 }
 

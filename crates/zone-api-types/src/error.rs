@@ -29,6 +29,9 @@ pub enum ErrorCode {
     PayloadTooLarge,
     /// 415: the body is not `application/json`.
     UnsupportedMediaType,
+    /// 422: nothing the provider offers can ever take the request as asked (no site sells
+    /// the shape, the OS or the plan); `message` says what it offers instead.
+    Unplaceable,
     /// 503: a provider could not be asked (no replica connected, timeout).
     Unavailable,
     /// 500: something failed inside the zone; the log has the detail.
@@ -48,6 +51,7 @@ impl ErrorCode {
             ErrorCode::Conflict => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
+            ErrorCode::Unplaceable => 422,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,
         }

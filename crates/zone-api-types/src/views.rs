@@ -543,7 +543,8 @@ pub struct QuoteView {
     pub price: Option<MoneyView>,
     /// The markup that would be recorded, or null.
     pub markup: Option<String>,
-    /// The refusal's kind (`no_capacity`, `counting`, `transient`, `operator_fix`, `failed`).
+    /// The refusal's kind (`no_capacity`, `counting`, `transient`, `operator_fix`, `failed`,
+    /// `unplaceable`).
     pub refusal: Option<String>,
 }
 

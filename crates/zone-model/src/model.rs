@@ -300,6 +300,9 @@ word_enum!(
         OperatorFix => "operator_fix",
         /// Failed: the node takes its normal backoff.
         Failed => "failed",
+        /// Nothing the provider offers can ever take the request as asked: refused when a
+        /// pool is created; a node parks until the provider's catalog changes.
+        Unplaceable => "unplaceable",
     }
 );
 

@@ -106,10 +106,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "repeated events count their repeats",
         include_str!("../migrations/0008_event_repeats.sql"),
     ),
+    (
+        9,
+        "refusals may be unplaceable",
+        include_str!("../migrations/0009_unplaceable_refusals.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

@@ -318,6 +318,7 @@ fn bench_quote(provider: &Provider) -> Quote {
         pinned_site: None,
         public: false,
         placement: Default::default(),
+        preview: false,
     }
 }
 

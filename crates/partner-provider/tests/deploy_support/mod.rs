@@ -38,6 +38,7 @@ pub fn quote(node: &str, class: &str, cpu: u32, mem: u32) -> Quote {
         pinned_site: None,
         public: false,
         placement: Default::default(),
+        preview: false,
     }
 }
 

@@ -203,7 +203,10 @@ impl<M: MachineProvider> MachineAdapter<M> {
                     reason = refusal.reason,
                     "quote refused"
                 );
-                QuoteReply::Refused(Refusal::new(refusal.kind, words::quote(refusal.kind)))
+                let words = refusal
+                    .words
+                    .unwrap_or_else(|| words::quote(refusal.kind).to_string());
+                QuoteReply::Refused(Refusal::new(refusal.kind, words))
             }
         }
     }
@@ -567,6 +570,7 @@ mod tests {
             pinned_site: None,
             public: false,
             placement: BTreeMap::new(),
+            preview: false,
         }
     }
 
@@ -619,7 +623,8 @@ mod tests {
         );
         assert_eq!(
             refused(adapter.quote(quote("n1", "here", 3, 4)).await),
-            RefusalKind::NoCapacity
+            RefusalKind::Unplaceable,
+            "no plan of the shape is listed at all"
         );
     }
 
@@ -636,27 +641,35 @@ mod tests {
         too_small.placement.insert("plan".into(), "small-a".into());
         assert_eq!(
             refused(adapter.quote(too_small).await),
-            RefusalKind::NoCapacity
+            RefusalKind::Unplaceable
         );
         let mut roomy = quote("n1", "here", 1, 2);
         roomy.placement.insert("plan".into(), "big".into());
         offered(adapter.quote(roomy).await);
 
         placed.placement.insert("plan".into(), "nonesuch".into());
-        assert_eq!(
-            refused(adapter.quote(placed).await),
-            RefusalKind::OperatorFix
-        );
+        match adapter.quote(placed).await {
+            QuoteReply::Refused(r) => {
+                assert_eq!(r.kind, RefusalKind::Unplaceable);
+                assert!(
+                    r.words
+                        .starts_with("plan nonesuch is not offered at here; plans there: "),
+                    "the tenant reads the plans offered: {}",
+                    r.words
+                );
+            }
+            QuoteReply::Offer(o) => panic!("expected a refusal, got an offer at {}", o.site),
+        }
 
         let mut gpu = quote("n1", "here", 2, 4);
         gpu.placement.insert("kind".into(), "gpu".into());
-        assert_eq!(refused(adapter.quote(gpu).await), RefusalKind::NoCapacity);
+        assert_eq!(refused(adapter.quote(gpu).await), RefusalKind::Unplaceable);
 
         let mut disks = quote("n1", "here", 2, 4);
         disks.shape.disks_gib = vec![100];
         assert_eq!(
             refused(adapter.quote(disks).await),
-            RefusalKind::OperatorFix
+            RefusalKind::Unplaceable
         );
 
         let mut pinned = quote("n1", "here", 2, 4);

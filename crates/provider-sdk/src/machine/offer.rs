@@ -9,15 +9,20 @@
 //!
 //! 1. [`screen_quote`], against the catalog: the class must be one of its locations and
 //!    the operating system one of its images (operator_fix); a node pinned to another site
-//!    cannot be placed (no_capacity); extra disks are not deployed (operator_fix); GPU and
-//!    metal kinds are not offered (no_capacity).
+//!    cannot be placed (no_capacity); extra disks and GPU or metal kinds are not offered
+//!    (unplaceable).
 //! 2. [`pick_offer`], against the offers snapshot: without a snapshot the quote is
-//!    transient. `placement["plan"]` names an exact plan at the location, which must exist
-//!    (operator_fix), be at least the shape (no_capacity) and be available (no_capacity).
-//!    Otherwise the offer is the cheapest available one at the location whose vCPUs,
-//!    memory and architecture equal the shape, ties going to the smaller plan id; none of
-//!    that shape, or all of them sold out, is no_capacity. A snapshot's age does not
-//!    matter: a failed refresh keeps the last one, and quotes keep using it.
+//!    transient. `placement["plan"]` names an exact plan at the location, which must be
+//!    listed there and at least the shape (unplaceable otherwise) and be available
+//!    (no_capacity). Otherwise the offer is the cheapest available one at the location
+//!    whose vCPUs, memory and architecture equal the shape, ties going to the smaller plan
+//!    id; none of that shape listed is unplaceable, all of them sold out is no_capacity. A
+//!    snapshot's age does not matter: a failed refresh keeps the last one, and quotes keep
+//!    using it.
+//!
+//! An unplaceable refusal carries words that name what is offered instead: the plans at
+//! the location, or the listed shapes nearest the one asked for. A one-cloud provider's
+//! tenant chose its cloud, so plans and locations may be named.
 //!
 //! The offer, and its token, lapse `ttl` after `now`. The token carries everything the
 //! deploy needs ([`plan_deploy`]), so any replica can carry out the deploy; a deploy after
@@ -27,8 +32,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use orc_common::{Currency, Money, Period};
 use orc_proto::{
-    Availability, Catalog, ClassAvailability, ClassId, ClassInfo, Deploy, Offer, OsId, OsInfo,
-    Quote, QuoteToken, RefusalKind, SiteName,
+    Availability, Catalog, ClassAvailability, ClassId, ClassInfo, Deploy, Offer, Offering, OsId,
+    OsInfo, Quote, QuoteToken, RefusalKind, SiteName,
 };
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
@@ -55,16 +60,63 @@ impl OffersSnapshot {
     }
 }
 
-/// Why a quote is refused: the kind the zone acts on, and the reason for the operator's
-/// log (never sent to the zone).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why a quote is refused: the kind the zone acts on, the reason for the operator's log
+/// (never sent to the zone) and, for an `unplaceable` request, the tenant's words saying
+/// what is offered instead (the generic words of the kind otherwise).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuoteRefusal {
     pub kind: RefusalKind,
     pub reason: &'static str,
+    pub words: Option<String>,
 }
 
 fn refuse<T>(kind: RefusalKind, reason: &'static str) -> Result<T, QuoteRefusal> {
-    Err(QuoteRefusal { kind, reason })
+    Err(QuoteRefusal {
+        kind,
+        reason,
+        words: None,
+    })
+}
+
+fn never<T>(reason: &'static str, words: String) -> Result<T, QuoteRefusal> {
+    Err(QuoteRefusal {
+        kind: RefusalKind::Unplaceable,
+        reason,
+        words: Some(words),
+    })
+}
+
+/// How many offered shapes or plans an `unplaceable` refusal names at most.
+const NEAREST_SHOWN: usize = 6;
+
+/// The shape a tenant asks for to get `offer`, when its memory is a whole number of GiB.
+fn offered_shape(offer: &MachineOffer) -> Option<orc_common::Shape> {
+    if !offer.memory_mib.is_multiple_of(1024) {
+        return None;
+    }
+    Some(orc_common::Shape {
+        vcpus: offer.vcpus,
+        memory_gib: u32::try_from(offer.memory_mib / 1024).ok()?,
+        arch: offer.arch,
+        disks_gib: Vec::new(),
+    })
+}
+
+/// The offers listed at `location`, stock aside, that a tenant can ask for by shape, in
+/// shape order then plan.
+fn offerings_at<'a>(
+    snapshot: &'a OffersSnapshot,
+    location: &str,
+) -> Vec<(orc_common::Shape, &'a str)> {
+    let mut found: Vec<(orc_common::Shape, &str)> = snapshot
+        .offers
+        .iter()
+        .filter(|o| o.location == location)
+        .filter_map(|o| Some((offered_shape(o)?, o.plan.as_str())))
+        .collect();
+    found.sort_by(|a, b| (a.0.list_key(), a.1).cmp(&(b.0.list_key(), b.1)));
+    found.dedup();
+    found
 }
 
 /// The catalog the zone is sent: the locations as classes and the images as operating
@@ -76,9 +128,19 @@ pub fn describe_catalog(catalog: &MachineCatalog, snapshot: Option<&OffersSnapsh
         .locations
         .iter()
         .filter_map(|l| {
+            let offerings = snapshot
+                .map(|s| offerings_at(s, &l.id))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(shape, plan)| Offering {
+                    shape,
+                    plan: Some(plan.to_string()),
+                })
+                .collect();
             Some(ClassInfo {
                 id: ClassId::new(l.id.as_str()).ok()?,
                 title: l.title.clone(),
+                offerings,
             })
         })
         .collect();
@@ -117,8 +179,8 @@ pub fn describe_catalog(catalog: &MachineCatalog, snapshot: Option<&OffersSnapsh
 
 /// The rules of a quote that need no offers: the class must be a catalog location and the
 /// operating system a catalog image (operator_fix), a node pinned to another site cannot
-/// be placed (no_capacity), extra disks are not deployed (operator_fix), GPU and metal
-/// kinds are not offered (no_capacity).
+/// be placed (no_capacity), extra disks and GPU or metal kinds are not offered
+/// (unplaceable).
 pub fn screen_quote(quote: &Quote, catalog: &MachineCatalog) -> Result<(), QuoteRefusal> {
     let location = quote.class.as_str();
     if !catalog.locations.iter().any(|l| l.id == location) {
@@ -141,12 +203,18 @@ pub fn screen_quote(quote: &Quote, catalog: &MachineCatalog) -> Result<(), Quote
         );
     }
     if !quote.shape.disks_gib.is_empty() {
-        return refuse(RefusalKind::OperatorFix, "extra disks are not deployed");
+        return never(
+            "extra disks are not deployed",
+            format!("extra disks are not offered here; ask for {location} without disks"),
+        );
     }
     if let Some(kind) = quote.placement.get("kind")
         && matches!(kind.as_str(), "gpu" | "metal")
     {
-        return refuse(RefusalKind::NoCapacity, "this cloud has no GPU or metal");
+        return never(
+            "this cloud has no GPU or metal",
+            format!("no {kind} machines are offered here"),
+        );
     }
     Ok(())
 }
@@ -154,7 +222,7 @@ pub fn screen_quote(quote: &Quote, catalog: &MachineCatalog) -> Result<(), Quote
 /// The offer a screened quote gets from `snapshot`, lapsing `ttl` after `now`.
 ///
 /// Without a snapshot the quote is transient. `placement["plan"]` names an exact plan at
-/// the location, which must exist (operator_fix), hold the shape and be available
+/// the location, which must be listed and hold the shape (unplaceable) and be available
 /// (no_capacity); otherwise the cheapest available offer at the location whose vCPUs,
 /// memory and architecture equal the shape wins, ties going to the smaller plan id.
 pub fn pick_offer(
@@ -175,15 +243,35 @@ pub fn pick_offer(
                 .iter()
                 .find(|o| &o.plan == plan && o.location == location)
             else {
-                return refuse(RefusalKind::OperatorFix, "the placement's plan is unknown");
+                let mut plans: Vec<&str> = snapshot
+                    .offers
+                    .iter()
+                    .filter(|o| o.location == location)
+                    .map(|o| o.plan.as_str())
+                    .collect();
+                plans.sort_unstable();
+                plans.dedup();
+                let words = if plans.is_empty() {
+                    format!("plan {plan} is not offered at {location}, nor any other plan now")
+                } else {
+                    format!(
+                        "plan {plan} is not offered at {location}; plans there: {}",
+                        plans.join(", ")
+                    )
+                };
+                return never("the placement's plan is unknown", words);
             };
             let fits = offer.vcpus >= shape.vcpus
                 && offer.memory_mib >= u64::from(shape.memory_gib) * 1024
                 && offer.arch == shape.arch;
             if !fits {
-                return refuse(
-                    RefusalKind::NoCapacity,
+                let has = offered_shape(offer).map_or_else(
+                    || format!("{} vCPU · {} MiB", offer.vcpus, offer.memory_mib),
+                    |s| s.to_string(),
+                );
+                return never(
                     "the placement's plan is smaller than the shape",
+                    format!("plan {plan} has {has}, less than the {shape} asked for"),
                 );
             }
             if !offer.available {
@@ -207,7 +295,21 @@ pub fn pick_offer(
             match cheapest {
                 Some(offer) => offer,
                 None if shaped.is_empty() => {
-                    return refuse(RefusalKind::NoCapacity, "no plan has this shape");
+                    let offered: Vec<orc_common::Shape> = offerings_at(snapshot, location)
+                        .into_iter()
+                        .map(|(s, _)| s)
+                        .collect();
+                    let nearest = shape.nearest(&offered, NEAREST_SHOWN);
+                    let words = if nearest.is_empty() {
+                        format!("no plan at {location} has {shape}, nor any other shape now")
+                    } else {
+                        let list: Vec<String> = nearest.iter().map(ToString::to_string).collect();
+                        format!(
+                            "no plan at {location} has {shape}; nearest offered: {}",
+                            list.join(", ")
+                        )
+                    };
+                    return never("no plan has this shape", words);
                 }
                 None => {
                     return refuse(
@@ -419,6 +521,7 @@ mod tests {
             pinned_site: None,
             public: false,
             placement: BTreeMap::new(),
+            preview: false,
         }
     }
 
@@ -431,6 +534,15 @@ mod tests {
     fn plan_of(picked: Result<Offer, QuoteRefusal>) -> String {
         let offer = picked.unwrap_or_else(|r| panic!("refused: {r:?}"));
         OfferToken::decode(offer.quote_token.as_str()).unwrap().plan
+    }
+
+    fn words(picked: Result<Offer, QuoteRefusal>) -> String {
+        match picked {
+            Ok(offer) => panic!("expected a refusal, got an offer at {}", offer.site),
+            Err(r) => r
+                .words
+                .expect("an unplaceable refusal says what is offered"),
+        }
     }
 
     fn refusal(picked: Result<Offer, QuoteRefusal>) -> (RefusalKind, &'static str) {
@@ -482,7 +594,13 @@ mod tests {
         ]);
         assert_eq!(
             refusal(pick(&quote("here", 2, 4), &near_misses)),
-            (RefusalKind::NoCapacity, "no plan has this shape")
+            (RefusalKind::Unplaceable, "no plan has this shape")
+        );
+        assert_eq!(
+            words(pick(&quote("here", 2, 4), &near_misses)),
+            "no plan at here has 2 vCPU · 4 GiB; nearest offered: 2 vCPU · 4 GiB · arm64, \
+             2 vCPU · 8 GiB, 4 vCPU · 4 GiB",
+            "a plan of 4095 MiB cannot be asked for"
         );
         let mut arm = quote("here", 2, 4);
         arm.shape.arch = Architecture::Arm64;
@@ -541,20 +659,28 @@ mod tests {
         assert_eq!(
             refusal(pick(&placed("small-a", 4, 8), &standard())),
             (
-                RefusalKind::NoCapacity,
+                RefusalKind::Unplaceable,
                 "the placement's plan is smaller than the shape"
             )
         );
+        assert_eq!(
+            words(pick(&placed("small-a", 4, 8), &standard())),
+            "plan small-a has 2 vCPU · 4 GiB, less than the 4 vCPU · 8 GiB asked for"
+        );
         let mut arm = placed("big", 2, 4);
         arm.shape.arch = Architecture::Arm64;
-        assert_eq!(refusal(pick(&arm, &standard())).0, RefusalKind::NoCapacity);
+        assert_eq!(refusal(pick(&arm, &standard())).0, RefusalKind::Unplaceable);
         assert_eq!(
             refusal(pick(&placed("nonesuch", 2, 4), &standard())),
-            (RefusalKind::OperatorFix, "the placement's plan is unknown")
+            (RefusalKind::Unplaceable, "the placement's plan is unknown")
+        );
+        assert_eq!(
+            words(pick(&placed("nonesuch", 2, 4), &standard())),
+            "plan nonesuch is not offered at here; plans there: big, small-a, small-b"
         );
         assert_eq!(
             refusal(pick(&placed("small-c", 2, 4), &standard())),
-            (RefusalKind::OperatorFix, "the placement's plan is unknown"),
+            (RefusalKind::Unplaceable, "the placement's plan is unknown"),
             "a plan of another location is not one of this location's"
         );
         let gone = snapshot(vec![sold_out(offer("small-a", "here", 2, 4, "0.009"))]);
@@ -572,7 +698,11 @@ mod tests {
         );
         assert_eq!(
             refusal(pick(&quote("here", 2, 4), &snapshot(vec![]))),
-            (RefusalKind::NoCapacity, "no plan has this shape")
+            (RefusalKind::Unplaceable, "no plan has this shape")
+        );
+        assert_eq!(
+            words(pick(&quote("here", 2, 4), &snapshot(vec![]))),
+            "no plan at here has 2 vCPU · 4 GiB, nor any other shape now"
         );
         let old = OffersSnapshot {
             read_at: UNIX_EPOCH,
@@ -653,11 +783,11 @@ mod tests {
         assert_eq!(screen(&pinned), Ok(()));
         let mut disks = quote("here", 2, 4);
         disks.shape.disks_gib = vec![100];
-        assert_eq!(screen(&disks).unwrap_err().0, RefusalKind::OperatorFix);
+        assert_eq!(screen(&disks).unwrap_err().0, RefusalKind::Unplaceable);
         for kind in ["gpu", "metal"] {
             let mut special = quote("here", 2, 4);
             special.placement.insert("kind".into(), kind.into());
-            assert_eq!(screen(&special).unwrap_err().0, RefusalKind::NoCapacity);
+            assert_eq!(screen(&special).unwrap_err().0, RefusalKind::Unplaceable);
         }
         let mut general = quote("here", 2, 4);
         general.placement.insert("kind".into(), "general".into());

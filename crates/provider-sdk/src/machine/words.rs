@@ -15,6 +15,7 @@ pub fn quote(kind: RefusalKind) -> &'static str {
         RefusalKind::Transient => "the provider is busy; the request will be tried again",
         RefusalKind::OperatorFix => "this request needs a change to the provider's configuration",
         RefusalKind::Failed => "the request could not be priced",
+        RefusalKind::Unplaceable => "nothing offered here matches this request",
     }
 }
 
@@ -26,6 +27,7 @@ pub fn deploy(kind: RefusalKind) -> &'static str {
         RefusalKind::Transient => "the provider is busy; the machine will be created later",
         RefusalKind::OperatorFix => "the machine needs a change to the provider's configuration",
         RefusalKind::Failed => COULD_NOT_CREATE,
+        RefusalKind::Unplaceable => "nothing offered here matches this machine",
     }
 }
 
@@ -38,6 +40,6 @@ pub fn destroy(kind: RefusalKind) -> &'static str {
         RefusalKind::OperatorFix => {
             "removing the machine needs a change to the provider's configuration"
         }
-        RefusalKind::Failed => "the machine could not be removed",
+        RefusalKind::Failed | RefusalKind::Unplaceable => "the machine could not be removed",
     }
 }

@@ -237,6 +237,54 @@ pub async fn migrations_name_gateway_pools_after_their_provider(db: &TestDb) {
     );
 }
 
+pub async fn migrations_keep_refusals_and_take_unplaceable(db: &TestDb) {
+    let store = db.bare().await;
+    store.migrate_to(8).await.unwrap();
+    store.bootstrap(T0).await.unwrap();
+    let (project, provider) = tenant(&store).await;
+    let node = pool_of(&store, &project, &provider, "web", 1)
+        .await
+        .remove(0);
+    let parked = NodeStatus {
+        state: NodeState::Parked,
+        state_words: Some("needs the operator".to_string()),
+        refusal: Some(RefusalKind::OperatorFix),
+        ..node.status.clone()
+    };
+    store
+        .update_node_state(&node.id, Expected::Version(1), &parked, T0)
+        .await
+        .unwrap();
+    let unplaceable = NodeStatus {
+        refusal: Some(RefusalKind::Unplaceable),
+        ..parked.clone()
+    };
+    assert!(
+        store
+            .update_node_state(&node.id, Expected::Version(2), &unplaceable, T0)
+            .await
+            .is_err(),
+        "schema 8 has no unplaceable refusals"
+    );
+    store.close().await;
+
+    let store = db.store().await;
+    let kept = store.get_node(&node.id).await.unwrap();
+    assert_eq!(
+        kept.status, parked,
+        "the refusal survives the column's replacement"
+    );
+    let written = store
+        .update_node_state(&node.id, Expected::Version(2), &unplaceable, T0)
+        .await
+        .unwrap();
+    assert_eq!(written.status.refusal, Some(RefusalKind::Unplaceable));
+    assert_eq!(
+        store.get_node(&node.id).await.unwrap().status.refusal,
+        Some(RefusalKind::Unplaceable)
+    );
+}
+
 pub async fn tenancy_crud(db: &TestDb) {
     let store = db.store().await;
     let zeta = store.create_org(&name("zeta"), T0).await.unwrap();

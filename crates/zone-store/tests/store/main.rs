@@ -32,6 +32,7 @@ on_both_engines!(
     migrations_are_idempotent,
     migrations_move_an_older_database_forward,
     migrations_name_gateway_pools_after_their_provider,
+    migrations_keep_refusals_and_take_unplaceable,
     tenancy_crud,
     unique_violations_name_the_field,
     database_errors_name_their_operation,

@@ -323,7 +323,7 @@ pub(super) async fn list_pools(
         ("project" = String, Path, description = "Project name")),
     responses((status = 201, body = PoolView), (status = 400, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody)))]
+        (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub(super) async fn create_pool(
     State(state): State<ApiState>,
     caller: Caller,
@@ -366,6 +366,19 @@ pub(super) async fn create_pool(
             "app",
             "pools on provider core run an app: set app (org/name:tag)",
         ));
+    }
+    if app.is_none() {
+        let probe = preview_quote(
+            &state,
+            format!("{}/{}/{}", org.name, project.name, name),
+            shape.clone(),
+            &body.class,
+            &body.os,
+            body.public,
+            &body.placement,
+        )
+        .await?;
+        check_placeable(&state, &provider, probe).await?;
     }
     let new = crate::model::NewPool {
         project_id: project.id.clone(),
@@ -805,24 +818,86 @@ pub(super) async fn quote(
             "this zone has no provider connections to ask",
         ));
     };
+    let request = preview_quote(
+        &state,
+        format!("{}/{}/quote-preview", org_row.name, project_row.name),
+        shape,
+        &body.class,
+        &body.os,
+        body.public,
+        &body.placement,
+    )
+    .await?;
+    let reply = backends.quote(&provider, request).await?;
+    Ok(Json(quote_view(&provider, reply)))
+}
+
+/// A preview quote for a fresh node id of `pool` (`org/project/name`): the provider answers
+/// it like any quote but holds nothing for it.
+async fn preview_quote(
+    state: &ApiState,
+    pool: String,
+    shape: Shape,
+    class: &str,
+    os: &str,
+    public: bool,
+    placement: &BTreeMap<String, String>,
+) -> ApiResult<orc_proto::Quote> {
     let node = NodeId::from_counter(state.store.allocate_ids(1).await?);
-    let request = orc_proto::Quote {
-        pool: proto_id(
-            "pool",
-            format!("{}/{}/quote-preview", org_row.name, project_row.name),
-            orc_proto::PoolPath::new,
-        )?,
+    Ok(orc_proto::Quote {
+        pool: proto_id("pool", pool, orc_proto::PoolPath::new)?,
         node_id: node,
         purpose: orc_proto::Purpose::Tenant,
         shape,
-        class: proto_id("class", body.class.clone(), orc_proto::ClassId::new)?,
-        os: proto_id("os", body.os.clone(), orc_proto::OsId::new)?,
+        class: proto_id("class", class.to_string(), orc_proto::ClassId::new)?,
+        os: proto_id("os", os.to_string(), orc_proto::OsId::new)?,
         pinned_site: None,
-        public: body.public,
-        placement: body.placement.clone(),
+        public,
+        placement: placement.clone(),
+        preview: true,
+    })
+}
+
+/// How long pool creation waits for the provider's answer to its preview quote.
+pub const PLACEABLE_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Refuses a pool that nothing its provider offers can ever place: a preview quote answered
+/// `unplaceable` (no site sells the shape, the OS or the plan at all) ends the request with
+/// the provider's words, which say what it offers instead. Any other answer, or none within
+/// [`PLACEABLE_CHECK_TIMEOUT`] (no replica connected, a busy provider), lets the pool
+/// through: a passing lack of capacity parks its nodes and they are retried.
+async fn check_placeable(
+    state: &ApiState,
+    provider: &Provider,
+    quote: orc_proto::Quote,
+) -> ApiResult<()> {
+    let Some(backends) = &state.backends else {
+        return Ok(());
     };
-    let reply = backends.quote(&provider, request).await?;
-    Ok(Json(quote_view(&provider, reply)))
+    let answer =
+        tokio::time::timeout(PLACEABLE_CHECK_TIMEOUT, backends.quote(provider, quote)).await;
+    match answer {
+        Ok(Ok(orc_proto::QuoteReply::Refused(refusal)))
+            if refusal.kind == orc_proto::RefusalKind::Unplaceable =>
+        {
+            Err(ApiError::new(
+                ErrorCode::Unplaceable,
+                format!(
+                    "provider {} can never place this pool: {}",
+                    provider.name, refusal.words
+                ),
+            ))
+        }
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => {
+            tracing::debug!(provider = %provider.name, %error, "no placeability check for a new pool");
+            Ok(())
+        }
+        Err(_) => {
+            tracing::debug!(provider = %provider.name, "the placeability check of a new pool timed out");
+            Ok(())
+        }
+    }
 }
 
 /// The tenant's view of a provider's quote reply, with the provider's pricing strategy.

@@ -838,6 +838,7 @@ fn build_quote(context: &PoolContext, node: &Node) -> Result<Quote, String> {
             .map_err(|e| format!("pool {}: pinned site: {e}", context.pool.id))?,
         public: spec.public,
         placement: spec.placement.clone(),
+        preview: false,
     })
 }
 

@@ -87,7 +87,10 @@ pub fn plan(
             Step::Quote(status)
         }
         NodeState::Parked => {
-            let waits_for_config = node.status.refusal == Some(RefusalKind::OperatorFix);
+            let waits_for_config = matches!(
+                node.status.refusal,
+                Some(RefusalKind::OperatorFix | RefusalKind::Unplaceable)
+            );
             let changed = match config_changed_at {
                 Some(at) => at > node.updated_at,
                 None => true,
@@ -157,6 +160,7 @@ pub fn refusal_kind(kind: WireRefusal) -> RefusalKind {
         WireRefusal::Transient => RefusalKind::Transient,
         WireRefusal::OperatorFix => RefusalKind::OperatorFix,
         WireRefusal::Failed => RefusalKind::Failed,
+        WireRefusal::Unplaceable => RefusalKind::Unplaceable,
     }
 }
 
@@ -186,6 +190,8 @@ pub fn after_refusal(
         RefusalKind::Transient => (NodeState::Pending, backoff(options, claimed.attempts)),
         RefusalKind::OperatorFix => (NodeState::Parked, options.operator_fix_recheck),
         RefusalKind::Failed => (NodeState::Pending, backoff(options, claimed.attempts)),
+        // Only a new catalog can change the answer: wait for one, as for operator_fix.
+        RefusalKind::Unplaceable => (NodeState::Parked, options.operator_fix_recheck),
     };
     status.state = if destroying {
         NodeState::Destroying

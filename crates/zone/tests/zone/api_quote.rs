@@ -1,7 +1,7 @@
 //! Quotes through a backend: the provider's offer with the provider's pricing strategy
 //! applied, refusals with their kind, and the catalog checks on class and OS.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use orc_common::{Currency, Money, Period};
@@ -17,15 +17,37 @@ use reqwest::StatusCode;
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
-/// Offers 0.10 USD/hour at `eu-central-a`, refuses class `ap-south` with `no_capacity`.
-struct FixedBackend;
+/// Offers 0.10 USD/hour at `eu-central-a`, refuses class `ap-south` with `no_capacity` and
+/// 3 vCPUs with `unplaceable`, and does not answer for 5 vCPUs. Keeps each quote's pool and
+/// whether it was a preview.
+#[derive(Default)]
+struct FixedBackend {
+    asked: Mutex<Vec<(String, bool)>>,
+}
 
 impl NodeBackend for FixedBackend {
     async fn quote(
         &self,
-        _provider: &Provider,
+        provider: &Provider,
         quote: orc_proto::Quote,
     ) -> Result<orc_proto::QuoteReply, BackendError> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((quote.pool.to_string(), quote.preview));
+        if quote.shape.vcpus == 3 {
+            return Ok(orc_proto::QuoteReply::Refused(orc_proto::Refusal::new(
+                orc_proto::RefusalKind::Unplaceable,
+                "no site in Europe Central offers 3 vCPU · 4 GiB; nearest offered: 2 vCPU · 4 GiB",
+            )));
+        }
+        if quote.shape.vcpus == 5 {
+            return Err(BackendError::Timeout {
+                provider: provider.name.to_string(),
+                request: "quote",
+                timeout_ms: 1,
+            });
+        }
         if quote.class.as_str() == "ap-south" {
             return Ok(orc_proto::QuoteReply::Refused(orc_proto::Refusal::new(
                 orc_proto::RefusalKind::NoCapacity,
@@ -83,6 +105,7 @@ impl ProviderDirectory for FixedDirectory {
                 .map(|c| orc_proto::ClassInfo {
                     id: orc_proto::ClassId::new(*c).unwrap(),
                     title: c.to_string(),
+                    offerings: Vec::new(),
                 })
                 .collect(),
             os: vec![orc_proto::OsInfo {
@@ -96,6 +119,7 @@ impl ProviderDirectory for FixedDirectory {
 }
 
 struct Setup {
+    backend: Arc<FixedBackend>,
     url: String,
     token: String,
     store: Store,
@@ -131,8 +155,9 @@ async fn setup() -> Setup {
         )
         .await
         .unwrap();
+    let backend = Arc::new(FixedBackend::default());
     let state = ApiState::new(store.clone())
-        .with_backends(Backends::single(Arc::new(FixedBackend)))
+        .with_backends(Backends::single(backend.clone()))
         .with_directory(Arc::new(FixedDirectory));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -144,6 +169,7 @@ async fn setup() -> Setup {
         std::future::pending(),
     ));
     Setup {
+        backend,
         url,
         token: secret.expose().to_string(),
         store,
@@ -242,4 +268,60 @@ async fn class_and_os_are_checked_against_the_catalog() {
     assert_eq!(view["replicas"][0]["role"], "serving");
     assert_eq!(view["catalog"]["classes"][0]["id"], "ap-south");
     assert_eq!(view["catalog"]["os"][0]["title"], "Debian 12");
+}
+
+async fn create_pool(s: &Setup, name: &str, cpu: u32) -> (StatusCode, Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/api/orgs/sys/projects/sys/pools", s.url))
+        .bearer_auth(&s.token)
+        .json(&json!({
+            "name": name, "provider": "partner", "size": 2,
+            "shape": { "cpu": cpu, "mem": 4 }, "class": "eu-central", "os": "debian-12"
+        }))
+        .send()
+        .await
+        .unwrap();
+    (resp.status(), resp.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_pool_nothing_can_ever_place_is_refused_when_it_is_created() {
+    let s = setup().await;
+    let (status, body) = create_pool(&s, "never", 3).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"]["code"], "unplaceable");
+    assert_eq!(
+        body["error"]["message"],
+        "provider partner can never place this pool: no site in Europe Central offers \
+         3 vCPU · 4 GiB; nearest offered: 2 vCPU · 4 GiB"
+    );
+    let pools = s.store.list_pools(&sys_project_id()).await.unwrap();
+    assert!(pools.is_empty(), "nothing was created: {pools:?}");
+
+    let (status, body) = create_pool(&s, "fits", 2).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = create_pool(&s, "unanswered", 5).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "a provider that does not answer lets the pool through: {body}"
+    );
+    let asked = s.backend.asked.lock().unwrap().clone();
+    assert_eq!(
+        asked,
+        [
+            ("sys/sys/never".to_string(), true),
+            ("sys/sys/fits".to_string(), true),
+            ("sys/sys/unanswered".to_string(), true),
+        ],
+        "every check is a preview, which holds nothing at the provider"
+    );
+
+    let (status, _) = quote(&s, request("eu-central", "debian-12")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        s.backend.asked.lock().unwrap().last(),
+        Some(&("sys/sys/quote-preview".to_string(), true)),
+        "orc quote asks a preview too"
+    );
 }

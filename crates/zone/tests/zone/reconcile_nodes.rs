@@ -32,6 +32,7 @@ async fn reconcile_refusal_kinds_drive_node_states_and_retry_times() {
         (WireKind::Transient, NodeState::Pending, 2_000),
         (WireKind::OperatorFix, NodeState::Parked, 30_000),
         (WireKind::Failed, NodeState::Pending, 2_000),
+        (WireKind::Unplaceable, NodeState::Parked, 30_000),
     ];
     let mut pools = Vec::new();
     for (i, (kind, _, _)) in cases.iter().enumerate() {
@@ -90,11 +91,20 @@ async fn reconcile_refusal_kinds_drive_node_states_and_retry_times() {
     );
     // Nothing was created for any refused node.
     assert_eq!(cloud.creates(), 0);
-    assert!(backend.quotes.load(Ordering::SeqCst) >= 6);
+    assert!(backend.quotes.load(Ordering::SeqCst) >= 7);
 }
 
 #[tokio::test]
 async fn reconcile_operator_fix_waits_for_a_configuration_change() {
+    waits_for_a_configuration_change(WireKind::OperatorFix, RefusalKind::OperatorFix).await;
+}
+
+#[tokio::test]
+async fn reconcile_unplaceable_waits_for_a_new_catalog() {
+    waits_for_a_configuration_change(WireKind::Unplaceable, RefusalKind::Unplaceable).await;
+}
+
+async fn waits_for_a_configuration_change(wire: WireKind, kind: RefusalKind) {
     let dir = tempfile::tempdir().unwrap();
     let t = tenant(&dir).await;
     let provider = provider_row(&t).await;
@@ -106,10 +116,7 @@ async fn reconcile_operator_fix_waits_for_a_configuration_change() {
     let class = orc_proto::ClassId::new("eu-central").unwrap();
     cloud.refuse_class(
         class.clone(),
-        Some(Refusal::new(
-            WireKind::OperatorFix,
-            "The provider needs its operator.",
-        )),
+        Some(Refusal::new(wire, "The provider cannot take this now.")),
     );
     reconciler.pass().await.unwrap();
     reconciler.settle().await.unwrap();
@@ -125,7 +132,7 @@ async fn reconcile_operator_fix_waits_for_a_configuration_change() {
     }
     let node = nodes(&t, &pool.id).await.remove(0);
     assert_eq!(node.status.state, NodeState::Parked);
-    assert_eq!(node.status.refusal, Some(RefusalKind::OperatorFix));
+    assert_eq!(node.status.refusal, Some(kind));
     assert_eq!(
         backend.quotes.load(Ordering::SeqCst),
         quotes,
