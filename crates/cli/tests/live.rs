@@ -31,8 +31,17 @@ fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pool_create_waits_for_running_nodes_and_quotes_show_the_markup() {
+/// A zone with a fake provider connected to its hub, registered in `sys/sys`.
+struct Live {
+    zone: Zone,
+    dir: std::path::PathBuf,
+    cloud: Arc<FakeCloud>,
+    provider: orc_zone::model::Provider,
+    stop: tokio::sync::oneshot::Sender<()>,
+    _tmp: tempfile::TempDir,
+}
+
+async fn live() -> Live {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("zone");
     let zone = Zone::start(ZoneConfig::ephemeral(&dir)).await.unwrap();
@@ -71,6 +80,26 @@ async fn pool_create_waits_for_running_nodes_and_quotes_show_the_markup() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let provider = provider.expect("the fake provider registers");
+    Live {
+        zone,
+        dir,
+        cloud,
+        provider,
+        stop,
+        _tmp: tmp,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_create_waits_for_running_nodes_and_quotes_show_the_markup() {
+    let Live {
+        zone,
+        dir,
+        cloud,
+        provider,
+        stop,
+        _tmp,
+    } = live().await;
     zone.store()
         .set_provider_pricing(
             &provider.id,
@@ -222,4 +251,112 @@ async fn pool_create_waits_for_running_nodes_and_quotes_show_the_markup() {
 
     let _ = stop.send(());
     zone.shutdown().await;
+}
+
+fn pool_create(name: &str, class: &str, cpu: &str, wait: bool) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "pool",
+        "create",
+        name,
+        "--provider",
+        "fake",
+        "--class",
+        class,
+        "--cpu",
+        cpu,
+        "--mem",
+        "4",
+        "--os",
+        "debian-12",
+        "--size",
+        "2",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    if wait {
+        args.extend(["--wait", "--timeout", "120"].map(String::from));
+    }
+    args
+}
+
+/// A pool nothing can place is refused when it is created, naming what is offered;
+/// `--wait` on a pool whose nodes park for a reason that does not clear by itself stops at
+/// once with that reason, and without a terminal it writes a line per change to stderr.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pools_that_cannot_place_fail_fast() {
+    let live = live().await;
+    let (zone, dir) = (&live.zone, live.dir.as_path());
+    live.cloud.refuse_class(
+        orc_proto::ClassId::new("us-east").unwrap(),
+        Some(orc_proto::Refusal::new(
+            orc_proto::RefusalKind::Unplaceable,
+            "no site in US East offers 2 vCPU · 4 GiB; nearest offered: 1 vCPU · 2 GiB",
+        )),
+    );
+    let args = pool_create("sys/sys/never", "us-east", "2", false);
+    let refused = orc(
+        zone,
+        dir,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
+    assert!(!refused.status.success());
+    assert_eq!(
+        String::from_utf8(refused.stderr).unwrap(),
+        "error: provider fake can never place this pool: no site in US East offers \
+         2 vCPU · 4 GiB; nearest offered: 1 vCPU · 2 GiB [422 unplaceable]\n"
+    );
+    assert!(
+        zone.store()
+            .list_pools(&orc_zone::model::sys_project_id())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Passes the check at creation, then parks for the operator: --wait gives up at once.
+    live.cloud.refuse_class(
+        orc_proto::ClassId::new("us-east").unwrap(),
+        Some(orc_proto::Refusal::new(
+            orc_proto::RefusalKind::OperatorFix,
+            "the provider's operator must add a key",
+        )),
+    );
+    let started = std::time::Instant::now();
+    let args = pool_create("sys/sys/stuck", "us-east", "2", true);
+    let waited = orc(
+        zone,
+        dir,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
+    assert!(!waited.status.success());
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "--wait stopped before its timeout"
+    );
+    let stderr = String::from_utf8(waited.stderr).unwrap();
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines.last().copied(),
+        Some(
+            "error: pool sys/sys/stuck cannot finish: 0 of 2 node(s) running, 2 parked until \
+             the provider's configuration or catalog changes: the provider's operator must add \
+             a key; see `orc events sys/sys --pool stuck`"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("Pool sys/sys/stuck: 0/2 running, ")),
+        "a line per change without a terminal: {stderr}"
+    );
+    let mut unique = lines.clone();
+    unique.dedup();
+    assert_eq!(unique, lines, "a line only when something changed");
+
+    let _ = live.stop.send(());
+    live.zone.shutdown().await;
 }

@@ -119,7 +119,9 @@ pub struct CreatePoolArgs {
     /// shell history). Never shown again, never in the app's environment (repeat for more).
     #[arg(long = "sensitive", value_parser = parse_sensitive, value_name = "NAME=@FILE")]
     pub sensitive: Vec<SensitiveParam>,
-    /// Wait until every node runs, with a progress bar.
+    /// Wait until every node runs (a progress bar on a terminal, a line per change
+    /// otherwise); stops early when the remaining nodes are parked for a reason that does
+    /// not clear by itself.
     #[arg(long)]
     pub wait: bool,
     /// Give up waiting after this many seconds.
@@ -173,8 +175,14 @@ pub async fn create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Polls the pool until `size` nodes run, showing a progress bar (hidden when stderr is not
-/// a terminal or with `--json`).
+/// Refusal kinds that do not clear by themselves: a node parked with one waits for the
+/// provider's operator or a new catalog, so waiting longer changes nothing.
+const STUCK_REFUSALS: [&str; 2] = ["operator_fix", "unplaceable"];
+
+/// Polls the pool until `size` nodes run. On a terminal it shows a progress bar; otherwise
+/// (a log, a pipe, CI) it writes one line to stderr each time the counts or the reason
+/// change; with `--json` it shows nothing. It stops early, with the provider's words, once
+/// every node that does not run is parked for a reason that does not clear by itself.
 async fn wait_for_nodes(
     client: &Client,
     org: &str,
@@ -184,11 +192,13 @@ async fn wait_for_nodes(
     timeout: u64,
     quiet: bool,
 ) -> anyhow::Result<PoolView> {
+    use std::io::IsTerminal as _;
     let url = format!("{}/pools/{}", project_url(org, project), segment(name));
-    let bar = if quiet {
-        ProgressBar::hidden()
-    } else {
+    let live = !quiet && std::io::stderr().is_terminal();
+    let bar = if live {
         ProgressBar::new(u64::from(size))
+    } else {
+        ProgressBar::hidden()
     };
     if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} running  {msg}") {
         bar.set_style(style);
@@ -197,6 +207,8 @@ async fn wait_for_nodes(
     let events_url = format!("{}/events", project_url(org, project));
     let mut last_event: Option<String> = None;
     let mut progress: Option<String> = None;
+    let mut last_line = String::new();
+    let mut reason: Option<String> = None;
     loop {
         let pool: PoolView = client.get(&url).await?;
         bar.set_position(u64::from(pool.nodes.running));
@@ -223,25 +235,58 @@ async fn wait_for_nodes(
                 msg.push_str(&format!(" · {words}"));
             }
         }
+        let mut stuck = 0;
         if pool.nodes.parked > 0 {
             let nodes: Vec<NodeView> = client.get(&format!("{url}/nodes")).await?;
-            if let Some(words) = nodes
+            let parked: Vec<&NodeView> = nodes.iter().filter(|n| n.state == "parked").collect();
+            let is_stuck = |n: &&&NodeView| {
+                n.refusal
+                    .as_deref()
+                    .is_some_and(|r| STUCK_REFUSALS.contains(&r))
+            };
+            stuck = parked.iter().filter(is_stuck).count();
+            reason = parked
                 .iter()
-                .find(|n| n.state == "parked")
-                .and_then(|n| n.words.clone())
-            {
+                .filter(is_stuck)
+                .chain(parked.iter())
+                .find_map(|n| n.words.clone());
+            if let Some(words) = &reason {
                 msg.push_str(&format!(": {words}"));
             }
         }
-        bar.set_message(msg);
+        bar.set_message(msg.clone());
+        if !quiet && !live {
+            let line = format!("{}/{size} running, {msg}", pool.nodes.running);
+            if line != last_line {
+                eprintln!("Pool {}: {line}", pool.path);
+                last_line = line;
+            }
+        }
         if pool.nodes.running >= size {
             bar.finish_and_clear();
             return Ok(pool);
         }
-        if tokio::time::Instant::now() >= deadline {
+        let waiting = size.saturating_sub(pool.nodes.running);
+        if stuck > 0 && u32::try_from(stuck).unwrap_or(u32::MAX) >= waiting {
             bar.abandon();
             bail!(
-                "gave up after {timeout} s: {} of {size} node(s) running",
+                "pool {} cannot finish: {} of {size} node(s) running, {stuck} parked until the \
+                 provider's configuration or catalog changes: {}; see `orc events {org}/{project} \
+                 --pool {name}`",
+                pool.path,
+                pool.nodes.running,
+                reason.as_deref().unwrap_or("no reason given")
+            );
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bar.abandon();
+            let why = reason
+                .as_deref()
+                .map(|w| format!("; the last reason: {w}"))
+                .unwrap_or_default();
+            bail!(
+                "gave up after {timeout} s: {} of {size} node(s) running{why}; see `orc events \
+                 {org}/{project} --pool {name}`",
                 pool.nodes.running
             );
         }
@@ -286,7 +331,8 @@ pub async fn delete(conn: &ConnArgs, pool: &str, wait: Option<Duration>) -> anyh
         );
         return Ok(());
     };
-    // One line per change, so a log or a pipe shows the progress too.
+    // One line per change on stderr, so a log or a pipe shows the progress too; the
+    // outcome goes to stdout.
     let started = std::time::Instant::now();
     let mut last_left = None;
     loop {
@@ -301,7 +347,7 @@ pub async fn delete(conn: &ConnArgs, pool: &str, wait: Option<Duration>) -> anyh
                 let n = &now.nodes;
                 let left = n.running + n.starting + n.parked + n.destroying + n.lost;
                 if last_left != Some(left) {
-                    outln!("Pool {}: {left} node(s) still to destroy.", view.path);
+                    eprintln!("Pool {}: {left} node(s) still to destroy.", view.path);
                     last_left = Some(left);
                 }
             }
