@@ -495,6 +495,8 @@ pub struct UsageLineView {
     pub id: String,
     pub month: String,
     pub pool_id: Option<String>,
+    /// The pool's name while the pool exists; null once it is deleted.
+    pub pool: Option<String>,
     pub node_id: Option<String>,
     /// Reads like `2 vCPU · 4 GiB · eu-central`.
     pub description: String,
@@ -503,6 +505,10 @@ pub struct UsageLineView {
     pub rate: MoneyView,
     /// Decimal total in the rate's currency.
     pub amount: String,
+    /// The node still runs: `hours` and `amount` include its time up to this answer, beyond
+    /// what the zone has written so far (it writes once an hour).
+    #[serde(default)]
+    pub accruing: bool,
 }
 
 impl From<&UsageLine> for UsageLineView {
@@ -511,11 +517,13 @@ impl From<&UsageLine> for UsageLineView {
             id: u.id.to_string(),
             month: u.month.to_string(),
             pool_id: u.pool_id.as_ref().map(ToString::to_string),
+            pool: None,
             node_id: u.node_id.as_ref().map(ToString::to_string),
             description: u.description.clone(),
             hours: u.hours.to_string(),
             rate: MoneyView::from(&u.rate),
             amount: u.amount.to_string(),
+            accruing: false,
         }
     }
 }

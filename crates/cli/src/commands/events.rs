@@ -162,21 +162,45 @@ mod golden {
         };
         let usage = UsageView {
             month: "2026-11".into(),
-            lines: vec![UsageLineView {
-                id: "ul-00000000000r".into(),
-                month: "2026-11".into(),
-                pool_id: Some("pl-000000000009".into()),
-                node_id: Some("n-00000000000k".into()),
-                description: "2 vCPU · 4 GiB · eu-central".into(),
-                hours: "12".into(),
-                rate: MoneyView {
-                    amount: "0.0079".into(),
-                    currency: "USD".into(),
-                    period: "hour".into(),
+            lines: vec![
+                UsageLineView {
+                    id: "ul-00000000000r".into(),
+                    month: "2026-11".into(),
+                    pool_id: Some("pl-000000000009".into()),
+                    pool: Some("web".into()),
+                    node_id: Some("n-00000000000k".into()),
+                    description: "2 vCPU · 4 GiB · eu-central".into(),
+                    hours: "12".into(),
+                    rate: MoneyView {
+                        amount: "0.0079".into(),
+                        currency: "USD".into(),
+                        period: "hour".into(),
+                    },
+                    amount: "0.0948".into(),
+                    accruing: false,
                 },
-                amount: "0.0948".into(),
-            }],
-            totals: [("USD".to_string(), "0.0948".to_string())].into(),
+                UsageLineView {
+                    id: "ul-00000000000s".into(),
+                    month: "2026-11".into(),
+                    pool_id: Some("pl-00000000000a".into()),
+                    pool: None,
+                    node_id: Some("n-00000000000m".into()),
+                    description: "2 vCPU · 4 GiB · eu-central".into(),
+                    hours: "0.2513888888888888888888888889".into(),
+                    rate: MoneyView {
+                        amount: "0.0079".into(),
+                        currency: "USD".into(),
+                        period: "hour".into(),
+                    },
+                    amount: "0.0019859722222222222222222222".into(),
+                    accruing: true,
+                },
+            ],
+            totals: [(
+                "USD".to_string(),
+                "0.0967859722222222222222222222".to_string(),
+            )]
+            .into(),
         };
         check_golden(
             "events-usage",

@@ -1,4 +1,5 @@
-//! Usage: `orc usage`, a project's invoice lines and totals for a month.
+//! Usage: `orc usage`, a project's invoice lines and totals for a month. Lines of nodes
+//! still running count their hours up to now ("so far").
 
 use orc_zone_api_types::views::UsageView;
 
@@ -8,12 +9,21 @@ use crate::client::segment;
 use crate::table::Table;
 
 pub(super) fn usage_text(usage: &UsageView) -> String {
-    let mut t = Table::new(&["DESCRIPTION", "NODE", "HOURS", "RATE", "AMOUNT"]);
+    let mut t = Table::new(&["POOL", "DESCRIPTION", "NODE", "HOURS", "RATE", "AMOUNT"]);
     for line in &usage.lines {
+        let hours = super::money::hours(&line.hours);
         t.row(vec![
+            line.pool
+                .clone()
+                .or_else(|| line.pool_id.as_ref().map(|id| format!("{id} (deleted)")))
+                .unwrap_or_else(|| "-".to_string()),
             line.description.clone(),
             line.node_id.clone().unwrap_or_else(|| "-".to_string()),
-            super::money::hours(&line.hours),
+            if line.accruing {
+                format!("{hours} so far")
+            } else {
+                hours
+            },
             super::money::price(&line.rate),
             format!(
                 "{} {}",

@@ -757,21 +757,91 @@ pub(super) async fn usage(
         None => crate::pricing::month_of(state.now()),
     };
     let (_, project) = project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
-    let lines = state.store.list_usage(&project.id, &month).await?;
+    let mut lines = state.store.list_usage(&project.id, &month).await?;
+    let now = state.now();
+    let accruing = if month == crate::pricing::month_of(now) {
+        hours_to_date(&state, &lines, now).await?
+    } else {
+        BTreeMap::new()
+    };
+    for line in &mut lines {
+        if let Some(extra) = line.node_id.as_ref().and_then(|id| accruing.get(id)) {
+            line.hours += *extra;
+            line.amount += *extra * line.rate.amount;
+        }
+    }
     let mut totals: BTreeMap<String, Decimal> = BTreeMap::new();
     for line in &lines {
         *totals
             .entry(line.rate.currency.as_str().to_string())
             .or_default() += line.amount;
     }
+    let names: BTreeMap<String, String> = state
+        .store
+        .list_pools(&project.id)
+        .await?
+        .into_iter()
+        .map(|p| (p.id.to_string(), p.name.to_string()))
+        .collect();
     Ok(Json(UsageView {
         month: month.to_string(),
-        lines: lines.iter().map(UsageLineView::from).collect(),
+        lines: lines
+            .iter()
+            .map(|line| {
+                let mut view = UsageLineView::from(line);
+                view.pool = view.pool_id.as_ref().and_then(|id| names.get(id).cloned());
+                view.accruing = line
+                    .node_id
+                    .as_ref()
+                    .is_some_and(|id| accruing.contains_key(id));
+                view
+            })
+            .collect(),
         totals: totals
             .into_iter()
             .map(|(c, a)| (c, a.to_string()))
             .collect(),
     }))
+}
+
+/// The hours each running node of `lines` has run beyond its written usage, up to `now`.
+/// The zone writes usage once an hour; a reader of the current month sees the time to date.
+/// Read-only: the next accrual writes the same hours, so nothing is counted twice.
+async fn hours_to_date(
+    state: &ApiState,
+    lines: &[crate::model::UsageLine],
+    now: crate::model::Timestamp,
+) -> ApiResult<BTreeMap<NodeId, Decimal>> {
+    let mut extra = BTreeMap::new();
+    for line in lines {
+        let Some(node_id) = &line.node_id else {
+            continue;
+        };
+        if line.description == crate::pricing::PUBLIC_IPV4_LINE || extra.contains_key(node_id) {
+            continue;
+        }
+        let node = match state.store.get_node(node_id).await {
+            Ok(node) => node,
+            Err(StoreError::NotFound { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if node.status.state != crate::model::NodeState::Running {
+            continue;
+        }
+        let Some(billed) = state.store.billed_usage(node_id, &line.description).await? else {
+            continue;
+        };
+        let until = billed
+            .since
+            .plus_millis(crate::pricing::millis_of(billed.hours));
+        if now > until {
+            extra.insert(
+                node_id.clone(),
+                crate::pricing::hours_of(now.millis() - until.millis()),
+            );
+        }
+    }
+    Ok(extra)
 }
 
 fn proto_id<T>(

@@ -325,3 +325,101 @@ async fn a_pool_nothing_can_ever_place_is_refused_when_it_is_created() {
         "orc quote asks a preview too"
     );
 }
+
+/// The usage of the current month counts a running node's hours up to the answer, beyond
+/// the hourly writes, and names each line's pool; a node that no longer runs shows what
+/// was written.
+#[tokio::test]
+async fn usage_counts_running_nodes_to_date() {
+    use orc_zone::model::Expected;
+    use orc_zone::model::{NewPool, NodeState, PoolSpec};
+
+    let s = setup().await;
+    // 2026-11-10T00:00:00Z, and a quarter of an hour later.
+    let opened = Timestamp(1_794_268_800_000);
+    let asked = opened.plus_millis(15 * 60 * 1000);
+    let change = s
+        .store
+        .create_pool(
+            &NewPool {
+                project_id: sys_project_id(),
+                name: "web".parse().unwrap(),
+                size: 2,
+                spec: PoolSpec {
+                    provider_id: s.provider.id.clone(),
+                    shape: orc_common::Shape {
+                        vcpus: 2,
+                        memory_gib: 4,
+                        arch: Default::default(),
+                        disks_gib: vec![],
+                    },
+                    region_class: "eu-central".into(),
+                    os: "debian-12".into(),
+                    public: false,
+                    endpoints: vec![],
+                    app: None,
+                    placement: Default::default(),
+                },
+            },
+            opened,
+        )
+        .await
+        .unwrap();
+    let rate = Money::new(Decimal::new(8, 2), Currency::USD, Period::Hour);
+    for (node, state) in change
+        .created
+        .iter()
+        .zip([NodeState::Running, NodeState::Destroying])
+    {
+        let mut status = node.status.clone();
+        status.state = state;
+        status.price = Some(rate);
+        s.store
+            .update_node_state(&node.id, Expected::Version(node.version), &status, opened)
+            .await
+            .unwrap();
+        let subject = orc_zone::pricing::BillingSubject {
+            project_id: sys_project_id(),
+            pool_id: change.pool.id.clone(),
+            node_id: node.id.clone(),
+            description: "2 vCPU · 4 GiB · eu-central".into(),
+            rate,
+            public_ipv4: false,
+        };
+        for usage in orc_zone::pricing::opening_usage(&subject, opened) {
+            s.store.record_usage(&usage, opened).await.unwrap();
+        }
+    }
+    let state = ApiState::new(s.store.clone()).with_clock(move || asked);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(orc_zone::api::serve(
+        listener,
+        state,
+        orc_tls::ServeOptions::default(),
+        orc_zone::api::ApiLimits::default(),
+        std::future::pending(),
+    ));
+    let usage: Value = reqwest::Client::new()
+        .get(format!("{url}/api/orgs/sys/projects/sys/usage"))
+        .bearer_auth(&s.token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(usage["month"], "2026-11", "{usage}");
+    let lines = usage["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 2, "{usage}");
+    let running = &lines[0];
+    assert_eq!(running["node_id"], change.created[0].id.as_str());
+    assert_eq!(running["pool"], "web");
+    assert_eq!(running["hours"], "0.25");
+    assert_eq!(running["amount"], "0.0200");
+    assert_eq!(running["accruing"], true);
+    let stopped = &lines[1];
+    assert_eq!(stopped["hours"], "0");
+    assert_eq!(stopped["accruing"], false);
+    assert_eq!(usage["totals"]["USD"], "0.0200");
+}
