@@ -258,6 +258,17 @@ enum PoolCommand {
 
 #[derive(Debug, Subcommand)]
 enum ProviderCommand {
+    /// What a provider offers: its classes with the shapes (or plans) a tenant may ask
+    /// for, its OS ids, and its replicas.
+    ///
+    /// Example: orc provider show partner --project acme/web
+    Show {
+        /// PROVIDER (a name the project sees, as `orc providers` lists it)
+        provider: String,
+        /// ORG/PROJECT to look from (default: the caller's own project).
+        #[arg(long)]
+        project: Option<String>,
+    },
     /// Make a provider visible to every project (zone) or its own only (project).
     ChangeScope {
         /// ORG/PROJECT/PROVIDER (the project it registered in)
@@ -413,6 +424,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Sites { provider } => commands::providers::sites(&conn, provider.as_deref()).await,
         Command::Provider { command } => match command {
+            ProviderCommand::Show { provider, project } => {
+                commands::providers::show(&conn, &provider, project.as_deref()).await
+            }
             ProviderCommand::ChangeScope { provider, scope } => {
                 commands::providers::change_scope(&conn, &provider, &scope).await
             }

@@ -357,6 +357,21 @@ async fn pools_that_cannot_place_fail_fast() {
     unique.dedup();
     assert_eq!(unique, lines, "a line only when something changed");
 
+    let shown = stdout(
+        &orc(
+            zone,
+            dir,
+            &["provider", "show", "fake", "--project", "sys/sys"],
+        )
+        .await,
+    );
+    assert!(shown.starts_with("provider:  fake\n"), "{shown}");
+    assert!(
+        shown.contains("\nus-east "),
+        "every class is listed: {shown}"
+    );
+    assert!(shown.contains("\ndebian-12 "), "OS ids are listed: {shown}");
+
     let _ = live.stop.send(());
     live.zone.shutdown().await;
 }

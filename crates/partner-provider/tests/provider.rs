@@ -245,6 +245,24 @@ async fn a_standby_reads_no_cloud_account() {
     let catalog = p.catalog().await;
     assert!(catalog.availability.classes.iter().any(|c| c.can_place));
     assert_eq!(catalog.availability.public_ipv4_offered, 20);
+    // Once the catalogs are read, each class lists the shapes a tenant may ask for, and
+    // never a plan: the partner picks plans itself and names none.
+    let europe = catalog
+        .classes
+        .iter()
+        .find(|c| c.id.as_str() == "eu-central")
+        .unwrap();
+    let shapes: Vec<String> = europe
+        .offerings
+        .iter()
+        .map(|o| o.shape.to_string())
+        .collect();
+    assert!(shapes.contains(&"2 vCPU · 4 GiB".to_string()), "{shapes:?}");
+    assert!(
+        !shapes.contains(&"3 vCPU · 7 GiB".to_string()),
+        "{shapes:?}"
+    );
+    assert!(europe.offerings.iter().all(|o| o.plan.is_none()));
 }
 
 /// However long a standby waits, it starts no background work and sends no request: the

@@ -190,6 +190,23 @@ pub struct ClassView {
     pub title: String,
     /// Whether it can place a node now.
     pub can_place: bool,
+    /// What a tenant may ask for in the class, stock aside; empty when the provider does
+    /// not list it.
+    #[serde(default)]
+    pub offerings: Vec<OfferingView>,
+}
+
+/// One thing a tenant may ask for in a class.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct OfferingView {
+    pub cpu: u32,
+    /// Memory in GiB.
+    pub mem: u32,
+    /// `x86_64` or `arm64`.
+    pub arch: String,
+    /// The provider's own name for it (a one-cloud provider's plan); null when the
+    /// provider picks the plan itself.
+    pub plan: Option<String>,
 }
 
 /// An operating system a provider offers.

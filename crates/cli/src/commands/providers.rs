@@ -1,5 +1,5 @@
-//! Providers: the `orc providers` and `orc sites` tables, and `orc provider change-scope`
-//! and `orc provider pricing`.
+//! Providers: the `orc providers` and `orc sites` tables, `orc provider show`, and
+//! `orc provider change-scope` and `orc provider pricing`.
 
 use orc_zone_api_types::views::{ProviderView, SiteView};
 use serde_json::json;
@@ -50,6 +50,87 @@ pub async fn list(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> 
         return Ok(());
     }
     out!("{}", providers_table(&list));
+    Ok(())
+}
+
+/// What `orc provider show` prints: the provider, then each class with what a tenant may
+/// ask for, then its OS ids.
+pub(crate) fn provider_text(p: &ProviderView) -> String {
+    let serving = p.replicas.iter().filter(|r| r.role == "serving").count();
+    let mut out = format!(
+        "provider:  {}\nproject:   {} ({} scope)\nmarkup:    {}\nreplicas:  {serving} serving, {} standing by\n",
+        p.name,
+        p.project,
+        p.scope,
+        p.pricing.markup.as_deref().unwrap_or("none"),
+        p.replicas.len() - serving,
+    );
+    let Some(catalog) = &p.catalog else {
+        out.push_str("No catalog yet: no replica has connected and reported one.\n");
+        return out;
+    };
+    let mut t = Table::new(&["CLASS", "TITLE", "NOW", "OFFERS"]);
+    for class in &catalog.classes {
+        let offers: Vec<String> = class
+            .offerings
+            .iter()
+            .map(|o| {
+                let mut shape = format!("{} vCPU · {} GiB", o.cpu, o.mem);
+                if o.arch != "x86_64" {
+                    shape.push_str(&format!(" · {}", o.arch));
+                }
+                match &o.plan {
+                    Some(plan) => format!("{plan} ({shape})"),
+                    None => shape,
+                }
+            })
+            .collect();
+        t.row(vec![
+            class.id.clone(),
+            class.title.clone(),
+            if class.can_place { "can place" } else { "full" }.to_string(),
+            if offers.is_empty() {
+                "-".to_string()
+            } else {
+                offers.join(", ")
+            },
+        ]);
+    }
+    out.push('\n');
+    out.push_str(&t.render());
+    let mut os = Table::new(&["OS", "TITLE"]);
+    for o in &catalog.os {
+        os.row(vec![o.id.clone(), o.title.clone()]);
+    }
+    out.push('\n');
+    out.push_str(&os.render());
+    if catalog.public_ipv4_offered > 0 {
+        out.push_str(&format!(
+            "\npublic IPv4 addresses offered: {}\n",
+            catalog.public_ipv4_offered
+        ));
+    }
+    out
+}
+
+/// `orc provider show PROVIDER [--project ORG/PROJECT]`.
+pub async fn show(conn: &ConnArgs, provider: &str, project: Option<&str>) -> anyhow::Result<()> {
+    let client = client(conn)?;
+    let (org, project) = match project {
+        Some(path) => project_path(path)?,
+        None => super::default_project(&client).await?,
+    };
+    let view: ProviderView = client
+        .get(&format!(
+            "{}/providers/{}",
+            project_url(&org, &project),
+            segment(provider)
+        ))
+        .await?;
+    if conn.json {
+        return print_json(&view);
+    }
+    out!("{}", provider_text(&view));
     Ok(())
 }
 
@@ -174,7 +255,9 @@ pub async fn pricing(
 #[cfg(test)]
 mod golden {
     use super::*;
-    use orc_zone_api_types::views::{PricingView, ReplicaView};
+    use orc_zone_api_types::views::{
+        CatalogView, ClassView, OfferingView, OsView, PricingView, ReplicaView,
+    };
 
     use crate::commands::check_golden;
 
@@ -219,6 +302,93 @@ mod golden {
                 partner,
                 provider("lab", "acme/web", "project", Some("0")),
             ]),
+        );
+    }
+
+    #[test]
+    fn provider_show_golden() {
+        let offering = |cpu: u32, mem: u32, arch: &str, plan: Option<&str>| OfferingView {
+            cpu,
+            mem,
+            arch: arch.into(),
+            plan: plan.map(str::to_string),
+        };
+        let class = |id: &str, title: &str, can_place: bool, offerings| ClassView {
+            id: id.into(),
+            title: title.into(),
+            can_place,
+            offerings,
+        };
+        let os = |id: &str, title: &str| OsView {
+            id: id.into(),
+            title: title.into(),
+        };
+        let partner = ProviderView {
+            id: "pv-000000000005".into(),
+            name: "partner".into(),
+            project: "sys/sys".into(),
+            resource_uri: "urn:orc:partner:zone-1".into(),
+            scope: "zone".into(),
+            pricing: PricingView { markup: None },
+            replicas: vec![ReplicaView {
+                host: String::new(),
+                pid: 0,
+                slot: 0,
+                role: "serving".into(),
+                connected_since: 0,
+            }],
+            catalog: Some(CatalogView {
+                classes: vec![
+                    class(
+                        "eu-central",
+                        "Europe Central",
+                        true,
+                        vec![
+                            offering(2, 4, "x86_64", None),
+                            offering(2, 4, "arm64", None),
+                            offering(4, 8, "x86_64", None),
+                        ],
+                    ),
+                    class("us-east", "US East", false, vec![]),
+                ],
+                os: vec![
+                    os("debian-12", "Debian 12"),
+                    os("ubuntu-24.04", "Ubuntu 24.04"),
+                ],
+                public_ipv4_offered: 4,
+            }),
+            created_at: 0,
+            updated_at: 0,
+        };
+        let mut hetzner = partner.clone();
+        hetzner.name = "hetzner".into();
+        hetzner.project = "acme/web".into();
+        hetzner.scope = "project".into();
+        hetzner.pricing.markup = Some("0.15".into());
+        hetzner.catalog = Some(CatalogView {
+            classes: vec![class(
+                "fsn1",
+                "Falkenstein",
+                true,
+                vec![
+                    offering(2, 4, "x86_64", Some("cx23")),
+                    offering(4, 8, "x86_64", Some("cx33")),
+                ],
+            )],
+            os: vec![os("ubuntu-24.04", "Ubuntu 24.04")],
+            public_ipv4_offered: 0,
+        });
+        let mut silent = partner.clone();
+        silent.name = "lab".into();
+        silent.replicas.clear();
+        silent.catalog = None;
+        check_golden(
+            "provider-show",
+            &[partner, hetzner, silent]
+                .iter()
+                .map(provider_text)
+                .collect::<Vec<_>>()
+                .join("\n---\n"),
         );
     }
 }

@@ -766,6 +766,39 @@ mod tests {
     }
 
     #[test]
+    fn each_class_lists_its_plans_by_shape_stock_aside() {
+        let mut listed = standard();
+        listed
+            .offers
+            .push(sold_out(offer("sold", "here", 8, 16, "0.04")));
+        listed.offers.push(MachineOffer {
+            memory_mib: 512,
+            ..offer("tiny", "here", 1, 1, "0.001")
+        });
+        let described = describe_catalog(&catalog(), Some(&listed));
+        let here: Vec<String> = described.classes[0]
+            .offerings
+            .iter()
+            .map(|o| format!("{} {}", o.plan.as_deref().unwrap_or("-"), o.shape))
+            .collect();
+        assert_eq!(
+            here,
+            [
+                "small-a 2 vCPU · 4 GiB",
+                "small-b 2 vCPU · 4 GiB",
+                "big 4 vCPU · 8 GiB",
+                "sold 8 vCPU · 16 GiB"
+            ],
+            "a plan of 512 MiB cannot be asked for by shape"
+        );
+        assert!(
+            describe_catalog(&catalog(), None).classes[0]
+                .offerings
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn screening_refuses_what_the_catalog_rules_out() {
         let screen = |q: &Quote| screen_quote(q, &catalog()).map_err(|r| (r.kind, r.reason));
         assert_eq!(screen(&quote("here", 2, 4)), Ok(()));

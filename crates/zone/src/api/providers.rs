@@ -15,7 +15,7 @@ use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{JsonBody, PathArgs};
 use super::tenancy::project_with_role;
 use super::views::{
-    CatalogView, ChangeScope, ClassView, OsView, ProviderView, SetPricing, SiteView,
+    CatalogView, ChangeScope, ClassView, OfferingView, OsView, ProviderView, SetPricing, SiteView,
 };
 use crate::model::{
     Markup, PricingStrategy, Project, Provider, ProviderId, ProviderScope, Role, sys_project_id,
@@ -358,6 +358,16 @@ fn catalog_view(c: &orc_proto::Catalog) -> CatalogView {
                 .classes
                 .iter()
                 .any(|a| a.class == class.id && a.can_place),
+            offerings: class
+                .offerings
+                .iter()
+                .map(|o| OfferingView {
+                    cpu: o.shape.vcpus,
+                    mem: o.shape.memory_gib,
+                    arch: o.shape.arch.to_string(),
+                    plan: o.plan.clone(),
+                })
+                .collect(),
         })
         .collect();
     classes.sort_by(|a, b| a.id.cmp(&b.id));
