@@ -137,12 +137,17 @@ pub async fn gateway_pass(
         let Some(site) = gateway_site(name, provider.name.as_str()) else {
             continue;
         };
-        if pool.size == 0 || pool.deleting {
+        if pool.deleting {
             continue;
         }
         if !used.contains(&(pool.spec.provider_id.clone(), site.to_string())) {
-            store.resize_pool(&pool.id, 0, now).await?;
-            changes.closed.push(site.to_string());
+            // Deleted, not kept at zero, so closed sites leave the pools list: the pool
+            // reconciler removes the row once its gateway has ended, and a site in use
+            // again gets a new pool.
+            store.mark_pool_deleting(&pool.id, now).await?;
+            if pool.size > 0 {
+                changes.closed.push(site.to_string());
+            }
         }
     }
     for site in &changes.opened {
@@ -154,7 +159,7 @@ pub async fn gateway_pass(
     for site in &changes.closed {
         tracing::info!(
             site,
-            "site has no tenant node left: its gateway pool goes to zero"
+            "site has no tenant node left: its gateway pool is deleted"
         );
     }
     Ok(changes)

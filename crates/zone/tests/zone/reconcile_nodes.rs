@@ -742,12 +742,13 @@ async fn reconcile_site_gateways_follow_tenant_nodes_and_public_pools_stay_on_on
     names.sort();
     assert_eq!(names, ["gw-fake-eu-central-a", "gw-fake-eu-central-b"]);
 
-    // When the last tenant node of a site has ended, its gateway pool goes to zero (the
-    // partner's site stays open for its own keep period).
+    // When the last tenant node of a site has ended, its gateway pool is deleted, so the
+    // closed site leaves the pools list (the partner's site stays open for its own keep
+    // period).
     t.store.resize_pool(&pool.id, 0, START).await.unwrap();
     drive(&reconciler, &t.store, &pool.id, 4, all_in(NodeState::Ended)).await;
     reconciler.pool_pass().await.unwrap();
-    assert_eq!(t.store.get_pool(&gateway.id).await.unwrap().size, 0);
+    assert!(t.store.get_pool(&gateway.id).await.unwrap().deleting);
     drive(
         &reconciler,
         &t.store,
@@ -756,7 +757,14 @@ async fn reconcile_site_gateways_follow_tenant_nodes_and_public_pools_stay_on_on
         all_in(NodeState::Ended),
     )
     .await;
+    reconciler.pool_pass().await.unwrap();
+    reconciler.settle().await.unwrap();
+    reconciler.pool_pass().await.unwrap();
     let pools = t.store.list_pools(&sys).await.unwrap();
+    assert!(
+        !pools.iter().any(|p| p.id == gateway.id),
+        "the closed site's gateway pool is gone: {pools:?}"
+    );
     let b = pools
         .iter()
         .find(|p| p.name.as_str() == "gw-fake-eu-central-b")
