@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Mutex;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use orc_cloud::robot::{ResetType, RobotServer};
@@ -192,6 +193,9 @@ pub struct RobotMachines {
     client: Mutex<Option<(Secret, RobotClient)>>,
     claims: tokio::sync::Mutex<()>,
     listing: Mutex<Option<(Instant, Vec<RobotServer>)>>,
+    /// Bumped by every change to a server's name: a listing read while a change was under
+    /// way is used but not kept, so no listing older than the change is reused.
+    listing_generation: std::sync::atomic::AtomicU64,
     listing_ttl: Duration,
     quota: RateQuota,
 }
@@ -232,6 +236,7 @@ impl RobotMachines {
             client: Mutex::new(None),
             claims: tokio::sync::Mutex::new(()),
             listing: Mutex::new(None),
+            listing_generation: std::sync::atomic::AtomicU64::new(0),
             listing_ttl: DEFAULT_LISTING_TTL,
             quota: RateQuota::ROBOT,
         }
@@ -262,14 +267,21 @@ impl RobotMachines {
                 return Ok(servers.clone());
             }
         }
+        let generation = self.listing_generation.load(Ordering::SeqCst);
         let servers = self.client()?.list_servers().await.map_err(cloud)?;
-        *self.listing.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((Instant::now(), servers.clone()));
+        let mut kept = self.listing.lock().unwrap_or_else(|p| p.into_inner());
+        if self.listing_generation.load(Ordering::SeqCst) == generation {
+            *kept = Some((Instant::now(), servers.clone()));
+        }
         Ok(servers)
     }
 
+    /// Drops the kept listing; called before and after every change to a server's name,
+    /// so that a listing read across the change is never kept.
     fn forget_listing(&self) {
-        *self.listing.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let mut kept = self.listing.lock().unwrap_or_else(|p| p.into_inner());
+        self.listing_generation.fetch_add(1, Ordering::SeqCst);
+        *kept = None;
     }
 
     /// The account config.
@@ -386,7 +398,9 @@ impl RobotMachines {
         number: RobotServerNumber,
     ) -> Result<Machine, MachineError> {
         self.forget_listing();
-        client.set_server_name(number, name).await.map_err(cloud)?;
+        let renamed = client.set_server_name(number, name).await.map_err(cloud);
+        self.forget_listing();
+        renamed?;
         let server = client
             .get_server(number)
             .await
@@ -758,10 +772,12 @@ impl MachineProvider for RobotMachines {
             .await
             .map_err(cloud)?;
         self.forget_listing();
-        client
+        let released = client
             .set_server_name(server.server_number, "")
             .await
-            .map_err(cloud)?;
+            .map_err(cloud);
+        self.forget_listing();
+        released?;
         tracing::info!(server = %server.server_number, key = %key, "released a Robot server");
         Ok(())
     }
