@@ -13,6 +13,7 @@ use crate::catalog::{CatalogSnapshot, Catalogs, Plan};
 use crate::ids::OsId;
 use crate::maps::{RegionClass, Site};
 use crate::params::{CloudConfig, Config};
+use crate::quote::{image_named, plan_allowed};
 
 /// How many offered shapes an `unplaceable` refusal names at most.
 pub const NEAREST_SHOWN: usize = 6;
@@ -50,12 +51,7 @@ fn listed_plans<'a>(
         .plans_at(site.cloud, &site.location)
         .iter()
         .filter_map(|lp| snapshot.plans.get(lp.plan))
-        .filter(|plan| {
-            cloud
-                .plans
-                .as_ref()
-                .is_none_or(|allowed| allowed.contains(&plan.id))
-        })
+        .filter(|plan| plan_allowed(cloud, plan))
 }
 
 fn shape_of(plan: &Plan) -> Option<Shape> {
@@ -115,14 +111,10 @@ pub fn offered_os(
                 selector
                     .resolve(&snapshot.images, arch)
                     .is_some_and(|image| {
-                        cloud.images.as_ref().is_none_or(|allowed| {
-                            allowed.contains(image.family.as_str())
-                                || allowed.contains(image.id.as_str())
-                                || image
-                                    .name
-                                    .as_ref()
-                                    .is_some_and(|n| allowed.contains(n.as_str()))
-                        })
+                        cloud
+                            .images
+                            .as_ref()
+                            .is_none_or(|allowed| image_named(allowed, image))
                     })
             });
             if boots {

@@ -21,7 +21,7 @@ use orc_common::{Currency, Money, Period, Shape};
 use rust_decimal::Decimal;
 use serde::Serialize;
 
-use crate::catalog::{CatalogSnapshot, Catalogs, LocatedPlan, Plan, PlanPrice};
+use crate::catalog::{CatalogSnapshot, Catalogs, Image, LocatedPlan, Plan, PlanPrice};
 use crate::ids::{
     ClassId, Cloud, ImageId, LocationId, NodeId, OsId, PlanId, PoolPath, SiteName, Timestamp,
 };
@@ -599,18 +599,12 @@ impl Context<'_> {
         let image = selector
             .resolve(&snapshot.images, arch)
             .ok_or(Exclusion::NoImage)?;
-        if let Some(allowed) = &cloud.images {
-            let named = allowed.contains(image.family.as_str())
-                || allowed.contains(image.id.as_str())
-                || image
-                    .name
-                    .as_ref()
-                    .is_some_and(|n| allowed.contains(n.as_str()));
-            if !named {
-                return Err(Exclusion::ImageNotAllowed {
-                    image: image.id.clone(),
-                });
-            }
+        if let Some(allowed) = &cloud.images
+            && !image_named(allowed, image)
+        {
+            return Err(Exclusion::ImageNotAllowed {
+                image: image.id.clone(),
+            });
         }
         candidate.image = Some(ImageRef {
             id: image.id.clone(),
@@ -704,7 +698,18 @@ fn price(
     }
 }
 
-fn plan_allowed(cloud: &CloudConfig, plan: &Plan) -> bool {
+/// Whether `<cloud>_images` names the image by its family, id or name.
+pub(crate) fn image_named(allowed: &std::collections::BTreeSet<String>, image: &Image) -> bool {
+    allowed.contains(image.family.as_str())
+        || allowed.contains(image.id.as_str())
+        || image
+            .name
+            .as_ref()
+            .is_some_and(|n| allowed.contains(n.as_str()))
+}
+
+/// Whether `<cloud>_plans` allows the plan (no list allows every plan).
+pub(crate) fn plan_allowed(cloud: &CloudConfig, plan: &Plan) -> bool {
     cloud
         .plans
         .as_ref()

@@ -118,6 +118,20 @@ impl ProviderDirectory for FixedDirectory {
     }
 }
 
+/// Serves `state` on a loopback port; the API's URL.
+async fn serve(state: ApiState) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(orc_zone::api::serve(
+        listener,
+        state,
+        orc_tls::ServeOptions::default(),
+        orc_zone::api::ApiLimits::default(),
+        std::future::pending(),
+    ));
+    url
+}
+
 struct Setup {
     backend: Arc<FixedBackend>,
     url: String,
@@ -159,15 +173,7 @@ async fn setup() -> Setup {
     let state = ApiState::new(store.clone())
         .with_backends(Backends::single(backend.clone()))
         .with_directory(Arc::new(FixedDirectory));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(orc_zone::api::serve(
-        listener,
-        state,
-        orc_tls::ServeOptions::default(),
-        orc_zone::api::ApiLimits::default(),
-        std::future::pending(),
-    ));
+    let url = serve(state).await;
     Setup {
         backend,
         url,
@@ -391,15 +397,7 @@ async fn usage_counts_running_nodes_to_date() {
         }
     }
     let state = ApiState::new(s.store.clone()).with_clock(move || asked);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(orc_zone::api::serve(
-        listener,
-        state,
-        orc_tls::ServeOptions::default(),
-        orc_zone::api::ApiLimits::default(),
-        std::future::pending(),
-    ));
+    let url = serve(state).await;
     let usage: Value = reqwest::Client::new()
         .get(format!("{url}/api/orgs/sys/projects/sys/usage"))
         .bearer_auth(&s.token)
