@@ -53,6 +53,7 @@ pub struct ConnArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Start everything on this machine: zone, emulated clouds and the partner provider.
+    #[command(after_help = "Example: orc up")]
     Up(up::UpArgs),
     /// Run a zone controller.
     Zone {
@@ -60,16 +61,18 @@ enum Command {
         command: ZoneCommand,
     },
     /// List pools of a project (all visible projects if none given).
+    #[command(after_help = "Example: orc pools acme/web")]
     Pools {
         /// ORG/PROJECT
         project: Option<String>,
     },
-    /// Create, resize, reconfigure or delete a pool.
+    /// Show, create, resize, reconfigure or delete a pool.
     Pool {
         #[command(subcommand)]
         command: PoolCommand,
     },
-    /// List the nodes of a pool.
+    /// List the nodes of a pool: state, site, private address, the site's gateway, price.
+    #[command(after_help = "Example: orc nodes acme/web/db --all")]
     Nodes {
         /// ORG/PROJECT/POOL (ORG/POOL means the org's project of the same name)
         pool: String,
@@ -78,15 +81,20 @@ enum Command {
         all: bool,
     },
     /// List the providers a project may use (default: your own project).
+    #[command(after_help = "Example: orc providers acme/web")]
     Providers {
         /// ORG/PROJECT
         project: Option<String>,
     },
-    /// List a provider's sites with their addresses, tenant nodes and gateways
-    /// (default sys/sys/partner).
+    /// List a provider's sites with their addresses, nodes and gateways (the provider's own
+    /// project counts every tenant's nodes; another project its own).
+    #[command(after_help = "Example: orc sites partner --project acme/web")]
     Sites {
-        /// ORG/PROJECT/PROVIDER
+        /// PROVIDER seen from the project [default: partner], or ORG/PROJECT/PROVIDER
         provider: Option<String>,
+        /// ORG/PROJECT to look from [default: the token's project].
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
     },
     /// Change a provider's scope or pricing.
     Provider {
@@ -95,7 +103,8 @@ enum Command {
     },
     /// Ask a provider what a node would cost, and where.
     Quote(commands::quote::QuoteArgs),
-    /// Show a project's events, oldest first.
+    /// Show a project's events, newest last (the newest --limit of them).
+    #[command(after_help = "Example: orc events acme/web --pool db --since 1h")]
     Events {
         /// ORG/PROJECT
         project: String,
@@ -112,19 +121,20 @@ enum Command {
         #[arg(long)]
         follow: bool,
     },
-    /// Who the token is, and its roles.
+    /// Who the token is, its default project, and its roles.
+    #[command(after_help = "Example: orc whoami")]
     Whoami,
-    /// Orgs: list, create.
+    /// Orgs: list, create, delete.
     Org {
         #[command(subcommand)]
         command: commands::tenancy::OrgCommand,
     },
-    /// Projects: list, create.
+    /// Projects: list, create, delete.
     Project {
         #[command(subcommand)]
         command: commands::tenancy::ProjectCommand,
     },
-    /// Users: list, create.
+    /// Users: list, create, delete.
     User {
         #[command(subcommand)]
         command: commands::tenancy::UserCommand,
@@ -140,6 +150,7 @@ enum Command {
         command: commands::tenancy::TokenCommand,
     },
     /// Show a project's usage (invoice lines) for a month.
+    #[command(after_help = "Example: orc usage acme/web --month 2026-11")]
     Usage {
         /// ORG/PROJECT
         project: String,
@@ -148,6 +159,7 @@ enum Command {
         month: Option<String>,
     },
     /// Show the kept logs of an app pool's slots.
+    #[command(after_help = "Example: orc logs acme/web/api --slot 0 --level debug | head")]
     Logs {
         /// ORG/PROJECT/POOL (ORG/POOL means the org's project of the same name)
         pool: String,
@@ -163,9 +175,11 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum ZoneCommand {
     /// Run the zone controller until Ctrl-C.
+    #[command(after_help = "Example: orc zone serve --tls-name zone.example.net")]
     Serve(ServeArgs),
     /// Print the zone's CA certificate (PEM, on stdout) and its fingerprint (on stderr), for
     /// clients on other machines to pin with --ca-file.
+    #[command(after_help = "Example: orc zone ca > zone-ca.pem")]
     Ca {
         /// The zone's data dir [default: $ORC_DATA_DIR, else ~/.local/share/orc].
         #[arg(long, env = "ORC_DATA_DIR")]
@@ -173,6 +187,7 @@ enum ZoneCommand {
     },
     /// Replace the admin token in <data dir>/admin-token with a new one (valid 365 days)
     /// and revoke the old one, through the running zone's API.
+    #[command(after_help = "Example: orc zone rotate-admin-token")]
     RotateAdminToken {
         /// The zone's data dir [default: $ORC_DATA_DIR, else ~/.local/share/orc].
         #[arg(long, env = "ORC_DATA_DIR")]
@@ -232,9 +247,20 @@ struct ServeArgs {
 
 #[derive(Debug, Subcommand)]
 enum PoolCommand {
+    /// A pool: its spec, app and params (sensitive values never), address and nodes.
+    #[command(after_help = "Example: orc pool show acme/web/db")]
+    Show {
+        /// ORG/PROJECT/POOL
+        pool: String,
+    },
     /// Create a pool.
+    #[command(
+        after_help = "Example: orc pool create acme/web/db --provider partner --class eu-central \
+                      --cpu 2 --mem 4 --os debian-12 --size 2 --wait"
+    )]
     Create(commands::pools::CreatePoolArgs),
     /// Set a pool's size.
+    #[command(after_help = "Example: orc pool resize acme/web/db 3")]
     Resize {
         /// ORG/PROJECT/POOL
         pool: String,
@@ -242,6 +268,7 @@ enum PoolCommand {
         size: u32,
     },
     /// Delete a pool (its nodes are destroyed first).
+    #[command(after_help = "Example: orc pool delete acme/web/db --wait")]
     Delete {
         /// ORG/PROJECT/POOL
         pool: String,
@@ -253,6 +280,7 @@ enum PoolCommand {
         timeout: u64,
     },
     /// Change an app pool's params (its slots are replaced one at a time).
+    #[command(after_help = "Example: orc pool reconfigure acme/web/api --param replicas=3")]
     Reconfigure(commands::pools::ReconfigureArgs),
 }
 
@@ -260,8 +288,7 @@ enum PoolCommand {
 enum ProviderCommand {
     /// What a provider offers: its classes with the shapes (or plans) a tenant may ask
     /// for, its OS ids, and its replicas.
-    ///
-    /// Example: orc provider show partner --project acme/web
+    #[command(after_help = "Example: orc provider show partner --project acme/web")]
     Show {
         /// PROVIDER (a name the project sees, as `orc providers` lists it)
         provider: String,
@@ -270,6 +297,7 @@ enum ProviderCommand {
         project: Option<String>,
     },
     /// Make a provider visible to every project (zone) or its own only (project).
+    #[command(after_help = "Example: orc provider change-scope sys/sys/partner zone")]
     ChangeScope {
         /// ORG/PROJECT/PROVIDER (the project it registered in)
         provider: String,
@@ -277,6 +305,7 @@ enum ProviderCommand {
         scope: String,
     },
     /// Set a provider's markup (0 allowed), or remove its strategy with --none.
+    #[command(after_help = "Example: orc provider pricing sys/sys/partner --markup 0.15")]
     Pricing {
         /// ORG/PROJECT/PROVIDER (the project it registered in)
         provider: String,
@@ -406,6 +435,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Pools { project } => commands::pools::list(&conn, project.as_deref()).await,
         Command::Pool { command } => match command {
+            PoolCommand::Show { pool } => commands::pools::show(&conn, &pool).await,
             PoolCommand::Create(args) => commands::pools::create(&conn, args).await,
             PoolCommand::Resize { pool, size } => commands::pools::resize(&conn, &pool, size).await,
             PoolCommand::Delete {
@@ -422,7 +452,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Providers { project } => {
             commands::providers::list(&conn, project.as_deref()).await
         }
-        Command::Sites { provider } => commands::providers::sites(&conn, provider.as_deref()).await,
+        Command::Sites { provider, project } => {
+            commands::providers::sites(&conn, provider.as_deref(), project.as_deref()).await
+        }
         Command::Provider { command } => match command {
             ProviderCommand::Show { provider, project } => {
                 commands::providers::show(&conn, &provider, project.as_deref()).await

@@ -111,7 +111,7 @@ async fn pools_nodes_and_providers_print_stable_tables() {
     let nodes = stdout(&orc(&env, &["nodes", "acme/web/db"]).await);
     let lines: Vec<&str> = nodes.lines().collect();
     assert_eq!(
-        lines[0], "SLOT  NODE            STATE    SITE  PRICE     ADDRESSES  WORDS",
+        lines[0], "SLOT  NODE            STATE    SITE  PRIVATE  GATEWAY  PRICE     PUBLIC  WORDS",
         "{nodes}"
     );
     assert_eq!(lines.len(), 4, "{nodes}");
@@ -829,7 +829,11 @@ async fn tenancy_from_the_command_line() {
     );
 
     let me = stdout(&orc_as(&env, &value, &["whoami"]).await);
-    assert!(me.starts_with("user:   gina\n"), "{me}");
+    assert!(me.starts_with("user:     gina\n"), "{me}");
+    assert!(
+        me.contains("\nproject:  (none: commands name one)\n"),
+        "{me}"
+    );
     assert!(me.contains("globex  shop     member"), "{me}");
 
     // Her `orc providers` means her own project, not sys/sys (where she has no role).

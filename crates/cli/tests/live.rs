@@ -12,10 +12,15 @@ use orc_zone::model::{Markup, PricingStrategy, Timestamp};
 use orc_zone::zone::{Zone, ZoneConfig};
 
 async fn orc(zone: &Zone, dir: &std::path::Path, args: &[&str]) -> Output {
+    orc_as(zone, dir, zone.admin_token().expose(), args).await
+}
+
+/// `orc ARGS` with `token`.
+async fn orc_as(zone: &Zone, dir: &std::path::Path, token: &str, args: &[&str]) -> Output {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
     cmd.args(args)
         .env("ORC_URL", zone.url())
-        .env("ORC_TOKEN", zone.admin_token().expose())
+        .env("ORC_TOKEN", token)
         .env("ORC_DATA_DIR", dir);
     tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
@@ -357,6 +362,27 @@ async fn pools_that_cannot_place_fail_fast() {
     unique.dedup();
     assert_eq!(unique, lines, "a line only when something changed");
 
+    // The pools table and `orc pool show` say why the nodes are parked.
+    let pools = stdout(&orc(zone, dir, &["pools", "sys/sys"]).await);
+    let row = pools
+        .lines()
+        .find(|l| l.starts_with("sys/sys/stuck "))
+        .unwrap_or_else(|| panic!("{pools}"));
+    assert!(
+        row.ends_with("parked: the provider's operator must add a key"),
+        "{pools}"
+    );
+    let shown = stdout(&orc(zone, dir, &["pool", "show", "sys/sys/stuck"]).await);
+    assert!(shown.starts_with("pool:"), "{shown}");
+    assert!(
+        shown.contains("\nstatus:      parked: the provider's operator must add a key\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("\nnodes:       0 running, 0 starting, 2 parked, 0 destroying, 0 lost\n"),
+        "{shown}"
+    );
+
     let shown = stdout(
         &orc(
             zone,
@@ -371,6 +397,111 @@ async fn pools_that_cannot_place_fail_fast() {
         "every class is listed: {shown}"
     );
     assert!(shown.contains("\ndebian-12 "), "OS ids are listed: {shown}");
+
+    let _ = live.stop.send(());
+    live.zone.shutdown().await;
+}
+
+/// A tenant's first steps: a token that names its project makes `orc providers`,
+/// `orc sites` and `orc provider show` work without naming one; `orc nodes` shows private
+/// addresses to everyone and where nodes went only to zone operators; empty projects and
+/// users are deleted from the CLI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_works_in_their_own_project() {
+    let live = live().await;
+    let (zone, dir) = (&live.zone, live.dir.as_path());
+    for args in [
+        &["org", "create", "acme"][..],
+        &["project", "create", "acme/web"],
+        &["project", "create", "acme/spare"],
+        &["user", "create", "ann"],
+        &["member", "add", "acme/web", "ann", "member"],
+        &["provider", "change-scope", "sys/sys/fake", "zone"],
+    ] {
+        stdout(&orc(zone, dir, args).await);
+    }
+    let made = orc(
+        zone,
+        dir,
+        &[
+            "token",
+            "create",
+            "ann",
+            "--label",
+            "laptop",
+            "--project",
+            "acme/web",
+        ],
+    )
+    .await;
+    let token = stdout(&made).trim().to_string();
+    let listed = stdout(&orc(zone, dir, &["token", "list", "ann"]).await);
+    assert!(listed.contains(" acme/web "), "{listed}");
+
+    let me = stdout(&orc_as(zone, dir, &token, &["whoami"]).await);
+    assert!(me.contains("\nproject:  acme/web\n"), "{me}");
+    let providers = stdout(&orc_as(zone, dir, &token, &["providers"]).await);
+    assert!(providers.contains("fake"), "{providers}");
+    let sites = orc_as(zone, dir, &token, &["sites", "fake"]).await;
+    assert!(
+        sites.status.success(),
+        "a tenant's `orc sites` uses the token's project: {}",
+        String::from_utf8_lossy(&sites.stderr)
+    );
+
+    let args = pool_create("acme/web/db", "eu-central", "2", true);
+    stdout(
+        &orc_as(
+            zone,
+            dir,
+            &token,
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+        .await,
+    );
+    let tenant = stdout(&orc_as(zone, dir, &token, &["nodes", "acme/web/db"]).await);
+    let head = tenant.lines().next().unwrap();
+    assert!(
+        head.contains(" PRIVATE ") && head.contains(" GATEWAY "),
+        "{tenant}"
+    );
+    assert!(
+        !head.contains("PLACED"),
+        "a tenant never sees where nodes went: {tenant}"
+    );
+    assert!(!tenant.contains("fake:"), "{tenant}");
+    let operator = stdout(&orc(zone, dir, &["nodes", "acme/web/db"]).await);
+    assert!(
+        operator.lines().next().unwrap().contains(" PLACED "),
+        "{operator}"
+    );
+    assert_eq!(
+        operator
+            .lines()
+            .skip(1)
+            .filter(|l| l.contains(" fake eu-central-"))
+            .count(),
+        2,
+        "{operator}"
+    );
+
+    // A project with a pool is not empty; an empty one and a user are deleted.
+    let busy = orc(zone, dir, &["project", "delete", "acme/web"]).await;
+    assert!(!busy.status.success());
+    assert!(
+        String::from_utf8_lossy(&busy.stderr).contains("project acme/web is not empty"),
+        "{}",
+        String::from_utf8_lossy(&busy.stderr)
+    );
+    let gone = stdout(&orc(zone, dir, &["project", "delete", "acme/spare"]).await);
+    assert_eq!(gone, "Project acme/spare deleted.\n");
+    let user = stdout(&orc(zone, dir, &["user", "delete", "ann"]).await);
+    assert_eq!(user, "User ann deleted, with their roles and tokens.\n");
+    let after = orc_as(zone, dir, &token, &["whoami"]).await;
+    assert!(
+        !after.status.success(),
+        "the deleted user's token no longer works"
+    );
 
     let _ = live.stop.send(());
     live.zone.shutdown().await;

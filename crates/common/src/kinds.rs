@@ -132,6 +132,18 @@ impl fmt::Display for Purpose {
     }
 }
 
+/// Where a provider put a node, in its own terms: what a zone operator needs to find the
+/// instance, never shown to a tenant (who sees the neutral site).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Whereabouts {
+    /// The cloud (`hetzner`, `vultr`, `robot`).
+    pub cloud: String,
+    /// The cloud's location (`fsn1`, `ewr`).
+    pub location: String,
+    /// The cloud's plan or product (`cx22`, `vc2-2c-4gb`); empty when it has none.
+    pub plan: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

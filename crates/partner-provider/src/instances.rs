@@ -43,6 +43,8 @@ pub struct Owned {
     pub instance_ref: String,
     /// Public addresses known so far (some clouds show none until the instance is up).
     pub addresses: Vec<IpAddr>,
+    /// The address on the site's private network, once the cloud shows it.
+    pub private: Option<IpAddr>,
     pub state: NodeState,
 }
 

@@ -528,6 +528,19 @@ impl TryFrom<pb::DeployDone> for Deployed {
             addresses,
             price: optional_message(d.price, "price")?,
             instance_ref: id(d.instance_ref, "instance_ref")?,
+            placed: d
+                .placed
+                .map(|w| {
+                    if w.cloud.is_empty() {
+                        return Err(ConvertError::missing("placed.cloud"));
+                    }
+                    Ok(Whereabouts {
+                        cloud: w.cloud,
+                        location: w.location,
+                        plan: w.plan,
+                    })
+                })
+                .transpose()?,
         })
     }
 }
@@ -540,6 +553,11 @@ impl From<Deployed> for pb::DeployDone {
             addresses: d.addresses.iter().map(ToString::to_string).collect(),
             price: d.price.map(Into::into),
             instance_ref: d.instance_ref.into(),
+            placed: d.placed.map(|w| pb::Whereabouts {
+                cloud: w.cloud,
+                location: w.location,
+                plan: w.plan,
+            }),
         }
     }
 }

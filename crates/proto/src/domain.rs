@@ -18,7 +18,7 @@ use crate::ids::{
     SiteName,
 };
 
-pub use orc_common::kinds::{Purpose, RefusalKind, Role, ZoneAction};
+pub use orc_common::kinds::{Purpose, RefusalKind, Role, Whereabouts, ZoneAction};
 
 /// A refusal: the kind the zone acts on and the provider's generic words for the tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,6 +196,8 @@ pub struct Deployed {
     /// `None`: unpriced.
     pub price: Option<Money>,
     pub instance_ref: InstanceRef,
+    /// Where the instance is, in the cloud's terms (for the zone's operators only).
+    pub placed: Option<Whereabouts>,
 }
 
 /// The outcome of a [`Deploy`].

@@ -104,6 +104,11 @@ fn provider_messages() -> Vec<ProviderMessage> {
             ],
             price: None,
             instance_ref: InstanceRef::new("i-1").unwrap(),
+            placed: Some(Whereabouts {
+                cloud: "hetzner".into(),
+                location: "fsn1".into(),
+                plan: "cx22".into(),
+            }),
         }),
         ProviderBody::DestroyDone {
             node_id: node("n1"),

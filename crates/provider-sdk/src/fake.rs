@@ -17,7 +17,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use orc_common::Money;
+use orc_common::{Money, Whereabouts};
 use orc_proto::{
     Availability, Catalog, ClassAvailability, ClassId, ClassInfo, Deploy, DeployResult, Deployed,
     DestroyResult, InstanceRef, Inventory, InventoryNode, InventorySite, NodeId, NodeState, Offer,
@@ -269,6 +269,11 @@ impl FakeProvider {
             addresses: vec![instance.address],
             price: instance.price,
             instance_ref: instance.instance_ref.clone(),
+            placed: Some(Whereabouts {
+                cloud: "fake".to_string(),
+                location: instance.site.to_string(),
+                plan: String::new(),
+            }),
         })
     }
 }

@@ -77,10 +77,14 @@ pub struct TokenView {
     pub created_at: i64,
     pub expires_at: Option<i64>,
     pub revoked_at: Option<i64>,
+    /// The project (`org/project`) commands made with it mean when they name none.
+    #[serde(default)]
+    pub project: Option<String>,
 }
 
 impl TokenView {
-    pub fn new(user: &User, t: &ApiToken) -> Self {
+    /// The view of `t`, whose default project is at `project` (`org/project`).
+    pub fn new(user: &User, t: &ApiToken, project: Option<String>) -> Self {
         TokenView {
             id: t.id.to_string(),
             user: user.name.to_string(),
@@ -88,6 +92,7 @@ impl TokenView {
             created_at: t.created_at.millis(),
             expires_at: t.expires_at.map(|t| t.millis()),
             revoked_at: t.revoked_at.map(|t| t.millis()),
+            project,
         }
     }
 }
@@ -105,6 +110,10 @@ pub struct NewTokenView {
 pub struct WhoAmIView {
     pub user: UserView,
     pub token_id: String,
+    /// The project (`org/project`) the caller's token names as its default, while the
+    /// caller still has a role in it.
+    #[serde(default)]
+    pub default_project: Option<String>,
     pub memberships: Vec<MembershipView>,
 }
 
@@ -335,8 +344,20 @@ pub struct PoolView {
     pub generation: u64,
     pub deleting: bool,
     pub nodes: NodeCounts,
+    /// Why nodes are parked: the refusal of the pool's first parked node, when any is.
+    #[serde(default)]
+    pub parked: Option<ParkedView>,
     pub created_at: i64,
     pub updated_at: i64,
+}
+
+/// Why a pool's node is parked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ParkedView {
+    /// The refusal's kind (`no_capacity`, `operator_fix`, `unplaceable`, …).
+    pub refusal: Option<String>,
+    /// The provider's words.
+    pub words: Option<String>,
 }
 
 /// A site of a provider: what its last inventory reported, and what the zone keeps there.
@@ -414,6 +435,7 @@ impl PoolView {
             generation: p.generation,
             deleting: p.deleting,
             nodes: counts,
+            parked: None,
             created_at: p.created_at.millis(),
             updated_at: p.updated_at.millis(),
         }
@@ -433,14 +455,62 @@ pub struct NodeView {
     pub refusal: Option<String>,
     pub site: Option<String>,
     pub addresses: Vec<String>,
+    /// The node's address on its site's private network, when it has one.
+    pub private_address: Option<String>,
+    /// The private address of the node's site gateway, where the site has one.
+    pub gateway: Option<String>,
     /// Null: unpriced (not zero).
     pub price: Option<MoneyView>,
     /// The markup recorded at admission, or null.
     pub markup: Option<String>,
     pub attempts: u32,
+    /// Where the provider put the node; only zone operators (`sys` members) see it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed: Option<PlacedView>,
     pub created_at: i64,
     pub updated_at: i64,
     pub ended_at: Option<i64>,
+}
+
+/// Where a provider put a node, in the cloud's own terms.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PlacedView {
+    /// `hetzner`, `vultr`, `robot`.
+    pub cloud: String,
+    /// The cloud's location (`fsn1`).
+    pub location: String,
+    /// The cloud's plan or product; empty when it has none.
+    pub plan: String,
+    /// The provider's reference to the instance (`hetzner:42`).
+    pub instance: String,
+}
+
+impl PlacedView {
+    /// The node's whereabouts, if its provider reported them.
+    pub fn of(n: &Node) -> Option<PlacedView> {
+        let placed = n.status.placed.as_ref()?;
+        Some(PlacedView {
+            cloud: placed.cloud.clone(),
+            location: placed.location.clone(),
+            plan: placed.plan.clone(),
+            instance: n.status.instance_ref.clone().unwrap_or_default(),
+        })
+    }
+}
+
+/// The first address of `addresses` on a private network: IPv4 private (RFC 1918) or
+/// shared (100.64.0.0/10) space, or an IPv6 unique local address.
+pub fn private_address(addresses: &[String]) -> Option<String> {
+    addresses
+        .iter()
+        .find(|a| match a.parse::<std::net::IpAddr>() {
+            Ok(std::net::IpAddr::V4(v4)) => {
+                v4.is_private() || (v4.octets()[0] == 100 && v4.octets()[1] & 0xc0 == 64)
+            }
+            Ok(std::net::IpAddr::V6(v6)) => v6.segments()[0] & 0xfe00 == 0xfc00,
+            Err(_) => false,
+        })
+        .cloned()
 }
 
 impl From<&Node> for NodeView {
@@ -454,9 +524,12 @@ impl From<&Node> for NodeView {
             refusal: s.refusal.map(|r| r.to_string()),
             site: s.site.clone(),
             addresses: s.addresses.clone(),
+            private_address: private_address(&s.addresses),
+            gateway: None,
             price: s.price.as_ref().map(MoneyView::from),
             markup: s.markup.map(|m| m.to_string()),
             attempts: s.attempts,
+            placed: None,
             created_at: n.created_at.millis(),
             updated_at: n.updated_at.millis(),
             ended_at: s.ended_at.map(|t| t.millis()),
@@ -604,6 +677,10 @@ pub struct CreateToken {
     /// for 90 days from now.
     #[serde(default)]
     pub expires_at: Option<i64>,
+    /// The project (`org/project`) the token's commands mean when they name none; the
+    /// token's user must hold a role in it.
+    #[serde(default)]
+    pub project: Option<String>,
 }
 
 /// `POST /api/orgs/{org}/memberships`.
@@ -744,4 +821,30 @@ pub struct LogLineView {
     /// `error`, `warn`, `info`, `debug` or `trace`.
     pub level: String,
     pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::private_address;
+
+    #[test]
+    fn private_addresses_are_told_from_public_ones() {
+        let list = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            private_address(&list(&["198.18.0.7", "2001:db8::1", "10.0.1.5"])),
+            Some("10.0.1.5".into())
+        );
+        assert_eq!(
+            private_address(&list(&["100.72.0.9"])),
+            Some("100.72.0.9".into())
+        );
+        assert_eq!(
+            private_address(&list(&["fd00:1::2"])),
+            Some("fd00:1::2".into())
+        );
+        assert_eq!(
+            private_address(&list(&["100.128.0.1", "192.0.2.1", "x"])),
+            None
+        );
+    }
 }

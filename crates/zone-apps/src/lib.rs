@@ -752,6 +752,7 @@ fn deployed(node: &NodeId, node_id: &NodeId) -> orc_proto::Deployed {
         price: None,
         instance_ref: orc_proto::InstanceRef::new(format!("core/{node_id}"))
             .expect("a core instance ref is never empty"),
+        placed: None,
     }
 }
 

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-pub use orc_common::{MalformedId, NodeId, Timestamp};
+pub use orc_common::{MalformedId, NodeId, Timestamp, Whereabouts};
 use orc_common::{Money, Shape, string_id};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
@@ -538,6 +538,8 @@ pub struct ApiToken {
     /// The app pool whose slots this credential belongs to: it then opens only that pool's
     /// provider stream and nothing on the HTTP API. `None` for a user's own token.
     pub service_pool: Option<PoolId>,
+    /// The project a command made with this token means when it names none.
+    pub default_project: Option<ProjectId>,
 }
 
 impl ApiToken {
@@ -671,6 +673,8 @@ pub struct NodeStatus {
     pub site: Option<String>,
     /// The provider's reference for the instance.
     pub instance_ref: Option<String>,
+    /// Where the provider put the node (cloud, location, plan), for zone operators only.
+    pub placed: Option<Whereabouts>,
     pub addresses: Vec<String>,
     /// `None` = unpriced (not zero).
     pub price: Option<Money>,
@@ -697,6 +701,7 @@ impl NodeStatus {
             refusal: None,
             site: None,
             instance_ref: None,
+            placed: None,
             addresses: Vec::new(),
             price: None,
             markup: None,

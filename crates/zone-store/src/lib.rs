@@ -111,10 +111,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "refusals may be unplaceable",
         include_str!("../migrations/0009_unplaceable_refusals.sql"),
     ),
+    (
+        10,
+        "token default projects and where nodes went",
+        include_str!("../migrations/0010_token_projects_node_whereabouts.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

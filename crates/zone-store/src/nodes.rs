@@ -24,14 +24,16 @@ use super::usage::record_usage_on;
 use super::{BATCH_ROWS, Engine, Kind, Store, StoreError, StoreResult};
 use orc_zone_model::{
     Expected, NewUsage, Node, NodeId, NodeState, NodeStatus, PoolId, RefusalKind, Timestamp,
+    Whereabouts,
 };
 
 pub(crate) const NODE_COLUMNS: &str = "id, pool_id, slot, state, state_words, refusal, site, \
      instance_ref, addresses, price_amount, price_currency, price_period, markup, attempts, \
-     next_attempt_at, quote_token, version, created_at, updated_at, ended_at, lost_at";
+     next_attempt_at, quote_token, version, created_at, updated_at, ended_at, lost_at, \
+     placed_cloud, placed_location, placed_plan";
 
 /// Number of status columns bound by [`bind_status`].
-const STATUS_COLUMNS: usize = 15;
+const STATUS_COLUMNS: usize = 18;
 /// The status columns, in [`bind_status`] order.
 const STATUS_NAMES: [&str; STATUS_COLUMNS] = [
     "state",
@@ -49,6 +51,9 @@ const STATUS_NAMES: [&str; STATUS_COLUMNS] = [
     "quote_token",
     "ended_at",
     "lost_at",
+    "placed_cloud",
+    "placed_location",
+    "placed_plan",
 ];
 
 /// One compare-and-set write of a node's status.
@@ -133,6 +138,18 @@ fn node_from(row: &AnyRow) -> StoreResult<Node> {
             quote_token: opt_text(row, "nodes.quote_token")?,
             ended_at: opt_time(row, "nodes.ended_at")?,
             lost_at: opt_time(row, "nodes.lost_at")?,
+            placed: match (
+                opt_text(row, "nodes.placed_cloud")?,
+                opt_text(row, "nodes.placed_location")?,
+                opt_text(row, "nodes.placed_plan")?,
+            ) {
+                (Some(cloud), location, plan) => Some(Whereabouts {
+                    cloud,
+                    location: location.unwrap_or_default(),
+                    plan: plan.unwrap_or_default(),
+                }),
+                (None, _, _) => None,
+            },
         },
         version: uint64(row, "nodes.version")?,
         created_at: time(row, "nodes.created_at")?,
@@ -168,6 +185,9 @@ fn bind_status<'q>(query: AnyQuery<'q>, status: &NodeStatus) -> AnyQuery<'q> {
         .bind(status.quote_token.clone())
         .bind(status.ended_at.map(Timestamp::millis))
         .bind(status.lost_at.map(Timestamp::millis))
+        .bind(status.placed.as_ref().map(|p| p.cloud.clone()))
+        .bind(status.placed.as_ref().map(|p| p.location.clone()))
+        .bind(status.placed.as_ref().map(|p| p.plan.clone()))
 }
 
 /// Parameter `n` (1-based) of a generated statement. Generated statements use their

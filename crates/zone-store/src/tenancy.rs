@@ -53,6 +53,7 @@ fn token_from(row: &AnyRow) -> StoreResult<ApiToken> {
         expires_at: opt_time(row, "api_tokens.expires_at")?,
         revoked_at: opt_time(row, "api_tokens.revoked_at")?,
         service_pool: opt_parsed(row, "api_tokens.service_pool_id")?,
+        default_project: opt_parsed(row, "api_tokens.default_project_id")?,
     })
 }
 
@@ -74,8 +75,8 @@ fn not_found(kind: Kind, id: impl ToString) -> StoreError {
     }
 }
 
-const TOKEN_COLUMNS: &str =
-    "id, user_id, label, secret_sha256, created_at, expires_at, revoked_at, service_pool_id";
+const TOKEN_COLUMNS: &str = "id, user_id, label, secret_sha256, created_at, expires_at, \
+     revoked_at, service_pool_id, default_project_id";
 
 impl Store {
     /// Creates an org. Its name is unique in the zone.
@@ -285,9 +286,10 @@ impl Store {
         user_id: &UserId,
         label: &str,
         expires_at: Option<Timestamp>,
+        default_project: Option<&ProjectId>,
         now: Timestamp,
     ) -> StoreResult<(ApiToken, TokenSecret)> {
-        self.insert_token(user_id, label, expires_at, None, now)
+        self.insert_token(user_id, label, expires_at, None, default_project, now)
             .await
     }
 
@@ -302,7 +304,7 @@ impl Store {
         now: Timestamp,
     ) -> StoreResult<(ApiToken, TokenSecret)> {
         self.revoke_service_tokens(pool, now).await?;
-        self.insert_token(user_id, label, expires_at, Some(pool), now)
+        self.insert_token(user_id, label, expires_at, Some(pool), None, now)
             .await
     }
 
@@ -326,6 +328,7 @@ impl Store {
         label: &str,
         expires_at: Option<Timestamp>,
         service_pool: Option<&PoolId>,
+        default_project: Option<&ProjectId>,
         now: Timestamp,
     ) -> StoreResult<(ApiToken, TokenSecret)> {
         let id = TokenId::from_counter(self.allocate_ids(1).await?);
@@ -333,7 +336,8 @@ impl Store {
         let hash = secret.hash();
         sqlx::query(
             "INSERT INTO api_tokens (id, user_id, label, secret_sha256, created_at, expires_at, \
-             revoked_at, service_pool_id) VALUES ($1, $2, $3, $4, $5, $6, NULL, $7)",
+             revoked_at, service_pool_id, default_project_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, $8)",
         )
         .bind(id.as_str())
         .bind(user_id.as_str())
@@ -342,6 +346,7 @@ impl Store {
         .bind(now.millis())
         .bind(expires_at.map(Timestamp::millis))
         .bind(service_pool.map(PoolId::as_str))
+        .bind(default_project.map(ProjectId::as_str))
         .execute(self.pool())
         .await
         .map_err(|e| {
@@ -362,6 +367,7 @@ impl Store {
             expires_at,
             revoked_at: None,
             service_pool: service_pool.cloned(),
+            default_project: default_project.cloned(),
         };
         Ok((token, secret))
     }
@@ -375,8 +381,8 @@ impl Store {
     ) -> StoreResult<Option<ApiToken>> {
         let row = sqlx::query(
             "SELECT id, user_id, label, secret_sha256, created_at, expires_at, revoked_at, \
-             service_pool_id FROM api_tokens WHERE secret_sha256 = $1 AND revoked_at IS NULL \
-             AND (expires_at IS NULL OR expires_at > $2)",
+             service_pool_id, default_project_id FROM api_tokens WHERE secret_sha256 = $1 \
+             AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)",
         )
         .bind(secret.hash().to_hex())
         .bind(now.millis())
@@ -522,5 +528,128 @@ impl Store {
             return Err(not_found(Kind::Membership, id));
         }
         Ok(())
+    }
+
+    /// Deletes a project that holds no pool and no provider, with its memberships; tokens
+    /// that defaulted to it default to nothing. Its events and usage lines stay (history
+    /// outlives what it names).
+    pub async fn delete_project(&self, id: &ProjectId) -> StoreResult<()> {
+        let mut tx = self.begin("delete project").await?;
+        let pools: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pools WHERE project_id = $1")
+            .bind(id.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .op("delete project")?;
+        let providers: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM providers WHERE project_id = $1")
+                .bind(id.as_str())
+                .fetch_one(&mut *tx)
+                .await
+                .op("delete project")?;
+        if pools > 0 || providers > 0 {
+            let mut held = Vec::new();
+            if pools > 0 {
+                held.push(format!("{pools} pool(s)"));
+            }
+            if providers > 0 {
+                held.push(format!("{providers} provider(s)"));
+            }
+            return Err(StoreError::Invalid {
+                kind: Kind::Project,
+                id: id.to_string(),
+                reason: format!("it still holds {}", held.join(" and ")),
+            });
+        }
+        for sql in [
+            "DELETE FROM memberships WHERE project_id = $1",
+            "UPDATE api_tokens SET default_project_id = NULL WHERE default_project_id = $1",
+        ] {
+            sqlx::query(sql)
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await
+                .op("delete project")?;
+        }
+        let done = sqlx::query("DELETE FROM projects WHERE id = $1")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| {
+                classify_write(
+                    e,
+                    "delete project",
+                    Kind::Project,
+                    |_| (id.to_string(), String::new()),
+                    || format!("project {id}"),
+                )
+            })?;
+        if done.rows_affected() == 0 {
+            return Err(not_found(Kind::Project, id));
+        }
+        tx.commit().await.op("delete project")
+    }
+
+    /// Deletes an org that holds no project, with its memberships.
+    pub async fn delete_org(&self, id: &OrgId) -> StoreResult<()> {
+        let mut tx = self.begin("delete org").await?;
+        let projects: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM projects WHERE org_id = $1")
+            .bind(id.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .op("delete org")?;
+        if projects > 0 {
+            return Err(StoreError::Invalid {
+                kind: Kind::Org,
+                id: id.to_string(),
+                reason: format!("it still holds {projects} project(s)"),
+            });
+        }
+        sqlx::query("DELETE FROM memberships WHERE org_id = $1")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await
+            .op("delete org")?;
+        let done = sqlx::query("DELETE FROM orgs WHERE id = $1")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| {
+                classify_write(
+                    e,
+                    "delete org",
+                    Kind::Org,
+                    |_| (id.to_string(), String::new()),
+                    || format!("org {id}"),
+                )
+            })?;
+        if done.rows_affected() == 0 {
+            return Err(not_found(Kind::Org, id));
+        }
+        tx.commit().await.op("delete org")
+    }
+
+    /// Deletes a user with their memberships and tokens (so every token of theirs stops
+    /// working at once).
+    pub async fn delete_user(&self, id: &UserId) -> StoreResult<()> {
+        let mut tx = self.begin("delete user").await?;
+        for sql in [
+            "DELETE FROM memberships WHERE user_id = $1",
+            "DELETE FROM api_tokens WHERE user_id = $1",
+        ] {
+            sqlx::query(sql)
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await
+                .op("delete user")?;
+        }
+        let done = sqlx::query("DELETE FROM users WHERE id = $1")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await
+            .op("delete user")?;
+        if done.rows_affected() == 0 {
+            return Err(not_found(Kind::User, id));
+        }
+        tx.commit().await.op("delete user")
     }
 }

@@ -67,6 +67,7 @@ impl NodeBackend for Instant0 {
             addresses: vec![],
             price: None,
             instance_ref: orc_proto::InstanceRef::new(deploy.node_id.to_string()).expect("ref"),
+            placed: None,
         })))
     }
 
@@ -241,7 +242,7 @@ async fn hub_store(dir: &std::path::Path) -> (Store, String) {
         .await
         .expect("membership");
     let (_, secret) = store
-        .create_token(&user.id, "bench", None, Timestamp(0))
+        .create_token(&user.id, "bench", None, None, Timestamp(0))
         .await
         .expect("token");
     (store, secret.expose().to_string())

@@ -754,6 +754,7 @@ async fn ensure_admin(store: &Store, data_dir: &Path) -> Result<(TokenSecret, bo
             &user.id,
             "admin (created at zone start)",
             Some(now.plus_days(ADMIN_TOKEN_DAYS)),
+            Some(&crate::model::sys_project_id()),
             now,
         )
         .await

@@ -98,10 +98,18 @@ pub fn client(conn: &ConnArgs) -> anyhow::Result<Client> {
     Client::new(&url, token, ca.as_ref())
 }
 
-/// The project a command means when none is named: the caller's first project role, else
+/// The project a command means when none is named: the token's default project, else the
+/// caller's first project role, else
 /// the first project of the first org they have a role in (`sys/sys` for operators).
 pub async fn default_project(client: &Client) -> anyhow::Result<(String, String)> {
     let me: orc_zone_api_types::views::WhoAmIView = client.get("/api/whoami").await?;
+    if let Some((org, project)) = me
+        .default_project
+        .as_deref()
+        .and_then(|p| p.split_once('/'))
+    {
+        return Ok((org.to_string(), project.to_string()));
+    }
     if let Some(m) = me.memberships.iter().find(|m| m.project.is_some()) {
         return Ok((m.org.clone(), m.project.clone().unwrap_or_default()));
     }

@@ -15,30 +15,60 @@ fn price_text(n: &NodeView) -> String {
     }
 }
 
-fn nodes_table(nodes: &[NodeView]) -> String {
-    let mut t = Table::new(&[
-        "SLOT",
-        "NODE",
-        "STATE",
-        "SITE",
-        "PRICE",
-        "ADDRESSES",
-        "WORDS",
-    ]);
+fn dash(text: Option<&str>) -> String {
+    text.filter(|t| !t.is_empty()).unwrap_or("-").to_string()
+}
+
+/// Where the provider put the node (`hetzner fsn1 cx22 hetzner:42`); zone operators only.
+fn placed_text(n: &NodeView) -> String {
+    match &n.placed {
+        Some(p) => [&p.cloud, &p.location, &p.plan, &p.instance]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" "),
+        None => "-".to_string(),
+    }
+}
+
+pub(crate) fn nodes_table(nodes: &[NodeView]) -> String {
+    // The PLACED column is there when the zone showed where nodes went (to its operators).
+    let placed = nodes.iter().any(|n| n.placed.is_some());
+    let mut head = vec![
+        "SLOT", "NODE", "STATE", "SITE", "PRIVATE", "GATEWAY", "PRICE", "PUBLIC",
+    ];
+    if placed {
+        head.push("PLACED");
+    }
+    head.push("WORDS");
+    let mut t = Table::new(&head);
     for n in nodes {
-        t.row(vec![
+        let public: Vec<&str> = n
+            .addresses
+            .iter()
+            .filter(|a| Some(*a) != n.private_address.as_ref())
+            .map(String::as_str)
+            .collect();
+        let mut row = vec![
             n.slot.to_string(),
             n.id.clone(),
             n.state.clone(),
-            n.site.clone().unwrap_or_else(|| "-".to_string()),
+            dash(n.site.as_deref()),
+            dash(n.private_address.as_deref()),
+            dash(n.gateway.as_deref()),
             price_text(n),
-            if n.addresses.is_empty() {
+            if public.is_empty() {
                 "-".to_string()
             } else {
-                n.addresses.join(",")
+                public.join(",")
             },
-            n.words.clone().unwrap_or_default(),
-        ]);
+        ];
+        if placed {
+            row.push(placed_text(n));
+        }
+        row.push(n.words.clone().unwrap_or_default());
+        t.row(row);
     }
     t.render()
 }
@@ -69,7 +99,7 @@ pub async fn list(conn: &ConnArgs, pool: &str, all: bool) -> anyhow::Result<()> 
 #[cfg(test)]
 mod golden {
     use super::*;
-    use orc_zone_api_types::views::MoneyView;
+    use orc_zone_api_types::views::{MoneyView, PlacedView};
 
     use crate::commands::check_golden;
 
@@ -82,9 +112,12 @@ mod golden {
             refusal: None,
             site: None,
             addresses: Vec::new(),
+            private_address: None,
+            gateway: None,
             price: None,
             markup: None,
             attempts: 0,
+            placed: None,
             created_at: 0,
             updated_at: 0,
             ended_at: None,
@@ -95,7 +128,9 @@ mod golden {
     fn nodes_table_golden() {
         let mut running = node(0, "n-00000000000k", "running");
         running.site = Some("eu-central-a".into());
-        running.addresses = vec!["192.0.2.1".into(), "2001:db8::1".into()];
+        running.addresses = vec!["192.0.2.1".into(), "2001:db8::1".into(), "10.0.1.5".into()];
+        running.private_address = Some("10.0.1.5".into());
+        running.gateway = Some("10.0.1.2".into());
         running.price = Some(MoneyView {
             amount: "0.0079".into(),
             currency: "USD".into(),
@@ -109,6 +144,16 @@ mod golden {
         parked.words = Some("no capacity in Europe Central right now".into());
         parked.refusal = Some("no_capacity".into());
         let pending = node(3, "n-00000000000p", "pending");
-        check_golden("nodes", &nodes_table(&[running, unpriced, parked, pending]));
+        check_golden(
+            "nodes",
+            &nodes_table(&[running.clone(), unpriced.clone(), parked, pending]),
+        );
+        running.placed = Some(PlacedView {
+            cloud: "hetzner".into(),
+            location: "fsn1".into(),
+            plan: "cx22".into(),
+            instance: "hetzner:42".into(),
+        });
+        check_golden("nodes-operator", &nodes_table(&[running, unpriced]));
     }
 }

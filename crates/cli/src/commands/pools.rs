@@ -55,10 +55,99 @@ fn pools_table(pools: &[PoolView]) -> String {
             shape_text(p),
             class_text(p),
             p.os.clone(),
-            if p.deleting { "deleting" } else { "" }.to_string(),
+            status_text(p),
         ]);
     }
     t.render()
+}
+
+/// A pool's status: being deleted, or why its nodes are parked.
+fn status_text(p: &PoolView) -> String {
+    if p.deleting {
+        return "deleting".to_string();
+    }
+    match &p.parked {
+        Some(parked) => format!(
+            "parked: {}",
+            parked
+                .words
+                .as_deref()
+                .or(parked.refusal.as_deref())
+                .unwrap_or("no reason given")
+        ),
+        None => String::new(),
+    }
+}
+
+/// The text of `orc pool show`: the pool's fields, then its nodes.
+fn pool_text(p: &PoolView, nodes: &[NodeView]) -> String {
+    let counts = &p.nodes;
+    let mut pairs = vec![
+        ("pool", p.path.clone()),
+        ("id", p.id.clone()),
+        ("provider", p.provider.clone()),
+        ("size", p.size.to_string()),
+        ("shape", shape_text(p)),
+        ("class", class_text(p)),
+        ("os", p.os.clone()),
+        ("public", if p.public { "yes" } else { "no" }.to_string()),
+    ];
+    if let Some(a) = &p.address {
+        pairs.push(("address", format!("{} at {}", a.ipv4, a.site)));
+    }
+    if !p.endpoints.is_empty() {
+        let list: Vec<String> = p
+            .endpoints
+            .iter()
+            .map(|e| format!("{} {}/{}", e.name, e.port, e.protocol))
+            .collect();
+        pairs.push(("endpoints", list.join(", ")));
+    }
+    if let Some(app) = &p.app {
+        pairs.push(("app", app.package.clone()));
+        for (name, value) in &app.params {
+            pairs.push(("param", format!("{name}={value}")));
+        }
+        for name in &app.sensitive_params {
+            pairs.push(("sensitive", format!("{name} (set; never shown)")));
+        }
+    }
+    pairs.push((
+        "nodes",
+        format!(
+            "{} running, {} starting, {} parked, {} destroying, {} lost",
+            counts.running, counts.starting, counts.parked, counts.destroying, counts.lost
+        ),
+    ));
+    let status = status_text(p);
+    if !status.is_empty() {
+        pairs.push(("status", status));
+    }
+    pairs.push(("generation", p.generation.to_string()));
+    pairs.push((
+        "created",
+        orc_zone_apps::logs::format_time(orc_zone_model::Timestamp(p.created_at)),
+    ));
+    let mut out = crate::table::fields(&pairs);
+    if !nodes.is_empty() {
+        out.push('\n');
+        out.push_str(&super::nodes::nodes_table(nodes));
+    }
+    out
+}
+
+/// `orc pool show ORG/PROJECT/POOL`.
+pub async fn show(conn: &ConnArgs, pool: &str) -> anyhow::Result<()> {
+    let client = client(conn)?;
+    let (org, project, name) = object_path(pool, "POOL")?;
+    let url = format!("{}/pools/{}", project_url(&org, &project), segment(&name));
+    let view: PoolView = client.get(&url).await?;
+    let nodes: Vec<NodeView> = client.get(&format!("{url}/nodes")).await?;
+    if conn.json {
+        return print_json(&json!({ "pool": view, "nodes": nodes }));
+    }
+    out!("{}", pool_text(&view, &nodes));
+    Ok(())
 }
 
 /// `orc pools [ORG/PROJECT]`.
@@ -101,7 +190,7 @@ pub async fn list(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> 
 /// Arguments of `orc pool create`.
 #[derive(Debug, Args)]
 pub struct CreatePoolArgs {
-    /// ORG/PROJECT/NAME
+    /// ORG/PROJECT/POOL
     pub pool: String,
     #[command(flatten)]
     pub shape: ShapeArgs,
@@ -416,7 +505,7 @@ pub async fn reconfigure(conn: &ConnArgs, args: ReconfigureArgs) -> anyhow::Resu
 #[cfg(test)]
 mod golden {
     use super::*;
-    use orc_zone_api_types::views::{NodeCounts, ShapeView};
+    use orc_zone_api_types::views::{NodeCounts, ParkedView, ShapeView};
 
     use crate::commands::check_golden;
 
@@ -451,15 +540,97 @@ mod golden {
                 destroying: 0,
                 lost: 0,
             },
+            parked: Some(ParkedView {
+                refusal: Some("unplaceable".into()),
+                words: Some("no site of Europe Central offers 3 vCPU · 7 GiB".into()),
+            }),
             created_at: 0,
             updated_at: 0,
         };
         let mut old = pool.clone();
+        old.parked = None;
         old.path = "acme/web/old".into();
         old.provider = "partner".into();
         old.size = 0;
         old.deleting = true;
         old.nodes = NodeCounts::default();
-        check_golden("pools-states", &pools_table(&[pool, old]));
+        check_golden("pools-states", &pools_table(&[pool.clone(), old]));
+    }
+
+    #[test]
+    fn pool_show_golden() {
+        let mut params = BTreeMap::new();
+        params.insert("replicas".to_string(), "2".to_string());
+        let pool = PoolView {
+            id: "pl-00000000000a".into(),
+            path: "acme/web/api".into(),
+            name: "api".into(),
+            provider: "partner".into(),
+            provider_id: "pv-000000000004".into(),
+            size: 2,
+            shape: ShapeView {
+                cpu: 2,
+                mem: 4,
+                arch: Some("x86_64".into()),
+                disks: vec![20],
+            },
+            class: "eu-central".into(),
+            os: "debian-12".into(),
+            public: true,
+            endpoints: vec![orc_zone_api_types::views::EndpointView {
+                name: "http".into(),
+                protocol: "tcp".into(),
+                port: 8080,
+            }],
+            app: Some(orc_zone_api_types::views::AppView {
+                package: "acme/api:1.4".into(),
+                params,
+                sensitive_params: vec!["API_KEY".into()],
+            }),
+            placement: Default::default(),
+            address: Some(orc_zone_api_types::views::PoolAddressView {
+                ipv4: "198.18.0.40".into(),
+                site: "eu-central-a".into(),
+            }),
+            generation: 2,
+            deleting: false,
+            nodes: NodeCounts {
+                running: 1,
+                starting: 0,
+                parked: 1,
+                destroying: 0,
+                lost: 0,
+            },
+            parked: Some(ParkedView {
+                refusal: Some("no_capacity".into()),
+                words: Some("no capacity in Europe Central right now".into()),
+            }),
+            created_at: 1_767_225_600_000,
+            updated_at: 0,
+        };
+        let node = NodeView {
+            id: "n-00000000000k".into(),
+            slot: 0,
+            state: "running".into(),
+            words: None,
+            refusal: None,
+            site: Some("eu-central-a".into()),
+            addresses: vec!["10.0.1.5".into()],
+            private_address: Some("10.0.1.5".into()),
+            gateway: Some("10.0.1.2".into()),
+            price: None,
+            markup: None,
+            attempts: 0,
+            placed: None,
+            created_at: 0,
+            updated_at: 0,
+            ended_at: None,
+        };
+        let out = pool_text(&pool, &[node]);
+        assert!(
+            !out.contains("API_KEY="),
+            "a sensitive value's place is never shown"
+        );
+        check_golden("pool-show", &out);
     }
 }

@@ -154,10 +154,29 @@ fn sites_table(sites: &[SiteView]) -> String {
     t.render()
 }
 
-/// `orc sites [ORG/PROJECT/PROVIDER]`.
-pub async fn sites(conn: &ConnArgs, provider: Option<&str>) -> anyhow::Result<()> {
+/// `orc sites [PROVIDER] [--project ORG/PROJECT]`: PROVIDER is a name seen from the
+/// project (default `partner` in the caller's default project) or `ORG/PROJECT/PROVIDER`.
+pub async fn sites(
+    conn: &ConnArgs,
+    provider: Option<&str>,
+    project: Option<&str>,
+) -> anyhow::Result<()> {
     let client = client(conn)?;
-    let (org, project, name) = object_path(provider.unwrap_or("sys/sys/partner"), "PROVIDER")?;
+    let provider = provider.unwrap_or("partner");
+    let (org, project, name) = if provider.contains('/') {
+        if project.is_some() {
+            anyhow::bail!(
+                "{provider:?} names its project already; give --project with a provider name only"
+            );
+        }
+        object_path(provider, "PROVIDER")?
+    } else {
+        let (org, project) = match project {
+            Some(path) => project_path(path)?,
+            None => super::default_project(&client).await?,
+        };
+        (org, project, provider.to_string())
+    };
     let list: Vec<SiteView> = client
         .get(&format!(
             "{}/providers/{}/sites",

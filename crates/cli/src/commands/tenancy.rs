@@ -21,9 +21,16 @@ pub enum OrgCommand {
     /// The orgs you can see.
     List,
     /// Create an org (zone operators).
+    #[command(after_help = "Example: orc org create acme")]
     Create {
         /// NAME
         name: String,
+    },
+    /// Delete an org that holds no project (zone operators).
+    #[command(after_help = "Example: orc org delete acme")]
+    Delete {
+        /// ORG
+        org: String,
     },
 }
 
@@ -36,7 +43,14 @@ pub enum ProjectCommand {
         org: String,
     },
     /// Create a project (owners of the org).
+    #[command(after_help = "Example: orc project create acme/web")]
     Create {
+        /// ORG/PROJECT
+        project: String,
+    },
+    /// Delete a project that holds no pool and no provider (owners of the org).
+    #[command(after_help = "Example: orc project delete acme/web")]
+    Delete {
         /// ORG/PROJECT
         project: String,
     },
@@ -49,9 +63,17 @@ pub enum UserCommand {
     List,
     /// Create a user (zone operators); give them a role with `orc member add` and a token
     /// with `orc token create`.
+    #[command(after_help = "Example: orc user create ann")]
     Create {
         /// NAME
         name: String,
+    },
+    /// Delete a user with their roles and tokens (zone operators); their tokens stop
+    /// working at once.
+    #[command(after_help = "Example: orc user delete ann")]
+    Delete {
+        /// USER
+        user: String,
     },
 }
 
@@ -99,6 +121,9 @@ pub enum TokenCommand {
         /// Days it lives: 1 to 365 [default: 90]
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=365))]
         days: Option<u32>,
+        /// The project its commands mean when they name none; the user needs a role there
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
     },
     /// Revoke a token; streams it opened close within seconds.
     Revoke {
@@ -115,7 +140,7 @@ fn time(at: i64) -> String {
 }
 
 fn tokens_table(tokens: &[TokenView]) -> String {
-    let mut t = Table::new(&["ID", "LABEL", "CREATED", "EXPIRES", "STATUS"]);
+    let mut t = Table::new(&["ID", "LABEL", "PROJECT", "CREATED", "EXPIRES", "STATUS"]);
     for token in tokens {
         let status = if token.revoked_at.is_some() {
             "revoked"
@@ -130,6 +155,7 @@ fn tokens_table(tokens: &[TokenView]) -> String {
         t.row(vec![
             token.id.clone(),
             token.label.clone(),
+            token.project.clone().unwrap_or_else(|| "-".into()),
             time(token.created_at),
             token.expires_at.map(time).unwrap_or_else(|| "never".into()),
             status.to_string(),
@@ -162,7 +188,13 @@ pub async fn whoami(conn: &ConnArgs) -> anyhow::Result<()> {
         "{}",
         fields(&[
             ("user", me.user.name.clone()),
-            ("token", me.token_id.clone())
+            ("token", me.token_id.clone()),
+            (
+                "project",
+                me.default_project
+                    .clone()
+                    .unwrap_or_else(|| "(none: commands name one)".into())
+            ),
         ])
     );
     if me.memberships.is_empty() {
@@ -199,6 +231,14 @@ pub async fn org(conn: &ConnArgs, command: OrgCommand) -> anyhow::Result<()> {
                 org.name
             );
         }
+        OrgCommand::Delete { org } => {
+            let _: serde_json::Value = client
+                .delete(&format!("/api/orgs/{}", segment(&org)))
+                .await?;
+            if !conn.json {
+                outln!("Org {org} deleted.");
+            }
+        }
     }
     Ok(())
 }
@@ -233,6 +273,13 @@ pub async fn project(conn: &ConnArgs, command: ProjectCommand) -> anyhow::Result
             }
             outln!("Project {}/{} created.", made.org, made.name);
         }
+        ProjectCommand::Delete { project } => {
+            let (org, name) = project_path(&project)?;
+            let _: serde_json::Value = client.delete(&super::project_url(&org, &name)).await?;
+            if !conn.json {
+                outln!("Project {org}/{name} deleted.");
+            }
+        }
     }
     Ok(())
 }
@@ -264,6 +311,14 @@ pub async fn user(conn: &ConnArgs, command: UserCommand) -> anyhow::Result<()> {
                 user.name,
                 user.name
             );
+        }
+        UserCommand::Delete { user } => {
+            let _: serde_json::Value = client
+                .delete(&format!("/api/users/{}", segment(&user)))
+                .await?;
+            if !conn.json {
+                outln!("User {user} deleted, with their roles and tokens.");
+            }
         }
     }
     Ok(())
@@ -336,8 +391,13 @@ pub async fn token(conn: &ConnArgs, command: TokenCommand) -> anyhow::Result<()>
             }
             out!("{}", tokens_table(&list));
         }
-        TokenCommand::Create { user, label, days } => {
-            let mut body = json!({ "label": label });
+        TokenCommand::Create {
+            user,
+            label,
+            days,
+            project,
+        } => {
+            let mut body = json!({ "label": label, "project": project });
             if let Some(days) = days {
                 let at = Timestamp::now().millis() + i64::from(days) * 24 * 3600 * 1000;
                 body["expires_at"] = json!(at);

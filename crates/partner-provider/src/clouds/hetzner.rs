@@ -163,6 +163,7 @@ fn owned(server: &hetzner::Server, ownership: &Ownership) -> Option<Owned> {
         marks,
         instance_ref: format!("hetzner:{}", server.id),
         addresses,
+        private: server.private_net.first().and_then(|n| n.ip.parse().ok()),
         state: state(server.status),
     })
 }

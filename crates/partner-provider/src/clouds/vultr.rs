@@ -145,6 +145,7 @@ fn owned(instance: &vultr::Instance, ownership: &Ownership) -> Option<Owned> {
         marks,
         instance_ref: format!("vultr:{}", instance.id),
         addresses: public_address(&instance.main_ip).into_iter().collect(),
+        private: public_address(&instance.internal_ip),
         state: state(instance.status, instance.power_status),
     })
 }

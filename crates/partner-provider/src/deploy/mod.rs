@@ -339,9 +339,14 @@ impl PartnerProvider {
         proto::DeployResult::Deployed(proto::Deployed {
             node_id,
             site,
-            addresses: owned.addresses,
+            addresses: owned.addresses.into_iter().chain(owned.private).collect(),
             price: owned.marks.usd_monthly().map(Money::usd_per_month),
             instance_ref,
+            placed: Some(proto::Whereabouts {
+                cloud: owned.cloud.to_string(),
+                location: token.location.clone(),
+                plan: token.plan.clone(),
+            }),
         })
     }
 }

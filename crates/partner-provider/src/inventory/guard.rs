@@ -279,6 +279,7 @@ mod tests {
                 },
                 instance_ref: format!("{cloud}:{site}-{location}"),
                 addresses: vec![],
+                private: None,
                 state: NodeState::Running,
             },
             location: location.to_string(),

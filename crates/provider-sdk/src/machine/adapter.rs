@@ -25,7 +25,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use orc_common::Money;
+use orc_common::{Money, Whereabouts};
 use orc_proto::{
     Catalog, Deploy, DeployResult, Deployed, DestroyResult, InstanceRef, Inventory, InventoryNode,
     InventorySite, NodeId, NodeState, Quote, QuoteReply, Refusal, RefusalKind, Role, SiteName,
@@ -235,7 +235,12 @@ impl<M: MachineProvider> MachineAdapter<M> {
             }
         };
         match outcome {
-            Ok(machine) => deployed(&d.node_id, machine, Some(plan.hourly)),
+            Ok(machine) => deployed(
+                &d.node_id,
+                self.shared.hello.provider.as_str(),
+                machine,
+                Some(plan.hourly),
+            ),
             Err(e) => {
                 let kind = e.refusal_kind();
                 tracing::info!(node, kind = %kind, "the node's machine could not be created");
@@ -316,7 +321,7 @@ pub fn inventory_of(machines: &[Machine]) -> Inventory {
     }
 }
 
-fn deployed(node_id: &NodeId, machine: Machine, price: Option<Money>) -> DeployResult {
+fn deployed(node_id: &NodeId, cloud: &str, machine: Machine, price: Option<Money>) -> DeployResult {
     let (Ok(site), Ok(instance_ref)) = (
         SiteName::new(machine.location.as_str()),
         InstanceRef::new(machine.instance_ref.as_str()),
@@ -330,6 +335,11 @@ fn deployed(node_id: &NodeId, machine: Machine, price: Option<Money>) -> DeployR
         addresses: machine.addresses,
         price,
         instance_ref,
+        placed: Some(Whereabouts {
+            cloud: cloud.to_string(),
+            location: machine.location,
+            plan: machine.plan,
+        }),
     })
 }
 

@@ -97,6 +97,11 @@ fn running(node: &Node) -> NodeStatus {
         state: NodeState::Running,
         site: Some("eu-central-a".to_string()),
         instance_ref: Some("i-1".to_string()),
+        placed: Some(orc_zone_model::Whereabouts {
+            cloud: "hetzner".to_string(),
+            location: "fsn1".to_string(),
+            plan: "cx22".to_string(),
+        }),
         addresses: vec!["10.0.0.2".to_string()],
         next_attempt_at: None,
         ..node.status.clone()
@@ -191,10 +196,11 @@ pub async fn migrations_name_gateway_pools_after_their_provider(db: &TestDb) {
         .unwrap();
     let mut gateway = spec(&provider.id);
     gateway.os = "gateway".to_string();
+    // Empty pools: this build's node rows have columns schema 4 lacks.
     let pool = |pool_name: &str, pool_spec: &PoolSpec| NewPool {
         project_id: sys_project_id(),
         name: name(pool_name),
-        size: 1,
+        size: 0,
         spec: pool_spec.clone(),
     };
     let legacy = store
@@ -242,45 +248,53 @@ pub async fn migrations_keep_refusals_and_take_unplaceable(db: &TestDb) {
     store.migrate_to(8).await.unwrap();
     store.bootstrap(T0).await.unwrap();
     let (project, provider) = tenant(&store).await;
-    let node = pool_of(&store, &project, &provider, "web", 1)
-        .await
-        .remove(0);
-    let parked = NodeStatus {
-        state: NodeState::Parked,
-        state_words: Some("needs the operator".to_string()),
-        refusal: Some(RefusalKind::OperatorFix),
-        ..node.status.clone()
-    };
-    store
-        .update_node_state(&node.id, Expected::Version(1), &parked, T0)
-        .await
-        .unwrap();
-    let unplaceable = NodeStatus {
-        refusal: Some(RefusalKind::Unplaceable),
-        ..parked.clone()
-    };
-    assert!(
-        store
-            .update_node_state(&node.id, Expected::Version(2), &unplaceable, T0)
-            .await
-            .is_err(),
-        "schema 8 has no unplaceable refusals"
-    );
+    let pool = pool_of(&store, &project, &provider, "web", 0).await;
+    assert!(pool.is_empty());
+    let pool_id = store.list_pools(&project.id).await.unwrap()[0].id.clone();
+    let node = NodeId::from_counter(store.allocate_ids(1).await.unwrap());
+    // Schema 8's node row, written as that schema's build wrote it.
+    let mut raw = db.raw().await;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO nodes (id, pool_id, slot, state, state_words, refusal, addresses, \
+         attempts, version, created_at, updated_at) VALUES ('{node}', '{pool_id}', 0, \
+         'parked', 'needs the operator', 'operator_fix', '[]', 0, 2, {t}, {t})",
+        t = T0.millis()
+    )))
+    .execute(&mut raw)
+    .await
+    .unwrap();
+    let refused = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE nodes SET refusal = 'unplaceable' WHERE id = '{node}'"
+    )))
+    .execute(&mut raw)
+    .await;
+    assert!(refused.is_err(), "schema 8 has no unplaceable refusals");
+    drop(raw);
     store.close().await;
 
     let store = db.store().await;
-    let kept = store.get_node(&node.id).await.unwrap();
+    let kept = store.get_node(&node).await.unwrap();
+    assert_eq!(kept.status.state, NodeState::Parked);
     assert_eq!(
-        kept.status, parked,
+        kept.status.refusal,
+        Some(RefusalKind::OperatorFix),
         "the refusal survives the column's replacement"
     );
+    assert_eq!(
+        kept.status.state_words.as_deref(),
+        Some("needs the operator")
+    );
+    let unplaceable = NodeStatus {
+        refusal: Some(RefusalKind::Unplaceable),
+        ..kept.status.clone()
+    };
     let written = store
-        .update_node_state(&node.id, Expected::Version(2), &unplaceable, T0)
+        .update_node_state(&node, Expected::Version(2), &unplaceable, T0)
         .await
         .unwrap();
     assert_eq!(written.status.refusal, Some(RefusalKind::Unplaceable));
     assert_eq!(
-        store.get_node(&node.id).await.unwrap().status.refusal,
+        store.get_node(&node).await.unwrap().status.refusal,
         Some(RefusalKind::Unplaceable)
     );
 }
@@ -551,11 +565,11 @@ pub async fn tokens_are_stored_as_hashes(db: &TestDb) {
     let store = db.store().await;
     let ann = store.create_user(&name("ann"), T0).await.unwrap();
     let (token, secret) = store
-        .create_token(&ann.id, "laptop", None, T0)
+        .create_token(&ann.id, "laptop", None, None, T0)
         .await
         .unwrap();
     let (expiring, expiring_secret) = store
-        .create_token(&ann.id, "ci", Some(T0.plus_millis(1_000)), T0)
+        .create_token(&ann.id, "ci", Some(T0.plus_millis(1_000)), None, T0)
         .await
         .unwrap();
     assert_eq!(token.hash, secret.hash());
@@ -611,6 +625,105 @@ pub async fn tokens_are_stored_as_hashes(db: &TestDb) {
     let missing = orc_zone_model::TokenId::from_counter(4242);
     let err = store.revoke_token(&missing, T0).await.unwrap_err();
     assert_eq!(err.to_string(), format!("API token {missing} not found"));
+}
+
+pub async fn deletes_take_only_empty_tenancy(db: &TestDb) {
+    let store = db.store().await;
+    let (web, provider) = tenant(&store).await;
+    let ann = store.create_user(&name("ann"), T0).await.unwrap();
+    store
+        .add_membership(&ann.id, &web.org_id, Some(&web.id), Role::Member, T0)
+        .await
+        .unwrap();
+    let (token, secret) = store
+        .create_token(&ann.id, "laptop", None, Some(&web.id), T0)
+        .await
+        .unwrap();
+    assert_eq!(token.default_project.as_ref(), Some(&web.id));
+    let found = store
+        .authenticate_token(&secret, T0)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.default_project.as_ref(), Some(&web.id));
+
+    // A project with a provider (and a pool) is not empty; an org with a project neither.
+    pool_of(&store, &web, &provider, "db", 1).await;
+    let err = store.delete_project(&web.id).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("it still holds 1 pool(s) and 1 provider(s)"),
+        "{err}"
+    );
+    let err = store.delete_org(&web.org_id).await.unwrap_err();
+    assert!(
+        err.to_string().ends_with("it still holds 1 project(s)"),
+        "{err}"
+    );
+
+    // An empty project goes with its memberships, and tokens that named it name nothing.
+    let empty = store
+        .create_project(&web.org_id, &name("spare"), T0)
+        .await
+        .unwrap();
+    store
+        .add_membership(&ann.id, &web.org_id, Some(&empty.id), Role::Viewer, T0)
+        .await
+        .unwrap();
+    let (spare_token, _) = store
+        .create_token(&ann.id, "spare", None, Some(&empty.id), T0)
+        .await
+        .unwrap();
+    store.delete_project(&empty.id).await.unwrap();
+    assert!(matches!(
+        store.get_project(&empty.id).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    let left: Vec<_> = store
+        .list_memberships_of_user(&ann.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.project_id)
+        .collect();
+    assert_eq!(left, [Some(web.id.clone())]);
+    let spare_token = store.get_token(&spare_token.id).await.unwrap();
+    assert_eq!(spare_token.default_project, None);
+    assert!(matches!(
+        store.delete_project(&empty.id).await,
+        Err(StoreError::NotFound { .. })
+    ));
+
+    // An empty org goes with its org-wide memberships.
+    let solo = store.create_org(&name("solo"), T0).await.unwrap();
+    store
+        .add_membership(&ann.id, &solo.id, None, Role::Owner, T0)
+        .await
+        .unwrap();
+    store.delete_org(&solo.id).await.unwrap();
+    assert!(matches!(
+        store.org_by_name(&name("solo")).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert_eq!(
+        store.list_memberships_of_user(&ann.id).await.unwrap().len(),
+        1
+    );
+
+    // A deleted user's tokens stop working at once, and their memberships are gone.
+    store.delete_user(&ann.id).await.unwrap();
+    assert_eq!(store.authenticate_token(&secret, T0).await.unwrap(), None);
+    assert!(
+        store
+            .list_memberships_of_org(&web.org_id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(matches!(
+        store.delete_user(&ann.id).await,
+        Err(StoreError::NotFound { .. })
+    ));
 }
 
 pub async fn providers_crud(db: &TestDb) {

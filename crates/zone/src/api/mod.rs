@@ -188,12 +188,12 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/openapi.json", get(openapi_json))
         .route("/api/whoami", get(tn::whoami))
         .route("/api/orgs", get(tn::list_orgs).post(tn::create_org))
-        .route("/api/orgs/{org}", get(tn::get_org))
+        .route("/api/orgs/{org}", get(tn::get_org).delete(tn::delete_org))
         .route(
             "/api/orgs/{org}/projects",
             get(tn::list_projects).post(tn::create_project),
         )
-        .route(project, get(tn::get_project))
+        .route(project, get(tn::get_project).delete(tn::delete_project))
         .route(
             "/api/orgs/{org}/memberships",
             get(tn::list_memberships).post(tn::create_membership),
@@ -203,6 +203,7 @@ pub fn router(state: ApiState) -> Router {
             axum::routing::delete(tn::delete_membership),
         )
         .route("/api/users", get(tn::list_users).post(tn::create_user))
+        .route("/api/users/{user}", axum::routing::delete(tn::delete_user))
         .route(
             "/api/users/{user}/tokens",
             get(tn::list_tokens).post(tn::create_token),
@@ -370,9 +371,10 @@ impl Modify for BearerAuth {
     paths(
         health, openapi_json,
         tenancy::whoami, tenancy::list_orgs, tenancy::create_org, tenancy::get_org,
-        tenancy::list_projects, tenancy::create_project, tenancy::get_project,
+        tenancy::delete_org, tenancy::list_projects, tenancy::create_project,
+        tenancy::get_project, tenancy::delete_project,
         tenancy::list_memberships, tenancy::create_membership, tenancy::delete_membership,
-        tenancy::list_users, tenancy::create_user,
+        tenancy::list_users, tenancy::create_user, tenancy::delete_user,
         tenancy::list_tokens, tenancy::create_token, tenancy::revoke_token,
         providers::list_providers, providers::get_provider, providers::change_scope,
         providers::set_pricing, providers::remove_pricing, providers::list_sites,

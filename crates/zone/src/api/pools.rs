@@ -17,17 +17,18 @@ use rust_decimal::Decimal;
 use super::access::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs, QueryArgs, parse_query_value};
-use super::providers::visible_provider;
+use super::providers::{site_gateways, visible_provider};
 use super::tenancy::{parse_name, project_with_role};
 use super::views::{
-    CreatePool, EndpointView, EventView, EventsQuery, NodeView, NodesQuery, PoolView, QuoteRequest,
-    QuoteView, ReconfigurePool, ResizePool, ShapeView, UsageLineView, UsageQuery, UsageView,
+    CreatePool, EndpointView, EventView, EventsQuery, NodeView, NodesQuery, ParkedView, PlacedView,
+    PoolView, QuoteRequest, QuoteView, ReconfigurePool, ResizePool, ShapeView, UsageLineView,
+    UsageQuery, UsageView, private_address,
 };
 use super::{ApiState, LogLineView};
 use crate::backend::NodeBackend;
 use crate::model::{
-    AppSpec, Endpoint, EventId, EventScope, Month, NodeId, Org, Pool, PoolSpec, Project, Provider,
-    Role, SensitiveParams,
+    AppSpec, Endpoint, EventId, EventScope, Month, NodeId, NodeState, Org, Pool, PoolSpec, Project,
+    Provider, Role, SensitiveParams,
 };
 use crate::pricing::{markup_at_admission, tenant_price};
 use crate::store::StoreError;
@@ -74,6 +75,18 @@ async fn pool_view(
         provider.name.as_str(),
         &counts,
     );
+    if view.nodes.parked > 0 {
+        view.parked = state
+            .store
+            .list_nodes_by_pool(&pool.id, false)
+            .await?
+            .iter()
+            .find(|n| n.status.state == NodeState::Parked)
+            .map(|n| ParkedView {
+                refusal: n.status.refusal.map(|r| r.to_string()),
+                words: n.status.state_words.clone(),
+            });
+    }
     view.address =
         state
             .store
@@ -588,7 +601,31 @@ pub(super) async fn list_nodes(
         .store
         .list_nodes_by_pool(&pool.id, include_ended)
         .await?;
-    Ok(Json(nodes.iter().map(NodeView::from).collect()))
+    let provider = state.store.get_provider(&pool.spec.provider_id).await?;
+    let gateways: BTreeMap<String, Option<String>> = site_gateways(&state, &provider)
+        .await?
+        .into_iter()
+        .map(|(site, n)| (site, private_address(&n.status.addresses)))
+        .collect();
+    // Where a node went is the zone operators' to see; a tenant sees the neutral site.
+    let operator = caller.zone_role().is_some();
+    Ok(Json(
+        nodes
+            .iter()
+            .map(|n| {
+                let mut view = NodeView::from(n);
+                view.gateway = n
+                    .status
+                    .site
+                    .as_ref()
+                    .and_then(|site| gateways.get(site).cloned().flatten());
+                if operator {
+                    view.placed = PlacedView::of(n);
+                }
+                view
+            })
+            .collect(),
+    ))
 }
 
 /// Query of `GET …/pools/{pool}/logs`.
@@ -825,7 +862,7 @@ async fn hours_to_date(
             Err(StoreError::NotFound { .. }) => continue,
             Err(e) => return Err(e.into()),
         };
-        if node.status.state != crate::model::NodeState::Running {
+        if node.status.state != NodeState::Running {
             continue;
         }
         let Some(billed) = state.store.billed_usage(node_id, &line.description).await? else {

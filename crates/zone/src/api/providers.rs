@@ -18,7 +18,8 @@ use super::views::{
     CatalogView, ChangeScope, ClassView, OfferingView, OsView, ProviderView, SetPricing, SiteView,
 };
 use crate::model::{
-    Markup, PricingStrategy, Project, Provider, ProviderId, ProviderScope, Role, sys_project_id,
+    Markup, Node, NodeState, PricingStrategy, Project, Provider, ProviderId, ProviderScope, Role,
+    sys_project_id,
 };
 use crate::reconcile::gateways::gateway_site;
 
@@ -285,7 +286,8 @@ async fn apply_pricing(
 }
 
 /// The provider's sites: those its last complete inventory reported open, and those with
-/// tenant nodes, with each site's gateway. Members of the provider's own project only.
+/// tenant nodes, with each site's gateway. The provider's own project counts every tenant's
+/// nodes; another project that sees the provider counts only its own.
 #[utoipa::path(get,
     path = "/api/orgs/{org}/projects/{project}/providers/{provider}/sites",
     tag = "providers",
@@ -299,9 +301,9 @@ pub(super) async fn list_sites(
     caller: Caller,
     PathArgs((org, project, provider)): PathArgs<(String, String, String)>,
 ) -> ApiResult<Json<Vec<SiteView>>> {
-    let (_, project) = project_with_role(&state, &caller, &org, &project, Role::Member).await?;
+    let (_, project) = project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
     let p = visible_provider(&state, &project, "provider", &provider).await?;
-    require_home(&state, &project, &p).await?;
+    let home = p.project_id == project.id;
     let mut sites: BTreeMap<String, SiteView> = BTreeMap::new();
     let blank = |site: &str| SiteView {
         site: site.to_string(),
@@ -319,30 +321,68 @@ pub(super) async fn list_sites(
         view.private_prefix = reported.private_prefix;
         view.reported = true;
     }
-    for used in state.store.sites_in_use().await? {
-        if used.provider_id == p.id {
-            sites
-                .entry(used.site.clone())
-                .or_insert_with(|| blank(&used.site))
-                .tenant_nodes = used.nodes;
+    if home {
+        for used in state.store.sites_in_use().await? {
+            if used.provider_id == p.id {
+                sites
+                    .entry(used.site.clone())
+                    .or_insert_with(|| blank(&used.site))
+                    .tenant_nodes = used.nodes;
+            }
+        }
+    } else {
+        for pool in state.store.list_pools(&project.id).await? {
+            if pool.spec.provider_id != p.id {
+                continue;
+            }
+            for node in state.store.list_nodes_by_pool(&pool.id, false).await? {
+                let live = matches!(
+                    node.status.state,
+                    NodeState::Deploying
+                        | NodeState::Running
+                        | NodeState::Lost
+                        | NodeState::Destroying
+                );
+                if let (true, Some(site)) = (live, &node.status.site) {
+                    sites
+                        .entry(site.clone())
+                        .or_insert_with(|| blank(site))
+                        .tenant_nodes += 1;
+                }
+            }
         }
     }
-    let gateways = state.store.list_pools(&sys_project_id()).await?;
+    let gateways = site_gateways(&state, &p).await?;
     for (site, view) in &mut sites {
-        let Some(pool) = gateways.iter().find(|g| {
-            g.spec.provider_id == p.id
-                && gateway_site(g.name.as_str(), p.name.as_str()) == Some(site.as_str())
-        }) else {
+        view.gateway = gateways.get(site).map(|n| n.status.state.to_string());
+    }
+    Ok(Json(sites.into_values().collect()))
+}
+
+/// Each site's gateway node (the live node of the provider's gateway pool there), by site.
+pub(super) async fn site_gateways(
+    state: &ApiState,
+    p: &Provider,
+) -> ApiResult<BTreeMap<String, Node>> {
+    let mut out = BTreeMap::new();
+    for pool in state.store.list_pools(&sys_project_id()).await? {
+        if pool.spec.provider_id != p.id {
+            continue;
+        }
+        let Some(site) = gateway_site(pool.name.as_str(), p.name.as_str()) else {
             continue;
         };
-        view.gateway = state
+        if let Some(node) = state
             .store
             .list_nodes_by_pool(&pool.id, false)
             .await?
-            .first()
-            .map(|n| n.status.state.to_string());
+            .into_iter()
+            .next()
+        {
+            out.insert(site.to_string(), node);
+        }
     }
-    Ok(Json(sites.into_values().collect()))
+    Ok(out)
 }
 
 /// The view of a catalog a provider reported: classes and OS images sorted by id.

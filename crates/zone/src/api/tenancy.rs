@@ -14,7 +14,10 @@ use super::views::{
     CreateMembership, CreateOrg, CreateProject, CreateToken, CreateUser, MembershipView,
     NewTokenView, OrgView, ProjectView, TokenView, UserView, WhoAmIView,
 };
-use crate::model::{MembershipId, Name, Org, Project, Role, Timestamp, TokenId, User};
+use crate::model::{
+    ApiToken, MembershipId, Name, Org, Project, ProjectId, Role, Timestamp, TokenId, User,
+    sys_org_id,
+};
 use crate::store::StoreError;
 
 /// Parses a name given in `field`, naming the field if it is not a DNS label.
@@ -88,11 +91,42 @@ pub(super) async fn whoami(
     for m in &caller.memberships {
         memberships.push(membership_view(&state, m, Some(&caller.user)).await?);
     }
+    let default_project = match &caller.token.default_project {
+        Some(id) => match state.store.get_project(id).await {
+            Ok(project) if caller.project_role(&project).is_some() => {
+                project_path_of(&state, id).await?
+            }
+            Ok(_) | Err(StoreError::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        },
+        None => None,
+    };
     Ok(Json(WhoAmIView {
         user: UserView::from(&caller.user),
         token_id: caller.token.id.to_string(),
+        default_project,
         memberships,
     }))
+}
+
+/// `org/project` of the project with this id, or `None` once it is deleted.
+async fn project_path_of(state: &ApiState, id: &ProjectId) -> ApiResult<Option<String>> {
+    let project = match state.store.get_project(id).await {
+        Ok(p) => p,
+        Err(StoreError::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let org = state.store.get_org(&project.org_id).await?;
+    Ok(Some(format!("{}/{}", org.name, project.name)))
+}
+
+/// The view of a token, with its default project's path.
+async fn token_view(state: &ApiState, user: &User, token: &ApiToken) -> ApiResult<TokenView> {
+    let project = match &token.default_project {
+        Some(id) => project_path_of(state, id).await?,
+        None => None,
+    };
+    Ok(TokenView::new(user, token, project))
 }
 
 async fn membership_view(
@@ -390,10 +424,11 @@ pub(super) async fn list_tokens(
     PathArgs(user): PathArgs<String>,
 ) -> ApiResult<Json<Vec<TokenView>>> {
     let user = token_owner(&state, &caller, &user).await?;
-    let tokens = state.store.list_tokens(&user.id).await?;
-    Ok(Json(
-        tokens.iter().map(|t| TokenView::new(&user, t)).collect(),
-    ))
+    let mut out = Vec::new();
+    for t in state.store.list_tokens(&user.id).await? {
+        out.push(token_view(&state, &user, &t).await?);
+    }
+    Ok(Json(out))
 }
 
 /// Creates a token; the answer carries its value, shown this once.
@@ -441,14 +476,18 @@ pub(super) async fn create_token(
         }
         Some(at) => Timestamp(at),
     };
+    let project = match &body.project {
+        Some(path) => Some(token_project(&state, &user, path).await?),
+        None => None,
+    };
     let (token, secret) = state
         .store
-        .create_token(&user.id, label, Some(expires_at), now)
+        .create_token(&user.id, label, Some(expires_at), project.as_ref(), now)
         .await?;
     Ok((
         StatusCode::CREATED,
         Json(NewTokenView {
-            token: TokenView::new(&user, &token),
+            token: token_view(&state, &user, &token).await?,
             value: secret.expose().to_string(),
         }),
     ))
@@ -479,5 +518,140 @@ pub(super) async fn revoke_token(
         return Err(missing());
     }
     let revoked = state.store.revoke_token(&id, state.now()).await?;
-    Ok(Json(TokenView::new(&user, &revoked)))
+    Ok(Json(token_view(&state, &user, &revoked).await?))
+}
+
+/// The project `path` (`org/project`) names, if `user` holds a role in it (org-wide, in the
+/// project, or in the zone). One answer for a missing project and one without a role, so
+/// the answer tells nothing about projects the user cannot see.
+async fn token_project(state: &ApiState, user: &User, path: &str) -> ApiResult<ProjectId> {
+    let unusable = || {
+        ApiError::invalid(
+            "project",
+            format!(
+                "project {} does not exist or {} holds no role in it; give them one first \
+                 (`orc member add`)",
+                quoted(path),
+                user.name
+            ),
+        )
+    };
+    let (org, name) = path.split_once('/').ok_or_else(|| {
+        ApiError::invalid(
+            "project",
+            format!("project {} is not ORG/PROJECT", quoted(path)),
+        )
+    })?;
+    let org = parse_name("project", org)?;
+    let name = parse_name("project", name)?;
+    let project = match state.store.project_by_path(&org, &name).await {
+        Ok(p) => p,
+        Err(StoreError::NotFound { .. }) => return Err(unusable()),
+        Err(e) => return Err(e.into()),
+    };
+    let roles = state.store.list_memberships_of_user(&user.id).await?;
+    let holds = roles.iter().any(|m| {
+        (m.org_id == sys_org_id() && m.project_id.is_none())
+            || (m.org_id == project.org_id
+                && m.project_id.as_ref().is_none_or(|p| *p == project.id))
+    });
+    if holds {
+        Ok(project.id)
+    } else {
+        Err(unusable())
+    }
+}
+
+/// The org of the zone itself and its project hold the zone's own providers and gateways.
+fn refuse_sys(what: &str, path: &str) -> ApiResult<()> {
+    if path == SYS || path == format!("{SYS}/{SYS}") {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("{what} {path} is the zone's own and cannot be deleted"),
+        ));
+    }
+    Ok(())
+}
+
+const SYS: &str = "sys";
+
+/// Deletes an org that holds no project (zone operators).
+#[utoipa::path(delete, path = "/api/orgs/{org}", tag = "orgs",
+    params(("org" = String, Path, description = "Org name")),
+    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub(super) async fn delete_org(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs(org): PathArgs<String>,
+) -> ApiResult<StatusCode> {
+    let org_row = visible_org(&state, &caller, &org).await?;
+    caller.require_operator()?;
+    refuse_sys("org", org_row.name.as_str())?;
+    match state.store.delete_org(&org_row.id).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(StoreError::Invalid { reason, .. }) => Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("org {org} is not empty: {reason}; delete them first (`orc project delete`)"),
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Deletes a project that holds no pool and no provider (org owners).
+#[utoipa::path(delete, path = "/api/orgs/{org}/projects/{project}", tag = "orgs",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name")),
+    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub(super) async fn delete_project(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project)): PathArgs<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let (org_row, project_row) =
+        project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
+    caller.require_org(&org_row, Role::Owner)?;
+    let path = format!("{}/{}", org_row.name, project_row.name);
+    refuse_sys("project", &path)?;
+    match state.store.delete_project(&project_row.id).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(StoreError::Invalid { reason, .. }) => Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!(
+                "project {path} is not empty: {reason}; delete its pools first (`orc pool \
+                 delete`)"
+            ),
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Deletes a user with their roles and tokens (zone operators; not themselves, nor the
+/// zone's own users).
+#[utoipa::path(delete, path = "/api/users/{user}", tag = "users",
+    params(("user" = String, Path, description = "User name")),
+    responses((status = 204), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub(super) async fn delete_user(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs(user): PathArgs<String>,
+) -> ApiResult<StatusCode> {
+    caller.require_operator()?;
+    let user = user_named(&state, "user", &user).await?;
+    if user.id == caller.user.id {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            "you cannot delete yourself; another zone operator can",
+        ));
+    }
+    if [crate::zone::ADMIN_USER, orc_zone_apps::APPS_USER].contains(&user.name.as_str()) {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("user {} is the zone's own and cannot be deleted", user.name),
+        ));
+    }
+    state.store.delete_user(&user.id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -228,6 +228,7 @@ pub fn after_deployed(
     status.state = NodeState::Running;
     status.site = Some(deployed.site.to_string());
     status.instance_ref = Some(deployed.instance_ref.to_string());
+    status.placed = deployed.placed.clone();
     status.addresses = deployed.addresses.iter().map(ToString::to_string).collect();
     if status.price.is_none() {
         status.price = tenant_price(deployed.price.as_ref(), claimed.markup);

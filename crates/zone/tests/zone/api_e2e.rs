@@ -91,6 +91,22 @@ async fn a_pool_on_a_connected_provider_gets_running_priced_nodes() {
             "{node}"
         );
         assert!(node["price"]["amount"].is_string(), "{node}");
+        assert!(
+            node.get("placed").is_none(),
+            "a tenant never sees where a node went: {node}"
+        );
+    }
+    // A zone operator sees the cloud, location and instance the provider reported.
+    let seen = z.get(&format!("{WEB}/pools/db/nodes"), &z.admin).await;
+    for node in seen.body.as_array().unwrap() {
+        assert_eq!(node["placed"]["cloud"], "fake", "{node}");
+        assert_eq!(node["placed"]["location"], node["site"], "{node}");
+        assert!(
+            node["placed"]["instance"]
+                .as_str()
+                .is_some_and(|i| !i.is_empty()),
+            "{node}"
+        );
     }
     assert_eq!(cloud.instances().len(), 2);
 

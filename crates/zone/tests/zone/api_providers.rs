@@ -153,7 +153,7 @@ async fn pricing_strategy_is_set_and_removed() {
 }
 
 #[tokio::test]
-async fn sites_show_what_the_provider_reported_to_its_own_project_only() {
+async fn sites_show_what_the_provider_reported_to_projects_that_see_it() {
     let z = TestZone::start().await;
     let t = tenancy(&z).await;
     let store = z.zone.store();
@@ -195,19 +195,22 @@ async fn sites_show_what_the_provider_reported_to_its_own_project_only() {
             "gateway": null
         }])
     );
-    // A viewer cannot read them; another project cannot even after a scope change.
-    assert_eq!(z.get(SITES, &t.vic).await.status, StatusCode::FORBIDDEN);
+    // A viewer reads them too; another project sees them once the provider is zone-scoped
+    // (counting its own nodes only), and not before.
+    assert_eq!(z.get(SITES, &t.vic).await.status, StatusCode::OK);
+    z.grant("acme", Some("data"), "stan", "member").await;
+    const OTHER: &str = "/api/orgs/acme/projects/data/providers/fake/sites";
+    let hidden = z.get(OTHER, &t.stan).await;
+    assert_eq!(hidden.status, StatusCode::NOT_FOUND, "{}", hidden.body);
     z.post(
         "/api/orgs/acme/projects/web/providers/fake/change-scope",
         &z.admin,
         json!({ "scope": "zone" }),
     )
     .await;
-    z.grant("acme", Some("data"), "stan", "member").await;
-    let other = z
-        .get("/api/orgs/acme/projects/data/providers/fake/sites", &t.stan)
-        .await;
-    assert_eq!(other.status, StatusCode::FORBIDDEN, "{}", other.body);
+    let other = z.get(OTHER, &t.stan).await;
+    assert_eq!(other.status, StatusCode::OK, "{}", other.body);
+    assert_eq!(other.body, sites.body);
 
     // A later report without the site closes it.
     let empty = orc_proto::Inventory {

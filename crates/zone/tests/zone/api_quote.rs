@@ -155,7 +155,10 @@ async fn setup() -> Setup {
         .add_membership(&admin.id, &sys_org_id(), None, Role::Owner, now)
         .await
         .unwrap();
-    let (_, secret) = store.create_token(&admin.id, "t", None, now).await.unwrap();
+    let (_, secret) = store
+        .create_token(&admin.id, "t", None, None, now)
+        .await
+        .unwrap();
     let provider = store
         .create_provider(
             &NewProvider {

@@ -186,3 +186,164 @@ async fn memberships_are_listed_and_removed() {
     assert_eq!(bad_id.status, StatusCode::BAD_REQUEST);
     assert_eq!(bad_id.field(), Some("membership"));
 }
+
+#[tokio::test]
+async fn empty_orgs_and_projects_and_users_are_deleted() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+
+    // A project holding a provider is not empty; its org holds projects.
+    let busy = z.delete("/api/orgs/acme/projects/web", &t.olivia).await;
+    assert_eq!(busy.status, StatusCode::CONFLICT, "{}", busy.body);
+    assert_eq!(
+        busy.body["error"]["message"],
+        "project acme/web is not empty: it still holds 1 provider(s); delete its pools first \
+         (`orc pool delete`)"
+    );
+    let org = z.delete("/api/orgs/acme", &z.admin).await;
+    assert_eq!(org.status, StatusCode::CONFLICT, "{}", org.body);
+    assert!(
+        org.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("org acme is not empty: it still holds 2 project(s)"),
+        "{}",
+        org.body
+    );
+
+    // Only org owners delete projects; the zone's own cannot be deleted.
+    let member = z.delete("/api/orgs/acme/projects/data", &t.mia).await;
+    assert_eq!(member.status, StatusCode::NOT_FOUND, "{}", member.body);
+    let viewer = z.delete("/api/orgs/acme/projects/web", &t.vic).await;
+    assert_eq!(viewer.status, StatusCode::FORBIDDEN, "{}", viewer.body);
+    let sys = z.delete("/api/orgs/sys/projects/sys", &z.admin).await;
+    assert_eq!(sys.status, StatusCode::CONFLICT, "{}", sys.body);
+    assert_eq!(
+        sys.body["error"]["message"],
+        "project sys/sys is the zone's own and cannot be deleted"
+    );
+
+    let gone = z.delete("/api/orgs/acme/projects/data", &t.olivia).await;
+    assert_eq!(gone.status, StatusCode::NO_CONTENT, "{}", gone.body);
+    let again = z.get("/api/orgs/acme/projects/data", &t.olivia).await;
+    assert_eq!(again.status, StatusCode::NOT_FOUND);
+
+    // An org of no project goes; only zone operators delete orgs.
+    z.post("/api/orgs", &z.admin, json!({ "name": "solo" }))
+        .await;
+    z.grant("solo", None, "olivia", "owner").await;
+    let owner = z.delete("/api/orgs/solo", &t.olivia).await;
+    assert_eq!(owner.status, StatusCode::FORBIDDEN, "{}", owner.body);
+    let deleted = z.delete("/api/orgs/solo", &z.admin).await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT, "{}", deleted.body);
+    assert_eq!(
+        z.get("/api/orgs/solo", &z.admin).await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    // A deleted user's token stops working at once; no one deletes themselves or the
+    // zone's own users.
+    assert_eq!(z.get("/api/whoami", &t.vic).await.status, StatusCode::OK);
+    let by_tenant = z.delete("/api/users/vic", &t.olivia).await;
+    assert_eq!(
+        by_tenant.status,
+        StatusCode::FORBIDDEN,
+        "{}",
+        by_tenant.body
+    );
+    let user = z.delete("/api/users/vic", &z.admin).await;
+    assert_eq!(user.status, StatusCode::NO_CONTENT, "{}", user.body);
+    assert_eq!(
+        z.get("/api/whoami", &t.vic).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let members = z.get("/api/orgs/acme/memberships", &t.olivia).await;
+    assert!(
+        members
+            .body
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["user"] != "vic"),
+        "{}",
+        members.body
+    );
+    let own = z.delete("/api/users/admin", &z.admin).await;
+    assert_eq!(own.status, StatusCode::CONFLICT, "{}", own.body);
+    assert_eq!(
+        own.body["error"]["message"],
+        "you cannot delete yourself; another zone operator can"
+    );
+    let apps = z.delete("/api/users/sys-apps", &z.admin).await;
+    assert_eq!(apps.status, StatusCode::CONFLICT, "{}", apps.body);
+    let missing = z.delete("/api/users/nobody", &z.admin).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND, "{}", missing.body);
+}
+
+#[tokio::test]
+async fn a_token_names_its_default_project() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    let made = z
+        .post(
+            "/api/users/mia/tokens",
+            &t.mia,
+            json!({ "label": "laptop", "project": "acme/web" }),
+        )
+        .await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+    assert_eq!(made.body["token"]["project"], "acme/web");
+    let token = made.body["value"].as_str().unwrap().to_string();
+    let me = z.get("/api/whoami", &token).await;
+    assert_eq!(me.body["default_project"], "acme/web", "{}", me.body);
+    // Tokens without one say so.
+    let plain = z.get("/api/whoami", &t.mia).await;
+    assert_eq!(plain.body["default_project"], serde_json::Value::Null);
+
+    // A project the user holds no role in, or that does not exist, is refused alike.
+    for project in ["acme/data", "acme/nowhere"] {
+        let refused = z
+            .post(
+                "/api/users/mia/tokens",
+                &t.mia,
+                json!({ "label": "x", "project": project }),
+            )
+            .await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+        assert_eq!(refused.field(), Some("project"));
+        assert_eq!(
+            refused.body["error"]["message"],
+            format!(
+                "project \"{project}\" does not exist or mia holds no role in it; give them \
+                 one first (`orc member add`)"
+            )
+        );
+    }
+    let bad = z
+        .post(
+            "/api/users/mia/tokens",
+            &t.mia,
+            json!({ "label": "x", "project": "web" }),
+        )
+        .await;
+    assert_eq!(bad.field(), Some("project"), "{}", bad.body);
+
+    // Once the role is gone, whoami names no default project.
+    let members = z.get("/api/orgs/acme/memberships", &t.olivia).await;
+    let id = members
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["user"] == "mia")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let removed = z
+        .delete(&format!("/api/orgs/acme/memberships/{id}"), &t.olivia)
+        .await;
+    assert_eq!(removed.status, StatusCode::NO_CONTENT, "{}", removed.body);
+    let me = z.get("/api/whoami", &token).await;
+    assert_eq!(me.body["default_project"], serde_json::Value::Null);
+}

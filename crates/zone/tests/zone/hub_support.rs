@@ -48,7 +48,7 @@ pub async fn tenant(dir: &tempfile::TempDir) -> Tenant {
         .await
         .expect("membership");
     let (_, secret) = store
-        .create_token(&user.id, "provider", None, now)
+        .create_token(&user.id, "provider", None, None, now)
         .await
         .expect("token");
     Tenant {
