@@ -47,7 +47,7 @@ async fn a_hetzner_gateway_takes_the_site_addresses_and_its_replacement_keeps_th
         let done = place(&p, gateway_quote(gw, "eu-central", "eu-central-a")).await;
         assert_eq!(done.site.as_str(), "eu-central-a");
         let public: IpAddr = stable.ip.parse().unwrap();
-        assert_eq!(done.addresses, vec![public], "{gw} holds the stable IPv4");
+        assert_eq!(public_of(&done), vec![public], "{gw} holds the stable IPv4");
         let id: u64 = done.instance_ref.as_str()["hetzner:".len()..]
             .parse()
             .unwrap();
@@ -112,7 +112,7 @@ async fn a_vultr_gateway_takes_the_site_addresses_and_its_replacement_keeps_them
     for gw in ["gw-v1", "gw-v2"] {
         let done = place(&p, gateway_quote(gw, "us-east", "us-east-b")).await;
         let public: IpAddr = stable.subnet.parse().unwrap();
-        assert_eq!(done.addresses, vec![public], "{gw} holds the stable IPv4");
+        assert_eq!(public_of(&done), vec![public], "{gw} holds the stable IPv4");
         let id = &done.instance_ref.as_str()["vultr:".len()..];
         let pool_now = v.get_reserved_ip(&pool.id).await.unwrap().unwrap();
         assert_eq!(
@@ -352,6 +352,6 @@ async fn a_replacement_waits_for_the_previous_gateway_to_let_go() {
             DestroyResult::Destroyed
         );
         let second = deployed(deploy_os(&p, &new, o.quote_token, "gateway").await);
-        assert_eq!(second.addresses, first.addresses, "{site}");
+        assert_eq!(public_of(&second), public_of(&first), "{site}");
     }
 }

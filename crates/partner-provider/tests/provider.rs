@@ -110,8 +110,15 @@ async fn deploys_on_both_clouds_with_marks_price_and_addresses() {
     assert!(done.instance_ref.as_str().starts_with("vultr:"));
     assert_eq!(done.price, Some(Money::usd_per_month(Decimal::new(20, 0))));
     assert!(
-        done.addresses.is_empty(),
-        "a tenant node has no public address"
+        public_of(&done).is_empty(),
+        "a tenant node has no public address: {:?}",
+        done.addresses
+    );
+    assert_eq!(
+        private_of(&done).len(),
+        1,
+        "it sits on the site's private network: {:?}",
+        done.addresses
     );
 
     let hetzner_offer = offer(&p, quote("n-hetzner", "eu-central", 2, 4)).await;
@@ -120,8 +127,15 @@ async fn deploys_on_both_clouds_with_marks_price_and_addresses() {
     assert!(done.instance_ref.as_str().starts_with("hetzner:"));
     assert_eq!(done.price, hetzner_offer.price, "USD at the recorded rate");
     assert!(
-        done.addresses.is_empty(),
-        "a tenant node has no public address"
+        public_of(&done).is_empty(),
+        "a tenant node has no public address: {:?}",
+        done.addresses
+    );
+    assert_eq!(
+        private_of(&done).len(),
+        1,
+        "it sits on the site's private network: {:?}",
+        done.addresses
     );
 
     let inventory = p.inventory().await.unwrap();

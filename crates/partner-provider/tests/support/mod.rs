@@ -146,3 +146,21 @@ pub fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
         .finish();
     (sink, tracing::subscriber::set_default(subscriber))
 }
+
+/// The addresses of a deployed node that are not on a private network.
+pub fn public_of(done: &orc_proto::Deployed) -> Vec<std::net::IpAddr> {
+    done.addresses
+        .iter()
+        .copied()
+        .filter(|a| !matches!(a, std::net::IpAddr::V4(v4) if v4.is_private()))
+        .collect()
+}
+
+/// The addresses of a deployed node on its site's private network.
+pub fn private_of(done: &orc_proto::Deployed) -> Vec<std::net::IpAddr> {
+    done.addresses
+        .iter()
+        .copied()
+        .filter(|a| matches!(a, std::net::IpAddr::V4(v4) if v4.is_private()))
+        .collect()
+}
