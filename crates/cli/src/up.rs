@@ -721,6 +721,7 @@ pub async fn ensure_app_pool(
                     endpoints: vec![],
                     app: Some(wanted),
                     placement: Default::default(),
+                    ssh_keys: Vec::new(),
                 },
             };
             let change = store

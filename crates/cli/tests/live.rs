@@ -449,7 +449,12 @@ async fn a_tenant_works_in_their_own_project() {
         String::from_utf8_lossy(&sites.stderr)
     );
 
-    let args = pool_create("acme/web/db", "eu-central", "2", true);
+    // The tenant's own SSH key reaches every node's deploy.
+    const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl ann@laptop";
+    let key_file = dir.join("ann.pub");
+    std::fs::write(&key_file, format!("# ann's laptop\n{KEY}\n")).unwrap();
+    let mut args = pool_create("acme/web/db", "eu-central", "2", true);
+    args.extend(["--ssh-key".to_string(), key_file.display().to_string()]);
     stdout(
         &orc_as(
             zone,
@@ -458,6 +463,38 @@ async fn a_tenant_works_in_their_own_project() {
             &args.iter().map(String::as_str).collect::<Vec<_>>(),
         )
         .await,
+    );
+    let keyed: Vec<Vec<String>> = live
+        .cloud
+        .instances()
+        .into_iter()
+        .map(|i| i.ssh_keys)
+        .collect();
+    assert_eq!(keyed, [vec![KEY.to_string()], vec![KEY.to_string()]]);
+    let shown = stdout(&orc_as(zone, dir, &token, &["pool", "show", "acme/web/db"]).await);
+    assert!(
+        shown.contains("ssh key:     ssh-ed25519 SHA256:+DiY3wvvV6TuJJhbpZisF/zLDA0zPMSvHdkr4UvCOqU ann@laptop\n"),
+        "{shown}"
+    );
+    // A private key file is refused before anything is sent, naming the file.
+    let private = dir.join("ann");
+    std::fs::write(&private, "-----BEGIN OPENSSH PRIVATE KEY-----\nxx\n").unwrap();
+    let mut args = pool_create("acme/web/other", "eu-central", "2", false);
+    args.extend(["--ssh-key".to_string(), private.display().to_string()]);
+    let refused = orc_as(
+        zone,
+        dir,
+        &token,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
+    assert!(!refused.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr),
+        format!(
+            "error: {} holds a private key; give its public one (the .pub file)\n",
+            private.display()
+        )
     );
     let tenant = stdout(&orc_as(zone, dir, &token, &["nodes", "acme/web/db"]).await);
     let head = tenant.lines().next().unwrap();

@@ -87,6 +87,8 @@ pub struct FakeInstance {
     pub instance_ref: InstanceRef,
     pub address: IpAddr,
     pub price: Option<Money>,
+    /// The SSH keys the deploy asked the instance to install.
+    pub ssh_keys: Vec<String>,
 }
 
 /// A failure injected into the next deploy.
@@ -423,6 +425,7 @@ impl Provider for FakeProvider {
                     .unwrap_or_else(|_| unreachable!("non-empty")),
                 address: IpAddr::V4(Ipv4Addr::new(192, 0, 2, (n % 250 + 1) as u8)),
                 price: self.price(vcpus),
+                ssh_keys: deploy.ssh_keys.clone(),
             };
             state
                 .instances

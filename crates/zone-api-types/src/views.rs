@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use orc_common::Money;
 use orc_zone_model::{
     ApiToken, Event, Membership, Node, NodeState, Org, Pool, PricingStrategy, Project, Provider,
-    UsageLine, User,
+    SshPublicKey, UsageLine, User,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -339,6 +339,9 @@ pub struct PoolView {
     pub app: Option<AppView>,
     /// Provider-specific placement (`{"plan": "cx23"}`); empty when the provider chooses.
     pub placement: BTreeMap<String, String>,
+    /// The SSH keys its nodes install, by type, fingerprint and comment.
+    #[serde(default)]
+    pub ssh_keys: Vec<SshKeyView>,
     /// A public pool's address, once its provider has reported one.
     pub address: Option<PoolAddressView>,
     pub generation: u64,
@@ -349,6 +352,16 @@ pub struct PoolView {
     pub parked: Option<ParkedView>,
     pub created_at: i64,
     pub updated_at: i64,
+}
+
+/// An SSH key a pool's nodes install (never more of it than `ssh-keygen -l` shows).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SshKeyView {
+    /// `ssh-ed25519`, `ssh-rsa`, …
+    pub kind: String,
+    /// `SHA256:…`, as `ssh-keygen -l` prints it.
+    pub fingerprint: String,
+    pub comment: String,
 }
 
 /// Why a pool's node is parked.
@@ -416,6 +429,17 @@ impl PoolView {
             os: p.spec.os.clone(),
             public: p.spec.public,
             placement: p.spec.placement.clone(),
+            ssh_keys: p
+                .spec
+                .ssh_keys
+                .iter()
+                .filter_map(|line| SshPublicKey::parse(line).ok())
+                .map(|k| SshKeyView {
+                    kind: k.kind().to_string(),
+                    fingerprint: k.fingerprint(),
+                    comment: k.comment().to_string(),
+                })
+                .collect(),
             address: None,
             endpoints: p
                 .spec
@@ -743,6 +767,10 @@ pub struct CreatePool {
     /// `{"plan": "cx23"}` (the class is then the cloud location, `fsn1`).
     #[serde(default)]
     pub placement: BTreeMap<String, String>,
+    /// OpenSSH public keys (`authorized_keys` lines) every node installs for its OS's
+    /// default user; at most 20.
+    #[serde(default)]
+    pub ssh_keys: Vec<String>,
 }
 
 /// `POST …/pools/{pool}/resize`.

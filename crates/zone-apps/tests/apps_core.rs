@@ -138,6 +138,7 @@ impl Fixture {
                 endpoints: vec![],
                 app: Some(app),
                 placement: Default::default(),
+                ssh_keys: Vec::new(),
             },
         };
         let change = self

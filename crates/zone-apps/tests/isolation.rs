@@ -218,6 +218,7 @@ impl Fixture {
                     )])),
                 }),
                 placement: Default::default(),
+                ssh_keys: Vec::new(),
             },
         };
         let mut change = self

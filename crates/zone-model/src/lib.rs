@@ -3,7 +3,8 @@
 //! - [`model`]: typed ids, names, and the records the store keeps (orgs, projects, users,
 //!   tokens, providers, pools, nodes, events, usage lines);
 //! - [`pricing`]: what a tenant pays for a node and how its hours become usage lines;
-//! - [`clock`]: the [`Clock`](clock::Clock) seam through which the controller reads time.
+//! - [`clock`]: the [`Clock`](clock::Clock) seam through which the controller reads time;
+//! - [`ssh`]: the OpenSSH public keys a tenant has installed on a pool's nodes.
 //!
 //! Nothing here does I/O, spawns a task or reads a clock on its own (fresh token values come
 //! from the thread's CSPRNG): every function takes the time it needs (only [`Clock`](clock::Clock) implementations and
@@ -16,5 +17,7 @@
 pub mod clock;
 pub mod model;
 pub mod pricing;
+pub mod ssh;
 
 pub use model::*;
+pub use ssh::{SshKeyError, SshPublicKey};

@@ -635,6 +635,9 @@ pub struct PoolSpec {
     /// Provider-specific placement of a pool placed directly on one cloud
     /// (`plan` → `cx23`); empty when the provider chooses.
     pub placement: BTreeMap<String, String>,
+    /// OpenSSH public keys (`authorized_keys` lines) every node installs for its OS's
+    /// default user.
+    pub ssh_keys: Vec<String>,
 }
 
 /// A pool `<org>/<project>/<name>` of identical nodes.

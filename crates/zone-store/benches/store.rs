@@ -89,6 +89,7 @@ impl Bench {
                         endpoints: vec![],
                         app: None,
                         placement: Default::default(),
+                        ssh_keys: Vec::new(),
                     },
                 },
                 Timestamp(0),

@@ -24,7 +24,7 @@ use orc_zone_model::{
 
 const POOL_COLUMNS: &str = "id, project_id, name, provider_id, size, vcpus, memory_gib, arch, \
      disks_gib, region_class, os, public, endpoints, app, app_params, app_sensitive_params, \
-     generation, deleting, created_at, updated_at, placement";
+     generation, deleting, created_at, updated_at, placement, ssh_keys";
 
 /// What a resize did to the pool's nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +100,7 @@ fn pool_from(row: &AnyRow, key: Option<&SealingKey>) -> StoreResult<Pool> {
             endpoints: json(row, "pools.endpoints")?,
             app,
             placement: json(row, "pools.placement")?,
+            ssh_keys: json(row, "pools.ssh_keys")?,
         },
         generation: uint64(row, "pools.generation")?,
         deleting: flag(row, "pools.deleting")?,
@@ -266,9 +267,9 @@ impl Store {
         sqlx::query(
             "INSERT INTO pools (id, project_id, name, provider_id, size, vcpus, memory_gib, \
              arch, disks_gib, region_class, os, public, endpoints, app, app_params, \
-             app_sensitive_params, generation, deleting, created_at, updated_at, placement) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 1, \
-             0, $17, $17, $18)",
+             app_sensitive_params, generation, deleting, created_at, updated_at, placement, \
+             ssh_keys) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
+             $16, 1, 0, $17, $17, $18, $19)",
         )
         .bind(id.as_str())
         .bind(new.project_id.as_str())
@@ -288,6 +289,7 @@ impl Store {
         .bind(sensitive)
         .bind(now.millis())
         .bind(to_json(&spec.placement))
+        .bind(to_json(&spec.ssh_keys))
         .execute(&mut *tx)
         .await
         .map_err(|e| {
@@ -486,7 +488,7 @@ impl Store {
             "UPDATE pools SET provider_id = $3, vcpus = $4, memory_gib = $5, arch = $6, \
              disks_gib = $7, region_class = $8, os = $9, public = $10, endpoints = $11, \
              app = $12, app_params = $13, app_sensitive_params = $14, \
-             generation = generation + 1, updated_at = $15, placement = $16 \
+             generation = generation + 1, updated_at = $15, placement = $16, ssh_keys = $17 \
              WHERE id = $1 AND generation = $2 RETURNING {POOL_COLUMNS}"
         ));
         let row = sqlx::query(sql)
@@ -506,6 +508,7 @@ impl Store {
             .bind(sensitive)
             .bind(now.millis())
             .bind(to_json(&spec.placement))
+            .bind(to_json(&spec.ssh_keys))
             .fetch_optional(self.pool())
             .await
             .map_err(|e| {

@@ -95,6 +95,7 @@ fn spec(provider: &Provider) -> PoolSpec {
         endpoints: vec![],
         app: None,
         placement: Default::default(),
+        ssh_keys: Vec::new(),
     }
 }
 

@@ -112,6 +112,14 @@ fn pool_text(p: &PoolView, nodes: &[NodeView]) -> String {
             pairs.push(("sensitive", format!("{name} (set; never shown)")));
         }
     }
+    for key in &p.ssh_keys {
+        pairs.push((
+            "ssh key",
+            format!("{} {} {}", key.kind, key.fingerprint, key.comment)
+                .trim_end()
+                .to_string(),
+        ));
+    }
     pairs.push((
         "nodes",
         format!(
@@ -208,6 +216,10 @@ pub struct CreatePoolArgs {
     /// shell history). Never shown again, never in the app's environment (repeat for more).
     #[arg(long = "sensitive", value_parser = parse_sensitive, value_name = "NAME=@FILE")]
     pub sensitive: Vec<SensitiveParam>,
+    /// An OpenSSH public key file (an `authorized_keys` file or a `.pub`) whose keys every
+    /// node installs for its OS's default user (repeat for more).
+    #[arg(long = "ssh-key", value_name = "FILE")]
+    pub ssh_keys: Vec<std::path::PathBuf>,
     /// Wait until every node runs (a progress bar on a terminal, a line per change
     /// otherwise); stops early when the remaining nodes are parked for a reason that does
     /// not clear by itself.
@@ -218,12 +230,48 @@ pub struct CreatePoolArgs {
     pub timeout: u64,
 }
 
+/// The public keys in `path`: every line that is not blank or a `#` comment, each checked,
+/// naming the file and line when one is not a public key.
+fn read_ssh_keys(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read the SSH key file {}: {e}", path.display()))?;
+    let mut keys = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line.starts_with("-----BEGIN") {
+            bail!(
+                "{} holds a private key; give its public one (the .pub file)",
+                path.display()
+            );
+        }
+        let key = orc_zone_model::SshPublicKey::parse(line).map_err(|e| {
+            anyhow::anyhow!(
+                "{} line {}: not an OpenSSH public key: it {e}",
+                path.display(),
+                n + 1
+            )
+        })?;
+        keys.push(key.line());
+    }
+    if keys.is_empty() {
+        bail!("{} holds no SSH public key", path.display());
+    }
+    Ok(keys)
+}
+
 /// `orc pool create`.
 pub async fn create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Result<()> {
     let client = client(conn)?;
-    let (org, project, name) = object_path(&args.pool, "NAME")?;
+    let (org, project, name) = object_path(&args.pool, "POOL")?;
     let params: BTreeMap<String, String> = args.params.into_iter().collect();
     let sensitive = read_sensitive(args.sensitive)?;
+    let mut ssh_keys = Vec::new();
+    for path in &args.ssh_keys {
+        ssh_keys.extend(read_ssh_keys(path)?);
+    }
     let mut body = args.shape.body_fields();
     body.extend([
         ("name".to_string(), json!(name)),
@@ -231,6 +279,7 @@ pub async fn create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Result<()>
         ("app".to_string(), json!(args.app)),
         ("params".to_string(), json!(params)),
         ("sensitive_params".to_string(), json!(sensitive)),
+        ("ssh_keys".to_string(), json!(ssh_keys)),
     ]);
     let pool: PoolView = client
         .post(&format!("{}/pools", project_url(&org, &project)), &body)
@@ -530,6 +579,7 @@ mod golden {
             endpoints: Vec::new(),
             app: None,
             placement: Default::default(),
+            ssh_keys: Vec::new(),
             address: None,
             generation: 3,
             deleting: false,
@@ -588,6 +638,11 @@ mod golden {
                 sensitive_params: vec!["API_KEY".into()],
             }),
             placement: Default::default(),
+            ssh_keys: vec![orc_zone_api_types::views::SshKeyView {
+                kind: "ssh-ed25519".into(),
+                fingerprint: "SHA256:+DiY3wvvV6TuJJhbpZisF/zLDA0zPMSvHdkr4UvCOqU".into(),
+                comment: "ann@laptop".into(),
+            }],
             address: Some(orc_zone_api_types::views::PoolAddressView {
                 ipv4: "198.18.0.40".into(),
                 site: "eu-central-a".into(),

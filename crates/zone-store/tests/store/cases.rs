@@ -44,6 +44,7 @@ fn spec(provider_id: &ProviderId) -> PoolSpec {
         endpoints: vec![],
         app: None,
         placement: Default::default(),
+        ssh_keys: Vec::new(),
     }
 }
 
@@ -90,6 +91,37 @@ async fn pool_of(
         .await
         .unwrap()
         .created
+}
+
+/// Inserts an empty pool as the builds of schemas 4 to 9 wrote it: raw SQL, because this
+/// build's pool and node rows have columns those schemas lack.
+async fn old_pool(
+    db: &TestDb,
+    store: &Store,
+    project: &orc_zone_model::ProjectId,
+    provider: &ProviderId,
+    pool_name: &str,
+    os: &str,
+) -> orc_zone_model::PoolId {
+    let id = orc_zone_model::PoolId::from_counter(store.allocate_ids(1).await.unwrap());
+    let mut raw = db.raw().await;
+    sqlx::query(
+        "INSERT INTO pools (id, project_id, name, provider_id, size, vcpus, memory_gib, arch, \
+         disks_gib, region_class, os, public, endpoints, app, app_params, \
+         app_sensitive_params, generation, deleting, created_at, updated_at) VALUES ($1, $2, \
+         $3, $4, 0, 2, 4, 'x86_64', '', 'eu-central', $5, 0, '[]', NULL, '{}', '{}', 1, 0, \
+         $6, $6)",
+    )
+    .bind(id.as_str())
+    .bind(project.as_str())
+    .bind(pool_name)
+    .bind(provider.as_str())
+    .bind(os)
+    .bind(T0.millis())
+    .execute(&mut raw)
+    .await
+    .unwrap();
+    id
 }
 
 fn running(node: &Node) -> NodeStatus {
@@ -194,50 +226,23 @@ pub async fn migrations_name_gateway_pools_after_their_provider(db: &TestDb) {
         )
         .await
         .unwrap();
-    let mut gateway = spec(&provider.id);
-    gateway.os = "gateway".to_string();
-    // Empty pools: this build's node rows have columns schema 4 lacks.
-    let pool = |pool_name: &str, pool_spec: &PoolSpec| NewPool {
-        project_id: sys_project_id(),
-        name: name(pool_name),
-        size: 0,
-        spec: pool_spec.clone(),
-    };
-    let legacy = store
-        .create_pool(&pool("gw-eu-central-a", &gateway), T0)
-        .await
-        .unwrap();
+    let sys = sys_project_id();
+    let legacy = old_pool(db, &store, &sys, &provider.id, "gw-eu-central-a", "gateway").await;
     let long_site = format!("gw-{}", "s".repeat(54));
-    let too_long = store
-        .create_pool(&pool(&long_site, &gateway), T0)
-        .await
-        .unwrap();
-    let operators = store
-        .create_pool(&pool("gw-tools", &spec(&provider.id)), T0)
-        .await
-        .unwrap();
+    let too_long = old_pool(db, &store, &sys, &provider.id, &long_site, "gateway").await;
+    let operators = old_pool(db, &store, &sys, &provider.id, "gw-tools", "debian-12").await;
     store.close().await;
 
     let store = db.store().await;
-    let renamed = store.get_pool(&legacy.pool.id).await.unwrap();
+    let renamed = store.get_pool(&legacy).await.unwrap();
     assert_eq!(renamed.name.as_str(), "gw-partner-eu-central-a");
     assert_eq!(
-        store
-            .get_pool(&too_long.pool.id)
-            .await
-            .unwrap()
-            .name
-            .as_str(),
+        store.get_pool(&too_long).await.unwrap().name.as_str(),
         long_site,
         "a name that would be too long stays"
     );
     assert_eq!(
-        store
-            .get_pool(&operators.pool.id)
-            .await
-            .unwrap()
-            .name
-            .as_str(),
+        store.get_pool(&operators).await.unwrap().name.as_str(),
         "gw-tools",
         "a sys pool that is no gateway keeps its name"
     );
@@ -248,9 +253,7 @@ pub async fn migrations_keep_refusals_and_take_unplaceable(db: &TestDb) {
     store.migrate_to(8).await.unwrap();
     store.bootstrap(T0).await.unwrap();
     let (project, provider) = tenant(&store).await;
-    let pool = pool_of(&store, &project, &provider, "web", 0).await;
-    assert!(pool.is_empty());
-    let pool_id = store.list_pools(&project.id).await.unwrap()[0].id.clone();
+    let pool_id = old_pool(db, &store, &project.id, &provider, "web", "debian-12").await;
     let node = NodeId::from_counter(store.allocate_ids(1).await.unwrap());
     // Schema 8's node row, written as that schema's build wrote it.
     let mut raw = db.raw().await;
@@ -812,6 +815,7 @@ pub async fn pools_crud_and_resize(db: &TestDb) {
             params,
             sensitive: SensitiveParams(secrets),
         }),
+        ssh_keys: vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl ann@laptop".to_string()],
         ..spec(&provider)
     };
     let change = store

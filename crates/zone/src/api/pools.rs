@@ -99,6 +99,35 @@ async fn pool_view(
     Ok(view)
 }
 
+/// The pool's SSH keys, normalised, each checked and named by its place in the list when it
+/// is not a public key; a key given twice is kept once.
+fn parse_ssh_keys(lines: &[String]) -> ApiResult<Vec<String>> {
+    use orc_zone_model::ssh::{SSH_KEYS_MAX, SshPublicKey};
+    if lines.len() > SSH_KEYS_MAX {
+        return Err(ApiError::invalid(
+            "ssh_keys",
+            format!(
+                "ssh_keys holds {} keys; a pool takes at most {SSH_KEYS_MAX}",
+                lines.len()
+            ),
+        ));
+    }
+    let mut keys: Vec<String> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let key = SshPublicKey::parse(line).map_err(|e| {
+            ApiError::invalid(
+                format!("ssh_keys[{i}]"),
+                format!("ssh_keys[{i}] is not an OpenSSH public key: it {e}"),
+            )
+        })?;
+        let line = key.line();
+        if !keys.contains(&line) {
+            keys.push(line);
+        }
+    }
+    Ok(keys)
+}
+
 /// Checks a requested shape, naming the field at fault.
 fn parse_shape(shape: &ShapeView) -> ApiResult<Shape> {
     if !(1..=1024).contains(&shape.cpu) {
@@ -353,6 +382,7 @@ pub(super) async fn create_pool(
         .map_err(|e| ApiError::invalid("provider", e.message))?;
     check_catalog(&state, &provider, &body.class, &body.os)?;
     let endpoints = parse_endpoints(&body.endpoints)?;
+    let ssh_keys = parse_ssh_keys(&body.ssh_keys)?;
     check_params("params", &body.params)?;
     check_params("sensitive_params", &body.sensitive_params)?;
     check_placement(&body.placement)?;
@@ -406,6 +436,7 @@ pub(super) async fn create_pool(
             endpoints,
             app,
             placement: body.placement.clone(),
+            ssh_keys,
         },
     };
     let change = state

@@ -64,6 +64,7 @@ fn gateway_spec(provider: &ProviderId, class: &str) -> PoolSpec {
         endpoints: Vec::new(),
         app: None,
         placement: BTreeMap::new(),
+        ssh_keys: Vec::new(),
     }
 }
 

@@ -480,7 +480,7 @@ impl Reconciler {
                 node_id: node.id.clone(),
                 quote_token: QuoteToken::new(quote_token).ok()?,
                 os: OsId::new(context.pool.spec.os.as_str()).ok()?,
-                ssh_keys: Vec::new(),
+                ssh_keys: context.pool.spec.ssh_keys.clone(),
                 bootstrap: Bootstrap::default(),
             })
         })();

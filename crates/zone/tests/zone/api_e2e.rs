@@ -67,15 +67,24 @@ async fn a_pool_on_a_connected_provider_gets_running_priced_nodes() {
     assert_eq!(unknown_class.status, StatusCode::BAD_REQUEST);
     assert_eq!(unknown_class.field(), Some("class"));
 
+    // A key given twice (with other spacing) is kept once.
+    const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl ann@laptop";
+    let spaced = KEY.replace(' ', "  ");
     let created = z
         .post(
             &format!("{WEB}/pools"),
             &t.mia,
             json!({ "name": "db", "provider": "fake", "size": 2, "shape": { "cpu": 2, "mem": 4 },
-                    "class": "eu-central", "os": "debian-12" }),
+                    "class": "eu-central", "os": "debian-12", "ssh_keys": [KEY, spaced] }),
         )
         .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    assert_eq!(
+        created.body["ssh_keys"],
+        json!([{ "kind": "ssh-ed25519",
+                 "fingerprint": "SHA256:+DiY3wvvV6TuJJhbpZisF/zLDA0zPMSvHdkr4UvCOqU",
+                 "comment": "ann@laptop" }])
+    );
 
     eventually("both nodes run", API_WAIT, || async {
         let pool = z.get(&format!("{WEB}/pools/db"), &t.vic).await;
@@ -109,6 +118,13 @@ async fn a_pool_on_a_connected_provider_gets_running_priced_nodes() {
         );
     }
     assert_eq!(cloud.instances().len(), 2);
+    for instance in cloud.instances() {
+        assert_eq!(
+            instance.ssh_keys,
+            [KEY],
+            "every deploy carries the pool's keys"
+        );
+    }
 
     let deleted = z.delete(&format!("{WEB}/pools/db"), &t.mia).await;
     assert_eq!(deleted.status, StatusCode::ACCEPTED);

@@ -133,6 +133,13 @@ async fn bad_pool_requests_name_the_field() {
             "placement.plan",
         ),
         (json!({ "placement": { "plan": 23 } }), "placement.plan"),
+        (
+            json!({ "ssh_keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl", "-----BEGIN OPENSSH PRIVATE KEY-----"] }),
+            "ssh_keys[1]",
+        ),
+        (json!({ "ssh_keys": ["ssh-ed25519 AAAA"] }), "ssh_keys[0]"),
+        (json!({ "ssh_keys": vec!["x"; 21] }), "ssh_keys"),
+        (json!({ "ssh_keys": "ssh-ed25519 AAAA" }), "ssh_keys"),
     ];
     for (patch, field) in cases {
         let mut body = pool_body("db", 1);
@@ -143,6 +150,14 @@ async fn bad_pool_requests_name_the_field() {
         assert_eq!(a.status, StatusCode::BAD_REQUEST, "{body}: {}", a.body);
         assert_eq!(a.field(), Some(field), "{body}: {}", a.body);
     }
+    let mut private = pool_body("db", 1);
+    private["ssh_keys"] = json!(["-----BEGIN OPENSSH PRIVATE KEY-----"]);
+    let a = z.post(POOLS, &t.mia, private).await;
+    assert_eq!(
+        a.body["error"]["message"],
+        "ssh_keys[0] is not an OpenSSH public key: it is a private key; give the public one \
+         (the .pub file)"
+    );
     let mut no_size = pool_body("db", 1);
     no_size.as_object_mut().unwrap().remove("size");
     let a = z.post(POOLS, &t.mia, no_size).await;

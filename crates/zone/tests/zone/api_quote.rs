@@ -368,6 +368,7 @@ async fn usage_counts_running_nodes_to_date() {
                     endpoints: vec![],
                     app: None,
                     placement: Default::default(),
+                    ssh_keys: Vec::new(),
                 },
             },
             opened,

@@ -230,6 +230,7 @@ pub fn spec(provider: &Provider) -> PoolSpec {
         endpoints: vec![],
         app: None,
         placement: Default::default(),
+        ssh_keys: Vec::new(),
     }
 }
 
