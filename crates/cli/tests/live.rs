@@ -417,6 +417,7 @@ async fn a_tenant_works_in_their_own_project() {
         &["user", "create", "ann"],
         &["member", "add", "acme/web", "ann", "member"],
         &["provider", "change-scope", "sys/sys/fake", "zone"],
+        &["provider", "pricing", "sys/sys/fake", "--markup", "0.15"],
     ] {
         stdout(&orc(zone, dir, args).await);
     }
@@ -442,6 +443,26 @@ async fn a_tenant_works_in_their_own_project() {
     assert!(me.contains("\nproject:  acme/web\n"), "{me}");
     let providers = stdout(&orc_as(zone, dir, &token, &["providers"]).await);
     assert!(providers.contains("fake"), "{providers}");
+    // A tenant sees neither the operator's markup nor where the provider's replicas run.
+    let seen: serde_json::Value = serde_json::from_str(&stdout(
+        &orc_as(zone, dir, &token, &["--json", "provider", "show", "fake"]).await,
+    ))
+    .unwrap();
+    assert_eq!(seen["pricing"]["markup"], serde_json::Value::Null, "{seen}");
+    assert_eq!(seen["replicas"][0]["host"], "", "{seen}");
+    assert_eq!(seen["replicas"][0]["pid"], 0, "{seen}");
+    let operator: serde_json::Value = serde_json::from_str(&stdout(
+        &orc(
+            zone,
+            dir,
+            &["--json", "provider", "show", "fake", "--project", "sys/sys"],
+        )
+        .await,
+    ))
+    .unwrap();
+    assert_eq!(operator["pricing"]["markup"], "0.15", "{operator}");
+    assert_ne!(operator["replicas"][0]["host"], "", "{operator}");
+    assert_ne!(operator["replicas"][0]["pid"], 0, "{operator}");
     let sites = orc_as(zone, dir, &token, &["sites", "fake"]).await;
     assert!(
         sites.status.success(),
