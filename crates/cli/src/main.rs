@@ -102,6 +102,10 @@ enum Command {
         command: ProviderCommand,
     },
     /// Ask a provider what a node would cost, and where.
+    #[command(
+        after_help = "Example: orc quote acme/web --provider partner --class eu-central --cpu 2 \
+                      --mem 4 --os debian-12"
+    )]
     Quote(commands::quote::QuoteArgs),
     /// Show a project's events, newest last (the newest --limit of them).
     #[command(after_help = "Example: orc events acme/web --pool db --since 1h")]
@@ -608,5 +612,40 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// Every command a person runs shows one example of itself in its help.
+    #[test]
+    fn every_command_has_an_example() {
+        fn leaves(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<(String, String)>) {
+            let subs: Vec<&clap::Command> = cmd
+                .get_subcommands()
+                .filter(|c| c.get_name() != "help" && !c.is_hide_set())
+                .collect();
+            if subs.is_empty() {
+                let example = cmd
+                    .get_after_help()
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                out.push((path.join(" "), example));
+            }
+            for sub in subs {
+                let mut next = path.clone();
+                next.push(sub.get_name().to_string());
+                leaves(sub, next, out);
+            }
+        }
+        let mut all = Vec::new();
+        leaves(&Cli::command(), vec!["orc".to_string()], &mut all);
+        assert!(all.len() > 30, "{all:?}");
+        let missing: Vec<&String> = all
+            .iter()
+            .filter(|(path, example)| !example.starts_with(&format!("Example: {path}")))
+            .map(|(path, _)| path)
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "commands without an example of themselves: {missing:?}"
+        );
     }
 }

@@ -19,6 +19,7 @@ use crate::table::{Table, fields};
 #[derive(Debug, Subcommand)]
 pub enum OrgCommand {
     /// The orgs you can see.
+    #[command(after_help = "Example: orc org list")]
     List,
     /// Create an org (zone operators).
     #[command(after_help = "Example: orc org create acme")]
@@ -38,6 +39,7 @@ pub enum OrgCommand {
 #[derive(Debug, Subcommand)]
 pub enum ProjectCommand {
     /// An org's projects.
+    #[command(after_help = "Example: orc project list acme")]
     List {
         /// ORG
         org: String,
@@ -60,6 +62,7 @@ pub enum ProjectCommand {
 #[derive(Debug, Subcommand)]
 pub enum UserCommand {
     /// Every user (zone operators).
+    #[command(after_help = "Example: orc user list")]
     List,
     /// Create a user (zone operators); give them a role with `orc member add` and a token
     /// with `orc token create`.
@@ -81,11 +84,13 @@ pub enum UserCommand {
 #[derive(Debug, Subcommand)]
 pub enum MemberCommand {
     /// Who holds which role in an org and its projects.
+    #[command(after_help = "Example: orc member list acme")]
     List {
         /// ORG
         org: String,
     },
     /// Give a user a role in an org, or in one project of it (owners).
+    #[command(after_help = "Example: orc member add acme/web ann member")]
     Add {
         /// ORG or ORG/PROJECT
         scope: String,
@@ -95,6 +100,7 @@ pub enum MemberCommand {
         role: String,
     },
     /// Take a role away (owners).
+    #[command(after_help = "Example: orc member remove acme m-00000000001a")]
     Remove {
         /// ORG
         org: String,
@@ -107,11 +113,15 @@ pub enum MemberCommand {
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
     /// A user's tokens (never their values).
+    #[command(after_help = "Example: orc token list ann")]
     List {
         /// USER (yourself, or anyone for zone operators)
         user: String,
     },
     /// Create a token; its value is printed this once.
+    #[command(
+        after_help = "Example: orc token create ann --label laptop --project acme/web > ann.token"
+    )]
     Create {
         /// USER
         user: String,
@@ -126,6 +136,7 @@ pub enum TokenCommand {
         project: Option<String>,
     },
     /// Revoke a token; streams it opened close within seconds.
+    #[command(after_help = "Example: orc token revoke ann t-00000000001c")]
     Revoke {
         /// USER
         user: String,
