@@ -10,12 +10,16 @@
 //! test or a demo decides when the world changes: sold-out plans, disabled locations,
 //! injected errors, latency, failing actions, rate-limit budgets and the emulated clock.
 //!
+//! [`first_boot`] reads a server's user data as a cloud's first boot would (the cloud-init
+//! subset orc's providers write), for servers that run it.
+//!
 //! Invariant: this crate never imports the cloud clients (`orc-cloud`). An emulator that
 //! shared the client's types would agree with the client's bugs.
 
 pub mod accounts;
 pub mod clock;
 pub mod control;
+pub mod first_boot;
 mod gate;
 pub mod hetzner;
 pub mod robot;

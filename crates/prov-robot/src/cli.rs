@@ -146,6 +146,10 @@ enum MachineAction {
         /// A pin for `orc-agent join`, as NAME=VALUE (repeatable).
         #[arg(long = "pin")]
         pins: Vec<String>,
+        /// An OpenSSH public key file whose keys the installed system's root accepts
+        /// (repeatable; blank lines and `#` comments are skipped).
+        #[arg(long = "ssh-key", value_name = "FILE")]
+        ssh_keys: Vec<PathBuf>,
     },
 }
 
@@ -275,7 +279,19 @@ async fn machine_action(
             agent_sha256,
             zone_url,
             pins,
+            ssh_keys,
         } => {
+            let mut keys = Vec::new();
+            for path in &ssh_keys {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading the SSH key file {}", path.display()))?;
+                keys.extend(
+                    text.lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                        .map(str::to_string),
+                );
+            }
             let token = if token_file == Path::new("-") {
                 let mut text = String::new();
                 std::io::stdin()
@@ -301,6 +317,7 @@ async fn machine_action(
                 zone_url,
                 pins: pin_map,
                 hostname: hostname_for(key.as_str()),
+                ssh_keys: keys,
             };
             let report = machines.bootstrap(key, &params, &RusshExecutor).await?;
             println!(

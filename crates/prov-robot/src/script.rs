@@ -78,6 +78,8 @@ pub struct BootstrapParams {
     pub pins: BTreeMap<String, String>,
     /// The installed system's host name.
     pub hostname: String,
+    /// OpenSSH public keys (`authorized_keys` lines) the installed system's root accepts.
+    pub ssh_keys: Vec<String>,
 }
 
 impl std::fmt::Debug for BootstrapParams {
@@ -89,6 +91,7 @@ impl std::fmt::Debug for BootstrapParams {
             .field("zone_url", &self.zone_url)
             .field("pins", &self.pins)
             .field("hostname", &self.hostname)
+            .field("ssh_keys", &self.ssh_keys.len())
             .finish()
     }
 }
@@ -131,6 +134,16 @@ fn is_plain(text: &str) -> bool {
                         | ']'
                 )
         })
+}
+
+/// A public key line usable in the post-install script's here-document: it starts with a
+/// key type (so it can never be the delimiter) and holds printable ASCII only.
+fn is_key_line(text: &str) -> bool {
+    ["ssh-", "ecdsa-", "sk-"]
+        .iter()
+        .any(|t| text.starts_with(t))
+        && text.len() <= 8192
+        && text.chars().all(|c| c == ' ' || c.is_ascii_graphic())
 }
 
 /// A token usable in the post-install script: one line of visible ASCII.
@@ -198,6 +211,15 @@ impl BootstrapParams {
                 "hostname",
                 "must be a host name (letters, digits, '-', at most 63)",
             ));
+        }
+        for (i, key) in self.ssh_keys.iter().enumerate() {
+            if !is_key_line(key) {
+                return Err(param_error(
+                    &format!("ssh_keys[{i}]"),
+                    "must be one authorized_keys line: a key type (ssh-…, ecdsa-…, sk-…), \
+                     then printable characters, at most 8192",
+                ));
+            }
         }
         Ok(())
     }
@@ -320,9 +342,20 @@ ORC_UNIT_EOF
 chmod 0644 "$root/etc/systemd/system/{JOIN_UNIT}" "$root/etc/systemd/system/{AGENT_UNIT}"
 ln -sf "../{JOIN_UNIT}" "$root/etc/systemd/system/multi-user.target.wants/{JOIN_UNIT}"
 ln -sf "../{AGENT_UNIT}" "$root/etc/systemd/system/multi-user.target.wants/{AGENT_UNIT}"
-shred -u "$0" 2>/dev/null || rm -f "$0"
 "#
     ));
+    if !params.ssh_keys.is_empty() {
+        s.push_str(
+            "mkdir -p \"$root/root/.ssh\"\nchmod 0700 \"$root/root/.ssh\"\n\
+             cat >> \"$root/root/.ssh/authorized_keys\" <<'ORC_SSH_KEYS_END'\n",
+        );
+        for key in &params.ssh_keys {
+            s.push_str(key);
+            s.push('\n');
+        }
+        s.push_str("ORC_SSH_KEYS_END\nchmod 0600 \"$root/root/.ssh/authorized_keys\"\n");
+    }
+    s.push_str("shred -u \"$0\" 2>/dev/null || rm -f \"$0\"\n");
     s
 }
 

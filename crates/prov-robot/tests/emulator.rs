@@ -404,6 +404,7 @@ async fn identify_then_bootstrap_share_one_rescue_reset_and_the_token_only_trave
         zone_url: "https://zone.example.net".into(),
         pins: BTreeMap::new(),
         hostname: "node-b".into(),
+        ssh_keys: Vec::new(),
     };
     let report = rig.machines.bootstrap(&k, &params, &ssh).await.unwrap();
     assert!(report.reused_rescue, "identify left the server in rescue");
@@ -458,6 +459,7 @@ async fn bootstrap_of_an_unclaimed_server_or_with_bad_params_does_nothing() {
         zone_url: "https://zone.example.net".into(),
         pins: BTreeMap::new(),
         hostname: "n".into(),
+        ssh_keys: Vec::new(),
     };
     let err = rig
         .machines

@@ -337,6 +337,7 @@ async fn bootstrap_over_real_ssh_keeps_the_token_out_of_argv_scripts_and_logs() 
         zone_url: "https://zone.example.net:7443".into(),
         pins: BTreeMap::from([("serving-ca".to_string(), "sha256:0011".to_string())]),
         hostname: "node-ssh".into(),
+        ssh_keys: Vec::new(),
     };
     let report = machines
         .bootstrap(&key, &params, &ssh)

@@ -22,8 +22,12 @@ fn params(agent_sha256: &str) -> BootstrapParams {
         zone_url: "https://zone.example.net:7443".into(),
         pins: BTreeMap::from([("serving-ca".to_string(), "sha256:abcd".to_string())]),
         hostname: "orc-node-1".into(),
+        ssh_keys: vec![KEY.into()],
     }
 }
+
+const KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl ann@laptop";
 
 fn syntax_ok(shell: &str, text: &str) -> Result<(), String> {
     let mut child = Command::new(shell)
@@ -144,6 +148,20 @@ fn hostile_parameters_are_refused_before_any_script_is_made() {
             },
         ),
         (
+            "ssh_keys[0]",
+            BootstrapParams {
+                ssh_keys: vec!["ORC_SSH_KEYS_END".into()],
+                ..good.clone()
+            },
+        ),
+        (
+            "ssh_keys[1]",
+            BootstrapParams {
+                ssh_keys: vec![KEY.into(), "ssh-ed25519 AAAA\nrm -rf /".into()],
+                ..good.clone()
+            },
+        ),
+        (
             "pins.Bad",
             BootstrapParams {
                 pins: BTreeMap::from([("Bad".into(), "x".into())]),
@@ -249,6 +267,13 @@ fn the_install_runs_with_raid1_over_nvme_and_leaves_the_token_only_at_its_place(
         assert_eq!(rescue.mode(&format!("etc/systemd/system/{unit}")), 0o644);
     }
 
+    assert_eq!(
+        std::fs::read_to_string(rescue.target.join("root/.ssh/authorized_keys")).unwrap(),
+        format!("{KEY}\n"),
+        "the pool's keys are root's"
+    );
+    assert_eq!(rescue.mode("root/.ssh"), 0o700);
+    assert_eq!(rescue.mode("root/.ssh/authorized_keys"), 0o600);
     assert!(
         !rescue.target.join("post-install").exists(),
         "the post-install script shreds itself"

@@ -133,6 +133,45 @@ mod tests {
 
     const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHkxbq0XPwVbYb2oZfhIfxXvqqxVGbAIbR2l4vXQdQ5Y ops@example";
 
+    /// What this builder writes is what a cloud's first boot reads: the emulators' reading
+    /// of it (the one materialised servers run) gets back every key, command and script.
+    #[test]
+    fn a_first_boot_reads_back_what_is_written() {
+        use orc_emu::first_boot::{FirstBoot, Step};
+        let odd = "ssh-ed25519 AAAA \"odd\\comment\"";
+        let text = UserData::new(b"#!/bin/sh\necho boot\n")
+            .unwrap()
+            .ssh_keys([KEY, odd])
+            .keep_root_login()
+            .run("ip route replace default via 10.64.3.1 || true")
+            .render()
+            .unwrap();
+        let boot = FirstBoot::parse(text.as_bytes()).unwrap();
+        assert_eq!(boot.ssh_keys, [KEY, odd]);
+        assert!(boot.root_login);
+        assert_eq!(
+            boot.run,
+            [
+                Step::Script {
+                    part: 2,
+                    body: "#!/bin/sh\necho boot\n".into()
+                },
+                Step::Argv(vec![
+                    "sh".into(),
+                    "-c".into(),
+                    "ip route replace default via 10.64.3.1 || true".into()
+                ]),
+            ]
+        );
+        assert!(boot.skipped.is_empty(), "{:?}", boot.skipped);
+        let alone = UserData::new(b"")
+            .unwrap()
+            .ssh_keys([KEY])
+            .render()
+            .unwrap();
+        assert_eq!(FirstBoot::parse(alone.as_bytes()).unwrap().ssh_keys, [KEY]);
+    }
+
     #[test]
     fn nothing_to_say_is_no_user_data() {
         assert_eq!(UserData::new(b"").unwrap().render(), None);

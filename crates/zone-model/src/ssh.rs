@@ -1,19 +1,19 @@
 //! OpenSSH public keys, as a tenant gives them for a pool (`orc pool create --ssh-key
 //! FILE`): one `authorized_keys` line each, `TYPE BASE64 [COMMENT]`.
 //!
-//! A key is checked as far as a line can be without cryptography: a known type, a blob
-//! that is base64 and names the same type inside, a printable comment. Options before the
-//! type (`from="…"`, `command="…"`) are refused: they would change what the key may do on
-//! the node, which is the provider's to decide.
+//! A key is checked in words a person can act on (a known type, base64 that names the same
+//! type inside, a printable comment), then decoded in full by the `ssh-key` crate, which
+//! also gives its fingerprint. Options before the type (`from="…"`, `command="…"`) are
+//! refused: they would change what the key may do on the node, which is the provider's to
+//! decide.
 
 use std::fmt;
 
 use base64::Engine as _;
-use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
-use sha2::{Digest, Sha256};
+use base64::engine::general_purpose::STANDARD;
 
 /// The key types a pool's nodes accept.
-pub const SSH_KEY_TYPES: [&str; 8] = [
+pub const SSH_KEY_TYPES: [&str; 7] = [
     "ssh-ed25519",
     "ssh-rsa",
     "ecdsa-sha2-nistp256",
@@ -21,7 +21,6 @@ pub const SSH_KEY_TYPES: [&str; 8] = [
     "ecdsa-sha2-nistp521",
     "sk-ssh-ed25519@openssh.com",
     "sk-ecdsa-sha2-nistp256@openssh.com",
-    "ssh-dss",
 ];
 
 /// The longest key line taken (an RSA 16384-bit key is about 2.8 KiB).
@@ -34,9 +33,9 @@ pub const SSH_KEYS_MAX: usize = 20;
 #[derive(Clone, PartialEq, Eq)]
 pub struct SshPublicKey {
     kind: String,
-    blob: Vec<u8>,
     base64: String,
     comment: String,
+    fingerprint: String,
 }
 
 /// Why a line is not a public key.
@@ -60,6 +59,8 @@ pub enum SshKeyError {
     Mismatch(String),
     #[error("has a comment with control characters")]
     BadComment,
+    #[error("holds data that is not a valid {0} key")]
+    Invalid(String),
 }
 
 impl SshPublicKey {
@@ -100,11 +101,13 @@ impl SshPublicKey {
         if comment.chars().any(orc_common::text::is_unsafe) {
             return Err(SshKeyError::BadComment);
         }
+        let decoded = ssh_key::PublicKey::from_openssh(&format!("{kind} {base64}"))
+            .map_err(|_| SshKeyError::Invalid(kind.to_string()))?;
         Ok(SshPublicKey {
             kind: kind.to_string(),
-            blob,
             base64: base64.to_string(),
             comment,
+            fingerprint: decoded.fingerprint(ssh_key::HashAlg::Sha256).to_string(),
         })
     }
 
@@ -120,10 +123,7 @@ impl SshPublicKey {
 
     /// The fingerprint as `ssh-keygen -l` prints it: `SHA256:` and unpadded base64.
     pub fn fingerprint(&self) -> String {
-        format!(
-            "SHA256:{}",
-            STANDARD_NO_PAD.encode(Sha256::digest(&self.blob))
-        )
+        self.fingerprint.clone()
     }
 
     /// The key as one `authorized_keys` line, normalised (single spaces).
@@ -202,6 +202,13 @@ mod tests {
         assert_eq!(
             err(&rsa_named_ed),
             "holds a key whose data does not name its type ssh-rsa"
+        );
+        let mut short = vec![0, 0, 0, 11];
+        short.extend_from_slice(b"ssh-ed25519");
+        short.extend_from_slice(&[0, 0, 0, 5, 1, 2, 3, 4, 5]);
+        assert_eq!(
+            err(&format!("ssh-ed25519 {}", STANDARD.encode(short))),
+            "holds data that is not a valid ssh-ed25519 key"
         );
         assert_eq!(
             err(&format!("{ED25519}\u{202e}x")),
