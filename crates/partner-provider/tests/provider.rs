@@ -99,6 +99,21 @@ async fn passes_the_provider_conformance_cases() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// A tenant node has no public address and one on its site's private network.
+fn only_on_its_site_network(done: &orc_proto::Deployed) {
+    assert!(
+        public_of(done).is_empty(),
+        "a tenant node has no public address: {:?}",
+        done.addresses
+    );
+    assert_eq!(
+        private_of(done).len(),
+        1,
+        "it sits on the site's private network: {:?}",
+        done.addresses
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deploys_on_both_clouds_with_marks_price_and_addresses() {
     let emu = emulators().await;
@@ -109,34 +124,14 @@ async fn deploys_on_both_clouds_with_marks_price_and_addresses() {
     let done = deployed(deploy(&p, "n-vultr", vultr_offer.quote_token).await);
     assert!(done.instance_ref.as_str().starts_with("vultr:"));
     assert_eq!(done.price, Some(Money::usd_per_month(Decimal::new(20, 0))));
-    assert!(
-        public_of(&done).is_empty(),
-        "a tenant node has no public address: {:?}",
-        done.addresses
-    );
-    assert_eq!(
-        private_of(&done).len(),
-        1,
-        "it sits on the site's private network: {:?}",
-        done.addresses
-    );
+    only_on_its_site_network(&done);
 
     let hetzner_offer = offer(&p, quote("n-hetzner", "eu-central", 2, 4)).await;
     assert_eq!(hetzner_offer.site.as_str(), "eu-central-a");
     let done = deployed(deploy(&p, "n-hetzner", hetzner_offer.quote_token).await);
     assert!(done.instance_ref.as_str().starts_with("hetzner:"));
     assert_eq!(done.price, hetzner_offer.price, "USD at the recorded rate");
-    assert!(
-        public_of(&done).is_empty(),
-        "a tenant node has no public address: {:?}",
-        done.addresses
-    );
-    assert_eq!(
-        private_of(&done).len(),
-        1,
-        "it sits on the site's private network: {:?}",
-        done.addresses
-    );
+    only_on_its_site_network(&done);
 
     let inventory = p.inventory().await.unwrap();
     let listed: Vec<(&str, &str)> = inventory

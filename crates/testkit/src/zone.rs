@@ -192,6 +192,24 @@ impl TestZone {
         assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
     }
 
+    /// Takes `user`'s role in `org` (the first of theirs it lists) away, as `token` (an owner).
+    pub async fn ungrant(&self, org: &str, user: &str, token: &str) {
+        let list = self
+            .get(&format!("/api/orgs/{org}/memberships"), token)
+            .await;
+        let id = list
+            .body
+            .as_array()
+            .and_then(|ms| ms.iter().find(|m| m["user"] == user))
+            .and_then(|m| m["id"].as_str())
+            .unwrap_or_else(|| panic!("{user} holds no role in {org}: {}", list.body))
+            .to_string();
+        let removed = self
+            .delete(&format!("/api/orgs/{org}/memberships/{id}"), token)
+            .await;
+        assert_eq!(removed.status, StatusCode::NO_CONTENT, "{}", removed.body);
+    }
+
     /// Registers a provider in `org/project` directly in the store (as the hub does when a
     /// provider says hello).
     pub async fn provider(&self, org: &str, project: &str, name: &str) {

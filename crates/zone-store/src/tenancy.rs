@@ -534,122 +534,117 @@ impl Store {
     /// that defaulted to it default to nothing. Its events and usage lines stay (history
     /// outlives what it names).
     pub async fn delete_project(&self, id: &ProjectId) -> StoreResult<()> {
-        let mut tx = self.begin("delete project").await?;
-        let pools: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pools WHERE project_id = $1")
-            .bind(id.as_str())
-            .fetch_one(&mut *tx)
-            .await
-            .op("delete project")?;
-        let providers: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM providers WHERE project_id = $1")
-                .bind(id.as_str())
-                .fetch_one(&mut *tx)
-                .await
-                .op("delete project")?;
-        if pools > 0 || providers > 0 {
-            let mut held = Vec::new();
-            if pools > 0 {
-                held.push(format!("{pools} pool(s)"));
-            }
-            if providers > 0 {
-                held.push(format!("{providers} provider(s)"));
-            }
-            return Err(StoreError::Invalid {
-                kind: Kind::Project,
-                id: id.to_string(),
-                reason: format!("it still holds {}", held.join(" and ")),
-            });
-        }
-        for sql in [
-            "DELETE FROM memberships WHERE project_id = $1",
-            "UPDATE api_tokens SET default_project_id = NULL WHERE default_project_id = $1",
-        ] {
-            sqlx::query(sql)
-                .bind(id.as_str())
-                .execute(&mut *tx)
-                .await
-                .op("delete project")?;
-        }
-        let done = sqlx::query("DELETE FROM projects WHERE id = $1")
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| {
-                classify_write(
-                    e,
-                    "delete project",
-                    Kind::Project,
-                    |_| (id.to_string(), String::new()),
-                    || format!("project {id}"),
-                )
-            })?;
-        if done.rows_affected() == 0 {
-            return Err(not_found(Kind::Project, id));
-        }
-        tx.commit().await.op("delete project")
+        self.delete_when_empty(
+            "delete project",
+            Kind::Project,
+            id.as_str(),
+            &[
+                (
+                    "SELECT COUNT(*) FROM pools WHERE project_id = $1",
+                    "pool(s)",
+                ),
+                (
+                    "SELECT COUNT(*) FROM providers WHERE project_id = $1",
+                    "provider(s)",
+                ),
+            ],
+            &[
+                "DELETE FROM memberships WHERE project_id = $1",
+                "UPDATE api_tokens SET default_project_id = NULL WHERE default_project_id = $1",
+            ],
+            "DELETE FROM projects WHERE id = $1",
+        )
+        .await
     }
 
     /// Deletes an org that holds no project, with its memberships.
     pub async fn delete_org(&self, id: &OrgId) -> StoreResult<()> {
-        let mut tx = self.begin("delete org").await?;
-        let projects: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM projects WHERE org_id = $1")
-            .bind(id.as_str())
-            .fetch_one(&mut *tx)
-            .await
-            .op("delete org")?;
-        if projects > 0 {
-            return Err(StoreError::Invalid {
-                kind: Kind::Org,
-                id: id.to_string(),
-                reason: format!("it still holds {projects} project(s)"),
-            });
-        }
-        sqlx::query("DELETE FROM memberships WHERE org_id = $1")
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await
-            .op("delete org")?;
-        let done = sqlx::query("DELETE FROM orgs WHERE id = $1")
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| {
-                classify_write(
-                    e,
-                    "delete org",
-                    Kind::Org,
-                    |_| (id.to_string(), String::new()),
-                    || format!("org {id}"),
-                )
-            })?;
-        if done.rows_affected() == 0 {
-            return Err(not_found(Kind::Org, id));
-        }
-        tx.commit().await.op("delete org")
+        self.delete_when_empty(
+            "delete org",
+            Kind::Org,
+            id.as_str(),
+            &[(
+                "SELECT COUNT(*) FROM projects WHERE org_id = $1",
+                "project(s)",
+            )],
+            &["DELETE FROM memberships WHERE org_id = $1"],
+            "DELETE FROM orgs WHERE id = $1",
+        )
+        .await
     }
 
     /// Deletes a user with their memberships and tokens (so every token of theirs stops
     /// working at once).
     pub async fn delete_user(&self, id: &UserId) -> StoreResult<()> {
-        let mut tx = self.begin("delete user").await?;
-        for sql in [
-            "DELETE FROM memberships WHERE user_id = $1",
-            "DELETE FROM api_tokens WHERE user_id = $1",
-        ] {
-            sqlx::query(sql)
-                .bind(id.as_str())
+        self.delete_when_empty(
+            "delete user",
+            Kind::User,
+            id.as_str(),
+            &[],
+            &[
+                "DELETE FROM memberships WHERE user_id = $1",
+                "DELETE FROM api_tokens WHERE user_id = $1",
+            ],
+            "DELETE FROM users WHERE id = $1",
+        )
+        .await
+    }
+
+    /// In one transaction: refuses when a `holders` count (of what still refers to row
+    /// `id`, named by its second part) is not zero, runs `related` (clearing what hangs on
+    /// the row), then `delete`; [`StoreError::NotFound`] when there is no such row. Every
+    /// statement takes `id` as `$1`.
+    async fn delete_when_empty(
+        &self,
+        operation: &'static str,
+        kind: Kind,
+        id: &str,
+        holders: &[(&'static str, &str)],
+        related: &[&'static str],
+        delete: &'static str,
+    ) -> StoreResult<()> {
+        let mut tx = self.begin(operation).await?;
+        let mut held = Vec::new();
+        for (count, what) in holders {
+            let n: i64 = sqlx::query_scalar(*count)
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await
+                .op(operation)?;
+            if n > 0 {
+                held.push(format!("{n} {what}"));
+            }
+        }
+        if !held.is_empty() {
+            return Err(StoreError::Invalid {
+                kind,
+                id: id.to_string(),
+                reason: format!("it still holds {}", held.join(" and ")),
+            });
+        }
+        for sql in related {
+            sqlx::query(*sql)
+                .bind(id)
                 .execute(&mut *tx)
                 .await
-                .op("delete user")?;
+                .op(operation)?;
         }
-        let done = sqlx::query("DELETE FROM users WHERE id = $1")
-            .bind(id.as_str())
+        let done = sqlx::query(delete)
+            .bind(id)
             .execute(&mut *tx)
             .await
-            .op("delete user")?;
+            .map_err(|e| {
+                classify_write(
+                    e,
+                    operation,
+                    kind,
+                    |_| (id.to_string(), String::new()),
+                    || format!("{kind} {id}"),
+                )
+            })?;
         if done.rows_affected() == 0 {
-            return Err(not_found(Kind::User, id));
+            return Err(not_found(kind, id));
         }
-        tx.commit().await.op("delete user")
+        tx.commit().await.op(operation)
     }
 }

@@ -97,13 +97,14 @@ pub async fn list(conn: &ConnArgs, pool: &str, all: bool) -> anyhow::Result<()> 
 }
 
 #[cfg(test)]
-mod golden {
+pub(crate) mod golden {
     use super::*;
     use orc_zone_api_types::views::{MoneyView, PlacedView};
 
     use crate::commands::check_golden;
 
-    fn node(slot: u32, id: &str, state: &str) -> NodeView {
+    /// A node in `slot` with nothing reported yet, for the tables' golden tests.
+    pub(crate) fn node(slot: u32, id: &str, state: &str) -> NodeView {
         NodeView {
             id: id.to_string(),
             slot,

@@ -558,9 +558,9 @@ mod golden {
 
     use crate::commands::check_golden;
 
-    #[test]
-    fn pools_table_with_states() {
-        let pool = PoolView {
+    /// A pool of two on `core`, one node running and one parked.
+    fn pool() -> PoolView {
+        PoolView {
             id: "pl-000000000009".into(),
             path: "sys/sys/partner".into(),
             name: "partner".into(),
@@ -596,7 +596,12 @@ mod golden {
             }),
             created_at: 0,
             updated_at: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn pools_table_with_states() {
+        let pool = pool();
         let mut old = pool.clone();
         old.parked = None;
         old.path = "acme/web/old".into();
@@ -616,8 +621,6 @@ mod golden {
             path: "acme/web/api".into(),
             name: "api".into(),
             provider: "partner".into(),
-            provider_id: "pv-000000000004".into(),
-            size: 2,
             shape: ShapeView {
                 cpu: 2,
                 mem: 4,
@@ -637,7 +640,6 @@ mod golden {
                 params,
                 sensitive_params: vec!["API_KEY".into()],
             }),
-            placement: Default::default(),
             ssh_keys: vec![orc_zone_api_types::views::SshKeyView {
                 kind: "ssh-ed25519".into(),
                 fingerprint: "SHA256:+DiY3wvvV6TuJJhbpZisF/zLDA0zPMSvHdkr4UvCOqU".into(),
@@ -648,38 +650,19 @@ mod golden {
                 site: "eu-central-a".into(),
             }),
             generation: 2,
-            deleting: false,
-            nodes: NodeCounts {
-                running: 1,
-                starting: 0,
-                parked: 1,
-                destroying: 0,
-                lost: 0,
-            },
             parked: Some(ParkedView {
                 refusal: Some("no_capacity".into()),
                 words: Some("no capacity in Europe Central right now".into()),
             }),
             created_at: 1_767_225_600_000,
-            updated_at: 0,
+            ..pool()
         };
         let node = NodeView {
-            id: "n-00000000000k".into(),
-            slot: 0,
-            state: "running".into(),
-            words: None,
-            refusal: None,
             site: Some("eu-central-a".into()),
             addresses: vec!["10.0.1.5".into()],
             private_address: Some("10.0.1.5".into()),
             gateway: Some("10.0.1.2".into()),
-            price: None,
-            markup: None,
-            attempts: 0,
-            placed: None,
-            created_at: 0,
-            updated_at: 0,
-            ended_at: None,
+            ..crate::commands::nodes::golden::node(0, "n-00000000000k", "running")
         };
         let out = pool_text(&pool, &[node]);
         assert!(

@@ -41,14 +41,31 @@ fn higher(a: Option<Role>, b: Role) -> Option<Role> {
     }
 }
 
+/// The org-wide role in the `sys` org that `memberships` give (zone operators and members).
+pub fn zone_role_in(memberships: &[Membership]) -> Option<Role> {
+    let sys = sys_org_id();
+    memberships
+        .iter()
+        .filter(|m| m.org_id == sys && m.project_id.is_none())
+        .fold(None, |acc, m| higher(acc, m.role))
+}
+
+/// The effective role in `project` that `memberships` give: in the project, its org, or
+/// the zone.
+pub fn project_role_in(memberships: &[Membership], project: &Project) -> Option<Role> {
+    memberships
+        .iter()
+        .filter(|m| {
+            m.org_id == project.org_id
+                && (m.project_id.is_none() || m.project_id.as_ref() == Some(&project.id))
+        })
+        .fold(zone_role_in(memberships), |acc, m| higher(acc, m.role))
+}
+
 impl Caller {
     /// The caller's org-wide role in the `sys` org (zone operators).
     pub fn zone_role(&self) -> Option<Role> {
-        let sys = sys_org_id();
-        self.memberships
-            .iter()
-            .filter(|m| m.org_id == sys && m.project_id.is_none())
-            .fold(None, |acc, m| higher(acc, m.role))
+        zone_role_in(&self.memberships)
     }
 
     /// Whether the caller operates the zone (owner of org `sys`).
@@ -71,13 +88,7 @@ impl Caller {
 
     /// The caller's effective role in a project.
     pub fn project_role(&self, project: &Project) -> Option<Role> {
-        self.memberships
-            .iter()
-            .filter(|m| {
-                m.org_id == project.org_id
-                    && (m.project_id.is_none() || m.project_id.as_ref() == Some(&project.id))
-            })
-            .fold(self.zone_role(), |acc, m| higher(acc, m.role))
+        project_role_in(&self.memberships, project)
     }
 
     /// Requires at least `needed` in the project. `path` names it in errors.

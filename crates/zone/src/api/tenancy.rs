@@ -16,7 +16,7 @@ use super::views::{
 };
 use crate::model::{
     ApiToken, MembershipId, Name, Org, Project, ProjectId, Role, Timestamp, TokenId, User,
-    sys_org_id,
+    sys_org_id, sys_project_id,
 };
 use crate::store::StoreError;
 
@@ -94,7 +94,7 @@ pub(super) async fn whoami(
     let default_project = match &caller.token.default_project {
         Some(id) => match state.store.get_project(id).await {
             Ok(project) if caller.project_role(&project).is_some() => {
-                project_path_of(&state, id).await?
+                Some(project_path(&state, &project).await?)
             }
             Ok(_) | Err(StoreError::NotFound { .. }) => None,
             Err(e) => return Err(e.into()),
@@ -111,13 +111,17 @@ pub(super) async fn whoami(
 
 /// `org/project` of the project with this id, or `None` once it is deleted.
 async fn project_path_of(state: &ApiState, id: &ProjectId) -> ApiResult<Option<String>> {
-    let project = match state.store.get_project(id).await {
-        Ok(p) => p,
-        Err(StoreError::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
+    match state.store.get_project(id).await {
+        Ok(project) => Ok(Some(project_path(state, &project).await?)),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `org/project` of `project`.
+async fn project_path(state: &ApiState, project: &Project) -> ApiResult<String> {
     let org = state.store.get_org(&project.org_id).await?;
-    Ok(Some(format!("{}/{}", org.name, project.name)))
+    Ok(format!("{}/{}", org.name, project.name))
 }
 
 /// The view of a token, with its default project's path.
@@ -550,21 +554,15 @@ async fn token_project(state: &ApiState, user: &User, path: &str) -> ApiResult<P
         Err(e) => return Err(e.into()),
     };
     let roles = state.store.list_memberships_of_user(&user.id).await?;
-    let holds = roles.iter().any(|m| {
-        (m.org_id == sys_org_id() && m.project_id.is_none())
-            || (m.org_id == project.org_id
-                && m.project_id.as_ref().is_none_or(|p| *p == project.id))
-    });
-    if holds {
-        Ok(project.id)
-    } else {
-        Err(unusable())
+    match super::access::project_role_in(&roles, &project) {
+        Some(_) => Ok(project.id),
+        None => Err(unusable()),
     }
 }
 
 /// The org of the zone itself and its project hold the zone's own providers and gateways.
-fn refuse_sys(what: &str, path: &str) -> ApiResult<()> {
-    if path == SYS || path == format!("{SYS}/{SYS}") {
+fn refuse_sys(what: &str, path: &str, is_sys: bool) -> ApiResult<()> {
+    if is_sys {
         return Err(ApiError::new(
             ErrorCode::Conflict,
             format!("{what} {path} is the zone's own and cannot be deleted"),
@@ -572,8 +570,6 @@ fn refuse_sys(what: &str, path: &str) -> ApiResult<()> {
     }
     Ok(())
 }
-
-const SYS: &str = "sys";
 
 /// Deletes an org that holds no project (zone operators).
 #[utoipa::path(delete, path = "/api/orgs/{org}", tag = "orgs",
@@ -587,7 +583,7 @@ pub(super) async fn delete_org(
 ) -> ApiResult<StatusCode> {
     let org_row = visible_org(&state, &caller, &org).await?;
     caller.require_operator()?;
-    refuse_sys("org", org_row.name.as_str())?;
+    refuse_sys("org", org_row.name.as_str(), org_row.id == sys_org_id())?;
     match state.store.delete_org(&org_row.id).await {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(StoreError::Invalid { reason, .. }) => Err(ApiError::new(
@@ -613,7 +609,7 @@ pub(super) async fn delete_project(
         project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
     caller.require_org(&org_row, Role::Owner)?;
     let path = format!("{}/{}", org_row.name, project_row.name);
-    refuse_sys("project", &path)?;
+    refuse_sys("project", &path, project_row.id == sys_project_id())?;
     match state.store.delete_project(&project_row.id).await {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(StoreError::Invalid { reason, .. }) => Err(ApiError::new(
