@@ -1,11 +1,15 @@
-//! Generates the `orc.provider.v1` messages and the `ProviderHub` client and server.
+//! Generates the `orc.provider.v1` and `orc.agent.v1` messages, and the `ProviderHub` and
+//! `AgentHub` clients and servers.
 //!
 //! The `.proto` files are parsed by `protox`, a protobuf compiler written in Rust, so a build
 //! needs nothing but the Rust toolchain (no `protoc` on the PATH).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     const ROOT: &str = "proto";
-    const FILES: &[&str] = &["proto/orc/provider/v1/provider.proto"];
+    const FILES: &[&str] = &[
+        "proto/orc/provider/v1/provider.proto",
+        "proto/orc/agent/v1/agent.proto",
+    ];
     for file in FILES {
         println!("cargo:rerun-if-changed={file}");
     }

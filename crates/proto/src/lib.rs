@@ -22,6 +22,17 @@ pub mod pb {
     tonic::include_proto!("orc.provider.v1");
 }
 
+/// Generated protobuf messages and the `AgentHub` service (`orc.agent.v1`): the stream each
+/// node's agent keeps open to the zone.
+#[allow(missing_docs, missing_debug_implementations, unused_qualifications)]
+#[allow(clippy::all)]
+pub mod agent_pb {
+    tonic::include_proto!("orc.agent.v1");
+}
+
+/// The agent protocol version this crate speaks, sent in every agent `Hello`.
+pub const AGENT_PROTOCOL_VERSION: u32 = 1;
+
 pub use convert::ConvertError;
 pub use domain::*;
 pub use ids::*;

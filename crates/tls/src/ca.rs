@@ -28,6 +28,10 @@ pub const CA_LIFETIME: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// zone signs a new one at every start and renews it while it runs.
 pub const SERVER_CERT_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// How long a node certificate is valid: 30 days. Agents renew theirs over their stream
+/// when a third of its life is left.
+pub const NODE_CERT_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// How far back a new certificate's validity starts, so clocks a little behind accept it.
 const BACKDATE: Duration = Duration::from_secs(3600);
 
@@ -59,6 +63,9 @@ pub enum CaError {
         cert.display()
     )]
     Mismatch { cert: PathBuf, key: PathBuf },
+    /// A node's public key is not an uncompressed ECDSA P-256 point.
+    #[error("the public key is not an uncompressed ECDSA P-256 point (65 bytes starting 0x04)")]
+    BadPublicKey,
     /// A name given for a server certificate is neither an IP address nor a DNS name.
     #[error("{0:?} is neither an IP address nor a DNS name")]
     BadName(String),
@@ -83,6 +90,31 @@ impl std::fmt::Debug for ZoneCa {
             .field("fingerprint", &self.fingerprint())
             .field("key", &"<redacted>")
             .finish()
+    }
+}
+
+/// A node's certificate as the zone signed it for the node's own key.
+#[derive(Debug, Clone)]
+pub struct NodeCertificate {
+    /// The node certificate, then the CA certificate, in PEM form.
+    pub chain_pem: String,
+    /// The fingerprint of the node certificate (`sha256:<hex>`), by which the zone knows
+    /// the node when it presents the certificate.
+    pub fingerprint: String,
+    /// When the node certificate stops being valid.
+    pub not_after: SystemTime,
+}
+
+/// A node's public key as rcgen signs it: the raw uncompressed P-256 point.
+struct NodeKey<'a>(&'a [u8]);
+
+impl rcgen::PublicKeyData for NodeKey<'_> {
+    fn der_bytes(&self) -> &[u8] {
+        self.0
+    }
+
+    fn algorithm(&self) -> &'static rcgen::SignatureAlgorithm {
+        &PKCS_ECDSA_P256_SHA256
     }
 }
 
@@ -245,12 +277,89 @@ impl ZoneCa {
         })
     }
 
+    /// Signs a client certificate for node `node` over the node's own key (`public_key`: the
+    /// uncompressed P-256 point, as [`NodeIdentity::public_key`] gives it), valid for
+    /// `lifetime` from now (backdated an hour). The node's private key never leaves it.
+    pub fn issue_node(
+        &self,
+        node: &str,
+        public_key: &[u8],
+        lifetime: Duration,
+    ) -> Result<NodeCertificate, CaError> {
+        if public_key.len() != 65 || public_key[0] != 0x04 {
+            return Err(CaError::BadPublicKey);
+        }
+        let now = SystemTime::now();
+        let not_after = now + lifetime;
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, node.to_string());
+        dn.push(DnType::OrganizationalUnitName, "orc node".to_string());
+        params.distinguished_name = dn;
+        params.not_before = (now - BACKDATE).into();
+        params.not_after = not_after.into();
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.use_authority_key_identifier_extension = true;
+        let cert = params
+            .signed_by(&NodeKey(public_key), &self.issuer)
+            .map_err(CaError::Sign)?;
+        Ok(NodeCertificate {
+            chain_pem: format!("{}{}", cert.pem(), self.cert_pem),
+            fingerprint: fingerprint(cert.der().as_ref()),
+            not_after,
+        })
+    }
+
     /// A certificate store holding only this CA, for clients in the same process.
     pub fn roots(&self) -> Arc<rustls::RootCertStore> {
         let mut roots = rustls::RootCertStore::empty();
         // The CA certificate was made or parsed here, so the store takes it.
         let _ = roots.add(self.cert_der.clone());
         Arc::new(roots)
+    }
+}
+
+/// A node's own key pair: made on the node, kept in a 0600 file, never sent anywhere. Only
+/// its public half travels, in a join or a renewal.
+pub struct NodeIdentity {
+    key: KeyPair,
+}
+
+impl std::fmt::Debug for NodeIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NodeIdentity(<redacted>)")
+    }
+}
+
+impl NodeIdentity {
+    /// A new ECDSA P-256 key.
+    pub fn generate() -> Result<NodeIdentity, CaError> {
+        let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(CaError::Sign)?;
+        Ok(NodeIdentity { key })
+    }
+
+    /// The key read back from its PEM form; `None` when the text is not a P-256 key.
+    pub fn from_pem(pem: &str) -> Option<NodeIdentity> {
+        let key = KeyPair::from_pem(pem).ok()?;
+        key.is_compatible(&PKCS_ECDSA_P256_SHA256)
+            .then_some(NodeIdentity { key })
+    }
+
+    /// The private key in PEM form, for the node's key file.
+    pub fn to_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
+
+    /// The public key as the zone signs it: the uncompressed point.
+    pub fn public_key(&self) -> &[u8] {
+        self.key.public_key_raw()
+    }
+
+    /// The private key as rustls takes it.
+    pub fn private_key_der(&self) -> PrivateKeyDer<'static> {
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key.serialize_der()))
     }
 }
 

@@ -6,8 +6,8 @@ use std::error::Error as StdError;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{AlertDescription, CertificateError};
 
 /// A pinned CA could not be read.
@@ -85,21 +85,164 @@ impl PinnedCa {
         crate::ca::fingerprint(self.certs[0].as_ref())
     }
 
-    /// A rustls client config that trusts only this CA, with ALPN `alpn`.
-    pub fn client_config(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    fn roots(&self) -> rustls::RootCertStore {
         let mut roots = rustls::RootCertStore::empty();
         for cert in &self.certs {
             // A certificate rustls cannot use simply does not become a root; the handshake
             // then fails with "not signed by the pinned CA", which names the file.
             let _ = roots.add(cert.clone());
         }
+        roots
+    }
+
+    /// A rustls client config that trusts only this CA, with ALPN `alpn`.
+    pub fn client_config(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
         let mut config = rustls::ClientConfig::builder_with_provider(crate::provider())
             .with_safe_default_protocol_versions()
             .expect("ring supports the default protocol versions")
-            .with_root_certificates(roots)
+            .with_root_certificates(self.roots())
             .with_no_client_auth();
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         Arc::new(config)
+    }
+
+    /// A client config that trusts only this CA and presents a client certificate: `chain`
+    /// (PEM, the node certificate first) with its `key`. `None` when `chain` holds no
+    /// certificate or the key does not fit it.
+    pub fn client_config_with_identity(
+        &self,
+        alpn: &[&[u8]],
+        chain: &str,
+        key: PrivateKeyDer<'static>,
+    ) -> Option<Arc<rustls::ClientConfig>> {
+        let chain: Vec<_> = CertificateDer::pem_slice_iter(chain.as_bytes())
+            .filter_map(Result::ok)
+            .collect();
+        if chain.is_empty() {
+            return None;
+        }
+        let mut config = rustls::ClientConfig::builder_with_provider(crate::provider())
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions")
+            .with_root_certificates(self.roots())
+            .with_client_auth_cert(chain, key)
+            .ok()?;
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Some(Arc::new(config))
+    }
+}
+
+/// Trusting a zone by its CA's fingerprint alone, as a join token pins it: the server's
+/// chain must hold a certificate with that fingerprint, and the server certificate must be
+/// validly signed by it (name, expiry, signature, as with a pinned file). The CA certificate
+/// that matched is kept, so the client can pin the file from then on.
+#[derive(Debug)]
+pub struct FingerprintPin {
+    fingerprint: String,
+    matched: std::sync::Mutex<Option<CertificateDer<'static>>>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl FingerprintPin {
+    /// A pin of `fingerprint` (`sha256:<hex>`, as `orc zone ca` prints it).
+    pub fn new(fingerprint: &str) -> Arc<FingerprintPin> {
+        Arc::new(FingerprintPin {
+            fingerprint: fingerprint.to_ascii_lowercase(),
+            matched: std::sync::Mutex::new(None),
+            provider: crate::provider(),
+        })
+    }
+
+    /// A client config that trusts only a server whose chain carries the pinned CA.
+    pub fn client_config(self: &Arc<Self>, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+        let mut config = rustls::ClientConfig::builder_with_provider(crate::provider())
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions")
+            .dangerous()
+            .with_custom_certificate_verifier(self.clone())
+            .with_no_client_auth();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Arc::new(config)
+    }
+
+    /// The CA certificate that matched the pin in the last verified handshake, in PEM form.
+    pub fn matched_pem(&self) -> Option<String> {
+        let matched = self
+            .matched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        matched
+            .as_ref()
+            .map(|der| pem::encode(&pem::Pem::new("CERTIFICATE", der.to_vec())))
+    }
+}
+
+impl rustls::client::danger::ServerCertVerifier for FingerprintPin {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        let ca = intermediates
+            .iter()
+            .find(|cert| crate::ca::fingerprint(cert.as_ref()) == self.fingerprint)
+            .ok_or(rustls::Error::InvalidCertificate(
+                CertificateError::UnknownIssuer,
+            ))?;
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(ca.clone().into_owned())
+            .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            self.provider.clone(),
+        )
+        .build()
+        .map_err(|e| rustls::Error::General(e.to_string()))?;
+        let verified =
+            verifier.verify_server_cert(end_entity, &[], server_name, ocsp_response, now)?;
+        *self
+            .matched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ca.clone().into_owned());
+        Ok(verified)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 

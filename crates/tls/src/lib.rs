@@ -19,10 +19,12 @@ pub use rustls;
 
 use std::sync::Arc;
 
-pub use ca::{CaError, ServerIdentity, ZoneCa, fingerprint};
-pub use client::{PinError, PinnedCa, TlsFailure, explain};
-pub use serve::{ServeOptions, serve};
-pub use server::{RenewingCert, server_config};
+pub use ca::{
+    CaError, NODE_CERT_LIFETIME, NodeCertificate, NodeIdentity, ServerIdentity, ZoneCa, fingerprint,
+};
+pub use client::{FingerprintPin, PinError, PinnedCa, TlsFailure, explain};
+pub use serve::{ClientCertificate, ServeOptions, serve};
+pub use server::{RenewingCert, server_config, server_config_with_clients};
 
 /// ALPN of an HTTP/2-only listener (the provider endpoint).
 pub const ALPN_H2: &[&[u8]] = &[b"h2"];

@@ -178,7 +178,7 @@ async fn serve_connection<S, B>(
     B::Error: Into<BoxError>,
 {
     let Some(tls) = &options.tls else {
-        serve_http(tcp, peer, service, options, stop).await;
+        serve_http(tcp, peer, service, options, stop, None).await;
         return;
     };
     let first = match tokio::time::timeout(options.handshake_timeout, first_byte(&tcp)).await {
@@ -214,7 +214,15 @@ async fn serve_connection<S, B>(
             return;
         }
     };
-    serve_http(stream, peer, service, options, stop).await;
+    let client = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .map(|cert| ClientCertificate {
+            fingerprint: crate::ca::fingerprint(cert.as_ref()).into(),
+        });
+    serve_http(stream, peer, service, options, stop, client).await;
 }
 
 async fn serve_http<I, S, B>(
@@ -223,6 +231,7 @@ async fn serve_http<I, S, B>(
     service: S,
     options: &ServeOptions,
     mut stop: watch::Receiver<bool>,
+    client: Option<ClientCertificate>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: tower::Service<http::Request<Incoming>, Response = http::Response<B>, Error = Infallible>
@@ -238,6 +247,7 @@ async fn serve_http<I, S, B>(
     let tracked = Tracked {
         inner: service,
         activity: activity.clone(),
+        peer: client,
     };
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -403,6 +413,15 @@ impl Drop for InFlight {
 struct Tracked<S> {
     inner: S,
     activity: Arc<Activity>,
+    peer: Option<ClientCertificate>,
+}
+
+/// The certificate a TLS client presented (already verified against the listener's client
+/// roots), in every request's extensions. Absent when the client presented none.
+#[derive(Debug, Clone)]
+pub struct ClientCertificate {
+    /// `sha256:<hex>` of the certificate's DER bytes.
+    pub fingerprint: Arc<str>,
 }
 
 impl<S, B> hyper::service::Service<http::Request<Incoming>> for Tracked<S>
@@ -419,8 +438,11 @@ where
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
-    fn call(&self, request: http::Request<Incoming>) -> Self::Future {
+    fn call(&self, mut request: http::Request<Incoming>) -> Self::Future {
         let guard = InFlight::start(&self.activity);
+        if let Some(peer) = &self.peer {
+            request.extensions_mut().insert(peer.clone());
+        }
         let service = self.inner.clone();
         Box::pin(async move {
             let response = service.oneshot(request).await?;

@@ -94,6 +94,29 @@ fn certified(identity: ServerIdentity) -> Result<(Arc<CertifiedKey>, SystemTime)
     Ok((Arc::new(key), identity.not_after))
 }
 
+/// A rustls server config presenting `cert`, with ALPN `alpn`, that also accepts client
+/// certificates signed by `clients` (node certificates) without requiring one. A client that
+/// presents a certificate not signed by `clients`, or expired, fails the handshake; the
+/// application decides what a connection without one may do.
+pub fn server_config_with_clients(
+    cert: Arc<RenewingCert>,
+    alpn: &[&[u8]],
+    clients: Arc<rustls::RootCertStore>,
+) -> Arc<rustls::ServerConfig> {
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(clients, crate::provider())
+            .allow_unauthenticated()
+            .build()
+            .expect("a store with the zone's CA builds a client verifier");
+    let mut config = rustls::ServerConfig::builder_with_provider(crate::provider())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_client_cert_verifier(verifier)
+        .with_cert_resolver(cert);
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
 /// A rustls server config presenting `cert`, with ALPN `alpn` and no client certificates.
 pub fn server_config(cert: Arc<RenewingCert>, alpn: &[&[u8]]) -> Arc<rustls::ServerConfig> {
     let mut config = rustls::ServerConfig::builder_with_provider(crate::provider())

@@ -403,3 +403,127 @@ async fn until_logged(condition: impl Fn() -> bool) {
     }
     panic!("the server never logged what was expected");
 }
+
+/// A service that answers with the fingerprint of the client's certificate, or `none`.
+fn who() -> impl tower::Service<
+    http::Request<hyper::body::Incoming>,
+    Response = http::Response<String>,
+    Error = Infallible,
+    Future = std::future::Ready<Result<http::Response<String>, Infallible>>,
+> + Clone
++ Send
++ Sync
++ 'static {
+    tower::service_fn(|req: http::Request<hyper::body::Incoming>| {
+        let who = req
+            .extensions()
+            .get::<orc_tls::ClientCertificate>()
+            .map(|c| c.fingerprint.to_string())
+            .unwrap_or_else(|| "none".to_string());
+        std::future::ready(Ok(http::Response::new(who)))
+    })
+}
+
+fn tls_with_clients(ca: &ZoneCa) -> Arc<rustls::ServerConfig> {
+    let names = vec!["127.0.0.1".to_string()];
+    let identity = ca.issue_server(&names, Duration::from_secs(3600)).unwrap();
+    orc_tls::server_config_with_clients(RenewingCert::new(identity).unwrap(), ALPN_HTTP, ca.roots())
+}
+
+async fn connect_with(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, std::io::Error> {
+    let connector = tokio_rustls::TlsConnector::from(config);
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    connector.connect(name, tcp).await
+}
+
+#[tokio::test]
+async fn a_node_certificate_is_known_by_its_fingerprint_and_a_foreign_one_is_refused() {
+    let ca = ZoneCa::generate().unwrap();
+    let addr = start(who(), quick(Some(tls_with_clients(&ca)))).await;
+
+    let node = orc_tls::NodeIdentity::generate().unwrap();
+    let cert = ca
+        .issue_node(
+            "n-000000000001",
+            node.public_key(),
+            Duration::from_secs(600),
+        )
+        .unwrap();
+    let config = pinned(&ca)
+        .client_config_with_identity(&[b"http/1.1"], &cert.chain_pem, node.private_key_der())
+        .unwrap();
+    let body = get_over(connect_with(addr, config).await.unwrap()).await;
+    assert!(body.ends_with(&cert.fingerprint), "{body}");
+
+    // Without a certificate the connection is served, as no one.
+    let body = get_over(tls_connect(addr, &pinned(&ca)).await.unwrap()).await;
+    assert!(body.ends_with("none"), "{body}");
+
+    // A certificate signed by another CA fails the handshake.
+    let other = ZoneCa::generate().unwrap();
+    let foreign = other
+        .issue_node(
+            "n-000000000001",
+            node.public_key(),
+            Duration::from_secs(600),
+        )
+        .unwrap();
+    let config = pinned(&ca)
+        .client_config_with_identity(&[b"http/1.1"], &foreign.chain_pem, node.private_key_der())
+        .unwrap();
+    let refused = match connect_with(addr, config).await {
+        Err(_) => true,
+        // TLS 1.3: the client may finish first and learn of the refusal on its first read.
+        Ok(stream) => !get_over(stream).await.contains("200 OK"),
+    };
+    assert!(refused, "a foreign node certificate was served");
+}
+
+#[test]
+fn a_node_key_must_be_a_p256_point_and_survives_its_file() {
+    let ca = ZoneCa::generate().unwrap();
+    assert!(matches!(
+        ca.issue_node("n-1", &[4u8; 10], Duration::from_secs(60)),
+        Err(orc_tls::CaError::BadPublicKey)
+    ));
+    let node = orc_tls::NodeIdentity::generate().unwrap();
+    let back = orc_tls::NodeIdentity::from_pem(&node.to_pem()).unwrap();
+    assert_eq!(back.public_key(), node.public_key());
+    assert!(orc_tls::NodeIdentity::from_pem("not a key").is_none());
+    assert!(!format!("{node:?}").contains("PRIVATE"));
+}
+
+#[tokio::test]
+async fn a_fingerprint_pin_trusts_its_zone_only_and_yields_the_ca_file() {
+    let ca = ZoneCa::generate().unwrap();
+    let addr = start(hello(), quick(Some(fresh_tls(&ca)))).await;
+
+    let pin = orc_tls::FingerprintPin::new(&ca.fingerprint());
+    let body = get_over(
+        connect_with(addr, pin.client_config(&[b"http/1.1"]))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(body.ends_with("hello"), "{body}");
+    let pem = pin.matched_pem().unwrap();
+    assert_eq!(
+        PinnedCa::from_pem(&pem, "matched").unwrap().fingerprint(),
+        ca.fingerprint()
+    );
+
+    let wrong = orc_tls::FingerprintPin::new(&ZoneCa::generate().unwrap().fingerprint());
+    let error = connect_with(addr, wrong.client_config(&[b"http/1.1"]))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        orc_tls::explain(&error),
+        Some(TlsFailure::UnknownCa),
+        "{error}"
+    );
+    assert!(wrong.matched_pem().is_none());
+}
