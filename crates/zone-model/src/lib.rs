@@ -4,7 +4,8 @@
 //!   tokens, providers, pools, nodes, events, usage lines);
 //! - [`pricing`]: what a tenant pays for a node and how its hours become usage lines;
 //! - [`clock`]: the [`Clock`](clock::Clock) seam through which the controller reads time;
-//! - [`ssh`]: the OpenSSH public keys a tenant has installed on a pool's nodes.
+//! - [`ssh`]: the OpenSSH public keys a tenant has installed on a pool's nodes;
+//! - [`join`]: join tokens, which admit one named node once and pin the zone's CA.
 //!
 //! Nothing here does I/O, spawns a task or reads a clock on its own (fresh token values come
 //! from the thread's CSPRNG): every function takes the time it needs (only [`Clock`](clock::Clock) implementations and
@@ -15,9 +16,11 @@
 //! controller all depend on it.
 
 pub mod clock;
+pub mod join;
 pub mod model;
 pub mod pricing;
 pub mod ssh;
 
+pub use join::{JoinRefusal, JoinToken, JoinTokenError, JoinTokenSecret, JoinTtl};
 pub use model::*;
 pub use ssh::{SshKeyError, SshPublicKey};

@@ -65,6 +65,12 @@ string_id!(
     prefix "t-"
 );
 string_id!(
+    /// Identifies a join token (`j-…`); not the secret itself.
+    JoinTokenId,
+    "join token",
+    prefix "j-"
+);
+string_id!(
     /// Identifies a membership (`m-…`).
     MembershipId,
     "membership",
