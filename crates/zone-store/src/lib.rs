@@ -29,6 +29,7 @@ mod error;
 mod events;
 mod ext_api;
 mod ext_hub;
+mod joins;
 mod nodes;
 mod pools;
 mod providers;
@@ -52,6 +53,7 @@ use orc_zone_model::{Timestamp, sys_org_id, sys_project_id};
 
 use error::OperationExt;
 pub use error::{Kind, StoreError};
+pub use joins::NewJoinToken;
 pub use nodes::{BatchOutcome, StatusWrite};
 pub use pools::PoolChange;
 pub use seal::{SealError, SealingKey};
@@ -116,10 +118,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "token default projects and where nodes went",
         include_str!("../migrations/0010_token_projects_node_whereabouts.sql"),
     ),
+    (
+        11,
+        "join tokens",
+        include_str!("../migrations/0011_join_tokens.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

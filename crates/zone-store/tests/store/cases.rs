@@ -1732,3 +1732,107 @@ pub async fn lost_nodes_and_free_slots(db: &TestDb) {
             .is_empty()
     );
 }
+
+pub async fn join_tokens_admit_one_node_once(db: &TestDb) {
+    use orc_zone_model::{JoinRefusal, JoinTtl};
+    use orc_zone_store::NewJoinToken;
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let nodes = pool_of(&store, &project, &provider, "web", 2).await;
+    let (a, b) = (&nodes[0].id, &nodes[1].id);
+    let ca = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let new = NewJoinToken {
+        ca_fingerprint: ca,
+        created_by: "zone",
+        ttl: JoinTtl::default(),
+        product_uuid: None,
+    };
+    let (first, first_secret) = store.create_join_token(a, &new, T0).await.unwrap();
+    assert_eq!(first_secret.ca_fingerprint(), ca);
+    // A second token for the node revokes the first.
+    let (second, secret) = store.create_join_token(a, &new, T0).await.unwrap();
+    assert_eq!(
+        store
+            .redeem_join_token(&first_secret, a, "", T0)
+            .await
+            .unwrap(),
+        Err(JoinRefusal::Revoked)
+    );
+    // Another node, or a wrong secret, admits nothing.
+    assert!(matches!(
+        store.redeem_join_token(&secret, b, "", T0).await.unwrap(),
+        Err(JoinRefusal::WrongNode { .. })
+    ));
+    let stranger = orc_zone_model::JoinTokenSecret::generate(ca);
+    assert_eq!(
+        store.redeem_join_token(&stranger, a, "", T0).await.unwrap(),
+        Err(JoinRefusal::Unknown)
+    );
+    // The right node, once.
+    let used = store
+        .redeem_join_token(&secret, a, "", T0.plus_millis(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(used.id, second.id);
+    assert_eq!(used.used_at, Some(T0.plus_millis(5)));
+    assert_eq!(
+        store.redeem_join_token(&secret, a, "", T0).await.unwrap(),
+        Err(JoinRefusal::Used)
+    );
+    // Expiry.
+    let (_, late) = store.create_join_token(b, &new, T0).await.unwrap();
+    let after = T0.plus(JoinTtl::default().get());
+    assert_eq!(
+        store.redeem_join_token(&late, b, "", after).await.unwrap(),
+        Err(JoinRefusal::Expired(after))
+    );
+    // Revoking by id, and by node; the list is oldest first.
+    let (third, third_secret) = store.create_join_token(b, &new, T0).await.unwrap();
+    let revoked = store
+        .revoke_join_token(&third.id, T0.plus_millis(9))
+        .await
+        .unwrap();
+    assert_eq!(revoked.revoked_at, Some(T0.plus_millis(9)));
+    assert_eq!(
+        store
+            .redeem_join_token(&third_secret, b, "", T0)
+            .await
+            .unwrap(),
+        Err(JoinRefusal::Revoked)
+    );
+    store.create_join_token(b, &new, T0).await.unwrap();
+    assert_eq!(store.revoke_join_tokens_of_node(b, T0).await.unwrap(), 1);
+    let listed = store.list_join_tokens(a).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|t| &t.id).collect::<Vec<_>>(),
+        [&first.id, &second.id]
+    );
+    let missing = orc_zone_model::JoinTokenId::from_counter(4242);
+    let err = store.revoke_join_token(&missing, T0).await.unwrap_err();
+    assert_eq!(err.to_string(), format!("join token {missing} not found"));
+    let ghost = NodeId::from_counter(4243);
+    let err = store.create_join_token(&ghost, &new, T0).await.unwrap_err();
+    assert_eq!(err.to_string(), format!("node {ghost} not found"));
+
+    // A bound token admits only its machine; the database keeps hashes only.
+    let bound = NewJoinToken {
+        product_uuid: Some("4c4c4544-0042"),
+        ..new.clone()
+    };
+    let (_, bound_secret) = store.create_join_token(b, &bound, T0).await.unwrap();
+    assert!(matches!(
+        store
+            .redeem_join_token(&bound_secret, b, "ffff", T0)
+            .await
+            .unwrap(),
+        Err(JoinRefusal::WrongMachine { .. })
+    ));
+    let mut raw = db.raw().await;
+    let rows = sqlx::query("SELECT secret_sha256 FROM join_tokens")
+        .fetch_all(&mut raw)
+        .await
+        .unwrap();
+    let digits = bound_secret.expose().rsplit('.').next().unwrap();
+    assert!(rows.iter().all(|r| !r.get::<String, _>(0).contains(digits)));
+}

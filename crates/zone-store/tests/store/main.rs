@@ -37,6 +37,7 @@ on_both_engines!(
     unique_violations_name_the_field,
     database_errors_name_their_operation,
     tokens_are_stored_as_hashes,
+    join_tokens_admit_one_node_once,
     deletes_take_only_empty_tenancy,
     providers_crud,
     pools_crud_and_resize,
