@@ -97,13 +97,10 @@ impl PinnedCa {
 
     /// A rustls client config that trusts only this CA, with ALPN `alpn`.
     pub fn client_config(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
-        let mut config = rustls::ClientConfig::builder_with_provider(crate::provider())
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions")
+        let config = builder()
             .with_root_certificates(self.roots())
             .with_no_client_auth();
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        Arc::new(config)
+        with_alpn(config, alpn)
     }
 
     /// A client config that trusts only this CA and presents a client certificate: `chain`
@@ -121,15 +118,24 @@ impl PinnedCa {
         if chain.is_empty() {
             return None;
         }
-        let mut config = rustls::ClientConfig::builder_with_provider(crate::provider())
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions")
+        let config = builder()
             .with_root_certificates(self.roots())
             .with_client_auth_cert(chain, key)
             .ok()?;
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        Some(Arc::new(config))
+        Some(with_alpn(config, alpn))
     }
+}
+
+/// A client config builder with the ring provider and the default protocol versions.
+fn builder() -> rustls::ConfigBuilder<rustls::ClientConfig, rustls::WantsVerifier> {
+    rustls::ClientConfig::builder_with_provider(crate::provider())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+}
+
+fn with_alpn(mut config: rustls::ClientConfig, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
 }
 
 /// Trusting a zone by its CA's fingerprint alone, as a join token pins it: the server's
@@ -155,14 +161,11 @@ impl FingerprintPin {
 
     /// A client config that trusts only a server whose chain carries the pinned CA.
     pub fn client_config(self: &Arc<Self>, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
-        let mut config = rustls::ClientConfig::builder_with_provider(crate::provider())
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions")
+        let config = builder()
             .dangerous()
             .with_custom_certificate_verifier(self.clone())
             .with_no_client_auth();
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        Arc::new(config)
+        with_alpn(config, alpn)
     }
 
     /// The CA certificate that matched the pin in the last verified handshake, in PEM form.

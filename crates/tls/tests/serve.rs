@@ -123,10 +123,7 @@ async fn tls_connect(
     addr: SocketAddr,
     ca: &PinnedCa,
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, std::io::Error> {
-    let connector = tokio_rustls::TlsConnector::from(ca.client_config(&[b"http/1.1"]));
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
-    connector.connect(name, tcp).await
+    connect_with(addr, ca.client_config(&[b"http/1.1"])).await
 }
 
 async fn get_over<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut io: S) -> String {

@@ -46,6 +46,14 @@ impl fmt::Display for Kind {
     }
 }
 
+/// The error for a `kind` object with `id` that does not exist.
+pub(crate) fn not_found(kind: Kind, id: impl ToString) -> StoreError {
+    StoreError::NotFound {
+        kind,
+        id: id.to_string(),
+    }
+}
+
 /// What went wrong in a store operation.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

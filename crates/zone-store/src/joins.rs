@@ -4,26 +4,23 @@
 
 use sqlx::any::AnyRow;
 
-use super::error::OperationExt;
-use super::rows::{opt_text, opt_time, parsed, text, time};
-use super::{Kind, Store, StoreError, StoreResult};
+use sqlx::AnyConnection;
+
+use super::error::{OperationExt, not_found};
+use super::rows::{opt_text, opt_time, parsed, text, time, token_hash};
+use super::{Kind, Store, StoreResult};
 use orc_zone_model::{
-    JoinRefusal, JoinToken, JoinTokenId, JoinTokenSecret, JoinTtl, NodeId, Timestamp, TokenHash,
+    JoinRefusal, JoinToken, JoinTokenId, JoinTokenSecret, JoinTtl, NodeId, Timestamp,
 };
 
 const COLUMNS: &str = "id, node_id, secret_sha256, ca_fingerprint, created_by, created_at, \
      expires_at, used_at, revoked_at, product_uuid";
 
 fn join_token_from(row: &AnyRow) -> StoreResult<JoinToken> {
-    let raw_hash = text(row, "join_tokens.secret_sha256")?;
-    let hash = TokenHash::from_hex(&raw_hash).ok_or_else(|| StoreError::Corrupt {
-        column: "join_tokens.secret_sha256".to_string(),
-        reason: "not 64 hex digits".to_string(),
-    })?;
     Ok(JoinToken {
         id: parsed(row, "join_tokens.id")?,
         node_id: parsed(row, "join_tokens.node_id")?,
-        hash,
+        hash: token_hash(row, "join_tokens.secret_sha256")?,
         ca_fingerprint: text(row, "join_tokens.ca_fingerprint")?,
         created_by: text(row, "join_tokens.created_by")?,
         created_at: time(row, "join_tokens.created_at")?,
@@ -64,20 +61,9 @@ impl Store {
             .await
             .op("create join token")?;
         if exists.is_none() {
-            return Err(StoreError::NotFound {
-                kind: Kind::Node,
-                id: node.to_string(),
-            });
+            return Err(not_found(Kind::Node, node));
         }
-        sqlx::query(
-            "UPDATE join_tokens SET revoked_at = $2 WHERE node_id = $1 \
-             AND used_at IS NULL AND revoked_at IS NULL",
-        )
-        .bind(node.as_str())
-        .bind(now.millis())
-        .execute(&mut *tx)
-        .await
-        .op("create join token")?;
+        revoke_live_of_node(&mut tx, node, now, "create join token").await?;
         let expires_at = now.plus(new.ttl.get());
         sqlx::query(
             "INSERT INTO join_tokens (id, node_id, secret_sha256, ca_fingerprint, created_by, \
@@ -171,10 +157,7 @@ impl Store {
         row.as_ref()
             .map(join_token_from)
             .transpose()?
-            .ok_or_else(|| StoreError::NotFound {
-                kind: Kind::JoinToken,
-                id: id.to_string(),
-            })
+            .ok_or_else(|| not_found(Kind::JoinToken, id))
     }
 
     /// Revokes every live join token of `node` (when it ends); returns how many were live.
@@ -183,16 +166,9 @@ impl Store {
         node: &NodeId,
         now: Timestamp,
     ) -> StoreResult<u64> {
-        let done = sqlx::query(
-            "UPDATE join_tokens SET revoked_at = $2 WHERE node_id = $1 \
-             AND used_at IS NULL AND revoked_at IS NULL",
-        )
-        .bind(node.as_str())
-        .bind(now.millis())
-        .execute(self.pool())
-        .await
-        .op("revoke join tokens of node")?;
-        Ok(done.rows_affected())
+        const OPERATION: &str = "revoke join tokens of node";
+        let mut conn = self.pool().acquire().await.op(OPERATION)?;
+        revoke_live_of_node(&mut conn, node, now, OPERATION).await
     }
 
     /// The join tokens of `node`, oldest first.
@@ -207,4 +183,24 @@ impl Store {
             .op("list join tokens")?;
         rows.iter().map(join_token_from).collect()
     }
+}
+
+/// Revokes the live tokens of `node` on `conn` (inside a transaction or not); returns how
+/// many were live.
+async fn revoke_live_of_node(
+    conn: &mut AnyConnection,
+    node: &NodeId,
+    now: Timestamp,
+    operation: &'static str,
+) -> StoreResult<u64> {
+    let done = sqlx::query(
+        "UPDATE join_tokens SET revoked_at = $2 WHERE node_id = $1 \
+         AND used_at IS NULL AND revoked_at IS NULL",
+    )
+    .bind(node.as_str())
+    .bind(now.millis())
+    .execute(conn)
+    .await
+    .op(operation)?;
+    Ok(done.rows_affected())
 }

@@ -22,6 +22,17 @@ fn corrupt(column: &str, reason: impl Display) -> StoreError {
     }
 }
 
+/// A TEXT column holding a token's SHA-256 as 64 hex digits.
+pub(crate) fn token_hash(
+    row: &AnyRow,
+    column: &'static str,
+) -> Result<orc_zone_model::TokenHash, StoreError> {
+    orc_zone_model::TokenHash::from_hex(&text(row, column)?).ok_or_else(|| StoreError::Corrupt {
+        column: column.to_string(),
+        reason: "not 64 hex digits".to_string(),
+    })
+}
+
 /// A TEXT column (`table.column`).
 pub(crate) fn text(row: &AnyRow, column: &'static str) -> Result<String, StoreError> {
     row.try_get::<String, _>(column_name(column))

@@ -5,12 +5,12 @@
 use sqlx::any::AnyRow;
 
 use super::error::OperationExt;
-use super::error::classify_write;
-use super::rows::{opt_parsed, opt_time, parsed, text, time};
+use super::error::{classify_write, not_found};
+use super::rows::{opt_parsed, opt_time, parsed, text, time, token_hash};
 use super::{Kind, Store, StoreError, StoreResult};
 use orc_zone_model::{
     ApiToken, Membership, MembershipId, Name, Org, OrgId, PoolId, Project, ProjectId, Role,
-    Timestamp, TokenHash, TokenId, TokenSecret, User, UserId,
+    Timestamp, TokenId, TokenSecret, User, UserId,
 };
 
 fn org_from(row: &AnyRow) -> StoreResult<Org> {
@@ -39,11 +39,7 @@ fn user_from(row: &AnyRow) -> StoreResult<User> {
 }
 
 fn token_from(row: &AnyRow) -> StoreResult<ApiToken> {
-    let raw_hash = text(row, "api_tokens.secret_sha256")?;
-    let hash = TokenHash::from_hex(&raw_hash).ok_or_else(|| StoreError::Corrupt {
-        column: "api_tokens.secret_sha256".to_string(),
-        reason: "not 64 hex digits".to_string(),
-    })?;
+    let hash = token_hash(row, "api_tokens.secret_sha256")?;
     Ok(ApiToken {
         id: parsed(row, "api_tokens.id")?,
         user_id: parsed(row, "api_tokens.user_id")?,
@@ -66,13 +62,6 @@ fn membership_from(row: &AnyRow) -> StoreResult<Membership> {
         role: parsed(row, "memberships.role")?,
         created_at: time(row, "memberships.created_at")?,
     })
-}
-
-fn not_found(kind: Kind, id: impl ToString) -> StoreError {
-    StoreError::NotFound {
-        kind,
-        id: id.to_string(),
-    }
 }
 
 const TOKEN_COLUMNS: &str = "id, user_id, label, secret_sha256, created_at, expires_at, \
