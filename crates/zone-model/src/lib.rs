@@ -5,6 +5,7 @@
 //! - [`pricing`]: what a tenant pays for a node and how its hours become usage lines;
 //! - [`clock`]: the [`Clock`](clock::Clock) seam through which the controller reads time;
 //! - [`ssh`]: the OpenSSH public keys a tenant has installed on a pool's nodes;
+//! - [`agent`]: a node's agent: its certificate, facts and config generations;
 //! - [`join`]: join tokens, which admit one named node once and pin the zone's CA.
 //!
 //! Nothing here does I/O, spawns a task or reads a clock on its own (fresh token values come
@@ -15,12 +16,14 @@
 //! `orc-proto`, which brings tonic); the store, the API types, the app supervisor and the
 //! controller all depend on it.
 
+pub mod agent;
 pub mod clock;
 pub mod join;
 pub mod model;
 pub mod pricing;
 pub mod ssh;
 
+pub use agent::{AgentConfig, AgentIdentity, InterfaceAddress, NodeAgent, NodeFacts};
 pub use join::{JoinRefusal, JoinToken, JoinTokenError, JoinTokenSecret, JoinTtl};
 pub use model::*;
 pub use ssh::{SshKeyError, SshPublicKey};

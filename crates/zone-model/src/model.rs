@@ -294,6 +294,18 @@ impl NodeState {
 }
 
 word_enum!(
+    /// How far a running node's agent has come: it holds a certificate (`joined`), or it is
+    /// attached and has applied the zone's current config (`ready`).
+    AgentState, "agent state" {
+        /// Joined with its token and holds a node certificate; not (yet) attached with the
+        /// current config applied.
+        Joined => "joined",
+        /// Attached, and has applied the config generation the zone wants.
+        Ready => "ready",
+    }
+);
+
+word_enum!(
     /// The kind of a provider's refusal, which decides how the zone retries.
     RefusalKind, "refusal kind" {
         /// No capacity: park and retry later.

@@ -25,6 +25,7 @@
 //! model types only: no row, query or connection leaves this crate (a driver error appears
 //! only as the source of a [`StoreError`]).
 
+mod agents;
 mod error;
 mod events;
 mod ext_api;
@@ -123,10 +124,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "join tokens",
         include_str!("../migrations/0011_join_tokens.sql"),
     ),
+    (
+        12,
+        "node agents",
+        include_str!("../migrations/0012_node_agents.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

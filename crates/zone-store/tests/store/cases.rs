@@ -1836,3 +1836,83 @@ pub async fn join_tokens_admit_one_node_once(db: &TestDb) {
     let digits = bound_secret.expose().rsplit('.').next().unwrap();
     assert!(rows.iter().all(|r| !r.get::<String, _>(0).contains(digits)));
 }
+
+pub async fn node_agents_join_report_and_renew(db: &TestDb) {
+    use orc_zone_model::{AgentState, InterfaceAddress, NodeAgent, NodeFacts};
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let nodes = pool_of(&store, &project, &provider, "web", 2).await;
+    let node = &nodes[0];
+    assert_eq!(store.node_agent(&node.id).await.unwrap(), None);
+    let joined = NodeAgent {
+        node_id: node.id.clone(),
+        state: AgentState::Joined,
+        joined_at: T0,
+        product_uuid: "4c4c4544-0042".into(),
+        cert_fingerprint: "sha256:aa".into(),
+        previous_fingerprint: None,
+        cert_not_after: T0.plus_days(30),
+        version: "0.1.0".into(),
+        facts: NodeFacts {
+            hostname: "web-0".into(),
+            addresses: vec![InterfaceAddress {
+                interface: "eth0".into(),
+                cidr: "10.0.0.2/24".into(),
+            }],
+            cpus: 2,
+            memory_total_bytes: 4 << 30,
+            ..NodeFacts::default()
+        },
+        desired_generation: 0,
+        config_digest: String::new(),
+        applied_generation: 0,
+        apply_error: None,
+        last_contact_at: T0,
+    };
+    store.record_node_join(&joined).await.unwrap();
+    assert_eq!(
+        store.node_agent(&node.id).await.unwrap().as_ref(),
+        Some(&joined)
+    );
+    // Reports and a renewal: the old certificate still finds the agent.
+    let renewed = NodeAgent {
+        state: AgentState::Ready,
+        cert_fingerprint: "sha256:bb".into(),
+        previous_fingerprint: Some("sha256:aa".into()),
+        desired_generation: 2,
+        config_digest: "sha256:cfg".into(),
+        applied_generation: 2,
+        last_contact_at: T0.plus_millis(500),
+        ..joined.clone()
+    };
+    assert!(store.update_node_agent(&renewed).await.unwrap());
+    for fingerprint in ["sha256:aa", "sha256:bb"] {
+        let found = store.node_agent_by_certificate(fingerprint).await.unwrap();
+        assert_eq!(found.as_ref(), Some(&renewed), "{fingerprint}");
+    }
+    assert_eq!(
+        store.node_agent_by_certificate("sha256:cc").await.unwrap(),
+        None
+    );
+    // Joining again replaces the row; a writer holding the old join is refused.
+    let rejoined = NodeAgent {
+        joined_at: T0.plus_millis(900),
+        cert_fingerprint: "sha256:dd".into(),
+        previous_fingerprint: None,
+        ..joined.clone()
+    };
+    store.record_node_join(&rejoined).await.unwrap();
+    assert!(!store.update_node_agent(&renewed).await.unwrap());
+    assert_eq!(
+        store.node_agent_by_certificate("sha256:aa").await.unwrap(),
+        None
+    );
+    let listed = store.node_agents_of_pool(&node.pool_id).await.unwrap();
+    assert_eq!(listed, vec![rejoined.clone()]);
+    // Two nodes cannot hold one certificate.
+    let thief = NodeAgent {
+        node_id: nodes[1].id.clone(),
+        ..rejoined
+    };
+    store.record_node_join(&thief).await.unwrap_err();
+}

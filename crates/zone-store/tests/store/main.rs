@@ -38,6 +38,7 @@ on_both_engines!(
     database_errors_name_their_operation,
     tokens_are_stored_as_hashes,
     join_tokens_admit_one_node_once,
+    node_agents_join_report_and_renew,
     deletes_take_only_empty_tenancy,
     providers_crud,
     pools_crud_and_resize,

@@ -1,0 +1,147 @@
+//! Node agents: written when an agent joins (a node that joins again replaces its row), read
+//! by the certificate an attaching agent presents, and updated as the agent reports.
+
+use sqlx::any::AnyRow;
+
+use super::error::OperationExt;
+use super::rows::{big, json, opt_text, parsed, text, time, to_json, uint64};
+use super::{Store, StoreResult};
+use orc_zone_model::{NodeAgent, NodeId, PoolId};
+
+const COLUMNS: &str = "node_agents.node_id, node_agents.state, node_agents.joined_at, \
+     node_agents.product_uuid, node_agents.cert_fingerprint, node_agents.previous_fingerprint, \
+     node_agents.cert_not_after, node_agents.agent_version, node_agents.facts, \
+     node_agents.desired_generation, node_agents.config_digest, node_agents.applied_generation, \
+     node_agents.apply_error, node_agents.last_contact_at";
+
+fn agent_from(row: &AnyRow) -> StoreResult<NodeAgent> {
+    Ok(NodeAgent {
+        node_id: parsed(row, "node_agents.node_id")?,
+        state: parsed(row, "node_agents.state")?,
+        joined_at: time(row, "node_agents.joined_at")?,
+        product_uuid: text(row, "node_agents.product_uuid")?,
+        cert_fingerprint: text(row, "node_agents.cert_fingerprint")?,
+        previous_fingerprint: opt_text(row, "node_agents.previous_fingerprint")?,
+        cert_not_after: time(row, "node_agents.cert_not_after")?,
+        version: text(row, "node_agents.agent_version")?,
+        facts: json(row, "node_agents.facts")?,
+        desired_generation: uint64(row, "node_agents.desired_generation")?,
+        config_digest: text(row, "node_agents.config_digest")?,
+        applied_generation: uint64(row, "node_agents.applied_generation")?,
+        apply_error: opt_text(row, "node_agents.apply_error")?,
+        last_contact_at: time(row, "node_agents.last_contact_at")?,
+    })
+}
+
+impl Store {
+    /// Records that `agent.node_id` joined: its row is created, or replaced when the node
+    /// joins again (a rebuilt machine with a new token), forgetting the old certificate.
+    pub async fn record_node_join(&self, agent: &NodeAgent) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO node_agents (node_id, state, joined_at, product_uuid, cert_fingerprint, \
+             previous_fingerprint, cert_not_after, agent_version, facts, desired_generation, \
+             config_digest, applied_generation, apply_error, last_contact_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+             ON CONFLICT (node_id) DO UPDATE SET state = excluded.state, \
+             joined_at = excluded.joined_at, product_uuid = excluded.product_uuid, \
+             cert_fingerprint = excluded.cert_fingerprint, \
+             previous_fingerprint = excluded.previous_fingerprint, \
+             cert_not_after = excluded.cert_not_after, agent_version = excluded.agent_version, \
+             facts = excluded.facts, desired_generation = excluded.desired_generation, \
+             config_digest = excluded.config_digest, \
+             applied_generation = excluded.applied_generation, \
+             apply_error = excluded.apply_error, last_contact_at = excluded.last_contact_at",
+        )
+        .bind(agent.node_id.as_str())
+        .bind(agent.state.as_str())
+        .bind(agent.joined_at.millis())
+        .bind(agent.product_uuid.as_str())
+        .bind(agent.cert_fingerprint.as_str())
+        .bind(agent.previous_fingerprint.as_deref())
+        .bind(agent.cert_not_after.millis())
+        .bind(agent.version.as_str())
+        .bind(to_json(&agent.facts))
+        .bind(big(agent.desired_generation))
+        .bind(agent.config_digest.as_str())
+        .bind(big(agent.applied_generation))
+        .bind(agent.apply_error.as_deref())
+        .bind(agent.last_contact_at.millis())
+        .execute(self.pool())
+        .await
+        .op("record node join")?;
+        Ok(())
+    }
+
+    /// Writes what an attached agent reported and what the zone decided (state, version,
+    /// facts, generations, certificate after a renewal, last contact). `false` when the node
+    /// has no agent row (it joined again elsewhere in the meantime, or never joined).
+    pub async fn update_node_agent(&self, agent: &NodeAgent) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE node_agents SET state = $2, cert_fingerprint = $3, previous_fingerprint = $4, \
+             cert_not_after = $5, agent_version = $6, facts = $7, desired_generation = $8, \
+             config_digest = $9, applied_generation = $10, apply_error = $11, \
+             last_contact_at = $12 WHERE node_id = $1 AND joined_at = $13",
+        )
+        .bind(agent.node_id.as_str())
+        .bind(agent.state.as_str())
+        .bind(agent.cert_fingerprint.as_str())
+        .bind(agent.previous_fingerprint.as_deref())
+        .bind(agent.cert_not_after.millis())
+        .bind(agent.version.as_str())
+        .bind(to_json(&agent.facts))
+        .bind(big(agent.desired_generation))
+        .bind(agent.config_digest.as_str())
+        .bind(big(agent.applied_generation))
+        .bind(agent.apply_error.as_deref())
+        .bind(agent.last_contact_at.millis())
+        .bind(agent.joined_at.millis())
+        .execute(self.pool())
+        .await
+        .op("update node agent")?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// The agent of `node`, if it ever joined.
+    pub async fn node_agent(&self, node: &NodeId) -> StoreResult<Option<NodeAgent>> {
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM node_agents WHERE node_id = $1"
+        ));
+        let row = sqlx::query(sql)
+            .bind(node.as_str())
+            .fetch_optional(self.pool())
+            .await
+            .op("read node agent")?;
+        row.as_ref().map(agent_from).transpose()
+    }
+
+    /// The agent whose current or previous certificate has `fingerprint`.
+    pub async fn node_agent_by_certificate(
+        &self,
+        fingerprint: &str,
+    ) -> StoreResult<Option<NodeAgent>> {
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM node_agents WHERE cert_fingerprint = $1 \
+             OR previous_fingerprint = $1"
+        ));
+        let row = sqlx::query(sql)
+            .bind(fingerprint)
+            .fetch_optional(self.pool())
+            .await
+            .op("read node agent by certificate")?;
+        row.as_ref().map(agent_from).transpose()
+    }
+
+    /// The agents of `pool`'s nodes (live or ended), by node id.
+    pub async fn node_agents_of_pool(&self, pool: &PoolId) -> StoreResult<Vec<NodeAgent>> {
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM node_agents JOIN nodes ON nodes.id = node_agents.node_id \
+             WHERE nodes.pool_id = $1 ORDER BY node_agents.node_id"
+        ));
+        let rows = sqlx::query(sql)
+            .bind(pool.as_str())
+            .fetch_all(self.pool())
+            .await
+            .op("list node agents of pool")?;
+        rows.iter().map(agent_from).collect()
+    }
+}
