@@ -494,6 +494,9 @@ pub struct NodeView {
     pub created_at: i64,
     pub updated_at: i64,
     pub ended_at: Option<i64>,
+    /// The node's agent, once it joined.
+    #[serde(default)]
+    pub agent: Option<AgentView>,
 }
 
 /// Where a provider put a node, in the cloud's own terms.
@@ -557,6 +560,7 @@ impl From<&Node> for NodeView {
             created_at: n.created_at.millis(),
             updated_at: n.updated_at.millis(),
             ended_at: s.ended_at.map(|t| t.millis()),
+            agent: None,
         }
     }
 }
@@ -875,4 +879,141 @@ mod tests {
             None
         );
     }
+}
+
+/// A node's agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AgentView {
+    /// `joined` (holds a certificate) or `ready` (attached, config applied).
+    pub state: String,
+    /// Whether the agent's stream is open to this zone now.
+    pub connected: bool,
+    /// The agent's software version.
+    pub version: String,
+    /// When the zone last heard from it, UTC milliseconds.
+    pub last_contact: i64,
+    pub joined_at: i64,
+    pub hostname: String,
+    /// The config generation the zone wants, and the one the agent applied.
+    pub desired_generation: u64,
+    pub applied_generation: u64,
+    /// Why the last config did not apply, if it did not.
+    pub apply_error: Option<String>,
+    /// When the node's certificate expires (the agent renews it well before).
+    pub cert_not_after: i64,
+}
+
+impl AgentView {
+    /// The view of `agent`; `live` is the last contact of its open stream, if it has one.
+    pub fn of(agent: &orc_zone_model::NodeAgent, live: Option<i64>) -> AgentView {
+        AgentView {
+            state: agent.state.to_string(),
+            connected: live.is_some(),
+            version: agent.version.clone(),
+            last_contact: live.unwrap_or(agent.last_contact_at.millis()),
+            joined_at: agent.joined_at.millis(),
+            hostname: agent.facts.hostname.clone(),
+            desired_generation: agent.desired_generation,
+            applied_generation: agent.applied_generation,
+            apply_error: agent.apply_error.clone(),
+            cert_not_after: agent.cert_not_after.millis(),
+        }
+    }
+}
+
+/// `POST …/nodes/{node}/exec`: a command to run on the node, without a shell.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecRequest {
+    /// The program and its arguments; the program is looked up in the agent's `PATH`.
+    pub argv: Vec<String>,
+    /// The command is killed after this long: 1 to 3600 s, 600 by default.
+    #[serde(default)]
+    pub timeout_seconds: Option<u32>,
+}
+
+/// One line of an exec's answer (`application/x-ndjson`): output, then one exit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ExecLine {
+    /// A chunk of output, base64 (standard alphabet, padded).
+    Output {
+        /// `stdout` or `stderr`.
+        stream: String,
+        data: String,
+    },
+    /// The last line: the exit code (null when the command was killed or never ran), and
+    /// why it did not run to its end.
+    Exit {
+        code: Option<i32>,
+        error: Option<String>,
+    },
+}
+
+/// `POST …/nodes/{node}/join-tokens`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateJoinToken {
+    /// How long the token admits its node: 60 to 86,400 s, 3,600 by default.
+    #[serde(default)]
+    pub ttl_seconds: Option<u64>,
+    /// Binds the token to the machine with this `product_uuid` (from its DMI data).
+    #[serde(default)]
+    pub product_uuid: Option<String>,
+}
+
+/// A node's join token (never its secret, except once in [`CreatedJoinToken`]).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JoinTokenView {
+    pub id: String,
+    pub node_id: String,
+    /// `live`, `used`, `revoked` or `expired`.
+    pub state: String,
+    /// `zone` (minted at deploy) or the user who minted it.
+    pub created_by: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+    /// The CA it pins (`sha256:<hex>`).
+    pub ca_fingerprint: String,
+    pub product_uuid: Option<String>,
+}
+
+impl JoinTokenView {
+    /// The view of `token` as of `now`.
+    pub fn of(token: &orc_zone_model::JoinToken, now: orc_zone_model::Timestamp) -> Self {
+        let state = if token.revoked_at.is_some() {
+            "revoked"
+        } else if token.used_at.is_some() {
+            "used"
+        } else if token.is_live(now) {
+            "live"
+        } else {
+            "expired"
+        };
+        JoinTokenView {
+            id: token.id.to_string(),
+            node_id: token.node_id.to_string(),
+            state: state.to_string(),
+            created_by: token.created_by.clone(),
+            created_at: token.created_at.millis(),
+            expires_at: token.expires_at.millis(),
+            used_at: token.used_at.map(|t| t.millis()),
+            revoked_at: token.revoked_at.map(|t| t.millis()),
+            ca_fingerprint: token.ca_fingerprint.clone(),
+            product_uuid: token.product_uuid.clone(),
+        }
+    }
+}
+
+/// A join token just minted: the only answer that carries its secret.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CreatedJoinToken {
+    #[serde(flatten)]
+    pub token: JoinTokenView,
+    /// The token to hand to the node's agent (`orc agent --join-token-file`); shown once.
+    pub secret: String,
+    /// The zone's agent endpoint the node dials.
+    pub endpoint: String,
 }

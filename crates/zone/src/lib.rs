@@ -1,5 +1,6 @@
 //! The zone controller: it drives pools and nodes toward what tenants asked for.
 //!
+//! - [`agents`]: the zone's side of the agent protocol: joins, node streams, `orc exec`;
 //! - [`backend`]: the seam between the reconcilers and whatever carries out a node's work
 //!   (the hub for remote providers, the app supervisor for `core`);
 //! - [`hub`]: the zone's side of the provider protocol, over gRPC;
@@ -13,6 +14,7 @@
 //! provider's supervisor) and [`api::views`] (`orc-zone-api-types`). None of them may import
 //! this crate. See `docs/zone/controller.md`.
 
+pub mod agents;
 pub mod api;
 pub mod backend;
 pub mod hub;

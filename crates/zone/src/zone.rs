@@ -34,9 +34,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::agents::{AgentHub, AgentHubOptions, ExecError, ExecEvent};
 use crate::api::views::ReplicaView;
 use crate::api::{
-    self, ApiLimits, ApiState, LogLineView, LogSource, LogsFuture, ProviderDirectory,
+    self, AgentAccess, ApiLimits, ApiState, LogLineView, LogSource, LogsFuture, ProviderDirectory,
 };
 use crate::apps::{Apps, AppsConfig, AppsError, ZoneEndpoint};
 use crate::backend::Backends;
@@ -167,6 +168,8 @@ pub struct ZoneConfig {
     pub reconcile: ReconcileOptions,
     /// Timeouts of the provider hub.
     pub hub: HubOptions,
+    /// Timeouts of the agent hub.
+    pub agents: AgentHubOptions,
     /// TLS on both listeners.
     pub tls: TlsConfig,
     /// Timeouts and limits of both listeners.
@@ -185,6 +188,7 @@ impl ZoneConfig {
             apps: AppsConfig::default(),
             reconcile: ReconcileOptions::default(),
             hub: HubOptions::default(),
+            agents: AgentHubOptions::default(),
             tls: TlsConfig::default(),
             limits: ListenLimits::default(),
         }
@@ -257,6 +261,7 @@ pub struct Zone {
     admin_token: TokenSecret,
     admin_token_is_new: bool,
     hub: Hub,
+    agents: AgentHub,
     apps: Apps,
     reconcilers: ReconcilerHandle,
     stop: watch::Sender<bool>,
@@ -340,7 +345,12 @@ impl Zone {
                 ));
                 (
                     Some(orc_tls::server_config(cert.clone(), orc_tls::ALPN_HTTP)),
-                    Some(orc_tls::server_config(cert, orc_tls::ALPN_H2)),
+                    // Agents present node certificates here; providers present none.
+                    Some(orc_tls::server_config_with_clients(
+                        cert,
+                        orc_tls::ALPN_H2,
+                        ca.roots(),
+                    )),
                     Some(renew),
                 )
             }
@@ -348,11 +358,22 @@ impl Zone {
 
         let clock: SharedClock = Arc::new(SystemClock);
         let hub = Hub::new(store.clone(), config.hub.clone());
+        let agents = AgentHub::new(store.clone(), ca.clone(), config.agents.clone());
         let grpc_task = {
-            let hub = hub.clone();
-            let stopped = stopped.clone();
-            let options = config.limits.serve_options(grpc_tls);
-            tokio::spawn(async move { hub.serve_with(grpc, options, wait_for_stop(stopped)).await })
+            let routes = tonic::service::Routes::new(hub.grpc_service())
+                .add_service(agents.grpc_service())
+                .prepare();
+            let options = orc_tls::ServeOptions {
+                what: "provider and agent endpoint",
+                http2_only: true,
+                ..config.limits.serve_options(grpc_tls)
+            };
+            tokio::spawn(orc_tls::serve(
+                grpc,
+                routes,
+                options,
+                wait_for_stop(stopped.clone()),
+            ))
         };
         let endpoint = ZoneEndpoint {
             url: format!("{scheme}://{}", dialable(grpc_addr)),
@@ -364,6 +385,7 @@ impl Zone {
             Err(e) => {
                 let _ = stop.send(true);
                 hub.shutdown();
+                agents.shutdown();
                 store.close().await;
                 return Err(ZoneError::Apps(e));
             }
@@ -380,6 +402,10 @@ impl Zone {
             .with_backends(backends)
             .with_directory(Arc::new(HubDirectory(hub.clone())))
             .with_logs(Arc::new(AppsLogs(apps.clone())))
+            .with_agents(Arc::new(AgentDirectory {
+                hub: agents.clone(),
+                endpoint: format!("{scheme}://{}", dialable(grpc_addr)),
+            }))
             .with_apps(config.apps.clone())
             .with_waker(move || reconciler.wake())
             .with_clock(move || clock.now());
@@ -408,6 +434,7 @@ impl Zone {
             admin_token,
             admin_token_is_new,
             hub,
+            agents,
             apps,
             reconcilers,
             stop,
@@ -473,6 +500,11 @@ impl Zone {
         &self.hub
     }
 
+    /// The agent hub (joined nodes' streams).
+    pub fn agents(&self) -> &AgentHub {
+        &self.agents
+    }
+
     /// The `core` provider (app slots and their logs).
     pub fn apps(&self) -> &Apps {
         &self.apps
@@ -506,6 +538,7 @@ impl Zone {
         self.reconcilers.shutdown().await;
         self.apps.shutdown().await;
         self.hub.shutdown();
+        self.agents.shutdown();
         match self.grpc_task.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "the gRPC server ended with an error"),
@@ -557,6 +590,35 @@ impl ProviderDirectory for HubDirectory {
 
     fn catalog(&self, provider: &Provider) -> Option<orc_proto::Catalog> {
         self.0.catalog(provider).map(|c| c.catalog)
+    }
+}
+
+/// The API's way to nodes' agents.
+struct AgentDirectory {
+    hub: AgentHub,
+    endpoint: String,
+}
+
+impl AgentAccess for AgentDirectory {
+    fn live(&self, node: &crate::model::NodeId) -> Option<crate::model::Timestamp> {
+        self.hub.live(node).map(|l| l.last_contact)
+    }
+
+    fn exec(
+        &self,
+        node: &crate::model::NodeId,
+        argv: Vec<String>,
+        timeout: Duration,
+    ) -> Result<tokio::sync::mpsc::Receiver<ExecEvent>, ExecError> {
+        self.hub.exec(node, argv, timeout)
+    }
+
+    fn ca_fingerprint(&self) -> Option<String> {
+        self.hub.ca_fingerprint()
+    }
+
+    fn endpoint(&self) -> String {
+        self.endpoint.clone()
     }
 }
 

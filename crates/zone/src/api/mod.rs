@@ -24,6 +24,7 @@
 pub mod access;
 pub mod error;
 pub mod extract;
+mod nodes;
 mod pools;
 mod providers;
 mod tenancy;
@@ -87,6 +88,23 @@ pub trait LogSource: Send + Sync + 'static {
     ) -> LogsFuture<'a>;
 }
 
+/// What the API may do with nodes' agents (the agent hub).
+pub trait AgentAccess: Send + Sync + 'static {
+    /// The last contact of `node`'s open agent stream, if it has one.
+    fn live(&self, node: &crate::model::NodeId) -> Option<Timestamp>;
+    /// Starts `argv` on `node`'s agent; see [`crate::agents::AgentHub::exec`].
+    fn exec(
+        &self,
+        node: &crate::model::NodeId,
+        argv: Vec<String>,
+        timeout: Duration,
+    ) -> Result<tokio::sync::mpsc::Receiver<crate::agents::ExecEvent>, crate::agents::ExecError>;
+    /// The fingerprint of the CA join tokens pin; `None` on a plain zone.
+    fn ca_fingerprint(&self) -> Option<String>;
+    /// The URL agents dial.
+    fn endpoint(&self) -> String;
+}
+
 type Waker = Arc<dyn Fn() + Send + Sync>;
 type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
@@ -97,6 +115,7 @@ pub struct ApiState {
     backends: Option<Backends>,
     directory: Arc<dyn ProviderDirectory>,
     logs: Option<Arc<dyn LogSource>>,
+    pub(crate) agents: Option<Arc<dyn AgentAccess>>,
     waker: Waker,
     clock: Clock,
     apps: Arc<AppsConfig>,
@@ -121,6 +140,7 @@ impl ApiState {
             backends: None,
             directory: Arc::new(NoDirectory),
             logs: None,
+            agents: None,
             waker: Arc::new(|| {}),
             clock: Arc::new(Timestamp::now),
             apps: Arc::new(AppsConfig::default()),
@@ -153,6 +173,12 @@ impl ApiState {
     /// App logs come from this source.
     pub fn with_logs(mut self, logs: Arc<dyn LogSource>) -> Self {
         self.logs = Some(logs);
+        self
+    }
+
+    /// Nodes' agents are reached through this (`orc exec`, join tokens).
+    pub fn with_agents(mut self, agents: Arc<dyn AgentAccess>) -> Self {
+        self.agents = Some(agents);
         self
     }
 
@@ -252,6 +278,18 @@ pub fn router(state: ApiState) -> Router {
         .route(
             &format!("{project}/pools/{{pool}}/logs"),
             get(pl::pool_logs),
+        )
+        .route(
+            &format!("{project}/nodes/{{node}}/exec"),
+            post(nodes::exec_node),
+        )
+        .route(
+            &format!("{project}/nodes/{{node}}/join-tokens"),
+            get(nodes::list_join_tokens).post(nodes::create_join_token),
+        )
+        .route(
+            &format!("{project}/nodes/{{node}}/join-tokens/{{token}}"),
+            axum::routing::delete(nodes::revoke_join_token),
         )
         .route(&format!("{project}/events"), get(pl::list_events))
         .route(&format!("{project}/usage"), get(pl::usage))
@@ -381,6 +419,8 @@ impl Modify for BearerAuth {
         pools::list_pools, pools::create_pool, pools::get_pool, pools::delete_pool,
         pools::resize_pool, pools::reconfigure_pool, pools::list_nodes, pools::pool_logs,
         pools::list_events, pools::usage, pools::quote,
+        nodes::exec_node, nodes::create_join_token, nodes::list_join_tokens,
+        nodes::revoke_join_token,
     ),
     components(schemas(error::ErrorBody, error::ErrorDetail, ErrorCode, LogLineView, CatalogView))
 )]

@@ -20,9 +20,9 @@ use super::extract::{JsonBody, PathArgs, QueryArgs, parse_query_value};
 use super::providers::{site_gateways, visible_provider};
 use super::tenancy::{parse_name, project_with_role};
 use super::views::{
-    CreatePool, EndpointView, EventView, EventsQuery, NodeView, NodesQuery, ParkedView, PlacedView,
-    PoolView, QuoteRequest, QuoteView, ReconfigurePool, ResizePool, ShapeView, UsageLineView,
-    UsageQuery, UsageView, private_address,
+    AgentView, CreatePool, EndpointView, EventView, EventsQuery, NodeView, NodesQuery, ParkedView,
+    PlacedView, PoolView, QuoteRequest, QuoteView, ReconfigurePool, ResizePool, ShapeView,
+    UsageLineView, UsageQuery, UsageView, private_address,
 };
 use super::{ApiState, LogLineView};
 use crate::backend::NodeBackend;
@@ -638,6 +638,13 @@ pub(super) async fn list_nodes(
         .into_iter()
         .map(|(site, n)| (site, private_address(&n.status.addresses)))
         .collect();
+    let agents: BTreeMap<NodeId, orc_zone_model::NodeAgent> = state
+        .store
+        .node_agents_of_pool(&pool.id)
+        .await?
+        .into_iter()
+        .map(|a| (a.node_id.clone(), a))
+        .collect();
     // Where a node went is the zone operators' to see; a tenant sees the neutral site.
     let operator = caller.zone_role().is_some();
     Ok(Json(
@@ -653,6 +660,10 @@ pub(super) async fn list_nodes(
                 if operator {
                     view.placed = PlacedView::of(n);
                 }
+                view.agent = agents.get(&n.id).map(|agent| {
+                    let live = state.agents.as_ref().and_then(|a| a.live(&n.id));
+                    AgentView::of(agent, live.map(|t| t.millis()))
+                });
                 view
             })
             .collect(),

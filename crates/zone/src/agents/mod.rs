@@ -1,0 +1,289 @@
+//! The zone's side of the agent protocol (`orc.agent.v1`): nodes' agents join with a join
+//! token and keep one stream open, over which the zone sends their config and runs
+//! `orc exec`.
+//!
+//! - **Join.** An agent presents its join token, its node id, its own public key and its
+//!   facts. The token must pin this zone's CA, admit that node, be live, and (when bound) name
+//!   the machine's `product_uuid`; the zone then signs a node certificate over the agent's key
+//!   and records the agent as `joined`. Every refusal names its reason to the agent and is a
+//!   `node.join_refused` event; the token's text is in neither.
+//! - **Attach.** The stream is authenticated by the node certificate alone (the listener hands
+//!   its fingerprint to the request): the current certificate, or the one it replaced at the
+//!   last renewal. The agent says hello with its facts and the config generation it applied;
+//!   the zone answers with its welcome and the config it wants, computed from the node, its
+//!   pool and its provider. An agent that reports the wanted generation applied is `ready`.
+//!   A newer stream of the same node replaces an older one.
+//! - **Exec.** [`AgentHub::exec`] starts a command on an attached agent and relays its output
+//!   and exit; when the caller goes away the command is cancelled, and when the stream ends the
+//!   command ends with an error.
+//! - **Contact.** Both sides send keep-alives; a stream silent past the timeout ends. The last
+//!   contact is kept in memory for every message and written to the store at most every
+//!   [`AgentHubOptions::contact_write_interval`], so 10,000 agents do not write every few
+//!   seconds.
+//!
+//! Lock discipline as in the provider hub: one `std::sync::Mutex`, never held across an
+//! `.await`; outbound channels are unbounded so sending under the lock never waits.
+
+mod join;
+mod session;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use orc_proto::agent_pb::{self, agent_hub_server::AgentHubServer};
+use orc_tls::ZoneCa;
+use tokio::sync::{mpsc, watch};
+use tonic::Status;
+
+use crate::model::{NodeId, Timestamp};
+use crate::reconcile::{SharedClock, SystemClock};
+use crate::store::Store;
+use orc_zone_model::{InterfaceAddress, NodeFacts};
+
+/// Largest agent message the zone accepts (an exec output chunk is far smaller).
+pub const MAX_AGENT_MESSAGE_BYTES: usize = 1 << 20;
+
+/// Settings of the agent hub. `Default` gives the production values.
+#[derive(Clone)]
+pub struct AgentHubOptions {
+    /// How often each side sends a keep-alive. Default 15 s.
+    pub keepalive_interval: Duration,
+    /// A stream silent this long counts as ended. Default 45 s.
+    pub keepalive_timeout: Duration,
+    /// How long a new stream may take to say hello. Default 10 s.
+    pub hello_timeout: Duration,
+    /// The last contact is written to the store at most this often per agent. Default 30 s.
+    pub contact_write_interval: Duration,
+    /// How long a node certificate is valid. Default 30 days.
+    pub cert_lifetime: Duration,
+    /// The clock for stored times.
+    pub clock: SharedClock,
+}
+
+impl fmt::Debug for AgentHubOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentHubOptions")
+            .field("keepalive_interval", &self.keepalive_interval)
+            .field("keepalive_timeout", &self.keepalive_timeout)
+            .field("hello_timeout", &self.hello_timeout)
+            .field("contact_write_interval", &self.contact_write_interval)
+            .field("cert_lifetime", &self.cert_lifetime)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for AgentHubOptions {
+    fn default() -> Self {
+        AgentHubOptions {
+            keepalive_interval: Duration::from_secs(15),
+            keepalive_timeout: Duration::from_secs(45),
+            hello_timeout: Duration::from_secs(10),
+            contact_write_interval: Duration::from_secs(30),
+            cert_lifetime: orc_tls::ca::NODE_CERT_LIFETIME,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// Which output of a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecStream {
+    Stdout,
+    Stderr,
+}
+
+/// What a running command reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecEvent {
+    Output {
+        stream: ExecStream,
+        data: Vec<u8>,
+    },
+    /// The last event: the exit code (`None` when killed by a signal or not started), and
+    /// why it did not run to its end, if so.
+    Exit {
+        code: Option<i32>,
+        error: Option<String>,
+    },
+}
+
+/// Why a command could not be started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    #[error("node {0}'s agent is not connected")]
+    NotConnected(NodeId),
+    #[error("the command is empty")]
+    EmptyCommand,
+}
+
+/// An attached agent, as views show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentLive {
+    pub since: Timestamp,
+    pub last_contact: Timestamp,
+}
+
+type Outbound = mpsc::UnboundedSender<Result<agent_pb::ZoneMessage, Status>>;
+
+/// A node's open stream.
+struct Attached {
+    stream: u64,
+    outbound: Outbound,
+    since: Timestamp,
+    last_contact: Timestamp,
+    /// Commands running on it, by exec id.
+    execs: BTreeMap<u64, mpsc::Sender<ExecEvent>>,
+}
+
+#[derive(Default)]
+struct HubState {
+    attached: BTreeMap<NodeId, Attached>,
+}
+
+struct Inner {
+    store: Store,
+    ca: Option<Arc<ZoneCa>>,
+    options: AgentHubOptions,
+    state: Mutex<HubState>,
+    next_id: AtomicU64,
+    closing: watch::Sender<bool>,
+}
+
+/// The zone's agent hub. Cheap to clone.
+#[derive(Clone)]
+pub struct AgentHub {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for AgentHub {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentHub")
+            .field("options", &self.inner.options)
+            .field("attached", &self.attached_count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentHub {
+    /// A hub over `store` that signs node certificates with `ca` (`None`: a plain zone,
+    /// which agents cannot join).
+    pub fn new(store: Store, ca: Option<Arc<ZoneCa>>, options: AgentHubOptions) -> AgentHub {
+        AgentHub {
+            inner: Arc::new(Inner {
+                store,
+                ca,
+                options,
+                state: Mutex::new(HubState::default()),
+                next_id: AtomicU64::new(1),
+                closing: watch::Sender::new(false),
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, HubState> {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn now(&self) -> Timestamp {
+        self.inner.options.clock.now()
+    }
+
+    fn next_id(&self) -> u64 {
+        self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The tonic service to mount beside the provider hub's.
+    pub fn grpc_service(&self) -> AgentHubServer<session::AgentHubService> {
+        AgentHubServer::new(session::AgentHubService { hub: self.clone() })
+            .max_decoding_message_size(MAX_AGENT_MESSAGE_BYTES)
+    }
+
+    /// The fingerprint of the CA that signs node certificates; `None` on a plain zone.
+    pub fn ca_fingerprint(&self) -> Option<String> {
+        self.inner.ca.as_ref().map(|ca| ca.fingerprint())
+    }
+
+    /// How many agents are attached now.
+    pub fn attached_count(&self) -> usize {
+        self.state().attached.len()
+    }
+
+    /// The attached agent of `node`, if any.
+    pub fn live(&self, node: &NodeId) -> Option<AgentLive> {
+        self.state().attached.get(node).map(|a| AgentLive {
+            since: a.since,
+            last_contact: a.last_contact,
+        })
+    }
+
+    /// Starts `argv` on `node`'s agent, to be stopped after `timeout`. Output and the exit
+    /// come on the receiver; dropping it cancels the command.
+    pub fn exec(
+        &self,
+        node: &NodeId,
+        argv: Vec<String>,
+        timeout: Duration,
+    ) -> Result<mpsc::Receiver<ExecEvent>, ExecError> {
+        if argv.first().is_none_or(|a| a.is_empty()) {
+            return Err(ExecError::EmptyCommand);
+        }
+        let exec_id = self.next_id();
+        let (tx, rx) = mpsc::channel(64);
+        let mut state = self.state();
+        let attached = state
+            .attached
+            .get_mut(node)
+            .ok_or_else(|| ExecError::NotConnected(node.clone()))?;
+        attached.execs.insert(exec_id, tx);
+        let start = agent_pb::ExecStart {
+            exec_id,
+            argv,
+            timeout_seconds: u32::try_from(timeout.as_secs().max(1)).unwrap_or(u32::MAX),
+        };
+        let _ = attached
+            .outbound
+            .send(Ok(zone_message(agent_pb::zone_message::Body::ExecStart(
+                start,
+            ))));
+        Ok(rx)
+    }
+
+    /// Ends every agent stream; streams opened afterwards are ended at once. Agents
+    /// reconnect to the next zone on the same store.
+    pub fn shutdown(&self) {
+        self.inner.closing.send_replace(true);
+    }
+}
+
+fn zone_message(body: agent_pb::zone_message::Body) -> agent_pb::ZoneMessage {
+    agent_pb::ZoneMessage { body: Some(body) }
+}
+
+/// The model's facts from the wire's, and the machine's `product_uuid`.
+fn facts_from(facts: Option<agent_pb::Facts>) -> (NodeFacts, String) {
+    let facts = facts.unwrap_or_default();
+    let model = NodeFacts {
+        hostname: facts.hostname,
+        addresses: facts
+            .addresses
+            .into_iter()
+            .map(|a| InterfaceAddress {
+                interface: a.interface,
+                cidr: a.cidr,
+            })
+            .collect(),
+        kernel: facts.kernel,
+        architecture: facts.architecture,
+        cpus: facts.cpus,
+        memory_total_bytes: facts.memory_total_bytes,
+        memory_available_bytes: facts.memory_available_bytes,
+        load_centi: facts.load_centi,
+    };
+    (model, facts.product_uuid)
+}

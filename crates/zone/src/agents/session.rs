@@ -1,0 +1,478 @@
+//! One agent stream from `Attach` to its end: know the node by its certificate, read the
+//! hello, send the welcome and the config, then route what the agent sends until the stream
+//! ends, falls silent, or a newer stream of the node replaces it.
+
+use std::pin::Pin;
+
+use orc_proto::agent_pb::{self, agent_hub_server, agent_message, zone_message};
+use tokio::time::Instant;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::join::{timestamp_of, utc_minute};
+use super::{
+    AgentHub, Attached, ExecEvent, ExecStream, Outbound, facts_from, zone_message as message,
+};
+use crate::model::{AgentState, NodeState};
+use crate::store::StoreError;
+use orc_zone_model::{AgentConfig, NodeAgent};
+
+/// The tonic service behind [`AgentHub::grpc_service`].
+pub struct AgentHubService {
+    pub(super) hub: AgentHub,
+}
+
+impl std::fmt::Debug for AgentHubService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AgentHubService")
+    }
+}
+
+type Inbound = Pin<Box<dyn Stream<Item = Result<agent_pb::AgentMessage, Status>> + Send>>;
+
+fn unavailable(error: &StoreError) -> Status {
+    tracing::warn!(%error, "store error on an agent stream");
+    Status::unavailable("the zone's store is not available; try again")
+}
+
+#[tonic::async_trait]
+impl agent_hub_server::AgentHub for AgentHubService {
+    async fn join(
+        &self,
+        request: Request<agent_pb::JoinRequest>,
+    ) -> Result<Response<agent_pb::JoinReply>, Status> {
+        self.hub.join(request.into_inner()).await.map(Response::new)
+    }
+
+    type AttachStream = UnboundedReceiverStream<Result<agent_pb::ZoneMessage, Status>>;
+
+    async fn attach(
+        &self,
+        request: Request<Streaming<agent_pb::AgentMessage>>,
+    ) -> Result<Response<Self::AttachStream>, Status> {
+        let hub = self.hub.clone();
+        let fingerprint = request
+            .extensions()
+            .get::<orc_tls::ClientCertificate>()
+            .map(|c| c.fingerprint.to_string())
+            .ok_or_else(|| {
+                Status::unauthenticated(
+                    "attach needs the node certificate the zone signed at join; \
+                     join with a join token first",
+                )
+            })?;
+        let agent = match hub
+            .inner
+            .store
+            .node_agent_by_certificate(&fingerprint)
+            .await
+        {
+            Ok(Some(agent)) => agent,
+            Ok(None) => {
+                return Err(Status::unauthenticated(
+                    "this certificate is no longer the node's (it joined again since); \
+                     rejoin with a new join token",
+                ));
+            }
+            Err(e) => return Err(unavailable(&e)),
+        };
+        let inbound: Inbound = Box::pin(request.into_inner());
+        let (outbound, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move { hub.run_session(agent, inbound, outbound).await });
+        Ok(Response::new(UnboundedReceiverStream::new(rx)))
+    }
+}
+
+/// How a session ended.
+enum End {
+    /// The agent closed the stream or it broke.
+    Gone(&'static str),
+    /// The zone is stopping, or a newer stream took over: the agent reconnects.
+    Quiet(&'static str),
+}
+
+impl AgentHub {
+    async fn run_session(&self, agent: NodeAgent, mut inbound: Inbound, outbound: Outbound) {
+        let node = agent.node_id.clone();
+        let hello = match self.read_hello(&mut inbound).await {
+            Ok(hello) => hello,
+            Err(status) => {
+                let _ = outbound.send(Err(status));
+                return;
+            }
+        };
+        let (mut agent, config) = match self.prepare(agent, hello).await {
+            Ok(ready) => ready,
+            Err(status) => {
+                let _ = outbound.send(Err(status));
+                return;
+            }
+        };
+        let stream = self.next_id();
+        let now = self.now();
+        let replaced = self.state().attached.insert(
+            node.clone(),
+            Attached {
+                stream,
+                outbound: outbound.clone(),
+                since: now,
+                last_contact: now,
+                execs: Default::default(),
+            },
+        );
+        if let Some(old) = replaced {
+            end_execs(
+                old.execs.into_values(),
+                "a newer connection of the node replaced it",
+            );
+            let leave = agent_pb::Leave {
+                reason: "a newer connection of this node replaced this one".to_string(),
+            };
+            let _ = old
+                .outbound
+                .send(Ok(message(zone_message::Body::Leave(leave))));
+        }
+        let keepalive_seconds =
+            u32::try_from(self.inner.options.keepalive_interval.as_secs()).unwrap_or(u32::MAX);
+        let _ = outbound.send(Ok(message(zone_message::Body::Welcome(
+            agent_pb::Welcome {
+                node_id: node.to_string(),
+                keepalive_seconds,
+            },
+        ))));
+        let _ = outbound.send(Ok(message(zone_message::Body::Config(config_message(
+            agent.desired_generation,
+            &config,
+        )))));
+        self.settle(&mut agent, None).await;
+        tracing::info!(%node, version = %agent.version, state = %agent.state, "a node's agent attached");
+        let end = self
+            .route_messages(&mut agent, stream, &mut inbound, &outbound)
+            .await;
+        let execs = {
+            let mut state = self.state();
+            match state.attached.get(&node) {
+                Some(a) if a.stream == stream => state.attached.remove(&node).map(|a| a.execs),
+                _ => None,
+            }
+        };
+        if let Some(execs) = execs {
+            end_execs(execs.into_values(), "the node's agent disconnected");
+        }
+        match end {
+            End::Gone(reason) => {
+                tracing::info!(%node, reason, "a node's agent detached");
+                // Not ready while it is away; the last contact stays the last one heard.
+                let was_ready = agent.state == AgentState::Ready;
+                agent.state = AgentState::Joined;
+                self.write(&agent).await;
+                if was_ready {
+                    let words = format!("its agent disconnected ({reason})");
+                    self.node_event(&node, "node.agent_gone", &words).await;
+                }
+            }
+            End::Quiet(reason) => {
+                tracing::debug!(%node, reason, "a node's agent stream ended");
+                self.write(&agent).await;
+            }
+        }
+    }
+
+    async fn read_hello(&self, inbound: &mut Inbound) -> Result<agent_pb::Hello, Status> {
+        let first = tokio::time::timeout(self.inner.options.hello_timeout, inbound.next())
+            .await
+            .map_err(|_| Status::deadline_exceeded("no hello within the hello timeout"))?;
+        let message = match first {
+            Some(Ok(m)) => m,
+            Some(Err(status)) => return Err(status),
+            None => return Err(Status::cancelled("the stream ended before its hello")),
+        };
+        let Some(agent_message::Body::Hello(hello)) = message.body else {
+            return Err(Status::invalid_argument(
+                "the first message of a stream must be a hello",
+            ));
+        };
+        if hello.protocol_version != orc_proto::AGENT_PROTOCOL_VERSION {
+            return Err(Status::failed_precondition(format!(
+                "the agent speaks protocol version {}, this zone speaks {}; \
+                 upgrade the agent from the zone",
+                hello.protocol_version,
+                orc_proto::AGENT_PROTOCOL_VERSION
+            )));
+        }
+        Ok(hello)
+    }
+
+    /// Refuses an ended node; takes in the hello; computes the config and its generation.
+    async fn prepare(
+        &self,
+        mut agent: NodeAgent,
+        hello: agent_pb::Hello,
+    ) -> Result<(NodeAgent, AgentConfig), Status> {
+        let store = &self.inner.store;
+        let node = store
+            .get_node(&agent.node_id)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        if node.status.state == NodeState::Ended {
+            return Err(Status::permission_denied(format!(
+                "node {} has ended; its agent should stop",
+                node.id
+            )));
+        }
+        let pool = store
+            .get_pool(&node.pool_id)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        let provider = store
+            .get_provider(&pool.spec.provider_id)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        let config = AgentConfig::for_node(&node, &pool.name, &provider.name);
+        let (generation, is_new) = agent.generation_for(&config);
+        if is_new {
+            agent.desired_generation = generation;
+            agent.config_digest = config.digest();
+        }
+        let (facts, _) = facts_from(hello.facts);
+        agent.facts = facts;
+        agent.version = hello.version;
+        agent.applied_generation = hello.applied_generation;
+        agent.last_contact_at = self.now();
+        Ok((agent, config))
+    }
+
+    /// Moves the agent to the state its generations make it, writes it, and records the
+    /// change to `ready`. `applied` carries a reported apply error.
+    async fn settle(&self, agent: &mut NodeAgent, error: Option<String>) {
+        agent.apply_error = error;
+        let before = agent.state;
+        agent.state = agent.settled_state();
+        self.write(agent).await;
+        if before != AgentState::Ready && agent.state == AgentState::Ready {
+            let words = format!(
+                "ready: its agent (version {}) applied config generation {}",
+                agent.version, agent.desired_generation
+            );
+            self.node_event(&agent.node_id, "node.ready", &words).await;
+        }
+        if let Some(error) = &agent.apply_error {
+            let words = format!(
+                "its agent could not apply config generation {}: {error}",
+                agent.applied_generation
+            );
+            self.node_event(&agent.node_id, "node.config_failed", &words)
+                .await;
+        }
+    }
+
+    async fn write(&self, agent: &NodeAgent) {
+        match self.inner.store.update_node_agent(agent).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::info!(node = %agent.node_id, "the node joined again; this stream's writes are dropped");
+            }
+            Err(error) => tracing::warn!(node = %agent.node_id, %error, "node agent not written"),
+        }
+    }
+
+    async fn route_messages(
+        &self,
+        agent: &mut NodeAgent,
+        stream: u64,
+        inbound: &mut Inbound,
+        outbound: &Outbound,
+    ) -> End {
+        let options = &self.inner.options;
+        let mut closing = self.inner.closing.subscribe();
+        let mut keepalive = tokio::time::interval(options.keepalive_interval);
+        keepalive.tick().await;
+        let mut last_heard = Instant::now();
+        let mut last_written = Instant::now();
+        loop {
+            let silent_until = last_heard + options.keepalive_timeout;
+            let received = tokio::select! {
+                _ = closing.wait_for(|c| *c) => return End::Quiet("the zone is stopping"),
+                _ = outbound.closed() => return End::Quiet("replaced or closed"),
+                _ = keepalive.tick() => {
+                    let _ = outbound.send(Ok(message(zone_message::Body::KeepAlive(
+                        agent_pb::KeepAlive {},
+                    ))));
+                    if !self.is_current(agent, stream) {
+                        return End::Quiet("a newer connection of the node replaced it");
+                    }
+                    continue;
+                }
+                _ = tokio::time::sleep_until(silent_until) => {
+                    return End::Gone("silent past the keep-alive timeout");
+                }
+                received = inbound.next() => received,
+            };
+            let body = match received {
+                None => return End::Gone("the agent closed its stream"),
+                Some(Err(status)) => {
+                    tracing::debug!(node = %agent.node_id, %status, "agent stream error");
+                    return End::Gone("the stream broke");
+                }
+                Some(Ok(m)) => m.body,
+            };
+            last_heard = Instant::now();
+            let now = self.now();
+            agent.last_contact_at = now;
+            if let Some(a) = self.state().attached.get_mut(&agent.node_id)
+                && a.stream == stream
+            {
+                a.last_contact = now;
+            }
+            match body {
+                Some(agent_message::Body::Applied(applied)) => {
+                    agent.applied_generation = applied.generation;
+                    let error = Some(applied.error).filter(|e| !e.is_empty());
+                    self.settle(agent, error).await;
+                    last_written = Instant::now();
+                }
+                Some(agent_message::Body::Facts(facts)) => {
+                    agent.facts = facts_from(Some(facts)).0;
+                    self.write(agent).await;
+                    last_written = Instant::now();
+                }
+                Some(agent_message::Body::ExecOutput(output)) => {
+                    let stream_kind = match output.stream() {
+                        agent_pb::OutputStream::Stderr => ExecStream::Stderr,
+                        _ => ExecStream::Stdout,
+                    };
+                    let event = ExecEvent::Output {
+                        stream: stream_kind,
+                        data: output.data,
+                    };
+                    self.relay(agent, output.exec_id, event, false, outbound)
+                        .await;
+                }
+                Some(agent_message::Body::ExecExit(exit)) => {
+                    let event = ExecEvent::Exit {
+                        code: exit.code,
+                        error: Some(exit.error).filter(|e| !e.is_empty()),
+                    };
+                    self.relay(agent, exit.exec_id, event, true, outbound).await;
+                }
+                Some(agent_message::Body::Renew(renew)) => {
+                    if let Err(status) = self.renew(agent, &renew.public_key, outbound).await {
+                        let _ = outbound.send(Err(status));
+                        return End::Gone("a renewal failed");
+                    }
+                    last_written = Instant::now();
+                }
+                Some(agent_message::Body::KeepAlive(_)) | None => {}
+                Some(agent_message::Body::Hello(_)) => {
+                    let _ = outbound.send(Err(Status::invalid_argument(
+                        "a stream says hello once, as its first message",
+                    )));
+                    return End::Gone("a second hello");
+                }
+            }
+            if last_written.elapsed() >= options.contact_write_interval {
+                self.write(agent).await;
+                last_written = Instant::now();
+            }
+        }
+    }
+
+    fn is_current(&self, agent: &NodeAgent, stream: u64) -> bool {
+        self.state()
+            .attached
+            .get(&agent.node_id)
+            .is_some_and(|a| a.stream == stream)
+    }
+
+    /// Hands an exec event to its caller; a caller gone away cancels the command.
+    async fn relay(
+        &self,
+        agent: &NodeAgent,
+        exec_id: u64,
+        event: ExecEvent,
+        last: bool,
+        outbound: &Outbound,
+    ) {
+        let sender = {
+            let mut state = self.state();
+            let Some(attached) = state.attached.get_mut(&agent.node_id) else {
+                return;
+            };
+            if last {
+                attached.execs.remove(&exec_id)
+            } else {
+                attached.execs.get(&exec_id).cloned()
+            }
+        };
+        let Some(sender) = sender else {
+            return;
+        };
+        if sender.send(event).await.is_err() && !last {
+            if let Some(a) = self.state().attached.get_mut(&agent.node_id) {
+                a.execs.remove(&exec_id);
+            }
+            let cancel = agent_pb::ExecCancel { exec_id };
+            let _ = outbound.send(Ok(message(zone_message::Body::ExecCancel(cancel))));
+        }
+    }
+
+    /// Signs a new certificate over the agent's (new) key; the old one stays accepted until
+    /// the next renewal, so a stream opened with it keeps working.
+    async fn renew(
+        &self,
+        agent: &mut NodeAgent,
+        public_key: &[u8],
+        outbound: &Outbound,
+    ) -> Result<(), Status> {
+        let Some(ca) = &self.inner.ca else {
+            return Err(Status::failed_precondition("this zone has no CA"));
+        };
+        let cert = ca
+            .issue_node(
+                agent.node_id.as_str(),
+                public_key,
+                self.inner.options.cert_lifetime,
+            )
+            .map_err(|e| Status::invalid_argument(format!("no certificate was signed: {e}")))?;
+        let not_after = timestamp_of(cert.not_after);
+        agent.previous_fingerprint = Some(std::mem::replace(
+            &mut agent.cert_fingerprint,
+            cert.fingerprint,
+        ));
+        agent.cert_not_after = not_after;
+        self.write(agent).await;
+        tracing::info!(node = %agent.node_id, until = %utc_minute(not_after), "a node certificate was renewed");
+        let renewed = agent_pb::Renewed {
+            certificate_chain_pem: cert.chain_pem,
+            not_after: not_after.millis(),
+        };
+        let _ = outbound.send(Ok(message(zone_message::Body::Renewed(renewed))));
+        Ok(())
+    }
+}
+
+fn config_message(generation: u64, config: &AgentConfig) -> agent_pb::Config {
+    let identity = &config.identity;
+    agent_pb::Config {
+        generation,
+        identity: Some(agent_pb::Identity {
+            node_id: identity.node_id.to_string(),
+            pool: identity.pool.to_string(),
+            slot: identity.slot,
+            site: identity.site.clone(),
+            provider: identity.provider.to_string(),
+        }),
+        labels: config.labels.clone().into_iter().collect(),
+    }
+}
+
+/// Ends every command in `execs` with `why`.
+fn end_execs(execs: impl IntoIterator<Item = tokio::sync::mpsc::Sender<ExecEvent>>, why: &str) {
+    for exec in execs {
+        let _ = exec.try_send(ExecEvent::Exit {
+            code: None,
+            error: Some(why.to_string()),
+        });
+    }
+}
