@@ -9,6 +9,7 @@
 mod api_support;
 mod hub_support;
 
+mod agents;
 mod api_auth;
 mod api_e2e;
 mod api_openapi;
