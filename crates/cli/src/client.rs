@@ -179,6 +179,30 @@ impl Client {
         self.call(Method::PUT, path, Some(body)).await
     }
 
+    /// `POST path` with a JSON body, for an answer read as it streams: the response once
+    /// its status says success.
+    pub async fn post_streaming<B: Serialize>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<reqwest::Response, CallError> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.http.post(&url).json(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.map_err(|e| CallError::Unreachable {
+            url: self.base.clone(),
+            detail: error_chain(&e),
+        })?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let bytes = response.bytes().await.unwrap_or_default();
+        Err(api_error(status, &bytes))
+    }
+
     /// `DELETE path`.
     pub async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, CallError> {
         self.call::<(), T>(Method::DELETE, path, None).await

@@ -80,6 +80,32 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
+    /// Run a command on a node through its agent (no shell; output streamed), exiting with
+    /// the command's exit code.
+    #[command(after_help = "Example: orc exec n-7 --project acme/web -- ip -4 addr")]
+    Exec {
+        /// The node (`n-…`, as `orc nodes` shows it).
+        node: String,
+        /// ORG/PROJECT the node is in [default: the token's project].
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
+        /// Kill the command after this long (1s to 1h).
+        #[arg(long, default_value = "10m", value_parser = commands::agent::parse_ttl)]
+        timeout: std::time::Duration,
+        /// The program and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        argv: Vec<String>,
+    },
+    /// A node's join tokens.
+    Node {
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
+    /// Run the node agent: join the zone with a join token, then keep its stream open.
+    #[command(
+        after_help = "Example: orc agent --zone https://zone.example.net:7400 --node n-7 \\\n    --join-token-file /etc/orc/join-token"
+    )]
+    Agent(commands::agent::AgentArgs),
     /// List the providers a project may use (default: your own project).
     #[command(after_help = "Example: orc providers acme/web")]
     Providers {
@@ -173,6 +199,58 @@ enum Command {
         /// Least severe level shown: error, warn, info, debug or trace.
         #[arg(long, default_value = "info")]
         level: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum NodeCommand {
+    /// Mint, list or revoke a node's join tokens.
+    Join {
+        #[command(subcommand)]
+        command: JoinCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum JoinCommand {
+    /// Mint a join token for a node (revoking its earlier live ones); prints the token alone
+    /// on stdout, or writes it to --output.
+    #[command(after_help = "Example: orc node join create n-7 --ttl 30m --output join-token")]
+    Create {
+        /// The node (`n-…`).
+        node: String,
+        /// ORG/PROJECT the node is in [default: the token's project].
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
+        /// How long the token admits the node (1m to 24h).
+        #[arg(long, default_value = "1h", value_parser = commands::agent::parse_ttl)]
+        ttl: std::time::Duration,
+        /// Admit only the machine with this DMI product_uuid.
+        #[arg(long, value_name = "UUID")]
+        product_uuid: Option<String>,
+        /// Write the token to this file (0600) instead of stdout.
+        #[arg(long, value_name = "PATH")]
+        output: Option<PathBuf>,
+    },
+    /// List a node's join tokens (never their secrets).
+    #[command(after_help = "Example: orc node join list n-7")]
+    List {
+        /// The node (`n-…`).
+        node: String,
+        /// ORG/PROJECT the node is in [default: the token's project].
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
+    },
+    /// Revoke one of a node's join tokens.
+    #[command(after_help = "Example: orc node join revoke n-7 j-12")]
+    Revoke {
+        /// The node (`n-…`).
+        node: String,
+        /// The token (`j-…`).
+        token: String,
+        /// ORG/PROJECT the node is in [default: the token's project].
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
     },
 }
 
@@ -400,6 +478,12 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<commands::agent::RemoteExit>().is_some() => {
+            let code = e
+                .downcast_ref::<commands::agent::RemoteExit>()
+                .map_or(1, |r| r.0);
+            ExitCode::from(code)
+        }
         Err(e) => {
             eprintln!("error: {}", one_line(&e));
             ExitCode::FAILURE
@@ -453,6 +537,45 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             PoolCommand::Reconfigure(args) => commands::pools::reconfigure(&conn, args).await,
         },
         Command::Nodes { pool, all } => commands::nodes::list(&conn, &pool, all).await,
+        Command::Exec {
+            node,
+            project,
+            timeout,
+            argv,
+        } => commands::agent::exec(&conn, &node, project.as_deref(), argv, timeout).await,
+        Command::Node {
+            command: NodeCommand::Join { command },
+        } => match command {
+            JoinCommand::Create {
+                node,
+                project,
+                ttl,
+                product_uuid,
+                output,
+            } => {
+                commands::agent::join_create(
+                    &conn,
+                    &node,
+                    project.as_deref(),
+                    ttl,
+                    product_uuid,
+                    output.as_deref(),
+                )
+                .await
+            }
+            JoinCommand::List { node, project } => {
+                commands::agent::join_list(&conn, &node, project.as_deref()).await
+            }
+            JoinCommand::Revoke {
+                node,
+                token,
+                project,
+            } => commands::agent::join_revoke(&conn, &node, &token, project.as_deref()).await,
+        },
+        Command::Agent(args) => {
+            init_tracing();
+            commands::agent::run_agent(args).await
+        }
         Command::Providers { project } => {
             commands::providers::list(&conn, project.as_deref()).await
         }
@@ -592,6 +715,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     outln!("stopping…");
     zone.shutdown().await;
     Ok(())
+}
+
+/// Completes at the first SIGINT (Ctrl-C) or SIGTERM.
+pub(crate) async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        // Without signal handlers the process still ends by the default action.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
 }
 
 fn init_tracing() {

@@ -564,3 +564,129 @@ async fn a_tenant_works_in_their_own_project() {
     let _ = live.stop.send(());
     live.zone.shutdown().await;
 }
+
+/// The node agent through the binary: `orc node join create` writes a token file, `orc
+/// agent` joins with it and the node reads `ready` in `orc nodes`; `orc exec` prints the
+/// command's output and exits with its code; a used token cannot be minted into a second
+/// join.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orc_agent_joins_and_orc_exec_runs_commands_on_the_node() {
+    let Live {
+        zone,
+        dir,
+        cloud: _cloud,
+        provider: _provider,
+        stop,
+        _tmp,
+    } = live().await;
+    let args = pool_create("sys/sys/edge", "eu-central", "2", true);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    stdout(&orc(&zone, &dir, &args).await);
+    let nodes: serde_json::Value = serde_json::from_str(&stdout(
+        &orc(&zone, &dir, &["--json", "nodes", "sys/edge"]).await,
+    ))
+    .unwrap();
+    let node = nodes[0]["id"].as_str().unwrap().to_string();
+
+    let node_dir = tempfile::tempdir().unwrap();
+    let token_file = node_dir.path().join("join-token");
+    let created = orc(
+        &zone,
+        &dir,
+        &[
+            "node",
+            "join",
+            "create",
+            &node,
+            "--ttl",
+            "10m",
+            "--output",
+            token_file.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(
+        stdout(&created).is_empty(),
+        "the token is not printed when written to a file"
+    );
+    let said = String::from_utf8_lossy(&created.stderr).to_string();
+    assert!(said.contains(&format!("admits node {node} once")), "{said}");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let token = std::fs::read_to_string(&token_file).unwrap();
+
+    let mut agent = std::process::Command::new(env!("CARGO_BIN_EXE_orc"))
+        .args(["agent", "--zone", &zone.grpc_url(), "--node", &node])
+        .arg("--join-token-file")
+        .arg(&token_file)
+        .arg("--state-dir")
+        .arg(node_dir.path().join("state"))
+        .arg("--product-uuid-file")
+        .arg(node_dir.path().join("product_uuid"))
+        .env("ORC_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = false;
+    for _ in 0..300 {
+        let table = stdout(&orc(&zone, &dir, &["nodes", "sys/edge"]).await);
+        if table
+            .lines()
+            .nth(1)
+            .is_some_and(|row| row.contains(" ready "))
+        {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ready, "the node reads ready in `orc nodes`");
+    assert!(!token_file.exists(), "the agent deleted the used token");
+
+    let out = orc(
+        &zone,
+        &dir,
+        &[
+            "exec",
+            &node,
+            "--",
+            "sh",
+            "-c",
+            "echo hello; echo oops >&2; exit 3",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "oops\n");
+    let ok = orc(&zone, &dir, &["exec", &node, "--", "echo", "fine"]).await;
+    assert_eq!(stdout(&ok), "fine\n");
+    let unknown = orc(&zone, &dir, &["exec", "n-zzzzzzzzzzzz", "--", "true"]).await;
+    assert!(!unknown.status.success());
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("not found"),
+        "{}",
+        String::from_utf8_lossy(&unknown.stderr)
+    );
+    let listed = stdout(&orc(&zone, &dir, &["node", "join", "list", &node]).await);
+    assert!(
+        listed.lines().nth(1).unwrap().contains(" used "),
+        "{listed}"
+    );
+    assert!(!listed.contains(token.trim()));
+
+    agent.kill().unwrap();
+    let output = agent.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(log.contains("joined the zone"), "{log}");
+    assert!(
+        !log.contains(&token.trim()[40..]),
+        "the agent never logs its token: {log}"
+    );
+    let _ = stop.send(());
+    zone.shutdown().await;
+}

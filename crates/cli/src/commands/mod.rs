@@ -6,6 +6,7 @@
 //! and `ORG/PROJECT/NAME` paths, and printing JSON. Argument parsing stays in `main.rs`;
 //! HTTP in [`crate::client`]; table layout in [`crate::table`].
 
+pub mod agent;
 pub mod events;
 pub mod logs;
 pub mod money;

@@ -32,11 +32,50 @@ fn placed_text(n: &NodeView) -> String {
     }
 }
 
+/// A running node's state as its agent makes it: `joined` once the agent holds its
+/// certificate, `ready` while it is attached with the zone's config applied.
+fn state_text(n: &NodeView) -> String {
+    match &n.agent {
+        Some(agent) if n.state == "running" => {
+            if agent.state == "ready" && agent.connected {
+                "ready".to_string()
+            } else {
+                "joined".to_string()
+            }
+        }
+        _ => n.state.clone(),
+    }
+}
+
+/// The agent's version, marked when its stream is closed.
+fn agent_text(n: &NodeView) -> String {
+    match &n.agent {
+        Some(agent) if agent.connected => agent.version.clone(),
+        Some(agent) => format!("{} (away)", agent.version),
+        None => "-".to_string(),
+    }
+}
+
+fn contact_text(n: &NodeView) -> String {
+    n.agent.as_ref().map_or("-".to_string(), |agent| {
+        orc_zone_apps::logs::format_time(orc_zone_model::Timestamp(agent.last_contact))
+    })
+}
+
 pub(crate) fn nodes_table(nodes: &[NodeView]) -> String {
     // The PLACED column is there when the zone showed where nodes went (to its operators).
     let placed = nodes.iter().any(|n| n.placed.is_some());
     let mut head = vec![
-        "SLOT", "NODE", "STATE", "SITE", "PRIVATE", "GATEWAY", "PRICE", "PUBLIC",
+        "SLOT",
+        "NODE",
+        "STATE",
+        "SITE",
+        "PRIVATE",
+        "GATEWAY",
+        "PRICE",
+        "PUBLIC",
+        "AGENT",
+        "LAST CONTACT",
     ];
     if placed {
         head.push("PLACED");
@@ -53,7 +92,7 @@ pub(crate) fn nodes_table(nodes: &[NodeView]) -> String {
         let mut row = vec![
             n.slot.to_string(),
             n.id.clone(),
-            n.state.clone(),
+            state_text(n),
             dash(n.site.as_deref()),
             dash(n.private_address.as_deref()),
             dash(n.gateway.as_deref()),
@@ -63,6 +102,8 @@ pub(crate) fn nodes_table(nodes: &[NodeView]) -> String {
             } else {
                 public.join(",")
             },
+            agent_text(n),
+            contact_text(n),
         ];
         if placed {
             row.push(placed_text(n));
@@ -99,7 +140,7 @@ pub async fn list(conn: &ConnArgs, pool: &str, all: bool) -> anyhow::Result<()> 
 #[cfg(test)]
 pub(crate) mod golden {
     use super::*;
-    use orc_zone_api_types::views::{MoneyView, PlacedView};
+    use orc_zone_api_types::views::{AgentView, MoneyView, PlacedView};
 
     use crate::commands::check_golden;
 
@@ -122,6 +163,7 @@ pub(crate) mod golden {
             created_at: 0,
             updated_at: 0,
             ended_at: None,
+            agent: None,
         }
     }
 
@@ -145,9 +187,27 @@ pub(crate) mod golden {
         parked.words = Some("no capacity in Europe Central right now".into());
         parked.refusal = Some("no_capacity".into());
         let pending = node(3, "n-00000000000p", "pending");
+        let agent = |state: &str, connected: bool| AgentView {
+            state: state.into(),
+            connected,
+            version: "0.1.0".into(),
+            last_contact: 1_767_225_600_000,
+            joined_at: 1_767_225_590_000,
+            hostname: "web-0".into(),
+            desired_generation: 1,
+            applied_generation: 1,
+            apply_error: None,
+            cert_not_after: 1_769_817_600_000,
+        };
+        let mut ready = running.clone();
+        ready.agent = Some(agent("ready", true));
+        let mut away = unpriced.clone();
+        away.agent = Some(agent("ready", false));
+        let mut joined = node(4, "n-00000000000q", "running");
+        joined.agent = Some(agent("joined", true));
         check_golden(
             "nodes",
-            &nodes_table(&[running.clone(), unpriced.clone(), parked, pending]),
+            &nodes_table(&[ready, away, parked, pending, joined]),
         );
         running.placed = Some(PlacedView {
             cloud: "hetzner".into(),

@@ -1,0 +1,278 @@
+//! Nodes' agents: `orc exec` (a command on a node, its output streamed back), `orc node
+//! join create|list|revoke` (a node's join tokens), and `orc agent` (the agent itself).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use base64::Engine as _;
+use orc_zone_api_types::views::{
+    CreateJoinToken, CreatedJoinToken, ExecLine, ExecRequest, JoinTokenView,
+};
+
+use super::{client, default_project, print_json, project_path, project_url};
+use crate::ConnArgs;
+use crate::client::{Client, segment};
+use crate::table::Table;
+
+/// The remote command's exit code, for `main` to exit with (nothing more is printed).
+#[derive(Debug)]
+pub struct RemoteExit(pub u8);
+
+impl std::fmt::Display for RemoteExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the command exited with {}", self.0)
+    }
+}
+
+impl std::error::Error for RemoteExit {}
+
+async fn project_of(client: &Client, project: Option<&str>) -> anyhow::Result<(String, String)> {
+    match project {
+        Some(path) => project_path(path),
+        None => default_project(client).await,
+    }
+}
+
+/// `orc exec NODE -- CMD…`: runs CMD on the node and exits with its exit code.
+pub async fn exec(
+    conn: &ConnArgs,
+    node: &str,
+    project: Option<&str>,
+    argv: Vec<String>,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    if argv.is_empty() {
+        bail!("name the command to run after `--`: orc exec {node} -- ip -4 addr");
+    }
+    let client = client(conn)?;
+    let (org, project) = project_of(&client, project).await?;
+    let body = ExecRequest {
+        argv,
+        timeout_seconds: Some(u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX)),
+    };
+    let path = format!(
+        "{}/nodes/{}/exec",
+        project_url(&org, &project),
+        segment(node)
+    );
+    let mut response = client.post_streaming(&path, &body).await?;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut exit: Option<(Option<i32>, Option<String>)> = None;
+    let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
+    let lost = |e: reqwest::Error| anyhow::anyhow!("the connection to the zone broke: {e}");
+    while let Some(chunk) = response.chunk().await.map_err(lost)? {
+        pending.extend_from_slice(&chunk);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let line: ExecLine = serde_json::from_slice(&line[..end])
+                .context("the zone sent a line that is not an exec event")?;
+            match line {
+                ExecLine::Output { stream, data } => {
+                    let data = base64::engine::general_purpose::STANDARD
+                        .decode(data)
+                        .context("the zone sent output that is not base64")?;
+                    if stream == "stderr" {
+                        stderr.write_all(&data)?;
+                    } else {
+                        stdout.write_all(&data)?;
+                        stdout.flush()?;
+                    }
+                }
+                ExecLine::Exit { code, error } => exit = Some((code, error)),
+            }
+        }
+    }
+    match exit {
+        None => bail!("the zone ended the answer before the command's exit"),
+        Some((Some(0), _)) => Ok(()),
+        Some((Some(code), _)) => {
+            Err(RemoteExit(u8::try_from(code.clamp(1, 255)).unwrap_or(1)).into())
+        }
+        Some((None, error)) => bail!(
+            "the command on {node} did not finish: {}",
+            error.unwrap_or_else(|| "no reason given".into())
+        ),
+    }
+}
+
+/// `30s`, `10m`, `1h`, `24h` (a bare number is seconds).
+pub fn parse_ttl(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((text, ""), |at| text.split_at(at));
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 30m or 1h"))?;
+    let seconds = match unit {
+        "" | "s" => number,
+        "m" => number * 60,
+        "h" => number * 3600,
+        _ => return Err(format!("{text:?}: the unit must be s, m or h")),
+    };
+    Ok(Duration::from_secs(seconds))
+}
+
+fn when(millis: i64) -> String {
+    orc_zone_apps::logs::format_time(orc_zone_model::Timestamp(millis))
+}
+
+fn tokens_url(org: &str, project: &str, node: &str) -> String {
+    format!(
+        "{}/nodes/{}/join-tokens",
+        project_url(org, project),
+        segment(node)
+    )
+}
+
+/// `orc node join create NODE`: prints the token alone on stdout (or writes it to `output`,
+/// 0600), and what it admits on stderr.
+pub async fn join_create(
+    conn: &ConnArgs,
+    node: &str,
+    project: Option<&str>,
+    ttl: Duration,
+    product_uuid: Option<String>,
+    output: Option<&Path>,
+) -> anyhow::Result<()> {
+    let client = client(conn)?;
+    let (org, project) = project_of(&client, project).await?;
+    let body = CreateJoinToken {
+        ttl_seconds: Some(ttl.as_secs()),
+        product_uuid,
+    };
+    let created: CreatedJoinToken = client
+        .post(&tokens_url(&org, &project, node), &body)
+        .await?;
+    if conn.json && output.is_none() {
+        return print_json(&created);
+    }
+    match output {
+        Some(path) => {
+            orc_zone::zone::write_private_file(path, &created.secret)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("Wrote the join token to {} (0600).", path.display());
+        }
+        None => println!("{}", created.secret),
+    }
+    eprintln!(
+        "Join token {} admits node {} once, until {}; on the node run:\n  orc agent --zone {} --node {} --join-token-file FILE",
+        created.token.id,
+        created.token.node_id,
+        when(created.token.expires_at),
+        created.endpoint,
+        created.token.node_id
+    );
+    Ok(())
+}
+
+/// `orc node join list NODE`.
+pub async fn join_list(conn: &ConnArgs, node: &str, project: Option<&str>) -> anyhow::Result<()> {
+    let client = client(conn)?;
+    let (org, project) = project_of(&client, project).await?;
+    let tokens: Vec<JoinTokenView> = client.get(&tokens_url(&org, &project, node)).await?;
+    if conn.json {
+        return print_json(&tokens);
+    }
+    if tokens.is_empty() {
+        outln!("No join tokens.");
+        return Ok(());
+    }
+    let mut t = Table::new(&["TOKEN", "STATE", "CREATED BY", "EXPIRES", "USED", "MACHINE"]);
+    for token in &tokens {
+        t.row(vec![
+            token.id.clone(),
+            token.state.clone(),
+            token.created_by.clone(),
+            when(token.expires_at),
+            token.used_at.map_or("-".to_string(), when),
+            token.product_uuid.clone().unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    out!("{}", t.render());
+    Ok(())
+}
+
+/// `orc node join revoke NODE TOKEN`.
+pub async fn join_revoke(
+    conn: &ConnArgs,
+    node: &str,
+    token: &str,
+    project: Option<&str>,
+) -> anyhow::Result<()> {
+    let client = client(conn)?;
+    let (org, project) = project_of(&client, project).await?;
+    let revoked: JoinTokenView = client
+        .delete(&format!(
+            "{}/{}",
+            tokens_url(&org, &project, node),
+            segment(token)
+        ))
+        .await?;
+    if conn.json {
+        return print_json(&revoked);
+    }
+    outln!(
+        "Revoked join token {} of node {}.",
+        revoked.id,
+        revoked.node_id
+    );
+    Ok(())
+}
+
+/// What `orc agent` was asked.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    /// The zone's agent endpoint (`https://HOST:7400`); needed for the first join.
+    #[arg(long = "zone", env = "ORC_AGENT_ZONE", value_name = "URL")]
+    pub zone: Option<String>,
+    /// The node this agent runs on (`n-…`); needed for the first join.
+    #[arg(long, env = "ORC_AGENT_NODE", value_name = "NODE")]
+    pub node: Option<String>,
+    /// The join token's file, deleted once the token was used.
+    #[arg(long, env = "ORC_AGENT_JOIN_TOKEN_FILE", value_name = "PATH",
+        default_value = orc_agent::DEFAULT_TOKEN_FILE)]
+    pub join_token_file: PathBuf,
+    /// Where the agent keeps its key, certificate and applied config.
+    #[arg(long, env = "ORC_AGENT_STATE_DIR", value_name = "DIR",
+        default_value = orc_agent::DEFAULT_STATE_DIR)]
+    pub state_dir: PathBuf,
+    /// Where the machine's DMI product_uuid is read.
+    #[arg(long, env = "ORC_AGENT_PRODUCT_UUID_FILE", value_name = "PATH",
+        default_value = orc_agent::facts::PRODUCT_UUID_FILE)]
+    pub product_uuid_file: PathBuf,
+}
+
+/// `orc agent`: runs until SIGTERM or Ctrl-C.
+pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
+    let options = orc_agent::AgentOptions {
+        endpoint: args.zone,
+        node_id: args.node,
+        token_file: args.join_token_file,
+        state_dir: args.state_dir,
+        product_uuid_file: args.product_uuid_file,
+        ..orc_agent::AgentOptions::default()
+    };
+    orc_agent::run(options, crate::shutdown_signal()).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_read_like_people_write_them() {
+        assert_eq!(parse_ttl("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_ttl("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_ttl("24h"), Ok(Duration::from_secs(86_400)));
+        assert!(
+            parse_ttl("1d")
+                .unwrap_err()
+                .contains("unit must be s, m or h")
+        );
+        assert!(parse_ttl("soon").unwrap_err().contains("not a duration"));
+    }
+}
