@@ -323,6 +323,10 @@ struct ServeArgs {
     /// Where providers dial in (gRPC).
     #[arg(long, default_value = orc_zone::zone::DEFAULT_GRPC_ADDR)]
     grpc: SocketAddr,
+    /// The URL nodes' agents dial (`https://zone.example.net:7400`): the gRPC endpoint as
+    /// the nodes' network reaches it [default: the --grpc address].
+    #[arg(long, env = "ORC_AGENT_URL", value_name = "URL")]
+    agent_url: Option<String>,
     #[command(flatten)]
     tls: TlsArgs,
 }
@@ -677,6 +681,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.http_addr = args.http;
     config.grpc_addr = args.grpc;
     config.tls = args.tls.config();
+    config.agent_url = args.agent_url;
+    // Nodes install the agent this zone runs as.
+    config.agent_binary = std::env::current_exe().ok();
     // The partner app runs from `orc-prov-partner` next to `orc` when there is one, else
     // from `orc` itself, which embeds it.
     if config.apps.resolve(up::PARTNER_PACKAGE).is_err() {

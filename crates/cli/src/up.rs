@@ -258,6 +258,7 @@ impl Up {
         config.grpc_addr = args.grpc;
         config.tls = args.tls.config();
         config.apps = apps;
+        config.agent_binary = std::env::current_exe().ok();
         let zone = Zone::start(config)
             .await
             .with_context(|| format!("cannot start the zone in {}", data_dir.display()))?;

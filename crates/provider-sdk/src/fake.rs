@@ -89,6 +89,8 @@ pub struct FakeInstance {
     pub price: Option<Money>,
     /// The SSH keys the deploy asked the instance to install.
     pub ssh_keys: Vec<String>,
+    /// The bootstrap the deploy carried (the zone's script, with the node's join token).
+    pub bootstrap: Vec<u8>,
 }
 
 /// A failure injected into the next deploy.
@@ -426,6 +428,7 @@ impl Provider for FakeProvider {
                 address: IpAddr::V4(Ipv4Addr::new(192, 0, 2, (n % 250 + 1) as u8)),
                 price: self.price(vcpus),
                 ssh_keys: deploy.ssh_keys.clone(),
+                bootstrap: deploy.bootstrap.0.clone(),
             };
             state
                 .instances

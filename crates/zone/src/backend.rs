@@ -54,6 +54,10 @@ pub enum BackendError {
     /// The backend is shutting down.
     #[error("the backend is shutting down")]
     ShuttingDown,
+    /// The zone could not prepare the node's bootstrap (its join token); the request was
+    /// not sent.
+    #[error("the node's bootstrap could not be prepared: {detail}")]
+    Bootstrap { detail: String },
 }
 
 impl BackendError {
@@ -65,7 +69,8 @@ impl BackendError {
             | BackendError::Disconnected { .. }
             | BackendError::Timeout { .. }
             | BackendError::Protocol { .. }
-            | BackendError::ShuttingDown => true,
+            | BackendError::ShuttingDown
+            | BackendError::Bootstrap { .. } => true,
         }
     }
 }

@@ -34,7 +34,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::agents::{AgentHub, AgentHubOptions, ExecError, ExecEvent};
+use crate::agents::{AgentBinary, AgentBootstrap, AgentHub, AgentHubOptions, ExecError, ExecEvent};
 use crate::api::views::ReplicaView;
 use crate::api::{
     self, AgentAccess, ApiLimits, ApiState, LogLineView, LogSource, LogsFuture, ProviderDirectory,
@@ -170,6 +170,12 @@ pub struct ZoneConfig {
     pub hub: HubOptions,
     /// Timeouts of the agent hub.
     pub agents: AgentHubOptions,
+    /// The URL nodes dial for the agent endpoint (`https://zone.example.net:7400`); `None`
+    /// for the provider endpoint's own URL, which only nodes on this host can dial.
+    pub agent_url: Option<String>,
+    /// The `orc` binary nodes install from `GET /api/agent/orc` (`orc zone serve` and
+    /// `orc up` serve themselves); `None` serves none, and nodes must bring `orc`.
+    pub agent_binary: Option<PathBuf>,
     /// TLS on both listeners.
     pub tls: TlsConfig,
     /// Timeouts and limits of both listeners.
@@ -189,6 +195,8 @@ impl ZoneConfig {
             reconcile: ReconcileOptions::default(),
             hub: HubOptions::default(),
             agents: AgentHubOptions::default(),
+            agent_url: None,
+            agent_binary: None,
             tls: TlsConfig::default(),
             limits: ListenLimits::default(),
         }
@@ -335,7 +343,10 @@ impl Zone {
         let (api_tls, grpc_tls, renew_task) = match &ca {
             None => (None, None, None),
             Some(ca) => {
-                let names = server_names(&config.tls.names, [http_addr, grpc_addr]);
+                let mut extra = config.tls.names.clone();
+                // Nodes check the name they dial.
+                extra.extend(config.agent_url.as_deref().and_then(url_host));
+                let names = server_names(&extra, [http_addr, grpc_addr]);
                 let cert =
                     orc_tls::RenewingCert::new(ca.issue_server(&names, config.tls.cert_lifetime)?)?;
                 let renew = tokio::spawn(cert.clone().keep_renewed(
@@ -390,13 +401,38 @@ impl Zone {
                 return Err(ZoneError::Apps(e));
             }
         };
+        let agent_url = config
+            .agent_url
+            .clone()
+            .unwrap_or_else(|| format!("{scheme}://{}", dialable(grpc_addr)));
+        let binary = match &config.agent_binary {
+            Some(path) => {
+                let host = config
+                    .agent_url
+                    .as_deref()
+                    .and_then(url_host)
+                    .unwrap_or_else(|| dialable(http_addr).ip().to_string());
+                let url = format!(
+                    "{scheme}://{}/api/agent/orc",
+                    join_host_port(&host, http_addr.port())
+                );
+                Some(served_binary(path, url).await?)
+            }
+            None => None,
+        };
+        let mut reconcile = config.reconcile.clone();
+        if let Some(ca) = &ca {
+            reconcile.bootstrap = Some(Arc::new(AgentBootstrap {
+                endpoint: agent_url.clone(),
+                ca_pem: ca.cert_pem().to_string(),
+                ca_fingerprint: ca.fingerprint(),
+                binary: binary.as_ref().map(|(_, b)| b.clone()),
+                ttl: orc_zone_model::JoinTtl::default(),
+            }));
+        }
         let backends = Backends::new(hub.clone(), apps.clone());
-        let reconcilers = Reconcilers::spawn(
-            store.clone(),
-            backends.clone(),
-            clock.clone(),
-            config.reconcile.clone(),
-        );
+        let reconcilers =
+            Reconcilers::spawn(store.clone(), backends.clone(), clock.clone(), reconcile);
         let reconciler = reconcilers.reconciler().clone();
         let state = ApiState::new(store.clone())
             .with_backends(backends)
@@ -404,11 +440,15 @@ impl Zone {
             .with_logs(Arc::new(AppsLogs(apps.clone())))
             .with_agents(Arc::new(AgentDirectory {
                 hub: agents.clone(),
-                endpoint: format!("{scheme}://{}", dialable(grpc_addr)),
+                endpoint: agent_url,
             }))
             .with_apps(config.apps.clone())
             .with_waker(move || reconciler.wake())
             .with_clock(move || clock.now());
+        let state = match binary {
+            Some((served, _)) => state.with_agent_binary(served),
+            None => state,
+        };
         let http_task = tokio::spawn(api::serve(
             http,
             state,
@@ -549,6 +589,50 @@ impl Zone {
         }
         self.store.close().await;
     }
+}
+
+/// The host of `url` (`https://HOST:PORT/…`), brackets kept off an IPv6 address.
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split_once(']')?.0,
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    (!host.is_empty()).then(|| host.to_string())
+}
+
+/// `HOST:PORT`, with an IPv6 address in brackets.
+fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// The binary at `path` as the API serves it, and as bootstraps fetch it from `url`.
+async fn served_binary(
+    path: &Path,
+    url: String,
+) -> Result<(api::nodes::ServedBinary, AgentBinary), ZoneError> {
+    let owned = path.to_path_buf();
+    let sha256 = tokio::task::spawn_blocking(move || api::nodes::file_sha256(&owned))
+        .await
+        .map_err(|e| ZoneError::DataDir {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(e),
+        })?
+        .map_err(|source| ZoneError::DataDir {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let served = api::nodes::ServedBinary {
+        path: path.to_path_buf(),
+        sha256: sha256.clone(),
+    };
+    let binary = AgentBinary { url, sha256 };
+    Ok((served, binary))
 }
 
 /// The names a server certificate carries: loopback, the listen addresses that are not
@@ -841,4 +925,25 @@ pub fn write_private_file(path: &Path, text: &str) -> std::io::Result<()> {
     writeln!(file, "{text}")?;
     file.sync_all()?;
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_binary_is_fetched_from_the_host_nodes_dial() {
+        assert_eq!(
+            url_host("https://zone.example.net:7400"),
+            Some("zone.example.net".into())
+        );
+        assert_eq!(
+            url_host("https://[2001:db8::1]:7400/x"),
+            Some("2001:db8::1".into())
+        );
+        assert_eq!(url_host("https://10.0.0.1"), Some("10.0.0.1".into()));
+        assert_eq!(url_host("nonsense"), None);
+        assert_eq!(join_host_port("2001:db8::1", 7070), "[2001:db8::1]:7070");
+        assert_eq!(join_host_port("10.0.0.1", 7070), "10.0.0.1:7070");
+    }
 }

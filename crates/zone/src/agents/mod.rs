@@ -24,8 +24,11 @@
 //! Lock discipline as in the provider hub: one `std::sync::Mutex`, never held across an
 //! `.await`; outbound channels are unbounded so sending under the lock never waits.
 
+pub mod bootstrap;
 mod join;
 mod session;
+
+pub use bootstrap::{AgentBinary, AgentBootstrap};
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -125,7 +125,10 @@ impl From<BackendError> for ApiError {
             BackendError::NoReplica { .. }
             | BackendError::Disconnected { .. }
             | BackendError::Timeout { .. }
-            | BackendError::ShuttingDown => ApiError::new(ErrorCode::Unavailable, e.to_string()),
+            | BackendError::ShuttingDown
+            | BackendError::Bootstrap { .. } => {
+                ApiError::new(ErrorCode::Unavailable, e.to_string())
+            }
             BackendError::Protocol { .. } => {
                 tracing::warn!(error = %e, "provider answered a quote wrongly");
                 ApiError::new(ErrorCode::Unavailable, e.to_string())

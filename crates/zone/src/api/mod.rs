@@ -24,7 +24,7 @@
 pub mod access;
 pub mod error;
 pub mod extract;
-mod nodes;
+pub mod nodes;
 mod pools;
 mod providers;
 mod tenancy;
@@ -116,6 +116,7 @@ pub struct ApiState {
     directory: Arc<dyn ProviderDirectory>,
     logs: Option<Arc<dyn LogSource>>,
     pub(crate) agents: Option<Arc<dyn AgentAccess>>,
+    pub(crate) agent_binary: Option<Arc<nodes::ServedBinary>>,
     waker: Waker,
     clock: Clock,
     apps: Arc<AppsConfig>,
@@ -141,6 +142,7 @@ impl ApiState {
             directory: Arc::new(NoDirectory),
             logs: None,
             agents: None,
+            agent_binary: None,
             waker: Arc::new(|| {}),
             clock: Arc::new(Timestamp::now),
             apps: Arc::new(AppsConfig::default()),
@@ -182,6 +184,12 @@ impl ApiState {
         self
     }
 
+    /// `GET /api/agent/orc` serves this binary.
+    pub fn with_agent_binary(mut self, binary: nodes::ServedBinary) -> Self {
+        self.agent_binary = Some(Arc::new(binary));
+        self
+    }
+
     /// Called after every write that changes desired state (wakes the reconcilers).
     pub fn with_waker(mut self, waker: impl Fn() + Send + Sync + 'static) -> Self {
         self.waker = Arc::new(waker);
@@ -212,6 +220,8 @@ pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/api/health", get(health))
         .route("/api/openapi.json", get(openapi_json))
+        .route("/api/agent/orc", get(nodes::agent_binary))
+        .route("/api/agent/orc.sha256", get(nodes::agent_binary_sha256))
         .route("/api/whoami", get(tn::whoami))
         .route("/api/orgs", get(tn::list_orgs).post(tn::create_org))
         .route("/api/orgs/{org}", get(tn::get_org).delete(tn::delete_org))
@@ -420,7 +430,7 @@ impl Modify for BearerAuth {
         pools::resize_pool, pools::reconfigure_pool, pools::list_nodes, pools::pool_logs,
         pools::list_events, pools::usage, pools::quote,
         nodes::exec_node, nodes::create_join_token, nodes::list_join_tokens,
-        nodes::revoke_join_token,
+        nodes::revoke_join_token, nodes::agent_binary, nodes::agent_binary_sha256,
     ),
     components(schemas(error::ErrorBody, error::ErrorDetail, ErrorCode, LogLineView, CatalogView))
 )]

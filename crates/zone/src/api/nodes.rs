@@ -333,3 +333,80 @@ pub(super) async fn revoke_join_token(
     .await;
     Ok(Json(JoinTokenView::of(&revoked, now)))
 }
+
+/// The `orc` binary nodes install, as the zone serves it.
+#[derive(Debug, Clone)]
+pub struct ServedBinary {
+    pub path: std::path::PathBuf,
+    /// SHA-256, lowercase hex.
+    pub sha256: String,
+}
+
+/// The `orc` binary, for a node's bootstrap to install (it checks the SHA-256 it was given).
+/// Needs no token: the binary is no secret.
+#[utoipa::path(get, path = "/api/agent/orc", tag = "nodes", security(()),
+    responses((status = 200, description = "The orc binary", content_type = "application/octet-stream"),
+        (status = 404, body = ErrorBody)))]
+pub(super) async fn agent_binary(State(state): State<ApiState>) -> ApiResult<Response> {
+    let Some(binary) = state.agent_binary.as_ref() else {
+        return Err(ApiError::not_found(
+            "binary",
+            "this zone serves no agent binary; nodes bring their own orc",
+        ));
+    };
+    let file = tokio::fs::File::open(&binary.path).await.map_err(|e| {
+        tracing::warn!(path = %binary.path.display(), error = %e, "the agent binary cannot be read");
+        ApiError::new(ErrorCode::Unavailable, "the agent binary cannot be read right now")
+    })?;
+    let length = file.metadata().await.map(|m| m.len()).ok();
+    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
+    let mut response = (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (
+                header::HeaderName::from_static("x-orc-sha256"),
+                binary.sha256.clone(),
+            ),
+        ],
+        body,
+    )
+        .into_response();
+    if let Some(length) = length
+        && let Ok(value) = header::HeaderValue::from_str(&length.to_string())
+    {
+        response.headers_mut().insert(header::CONTENT_LENGTH, value);
+    }
+    Ok(response)
+}
+
+/// The SHA-256 of the `orc` binary, as `sha256sum` prints it (`<hex>  orc`).
+#[utoipa::path(get, path = "/api/agent/orc.sha256", tag = "nodes", security(()),
+    responses((status = 200, description = "`<hex>  orc`", content_type = "text/plain"),
+        (status = 404, body = ErrorBody)))]
+pub(super) async fn agent_binary_sha256(State(state): State<ApiState>) -> ApiResult<Response> {
+    let Some(binary) = state.agent_binary.as_ref() else {
+        return Err(ApiError::not_found(
+            "binary",
+            "this zone serves no agent binary; nodes bring their own orc",
+        ));
+    };
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain")],
+        format!("{}  orc\n", binary.sha256),
+    )
+        .into_response())
+}
+
+/// The SHA-256 of the file at `path`, lowercase hex.
+pub fn file_sha256(path: &std::path::Path) -> std::io::Result<String> {
+    use sha2::Digest as _;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = sha2::Sha256::new();
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}

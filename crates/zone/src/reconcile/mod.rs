@@ -47,7 +47,8 @@ pub use inventory::apply_inventory;
 pub use orc_zone_model::clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use usage::accrue_usage;
 
-use crate::backend::{BackendError, Backends, NodeBackend};
+use crate::agents::AgentBootstrap;
+use crate::backend::{BackendError, Backends, CORE_PROVIDER, NodeBackend};
 use crate::model::{
     EventScope, Expected, Node, NodeId, NodeState, NodeStatus, Org, Pool, PoolId, Project,
     ProjectId, Provider, ProviderId, Timestamp,
@@ -88,6 +89,9 @@ pub struct ReconcileOptions {
     /// How long a lost node waits to be reported again before the zone destroys it (to
     /// remove whatever may be left of it) and its slot gets a new node. Default 5 min.
     pub lost_replace_after: Duration,
+    /// What a deploy's bootstrap carries so the node's agent joins (a join token minted
+    /// per deploy); `None` deploys with an empty bootstrap (a zone without a CA, tests).
+    pub bootstrap: Option<Arc<AgentBootstrap>>,
 }
 
 impl Default for ReconcileOptions {
@@ -107,6 +111,7 @@ impl Default for ReconcileOptions {
             destroy_lease: Duration::from_secs(15 * 60),
             usage_interval: Duration::from_secs(3600),
             lost_replace_after: Duration::from_secs(5 * 60),
+            bootstrap: None,
         }
     }
 }
@@ -122,6 +127,29 @@ pub struct PassReport {
     pub conflicts: usize,
     /// Nodes whose usage was written.
     pub accrued: usize,
+}
+
+/// Mints `node`'s join token (revoking any earlier one, so a deploy sent again carries the
+/// only live token) and renders its bootstrap.
+async fn mint_bootstrap(
+    store: &Store,
+    agent: &AgentBootstrap,
+    node: &NodeId,
+    now: Timestamp,
+) -> Result<String, String> {
+    let new = orc_zone_store::NewJoinToken {
+        ca_fingerprint: &agent.ca_fingerprint,
+        created_by: "zone",
+        ttl: agent.ttl,
+        product_uuid: None,
+    };
+    let (_, secret) = store
+        .create_join_token(node, &new, now)
+        .await
+        .map_err(|e| format!("no join token could be minted: {e}"))?;
+    agent
+        .script(node, &secret)
+        .ok_or_else(|| "a bootstrap value would break the script".to_string())
 }
 
 /// Why a pass could not run.
@@ -484,12 +512,26 @@ impl Reconciler {
                 bootstrap: Bootstrap::default(),
             })
         })();
-        let Some(deploy) = deploy else {
+        let Some(mut deploy) = deploy else {
             self.send_quote(node, context);
             return;
         };
         let (backends, provider) = (self.shared.backends.clone(), context.provider.clone());
+        // App slots of `core` run on this host and need no agent.
+        let agent = self
+            .shared
+            .options
+            .bootstrap
+            .clone()
+            .filter(|_| provider.name.as_str() != CORE_PROVIDER);
+        let (store, now) = (self.store().clone(), self.shared.clock.now());
         self.spawn_call(node, context, async move {
+            if let Some(agent) = agent {
+                match mint_bootstrap(&store, &agent, &deploy.node_id, now).await {
+                    Ok(script) => deploy.bootstrap = Bootstrap(script.into_bytes()),
+                    Err(detail) => return Call::Deploy(Err(BackendError::Bootstrap { detail })),
+                }
+            }
             Call::Deploy(backends.deploy(&provider, deploy).await)
         });
     }

@@ -143,8 +143,11 @@ async fn a_node_joins_becomes_ready_runs_commands_and_reconnects_after_a_restart
     assert!(secret.starts_with("orcjoin1."), "{secret}");
     assert_eq!(minted.body["endpoint"], z.zone.grpc_url());
     assert_eq!(minted.body["state"], "live");
+    // The deploy minted the first token; the new one revoked it.
     let listed = z.get(&path, &t.vic).await;
-    assert_eq!(listed.body[0]["id"], minted.body["id"]);
+    assert_eq!(listed.body[0]["created_by"], "zone", "{}", listed.body);
+    assert_eq!(listed.body[0]["state"], "revoked", "{}", listed.body);
+    assert_eq!(listed.body[1]["id"], minted.body["id"]);
     assert!(
         !listed.body.to_string().contains(&secret[20..]),
         "a list never shows a secret"
@@ -422,6 +425,106 @@ async fn expired_foreign_and_unbound_tokens_are_refused_with_their_reason() {
         .await
         .unwrap_err();
     assert_eq!(status.code(), tonic::Code::Unauthenticated);
+    let _ = stop_provider.send(());
+    z.zone.shutdown().await;
+}
+
+/// The join token inside a bootstrap script.
+fn token_in(script: &str) -> String {
+    let start = script
+        .find("<<'ORC_TOKEN'\n")
+        .expect("a token here-document")
+        + 14;
+    let end = start + script[start..].find("\nORC_TOKEN\n").unwrap();
+    script[start..end].to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployed_node_carries_a_bootstrap_whose_token_joins_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let binary = tmp.path().join("orc");
+    std::fs::write(&binary, b"#!/bin/sh\necho not really orc\n").unwrap();
+    let served = binary.clone();
+    let z = TestZone::start_with(move |c| c.agent_binary = Some(served)).await;
+    let t = tenancy_without_provider(&z).await;
+    let cloud = FakeCloud::new();
+    let stop_provider = start_replica(&z, &t.mia, "acme/web", &cloud);
+    eventually("the provider serves", API_WAIT, || async {
+        let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
+        list.body.as_array().is_some_and(|ps| {
+            ps.iter()
+                .any(|p| p["name"] == "fake" && p["replicas"][0]["role"] == "serving")
+        })
+    })
+    .await;
+    let created = z
+        .post(&format!("{WEB}/pools"), &t.mia, pool_body("db", 1))
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    eventually("the node runs", API_WAIT, || async {
+        node_view(&z, &t.vic).await["state"] == "running"
+    })
+    .await;
+    let node_id = node_view(&z, &t.vic).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The binary is served to anyone, with its digest, which the script checks.
+    let sha256 = orc_zone::api::nodes::file_sha256(&binary).unwrap();
+    let got = z
+        .http
+        .get(format!("{}/api/agent/orc", z.zone.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.status(), StatusCode::OK);
+    assert_eq!(got.headers()["x-orc-sha256"], sha256.as_str());
+    assert_eq!(got.bytes().await.unwrap(), std::fs::read(&binary).unwrap());
+    let sum = z
+        .http
+        .get(format!("{}/api/agent/orc.sha256", z.zone.url()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(sum, format!("{sha256}  orc\n"));
+
+    let instances = cloud.instances();
+    let script = String::from_utf8(instances[0].bootstrap.clone()).unwrap();
+    assert!(script.starts_with("#!/bin/sh\n"), "{script}");
+    assert!(
+        script.contains(&format!("ORC_AGENT_NODE={node_id}\n")),
+        "{script}"
+    );
+    assert!(script.contains(&format!("ORC_AGENT_ZONE={}\n", z.zone.grpc_url())));
+    assert!(script.contains(&format!("sum={sha256}\n")), "{script}");
+    assert!(script.contains(&format!("{}/api/agent/orc", z.zone.url())));
+    let tokens = z
+        .get(&format!("{WEB}/nodes/{node_id}/join-tokens"), &t.vic)
+        .await;
+    assert_eq!(tokens.body[0]["created_by"], "zone", "{}", tokens.body);
+    assert_eq!(tokens.body[0]["state"], "live");
+    assert_eq!(
+        tokens.body[0]["ca_fingerprint"],
+        z.zone.ca().unwrap().fingerprint()
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("join-token"), token_in(&script)).unwrap();
+    let agent = start_agent(options(dir.path(), &z.zone.grpc_url(), &node_id));
+    eventually("the deployed node's agent is ready", API_WAIT, || async {
+        node_view(&z, &t.vic).await["agent"]["state"] == "ready"
+    })
+    .await;
+    let tokens = z
+        .get(&format!("{WEB}/nodes/{node_id}/join-tokens"), &t.vic)
+        .await;
+    assert_eq!(tokens.body[0]["state"], "used");
+    let _ = agent.stop.send(());
+    agent.task.await.unwrap().unwrap();
     let _ = stop_provider.send(());
     z.zone.shutdown().await;
 }
