@@ -111,7 +111,8 @@ async fn pools_nodes_and_providers_print_stable_tables() {
     let nodes = stdout(&orc(&env, &["nodes", "acme/web/db"]).await);
     let lines: Vec<&str> = nodes.lines().collect();
     assert_eq!(
-        lines[0], "SLOT  NODE            STATE    SITE  PRIVATE  GATEWAY  PRICE     PUBLIC  WORDS",
+        lines[0],
+        "SLOT  NODE            STATE    SITE  PRIVATE  GATEWAY  PRICE     PUBLIC  AGENT  LAST CONTACT  WORDS",
         "{nodes}"
     );
     assert_eq!(lines.len(), 4, "{nodes}");
