@@ -327,6 +327,10 @@ struct ServeArgs {
     /// the nodes' network reaches it [default: the --grpc address].
     #[arg(long, env = "ORC_AGENT_URL", value_name = "URL")]
     agent_url: Option<String>,
+    /// A deployed node whose agent has not joined this long after it runs is replaced (`0`
+    /// never replaces one).
+    #[arg(long, default_value = "10m", value_parser = commands::agent::parse_ttl)]
+    join_grace: std::time::Duration,
     #[command(flatten)]
     tls: TlsArgs,
 }
@@ -682,6 +686,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.grpc_addr = args.grpc;
     config.tls = args.tls.config();
     config.agent_url = args.agent_url;
+    config.reconcile.join_grace = Some(args.join_grace).filter(|g| !g.is_zero());
     // Nodes install the agent this zone runs as.
     config.agent_binary = std::env::current_exe().ok();
     // The partner app runs from `orc-prov-partner` next to `orc` when there is one, else

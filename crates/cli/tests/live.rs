@@ -675,7 +675,10 @@ async fn orc_agent_joins_and_orc_exec_runs_commands_on_the_node() {
     let listed = stdout(&orc(&zone, &dir, &["node", "join", "list", &node]).await);
     // The deploy's own token, revoked by the one minted by hand, which was used.
     let rows: Vec<&str> = listed.lines().skip(1).collect();
-    assert!(rows[0].contains(" revoked ") && rows[0].contains(" zone "), "{listed}");
+    assert!(
+        rows[0].contains(" revoked ") && rows[0].contains(" zone "),
+        "{listed}"
+    );
     assert!(rows[1].contains(" used "), "{listed}");
     assert!(!listed.contains(token.trim()));
 

@@ -4,9 +4,10 @@
 use sqlx::any::AnyRow;
 
 use super::error::OperationExt;
+use super::nodes::{NODE_COLUMNS, node_from};
 use super::rows::{big, json, opt_text, parsed, text, time, to_json, uint64};
 use super::{Store, StoreResult};
-use orc_zone_model::{NodeAgent, NodeId, PoolId};
+use orc_zone_model::{Node, NodeAgent, NodeId, PoolId, Timestamp};
 
 const COLUMNS: &str = "node_agents.node_id, node_agents.state, node_agents.joined_at, \
      node_agents.product_uuid, node_agents.cert_fingerprint, node_agents.previous_fingerprint, \
@@ -129,6 +130,32 @@ impl Store {
             .await
             .op("read node agent by certificate")?;
         row.as_ref().map(agent_from).transpose()
+    }
+
+    /// Running nodes that were deployed with a join token, have run since `before` or
+    /// longer, and whose agent never joined; nodes of provider `except` (the zone's own app
+    /// slots) are left out. Nodes deployed before the zone minted tokens have none, so they
+    /// are never taken for nodes whose agent failed.
+    pub async fn running_nodes_without_agent(
+        &self,
+        before: Timestamp,
+        except: &str,
+    ) -> StoreResult<Vec<Node>> {
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT {NODE_COLUMNS} FROM nodes WHERE state = 'running' AND updated_at <= $1 \
+             AND id NOT IN (SELECT node_id FROM node_agents) \
+             AND id IN (SELECT node_id FROM join_tokens) \
+             AND pool_id IN (SELECT pools.id FROM pools JOIN providers \
+                 ON providers.id = pools.provider_id WHERE providers.name <> $2) \
+             ORDER BY id"
+        ));
+        let rows = sqlx::query(sql)
+            .bind(before.millis())
+            .bind(except)
+            .fetch_all(self.pool())
+            .await
+            .op("list running nodes without agent")?;
+        rows.iter().map(node_from).collect()
     }
 
     /// The agents of `pool`'s nodes (live or ended), by node id.

@@ -94,7 +94,7 @@ pub(crate) fn period_from(column: &str, word: &str) -> StoreResult<Period> {
     }
 }
 
-fn node_from(row: &AnyRow) -> StoreResult<Node> {
+pub(crate) fn node_from(row: &AnyRow) -> StoreResult<Node> {
     let price = match (
         opt_text(row, "nodes.price_amount")?,
         opt_text(row, "nodes.price_currency")?,

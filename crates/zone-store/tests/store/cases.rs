@@ -1915,4 +1915,56 @@ pub async fn node_agents_join_report_and_renew(db: &TestDb) {
         ..rejoined
     };
     store.record_node_join(&thief).await.unwrap_err();
+
+    // Running nodes whose agent never joined: only those deployed with a token, running
+    // since the cut-off or longer, and not of the excepted provider.
+    let mut running = nodes[1].status.clone();
+    running.state = NodeState::Running;
+    for n in &nodes {
+        store
+            .update_node_state(&n.id, Expected::State(n.status.state), &running, T0)
+            .await
+            .unwrap();
+    }
+    let cut = T0.plus_millis(1);
+    assert!(
+        store
+            .running_nodes_without_agent(cut, "core")
+            .await
+            .unwrap()
+            .is_empty(),
+        "no tokens yet"
+    );
+    let new = orc_zone_store::NewJoinToken {
+        ca_fingerprint: "sha256:aa",
+        created_by: "zone",
+        ttl: orc_zone_model::JoinTtl::default(),
+        product_uuid: None,
+    };
+    for n in &nodes {
+        store.create_join_token(&n.id, &new, T0).await.unwrap();
+    }
+    let waiting = store
+        .running_nodes_without_agent(cut, "core")
+        .await
+        .unwrap();
+    assert_eq!(
+        waiting.iter().map(|n| &n.id).collect::<Vec<_>>(),
+        [&nodes[1].id]
+    );
+    assert!(
+        store
+            .running_nodes_without_agent(T0.plus_millis(-1), "core")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let provider_name = store.get_provider(&provider).await.unwrap().name;
+    assert!(
+        store
+            .running_nodes_without_agent(cut, provider_name.as_str())
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -89,6 +89,12 @@ pub struct ReconcileOptions {
     /// How long a lost node waits to be reported again before the zone destroys it (to
     /// remove whatever may be left of it) and its slot gets a new node. Default 5 min.
     pub lost_replace_after: Duration,
+    /// A node running this long without its agent having joined is destroyed and its slot
+    /// gets a new node, as a lost one. Only nodes deployed with a join token count, and
+    /// only when the zone's nodes really boot their bootstrap (real clouds, materialised
+    /// emulators); `None` never replaces a node for that (the emulators' record-only mode,
+    /// where nothing boots). `orc zone serve` sets 10 min.
+    pub join_grace: Option<Duration>,
     /// What a deploy's bootstrap carries so the node's agent joins (a join token minted
     /// per deploy); `None` deploys with an empty bootstrap (a zone without a CA, tests).
     pub bootstrap: Option<Arc<AgentBootstrap>>,
@@ -111,6 +117,7 @@ impl Default for ReconcileOptions {
             destroy_lease: Duration::from_secs(15 * 60),
             usage_interval: Duration::from_secs(3600),
             lost_replace_after: Duration::from_secs(5 * 60),
+            join_grace: None,
             bootstrap: None,
         }
     }
@@ -762,10 +769,68 @@ impl Reconciler {
         }
     }
 
+    /// Destroys running nodes whose agent did not join within `grace`; once each has ended,
+    /// the pool pass gives its slot a new node.
+    async fn replace_unjoined(&self, grace: Duration) -> Result<usize, ReconcileError> {
+        let now = self.now();
+        let before = Timestamp::from_unix_millis(
+            now.millis()
+                .saturating_sub(i64::try_from(grace.as_millis()).unwrap_or(i64::MAX)),
+        );
+        let overdue = self
+            .store()
+            .running_nodes_without_agent(before, CORE_PROVIDER)
+            .await?;
+        let minutes = grace.as_secs().div_ceil(60);
+        let words = format!(
+            "its agent did not join within {minutes} min of the node running; the node is \
+             replaced (its console log tells why the bootstrap failed)"
+        );
+        let mut replaced = 0;
+        for node in overdue {
+            let mut status = node.status.clone();
+            status.state = NodeState::Destroying;
+            status.state_words = Some(words.clone());
+            status.next_attempt_at = Some(now);
+            match self
+                .store()
+                .update_node_state(&node.id, Expected::Version(node.version), &status, now)
+                .await
+            {
+                Ok(_) => {
+                    replaced += 1;
+                    tracing::warn!(node = %node.id, minutes, "no agent joined; replacing the node");
+                    let scope = EventScope {
+                        pool_id: Some(node.pool_id.clone()),
+                        node_id: Some(node.id.clone()),
+                        ..EventScope::default()
+                    };
+                    if let Err(e) = self
+                        .store()
+                        .record_event(&scope, "node.unjoined", &words, now)
+                        .await
+                    {
+                        tracing::warn!(node = %node.id, error = %e, "event not recorded");
+                    }
+                }
+                // Moved on meanwhile (an agent joined, the pool shrank): nothing to do.
+                Err(StoreError::Conflict { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if replaced > 0 {
+            self.shared.wake.notify_one();
+        }
+        Ok(replaced)
+    }
+
     /// The pool pass: gives free slots of pools new nodes (after a lost node was
     /// replaced), and deletes pools marked deleting whose nodes have all ended. Returns how
     /// many pools it deleted.
     pub async fn pool_pass(&self) -> Result<usize, ReconcileError> {
+        if let Some(grace) = self.shared.options.join_grace {
+            self.replace_unjoined(grace).await?;
+        }
         let gateways =
             gateways::gateway_pass(self.store(), &self.shared.backends, self.now()).await?;
         if !gateways.opened.is_empty() || !gateways.closed.is_empty() {

@@ -837,3 +837,135 @@ async fn reconcile_two_providers_with_one_site_name_each_get_their_gateway() {
         ]
     );
 }
+
+/// With a bootstrap and a join grace, each deploy carries the node's own join token; a node
+/// whose agent joins stays, one whose agent never joins is destroyed once the grace is over
+/// and its slot gets a new node, deployed with a new token.
+#[tokio::test]
+async fn reconcile_a_node_whose_agent_never_joins_is_replaced_after_the_grace() {
+    use orc_zone::agents::AgentBootstrap;
+    use orc_zone::model::AgentState;
+    use orc_zone_model::{NodeAgent, NodeFacts};
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let provider = provider_row(&t).await;
+    let cloud = FakeCloud::new();
+    let clock = ManualClock::new(START);
+    let ca = orc_tls::ZoneCa::generate().unwrap();
+    let options = orc_zone::reconcile::ReconcileOptions {
+        join_grace: Some(Duration::from_secs(600)),
+        bootstrap: Some(std::sync::Arc::new(AgentBootstrap {
+            endpoint: "https://127.0.0.1:7400".into(),
+            ca_pem: ca.cert_pem().to_string(),
+            ca_fingerprint: ca.fingerprint(),
+            binary: None,
+            ttl: orc_zone_model::JoinTtl::default(),
+        })),
+        ..orc_zone::reconcile::ReconcileOptions::default()
+    };
+    let reconciler = orc_zone::reconcile::Reconciler::new(
+        t.store.clone(),
+        Backends::single(Direct::new(&cloud)),
+        std::sync::Arc::new(clock.clone()),
+        options,
+    );
+    let pool = create_pool(&t, &provider, "web", 2).await;
+    let running = drive(
+        &reconciler,
+        &t.store,
+        &pool.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
+    for instance in cloud.instances() {
+        let script = String::from_utf8(instance.bootstrap).unwrap();
+        assert!(script.contains(&format!("ORC_AGENT_NODE={}\n", instance.node_id)));
+    }
+    let (joined, silent) = (&running[0], &running[1]);
+    t.store
+        .record_node_join(&NodeAgent {
+            node_id: joined.id.clone(),
+            state: AgentState::Ready,
+            joined_at: START,
+            product_uuid: String::new(),
+            cert_fingerprint: "sha256:aa".into(),
+            previous_fingerprint: None,
+            cert_not_after: START.plus_days(30),
+            version: "test".into(),
+            facts: NodeFacts::default(),
+            desired_generation: 1,
+            config_digest: String::new(),
+            applied_generation: 1,
+            apply_error: None,
+            last_contact_at: START,
+        })
+        .await
+        .unwrap();
+
+    clock.set(START.plus_millis(9 * 60_000));
+    reconciler.pool_pass().await.unwrap();
+    assert_eq!(
+        t.store.get_node(&silent.id).await.unwrap().status.state,
+        NodeState::Running,
+        "within the grace"
+    );
+    clock.set(START.plus_millis(11 * 60_000));
+    reconciler.pool_pass().await.unwrap();
+    let node = t.store.get_node(&silent.id).await.unwrap();
+    assert_eq!(node.status.state, NodeState::Destroying);
+    assert!(
+        node.status
+            .state_words
+            .as_deref()
+            .unwrap()
+            .starts_with("its agent did not join within 10 min"),
+        "{node:?}"
+    );
+    assert_eq!(
+        t.store.get_node(&joined.id).await.unwrap().status.state,
+        NodeState::Running
+    );
+    drive(&reconciler, &t.store, &pool.id, 4, |nodes| {
+        nodes
+            .iter()
+            .any(|n| n.id == silent.id && n.status.state == NodeState::Ended)
+    })
+    .await;
+    reconciler.pool_pass().await.unwrap();
+    let after = drive(&reconciler, &t.store, &pool.id, 4, |nodes| {
+        nodes
+            .iter()
+            .filter(|n| n.status.state == NodeState::Running)
+            .count()
+            == 2
+    })
+    .await;
+    let replacement = after
+        .iter()
+        .find(|n| n.slot == silent.slot && n.status.state == NodeState::Running)
+        .unwrap();
+    assert_ne!(replacement.id, silent.id);
+    let tokens = t.store.list_join_tokens(&replacement.id).await.unwrap();
+    assert_eq!(
+        tokens.len(),
+        1,
+        "the replacement was deployed with its own token"
+    );
+    let events = t
+        .store
+        .list_events(
+            &orc_zone::model::EventScope {
+                node_id: Some(silent.id.clone()),
+                ..Default::default()
+            },
+            None,
+            10,
+        )
+        .await
+        .unwrap();
+    assert!(
+        events.iter().any(|e| e.kind == "node.unjoined"),
+        "{events:?}"
+    );
+}
