@@ -528,3 +528,100 @@ async fn a_deployed_node_carries_a_bootstrap_whose_token_joins_it() {
     let _ = stop_provider.send(());
     z.zone.shutdown().await;
 }
+
+/// An agent whose certificate has less than a third of its life left renews it on its open
+/// stream: a new key and certificate on disk, the zone knowing both the new fingerprint and
+/// the one before, and a reconnect with the new certificate is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_renews_its_certificate_on_the_open_stream() {
+    let z = TestZone::start_with(|c| {
+        // Shorter than the agent's renewal threshold (10 days): due at once.
+        c.agents.cert_lifetime = Duration::from_secs(24 * 3600);
+        c.agents.keepalive_interval = Duration::from_millis(300);
+    })
+    .await;
+    let t = tenancy_without_provider(&z).await;
+    let cloud = FakeCloud::new();
+    let stop_provider = start_replica(&z, &t.mia, "acme/web", &cloud);
+    eventually("the provider serves", API_WAIT, || async {
+        let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
+        list.body.as_array().is_some_and(|ps| {
+            ps.iter()
+                .any(|p| p["name"] == "fake" && p["replicas"][0]["role"] == "serving")
+        })
+    })
+    .await;
+    let created = z
+        .post(&format!("{WEB}/pools"), &t.mia, pool_body("db", 1))
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    eventually("the node runs", API_WAIT, || async {
+        node_view(&z, &t.vic).await["state"] == "running"
+    })
+    .await;
+    let node_id = node_view(&z, &t.vic).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let node: NodeId = node_id.parse().unwrap();
+    let minted = z
+        .post(
+            &format!("{WEB}/nodes/{node_id}/join-tokens"),
+            &t.mia,
+            json!({}),
+        )
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("join-token"),
+        minted.body["secret"].as_str().unwrap(),
+    )
+    .unwrap();
+    let agent = start_agent(options(dir.path(), &z.zone.grpc_url(), &node_id));
+    eventually("the agent joined", API_WAIT, || async {
+        z.zone.store().node_agent(&node).await.unwrap().is_some()
+    })
+    .await;
+    let first = z.zone.store().node_agent(&node).await.unwrap().unwrap();
+    let first_key = std::fs::read_to_string(dir.path().join("state/node.key")).unwrap();
+    eventually("the certificate is renewed", API_WAIT, || async {
+        let now = z.zone.store().node_agent(&node).await.unwrap().unwrap();
+        now.previous_fingerprint.as_deref() == Some(first.cert_fingerprint.as_str())
+    })
+    .await;
+    let renewed = z.zone.store().node_agent(&node).await.unwrap().unwrap();
+    assert_ne!(renewed.cert_fingerprint, first.cert_fingerprint);
+    eventually(
+        "the new key and certificate are on disk",
+        API_WAIT,
+        || async {
+            std::fs::read_to_string(dir.path().join("state/node.key")).unwrap() != first_key
+        },
+    )
+    .await;
+    let chain = std::fs::read_to_string(dir.path().join("state/node.pem")).unwrap();
+    use orc_tls::rustls::pki_types::CertificateDer;
+    use orc_tls::rustls::pki_types::pem::PemObject as _;
+    let der = CertificateDer::pem_slice_iter(chain.as_bytes())
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        orc_tls::ca::fingerprint(der.as_ref()),
+        renewed.cert_fingerprint
+    );
+
+    // A restart of the agent attaches with the renewed certificate.
+    let _ = agent.stop.send(());
+    agent.task.await.unwrap().unwrap();
+    let again = start_agent(options(dir.path(), &z.zone.grpc_url(), &node_id));
+    eventually("the renewed certificate attaches", API_WAIT, || async {
+        let agent = &node_view(&z, &t.vic).await["agent"];
+        agent["state"] == "ready" && agent["connected"] == true
+    })
+    .await;
+    let _ = again.stop.send(());
+    again.task.await.unwrap().unwrap();
+    let _ = stop_provider.send(());
+    z.zone.shutdown().await;
+}
