@@ -13,6 +13,9 @@
 //! [`first_boot`] reads a server's user data as a cloud's first boot would (the cloud-init
 //! subset orc's providers write), for servers that run it.
 //!
+//! [`netns`] is materialised mode: each emulated server a Linux network namespace on bridges
+//! standing for its networks, with the emulated internet and a host on it (root only).
+//!
 //! Invariant: this crate never imports the cloud clients (`orc-cloud`). An emulator that
 //! shared the client's types would agree with the client's bugs.
 
@@ -22,6 +25,8 @@ pub mod control;
 pub mod first_boot;
 mod gate;
 pub mod hetzner;
+#[cfg(target_os = "linux")]
+pub mod netns;
 pub mod robot;
 pub mod server;
 pub mod vultr;

@@ -1,0 +1,894 @@
+//! Materialised mode: emulated servers as Linux network namespaces (root only).
+//!
+//! A [`Fabric`] is one emulated world on this host:
+//!
+//! - an **internet** namespace (`orc<slot>-inet`) routing between the public addresses: a
+//!   bridge `pub0` holding the router address of the fabric's public slice (a /20 of
+//!   198.18.0.0/15), with IPv4 forwarding on and no default route, so nothing in the fabric
+//!   can reach any address outside it;
+//! - an **echo host** (`orc<slot>-echo`) on that bridge, answering every HTTP request with
+//!   the source address it sees (a host on the internet, for tests);
+//! - one **uplink**: a veth from the host (`orc<slot>h`, in 198.19.255.0/24) to the internet
+//!   namespace, and one host route to the fabric's public slice through it, so servers reach
+//!   the zone's listeners on [`Fabric::host_address`] and the zone can answer them;
+//! - a namespace per **server** (`orc<slot>-<key>`): `eth0` on `pub0` with its public address
+//!   and a default route through the router; one interface per private network it is attached
+//!   to (`ens10`, `ens11`, …), on that network's own bridge in the internet namespace (a bridge
+//!   only its servers are on, with no address, so networks do not meet); and a private mount
+//!   namespace, held by one `sleep` process, where `/etc/orc`, `/var/lib/orc`, `/run` and
+//!   `/usr/local/bin` are the server's own (tmpfs), `/usr/local/bin/orc` may be the host's
+//!   `orc` (read-only), and the machine's DMI `product_uuid` is the server's own.
+//!
+//! Scripts (user data) run inside a server's namespaces with their output appended to the
+//! server's console log. Stopping a server kills everything in it but its mount holder;
+//! removing it kills that too and deletes the namespace, which takes its interfaces with it.
+//! Dropping the fabric removes every server, network and namespace it made, the uplink and the
+//! route. Several fabrics can run at once (tests in parallel): each takes a free slot, which
+//! decides its names and addresses.
+
+use std::collections::BTreeMap;
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How many fabrics can run on one host at once.
+pub const SLOTS: u8 = 31;
+
+/// The paths a server keeps to itself.
+pub const PRIVATE_DIRS: [&str; 4] = ["/etc/orc", "/var/lib/orc", "/run", "/usr/local/bin"];
+
+/// Why the fabric could not do something. Each names the command or the object.
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    #[error(
+        "materialised mode needs root (network namespaces, veths and bridges); run as root or drop --netns"
+    )]
+    NotRoot,
+    #[error("materialised mode needs `{0}` (Debian package {1})")]
+    Missing(&'static str, &'static str),
+    #[error(
+        "every fabric slot is taken ({SLOTS} fabrics run on this host, or left namespaces behind: `ip netns list`)"
+    )]
+    NoSlot,
+    #[error("`{command}` failed: {stderr}")]
+    Command { command: String, stderr: String },
+    #[error("server {0} is not in the fabric")]
+    UnknownServer(String),
+    #[error("network {0} is not in the fabric")]
+    UnknownNetwork(String),
+    #[error("server {0} is already in the fabric")]
+    ServerExists(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> NetnsError {
+    let what = what.into();
+    move |source| NetnsError::Io { what, source }
+}
+
+/// Runs `program args`, failing with its stderr.
+fn run(program: &str, args: &[&str]) -> Result<String, NetnsError> {
+    let command = format!("{program} {}", args.join(" "));
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(io(format!("cannot run {program}")))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(NetnsError::Command {
+            command,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+fn ip(args: &[&str]) -> Result<String, NetnsError> {
+    run("ip", args)
+}
+
+/// The addresses of the fabric in slot `slot`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    slot: u8,
+}
+
+impl Plan {
+    /// The plan of `slot` (`0..SLOTS`).
+    pub fn new(slot: u8) -> Option<Plan> {
+        (slot < SLOTS).then_some(Plan { slot })
+    }
+
+    fn base(self) -> u32 {
+        u32::from(Ipv4Addr::new(198, 18, 0, 0)) + u32::from(self.slot) * 4096
+    }
+
+    /// The public slice, `198.18.0.0/20` for slot 0.
+    pub fn public_net(self) -> (Ipv4Addr, u8) {
+        (Ipv4Addr::from(self.base()), 20)
+    }
+
+    /// The router on the public bridge: every server's default gateway.
+    pub fn router(self) -> Ipv4Addr {
+        Ipv4Addr::from(self.base() + 1)
+    }
+
+    /// The echo host.
+    pub fn echo(self) -> Ipv4Addr {
+        Ipv4Addr::from(self.base() + 2)
+    }
+
+    /// The `n`-th public address servers may get (from `.16` of the slice); `None` past its
+    /// end.
+    pub fn public(self, n: u32) -> Option<Ipv4Addr> {
+        (n < 4096 - 17).then(|| Ipv4Addr::from(self.base() + 16 + n))
+    }
+
+    /// The host's end of the uplink: where the zone listens for the fabric's servers.
+    pub fn host(self) -> Ipv4Addr {
+        Ipv4Addr::new(198, 19, 255, 4 * self.slot + 2)
+    }
+
+    /// The internet namespace's end of the uplink.
+    pub fn uplink(self) -> Ipv4Addr {
+        Ipv4Addr::new(198, 19, 255, 4 * self.slot + 1)
+    }
+
+    fn prefix(self) -> String {
+        format!("orc{}", self.slot)
+    }
+}
+
+/// One materialised server.
+struct ServerNs {
+    ns: String,
+    holder: Child,
+    /// Interfaces it has, by network key (`eth0` for the public one).
+    interfaces: BTreeMap<String, String>,
+    dir: PathBuf,
+    scripts: u32,
+}
+
+#[derive(Default)]
+struct State {
+    servers: BTreeMap<String, ServerNs>,
+    /// Bridge name by network key.
+    networks: BTreeMap<String, String>,
+    next_port: u32,
+}
+
+/// One emulated world of namespaces. See the module docs.
+pub struct Fabric {
+    plan: Plan,
+    inet: String,
+    echo_ns: String,
+    dir: tempfile::TempDir,
+    agent_binary: Option<PathBuf>,
+    state: Mutex<State>,
+    stop_echo: Arc<AtomicBool>,
+    echo: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fabric")
+            .field("plan", &self.plan)
+            .field("inet", &self.inet)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Fails unless what materialised mode needs is here: root and the tools it runs.
+pub fn check_prerequisites() -> Result<(), NetnsError> {
+    if !is_root() {
+        return Err(NetnsError::NotRoot);
+    }
+    for (tool, package) in [
+        ("ip", "iproute2"),
+        ("nsenter", "util-linux"),
+        ("unshare", "util-linux"),
+    ] {
+        let found = std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()));
+        if !found {
+            return Err(NetnsError::Missing(tool, package));
+        }
+    }
+    Ok(())
+}
+
+/// Binds a TCP listener at `addr` inside the network namespace `ns` (a name under
+/// `/run/netns`). The socket stays in that namespace; the calling thread does not move.
+pub fn bind_in(ns: &str, addr: SocketAddr) -> Result<TcpListener, NetnsError> {
+    let path = format!("/run/netns/{ns}");
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let file = std::fs::File::open(&path).map_err(io(format!("cannot open {path}")))?;
+                rustix::thread::move_into_link_name_space(
+                    std::os::fd::AsFd::as_fd(&file),
+                    Some(rustix::thread::LinkNameSpaceType::Network),
+                )
+                .map_err(|e| NetnsError::Io {
+                    what: format!("cannot enter namespace {ns}"),
+                    source: e.into(),
+                })?;
+                TcpListener::bind(addr).map_err(io(format!("cannot listen on {addr} in {ns}")))
+            })
+            .join()
+            .unwrap_or_else(|_| {
+                Err(NetnsError::Io {
+                    what: format!("binding in {ns}"),
+                    source: std::io::Error::other("the thread panicked"),
+                })
+            })
+    })
+}
+
+/// Answers each HTTP request on `listener` with the peer's address, until `stop`.
+fn serve_echo(listener: TcpListener, stop: Arc<AtomicBool>) {
+    let _ = listener.set_nonblocking(true);
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((mut stream, peer)) => {
+                let _ = stream.set_nonblocking(false);
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16 << 10 {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let body = format!("{}\n", peer.ip());
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+impl Fabric {
+    /// Builds the internet, the echo host and the uplink in the first free slot.
+    /// `agent_binary` is bind-mounted read-only at `/usr/local/bin/orc` in every server.
+    pub fn create(agent_binary: Option<PathBuf>) -> Result<Fabric, NetnsError> {
+        check_prerequisites()?;
+        let dir = tempfile::Builder::new()
+            .prefix("orc-fabric-")
+            .tempdir()
+            .map_err(io("cannot make the fabric's directory"))?;
+        for slot in 0..SLOTS {
+            let plan = Plan { slot };
+            let inet = format!("{}-inet", plan.prefix());
+            // Taken by another fabric (or left behind): try the next slot.
+            if ip(&["netns", "add", &inet]).is_err() {
+                continue;
+            }
+            let mut fabric = Fabric {
+                plan,
+                inet,
+                echo_ns: format!("{}-echo", plan.prefix()),
+                dir,
+                agent_binary,
+                state: Mutex::new(State::default()),
+                stop_echo: Arc::new(AtomicBool::new(false)),
+                echo: None,
+            };
+            // On error the fabric is dropped, which removes what was made.
+            fabric.build()?;
+            return Ok(fabric);
+        }
+        Err(NetnsError::NoSlot)
+    }
+
+    fn build(&mut self) -> Result<(), NetnsError> {
+        let plan = self.plan;
+        let inet = self.inet.clone();
+        let host_if = format!("{}h", plan.prefix());
+        let (net, len) = plan.public_net();
+        ip(&["-n", &inet, "link", "set", "lo", "up"])?;
+        ip(&["-n", &inet, "link", "add", "pub0", "type", "bridge"])?;
+        ip(&[
+            "-n",
+            &inet,
+            "addr",
+            "add",
+            &format!("{}/{len}", plan.router()),
+            "dev",
+            "pub0",
+        ])?;
+        ip(&["-n", &inet, "link", "set", "pub0", "up"])?;
+        ip(&[
+            "netns",
+            "exec",
+            &inet,
+            "sysctl",
+            "-qw",
+            "net.ipv4.ip_forward=1",
+        ])?;
+        // The uplink: the host end, its one route, the internet end.
+        ip(&[
+            "link", "add", &host_if, "type", "veth", "peer", "name", "up0", "netns", &inet,
+        ])?;
+        ip(&[
+            "addr",
+            "add",
+            &format!("{}/30", plan.host()),
+            "dev",
+            &host_if,
+        ])?;
+        ip(&["link", "set", &host_if, "up"])?;
+        ip(&[
+            "-n",
+            &inet,
+            "addr",
+            "add",
+            &format!("{}/30", plan.uplink()),
+            "dev",
+            "up0",
+        ])?;
+        ip(&["-n", &inet, "link", "set", "up0", "up"])?;
+        ip(&[
+            "route",
+            "add",
+            &format!("{net}/{len}"),
+            "via",
+            &plan.uplink().to_string(),
+            "dev",
+            &host_if,
+        ])?;
+        // The echo host.
+        let echo = self.echo_ns.clone();
+        ip(&["netns", "add", &echo])?;
+        ip(&["-n", &echo, "link", "set", "lo", "up"])?;
+        let port = self.port();
+        ip(&[
+            "link", "add", "eth0", "netns", &echo, "type", "veth", "peer", "name", &port, "netns",
+            &inet,
+        ])?;
+        ip(&["-n", &inet, "link", "set", &port, "master", "pub0", "up"])?;
+        ip(&[
+            "-n",
+            &echo,
+            "addr",
+            "add",
+            &format!("{}/{len}", plan.echo()),
+            "dev",
+            "eth0",
+        ])?;
+        ip(&["-n", &echo, "link", "set", "eth0", "up"])?;
+        ip(&[
+            "-n",
+            &echo,
+            "route",
+            "add",
+            "default",
+            "via",
+            &plan.router().to_string(),
+        ])?;
+        let listener = bind_in(&echo, SocketAddr::from((plan.echo(), 80)))?;
+        let stop = self.stop_echo.clone();
+        self.echo = Some(std::thread::spawn(move || serve_echo(listener, stop)));
+        tracing::info!(slot = plan.slot, host = %plan.host(), public = %format!("{net}/{len}"), "materialised fabric up");
+        Ok(())
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A fresh bridge-port name in the internet namespace.
+    fn port(&self) -> String {
+        let mut state = self.state();
+        state.next_port += 1;
+        format!("p{}", state.next_port)
+    }
+
+    /// The fabric's addresses.
+    pub fn plan(&self) -> Plan {
+        self.plan
+    }
+
+    /// Where the zone listens for the fabric's servers (the host's end of the uplink).
+    pub fn host_address(&self) -> Ipv4Addr {
+        self.plan.host()
+    }
+
+    /// The echo host's address.
+    pub fn echo_address(&self) -> Ipv4Addr {
+        self.plan.echo()
+    }
+
+    /// The network namespace of server `key`.
+    pub fn namespace(&self, key: &str) -> Option<String> {
+        self.state().servers.get(key).map(|s| s.ns.clone())
+    }
+
+    /// The names of every namespace the fabric holds now.
+    pub fn namespaces(&self) -> Vec<String> {
+        let mut names = vec![self.inet.clone(), self.echo_ns.clone()];
+        names.extend(self.state().servers.values().map(|s| s.ns.clone()));
+        names
+    }
+
+    /// Adds server `key` with `public` on `eth0` (none: no public interface) and the DMI
+    /// `product_uuid` its agent reads.
+    pub fn add_server(
+        &self,
+        key: &str,
+        public: Option<Ipv4Addr>,
+        product_uuid: &str,
+    ) -> Result<(), NetnsError> {
+        if self.state().servers.contains_key(key) {
+            return Err(NetnsError::ServerExists(key.to_string()));
+        }
+        let ns = format!("{}-{key}", self.plan.prefix());
+        ip(&["netns", "add", &ns])?;
+        let made = self.populate(key, &ns, public, product_uuid);
+        match made {
+            Ok(server) => {
+                self.state().servers.insert(key.to_string(), server);
+                Ok(())
+            }
+            Err(e) => {
+                let _ = ip(&["netns", "del", &ns]);
+                Err(e)
+            }
+        }
+    }
+
+    fn populate(
+        &self,
+        key: &str,
+        ns: &str,
+        public: Option<Ipv4Addr>,
+        product_uuid: &str,
+    ) -> Result<ServerNs, NetnsError> {
+        let (_, len) = self.plan.public_net();
+        ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        let mut interfaces = BTreeMap::new();
+        if let Some(address) = public {
+            let port = self.port();
+            ip(&[
+                "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", &port, "netns",
+                &self.inet,
+            ])?;
+            ip(&[
+                "-n", &self.inet, "link", "set", &port, "master", "pub0", "up",
+            ])?;
+            ip(&[
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("{address}/{len}"),
+                "dev",
+                "eth0",
+            ])?;
+            ip(&["-n", ns, "link", "set", "eth0", "up"])?;
+            ip(&[
+                "-n",
+                ns,
+                "route",
+                "add",
+                "default",
+                "via",
+                &self.plan.router().to_string(),
+            ])?;
+            interfaces.insert(String::new(), "eth0".to_string());
+        }
+        let dir = self.dir.path().join(key);
+        std::fs::create_dir_all(&dir).map_err(io(format!("cannot make {}", dir.display())))?;
+        let uuid_file = dir.join("product_uuid");
+        std::fs::write(&uuid_file, format!("{product_uuid}\n"))
+            .map_err(io("cannot write the product_uuid"))?;
+        let holder = self.spawn_holder(ns, &uuid_file)?;
+        Ok(ServerNs {
+            ns: ns.to_string(),
+            holder,
+            interfaces,
+            dir,
+            scripts: 0,
+        })
+    }
+
+    /// The process that holds the server's mount namespace: private tmpfs on the server's
+    /// own paths, the agent binary and the product_uuid bound in, then `sleep`.
+    fn spawn_holder(&self, ns: &str, uuid_file: &Path) -> Result<Child, NetnsError> {
+        let mut setup = String::from("set -e\n");
+        for dir in PRIVATE_DIRS {
+            // The mount point must exist on the host; an empty directory is all it leaves.
+            setup.push_str(&format!(
+                "mkdir -p {dir}\nmount -t tmpfs -o mode=0755 tmpfs {dir}\n"
+            ));
+        }
+        if let Some(binary) = &self.agent_binary {
+            let binary = binary.display().to_string();
+            if shell_safe(&binary) {
+                setup.push_str(&format!(
+                    ": > /usr/local/bin/orc\nmount --bind -o ro {binary} /usr/local/bin/orc\n"
+                ));
+            }
+        }
+        let uuid = uuid_file.display().to_string();
+        const DMI: &str = "/sys/class/dmi/id/product_uuid";
+        if shell_safe(&uuid) {
+            setup.push_str(&format!(
+                "if [ -e {DMI} ]; then mount --bind {uuid} {DMI}; fi\n"
+            ));
+        }
+        setup.push_str("echo ready\nexec sleep infinity\n");
+        let mut child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                ns,
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                "sh",
+                "-c",
+                &setup,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(io("cannot start a server's mount holder"))?;
+        // Wait for its `ready`: the mounts are in place.
+        let mut out = child.stdout.take().expect("piped");
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 64];
+        while !seen.ends_with(b"ready\n") {
+            match out.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    let _ = child.kill();
+                    let mut stderr = String::new();
+                    if let Some(mut err) = child.stderr.take() {
+                        let _ = err.read_to_string(&mut stderr);
+                    }
+                    let _ = child.wait();
+                    return Err(NetnsError::Command {
+                        command: format!("the mount holder of {ns}"),
+                        stderr: stderr.trim().to_string(),
+                    });
+                }
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+        Ok(child)
+    }
+
+    /// Adds private network `key`: a bridge of its own in the internet namespace.
+    pub fn add_network(&self, key: &str) -> Result<(), NetnsError> {
+        let bridge = {
+            let mut state = self.state();
+            if state.networks.contains_key(key) {
+                return Ok(());
+            }
+            state.next_port += 1;
+            let bridge = format!("n{}", state.next_port);
+            state.networks.insert(key.to_string(), bridge.clone());
+            bridge
+        };
+        ip(&["-n", &self.inet, "link", "add", &bridge, "type", "bridge"])?;
+        ip(&["-n", &self.inet, "link", "set", &bridge, "up"])?;
+        Ok(())
+    }
+
+    /// Removes private network `key` (its bridge, and with it every server's port on it).
+    pub fn remove_network(&self, key: &str) -> Result<(), NetnsError> {
+        let Some(bridge) = self.state().networks.remove(key) else {
+            return Err(NetnsError::UnknownNetwork(key.to_string()));
+        };
+        // A server's interface on the network goes with its veth peer.
+        let ports =
+            ip(&["-n", &self.inet, "-o", "link", "show", "master", &bridge]).unwrap_or_default();
+        for line in ports.lines() {
+            if let Some(name) = line.split(": ").nth(1).and_then(|n| n.split('@').next()) {
+                let _ = ip(&["-n", &self.inet, "link", "del", name]);
+            }
+        }
+        ip(&["-n", &self.inet, "link", "del", &bridge])?;
+        for server in self.state().servers.values_mut() {
+            server.interfaces.remove(key);
+        }
+        Ok(())
+    }
+
+    /// Attaches server `server` to network `network` with `address/prefix` on a new
+    /// interface (`ens10`, `ens11`, … in order); returns the interface's name.
+    pub fn attach(
+        &self,
+        server: &str,
+        network: &str,
+        address: Ipv4Addr,
+        prefix: u8,
+    ) -> Result<String, NetnsError> {
+        let (ns, interface, bridge) = {
+            let state = self.state();
+            let s = state
+                .servers
+                .get(server)
+                .ok_or_else(|| NetnsError::UnknownServer(server.to_string()))?;
+            let bridge = state
+                .networks
+                .get(network)
+                .ok_or_else(|| NetnsError::UnknownNetwork(network.to_string()))?
+                .clone();
+            if let Some(existing) = s.interfaces.get(network) {
+                return Ok(existing.clone());
+            }
+            let private = s.interfaces.keys().filter(|k| !k.is_empty()).count();
+            (s.ns.clone(), format!("ens{}", 10 + private), bridge)
+        };
+        let port = self.port();
+        ip(&[
+            "link", "add", &interface, "netns", &ns, "type", "veth", "peer", "name", &port,
+            "netns", &self.inet,
+        ])?;
+        ip(&[
+            "-n", &self.inet, "link", "set", &port, "master", &bridge, "up",
+        ])?;
+        ip(&[
+            "-n",
+            &ns,
+            "addr",
+            "add",
+            &format!("{address}/{prefix}"),
+            "dev",
+            &interface,
+        ])?;
+        ip(&["-n", &ns, "link", "set", &interface, "up"])?;
+        if let Some(s) = self.state().servers.get_mut(server) {
+            s.interfaces.insert(network.to_string(), interface.clone());
+        }
+        Ok(interface)
+    }
+
+    /// Runs `script` (a `sh` script) inside server `server`'s namespaces, its output appended
+    /// to the server's console log. The script's file is readable by root only.
+    pub fn run_script(&self, server: &str, script: &str) -> Result<Child, NetnsError> {
+        let (holder, path, console) = {
+            let mut state = self.state();
+            let s = state
+                .servers
+                .get_mut(server)
+                .ok_or_else(|| NetnsError::UnknownServer(server.to_string()))?;
+            s.scripts += 1;
+            (
+                s.holder.id(),
+                s.dir.join(format!("script-{}.sh", s.scripts)),
+                s.dir.join("console.log"),
+            )
+        };
+        write_private(&path, script)?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&console)
+            .map_err(io(format!("cannot open {}", console.display())))?;
+        let err = log
+            .try_clone()
+            .map_err(io("cannot share the console log"))?;
+        let target = holder.to_string();
+        Command::new("nsenter")
+            .args(["--target", &target, "--mount", "--net", "--", "sh"])
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .map_err(io("cannot start a script in a server"))
+    }
+
+    /// Runs `argv` inside server `server` and waits for it (for tests and the console).
+    pub fn exec(&self, server: &str, argv: &[&str]) -> Result<std::process::Output, NetnsError> {
+        let holder = self
+            .state()
+            .servers
+            .get(server)
+            .map(|s| s.holder.id())
+            .ok_or_else(|| NetnsError::UnknownServer(server.to_string()))?;
+        Command::new("nsenter")
+            .args(["--target", &holder.to_string(), "--mount", "--net", "--"])
+            .args(argv)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(io("cannot run a command in a server"))
+    }
+
+    /// The server's console log so far.
+    pub fn console(&self, server: &str) -> Result<String, NetnsError> {
+        let path = self
+            .state()
+            .servers
+            .get(server)
+            .map(|s| s.dir.join("console.log"))
+            .ok_or_else(|| NetnsError::UnknownServer(server.to_string()))?;
+        Ok(std::fs::read_to_string(path).unwrap_or_default())
+    }
+
+    /// Appends `line` to the server's console log (what the emulated firmware says).
+    pub fn console_line(&self, server: &str, line: &str) -> Result<(), NetnsError> {
+        let path = self
+            .state()
+            .servers
+            .get(server)
+            .map(|s| s.dir.join("console.log"))
+            .ok_or_else(|| NetnsError::UnknownServer(server.to_string()))?;
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io(format!("cannot open {}", path.display())))?;
+        writeln!(log, "{line}").map_err(io("cannot write the console log"))
+    }
+
+    /// Stops every process in server `server` but its mount holder (power off).
+    pub fn stop(&self, server: &str) -> Result<usize, NetnsError> {
+        let (ns, holder) = self
+            .state()
+            .servers
+            .get(server)
+            .map(|s| (s.ns.clone(), s.holder.id()))
+            .ok_or_else(|| NetnsError::UnknownServer(server.to_string()))?;
+        Ok(kill_all(&ns, Some(holder)))
+    }
+
+    /// Removes server `server`: its processes, its mount holder and its namespace.
+    pub fn remove_server(&self, server: &str) -> Result<(), NetnsError> {
+        let Some(mut s) = self.state().servers.remove(server) else {
+            return Err(NetnsError::UnknownServer(server.to_string()));
+        };
+        kill_all(&s.ns, None);
+        let _ = s.holder.kill();
+        let _ = s.holder.wait();
+        ip(&["netns", "del", &s.ns]).map(drop)
+    }
+}
+
+/// Kills every process in namespace `ns` but `spare`: SIGTERM, then SIGKILL after 2 s.
+/// Returns how many there were.
+fn kill_all(ns: &str, spare: Option<u32>) -> usize {
+    let pids = |ns: &str| -> Vec<i32> {
+        ip(&["netns", "pids", ns])
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+            .filter(|p| Some(*p as u32) != spare)
+            .collect()
+    };
+    let first = pids(ns);
+    let signal = |pid: i32, sig: rustix::process::Signal| {
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, sig);
+        }
+    };
+    for pid in &first {
+        signal(*pid, rustix::process::Signal::TERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline && !pids(ns).is_empty() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for pid in pids(ns) {
+        signal(pid, rustix::process::Signal::KILL);
+    }
+    first.len()
+}
+
+/// Text that sits in a shell line as it is: a path without quotes, spaces or expansions.
+fn shell_safe(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '-' | '_' | '+'))
+}
+
+fn write_private(path: &Path, text: &str) -> Result<(), NetnsError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io(format!("cannot write {}", path.display())))?;
+    file.write_all(text.as_bytes())
+        .map_err(io(format!("cannot write {}", path.display())))
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        let servers: Vec<String> = self.state().servers.keys().cloned().collect();
+        for server in servers {
+            if let Err(e) = self.remove_server(&server) {
+                tracing::warn!(server, error = %e, "a materialised server was not removed");
+            }
+        }
+        self.stop_echo.store(true, Ordering::Relaxed);
+        if let Some(echo) = self.echo.take() {
+            let _ = echo.join();
+        }
+        for ns in [self.echo_ns.clone(), self.inet.clone()] {
+            kill_all(&ns, None);
+            // Deleting the internet namespace takes the uplink, its host end and the route.
+            let _ = ip(&["netns", "del", &ns]);
+        }
+        let host_if = format!("{}h", self.plan.prefix());
+        let _ = ip(&["link", "del", &host_if]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_give_disjoint_reserved_addresses() {
+        let reserved = |a: Ipv4Addr| a.octets()[0] == 198 && (a.octets()[1] & 0xfe) == 18;
+        let mut seen = std::collections::BTreeSet::new();
+        for slot in 0..SLOTS {
+            let plan = Plan::new(slot).unwrap();
+            let (net, len) = plan.public_net();
+            assert_eq!(len, 20);
+            for a in [
+                net,
+                plan.router(),
+                plan.echo(),
+                plan.public(0).unwrap(),
+                plan.public(4078).unwrap(),
+                plan.host(),
+                plan.uplink(),
+            ] {
+                assert!(reserved(a), "{a} of slot {slot}");
+                assert!(seen.insert(a), "{a} twice");
+            }
+            assert_eq!(plan.public(4079), None);
+            // The uplinks sit above every public slice.
+            assert!(
+                u32::from(plan.public(4078).unwrap()) < u32::from(Ipv4Addr::new(198, 19, 255, 0))
+            );
+        }
+        assert_eq!(Plan::new(SLOTS), None);
+        assert_eq!(
+            Plan::new(0).unwrap().public(0),
+            Some(Ipv4Addr::new(198, 18, 0, 16))
+        );
+        assert_eq!(Plan::new(1).unwrap().host(), Ipv4Addr::new(198, 19, 255, 6));
+    }
+
+    #[test]
+    fn only_plain_paths_go_into_the_holder_script() {
+        assert!(shell_safe("/work/target/debug/orc"));
+        assert!(!shell_safe("/tmp/a b"));
+        assert!(!shell_safe("/tmp/$(reboot)"));
+        assert!(!shell_safe(""));
+    }
+}

@@ -1,0 +1,213 @@
+//! Materialised mode for real (root; CI runs as root, and these fail, not skip, without it):
+//! servers as namespaces on the emulated internet and a private network, scripts running
+//! inside them with private paths, the echo host seeing their public address, the zone's
+//! address on the host reachable through the one uplink, and nothing left behind.
+
+use std::io::{Read as _, Write as _};
+use std::net::SocketAddr;
+
+use orc_emu::netns::{Fabric, bind_in};
+
+fn namespaces() -> String {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn links() -> String {
+    let out = std::process::Command::new("ip")
+        .args(["-o", "link"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `curl` inside `server`, returning its stdout (or the failure).
+fn curl(fabric: &Fabric, server: &str, url: &str) -> Result<String, String> {
+    let out = fabric
+        .exec(server, &["curl", "-sS", "--max-time", "5", url])
+        .unwrap();
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[test]
+fn servers_are_namespaces_on_the_emulated_internet_and_vanish_without_a_trace() {
+    assert!(
+        orc_emu::netns::is_root(),
+        "materialised mode tests need root (CI runs them as root)"
+    );
+    let fabric = Fabric::create(None).expect("a fabric");
+    let plan = fabric.plan();
+    let (a_ip, b_ip) = (plan.public(0).unwrap(), plan.public(1).unwrap());
+    fabric
+        .add_server("a", Some(a_ip), "4c4c4544-0000-000a")
+        .unwrap();
+    fabric
+        .add_server("b", Some(b_ip), "4c4c4544-0000-000b")
+        .unwrap();
+    fabric.add_network("net1").unwrap();
+    assert_eq!(
+        fabric
+            .attach("a", "net1", "10.0.0.2".parse().unwrap(), 24)
+            .unwrap(),
+        "ens10"
+    );
+    fabric
+        .attach("b", "net1", "10.0.0.3".parse().unwrap(), 24)
+        .unwrap();
+    let a_ns = fabric.namespace("a").unwrap();
+    let b_ns = fabric.namespace("b").unwrap();
+    assert!(namespaces().contains(&a_ns), "{}", namespaces());
+
+    // The echo host sees the server's public address.
+    let echo = format!("http://{}/", fabric.echo_address());
+    assert_eq!(curl(&fabric, "a", &echo).unwrap(), format!("{a_ip}\n"));
+    assert_eq!(curl(&fabric, "b", &echo).unwrap(), format!("{b_ip}\n"));
+
+    // The private network joins a and b, and only them.
+    let listener = bind_in(&b_ns, SocketAddr::from(([10, 0, 0, 3], 8080))).unwrap();
+    let served = std::thread::spawn(move || {
+        let (mut stream, peer) = listener.accept().unwrap();
+        let mut buf = [0u8; 512];
+        let _ = stream.read(&mut buf).unwrap();
+        let body = format!("{}\n", peer.ip());
+        write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+    });
+    assert_eq!(
+        curl(&fabric, "a", "http://10.0.0.3:8080/").unwrap(),
+        "10.0.0.2\n"
+    );
+    served.join().unwrap();
+
+    // The zone's side: a listener on the host's uplink address answers servers.
+    let zone = std::net::TcpListener::bind((fabric.host_address(), 0)).unwrap();
+    let port = zone.local_addr().unwrap().port();
+    let answered = std::thread::spawn(move || {
+        let (mut stream, peer) = zone.accept().unwrap();
+        let mut buf = [0u8; 512];
+        let _ = stream.read(&mut buf).unwrap();
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nzone\n")
+            .unwrap();
+        peer.ip()
+    });
+    let url = format!("http://{}:{port}/", fabric.host_address());
+    assert_eq!(curl(&fabric, "a", &url).unwrap(), "zone\n");
+    assert_eq!(
+        answered.join().unwrap(),
+        std::net::IpAddr::V4(a_ip),
+        "no NAT on the way"
+    );
+
+    // Nothing routes out of the fabric: the internet has no default route.
+    let route = std::process::Command::new("ip")
+        .args([
+            "-n",
+            &format!("orc{}-inet", slot_of(&fabric)),
+            "route",
+            "get",
+            "192.0.2.1",
+        ])
+        .output()
+        .unwrap();
+    assert!(!route.status.success(), "the emulated internet routes out");
+
+    // A script runs inside, with private paths and its own product_uuid.
+    let script = "set -e\nmkdir -p /etc/orc\necho secret > /etc/orc/join-token\n\
+                  cat /etc/orc/join-token\nip -4 -o addr show dev eth0\nsleep 600 &\necho started\n";
+    let mut child = fabric.run_script("a", script).unwrap();
+    assert!(child.wait().unwrap().success());
+    let console = fabric.console("a").unwrap();
+    assert!(console.contains("secret\n"), "{console}");
+    assert!(console.contains(&format!("inet {a_ip}/20")), "{console}");
+    assert!(
+        !std::path::Path::new("/etc/orc/join-token").exists(),
+        "the server's /etc/orc is its own"
+    );
+    let seen_by_b = fabric.exec("b", &["cat", "/etc/orc/join-token"]).unwrap();
+    assert!(
+        !seen_by_b.status.success(),
+        "another server does not see it"
+    );
+    if std::path::Path::new("/sys/class/dmi/id/product_uuid").exists() {
+        let uuid = fabric
+            .exec("a", &["cat", "/sys/class/dmi/id/product_uuid"])
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&uuid.stdout),
+            "4c4c4544-0000-000a\n"
+        );
+    }
+
+    // Power off stops the script's background process; removal takes the namespace.
+    assert!(fabric.stop("a").unwrap() >= 1, "the sleep was running");
+    let left = std::process::Command::new("ip")
+        .args(["netns", "pids", &a_ns])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&left.stdout)
+            .split_whitespace()
+            .count(),
+        1,
+        "only the mount holder is left"
+    );
+    fabric.remove_server("a").unwrap();
+    assert!(!namespaces().contains(&a_ns));
+    assert!(curl(&fabric, "b", &format!("http://{a_ip}/")).is_err());
+
+    // Dropping the fabric removes everything it made, on the host too.
+    let names = fabric.namespaces();
+    let host_if = format!("orc{}h", slot_of(&fabric));
+    assert!(links().contains(&host_if));
+    drop(fabric);
+    let after = namespaces();
+    for name in names {
+        assert!(!after.contains(&name), "{name} left behind: {after}");
+    }
+    assert!(!links().contains(&host_if), "the uplink is gone");
+    let routes = std::process::Command::new("ip")
+        .args(["route"])
+        .output()
+        .unwrap();
+    let (net, _) = plan.public_net();
+    assert!(
+        !String::from_utf8_lossy(&routes.stdout).contains(&net.to_string()),
+        "the host route is gone"
+    );
+}
+
+fn slot_of(fabric: &Fabric) -> u8 {
+    let host = fabric.host_address().octets()[3];
+    (host - 2) / 4
+}
+
+#[test]
+fn fabrics_side_by_side_take_their_own_slots() {
+    assert!(
+        orc_emu::netns::is_root(),
+        "materialised mode tests need root"
+    );
+    let one = Fabric::create(None).unwrap();
+    let two = Fabric::create(None).unwrap();
+    assert_ne!(one.plan(), two.plan());
+    assert_ne!(one.host_address(), two.host_address());
+    one.add_server("x", one.plan().public(0), "u1").unwrap();
+    two.add_server("x", two.plan().public(0), "u2").unwrap();
+    assert_ne!(one.namespace("x"), two.namespace("x"));
+    assert!(
+        one.add_server("x", None, "u1").is_err(),
+        "a key is one server"
+    );
+}
