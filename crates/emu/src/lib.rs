@@ -26,6 +26,8 @@ pub mod first_boot;
 mod gate;
 pub mod hetzner;
 #[cfg(target_os = "linux")]
+pub mod materialise;
+#[cfg(target_os = "linux")]
 pub mod netns;
 pub mod robot;
 pub mod server;

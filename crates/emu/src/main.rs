@@ -54,6 +54,15 @@ struct Args {
     /// Hetzner: leave out the `datacenter` field that older clients require.
     #[arg(long)]
     hetzner_no_datacenter: bool,
+    /// Materialised mode (root): every Hetzner Cloud server becomes a network namespace on
+    /// an emulated internet (198.18.0.0/15) and runs its user data; see
+    /// docs/emulators/materialised.md.
+    #[arg(long)]
+    netns: bool,
+    /// Materialised mode: bind this `orc` binary read-only at /usr/local/bin/orc in every
+    /// server.
+    #[arg(long, value_name = "PATH", requires = "netns")]
+    netns_orc: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -78,8 +87,21 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let none = args.hetzner.is_none() && args.vultr.is_none() && args.robot.is_none();
     let local = |port| Some(SocketAddr::from(([127, 0, 0, 1], port)));
+    let fabric = if args.netns {
+        let fabric =
+            orc_emu::netns::Fabric::create(args.netns_orc.clone()).context("materialised mode")?;
+        println!(
+            "materialised   servers reach this host at {}; echo host {}",
+            fabric.host_address(),
+            fabric.echo_address()
+        );
+        Some(std::sync::Arc::new(fabric))
+    } else {
+        None
+    };
     let hetzner_options = hetzner::Options {
         emit_datacenter: !args.hetzner_no_datacenter,
+        fabric: fabric.clone(),
         ..Default::default()
     };
     let config = EmuConfig {
@@ -113,5 +135,7 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("waiting for Ctrl-C")?;
     drop(running);
+    // The last holder of the fabric removes every namespace it made.
+    drop(fabric);
     Ok(())
 }

@@ -15,8 +15,8 @@
 //!   and a default route through the router; one interface per private network it is attached
 //!   to (`ens10`, `ens11`, …), on that network's own bridge in the internet namespace (a bridge
 //!   only its servers are on, with no address, so networks do not meet); and a private mount
-//!   namespace, held by one `sleep` process, where `/etc/orc`, `/var/lib/orc`, `/run` and
-//!   `/usr/local/bin` are the server's own (tmpfs), `/usr/local/bin/orc` may be the host's
+//!   namespace, held by one `sleep` process, where `/etc/orc`, `/var/lib/orc`, `/run`,
+//!   `/var/log` and `/usr/local/bin` are the server's own (tmpfs), `/usr/local/bin/orc` may be the host's
 //!   `orc` (read-only), and the machine's DMI `product_uuid` is the server's own.
 //!
 //! Scripts (user data) run inside a server's namespaces with their output appended to the
@@ -39,7 +39,13 @@ use std::time::{Duration, Instant};
 pub const SLOTS: u8 = 31;
 
 /// The paths a server keeps to itself.
-pub const PRIVATE_DIRS: [&str; 4] = ["/etc/orc", "/var/lib/orc", "/run", "/usr/local/bin"];
+pub const PRIVATE_DIRS: [&str; 5] = [
+    "/etc/orc",
+    "/var/lib/orc",
+    "/run",
+    "/var/log",
+    "/usr/local/bin",
+];
 
 /// Why the fabric could not do something. Each names the command or the object.
 #[derive(Debug, thiserror::Error)]

@@ -1030,6 +1030,7 @@ async fn hetzner_options_switch_old_client_shapes() {
         accept_datacenter_field: true,
         legacy_assignee_type: true,
         server_limit: 1,
+        fabric: None,
     };
     let emu = config.start().await.unwrap();
     let api = Api {

@@ -211,3 +211,96 @@ fn fabrics_side_by_side_take_their_own_slots() {
         "a key is one server"
     );
 }
+
+/// Waits up to 20 s for `check`.
+async fn until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !check() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hetzner_server_boots_its_user_data_in_a_namespace_and_goes_with_its_delete() {
+    assert!(
+        orc_emu::netns::is_root(),
+        "materialised mode tests need root"
+    );
+    let fabric = std::sync::Arc::new(Fabric::create(None).unwrap());
+    let mut config = orc_emu::EmuConfig::for_tests();
+    config.vultr = None;
+    config.robot = None;
+    config.hetzner_options.fabric = Some(fabric.clone());
+    let emu = config.start().await.unwrap();
+    let base = emu.hetzner_url().unwrap();
+    let http = reqwest::Client::new();
+    let call = |method: reqwest::Method, path: &str, body: Option<serde_json::Value>| {
+        let mut request = http
+            .request(method, format!("{base}{path}"))
+            .bearer_auth("demo-token");
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        async move {
+            let reply = request.send().await.unwrap();
+            reply.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let user_data = "#cloud-config\nwrite_files:\n  - path: /etc/orc/hello\n    content: from user data\nruncmd:\n  - cat /etc/orc/hello\n  - sleep 600 &\n";
+    let created = call(
+        reqwest::Method::POST,
+        "/servers",
+        Some(
+            serde_json::json!({"name": "m1", "server_type": "cx23", "image": "ubuntu-24.04",
+            "location": "fsn1", "user_data": user_data}),
+        ),
+    )
+    .await;
+    let id = created["server"]["id"].as_u64().unwrap();
+    let ip = created["server"]["public_net"]["ipv4"]["ip"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(ip.starts_with("198.1"), "a reserved public address: {ip}");
+    let key = format!("h{id}");
+    // Any request settles the world; the materialiser follows.
+    call(reqwest::Method::GET, &format!("/servers/{id}"), None).await;
+    until("the user data ran", || {
+        fabric
+            .console(&key)
+            .is_ok_and(|c| c.contains("from user data") && c.contains("cloud-init: finished"))
+    })
+    .await;
+    let echo = format!("http://{}/", fabric.echo_address());
+    assert_eq!(curl(&fabric, &key, &echo).unwrap(), format!("{ip}\n"));
+
+    // Power off stops the background process; power on starts nothing of the first boot.
+    call(
+        reqwest::Method::POST,
+        &format!("/servers/{id}/actions/poweroff"),
+        None,
+    )
+    .await;
+    call(reqwest::Method::GET, &format!("/servers/{id}"), None).await;
+    until("the server is off", || {
+        fabric.console(&key).is_ok_and(|c| c.contains("power: off"))
+    })
+    .await;
+    assert!(
+        fabric
+            .console(&key)
+            .unwrap()
+            .contains("power: off (1 process(es) stopped)")
+    );
+
+    // Delete: the namespace goes.
+    let ns = fabric.namespace(&key).unwrap();
+    call(reqwest::Method::DELETE, &format!("/servers/{id}"), None).await;
+    call(reqwest::Method::GET, "/servers", None).await;
+    until("the namespace is gone", || !namespaces().contains(&ns)).await;
+    drop(emu);
+}

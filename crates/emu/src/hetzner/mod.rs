@@ -66,6 +66,9 @@ pub struct Options {
     pub legacy_assignee_type: bool,
     /// Servers an account may have before `403 resource_limit_exceeded`.
     pub server_limit: usize,
+    /// Materialised mode: every server becomes a namespace of this fabric, and public
+    /// addresses come from its reserved slice.
+    pub fabric: Option<Arc<crate::netns::Fabric>>,
 }
 
 impl Default for Options {
@@ -77,6 +80,7 @@ impl Default for Options {
             accept_datacenter_field: false,
             legacy_assignee_type: false,
             server_limit: 100,
+            fabric: None,
         }
     }
 }
@@ -88,6 +92,7 @@ pub(crate) struct Hz {
     pub options: Options,
     pub catalog: Catalog,
     store: Mutex<Store>,
+    materialiser: Option<Arc<crate::materialise::Materialiser>>,
 }
 
 impl Hz {
@@ -110,8 +115,46 @@ impl Hz {
             ids: &mut store.ids,
             now,
         };
-        f(&mut ctx)
+        let out = f(&mut ctx);
+        if let Some(materialiser) = &self.materialiser {
+            materialiser.want(wants(store, now));
+        }
+        out
     }
+}
+
+/// What every server of every account should be in the fabric, settled at `now`.
+fn wants(
+    store: &mut Store,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<crate::materialise::ServerWant> {
+    let mut out = Vec::new();
+    for world in store.worlds.values_mut() {
+        world.settle(now);
+        for s in world.servers.values() {
+            let public_ipv4 = s
+                .ipv4
+                .and_then(|id| world.primary_ips.get(&id))
+                .and_then(|ip| ip.ip.parse().ok());
+            let private = s
+                .private_net
+                .iter()
+                .filter_map(|p| {
+                    let net = world.networks.get(&p.network)?;
+                    Some((format!("hnet{}", p.network), p.ip, net.ip_range.prefix))
+                })
+                .collect();
+            out.push(crate::materialise::ServerWant {
+                key: format!("h{}", s.id),
+                public_ipv4,
+                private,
+                powered_on: matches!(s.status, world::Status::Running | world::Status::Stopping),
+                boot: s.boot,
+                user_data: s.user_data.clone(),
+            });
+        }
+    }
+    out
 }
 
 /// One request's view: the shared state, the caller's world, the id counters and the time.
@@ -395,11 +438,18 @@ async fn method_not_allowed() -> Response {
 
 /// Builds the Hetzner Cloud emulator: its routes and its reset hook.
 pub fn app(core: Arc<EmuCore>, options: Options) -> FlavorApp {
+    let materialiser = options
+        .fabric
+        .clone()
+        .map(crate::materialise::Materialiser::spawn);
+    let mut store = Store::default();
+    store.ids.public_slice = options.fabric.as_ref().map(|f| f.plan());
     let hz = Arc::new(Hz {
         core,
         options,
         catalog: Catalog::load(),
-        store: Mutex::new(Store::default()),
+        store: Mutex::new(store),
+        materialiser,
     });
     let v1 = |p: &str| format!("/v1{p}");
     let router = Router::new()

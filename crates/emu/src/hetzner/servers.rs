@@ -402,6 +402,8 @@ pub(crate) async fn create(
             rescue_enabled: false,
             protect_delete: false,
             protect_rebuild: false,
+            user_data: b.user_data.as_deref().map(std::sync::Arc::from),
+            boot: 1,
         };
         for n in &networks {
             let Some(net) = ctx.world.networks.get(n) else {
@@ -649,7 +651,10 @@ pub(crate) async fn action(
                 let (a, fails) = ctx.start_action("rebuild_server", me, t.power);
                 transition(ctx, id, fails, Status::Rebuilding, Status::Running, t.power);
                 if !fails {
-                    server_mut(ctx, id)?.image = Some(image_id);
+                    let s = server_mut(ctx, id)?;
+                    s.image = Some(image_id);
+                    s.user_data = b.user_data.as_deref().map(std::sync::Arc::from);
+                    s.boot += 1;
                 }
                 created(json!({"action": ctx.action_json(a), "root_password": random_password()}))
             }

@@ -114,6 +114,10 @@ pub(crate) struct Server {
     pub rescue_enabled: bool,
     pub protect_delete: bool,
     pub protect_rebuild: bool,
+    /// The user data of the current disk (materialised mode runs it at its first boot).
+    pub user_data: Option<std::sync::Arc<str>>,
+    /// 1 at creation, one more at every rebuild.
+    pub boot: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -329,6 +333,8 @@ pub(crate) struct Ids {
     ipv6: u32,
     floating: u32,
     mac: u64,
+    /// Materialised mode: public IPv4 addresses (primary and floating) come from here.
+    pub public_slice: Option<crate::netns::Plan>,
 }
 
 impl Default for Ids {
@@ -345,6 +351,7 @@ impl Default for Ids {
             ipv6: 0,
             floating: 0,
             mac: 0,
+            public_slice: None,
         }
     }
 }
@@ -382,6 +389,9 @@ impl Ids {
     pub fn public_ipv4(&mut self) -> String {
         self.ipv4 += 1;
         let n = self.ipv4;
+        if let Some(address) = self.public_slice.and_then(|p| p.public(n - 1)) {
+            return address.to_string();
+        }
         format!("116.203.{}.{}", (n / 250) % 256, n % 250 + 2)
     }
 
@@ -393,6 +403,9 @@ impl Ids {
 
     /// A fresh floating address of the family.
     pub fn floating(&mut self, family: Family) -> String {
+        if family == Family::V4 && self.public_slice.is_some() {
+            return self.public_ipv4();
+        }
         self.floating += 1;
         let n = self.floating;
         match family {

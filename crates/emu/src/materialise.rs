@@ -1,0 +1,317 @@
+//! Keeps a [`Fabric`] in step with an emulator's servers.
+//!
+//! An emulator says, after every request, which servers exist and what they should be
+//! ([`ServerWant`]: public address, private networks, powered on or off, boot generation and
+//! user data); a background task makes the fabric match, one change at a time, outside the
+//! emulator's locks (namespace work takes milliseconds per command, requests must not wait
+//! for it). What a server does, as a cloud's machine would:
+//!
+//! - **first boot** (a new server, or a rebuild: the boot generation moved on): its user data
+//!   runs as cloud-init would run it ([`FirstBoot`]): files written, scripts and `runcmd` in
+//!   order, everything in the server's console log;
+//! - **power off**: every process in it stops;
+//! - **power on** again: what an init system would start again starts — the node agent, when
+//!   the bootstrap left its settings in `/etc/orc/agent.env`;
+//! - **delete**: the namespace and everything in it go.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use base64::Engine as _;
+use tokio::sync::watch;
+
+use crate::first_boot::{FirstBoot, Step};
+use crate::netns::Fabric;
+
+/// What an emulator wants of one server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerWant {
+    /// Unique in the fabric (`h42` for Hetzner server 42).
+    pub key: String,
+    pub public_ipv4: Option<Ipv4Addr>,
+    /// (network key, address, prefix length).
+    pub private: Vec<(String, Ipv4Addr, u8)>,
+    pub powered_on: bool,
+    /// 1 at creation, one more at every rebuild: a new generation boots for the first time.
+    pub boot: u64,
+    pub user_data: Option<Arc<str>>,
+}
+
+#[derive(Debug, Default)]
+struct Known {
+    booted: u64,
+    on: bool,
+    networks: BTreeSet<String>,
+}
+
+/// The background task keeping one emulator's servers materialised.
+pub struct Materialiser {
+    fabric: Arc<Fabric>,
+    wants: watch::Sender<Arc<Vec<ServerWant>>>,
+}
+
+impl std::fmt::Debug for Materialiser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Materialiser")
+            .field("fabric", &self.fabric)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The console-log lines and the script of a first boot.
+pub fn first_boot_script(user_data: &str) -> (Vec<String>, String) {
+    let mut notes = Vec::new();
+    let boot = match FirstBoot::parse(user_data.as_bytes()) {
+        Ok(boot) => boot,
+        Err(e) => {
+            notes.push(format!("cloud-init: the user data cannot be used: {e}"));
+            return (notes, String::new());
+        }
+    };
+    notes.extend(
+        boot.skipped
+            .iter()
+            .map(|s| format!("cloud-init: skipped {s}")),
+    );
+    if !boot.ssh_keys.is_empty() {
+        notes.push(format!(
+            "cloud-init: {} SSH key(s) for the default user (no SSH in this server)",
+            boot.ssh_keys.len()
+        ));
+    }
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let mut s = String::from("mkdir -p /run/orc-boot\n");
+    for file in &boot.files {
+        let path = sh_quote(&file.path);
+        let redirect = if file.append { ">>" } else { ">" };
+        s.push_str(&format!(
+            "mkdir -p \"$(dirname {path})\"\necho {} | base64 -d {redirect} {path}\nchmod {:o} {path}\n",
+            b64(&file.content),
+            file.permissions
+        ));
+    }
+    for (n, step) in boot.run.iter().enumerate() {
+        match step {
+            Step::Script { part, body } => {
+                let file = format!("/run/orc-boot/part-{part:03}");
+                s.push_str(&format!(
+                    "echo {} | base64 -d > {file}\nchmod 0700 {file}\necho \"cloud-init: running part {part}\"\n{file} || echo \"cloud-init: part {part} failed with $?\"\n",
+                    b64(body.as_bytes())
+                ));
+            }
+            Step::Shell(command) => {
+                s.push_str(&format!(
+                    "echo \"cloud-init: runcmd {}\"\nsh -c {} || echo \"cloud-init: runcmd {} failed with $?\"\n",
+                    n + 1,
+                    sh_quote(command),
+                    n + 1
+                ));
+            }
+            Step::Argv(argv) => {
+                let line: Vec<String> = argv.iter().map(|a| sh_quote(a)).collect();
+                s.push_str(&format!(
+                    "echo \"cloud-init: runcmd {}\"\n{} || echo \"cloud-init: runcmd {} failed with $?\"\n",
+                    n + 1,
+                    line.join(" "),
+                    n + 1
+                ));
+            }
+        }
+    }
+    s.push_str("echo \"cloud-init: finished\"\n");
+    (notes, s)
+}
+
+/// What an init system starts again at a later boot: the node agent, when the bootstrap
+/// installed it.
+const REBOOT_SCRIPT: &str = "if [ -f /etc/orc/agent.env ]; then\n  set -a\n  . /etc/orc/agent.env\n  set +a\n  echo \"init: starting orc agent\"\n  nohup /usr/local/bin/orc agent >>/var/log/orc-agent.log 2>&1 </dev/null &\nfi\n";
+
+/// `text` in single quotes for `sh`.
+fn sh_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+impl Materialiser {
+    /// Starts keeping `fabric` in step with the wants sent to it.
+    pub fn spawn(fabric: Arc<Fabric>) -> Arc<Materialiser> {
+        let (wants, mut rx) = watch::channel(Arc::new(Vec::<ServerWant>::new()));
+        let known = Arc::new(Mutex::new(BTreeMap::<String, Known>::new()));
+        let task_fabric = fabric.clone();
+        tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                let wants = rx.borrow_and_update().clone();
+                let (fabric, known) = (task_fabric.clone(), known.clone());
+                let done = tokio::task::spawn_blocking(move || {
+                    let mut known = known.lock().unwrap_or_else(PoisonError::into_inner);
+                    reconcile(&fabric, &mut known, &wants);
+                })
+                .await;
+                if let Err(e) = done {
+                    tracing::warn!(error = %e, "materialising servers failed");
+                }
+            }
+        });
+        Arc::new(Materialiser { fabric, wants })
+    }
+
+    /// The fabric it keeps.
+    pub fn fabric(&self) -> &Arc<Fabric> {
+        &self.fabric
+    }
+
+    /// What the emulator's servers should be now (replaces what was said before).
+    pub fn want(&self, wants: Vec<ServerWant>) {
+        self.wants.send_if_modified(|current| {
+            if current.as_slice() == wants.as_slice() {
+                false
+            } else {
+                *current = Arc::new(wants);
+                true
+            }
+        });
+    }
+}
+
+fn run_detached(fabric: &Fabric, key: &str, script: &str) {
+    match fabric.run_script(key, script) {
+        Ok(mut child) => {
+            std::thread::spawn(move || {
+                let _ = child.wait();
+            });
+        }
+        Err(e) => tracing::warn!(server = key, error = %e, "a script did not start"),
+    }
+}
+
+fn reconcile(fabric: &Fabric, known: &mut BTreeMap<String, Known>, wants: &[ServerWant]) {
+    let wanted: BTreeSet<&str> = wants.iter().map(|w| w.key.as_str()).collect();
+    let gone: Vec<String> = known
+        .keys()
+        .filter(|k| !wanted.contains(k.as_str()))
+        .cloned()
+        .collect();
+    for key in gone {
+        known.remove(&key);
+        match fabric.remove_server(&key) {
+            Ok(()) => tracing::info!(server = key, "materialised server removed"),
+            Err(e) => {
+                tracing::warn!(server = key, error = %e, "a materialised server was not removed")
+            }
+        }
+    }
+    for want in wants {
+        if !known.contains_key(&want.key) {
+            let uuid = product_uuid(&want.key);
+            if let Err(e) = fabric.add_server(&want.key, want.public_ipv4, &uuid) {
+                tracing::warn!(server = want.key, error = %e, "a server could not be materialised");
+                continue;
+            }
+            known.insert(want.key.clone(), Known::default());
+        }
+        let Some(k) = known.get_mut(&want.key) else {
+            continue;
+        };
+        for (network, address, prefix) in &want.private {
+            if k.networks.contains(network) {
+                continue;
+            }
+            let attached = fabric
+                .add_network(network)
+                .and_then(|()| fabric.attach(&want.key, network, *address, *prefix));
+            match attached {
+                Ok(_) => {
+                    k.networks.insert(network.clone());
+                }
+                Err(e) => tracing::warn!(server = want.key, network, error = %e, "not attached"),
+            }
+        }
+        if want.powered_on {
+            if k.booted < want.boot {
+                if k.booted > 0 {
+                    let _ = fabric.stop(&want.key);
+                    let _ = fabric.console_line(&want.key, "rebuild: the disk is new");
+                }
+                let _ = fabric.console_line(
+                    &want.key,
+                    &format!("boot: first boot of generation {}", want.boot),
+                );
+                let (notes, script) = first_boot_script(want.user_data.as_deref().unwrap_or(""));
+                for note in notes {
+                    let _ = fabric.console_line(&want.key, &note);
+                }
+                run_detached(fabric, &want.key, &script);
+                k.booted = want.boot;
+                k.on = true;
+            } else if !k.on {
+                let _ = fabric.console_line(&want.key, "boot: powered on");
+                run_detached(fabric, &want.key, REBOOT_SCRIPT);
+                k.on = true;
+            }
+        } else if k.on {
+            let stopped = fabric.stop(&want.key).unwrap_or(0);
+            let _ = fabric.console_line(
+                &want.key,
+                &format!("power: off ({stopped} process(es) stopped)"),
+            );
+            k.on = false;
+        }
+    }
+}
+
+/// A stable DMI UUID for a server key.
+pub fn product_uuid(key: &str) -> String {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut a = std::collections::hash_map::DefaultHasher::new();
+    ("orc-emu", key).hash(&mut a);
+    let mut b = std::collections::hash_map::DefaultHasher::new();
+    (key, "product_uuid").hash(&mut b);
+    let (x, y) = (a.finish(), b.finish());
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        x >> 32,
+        (x >> 16) & 0xffff,
+        x & 0xfff,
+        y >> 52,
+        y & 0xffff_ffff_ffff
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_first_boot_becomes_one_script_in_cloud_init_order() {
+        let user_data = "#cloud-config\nwrite_files:\n  - path: /etc/orc/x\n    content: hi\n    permissions: '0600'\nruncmd:\n  - echo one\n  - [echo, two words]\n";
+        let (notes, script) = first_boot_script(user_data);
+        assert!(notes.is_empty(), "{notes:?}");
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(
+                script
+                    .replace("/etc/orc/x", "/dev/null")
+                    .replace("/run/orc-boot", "/tmp"),
+            )
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            text,
+            "cloud-init: runcmd 1\none\ncloud-init: runcmd 2\ntwo words\ncloud-init: finished\n"
+        );
+        let (notes, script) = first_boot_script("\u{0}garbage");
+        assert!(script.is_empty());
+        assert!(
+            notes[0].starts_with("cloud-init: the user data cannot be used"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn product_uuids_are_stable_and_distinct() {
+        assert_eq!(product_uuid("h1"), product_uuid("h1"));
+        assert_ne!(product_uuid("h1"), product_uuid("h2"));
+        assert_eq!(product_uuid("h1").len(), 36);
+    }
+}
