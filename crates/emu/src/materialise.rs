@@ -300,7 +300,7 @@ mod tests {
             text,
             "cloud-init: runcmd 1\none\ncloud-init: runcmd 2\ntwo words\ncloud-init: finished\n"
         );
-        let (notes, script) = first_boot_script("\u{0}garbage");
+        let (notes, script) = first_boot_script("#cloud-config\nwrite_files: [ {path: \n");
         assert!(script.is_empty());
         assert!(
             notes[0].starts_with("cloud-init: the user data cannot be used"),
