@@ -286,15 +286,25 @@ mod tests {
         let user_data = "#cloud-config\nwrite_files:\n  - path: /etc/orc/x\n    content: hi\n    permissions: '0600'\nruncmd:\n  - echo one\n  - [echo, two words]\n";
         let (notes, script) = first_boot_script(user_data);
         assert!(notes.is_empty(), "{notes:?}");
+        // Into a scratch dir: the script writes and chmods the file it names.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().display().to_string();
         let out = std::process::Command::new("sh")
             .arg("-c")
             .arg(
                 script
-                    .replace("/etc/orc/x", "/dev/null")
-                    .replace("/run/orc-boot", "/tmp"),
+                    .replace("/etc/orc/x", &format!("{root}/x"))
+                    .replace("/run/orc-boot", &format!("{root}/boot")),
             )
             .output()
             .unwrap();
+        assert_eq!(std::fs::read_to_string(dir.path().join("x")).unwrap(), "hi");
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(dir.path().join("x"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
         let text = String::from_utf8_lossy(&out.stdout);
         assert_eq!(
             text,
