@@ -185,6 +185,7 @@ impl Up {
             clock_mode: ClockMode::Auto,
             timings: Timings::realistic(),
             hetzner_options: Default::default(),
+            fabric: None,
         }
         .start()
         .await

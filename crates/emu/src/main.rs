@@ -54,7 +54,7 @@ struct Args {
     /// Hetzner: leave out the `datacenter` field that older clients require.
     #[arg(long)]
     hetzner_no_datacenter: bool,
-    /// Materialised mode (root): every Hetzner Cloud server becomes a network namespace on
+    /// Materialised mode (root): every Hetzner Cloud and Vultr server becomes a network namespace on
     /// an emulated internet (198.18.0.0/15) and runs its user data; see
     /// docs/emulators/materialised.md.
     #[arg(long)]
@@ -101,7 +101,6 @@ async fn main() -> anyhow::Result<()> {
     };
     let hetzner_options = hetzner::Options {
         emit_datacenter: !args.hetzner_no_datacenter,
-        fabric: fabric.clone(),
         ..Default::default()
     };
     let config = EmuConfig {
@@ -118,6 +117,7 @@ async fn main() -> anyhow::Result<()> {
             TimingsArg::Instant => Timings::instant(),
         },
         hetzner_options,
+        fabric: fabric.clone(),
     };
     let accounts: Vec<String> = config.accounts.iter().map(|a| a.name.clone()).collect();
     let running = config.start().await.context("starting the emulators")?;

@@ -29,6 +29,8 @@ pub struct EmuConfig {
     pub clock_mode: ClockMode,
     pub timings: Timings,
     pub hetzner_options: hetzner::Options,
+    /// Materialised mode: every emulated server becomes a namespace of this fabric.
+    pub fabric: Option<Arc<crate::netns::Fabric>>,
 }
 
 impl EmuConfig {
@@ -44,6 +46,7 @@ impl EmuConfig {
             clock_mode: ClockMode::Explicit,
             timings: Timings::instant(),
             hetzner_options: hetzner::Options::default(),
+            fabric: None,
         }
     }
 
@@ -66,12 +69,16 @@ impl EmuConfig {
         };
         if let Some(addr) = self.hetzner {
             let c = core(Api::Hetzner);
-            let app = hetzner::app(c.clone(), self.hetzner_options.clone());
+            let options = hetzner::Options {
+                fabric: self.fabric.clone().or(self.hetzner_options.fabric.clone()),
+                ..self.hetzner_options.clone()
+            };
+            let app = hetzner::app(c.clone(), options);
             running.hetzner = Some(serve(addr, c, app).await?);
         }
         if let Some(addr) = self.vultr {
             let c = core(Api::Vultr);
-            let app = vultr::app(c.clone());
+            let app = vultr::app(c.clone(), self.fabric.clone());
             running.vultr = Some(serve(addr, c, app).await?);
         }
         if let Some(addr) = self.robot {

@@ -234,7 +234,7 @@ async fn a_hetzner_server_boots_its_user_data_in_a_namespace_and_goes_with_its_d
     let mut config = orc_emu::EmuConfig::for_tests();
     config.vultr = None;
     config.robot = None;
-    config.hetzner_options.fabric = Some(fabric.clone());
+    config.fabric = Some(fabric.clone());
     let emu = config.start().await.unwrap();
     let base = emu.hetzner_url().unwrap();
     let http = reqwest::Client::new();
@@ -302,5 +302,129 @@ async fn a_hetzner_server_boots_its_user_data_in_a_namespace_and_goes_with_its_d
     call(reqwest::Method::DELETE, &format!("/servers/{id}"), None).await;
     call(reqwest::Method::GET, "/servers", None).await;
     until("the namespace is gone", || !namespaces().contains(&ns)).await;
+    drop(emu);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vultr_instance_boots_its_user_data_on_its_vpc_and_goes_with_its_delete() {
+    use base64::Engine as _;
+    assert!(
+        orc_emu::netns::is_root(),
+        "materialised mode tests need root"
+    );
+    let fabric = std::sync::Arc::new(Fabric::create(None).unwrap());
+    let mut config = orc_emu::EmuConfig::for_tests();
+    config.hetzner = None;
+    config.robot = None;
+    config.fabric = Some(fabric.clone());
+    let emu = config.start().await.unwrap();
+    let base = emu.vultr_url().unwrap();
+    let http = reqwest::Client::new();
+    let call = |method: reqwest::Method, path: &str, body: Option<serde_json::Value>| {
+        let mut request = http
+            .request(method, format!("{base}{path}"))
+            .bearer_auth("demo-token");
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        async move {
+            let reply = request.send().await.unwrap();
+            reply.json::<serde_json::Value>().await.unwrap_or_default()
+        }
+    };
+    let vpc = call(
+        reqwest::Method::POST,
+        "/vpcs",
+        Some(serde_json::json!({"region": "ewr", "description": "net", "v4_subnet": "10.8.0.0", "v4_subnet_mask": 24})),
+    )
+    .await;
+    let vpc_id = vpc["vpc"]["id"].as_str().unwrap().to_string();
+    let user_data = base64::engine::general_purpose::STANDARD
+        .encode("#!/bin/sh\necho \"booted on $(ip -4 -o addr show dev eth0 | cut -d' ' -f7)\"\n");
+    let mut instances = Vec::new();
+    for _ in 0..2 {
+        let created = call(
+            reqwest::Method::POST,
+            "/instances",
+            Some(
+                serde_json::json!({"region": "ewr", "plan": "vc2-1c-1gb", "os_id": 2284,
+                "user_data": user_data, "attach_vpc": [vpc_id]}),
+            ),
+        )
+        .await;
+        instances.push(created["instance"]["id"].as_str().unwrap().to_string());
+    }
+    let listed = call(reqwest::Method::GET, "/instances", None).await;
+    let all = listed["instances"].as_array().unwrap().clone();
+    let key_of = |id: &str| format!("v{}", &id[..13].replace('-', ""));
+    for instance in &all {
+        let id = instance["id"].as_str().unwrap();
+        let ip = instance["main_ip"].as_str().unwrap();
+        assert!(ip.starts_with("198.1"), "a reserved public address: {ip}");
+        let key = key_of(id);
+        until("the instance booted", || {
+            fabric
+                .console(&key)
+                .is_ok_and(|c| c.contains(&format!("booted on {ip}/20")))
+        })
+        .await;
+    }
+    // The two instances meet on their VPC.
+    let vpc_ips: Vec<String> = all
+        .iter()
+        .map(|i| {
+            let key = key_of(i["id"].as_str().unwrap());
+            let out = fabric
+                .exec(&key, &["ip", "-4", "-o", "addr", "show", "dev", "ens10"])
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            text.split_whitespace()
+                .nth(3)
+                .unwrap()
+                .split('/')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        vpc_ips.iter().all(|ip| ip.starts_with("10.8.0.")),
+        "{vpc_ips:?}"
+    );
+    let b_ns = fabric.namespace(&key_of(&instances[1])).unwrap();
+    let listener = bind_in(
+        &b_ns,
+        SocketAddr::from((vpc_ips[1].parse::<std::net::Ipv4Addr>().unwrap(), 8080)),
+    )
+    .unwrap();
+    let served = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 512];
+        let _ = stream.read(&mut buf).unwrap();
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nvpc")
+            .unwrap();
+    });
+    assert_eq!(
+        curl(
+            &fabric,
+            &key_of(&instances[0]),
+            &format!("http://{}:8080/", vpc_ips[1])
+        )
+        .unwrap(),
+        "vpc"
+    );
+    served.join().unwrap();
+    for id in &instances {
+        call(reqwest::Method::DELETE, &format!("/instances/{id}"), None).await;
+    }
+    call(reqwest::Method::GET, "/instances", None).await;
+    until("the namespaces are gone", || {
+        let now = namespaces();
+        instances
+            .iter()
+            .all(|id| !now.contains(&format!("-{}", key_of(id))))
+    })
+    .await;
     drop(emu);
 }

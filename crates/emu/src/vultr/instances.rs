@@ -355,6 +355,7 @@ pub(crate) async fn create(
             reverse_v6: Default::default(),
             default_password: password(),
             kvm_token: alloc.uuid().replace('-', ""),
+            boot: 1,
         };
         for vpc_id in &vpc_ids {
             join_vpc(&mut w.vpcs, alloc, &mut inst, vpc_id)?;
@@ -678,6 +679,7 @@ pub(crate) async fn reinstall(
         }
         i.install_started = now;
         i.reinstall = true;
+        i.boot += 1;
         i.install_fails = false;
         i.powered = true;
         Ok(render(&v, i, now, false))

@@ -44,6 +44,7 @@ pub(crate) struct Vultr {
     core: Arc<EmuCore>,
     catalog: &'static Catalog,
     state: Mutex<Worlds>,
+    materialiser: Option<Arc<crate::materialise::Materialiser>>,
 }
 
 struct Worlds {
@@ -73,7 +74,48 @@ impl Vultr {
         let mut guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let state = &mut *guard;
         let world = state.accounts.entry(account.to_string()).or_default();
-        f(world, &mut state.alloc)
+        let out = f(world, &mut state.alloc);
+        if let Some(materialiser) = &self.materialiser {
+            materialiser.want(self.wants(state));
+        }
+        out
+    }
+
+    /// What every instance of every account should be in the fabric now.
+    fn wants(&self, state: &Worlds) -> Vec<crate::materialise::ServerWant> {
+        use base64::Engine as _;
+        let now = self.core.now();
+        let install = self.core.timings.create;
+        let mut out = Vec::new();
+        for world in state.accounts.values() {
+            for i in world.instances.values() {
+                let phase = i.phase(now, install);
+                let private = i
+                    .vpcs
+                    .iter()
+                    .filter_map(|port| {
+                        let vpc = world.vpcs.get(&port.vpc_id)?;
+                        Some((format!("vvpc{}", vpc.id), port.ip, vpc.mask))
+                    })
+                    .collect();
+                let user_data = base64::engine::general_purpose::STANDARD
+                    .decode(&i.user_data)
+                    .ok()
+                    .and_then(|bytes| String::from_utf8(bytes).ok())
+                    .filter(|text| !text.is_empty())
+                    .map(Arc::from);
+                out.push(crate::materialise::ServerWant {
+                    key: format!("v{}", &i.id[..13].replace('-', "")),
+                    public_ipv4: i.v4,
+                    private,
+                    powered_on: i.powered
+                        && matches!(phase, world::Phase::Installing | world::Phase::Ready),
+                    boot: i.boot,
+                    user_data,
+                });
+            }
+        }
+        out
     }
 
     fn seeded(&self) -> DateTime<Utc> {
@@ -85,25 +127,30 @@ impl Vultr {
 
     fn reset(&self) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut alloc = Alloc::default();
+        alloc.public_slice = state.alloc.public_slice;
         *state = Worlds {
             accounts: BTreeMap::new(),
-            alloc: Alloc::default(),
+            alloc,
             seeded: self.core.now(),
         };
     }
 }
 
 /// The Vultr API routes, with state applied, and the reset hook.
-pub fn app(core: Arc<EmuCore>) -> FlavorApp {
+pub fn app(core: Arc<EmuCore>, fabric: Option<Arc<crate::netns::Fabric>>) -> FlavorApp {
     let seeded = core.now();
+    let mut alloc = Alloc::default();
+    alloc.public_slice = fabric.as_ref().map(|f| f.plan());
     let vultr = Arc::new(Vultr {
         core,
         catalog: &catalog::CATALOG,
         state: Mutex::new(Worlds {
             accounts: BTreeMap::new(),
-            alloc: Alloc::default(),
+            alloc,
             seeded,
         }),
+        materialiser: fabric.map(crate::materialise::Materialiser::spawn),
     });
     let reset = {
         let vultr = vultr.clone();

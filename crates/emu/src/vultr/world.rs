@@ -27,7 +27,12 @@ pub(crate) struct Alloc {
     v6: u32,
     vpc_nets: u32,
     macs: u32,
+    /// Materialised mode: public IPv4 addresses come from this slice of the fabric.
+    pub public_slice: Option<crate::netns::Plan>,
 }
+
+/// Where Vultr's addresses start in a fabric's public slice (Hetzner's start at 0).
+pub(crate) const FABRIC_OFFSET: u32 = 1500;
 
 /// First public IPv4 handed out; instances get addresses from 100.64.0.0/10, which is
 /// not routed on the internet.
@@ -57,6 +62,9 @@ impl Alloc {
     pub fn ipv4(&mut self) -> Ipv4Addr {
         let n = self.v4;
         self.v4 += 1;
+        if let Some(address) = self.public_slice.and_then(|p| p.public(FABRIC_OFFSET + n)) {
+            return address;
+        }
         Ipv4Addr::from(V4_BASE + (n / 253) * 256 + 2 + n % 253)
     }
 
@@ -188,6 +196,8 @@ pub(crate) struct Instance {
     pub reverse_v6: BTreeMap<Ipv6Addr, String>,
     pub default_password: Secret,
     pub kvm_token: String,
+    /// 1 at creation, one more at every reinstall.
+    pub boot: u64,
 }
 
 fn after(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
@@ -396,6 +406,7 @@ mod tests {
             reverse_v6: BTreeMap::new(),
             default_password: Secret("x".into()),
             kvm_token: String::new(),
+            boot: 1,
         };
         let d = Duration::from_secs(20);
         let at = |s| t0 + TimeDelta::seconds(s);
