@@ -86,6 +86,11 @@ pub struct UpArgs {
     /// Seconds to wait for the partner's replicas before printing the summary anyway.
     #[arg(long, default_value_t = 60)]
     pub partner_wait: u64,
+    /// Materialise the emulated clouds (root): every Hetzner Cloud and Vultr server becomes
+    /// a network namespace on an emulated internet (198.18.0.0/15) that boots its user data,
+    /// so every node's agent joins the zone for real (docs/emulators/materialised.md).
+    #[arg(long)]
+    pub netns: bool,
 }
 
 /// Runs `orc up` until Ctrl-C.
@@ -145,6 +150,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 pub struct Up {
     zone: Zone,
     emulators: RunningEmulators,
+    /// Materialised mode's namespaces; dropped last, which removes them.
+    fabric: Option<std::sync::Arc<orc_emu::netns::Fabric>>,
     data_dir: PathBuf,
     pool: Pool,
     pool_created: bool,
@@ -173,6 +180,16 @@ impl Up {
             check_port(what, addr)?;
         }
 
+        let fabric = if args.netns {
+            report("building the emulated internet (network namespaces)");
+            let binary = std::env::current_exe().context("cannot find this orc binary")?;
+            let fabric = orc_emu::netns::Fabric::create(Some(binary))
+                .context("--netns (materialised emulators)")?;
+            Some(std::sync::Arc::new(fabric))
+        } else {
+            None
+        };
+
         report("starting the cloud emulators");
         let emulators = EmuConfig {
             hetzner: Some(args.hetzner_emu),
@@ -185,7 +202,7 @@ impl Up {
             clock_mode: ClockMode::Auto,
             timings: Timings::realistic(),
             hetzner_options: Default::default(),
-            fabric: None,
+            fabric: fabric.clone(),
         }
         .start()
         .await
@@ -260,6 +277,12 @@ impl Up {
         config.tls = args.tls.config();
         config.apps = apps;
         config.agent_binary = std::env::current_exe().ok();
+        if let Some(fabric) = &fabric {
+            // Nodes reach the zone through the fabric's uplink, at the host's end of it; a
+            // node whose agent does not join is replaced, as on a real cloud.
+            config.grpc_addr = SocketAddr::from((fabric.host_address(), args.grpc.port()));
+            config.reconcile.join_grace = Some(Duration::from_secs(600));
+        }
         let zone = Zone::start(config)
             .await
             .with_context(|| format!("cannot start the zone in {}", data_dir.display()))?;
@@ -286,6 +309,7 @@ impl Up {
         Ok(Up {
             zone,
             emulators,
+            fabric,
             data_dir,
             pool,
             pool_created,
@@ -347,6 +371,15 @@ impl Up {
                     .display()
             ));
         }
+        if let Some(fabric) = &self.fabric {
+            text.push_str(&format!(
+                "netns     servers are namespaces on {}/{}; they reach the zone at {}, the echo host is {}\n",
+                fabric.plan().public_net().0,
+                fabric.plan().public_net().1,
+                fabric.host_address(),
+                fabric.echo_address()
+            ));
+        }
         if let Some(h) = &self.emulators.hetzner {
             text.push_str(&format!("hetzner   {} (emulated)\n", h.root_url()));
         }
@@ -396,6 +429,10 @@ impl Up {
     pub async fn shutdown(self) {
         self.zone.shutdown().await;
         drop(self.emulators);
+        if let Some(fabric) = self.fabric {
+            // The emulators' tasks hold it too; they let go as their runtime winds down.
+            tokio::task::spawn_blocking(move || drop(fabric)).await.ok();
+        }
     }
 }
 

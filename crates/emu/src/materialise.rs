@@ -38,6 +38,24 @@ pub struct ServerWant {
     pub user_data: Option<Arc<str>>,
 }
 
+/// What an emulator wants of one private network that routes like a cloud's: a router at
+/// its gateway address with the network's route table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkWant {
+    pub key: String,
+    pub router: Ipv4Addr,
+    pub prefix: u8,
+    /// (destination CIDR, next hop).
+    pub routes: Vec<(String, Ipv4Addr)>,
+}
+
+/// Everything an emulator wants of the fabric.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Wants {
+    pub servers: Vec<ServerWant>,
+    pub networks: Vec<NetworkWant>,
+}
+
 #[derive(Debug, Default)]
 struct Known {
     booted: u64,
@@ -48,7 +66,7 @@ struct Known {
 /// The background task keeping one emulator's servers materialised.
 pub struct Materialiser {
     fabric: Arc<Fabric>,
-    wants: watch::Sender<Arc<Vec<ServerWant>>>,
+    wants: watch::Sender<Arc<Wants>>,
 }
 
 impl std::fmt::Debug for Materialiser {
@@ -135,7 +153,7 @@ fn sh_quote(text: &str) -> String {
 impl Materialiser {
     /// Starts keeping `fabric` in step with the wants sent to it.
     pub fn spawn(fabric: Arc<Fabric>) -> Arc<Materialiser> {
-        let (wants, mut rx) = watch::channel(Arc::new(Vec::<ServerWant>::new()));
+        let (wants, mut rx) = watch::channel(Arc::new(Wants::default()));
         let known = Arc::new(Mutex::new(BTreeMap::<String, Known>::new()));
         let task_fabric = fabric.clone();
         tokio::spawn(async move {
@@ -160,10 +178,11 @@ impl Materialiser {
         &self.fabric
     }
 
-    /// What the emulator's servers should be now (replaces what was said before).
-    pub fn want(&self, wants: Vec<ServerWant>) {
+    /// What the emulator's servers and networks should be now (replaces what was said
+    /// before).
+    pub fn want(&self, wants: Wants) {
         self.wants.send_if_modified(|current| {
-            if current.as_slice() == wants.as_slice() {
+            if **current == wants {
                 false
             } else {
                 *current = Arc::new(wants);
@@ -184,7 +203,8 @@ fn run_detached(fabric: &Fabric, key: &str, script: &str) {
     }
 }
 
-fn reconcile(fabric: &Fabric, known: &mut BTreeMap<String, Known>, wants: &[ServerWant]) {
+fn reconcile(fabric: &Fabric, known: &mut BTreeMap<String, Known>, all: &Wants) {
+    let wants = all.servers.as_slice();
     let wanted: BTreeSet<&str> = wants.iter().map(|w| w.key.as_str()).collect();
     let gone: Vec<String> = known
         .keys()
@@ -255,6 +275,19 @@ fn reconcile(fabric: &Fabric, known: &mut BTreeMap<String, Known>, wants: &[Serv
                 &format!("power: off ({stopped} process(es) stopped)"),
             );
             k.on = false;
+        }
+    }
+    for network in &all.networks {
+        let routed = fabric.add_network(&network.key).and_then(|()| {
+            fabric.route_network(
+                &network.key,
+                network.router,
+                network.prefix,
+                &network.routes,
+            )
+        });
+        if let Err(e) = routed {
+            tracing::warn!(network = network.key, error = %e, "a network's routes were not set");
         }
     }
 }

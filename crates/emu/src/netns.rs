@@ -170,6 +170,8 @@ struct State {
     servers: BTreeMap<String, ServerNs>,
     /// Bridge name by network key.
     networks: BTreeMap<String, String>,
+    /// A network's router: its namespace and the routes it holds, by network key.
+    routers: BTreeMap<String, (String, Vec<(String, Ipv4Addr)>)>,
     next_port: u32,
 }
 
@@ -436,7 +438,9 @@ impl Fabric {
     /// The names of every namespace the fabric holds now.
     pub fn namespaces(&self) -> Vec<String> {
         let mut names = vec![self.inet.clone(), self.echo_ns.clone()];
-        names.extend(self.state().servers.values().map(|s| s.ns.clone()));
+        let state = self.state();
+        names.extend(state.servers.values().map(|s| s.ns.clone()));
+        names.extend(state.routers.values().map(|(ns, _)| ns.clone()));
         names
     }
 
@@ -607,8 +611,118 @@ impl Fabric {
         Ok(())
     }
 
+    /// Gives network `key` a router at `router/prefix` (a namespace of its own on the
+    /// network's bridge, forwarding) holding `routes` (destination CIDR, next hop on the
+    /// network), as a cloud's network does with its route table: a node's default route to
+    /// the network's gateway address reaches whichever server the table names.
+    pub fn route_network(
+        &self,
+        key: &str,
+        router: Ipv4Addr,
+        prefix: u8,
+        routes: &[(String, Ipv4Addr)],
+    ) -> Result<(), NetnsError> {
+        let bridge = self
+            .state()
+            .networks
+            .get(key)
+            .cloned()
+            .ok_or_else(|| NetnsError::UnknownNetwork(key.to_string()))?;
+        let existing = self.state().routers.get(key).cloned();
+        let (ns, held) = match existing {
+            Some(found) => found,
+            None => {
+                let ns = format!("{}-r{bridge}", self.plan.prefix());
+                ip(&["netns", "add", &ns])?;
+                let port = self.port();
+                let made = (|| {
+                    ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+                    ip(&[
+                        "link", "add", "eth0", "netns", &ns, "type", "veth", "peer", "name", &port,
+                        "netns", &self.inet,
+                    ])?;
+                    ip(&[
+                        "-n", &self.inet, "link", "set", &port, "master", &bridge, "up",
+                    ])?;
+                    ip(&[
+                        "-n",
+                        &ns,
+                        "addr",
+                        "add",
+                        &format!("{router}/{prefix}"),
+                        "dev",
+                        "eth0",
+                    ])?;
+                    ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
+                    ip(&[
+                        "netns",
+                        "exec",
+                        &ns,
+                        "sysctl",
+                        "-qw",
+                        "net.ipv4.ip_forward=1",
+                    ])?;
+                    // It forwards back out of the interface it received on: no redirects.
+                    ip(&[
+                        "netns",
+                        "exec",
+                        &ns,
+                        "sysctl",
+                        "-qw",
+                        "net.ipv4.conf.all.send_redirects=0",
+                    ])?;
+                    ip(&[
+                        "netns",
+                        "exec",
+                        &ns,
+                        "sysctl",
+                        "-qw",
+                        "net.ipv4.conf.eth0.send_redirects=0",
+                    ])
+                })();
+                if let Err(e) = made {
+                    let _ = ip(&["netns", "del", &ns]);
+                    return Err(e);
+                }
+                (ns, Vec::new())
+            }
+        };
+        for (destination, via) in &held {
+            if !routes.contains(&(destination.clone(), *via)) {
+                let _ = ip(&[
+                    "-n",
+                    &ns,
+                    "route",
+                    "del",
+                    destination,
+                    "via",
+                    &via.to_string(),
+                ]);
+            }
+        }
+        for (destination, via) in routes {
+            ip(&[
+                "-n",
+                &ns,
+                "route",
+                "replace",
+                destination,
+                "via",
+                &via.to_string(),
+            ])?;
+        }
+        self.state()
+            .routers
+            .insert(key.to_string(), (ns, routes.to_vec()));
+        Ok(())
+    }
+
     /// Removes private network `key` (its bridge, and with it every server's port on it).
     pub fn remove_network(&self, key: &str) -> Result<(), NetnsError> {
+        if let Some((ns, _)) = self.state().routers.remove(key) {
+            kill_all(&ns, None);
+            let _ = ip(&["netns", "del", &ns]);
+        }
         let Some(bridge) = self.state().networks.remove(key) else {
             return Err(NetnsError::UnknownNetwork(key.to_string()));
         };
@@ -837,6 +951,15 @@ impl Drop for Fabric {
             if let Err(e) = self.remove_server(&server) {
                 tracing::warn!(server, error = %e, "a materialised server was not removed");
             }
+        }
+        let routers: Vec<String> = self
+            .state()
+            .routers
+            .values()
+            .map(|(ns, _)| ns.clone())
+            .collect();
+        for ns in routers {
+            let _ = ip(&["netns", "del", &ns]);
         }
         self.stop_echo.store(true, Ordering::Relaxed);
         if let Some(echo) = self.echo.take() {

@@ -428,3 +428,64 @@ async fn a_vultr_instance_boots_its_user_data_on_its_vpc_and_goes_with_its_delet
     .await;
     drop(emu);
 }
+
+/// A network that routes like a cloud's: a server without a public address sends its
+/// traffic to the network's gateway address, whose router hands it to the server the route
+/// table names, which masquerades it out to the internet.
+#[test]
+fn a_routed_network_carries_a_private_server_out_through_its_gateway_server() {
+    assert!(
+        orc_emu::netns::is_root(),
+        "materialised mode tests need root"
+    );
+    let fabric = Fabric::create(None).unwrap();
+    let public = fabric.plan().public(0).unwrap();
+    fabric.add_server("gw", Some(public), "u-gw").unwrap();
+    fabric.add_server("node", None, "u-node").unwrap();
+    fabric.add_network("net").unwrap();
+    fabric
+        .attach("gw", "net", "10.64.0.254".parse().unwrap(), 24)
+        .unwrap();
+    fabric
+        .attach("node", "net", "10.64.0.2".parse().unwrap(), 24)
+        .unwrap();
+    fabric
+        .route_network(
+            "net",
+            "10.64.0.1".parse().unwrap(),
+            24,
+            &[("0.0.0.0/0".to_string(), "10.64.0.254".parse().unwrap())],
+        )
+        .unwrap();
+    let setup = "sysctl -qw net.ipv4.ip_forward=1\niptables -t nat -A POSTROUTING -s 10.64.0.0/24 ! -d 10.64.0.0/24 -j MASQUERADE\n";
+    assert!(
+        fabric
+            .run_script("gw", setup)
+            .unwrap()
+            .wait()
+            .unwrap()
+            .success(),
+        "{}",
+        fabric.console("gw").unwrap()
+    );
+    let routed = fabric
+        .exec(
+            "node",
+            &["ip", "route", "add", "default", "via", "10.64.0.1"],
+        )
+        .unwrap();
+    assert!(routed.status.success());
+    let echo = format!("http://{}/", fabric.echo_address());
+    assert_eq!(
+        curl(&fabric, "node", &echo).unwrap(),
+        format!("{public}\n"),
+        "the node goes out masqueraded as its gateway"
+    );
+    let names = fabric.namespaces();
+    assert!(names.iter().any(|n| n.contains("-rn")), "{names:?}");
+    drop(fabric);
+    let after = namespaces();
+    for name in names {
+        assert!(!after.contains(&name), "{name} left behind");
+    }
+}

@@ -123,14 +123,31 @@ impl Hz {
     }
 }
 
-/// What every server of every account should be in the fabric, settled at `now`.
-fn wants(
-    store: &mut Store,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Vec<crate::materialise::ServerWant> {
+/// What every server and network of every account should be in the fabric, settled at
+/// `now`. A network's router sits at its gateway address with its route table, as Hetzner's
+/// does.
+fn wants(store: &mut Store, now: chrono::DateTime<chrono::Utc>) -> crate::materialise::Wants {
     let mut out = Vec::new();
+    let mut networks = Vec::new();
     for world in store.worlds.values_mut() {
         world.settle(now);
+        for net in world.networks.values() {
+            networks.push(crate::materialise::NetworkWant {
+                key: format!("hnet{}", net.id),
+                router: net.ip_range.first_host(),
+                prefix: net.ip_range.prefix,
+                routes: net
+                    .routes
+                    .iter()
+                    .map(|r| {
+                        (
+                            format!("{}/{}", r.destination.addr, r.destination.prefix),
+                            r.gateway,
+                        )
+                    })
+                    .collect(),
+            });
+        }
         for s in world.servers.values() {
             let public_ipv4 = s
                 .ipv4
@@ -154,7 +171,10 @@ fn wants(
             });
         }
     }
-    out
+    crate::materialise::Wants {
+        servers: out,
+        networks,
+    }
 }
 
 /// One request's view: the shared state, the caller's world, the id counters and the time.

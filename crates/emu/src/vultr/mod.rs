@@ -82,7 +82,7 @@ impl Vultr {
     }
 
     /// What every instance of every account should be in the fabric now.
-    fn wants(&self, state: &Worlds) -> Vec<crate::materialise::ServerWant> {
+    fn wants(&self, state: &Worlds) -> crate::materialise::Wants {
         use base64::Engine as _;
         let now = self.core.now();
         let install = self.core.timings.create;
@@ -115,7 +115,10 @@ impl Vultr {
                 });
             }
         }
-        out
+        crate::materialise::Wants {
+            servers: out,
+            networks: Vec::new(),
+        }
     }
 
     fn seeded(&self) -> DateTime<Utc> {
