@@ -823,6 +823,7 @@ mod tests {
             partner_bin: Some(partner.to_path_buf()),
             providers_bin: Some(partner.to_path_buf()),
             partner_wait: 30,
+            netns: false,
         }
     }
 
