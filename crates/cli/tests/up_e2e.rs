@@ -3,6 +3,10 @@
 //! partner nodes (a site opens with its gateway), nodes on Hetzner, Robot and Vultr directly,
 //! and takes everything away again (the site closes, its gateway pool goes to zero, every
 //! instance is deleted in the emulators). Ctrl-C (SIGINT) stops it all with a clean exit.
+//!
+//! With `--netns` (root; CI runs it as root) the emulated servers are namespaces that boot
+//! their user data: partner nodes in two classes, their site gateways and a Hetzner node all
+//! join the zone and read `ready`, `orc exec` runs on them, and nothing is left behind.
 
 use std::io::{BufRead as _, BufReader};
 use std::path::Path;
@@ -20,6 +24,11 @@ struct Up {
 
 impl Up {
     fn start(dir: &Path) -> Up {
+        Up::start_with(dir, &[])
+    }
+
+    /// `orc up` with `extra` arguments.
+    fn start_with(dir: &Path, extra: &[&str]) -> Up {
         let data = dir.join("data");
         let any = "127.0.0.1:0";
         let mut child = Command::new(env!("CARGO_BIN_EXE_orc"))
@@ -34,6 +43,7 @@ impl Up {
                 "--partner-wait",
                 "120",
             ])
+            .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -278,4 +288,172 @@ fn a_newcomer_places_nodes_everywhere_and_watches_a_site_open_and_close() {
     });
     assert_eq!(states(&gateway), ["ended"]);
     up.stop();
+}
+
+fn server_namespaces() -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with("orc") && (n.contains("-h") || n.contains("-v")))
+        .map(str::to_string)
+        .collect()
+}
+
+fn ready(nodes: &Value) -> bool {
+    nodes.as_array().is_some_and(|list| {
+        !list.is_empty()
+            && list
+                .iter()
+                .all(|n| n["agent"]["state"] == "ready" && n["agent"]["connected"] == true)
+    })
+}
+
+#[test]
+fn with_netns_every_node_boots_joins_and_runs_commands() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "orc up --netns needs root (CI runs this test as root)"
+    );
+    let before = server_namespaces();
+    let dir = tempfile::tempdir().unwrap();
+    let up = Up::start_with(dir.path(), &["--netns"]);
+    assert!(
+        up.summary
+            .contains("netns     servers are namespaces on 198."),
+        "{}",
+        up.summary
+    );
+    let pool = |name: &str, class: &str| {
+        let created = up.ok(&[
+            "pool",
+            "create",
+            name,
+            "--provider",
+            "partner",
+            "--class",
+            class,
+            "--cpu",
+            "2",
+            "--mem",
+            "4",
+            "--os",
+            "ubuntu-24.04",
+            "--size",
+            "1",
+            "--wait",
+        ]);
+        assert!(created.contains("1 of 1 node(s) running"), "{created}");
+    };
+    pool("sys/sys/web", "eu-central");
+    pool("sys/sys/east", "us-east");
+    let hetzner = up.ok(&[
+        "pool",
+        "create",
+        "sys/sys/api",
+        "--provider",
+        "hetzner",
+        "--location",
+        "fsn1",
+        "--plan",
+        "cx23",
+        "--cpu",
+        "2",
+        "--mem",
+        "4",
+        "--os",
+        "ubuntu-24.04",
+        "--size",
+        "1",
+        "--wait",
+    ]);
+    assert!(hetzner.contains("1 of 1 node(s) running"), "{hetzner}");
+    for name in ["sys/sys/web", "sys/sys/east", "sys/sys/api"] {
+        up.wait_for(&["nodes", name], 3 * MINUTE, ready);
+    }
+    // The sites' gateways run agents too.
+    let sites = up.json(&["sites"]);
+    let names: Vec<String> = sites
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["site"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), 2, "{sites:#}");
+    for site in &names {
+        up.wait_for(
+            &["nodes", &format!("sys/sys/gw-partner-{site}")],
+            3 * MINUTE,
+            ready,
+        );
+    }
+    // A command on a partner node sees its private address; one on the Hetzner node its
+    // public one, from the reserved range.
+    for (pool, field) in [
+        ("sys/sys/web", "private_address"),
+        ("sys/sys/east", "private_address"),
+    ] {
+        let node = up.json(&["nodes", pool]);
+        let id = node[0]["id"].as_str().unwrap();
+        let address = node[0][field].as_str().unwrap();
+        let out = up.ok(&[
+            "exec",
+            id,
+            "--project",
+            "sys/sys",
+            "--",
+            "ip",
+            "-4",
+            "-o",
+            "addr",
+        ]);
+        assert!(out.contains(&format!("inet {address}/")), "{pool}: {out}");
+    }
+    let api = up.json(&["nodes", "sys/sys/api"]);
+    let out = up.ok(&[
+        "exec",
+        api[0]["id"].as_str().unwrap(),
+        "--project",
+        "sys/sys",
+        "--",
+        "ip",
+        "-4",
+        "-o",
+        "addr",
+    ]);
+    assert!(out.contains("inet 198.1"), "{out}");
+    let during = server_namespaces();
+    assert!(
+        during.len() >= before.len() + 5,
+        "three nodes and two gateways: {during:?}"
+    );
+
+    // Pools deleted: their servers' namespaces go.
+    for name in ["sys/sys/web", "sys/sys/east", "sys/sys/api"] {
+        up.ok(&["pool", "delete", name, "--wait"]);
+    }
+    let start = Instant::now();
+    while server_namespaces().len() > before.len() {
+        assert!(
+            start.elapsed() < 3 * MINUTE,
+            "namespaces left: {:?}",
+            server_namespaces()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    up.stop();
+    let after: Vec<String> = {
+        let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    assert!(
+        after.len() <= before.len(),
+        "orc up left namespaces behind: {after:?}"
+    );
 }

@@ -579,6 +579,17 @@ impl Store {
                 reason: format!("{live} node(s) are not ended yet"),
             });
         }
+        // What refers to the pool's nodes goes with them.
+        for table in ["node_agents", "join_tokens"] {
+            let sql = sqlx::AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE node_id IN (SELECT id FROM nodes WHERE pool_id = $1)"
+            ));
+            sqlx::query(sql)
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await
+                .op("delete pool")?;
+        }
         sqlx::query("DELETE FROM nodes WHERE pool_id = $1")
             .bind(id.as_str())
             .execute(&mut *tx)

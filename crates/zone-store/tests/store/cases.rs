@@ -1967,4 +1967,16 @@ pub async fn node_agents_join_report_and_renew(db: &TestDb) {
             .unwrap()
             .is_empty()
     );
+
+    // A pool whose nodes ended is deleted with their agents and join tokens.
+    for n in &nodes {
+        store
+            .end_node(&n.id, Expected::State(NodeState::Running), None, T0)
+            .await
+            .unwrap();
+    }
+    store.mark_pool_deleting(&node.pool_id, T0).await.unwrap();
+    store.delete_pool(&node.pool_id).await.unwrap();
+    assert_eq!(store.node_agent(&node.id).await.unwrap(), None);
+    assert!(store.list_join_tokens(&node.id).await.unwrap().is_empty());
 }
