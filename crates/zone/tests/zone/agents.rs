@@ -14,6 +14,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::api_support::{API_WAIT, TestZone, pool_body, start_replica, tenancy_without_provider};
+use orc_testkit::zone::Tenancy;
 
 const WEB: &str = "/api/orgs/acme/projects/web";
 
@@ -50,6 +51,47 @@ fn start_agent(options: AgentOptions) -> Agent {
         let _ = stopped.await;
     }));
     Agent { stop, task }
+}
+
+/// The standard tenancy, a fake provider serving acme/web, and pool `db` of one running
+/// node.
+struct Running {
+    t: Tenancy,
+    cloud: std::sync::Arc<FakeCloud>,
+    stop_provider: tokio::sync::oneshot::Sender<()>,
+    node_id: String,
+}
+
+async fn running_node(z: &TestZone) -> Running {
+    let t = tenancy_without_provider(z).await;
+    let cloud = FakeCloud::new();
+    let stop_provider = start_replica(z, &t.mia, "acme/web", &cloud);
+    eventually("the provider serves", API_WAIT, || async {
+        let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
+        list.body.as_array().is_some_and(|ps| {
+            ps.iter()
+                .any(|p| p["name"] == "fake" && p["replicas"][0]["role"] == "serving")
+        })
+    })
+    .await;
+    let created = z
+        .post(&format!("{WEB}/pools"), &t.mia, pool_body("db", 1))
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    eventually("the node runs", API_WAIT, || async {
+        node_view(z, &t.vic).await["state"] == "running"
+    })
+    .await;
+    let node_id = node_view(z, &t.vic).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    Running {
+        t,
+        cloud,
+        stop_provider,
+        node_id,
+    }
 }
 
 async fn node_view(z: &TestZone, token: &str) -> Value {
@@ -107,27 +149,13 @@ async fn a_node_joins_becomes_ready_runs_commands_and_reconnects_after_a_restart
         c.agents.keepalive_interval = Duration::from_millis(300);
     })
     .await;
-    let t = tenancy_without_provider(&z).await;
-    let cloud = FakeCloud::new();
-    let stop_provider = start_replica(&z, &t.mia, "acme/web", &cloud);
-    eventually("the provider serves", API_WAIT, || async {
-        let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
-        list.body.as_array().is_some_and(|ps| {
-            ps.iter()
-                .any(|p| p["name"] == "fake" && p["replicas"][0]["role"] == "serving")
-        })
-    })
-    .await;
-    let created = z
-        .post(&format!("{WEB}/pools"), &t.mia, pool_body("db", 1))
-        .await;
-    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
-    eventually("the node runs", API_WAIT, || async {
-        node_view(&z, &t.vic).await["state"] == "running"
-    })
-    .await;
+    let Running {
+        t,
+        cloud: _,
+        stop_provider,
+        node_id,
+    } = running_node(&z).await;
     let node = node_view(&z, &t.vic).await;
-    let node_id = node["id"].as_str().unwrap().to_string();
     assert!(node["agent"].is_null(), "no agent before a join: {node}");
 
     // A viewer may not mint; a member may, and sees the secret once.
@@ -323,29 +351,12 @@ async fn join_with(z: &TestZone, token: &str, node: &str) -> tonic::Status {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_foreign_and_unbound_tokens_are_refused_with_their_reason() {
     let z = TestZone::start().await;
-    let t = tenancy_without_provider(&z).await;
-    let cloud = FakeCloud::new();
-    let stop_provider = start_replica(&z, &t.mia, "acme/web", &cloud);
-    eventually("the provider serves", API_WAIT, || async {
-        let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
-        list.body.as_array().is_some_and(|ps| {
-            ps.iter()
-                .any(|p| p["name"] == "fake" && p["replicas"][0]["role"] == "serving")
-        })
-    })
-    .await;
-    let created = z
-        .post(&format!("{WEB}/pools"), &t.mia, pool_body("db", 1))
-        .await;
-    assert_eq!(created.status, StatusCode::CREATED);
-    eventually("the node runs", API_WAIT, || async {
-        node_view(&z, &t.vic).await["state"] == "running"
-    })
-    .await;
-    let node_id = node_view(&z, &t.vic).await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let Running {
+        t,
+        cloud: _,
+        stop_provider,
+        node_id,
+    } = running_node(&z).await;
     let node: NodeId = node_id.parse().unwrap();
     let ours = z.zone.ca().unwrap().fingerprint();
 
@@ -446,29 +457,12 @@ async fn a_deployed_node_carries_a_bootstrap_whose_token_joins_it() {
     std::fs::write(&binary, b"#!/bin/sh\necho not really orc\n").unwrap();
     let served = binary.clone();
     let z = TestZone::start_with(move |c| c.agent_binary = Some(served)).await;
-    let t = tenancy_without_provider(&z).await;
-    let cloud = FakeCloud::new();
-    let stop_provider = start_replica(&z, &t.mia, "acme/web", &cloud);
-    eventually("the provider serves", API_WAIT, || async {
-        let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
-        list.body.as_array().is_some_and(|ps| {
-            ps.iter()
-                .any(|p| p["name"] == "fake" && p["replicas"][0]["role"] == "serving")
-        })
-    })
-    .await;
-    let created = z
-        .post(&format!("{WEB}/pools"), &t.mia, pool_body("db", 1))
-        .await;
-    assert_eq!(created.status, StatusCode::CREATED);
-    eventually("the node runs", API_WAIT, || async {
-        node_view(&z, &t.vic).await["state"] == "running"
-    })
-    .await;
-    let node_id = node_view(&z, &t.vic).await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let Running {
+        t,
+        cloud,
+        stop_provider,
+        node_id,
+    } = running_node(&z).await;
 
     // The binary is served to anyone, with its digest, which the script checks.
     let sha256 = orc_zone::api::nodes::file_sha256(&binary).unwrap();
@@ -540,29 +534,12 @@ async fn an_agent_renews_its_certificate_on_the_open_stream() {
         c.agents.keepalive_interval = Duration::from_millis(300);
     })
     .await;
-    let t = tenancy_without_provider(&z).await;
-    let cloud = FakeCloud::new();
-    let stop_provider = start_replica(&z, &t.mia, "acme/web", &cloud);
-    eventually("the provider serves", API_WAIT, || async {
-        let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
-        list.body.as_array().is_some_and(|ps| {
-            ps.iter()
-                .any(|p| p["name"] == "fake" && p["replicas"][0]["role"] == "serving")
-        })
-    })
-    .await;
-    let created = z
-        .post(&format!("{WEB}/pools"), &t.mia, pool_body("db", 1))
-        .await;
-    assert_eq!(created.status, StatusCode::CREATED);
-    eventually("the node runs", API_WAIT, || async {
-        node_view(&z, &t.vic).await["state"] == "running"
-    })
-    .await;
-    let node_id = node_view(&z, &t.vic).await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let Running {
+        t,
+        cloud: _,
+        stop_provider,
+        node_id,
+    } = running_node(&z).await;
     let node: NodeId = node_id.parse().unwrap();
     let minted = z
         .post(
