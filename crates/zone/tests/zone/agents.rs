@@ -147,6 +147,9 @@ async fn a_node_joins_becomes_ready_runs_commands_and_reconnects_after_a_restart
     let z = TestZone::start_with(|c| {
         c.grpc_addr = std::net::SocketAddr::from(([127, 0, 0, 1], grpc_port));
         c.agents.keepalive_interval = Duration::from_millis(300);
+        // An agent stopped in-process may leave its connection open; the zone then notices
+        // the silence (the agent sends a keep-alive every second here).
+        c.agents.keepalive_timeout = Duration::from_secs(4);
     })
     .await;
     let Running {
