@@ -827,14 +827,22 @@ impl Fabric {
             .map_err(io("cannot start a script in a server"))
     }
 
-    /// Runs `argv` inside server `server` and waits for it (for tests and the console).
-    pub fn exec(&self, server: &str, argv: &[&str]) -> Result<std::process::Output, NetnsError> {
-        let holder = self
-            .state()
+    /// `read` of server `server`, or why there is none.
+    fn with_server<T>(
+        &self,
+        server: &str,
+        read: impl FnOnce(&ServerNs) -> T,
+    ) -> Result<T, NetnsError> {
+        self.state()
             .servers
             .get(server)
-            .map(|s| s.holder.id())
-            .ok_or_else(|| NetnsError::UnknownServer(server.to_string()))?;
+            .map(read)
+            .ok_or_else(|| NetnsError::UnknownServer(server.to_string()))
+    }
+
+    /// Runs `argv` inside server `server` and waits for it (for tests and the console).
+    pub fn exec(&self, server: &str, argv: &[&str]) -> Result<std::process::Output, NetnsError> {
+        let holder = self.with_server(server, |s| s.holder.id())?;
         Command::new("nsenter")
             .args(["--target", &holder.to_string(), "--mount", "--net", "--"])
             .args(argv)
@@ -845,23 +853,13 @@ impl Fabric {
 
     /// The server's console log so far.
     pub fn console(&self, server: &str) -> Result<String, NetnsError> {
-        let path = self
-            .state()
-            .servers
-            .get(server)
-            .map(|s| s.dir.join("console.log"))
-            .ok_or_else(|| NetnsError::UnknownServer(server.to_string()))?;
+        let path = self.with_server(server, |s| s.dir.join("console.log"))?;
         Ok(std::fs::read_to_string(path).unwrap_or_default())
     }
 
     /// Appends `line` to the server's console log (what the emulated firmware says).
     pub fn console_line(&self, server: &str, line: &str) -> Result<(), NetnsError> {
-        let path = self
-            .state()
-            .servers
-            .get(server)
-            .map(|s| s.dir.join("console.log"))
-            .ok_or_else(|| NetnsError::UnknownServer(server.to_string()))?;
+        let path = self.with_server(server, |s| s.dir.join("console.log"))?;
         let mut log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -872,12 +870,7 @@ impl Fabric {
 
     /// Stops every process in server `server` but its mount holder (power off).
     pub fn stop(&self, server: &str) -> Result<usize, NetnsError> {
-        let (ns, holder) = self
-            .state()
-            .servers
-            .get(server)
-            .map(|s| (s.ns.clone(), s.holder.id()))
-            .ok_or_else(|| NetnsError::UnknownServer(server.to_string()))?;
+        let (ns, holder) = self.with_server(server, |s| (s.ns.clone(), s.holder.id()))?;
         Ok(kill_all(&ns, Some(holder)))
     }
 

@@ -342,18 +342,22 @@ pub struct ServedBinary {
     pub sha256: String,
 }
 
+fn served_binary(state: &ApiState) -> ApiResult<&ServedBinary> {
+    state.agent_binary.as_deref().ok_or_else(|| {
+        ApiError::not_found(
+            "binary",
+            "this zone serves no agent binary; nodes bring their own orc",
+        )
+    })
+}
+
 /// The `orc` binary, for a node's bootstrap to install (it checks the SHA-256 it was given).
 /// Needs no token: the binary is no secret.
 #[utoipa::path(get, path = "/api/agent/orc", tag = "nodes", security(()),
     responses((status = 200, description = "The orc binary", content_type = "application/octet-stream"),
         (status = 404, body = ErrorBody)))]
 pub(super) async fn agent_binary(State(state): State<ApiState>) -> ApiResult<Response> {
-    let Some(binary) = state.agent_binary.as_ref() else {
-        return Err(ApiError::not_found(
-            "binary",
-            "this zone serves no agent binary; nodes bring their own orc",
-        ));
-    };
+    let binary = served_binary(&state)?;
     let file = tokio::fs::File::open(&binary.path).await.map_err(|e| {
         tracing::warn!(path = %binary.path.display(), error = %e, "the agent binary cannot be read");
         ApiError::new(ErrorCode::Unavailable, "the agent binary cannot be read right now")
@@ -385,12 +389,7 @@ pub(super) async fn agent_binary(State(state): State<ApiState>) -> ApiResult<Res
     responses((status = 200, description = "`<hex>  orc`", content_type = "text/plain"),
         (status = 404, body = ErrorBody)))]
 pub(super) async fn agent_binary_sha256(State(state): State<ApiState>) -> ApiResult<Response> {
-    let Some(binary) = state.agent_binary.as_ref() else {
-        return Err(ApiError::not_found(
-            "binary",
-            "this zone serves no agent binary; nodes bring their own orc",
-        ));
-    };
+    let binary = served_binary(&state)?;
     Ok((
         [(header::CONTENT_TYPE, "text/plain")],
         format!("{}  orc\n", binary.sha256),
