@@ -157,9 +157,12 @@ impl AgentHub {
                 _ => None,
             }
         };
-        if let Some(execs) = execs {
-            end_execs(execs.into_values(), "the node's agent disconnected");
-        }
+        let Some(execs) = execs else {
+            // A newer stream of the node owns its record now; this one's view is stale.
+            tracing::debug!(%node, "a replaced stream of a node's agent ended");
+            return;
+        };
+        end_execs(execs.into_values(), "the node's agent disconnected");
         match end {
             End::Gone(reason) => {
                 tracing::info!(%node, reason, "a node's agent detached");
@@ -294,7 +297,13 @@ impl AgentHub {
             let silent_until = last_heard + options.keepalive_timeout;
             let received = tokio::select! {
                 _ = closing.wait_for(|c| *c) => return End::Quiet("the zone is stopping"),
-                _ = outbound.closed() => return End::Quiet("replaced or closed"),
+                // The response stream is dropped when the agent's connection goes away.
+                _ = outbound.closed() => {
+                    if !self.is_current(agent, stream) {
+                        return End::Quiet("a newer connection of the node replaced it");
+                    }
+                    return End::Gone("its connection closed");
+                }
                 _ = keepalive.tick() => {
                     let _ = outbound.send(Ok(message(zone_message::Body::KeepAlive(
                         agent_pb::KeepAlive {},

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use orc_agent::{AgentError, AgentOptions};
+use orc_proto::agent_pb::{self, agent_hub_client::AgentHubClient, agent_message, zone_message};
 use orc_provider_sdk::fake::FakeCloud;
 use orc_testkit::eventually;
 use orc_zone::model::{NodeId, Timestamp};
@@ -338,14 +339,14 @@ async fn join_with(z: &TestZone, token: &str, node: &str) -> tonic::Status {
     .await
     .unwrap();
     let key = orc_tls::NodeIdentity::generate().unwrap();
-    let request = orc_proto::agent_pb::JoinRequest {
+    let request = agent_pb::JoinRequest {
         token: token.to_string(),
         node_id: node.to_string(),
         public_key: key.public_key().to_vec(),
         facts: None,
         version: "test".into(),
     };
-    orc_proto::agent_pb::agent_hub_client::AgentHubClient::new(channel)
+    AgentHubClient::new(channel)
         .join(request)
         .await
         .unwrap_err()
@@ -433,8 +434,8 @@ async fn expired_foreign_and_unbound_tokens_are_refused_with_their_reason() {
     )
     .await
     .unwrap();
-    let (_tx, rx) = tokio::sync::mpsc::channel::<orc_proto::agent_pb::AgentMessage>(1);
-    let status = orc_proto::agent_pb::agent_hub_client::AgentHubClient::new(channel)
+    let (_tx, rx) = tokio::sync::mpsc::channel::<agent_pb::AgentMessage>(1);
+    let status = AgentHubClient::new(channel)
         .attach(tokio_stream::wrappers::ReceiverStream::new(rx))
         .await
         .unwrap_err();
@@ -602,6 +603,187 @@ async fn an_agent_renews_its_certificate_on_the_open_stream() {
     .await;
     let _ = again.stop.send(());
     again.task.await.unwrap().unwrap();
+    let _ = stop_provider.send(());
+    z.zone.shutdown().await;
+}
+
+/// One hand-driven `Attach` stream of a node: what a second copy of an agent would open.
+struct Stream {
+    tx: tokio::sync::mpsc::Sender<agent_pb::AgentMessage>,
+    inbound: tonic::Streaming<agent_pb::ZoneMessage>,
+}
+
+impl Stream {
+    /// Attaches with the node certificate `chain` over `key`, says hello and applies the
+    /// config the zone sends.
+    async fn attach(z: &TestZone, chain: &str, key: &orc_tls::NodeIdentity) -> Stream {
+        let ca = orc_tls::PinnedCa::from_pem(z.zone.ca_pem().unwrap(), "test").unwrap();
+        let config = ca
+            .client_config_with_identity(orc_tls::ALPN_H2, chain, key.private_key_der())
+            .unwrap();
+        let channel =
+            orc_agent::connect::channel(&z.zone.grpc_url(), config, Duration::from_secs(2))
+                .await
+                .unwrap();
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let hello = agent_pb::Hello {
+            protocol_version: orc_proto::AGENT_PROTOCOL_VERSION,
+            version: "test".into(),
+            facts: None,
+            applied_generation: 0,
+        };
+        let hello = agent_pb::AgentMessage {
+            body: Some(agent_message::Body::Hello(hello)),
+        };
+        tx.send(hello).await.unwrap();
+        let inbound = AgentHubClient::new(channel)
+            .attach(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        Stream { tx, inbound }
+    }
+
+    async fn send(&self, body: agent_message::Body) {
+        let message = agent_pb::AgentMessage { body: Some(body) };
+        self.tx.send(message).await.unwrap();
+    }
+
+    /// The next message of the zone other than a keep-alive.
+    async fn next(&mut self) -> zone_message::Body {
+        loop {
+            let message = tokio::time::timeout(API_WAIT, self.inbound.message())
+                .await
+                .expect("the zone says something")
+                .expect("the stream is whole")
+                .expect("the stream is open");
+            match message.body.expect("a body") {
+                zone_message::Body::KeepAlive(_) => continue,
+                body => return body,
+            }
+        }
+    }
+
+    /// Reads the welcome and the config, and reports the config applied.
+    async fn settle(&mut self) {
+        assert!(matches!(self.next().await, zone_message::Body::Welcome(_)));
+        let zone_message::Body::Config(config) = self.next().await else {
+            panic!("a config follows the welcome");
+        };
+        let applied = agent_pb::Applied {
+            generation: config.generation,
+            error: String::new(),
+        };
+        self.send(agent_message::Body::Applied(applied)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_stream_of_a_node_takes_over_and_the_older_one_leaves_its_record_alone() {
+    let z = TestZone::start().await;
+    let Running {
+        t,
+        cloud: _,
+        stop_provider,
+        node_id,
+    } = running_node(&z).await;
+    let minted = z
+        .post(
+            &format!("{WEB}/nodes/{node_id}/join-tokens"),
+            &t.mia,
+            json!({}),
+        )
+        .await;
+    assert_eq!(minted.status, StatusCode::CREATED, "{}", minted.body);
+    let ca = orc_tls::PinnedCa::from_pem(z.zone.ca_pem().unwrap(), "test").unwrap();
+    let channel = orc_agent::connect::channel(
+        &z.zone.grpc_url(),
+        ca.client_config(orc_tls::ALPN_H2),
+        Duration::from_secs(2),
+    )
+    .await
+    .unwrap();
+    let key = orc_tls::NodeIdentity::generate().unwrap();
+    let joined = AgentHubClient::new(channel)
+        .join(agent_pb::JoinRequest {
+            token: minted.body["secret"].as_str().unwrap().to_string(),
+            node_id: node_id.clone(),
+            public_key: key.public_key().to_vec(),
+            facts: None,
+            version: "test".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let chain = joined.certificate_chain_pem;
+
+    let mut older = Stream::attach(&z, &chain, &key).await;
+    older.settle().await;
+    let ready = || async {
+        let agent = &node_view(&z, &t.vic).await["agent"];
+        agent["state"] == "ready" && agent["connected"] == true
+    };
+    eventually("the first stream makes the node ready", API_WAIT, ready).await;
+
+    // The second stream takes over; the first is told to leave.
+    let mut newer = Stream::attach(&z, &chain, &key).await;
+    newer.settle().await;
+    let zone_message::Body::Leave(leave) = older.next().await else {
+        panic!("the older stream is asked to leave");
+    };
+    assert!(
+        leave.reason.contains("newer connection"),
+        "{}",
+        leave.reason
+    );
+    drop(older);
+
+    // Commands go to the newer stream, and the older one's end changed nothing.
+    let call = tokio::spawn({
+        let (http, url, token) = (z.http.clone(), z.zone.url(), t.mia.clone());
+        let path = format!("{url}{WEB}/nodes/{node_id}/exec");
+        async move {
+            let response = http
+                .post(path)
+                .bearer_auth(token)
+                .json(&json!({ "argv": ["true"] }))
+                .send()
+                .await
+                .unwrap();
+            (response.status(), response.text().await.unwrap())
+        }
+    });
+    let zone_message::Body::ExecStart(start) = newer.next().await else {
+        panic!("the command reaches the newer stream");
+    };
+    let exit = agent_pb::ExecExit {
+        exec_id: start.exec_id,
+        code: Some(0),
+        error: String::new(),
+    };
+    newer.send(agent_message::Body::ExecExit(exit)).await;
+    let (status, body) = call.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("\"code\":0"), "{body}");
+    eventually("the node stays ready on the newer stream", API_WAIT, ready).await;
+
+    drop(newer);
+    eventually(
+        "the node is joined once the newer stream ends",
+        API_WAIT,
+        || async {
+            let agent = &node_view(&z, &t.vic).await["agent"];
+            agent["state"] == "joined" && agent["connected"] == false
+        },
+    )
+    .await;
+    // One departure: the node's, not the replaced stream's.
+    let gone = events_of(&z, &t.vic)
+        .await
+        .iter()
+        .filter(|e| e["kind"] == "node.agent_gone")
+        .count();
+    assert_eq!(gone, 1);
     let _ = stop_provider.send(());
     z.zone.shutdown().await;
 }
