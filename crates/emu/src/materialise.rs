@@ -33,9 +33,16 @@ pub struct ServerWant {
     /// (network key, address, prefix length).
     pub private: Vec<(String, Ipv4Addr, u8)>,
     pub powered_on: bool,
-    /// 1 at creation, one more at every rebuild: a new generation boots for the first time.
+    /// Cloud servers: 1 at creation, one more at every rebuild, and a new generation boots
+    /// for the first time. Dedicated servers: one more at every reset.
     pub boot: u64,
     pub user_data: Option<Arc<str>>,
+    /// A cloud server's first boot runs cloud-init on its user data; a dedicated server has
+    /// none and boots what is installed.
+    pub cloud_init: bool,
+    /// This boot goes into the rescue system, whose sshd lets in these `authorized_keys`
+    /// lines (dedicated servers).
+    pub rescue: Option<Vec<String>>,
 }
 
 /// What an emulator wants of one private network that routes like a cloud's: a router at
@@ -141,9 +148,100 @@ pub fn first_boot_script(user_data: &str) -> (Vec<String>, String) {
     (notes, s)
 }
 
-/// What an init system starts again at a later boot: the node agent, when the bootstrap
+/// What the init system of an installed system does at a boot: the one-shot first-boot
+/// unit an installer left (a dedicated server's), else the node agent, when a bootstrap
 /// installed it.
-const REBOOT_SCRIPT: &str = "if [ -f /etc/orc/agent.env ]; then\n  set -a\n  . /etc/orc/agent.env\n  set +a\n  echo \"init: starting orc agent\"\n  nohup /usr/local/bin/orc agent >>/var/log/orc-agent.log 2>&1 </dev/null &\nfi\n";
+const REBOOT_SCRIPT: &str = r#"first=/var/lib/orc/first-boot.sh
+if [ -f "$first" ] && [ -e /etc/systemd/system/multi-user.target.wants/orc-first-boot.service ]; then
+  echo "init: starting orc-first-boot.service"
+  sh "$first" || echo "init: orc-first-boot.service failed with $?"
+  rm -f "$first"
+elif [ -f /etc/orc/agent.env ]; then
+  set -a
+  . /etc/orc/agent.env
+  set +a
+  echo "init: starting orc agent"
+  nohup /usr/local/bin/orc agent >>/var/log/orc-agent.log 2>&1 </dev/null &
+fi
+"#;
+
+/// The image files the emulated rescue system offers installimage.
+pub const RESCUE_IMAGES: [&str; 2] = [
+    "Ubuntu-2404-noble-amd64-base.tar.gz",
+    "Debian-1208-bookworm-amd64-base.tar.gz",
+];
+
+/// Where Hetzner's rescue system keeps installimage and its images.
+const RESCUE_NFS: &str = "/root/.oldroot/nfs";
+
+/// installimage of the emulated rescue system, automatic mode only: it checks its config
+/// and image, gives the system a new disk (the server's private paths emptied), keeps the
+/// config in `/var/log/installimage.conf` and runs the post-install script.
+const INSTALLIMAGE: &str = r#"#!/bin/sh
+set -eu
+conf='' post='' auto=''
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -a) auto=1 ;;
+    -c) conf=$2; shift ;;
+    -x) post=$2; shift ;;
+    *) echo "installimage: option $1 is not emulated" >&2; exit 64 ;;
+  esac
+  shift
+done
+[ -n "$auto" ] || { echo "installimage: only the automatic mode (-a) is emulated" >&2; exit 64; }
+[ -f "$conf" ] || { echo "installimage: no config file (-c)" >&2; exit 64; }
+grep -q '^DRIVE1 /dev/' "$conf" || { echo "installimage: the config names no DRIVE1" >&2; exit 65; }
+image=$(sed -n 's/^IMAGE //p' "$conf")
+[ -f "$image" ] || { echo "installimage: image $image does not exist" >&2; exit 65; }
+echo "installimage: installing $image onto$(sed -n 's/^DRIVE[0-9]* / /p' "$conf" | tr -d '\n')"
+for d in /etc/orc /etc/systemd/system /var/lib/orc; do
+  find "$d" -mindepth 1 -delete
+done
+cp "$conf" /var/log/installimage.conf
+if [ -n "$post" ]; then
+  echo "installimage: running the post-install script"
+  sh "$post"
+fi
+echo "installimage: done"
+"#;
+
+/// The rescue system's boot: root's authorized keys, a host key, installimage and its
+/// images, then sshd on port 22 in the foreground.
+pub fn rescue_script(keys: &[String]) -> String {
+    let mut s = String::from("set -e\necho \"rescue: booting the rescue system\"\n");
+    s.push_str(&format!(
+        "mkdir -p /run/sshd /run/orc-rescue /root/.ssh {RESCUE_NFS}/install {RESCUE_NFS}/images\n"
+    ));
+    s.push_str("chmod 0700 /root/.ssh /run/orc-rescue\n");
+    s.push_str("cat > /root/.ssh/authorized_keys <<'ORC_RESCUE_KEYS'\n");
+    for key in keys
+        .iter()
+        .filter(|k| !k.contains('\n') && !k.starts_with("ORC_"))
+    {
+        s.push_str(key);
+        s.push('\n');
+    }
+    s.push_str("ORC_RESCUE_KEYS\nchmod 0600 /root/.ssh/authorized_keys\n");
+    s.push_str("[ -f /run/orc-rescue/host_key ] || ssh-keygen -q -t ed25519 -N '' -f /run/orc-rescue/host_key\n");
+    s.push_str(&format!(
+        "cat > {RESCUE_NFS}/install/installimage <<'ORC_INSTALLIMAGE'\n{INSTALLIMAGE}ORC_INSTALLIMAGE\nchmod 0755 {RESCUE_NFS}/install/installimage\n"
+    ));
+    for image in RESCUE_IMAGES {
+        s.push_str(&format!(": > {RESCUE_NFS}/images/{image}\n"));
+    }
+    s.push_str(
+        "cat > /run/orc-rescue/sshd_config <<'ORC_SSHD'\nPort 22\nHostKey /run/orc-rescue/host_key\n\
+         AuthorizedKeysFile /root/.ssh/authorized_keys\nPermitRootLogin prohibit-password\n\
+         PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n\
+         PidFile /run/orc-rescue/sshd.pid\nORC_SSHD\n",
+    );
+    s.push_str(&format!(
+        "echo \"rescue: sshd on port 22\"\nexec {} -D -e -f /run/orc-rescue/sshd_config\n",
+        crate::netns::SSHD
+    ));
+    s
+}
 
 /// `text` in single quotes for `sh`.
 fn sh_quote(text: &str) -> String {
@@ -247,7 +345,25 @@ fn reconcile(fabric: &Fabric, known: &mut BTreeMap<String, Known>, all: &Wants) 
             }
         }
         if want.powered_on {
-            if k.booted < want.boot {
+            if k.booted < want.boot && !want.cloud_init {
+                if k.on {
+                    let _ = fabric.stop(&want.key);
+                    let _ = fabric.console_line(&want.key, "reset: the server restarts");
+                }
+                let script = match &want.rescue {
+                    Some(keys) => {
+                        let _ = fabric.console_line(&want.key, "boot: the rescue system (PXE)");
+                        rescue_script(keys)
+                    }
+                    None => {
+                        let _ = fabric.console_line(&want.key, "boot: the installed system");
+                        REBOOT_SCRIPT.to_string()
+                    }
+                };
+                run_detached(fabric, &want.key, &script);
+                k.booted = want.boot;
+                k.on = true;
+            } else if k.booted < want.boot {
                 if k.booted > 0 {
                     let _ = fabric.stop(&want.key);
                     let _ = fabric.console_line(&want.key, "rebuild: the disk is new");

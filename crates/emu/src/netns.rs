@@ -38,14 +38,23 @@ use std::time::{Duration, Instant};
 /// How many fabrics can run on one host at once.
 pub const SLOTS: u8 = 31;
 
-/// The paths a server keeps to itself.
-pub const PRIVATE_DIRS: [&str; 5] = [
+/// The paths a server keeps to itself (each an empty tmpfs when the server is made), and
+/// `/root` ([`PRIVATE_HOME`]) too.
+pub const PRIVATE_DIRS: [&str; 6] = [
     "/etc/orc",
+    "/etc/systemd/system",
     "/var/lib/orc",
     "/run",
     "/var/log",
     "/usr/local/bin",
 ];
+
+/// Root's home, private to each server as well; mounted after the host files bound in,
+/// which may live below it.
+pub const PRIVATE_HOME: &str = "/root";
+
+/// The disks a server's `/sys/block` lists: two NVMe drives, like a dedicated server's.
+pub const DISKS: [&str; 2] = ["nvme0n1", "nvme1n1"];
 
 /// Why the fabric could not do something. Each names the command or the object.
 #[derive(Debug, thiserror::Error)]
@@ -210,6 +219,7 @@ pub fn check_prerequisites() -> Result<(), NetnsError> {
         ("ip", "iproute2"),
         ("nsenter", "util-linux"),
         ("unshare", "util-linux"),
+        ("ssh-keygen", "openssh-client"),
     ] {
         let found = std::env::var_os("PATH")
             .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()));
@@ -217,8 +227,15 @@ pub fn check_prerequisites() -> Result<(), NetnsError> {
             return Err(NetnsError::Missing(tool, package));
         }
     }
+    // The rescue systems of dedicated servers run it.
+    if !Path::new(SSHD).is_file() {
+        return Err(NetnsError::Missing(SSHD, "openssh-server"));
+    }
     Ok(())
 }
+
+/// The SSH server a dedicated server's rescue system runs.
+pub const SSHD: &str = "/usr/sbin/sshd";
 
 /// Binds a TCP listener at `addr` inside the network namespace `ns` (a name under
 /// `/run/netns`). The socket stays in that namespace; the calling thread does not move.
@@ -515,7 +532,12 @@ impl Fabric {
         let uuid_file = dir.join("product_uuid");
         std::fs::write(&uuid_file, format!("{product_uuid}\n"))
             .map_err(io("cannot write the product_uuid"))?;
-        let holder = self.spawn_holder(ns, &uuid_file)?;
+        for disk in DISKS {
+            let path = dir.join("block").join(disk);
+            std::fs::create_dir_all(&path)
+                .map_err(io(format!("cannot make {}", path.display())))?;
+        }
+        let holder = self.spawn_holder(ns, &dir)?;
         Ok(ServerNs {
             ns: ns.to_string(),
             holder,
@@ -526,8 +548,9 @@ impl Fabric {
     }
 
     /// The process that holds the server's mount namespace: private tmpfs on the server's
-    /// own paths, the agent binary and the product_uuid bound in, then `sleep`.
-    fn spawn_holder(&self, ns: &str, uuid_file: &Path) -> Result<Child, NetnsError> {
+    /// own paths, the agent binary, the product_uuid and the disk list (`dir/block`) bound
+    /// in, then `sleep`.
+    fn spawn_holder(&self, ns: &str, dir: &Path) -> Result<Child, NetnsError> {
         let mut setup = String::from("set -e\n");
         for dir in PRIVATE_DIRS {
             // The mount point must exist on the host; an empty directory is all it leaves.
@@ -543,13 +566,24 @@ impl Fabric {
                 ));
             }
         }
-        let uuid = uuid_file.display().to_string();
+        let uuid = dir.join("product_uuid").display().to_string();
+        let block = dir.join("block").display().to_string();
         const DMI: &str = "/sys/class/dmi/id/product_uuid";
-        if shell_safe(&uuid) {
+        if shell_safe(&uuid) && shell_safe(&block) {
+            // A host without DMI (some VMs) gets a /sys/class of links to its own classes
+            // plus the dmi one.
             setup.push_str(&format!(
-                "if [ -e {DMI} ]; then mount --bind {uuid} {DMI}; fi\n"
+                "if [ -e {DMI} ]; then mount --bind {uuid} {DMI}\nelse\n  \
+                 mkdir -p /run/.orc-sys-class\n  mount --bind /sys/class /run/.orc-sys-class\n  \
+                 mount -t tmpfs -o mode=0755 tmpfs /sys/class\n  \
+                 for c in /run/.orc-sys-class/*; do ln -s \"$c\" \"/sys/class/${{c##*/}}\"; done\n  \
+                 mkdir -p /sys/class/dmi/id\n  cp {uuid} {DMI}\n  chmod 0444 {DMI}\nfi\n\
+                 mount --bind {block} /sys/block\n"
             ));
         }
+        setup.push_str(&format!(
+            "mount -t tmpfs -o mode=0700 tmpfs {PRIVATE_HOME}\n"
+        ));
         setup.push_str("echo ready\nexec sleep infinity\n");
         let mut child = Command::new("ip")
             .args([

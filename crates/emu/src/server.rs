@@ -83,7 +83,7 @@ impl EmuConfig {
         }
         if let Some(addr) = self.robot {
             let c = core(Api::Robot);
-            let app = robot::app(c.clone());
+            let app = robot::app(c.clone(), self.fabric.clone());
             running.robot = Some(serve(addr, c, app).await?);
         }
         Ok(running)

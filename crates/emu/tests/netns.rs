@@ -489,3 +489,171 @@ fn a_routed_network_carries_a_private_server_out_through_its_gateway_server() {
         assert!(!after.contains(&name), "{name} left behind");
     }
 }
+
+/// `ssh` from the host to `root@ip` with `key`, running `command`.
+fn ssh(key: &std::path::Path, ip: &str, command: &str) -> std::process::Output {
+    std::process::Command::new("ssh")
+        .args(["-i", &key.display().to_string()])
+        .args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "ConnectTimeout=5",
+            "-o",
+            "LogLevel=ERROR",
+        ])
+        .arg(format!("root@{ip}"))
+        .arg(command)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_robot_server_boots_its_rescue_system_with_sshd_installs_and_boots_what_it_installed() {
+    assert!(
+        orc_emu::netns::is_root(),
+        "materialised mode tests need root"
+    );
+    orc_emu::netns::check_prerequisites().expect("sshd and ssh-keygen are installed");
+    let fabric = std::sync::Arc::new(Fabric::create(None).unwrap());
+    let mut config = orc_emu::EmuConfig::for_tests();
+    config.hetzner = None;
+    config.vultr = None;
+    config.fabric = Some(fabric.clone());
+    let emu = config.start().await.unwrap();
+    let base = emu.robot_url().unwrap();
+    let http = reqwest::Client::new();
+    let call = |method: reqwest::Method, path: &str, form: &[(&str, &str)]| {
+        let mut request = http
+            .request(method, format!("{base}{path}"))
+            .basic_auth("demo", Some("demo-token"));
+        if !form.is_empty() {
+            request = request.form(form);
+        }
+        async move {
+            let reply = request.send().await.unwrap();
+            reply.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("rescue");
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "rescue", "-f"])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let public = std::fs::read_to_string(dir.path().join("rescue.pub")).unwrap();
+    let stored = call(
+        reqwest::Method::POST,
+        "/key",
+        &[("name", "rescue"), ("data", public.trim())],
+    )
+    .await;
+    let fingerprint = stored["key"]["fingerprint"].as_str().unwrap().to_string();
+
+    // The server sits at an address of the fabric, powered on in what is installed.
+    let server = call(reqwest::Method::GET, "/server/2001002", &[]).await;
+    let ip = server["server"]["server_ip"].as_str().unwrap().to_string();
+    assert!(ip.starts_with("198.1"), "a reserved public address: {ip}");
+    let name = "r0s2001002";
+    until("the server is materialised", || {
+        fabric.namespace(name).is_some()
+    })
+    .await;
+    assert!(
+        !ssh(&key, &ip, "true").status.success(),
+        "no sshd before the rescue"
+    );
+
+    // Rescue with our key, a reset: sshd answers, on the server's own disks and DMI UUID.
+    call(
+        reqwest::Method::POST,
+        "/boot/2001002/rescue",
+        &[("os", "linux"), ("authorized_key[]", &fingerprint)],
+    )
+    .await;
+    call(reqwest::Method::POST, "/reset/2001002", &[("type", "hw")]).await;
+    until("sshd listens in the rescue system", || {
+        fabric
+            .console(name)
+            .is_ok_and(|c| c.contains("rescue: sshd on port 22"))
+    })
+    .await;
+    let mut answered = None;
+    for _ in 0..50 {
+        let out = ssh(
+            &key,
+            &ip,
+            "cat /sys/class/dmi/id/product_uuid; ls /sys/block",
+        );
+        if out.status.success() {
+            answered = Some(String::from_utf8_lossy(&out.stdout).into_owned());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let answered = answered.expect("the rescue system answers over SSH");
+    let uuid = orc_emu::materialise::product_uuid(name);
+    assert_eq!(answered, format!("{uuid}\nnvme0n1\nnvme1n1\n"));
+
+    // installimage checks its config, runs the post-install script; the reset into the
+    // installed system runs the first-boot unit it left.
+    let post = "#!/bin/sh\nset -e\nmkdir -p /var/lib/orc /etc/systemd/system/multi-user.target.wants\n\
+                echo 'echo first boot ran > /var/log/first-boot.out' > /var/lib/orc/first-boot.sh\n\
+                : > /etc/systemd/system/orc-first-boot.service\n\
+                ln -s ../orc-first-boot.service /etc/systemd/system/multi-user.target.wants/orc-first-boot.service\n";
+    let install = format!(
+        "set -e\nprintf 'DRIVE1 /dev/nvme0n1\\nIMAGE /root/.oldroot/nfs/images/Ubuntu-2404-noble-amd64-base.tar.gz\\n' > /root/install.conf\n\
+         cat > /root/post.sh <<'EOF'\n{post}EOF\n\
+         /root/.oldroot/nfs/install/installimage -a -c /root/install.conf -x /root/post.sh\n"
+    );
+    let bad = ssh(
+        &key,
+        &ip,
+        "/root/.oldroot/nfs/install/installimage -a -c /nonexistent",
+    );
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no config file"));
+    let out = ssh(&key, &ip, &install);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("installimage: done"));
+    call(reqwest::Method::DELETE, "/boot/2001002/rescue", &[]).await;
+    call(reqwest::Method::POST, "/reset/2001002", &[("type", "hw")]).await;
+    until("the first boot ran", || {
+        fabric
+            .exec(name, &["cat", "/var/log/first-boot.out"])
+            .is_ok_and(|o| o.stdout == b"first boot ran\n")
+    })
+    .await;
+    let console = fabric.console(name).unwrap();
+    assert!(
+        console.contains("boot: the installed system")
+            && console.contains("init: starting orc-first-boot.service"),
+        "{console}"
+    );
+    assert!(
+        !ssh(&key, &ip, "true").status.success(),
+        "the rescue sshd is gone"
+    );
+    // All of it happened in the server's own paths, none on the host.
+    assert!(!std::path::Path::new("/etc/systemd/system/orc-first-boot.service").exists());
+    assert!(!std::path::Path::new("/root/.oldroot").exists());
+    assert!(!std::path::Path::new("/var/lib/orc/first-boot.sh").exists());
+
+    let ns = fabric.namespace(name).unwrap();
+    // The last holder of the fabric (the materialiser's task, once the emulator is gone)
+    // removes every namespace.
+    drop(emu);
+    drop(fabric);
+    until("the namespaces are gone", || !namespaces().contains(&ns)).await;
+}

@@ -502,6 +502,7 @@ impl TryFrom<pb::DeployProgress> for DeployProgress {
         Ok(DeployProgress {
             node_id: id(p.node_id, "node_id")?,
             words: text(p.words, "words")?,
+            product_uuid: Some(p.product_uuid).filter(|u| !u.is_empty()),
         })
     }
 }
@@ -739,6 +740,7 @@ impl From<ProviderMessage> for pb::ProviderMessage {
             ProviderBody::DeployProgress(p) => Body::DeployProgress(pb::DeployProgress {
                 node_id: p.node_id.into(),
                 words: p.words,
+                product_uuid: p.product_uuid.unwrap_or_default(),
             }),
             ProviderBody::DeployDone(d) => Body::DeployDone(d.into()),
             ProviderBody::DeployRefused { node_id, refusal } => {

@@ -185,6 +185,8 @@ pub struct Deploy {
 pub struct DeployProgress {
     pub node_id: NodeId,
     pub words: String,
+    /// The machine's SMBIOS product UUID, which the zone binds the node's join token to.
+    pub product_uuid: Option<String>,
 }
 
 /// A node that now exists.

@@ -11,6 +11,7 @@
 //! This crate does no I/O of its own; the provider side of the stream lives in
 //! `orc-provider-sdk`, the zone side in the zone controller.
 
+pub mod bootstrap;
 pub mod convert;
 pub mod domain;
 pub mod ids;

@@ -94,6 +94,12 @@ fn provider_messages() -> Vec<ProviderMessage> {
         ProviderBody::DeployProgress(DeployProgress {
             node_id: node("n1"),
             words: "creating".into(),
+            product_uuid: None,
+        }),
+        ProviderBody::DeployProgress(DeployProgress {
+            node_id: node("n1"),
+            words: "identified".into(),
+            product_uuid: Some("4c4c4544-0042-4810-8058-b4c04f4e3332".into()),
         }),
         ProviderBody::DeployDone(Deployed {
             node_id: node("n1"),

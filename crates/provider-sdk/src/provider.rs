@@ -102,12 +102,24 @@ impl ProgressSink {
 
     /// Sends a note in tenant words ("creating the machine").
     pub async fn note(&self, words: impl Into<String>) {
+        self.send(words.into(), None).await;
+    }
+
+    /// Says which machine the node is (its SMBIOS product UUID, read over SSH), so that the
+    /// zone binds the node's join token to it; send it before delivering the token.
+    pub async fn identified(&self, words: impl Into<String>, product_uuid: &str) {
+        self.send(words.into(), Some(product_uuid.to_string()))
+            .await;
+    }
+
+    async fn send(&self, words: String, product_uuid: Option<String>) {
         let Some(outbound) = &self.outbound else {
             return;
         };
         let body = ProviderBody::DeployProgress(DeployProgress {
             node_id: self.node_id.clone(),
-            words: words.into(),
+            words,
+            product_uuid,
         });
         if outbound.send(wire(self.request_id, body)).await.is_err() {
             tracing::debug!(node = %self.node_id, "deploy progress dropped: stream is gone");

@@ -160,6 +160,21 @@ impl Store {
             .ok_or_else(|| not_found(Kind::JoinToken, id))
     }
 
+    /// Binds every live, unbound join token of `node` to the machine with `product_uuid`
+    /// (its provider identified it before delivering the token); returns how many.
+    pub async fn bind_join_tokens(&self, node: &NodeId, product_uuid: &str) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "UPDATE join_tokens SET product_uuid = $2 WHERE node_id = $1 \
+             AND used_at IS NULL AND revoked_at IS NULL AND product_uuid IS NULL",
+        )
+        .bind(node.as_str())
+        .bind(product_uuid)
+        .execute(self.pool())
+        .await
+        .op("bind join tokens")?;
+        Ok(done.rows_affected())
+    }
+
     /// Revokes every live join token of `node` (when it ends); returns how many were live.
     pub async fn revoke_join_tokens_of_node(
         &self,

@@ -168,6 +168,8 @@ fn wants(store: &mut Store, now: chrono::DateTime<chrono::Utc>) -> crate::materi
                 powered_on: matches!(s.status, world::Status::Running | world::Status::Stopping),
                 boot: s.boot,
                 user_data: s.user_data.clone(),
+                cloud_init: true,
+                rescue: None,
             });
         }
     }

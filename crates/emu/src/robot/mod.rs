@@ -49,6 +49,7 @@ pub const LOGIN_BLOCK: TimeDelta = TimeDelta::minutes(10);
 /// Shared state of the Robot handlers.
 pub(crate) struct Robot {
     core: Arc<EmuCore>,
+    materialiser: Option<Arc<crate::materialise::Materialiser>>,
     worlds: Mutex<BTreeMap<String, World>>,
     logins: Mutex<BTreeMap<IpAddr, FailedLogins>>,
 }
@@ -63,13 +64,25 @@ impl Robot {
     /// Runs `f` on the account's world, seeding it on first use.
     fn world<R>(&self, account: &str, f: impl FnOnce(&mut World) -> R) -> R {
         let mut worlds = self.worlds.lock().unwrap_or_else(PoisonError::into_inner);
-        let world = worlds
-            .entry(account.to_string())
-            .or_insert_with(World::seeded);
-        f(world)
+        let index = u32::try_from(worlds.len()).unwrap_or(u32::MAX);
+        let world = worlds.entry(account.to_string()).or_insert_with(|| World {
+            index,
+            ..World::seeded()
+        });
+        let Some(materialiser) = &self.materialiser else {
+            return f(world);
+        };
+        world.address_in(materialiser.fabric().plan());
+        let out = f(world);
+        world.address_in(materialiser.fabric().plan());
+        materialiser.want(wants(&worlds));
+        out
     }
 
     fn reset(&self) {
+        if let Some(materialiser) = &self.materialiser {
+            materialiser.want(crate::materialise::Wants::default());
+        }
         self.worlds
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -152,10 +165,38 @@ impl FromRequestParts<Arc<Robot>> for Login {
     }
 }
 
-/// The Robot routes, with state applied, and the reset hook.
-pub fn app(core: Arc<EmuCore>) -> FlavorApp {
+/// What every server of every account should be in the fabric: on or off, and booted into
+/// its rescue system or what is installed.
+fn wants(worlds: &BTreeMap<String, World>) -> crate::materialise::Wants {
+    let servers = worlds
+        .values()
+        .flat_map(|w| {
+            w.servers.iter().filter(|s| s.fabric_ip.is_some()).map(|s| {
+                crate::materialise::ServerWant {
+                    key: format!("r{}s{}", w.index, s.seed.server_number),
+                    public_ipv4: s.fabric_ip,
+                    private: Vec::new(),
+                    powered_on: s.powered,
+                    boot: s.boots,
+                    user_data: None,
+                    cloud_init: false,
+                    rescue: s.booted_rescue.then(|| s.rescue_keys.clone()),
+                }
+            })
+        })
+        .collect();
+    crate::materialise::Wants {
+        servers,
+        networks: Vec::new(),
+    }
+}
+
+/// The Robot routes, with state applied, and the reset hook. With `fabric` (materialised
+/// mode) every server is a namespace of it, at an address of its public slice.
+pub fn app(core: Arc<EmuCore>, fabric: Option<Arc<crate::netns::Fabric>>) -> FlavorApp {
     let robot = Arc::new(Robot {
         core,
+        materialiser: fabric.map(crate::materialise::Materialiser::spawn),
         worlds: Mutex::new(BTreeMap::new()),
         logins: Mutex::new(BTreeMap::new()),
     });

@@ -94,6 +94,12 @@ pub(crate) struct Server {
     pub booted_rescue: bool,
     /// A manual reset (`man`) is pending until this time.
     pub manual_until: Option<DateTime<Utc>>,
+    /// How many times it booted (1: the boot it was delivered with).
+    pub boots: u64,
+    /// The `authorized_keys` lines of the rescue system it last booted into.
+    pub rescue_keys: Vec<String>,
+    /// Its address in a fabric (materialised mode), which replaced the seed's.
+    pub fabric_ip: Option<std::net::Ipv4Addr>,
 }
 
 impl Server {
@@ -105,6 +111,9 @@ impl Server {
             rescue: None,
             booted_rescue: false,
             manual_until: None,
+            boots: 1,
+            rescue_keys: Vec::new(),
+            fabric_ip: None,
         }
     }
 
@@ -112,7 +121,12 @@ impl Server {
     /// activation is used up by the boot).
     pub fn boot(&mut self) {
         self.powered = true;
-        self.booted_rescue = self.rescue.take().is_some();
+        self.boots += 1;
+        let rescue = self.rescue.take();
+        self.booted_rescue = rescue.is_some();
+        self.rescue_keys = rescue
+            .map(|r| r.keys.iter().map(|k| k.data.clone()).collect())
+            .unwrap_or_default();
     }
 
     /// Whether `id` names this server: its number or one of its IPv4 addresses.
@@ -190,7 +204,16 @@ pub(crate) struct World {
     pub servers: Vec<Server>,
     pub keys: BTreeMap<String, Key>,
     pub rdns: BTreeMap<IpAddr, String>,
+    /// The account's place among the emulator's accounts (the order they were first used).
+    pub index: u32,
+    /// Fabric addresses given out so far.
+    pub placed: u32,
 }
+
+/// Where Robot's addresses start in a fabric's public slice (Hetzner's start at 0, Vultr's
+/// at 1500), and how many one account may take.
+pub(crate) const FABRIC_OFFSET: u32 = 3000;
+pub(crate) const FABRIC_PER_ACCOUNT: u32 = 64;
 
 impl World {
     /// A fresh copy of the seed.
@@ -203,6 +226,26 @@ impl World {
                 .map(|k| (k.fingerprint.clone(), k.clone()))
                 .collect(),
             rdns: BTreeMap::new(),
+            index: 0,
+            placed: 0,
+        }
+    }
+
+    /// Gives every server without one an address of `plan`'s public slice, in place of the
+    /// seed's (materialised mode); a server beyond the account's share keeps the seed's.
+    pub fn address_in(&mut self, plan: crate::netns::Plan) {
+        for server in self.servers.iter_mut().filter(|s| s.fabric_ip.is_none()) {
+            if self.placed >= FABRIC_PER_ACCOUNT {
+                break;
+            }
+            let n = FABRIC_OFFSET + self.index * FABRIC_PER_ACCOUNT + self.placed;
+            let Some(ip) = plan.public(n) else {
+                break;
+            };
+            self.placed += 1;
+            server.fabric_ip = Some(ip);
+            server.seed.server_ip = Some(ip.to_string());
+            server.seed.ip = vec![ip.to_string()];
         }
     }
 

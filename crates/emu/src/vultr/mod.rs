@@ -112,6 +112,8 @@ impl Vultr {
                         && matches!(phase, world::Phase::Installing | world::Phase::Ready),
                     boot: i.boot,
                     user_data,
+                    cloud_init: true,
+                    rescue: None,
                 });
             }
         }

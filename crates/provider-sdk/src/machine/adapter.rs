@@ -34,7 +34,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::model::{
-    Machine, MachineCatalog, MachineKey, MachineProvider, MachineState, OfferQuery,
+    Install, Machine, MachineCatalog, MachineKey, MachineProvider, MachineState, OfferQuery,
 };
 use super::offer::{
     DeployStep, OffersSnapshot, describe_catalog, pick_offer, plan_deploy, screen_quote,
@@ -42,6 +42,7 @@ use super::offer::{
 use super::{MachineError, words};
 use crate::provider::{HelloInfo, ProgressSink, Provider};
 use crate::role::RoleGate;
+use crate::secret::Secret;
 
 /// Settings of a [`MachineAdapter`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,7 +212,7 @@ impl<M: MachineProvider> MachineAdapter<M> {
         }
     }
 
-    async fn carry_out_deploy(&self, d: Deploy) -> DeployResult {
+    async fn carry_out_deploy(&self, d: Deploy, progress: &ProgressSink) -> DeployResult {
         self.become_serving();
         let node = d.node_id.as_str();
         let failed = |why: &str| {
@@ -231,7 +232,21 @@ impl<M: MachineProvider> MachineAdapter<M> {
             },
             DeployStep::Create(spec) => {
                 tracing::info!(node, location = %spec.location, plan = %spec.plan, "creating the node's machine");
-                machines.create(&spec).await
+                match machines.create(&spec).await {
+                    Ok(machine) if !d.bootstrap.0.is_empty() => {
+                        let install = Install {
+                            // plan_deploy refused a bootstrap that is not UTF-8.
+                            bootstrap: Secret::new(String::from_utf8_lossy(&d.bootstrap.0)),
+                            hostname: spec.name.clone(),
+                            ssh_keys: spec.ssh_keys.clone(),
+                        };
+                        machines
+                            .install(&machine, &install, progress)
+                            .await
+                            .map(|()| machine)
+                    }
+                    other => other,
+                }
             }
         };
         match outcome {
@@ -387,7 +402,7 @@ impl<M: MachineProvider> Provider for MachineAdapter<M> {
 
     async fn deploy(&self, deploy: Deploy, progress: ProgressSink) -> DeployResult {
         progress.note(words::CREATING).await;
-        self.carry_out_deploy(deploy).await
+        self.carry_out_deploy(deploy, &progress).await
     }
 
     async fn destroy(&self, node_id: NodeId) -> DestroyResult {

@@ -38,8 +38,8 @@ pub mod words;
 pub use adapter::{AdapterOptions, MachineAdapter, inventory_of};
 pub use error::MachineError;
 pub use model::{
-    CatalogEntry, Machine, MachineCatalog, MachineKey, MachineOffer, MachineProvider, MachineSpec,
-    MachineState, OfferQuery, PowerAction, hostname_for,
+    CatalogEntry, Install, Machine, MachineCatalog, MachineKey, MachineOffer, MachineProvider,
+    MachineSpec, MachineState, OfferQuery, PowerAction, hostname_for,
 };
 pub use offer::{
     DeployPlan, DeployStep, OffersSnapshot, QuoteRefusal, describe_catalog, pick_offer,

@@ -114,6 +114,29 @@ impl fmt::Debug for MachineSpec {
     }
 }
 
+/// What a machine that takes no user data needs to join the zone, handed to
+/// [`MachineProvider::install`] after its create.
+#[derive(Clone)]
+pub struct Install {
+    /// The zone's bootstrap as it came with the deploy: a first-boot script that carries the
+    /// node's join token (`orc_proto::bootstrap` takes it apart).
+    pub bootstrap: crate::secret::Secret,
+    /// The machine's host name ([`hostname_for`]).
+    pub hostname: String,
+    /// OpenSSH public keys to install for root.
+    pub ssh_keys: Vec<String>,
+}
+
+impl fmt::Debug for Install {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Install")
+            .field("bootstrap", &"<redacted>")
+            .field("hostname", &self.hostname)
+            .field("ssh_keys", &self.ssh_keys.len())
+            .finish()
+    }
+}
+
 /// The state of a machine as its cloud reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum MachineState {
@@ -244,6 +267,21 @@ pub trait MachineProvider: Send + Sync + 'static {
         key: &MachineKey,
         image: &str,
     ) -> impl Future<Output = Result<(), MachineError>> + Send;
+
+    /// Delivers the zone's bootstrap to `machine`, which `create` just returned, when the
+    /// cloud cannot take it as user data (a dedicated server installed from its rescue
+    /// system, a host reached over SSH). Says which machine it is through
+    /// [`ProgressSink::identified`](crate::provider::ProgressSink::identified) before the
+    /// join token travels. The default does nothing: the bootstrap went in the user data.
+    fn install(
+        &self,
+        machine: &Machine,
+        install: &Install,
+        progress: &crate::provider::ProgressSink,
+    ) -> impl Future<Output = Result<(), MachineError>> + Send {
+        let _ = (machine, install, progress);
+        async { Ok(()) }
+    }
 }
 
 /// Builds a hostname-safe name (lowercase letters, digits and `-`, at most 63 characters,

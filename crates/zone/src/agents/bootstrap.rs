@@ -72,9 +72,8 @@ impl AgentBootstrap {
         s.push_str("cat > /etc/orc/ca.pem <<'ORC_CA'\n");
         s.push_str(self.ca_pem.trim_end());
         s.push_str("\nORC_CA\n");
-        s.push_str("cat > /etc/orc/join-token <<'ORC_TOKEN'\n");
-        s.push_str(token.expose());
-        s.push_str("\nORC_TOKEN\n");
+        // A provider without user data takes this block out and sends the token alone.
+        s.push_str(&orc_proto::bootstrap::token_block(token.expose()));
         s.push_str("cat > /etc/orc/agent.env <<'ORC_ENV'\n");
         s.push_str(&format!(
             "ORC_AGENT_ZONE={}\nORC_AGENT_NODE={node}\n",
@@ -164,6 +163,19 @@ mod tests {
         let without = bootstrap(None).script(&node, &token).unwrap();
         assert!(without.contains("command -v orc"));
         assert!(!without.contains("curl"));
+
+        // A provider without user data takes the token out; the rest carries no trace of it.
+        let split = orc_proto::bootstrap::split_token(&script).unwrap();
+        assert_eq!(split.token, token.expose());
+        assert!(!split.script.contains(token.expose()));
+        assert!(!split.script.contains("ORC_TOKEN"));
+        assert!(
+            split
+                .script
+                .contains("ORC_AGENT_JOIN_TOKEN_FILE=/etc/orc/join-token\n")
+        );
+        let block = orc_proto::bootstrap::token_block(token.expose());
+        assert_eq!(split.script, script.replace(&block, ""));
     }
 
     #[test]

@@ -390,9 +390,17 @@ impl Hub {
                     words = %words,
                     "deploy progress"
                 );
+                let product_uuid = progress.product_uuid.filter(|u| {
+                    let ok = is_product_uuid(u);
+                    if !ok {
+                        tracing::warn!(provider = %provider.name, node = %progress.node_id, "a deploy progress names no usable product UUID; ignored");
+                    }
+                    ok
+                });
                 let note = ProgressNote {
                     node_id: progress.node_id,
                     words,
+                    product_uuid,
                     at: self.now(),
                 };
                 if notes.try_send(note).is_err() {
@@ -480,7 +488,18 @@ const PROGRESS_QUEUE: usize = 256;
 pub(super) struct ProgressNote {
     node_id: crate::model::NodeId,
     words: String,
+    /// The machine the provider identified; the node's live join tokens get bound to it.
+    product_uuid: Option<String>,
     at: crate::model::Timestamp,
+}
+
+/// An SMBIOS product UUID as Linux shows it: 8-4-4-4-12 hex digits.
+fn is_product_uuid(text: &str) -> bool {
+    let groups: Vec<&str> = text.split('-').collect();
+    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups
+            .iter()
+            .all(|g| g.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
 /// Records the notes of one stream in order, each in its node's pool and project, where
@@ -498,6 +517,15 @@ async fn record_progress(
                 continue;
             }
         };
+        if let Some(uuid) = &note.product_uuid {
+            let uuid = uuid.to_ascii_lowercase();
+            match store.bind_join_tokens(&note.node_id, &uuid).await {
+                Ok(bound) => {
+                    tracing::info!(node = %note.node_id, bound, "join tokens bound to the machine the provider identified");
+                }
+                Err(e) => tracing::warn!(node = %note.node_id, error = %e, "join tokens not bound"),
+            }
+        }
         if let Err(e) = store
             .record_event(&scope, "node.progress", &note.words, note.at)
             .await

@@ -429,6 +429,7 @@ async fn deploy_progress_goes_only_to_the_providers_own_nodes_as_one_clean_line(
         ProviderBody::DeployProgress(orc_proto::DeployProgress {
             node_id: node.clone(),
             words,
+            product_uuid: None,
         })
     };
     replica
