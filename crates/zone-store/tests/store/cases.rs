@@ -1828,6 +1828,26 @@ pub async fn join_tokens_admit_one_node_once(db: &TestDb) {
             .unwrap(),
         Err(JoinRefusal::WrongMachine { .. })
     ));
+    // A provider binds the live, unbound tokens of a node to the machine it identified;
+    // one bound already, used or revoked stays as it is.
+    let (_, late_bound) = store.create_join_token(a, &new, T0).await.unwrap();
+    assert_eq!(store.bind_join_tokens(a, "4c4c4544-00aa").await.unwrap(), 1);
+    assert_eq!(store.bind_join_tokens(a, "4c4c4544-00bb").await.unwrap(), 0);
+    assert_eq!(store.bind_join_tokens(b, "4c4c4544-00bb").await.unwrap(), 0);
+    assert!(matches!(
+        store
+            .redeem_join_token(&late_bound, a, "4c4c4544-00bb", T0)
+            .await
+            .unwrap(),
+        Err(JoinRefusal::WrongMachine { .. })
+    ));
+    assert!(
+        store
+            .redeem_join_token(&late_bound, a, "4C4C4544-00AA", T0)
+            .await
+            .unwrap()
+            .is_ok()
+    );
     let mut raw = db.raw().await;
     let rows = sqlx::query("SELECT secret_sha256 FROM join_tokens")
         .fetch_all(&mut raw)
