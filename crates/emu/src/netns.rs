@@ -194,6 +194,73 @@ pub struct Fabric {
     state: Mutex<State>,
     stop_echo: Arc<AtomicBool>,
     echo: Option<std::thread::JoinHandle<()>>,
+    /// The slot's lock, held while the fabric lives (dropped after everything is removed).
+    _slot_lock: std::fs::File,
+}
+
+/// Where fabrics lock their slots: a slot is taken while a live process holds the lock of
+/// its file; a killed process holds none, so what it left behind can be taken back.
+pub const LOCK_DIR: &str = "/run/orc-fabric";
+
+/// The lock of `slot`, or `None` while a live fabric holds it.
+fn lock_slot(slot: u8) -> Result<Option<std::fs::File>, NetnsError> {
+    std::fs::create_dir_all(LOCK_DIR).map_err(io(format!("cannot make {LOCK_DIR}")))?;
+    let path = Path::new(LOCK_DIR).join(format!("slot-{slot}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io(format!("cannot open {}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(io(format!("cannot lock {}", path.display()))(e))
+        }
+    }
+}
+
+/// Removes what the fabric of `plan` left when its process was killed: every `orcN-…`
+/// namespace of the slot (their processes first) and the uplink's host end. The caller
+/// holds the slot's lock. Returns the namespaces removed.
+fn clear_slot(plan: Plan) -> Vec<String> {
+    let prefix = format!("{}-", plan.prefix());
+    let names: Vec<String> = ip(&["netns", "list"])
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&prefix))
+        .map(str::to_string)
+        .collect();
+    for ns in &names {
+        kill_all(ns, None);
+        let _ = ip(&["netns", "del", ns]);
+    }
+    let host_if = format!("{}h", plan.prefix());
+    if ip(&["link", "show", &host_if]).is_ok() {
+        let _ = ip(&["link", "del", &host_if]);
+    }
+    if !names.is_empty() {
+        tracing::warn!(
+            slot = plan.slot,
+            namespaces = names.len(),
+            "removed what a killed fabric left behind"
+        );
+    }
+    names
+}
+
+/// Takes back every slot no live fabric holds and removes what killed fabrics left in them
+/// ([`Fabric::create`] does this for the slot it takes). Returns the namespaces removed.
+pub fn reclaim_abandoned() -> Result<Vec<String>, NetnsError> {
+    let mut removed = Vec::new();
+    for slot in 0..SLOTS {
+        if let Some(_lock) = lock_slot(slot)? {
+            removed.extend(clear_slot(Plan { slot }));
+        }
+    }
+    Ok(removed)
 }
 
 impl std::fmt::Debug for Fabric {
@@ -307,8 +374,13 @@ impl Fabric {
             .map_err(io("cannot make the fabric's directory"))?;
         for slot in 0..SLOTS {
             let plan = Plan { slot };
+            // Held by a live fabric: try the next slot.
+            let Some(lock) = lock_slot(slot)? else {
+                continue;
+            };
+            clear_slot(plan);
             let inet = format!("{}-inet", plan.prefix());
-            // Taken by another fabric (or left behind): try the next slot.
+            // Made by something else that does not lock: try the next slot.
             if ip(&["netns", "add", &inet]).is_err() {
                 continue;
             }
@@ -321,6 +393,7 @@ impl Fabric {
                 state: Mutex::new(State::default()),
                 stop_echo: Arc::new(AtomicBool::new(false)),
                 echo: None,
+                _slot_lock: lock,
             };
             // On error the fabric is dropped, which removes what was made.
             fabric.build()?;

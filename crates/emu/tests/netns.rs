@@ -657,3 +657,82 @@ async fn a_robot_server_boots_its_rescue_system_with_sshd_installs_and_boots_wha
     drop(fabric);
     until("the namespaces are gone", || !namespaces().contains(&ns)).await;
 }
+
+/// Set in the child of the test below: it makes a fabric with a server and waits to be
+/// killed.
+const KILLED_CHILD: &str = "ORC_TEST_FABRIC_KILLED_CHILD";
+
+#[test]
+fn what_a_killed_fabric_left_is_taken_back() {
+    assert!(
+        orc_emu::netns::is_root(),
+        "materialised mode tests need root"
+    );
+    if let Some(report) = std::env::var_os(KILLED_CHILD) {
+        let fabric = Fabric::create(None).unwrap();
+        let ip = fabric.plan().public(0).unwrap();
+        fabric
+            .add_server("left", Some(ip), "4c4c4544-0000-0001")
+            .unwrap();
+        let name = fabric.namespace("left").unwrap();
+        std::fs::write(std::path::Path::new(&report).with_extension("new"), &name).unwrap();
+        std::fs::rename(std::path::Path::new(&report).with_extension("new"), &report).unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(600));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("fabric");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "what_a_killed_fabric_left_is_taken_back",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(KILLED_CHILD, &report)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let server = loop {
+        if let Ok(name) = std::fs::read_to_string(&report) {
+            break name;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the child ended ({status}) before its fabric was up");
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the child's fabric is not up after 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // SIGKILL: no Drop runs, the namespaces stay.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let prefix = server.split('-').next().unwrap().to_string();
+    assert!(namespaces().contains(&server), "{}", namespaces());
+    assert!(
+        links().contains(&format!("{prefix}h")),
+        "the uplink's host end stays"
+    );
+
+    let removed = orc_emu::netns::reclaim_abandoned().unwrap();
+    assert!(removed.contains(&server), "{removed:?}");
+    assert!(removed.contains(&format!("{prefix}-inet")), "{removed:?}");
+    let left: Vec<String> = namespaces()
+        .lines()
+        .filter(|l| l.starts_with(&format!("{prefix}-")))
+        .map(str::to_string)
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(!links().contains(&format!("{prefix}h")), "{}", links());
+    // A live fabric's slot is never taken back.
+    let live = Fabric::create(None).unwrap();
+    let ns = live.namespaces()[0].clone();
+    let again = orc_emu::netns::reclaim_abandoned().unwrap();
+    assert!(!again.contains(&ns), "{again:?}");
+    assert!(namespaces().contains(&ns));
+}

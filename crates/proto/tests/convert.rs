@@ -93,11 +93,6 @@ fn provider_messages() -> Vec<ProviderMessage> {
         },
         ProviderBody::DeployProgress(DeployProgress {
             node_id: node("n1"),
-            words: "creating".into(),
-            product_uuid: None,
-        }),
-        ProviderBody::DeployProgress(DeployProgress {
-            node_id: node("n1"),
             words: "identified".into(),
             product_uuid: Some("4c4c4544-0042-4810-8058-b4c04f4e3332".into()),
         }),
@@ -628,4 +623,16 @@ fn an_inventory_of_ten_thousand_nodes_fits_tonics_default_limit() {
     let bytes = wire.encoded_len();
     assert!(bytes < 4 << 20, "{bytes} bytes");
     assert!(bytes > 500_000, "{bytes} bytes");
+}
+
+#[test]
+fn a_progress_note_without_a_machine_names_none() {
+    let wire = orc_proto::pb::DeployProgress {
+        node_id: "n1".into(),
+        words: "creating the machine".into(),
+        product_uuid: String::new(),
+    };
+    let note = DeployProgress::try_from(wire).unwrap();
+    assert_eq!(note.product_uuid, None);
+    assert_eq!(note.words, "creating the machine");
 }
