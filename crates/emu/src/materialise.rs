@@ -345,37 +345,8 @@ fn reconcile(fabric: &Fabric, known: &mut BTreeMap<String, Known>, all: &Wants) 
             }
         }
         if want.powered_on {
-            if k.booted < want.boot && !want.cloud_init {
-                if k.on {
-                    let _ = fabric.stop(&want.key);
-                    let _ = fabric.console_line(&want.key, "reset: the server restarts");
-                }
-                let script = match &want.rescue {
-                    Some(keys) => {
-                        let _ = fabric.console_line(&want.key, "boot: the rescue system (PXE)");
-                        rescue_script(keys)
-                    }
-                    None => {
-                        let _ = fabric.console_line(&want.key, "boot: the installed system");
-                        REBOOT_SCRIPT.to_string()
-                    }
-                };
-                run_detached(fabric, &want.key, &script);
-                k.booted = want.boot;
-                k.on = true;
-            } else if k.booted < want.boot {
-                if k.booted > 0 {
-                    let _ = fabric.stop(&want.key);
-                    let _ = fabric.console_line(&want.key, "rebuild: the disk is new");
-                }
-                let _ = fabric.console_line(
-                    &want.key,
-                    &format!("boot: first boot of generation {}", want.boot),
-                );
-                let (notes, script) = first_boot_script(want.user_data.as_deref().unwrap_or(""));
-                for note in notes {
-                    let _ = fabric.console_line(&want.key, &note);
-                }
+            if k.booted < want.boot {
+                let script = boot_script(fabric, want, k);
                 run_detached(fabric, &want.key, &script);
                 k.booted = want.boot;
                 k.on = true;
@@ -406,6 +377,41 @@ fn reconcile(fabric: &Fabric, known: &mut BTreeMap<String, Known>, all: &Wants) 
             tracing::warn!(network = network.key, error = %e, "a network's routes were not set");
         }
     }
+}
+
+/// What a new boot of `want` runs, after stopping what ran before: a cloud server's first
+/// boot of a generation (cloud-init on its user data), or a dedicated server's boot into its
+/// rescue system or what is installed. Says so in the console log.
+fn boot_script(fabric: &Fabric, want: &ServerWant, k: &Known) -> String {
+    let say = |line: &str| {
+        let _ = fabric.console_line(&want.key, line);
+    };
+    if !want.cloud_init {
+        if k.on {
+            let _ = fabric.stop(&want.key);
+            say("reset: the server restarts");
+        }
+        return match &want.rescue {
+            Some(keys) => {
+                say("boot: the rescue system (PXE)");
+                rescue_script(keys)
+            }
+            None => {
+                say("boot: the installed system");
+                REBOOT_SCRIPT.to_string()
+            }
+        };
+    }
+    if k.booted > 0 {
+        let _ = fabric.stop(&want.key);
+        say("rebuild: the disk is new");
+    }
+    say(&format!("boot: first boot of generation {}", want.boot));
+    let (notes, script) = first_boot_script(want.user_data.as_deref().unwrap_or(""));
+    for note in notes {
+        say(&note);
+    }
+    script
 }
 
 /// A stable DMI UUID for a server key.

@@ -390,12 +390,15 @@ impl Hub {
                     words = %words,
                     "deploy progress"
                 );
-                let product_uuid = progress.product_uuid.filter(|u| {
-                    let ok = is_product_uuid(u);
-                    if !ok {
-                        tracing::warn!(provider = %provider.name, node = %progress.node_id, "a deploy progress names no usable product UUID; ignored");
+                let product_uuid = progress.product_uuid.and_then(|u| {
+                    match uuid::Uuid::try_parse(&u) {
+                        // Lowercase and hyphenated, as Linux shows it and agents report it.
+                        Ok(uuid) => Some(uuid.hyphenated().to_string()),
+                        Err(_) => {
+                            tracing::warn!(provider = %provider.name, node = %progress.node_id, "a deploy progress names no usable product UUID; ignored");
+                            None
+                        }
                     }
-                    ok
                 });
                 let note = ProgressNote {
                     node_id: progress.node_id,
@@ -493,15 +496,6 @@ pub(super) struct ProgressNote {
     at: crate::model::Timestamp,
 }
 
-/// An SMBIOS product UUID as Linux shows it: 8-4-4-4-12 hex digits.
-fn is_product_uuid(text: &str) -> bool {
-    let groups: Vec<&str> = text.split('-').collect();
-    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
-        && groups
-            .iter()
-            .all(|g| g.chars().all(|c| c.is_ascii_hexdigit()))
-}
-
 /// Records the notes of one stream in order, each in its node's pool and project, where
 /// tenants read events; a note about a node that is gone, or not the provider's, is dropped.
 async fn record_progress(
@@ -518,8 +512,7 @@ async fn record_progress(
             }
         };
         if let Some(uuid) = &note.product_uuid {
-            let uuid = uuid.to_ascii_lowercase();
-            match store.bind_join_tokens(&note.node_id, &uuid).await {
+            match store.bind_join_tokens(&note.node_id, uuid).await {
                 Ok(bound) => {
                     tracing::info!(node = %note.node_id, bound, "join tokens bound to the machine the provider identified");
                 }

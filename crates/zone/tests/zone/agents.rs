@@ -330,6 +330,17 @@ async fn a_node_joins_becomes_ready_runs_commands_and_reconnects_after_a_restart
 
 /// Calls `Join` directly with `token`, trusting the zone's CA.
 async fn join_with(z: &TestZone, token: &str, node: &str) -> tonic::Status {
+    let key = orc_tls::NodeIdentity::generate().unwrap();
+    join_as(z, token, node, &key).await.unwrap_err()
+}
+
+/// Calls `Join` directly with `token` for `node`, over `key`.
+async fn join_as(
+    z: &TestZone,
+    token: &str,
+    node: &str,
+    key: &orc_tls::NodeIdentity,
+) -> Result<agent_pb::JoinReply, tonic::Status> {
     let ca = orc_tls::PinnedCa::from_pem(z.zone.ca_pem().unwrap(), "test").unwrap();
     let channel = orc_agent::connect::channel(
         &z.zone.grpc_url(),
@@ -338,7 +349,6 @@ async fn join_with(z: &TestZone, token: &str, node: &str) -> tonic::Status {
     )
     .await
     .unwrap();
-    let key = orc_tls::NodeIdentity::generate().unwrap();
     let request = agent_pb::JoinRequest {
         token: token.to_string(),
         node_id: node.to_string(),
@@ -349,7 +359,7 @@ async fn join_with(z: &TestZone, token: &str, node: &str) -> tonic::Status {
     AgentHubClient::new(channel)
         .join(request)
         .await
-        .unwrap_err()
+        .map(tonic::Response::into_inner)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -695,26 +705,9 @@ async fn a_newer_stream_of_a_node_takes_over_and_the_older_one_leaves_its_record
         )
         .await;
     assert_eq!(minted.status, StatusCode::CREATED, "{}", minted.body);
-    let ca = orc_tls::PinnedCa::from_pem(z.zone.ca_pem().unwrap(), "test").unwrap();
-    let channel = orc_agent::connect::channel(
-        &z.zone.grpc_url(),
-        ca.client_config(orc_tls::ALPN_H2),
-        Duration::from_secs(2),
-    )
-    .await
-    .unwrap();
     let key = orc_tls::NodeIdentity::generate().unwrap();
-    let joined = AgentHubClient::new(channel)
-        .join(agent_pb::JoinRequest {
-            token: minted.body["secret"].as_str().unwrap().to_string(),
-            node_id: node_id.clone(),
-            public_key: key.public_key().to_vec(),
-            facts: None,
-            version: "test".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let secret = minted.body["secret"].as_str().unwrap();
+    let joined = join_as(&z, secret, &node_id, &key).await.unwrap();
     let chain = joined.certificate_chain_pem;
 
     let mut older = Stream::attach(&z, &chain, &key).await;
