@@ -770,13 +770,20 @@ async fn a_newer_stream_of_a_node_takes_over_and_the_older_one_leaves_its_record
         },
     )
     .await;
-    // One departure: the node's, not the replaced stream's.
-    let gone = events_of(&z, &t.vic)
-        .await
-        .iter()
-        .filter(|e| e["kind"] == "node.agent_gone")
-        .count();
-    assert_eq!(gone, 1);
+    // One departure: the node's, not the replaced stream's. The event is written
+    // after the state, so it is waited for.
+    let departures = || async {
+        events_of(&z, &t.vic)
+            .await
+            .iter()
+            .filter(|e| e["kind"] == "node.agent_gone")
+            .count()
+    };
+    eventually("the departure is recorded", API_WAIT, || async {
+        departures().await > 0
+    })
+    .await;
+    assert_eq!(departures().await, 1);
     let _ = stop_provider.send(());
     z.zone.shutdown().await;
 }
