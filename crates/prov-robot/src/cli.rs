@@ -13,7 +13,6 @@
 //! (a JSON file), the Robot endpoint from `ORC_PARAM_API_URL` (default the public one), the
 //! provider's name from `ORC_PARAM_NAME` (default `robot`).
 
-use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -129,23 +128,19 @@ enum MachineAction {
     Rescue,
     /// Boot rescue unless it answers and print the machine's product UUID.
     Identify,
-    /// Install the image, the agent and the join token from the rescue system.
+    /// Install the image, the first-boot script and the join token from the rescue system.
+    #[command(
+        after_help = "Example: ORC_PARAM_ACCOUNT_FILE=robot.json orc-prov-robot machine --key node-1 \
+                      bootstrap --first-boot first-boot.sh --token-file - \
+                      --ssh-key ~/.ssh/id_ed25519.pub < join-token"
+    )]
     Bootstrap {
         /// File holding the single-use join token (`-`: stdin). Never on the command line.
         #[arg(long)]
         token_file: PathBuf,
-        /// https URL of the agent binary.
-        #[arg(long)]
-        agent_url: String,
-        /// The agent binary's SHA-256 (lowercase hex).
-        #[arg(long)]
-        agent_sha256: String,
-        /// The zone URL the agent joins.
-        #[arg(long)]
-        zone_url: String,
-        /// A pin for `orc-agent join`, as NAME=VALUE (repeatable).
-        #[arg(long = "pin")]
-        pins: Vec<String>,
+        /// The script the installed system runs once, at its first boot (from the zone).
+        #[arg(long, value_name = "FILE")]
+        first_boot: PathBuf,
         /// An OpenSSH public key file whose keys the installed system's root accepts
         /// (repeatable; blank lines and `#` comments are skipped).
         #[arg(long = "ssh-key", value_name = "FILE")]
@@ -275,12 +270,12 @@ async fn machine_action(
         }
         MachineAction::Bootstrap {
             token_file,
-            agent_url,
-            agent_sha256,
-            zone_url,
-            pins,
+            first_boot,
             ssh_keys,
         } => {
+            let first_boot = std::fs::read_to_string(&first_boot).with_context(|| {
+                format!("reading the first-boot script {}", first_boot.display())
+            })?;
             let mut keys = Vec::new();
             for path in &ssh_keys {
                 let text = std::fs::read_to_string(path)
@@ -303,19 +298,9 @@ async fn machine_action(
                     format!("reading the join token file {}", token_file.display())
                 })?
             };
-            let mut pin_map = BTreeMap::new();
-            for pin in pins {
-                let Some((name, value)) = pin.split_once('=') else {
-                    bail!("--pin {pin:?} must be NAME=VALUE");
-                };
-                pin_map.insert(name.to_string(), value.to_string());
-            }
             let params = BootstrapParams {
                 join_token: Secret::new(token.trim_end_matches(['\n', '\r'])),
-                agent_url,
-                agent_sha256,
-                zone_url,
-                pins: pin_map,
+                first_boot,
                 hostname: hostname_for(key.as_str()),
                 ssh_keys: keys,
             };

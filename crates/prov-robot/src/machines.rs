@@ -27,16 +27,17 @@ use orc_cloud::robot::{ResetType, RobotServer};
 use orc_cloud::{CloudError, RateQuota, RobotClient, RobotConfig, RobotServerNumber};
 use orc_common::{Currency, Money, Period};
 use orc_provider_sdk::machine::{
-    CatalogEntry, Machine, MachineCatalog, MachineError, MachineKey, MachineOffer, MachineProvider,
-    MachineSpec, MachineState, OfferQuery, PowerAction,
+    CatalogEntry, Install, Machine, MachineCatalog, MachineError, MachineKey, MachineOffer,
+    MachineProvider, MachineSpec, MachineState, OfferQuery, PowerAction,
 };
+use orc_provider_sdk::provider::ProgressSink;
 use orc_provider_sdk::secret::Secret;
 use rust_decimal::Decimal;
 
 use crate::config::RobotAccount;
 use crate::products::ProductTable;
 use crate::script::{self, BootstrapParams, RescueLayout};
-use crate::ssh::{SshError, SshExecutor, SshOutput, SshTarget};
+use crate::ssh::{RusshExecutor, SshError, SshExecutor, SshOutput, SshTarget};
 
 /// Where Hetzner keeps dedicated servers: the catalog's classes, sorted by id.
 pub const ROBOT_LOCATIONS: [(&str, &str); 3] = [
@@ -554,11 +555,11 @@ impl RobotMachines {
         }
     }
 
-    /// Installs the account's image with the agent and the join token, in five steps:
-    /// reuse or boot the rescue system; write the token over SSH stdin into a umask 077
+    /// Installs the account's image with the first-boot script and the join token, in five
+    /// steps: reuse or boot the rescue system; write the token over SSH stdin into a umask 077
     /// file; run installimage (software RAID 1 over the NVMe disks, else the SATA disks)
-    /// whose post-install script places the token, the agent and its units; then deactivate
-    /// rescue and reset the server into the installed system.
+    /// whose post-install script places the token, the first-boot script and the unit that
+    /// runs it once; then deactivate rescue and reset the server into the installed system.
     pub async fn bootstrap<S: SshExecutor>(
         &self,
         key: &MachineKey,
@@ -597,6 +598,60 @@ impl RobotMachines {
             server: number,
             reused_rescue,
         })
+    }
+
+    /// What [`MachineProvider::install`] does, with any SSH executor: the zone's bootstrap
+    /// is taken apart into its join token and the rest, the machine is identified from its
+    /// rescue system and named to the zone (which binds the token to it), and only then is
+    /// the image installed with the token.
+    pub async fn install_with<S: SshExecutor>(
+        &self,
+        machine: &Machine,
+        install: &Install,
+        progress: &ProgressSink,
+        ssh: &S,
+    ) -> Result<(), BootstrapError> {
+        let split = orc_proto::bootstrap::split_token(install.bootstrap.expose()).ok_or_else(
+            || {
+                config_error(
+                    "the node's bootstrap carries no join token block, so a Robot server cannot be installed with it",
+                )
+            },
+        )?;
+        let key = &machine.key;
+        progress
+            .note("booting the server's rescue system to identify it")
+            .await;
+        let uuid = self.identify(key, ssh).await?;
+        progress
+            .identified("identified the server from its rescue system", &uuid)
+            .await;
+        let params = BootstrapParams {
+            join_token: Secret::new(split.token),
+            first_boot: split.script,
+            hostname: install.hostname.clone(),
+            ssh_keys: install.ssh_keys.clone(),
+        };
+        progress
+            .note(format!("installing {} on the server", self.account.image))
+            .await;
+        self.bootstrap(key, &params, ssh).await?;
+        progress.note("rebooting into the installed system").await;
+        Ok(())
+    }
+}
+
+impl From<BootstrapError> for MachineError {
+    fn from(error: BootstrapError) -> Self {
+        match error {
+            BootstrapError::Machine(e) => e,
+            BootstrapError::Param(e) => config_error(e.to_string()),
+            other => MachineError::Provider {
+                status: None,
+                code: None,
+                message: other.to_string(),
+            },
+        }
     }
 }
 
@@ -789,6 +844,20 @@ impl MachineProvider for RobotMachines {
             .await
             .map_err(cloud)?;
         Ok(())
+    }
+
+    async fn install(
+        &self,
+        machine: &Machine,
+        install: &Install,
+        progress: &ProgressSink,
+    ) -> Result<(), MachineError> {
+        self.install_with(machine, install, progress, &RusshExecutor)
+            .await
+            .map_err(|error| {
+                tracing::warn!(key = %machine.key, %error, "the Robot server could not be installed");
+                MachineError::from(error)
+            })
     }
 
     async fn reinstall(&self, key: &MachineKey, image: &str) -> Result<(), MachineError> {

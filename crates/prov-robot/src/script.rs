@@ -1,23 +1,28 @@
 //! The shell text the bootstrap sends to a rescue system, generated as plain POSIX `sh`.
 //!
-//! Three pieces, none of which ever contains the join token:
+//! The zone gives a node two things: a first-boot script (it writes the zone CA and the
+//! agent's settings, installs `orc` and starts `orc agent`; nothing secret) and a single-use
+//! join token, which the agent reads from [`JOIN_TOKEN_PATH`]. Three pieces carry them, and
+//! none of them ever contains the token:
 //!
 //! - [`token_command`]: the command line that stores the token it reads on stdin in a file
 //!   created under `umask 077` in the rescue system's work directory;
 //! - [`install_script`]: sent as stdin to `sh -s`. It picks the disks (every NVMe disk, else
 //!   every SATA disk; software RAID 1 when there are two or more), writes installimage's
 //!   config, builds the post-install script **in the rescue system** from
-//!   [`post_install_body`] plus the token file, deletes the token file, runs installimage
-//!   with that post-install script and finally shreds it (also when installimage fails);
+//!   [`post_install_head`], the token file and [`post_install_body`], deletes the token
+//!   file, runs installimage with that post-install script and finally shreds it (also when
+//!   installimage fails);
 //! - [`post_install_body`]: the part of the post-install script written here. Installimage
-//!   runs the post-install script inside the freshly installed system; it places the token
-//!   at `/etc/orc/join-token` (0600), downloads the agent over https and checks its SHA-256,
-//!   installs the one-shot join unit and the agent unit, then shreds itself.
+//!   runs the post-install script inside the freshly installed system; it leaves the token
+//!   at [`JOIN_TOKEN_PATH`] (0600), the first-boot script at [`FIRST_BOOT_PATH`] (0700) and
+//!   enables [`FIRST_BOOT_UNIT`], which runs that script once and deletes it; then the
+//!   post-install script shreds itself. Nothing is downloaded at install time.
 //!
-//! Every value put into the text is validated ([`BootstrapParams::validate`]) and
-//! single-quoted ([`sh_quote`]), so no input can end a quote or start a command.
-
-use std::collections::BTreeMap;
+//! Every value put into the text is validated ([`BootstrapParams::validate`]): short values
+//! are single-quoted ([`sh_quote`]), the first-boot script and the SSH keys travel in quoted
+//! here-documents whose delimiters they may not contain, so no input can end a quote or
+//! start a command.
 
 use orc_provider_sdk::secret::Secret;
 
@@ -54,28 +59,23 @@ impl Default for RescueLayout {
     }
 }
 
-/// Where the installed system keeps the join token.
-pub const JOIN_TOKEN_PATH: &str = "/etc/orc/join-token";
-/// Where the installed system keeps the agent.
-pub const AGENT_PATH: &str = "/usr/local/bin/orc-agent";
-/// The one-shot unit that joins the zone while the token file exists.
-pub const JOIN_UNIT: &str = "orc-join.service";
-/// The agent's unit.
-pub const AGENT_UNIT: &str = "orc-agent.service";
+/// Where the installed system keeps the join token; the agent reads it from here.
+pub const JOIN_TOKEN_PATH: &str = orc_proto::bootstrap::JOIN_TOKEN_PATH;
+/// Where the installed system keeps the first-boot script until it has run.
+pub const FIRST_BOOT_PATH: &str = "/var/lib/orc/first-boot.sh";
+/// The one-shot unit that runs the first-boot script and then deletes it.
+pub const FIRST_BOOT_UNIT: &str = "orc-first-boot.service";
+
+/// The largest first-boot script accepted, in bytes.
+const FIRST_BOOT_MAX: usize = 256 * 1024;
 
 /// What a bootstrap needs besides the machine.
 #[derive(Clone)]
 pub struct BootstrapParams {
     /// The single-use join token; it only ever travels as SSH stdin.
     pub join_token: Secret,
-    /// Where the agent binary is downloaded from (https only).
-    pub agent_url: String,
-    /// The agent binary's SHA-256, lowercase hex.
-    pub agent_sha256: String,
-    /// The zone URL the agent joins.
-    pub zone_url: String,
-    /// Pins passed to `orc-agent join` as `--<name>-pin <value>`, sorted by name.
-    pub pins: BTreeMap<String, String>,
+    /// The script the installed system runs once, at its first boot (it carries no secret).
+    pub first_boot: String,
     /// The installed system's host name.
     pub hostname: String,
     /// OpenSSH public keys (`authorized_keys` lines) the installed system's root accepts.
@@ -86,10 +86,7 @@ impl std::fmt::Debug for BootstrapParams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BootstrapParams")
             .field("join_token", &"<redacted>")
-            .field("agent_url", &self.agent_url)
-            .field("agent_sha256", &self.agent_sha256)
-            .field("zone_url", &self.zone_url)
-            .field("pins", &self.pins)
+            .field("first_boot_bytes", &self.first_boot.len())
             .field("hostname", &self.hostname)
             .field("ssh_keys", &self.ssh_keys.len())
             .finish()
@@ -111,31 +108,6 @@ fn param_error(field: &str, problem: &str) -> ParamError {
     }
 }
 
-/// Characters allowed in URLs and pins put into scripts and unit files: no quotes, no
-/// whitespace, no `$`, no `%` (a systemd specifier), no backslash.
-fn is_plain(text: &str) -> bool {
-    !text.is_empty()
-        && text.chars().all(|c| {
-            c.is_ascii_alphanumeric()
-                || matches!(
-                    c,
-                    ':' | '/'
-                        | '.'
-                        | '_'
-                        | '~'
-                        | '?'
-                        | '='
-                        | '&'
-                        | '+'
-                        | ','
-                        | '@'
-                        | '-'
-                        | '['
-                        | ']'
-                )
-        })
-}
-
 /// A public key line usable in the post-install script's here-document: it starts with a
 /// key type (so it can never be the delimiter) and holds printable ASCII only.
 fn is_key_line(text: &str) -> bool {
@@ -154,6 +126,26 @@ fn is_token(text: &str) -> bool {
         && text != TOKEN_DELIMITER
 }
 
+/// What makes `text` unusable as the first-boot script, if anything. It travels inside two
+/// quoted here-documents (the post-install script's and, around that, the install script's),
+/// so no line may equal either delimiter.
+fn first_boot_problem(text: &str) -> Option<&'static str> {
+    if !text.starts_with("#!") {
+        Some("must start with '#!' (an interpreter line)")
+    } else if text.len() > FIRST_BOOT_MAX {
+        Some("must be at most 256 KiB")
+    } else if text.contains('\0') {
+        Some("must not contain a NUL character")
+    } else if text
+        .split('\n')
+        .any(|line| line == FIRST_BOOT_DELIMITER || line == BODY_DELIMITER)
+    {
+        Some("must not contain a line equal to ORC_FIRST_BOOT_END or ORC_BODY_EOF")
+    } else {
+        None
+    }
+}
+
 impl BootstrapParams {
     /// Checks every field; the token's content is never part of an error.
     pub fn validate(&self) -> Result<(), ParamError> {
@@ -163,41 +155,8 @@ impl BootstrapParams {
                 "must be one line of visible ASCII characters, at most 4096",
             ));
         }
-        if !(self.agent_url.starts_with("https://") && is_plain(&self.agent_url)) {
-            return Err(param_error(
-                "agent_url",
-                "must be an https:// URL without spaces, quotes, '$' or '%'",
-            ));
-        }
-        if !(self.agent_sha256.len() == 64
-            && self
-                .agent_sha256
-                .chars()
-                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)))
-        {
-            return Err(param_error(
-                "agent_sha256",
-                "must be 64 lowercase hex digits",
-            ));
-        }
-        if !((self.zone_url.starts_with("https://") || self.zone_url.starts_with("http://"))
-            && is_plain(&self.zone_url))
-        {
-            return Err(param_error(
-                "zone_url",
-                "must be an http(s):// URL without spaces, quotes, '$' or '%'",
-            ));
-        }
-        for (name, value) in &self.pins {
-            let name_ok = !name.is_empty()
-                && name.chars().all(|c| c.is_ascii_lowercase() || c == '-')
-                && !name.starts_with('-');
-            if !name_ok || !is_plain(value) {
-                return Err(param_error(
-                    &format!("pins.{name}"),
-                    "names are lowercase words with '-', values have no spaces or quotes",
-                ));
-            }
+        if let Some(problem) = first_boot_problem(&self.first_boot) {
+            return Err(param_error("first_boot", problem));
         }
         let host_ok = !self.hostname.is_empty()
             && self.hostname.len() <= 63
@@ -230,34 +189,6 @@ pub fn sh_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
-/// The argv of the one-shot join: `orc-agent join --zone URL --token-file PATH
-/// [--NAME-pin VALUE]…`.
-pub fn join_argv(zone_url: &str, pins: &BTreeMap<String, String>) -> Vec<String> {
-    let mut argv = vec![
-        AGENT_PATH.to_string(),
-        "join".into(),
-        "--zone".into(),
-        zone_url.to_string(),
-        "--token-file".into(),
-        JOIN_TOKEN_PATH.to_string(),
-    ];
-    for (name, value) in pins {
-        argv.push(format!("--{name}-pin"));
-        argv.push(value.clone());
-    }
-    argv
-}
-
-/// The argv of the agent's service.
-pub fn agent_argv(zone_url: &str) -> Vec<String> {
-    vec![
-        AGENT_PATH.to_string(),
-        "run".into(),
-        "--zone".into(),
-        zone_url.to_string(),
-    ]
-}
-
 /// The token file in the rescue system.
 pub fn rescue_token_path(layout: &RescueLayout) -> String {
     format!("{}/join-token", layout.work_dir)
@@ -283,65 +214,40 @@ pub fn product_uuid_command(layout: &RescueLayout) -> String {
     format!("cat {}", sh_quote(&layout.product_uuid))
 }
 
-fn unit_exec(argv: &[String]) -> String {
-    argv.join(" ")
-}
-
 /// The static part of the post-install script (step 4): everything but the token lines,
-/// which the rescue system adds in front of it.
+/// which the rescue system adds in front of it. It writes the first-boot script (a final
+/// newline is added when it has none) and the unit that runs it once, root's SSH keys, and
+/// then shreds the post-install script itself.
 pub fn post_install_body(params: &BootstrapParams) -> String {
-    let join = unit_exec(&join_argv(&params.zone_url, &params.pins));
-    let agent = unit_exec(&agent_argv(&params.zone_url));
-    let mut s = String::new();
-    s.push_str(&format!("agent_url={}\n", sh_quote(&params.agent_url)));
+    let mut s = format!(
+        "chmod 0600 \"$root{JOIN_TOKEN_PATH}\"\n\
+         cat > \"$root{FIRST_BOOT_PATH}\" <<'{FIRST_BOOT_DELIMITER}'\n"
+    );
+    s.push_str(&params.first_boot);
+    if !params.first_boot.ends_with('\n') {
+        s.push('\n');
+    }
     s.push_str(&format!(
-        "agent_sha256={}\n",
-        sh_quote(&params.agent_sha256)
-    ));
-    s.push_str(&format!(
-        r#"chmod 0600 "$root{JOIN_TOKEN_PATH}"
-mkdir -p "$root/usr/local/bin" "$root/etc/systemd/system/multi-user.target.wants"
-download="$root{AGENT_PATH}.download"
-rm -f "$download"
-curl -fsSL --proto '=https' --tlsv1.2 --retry 3 -o "$download" "$agent_url"
-if ! printf '%s  %s\n' "$agent_sha256" "$download" | sha256sum -c - >/dev/null 2>&1; then
-  rm -f "$download"
-  echo "orc: the agent download does not match its sha256" >&2
-  exit 4
-fi
-chmod 0755 "$download"
-mv -f "$download" "$root{AGENT_PATH}"
-cat > "$root/etc/systemd/system/{JOIN_UNIT}" <<'ORC_UNIT_EOF'
+        r#"{FIRST_BOOT_DELIMITER}
+chmod 0700 "$root{FIRST_BOOT_PATH}"
+mkdir -p "$root/etc/systemd/system/multi-user.target.wants"
+cat > "$root/etc/systemd/system/{FIRST_BOOT_UNIT}" <<'ORC_UNIT_EOF'
 [Unit]
-Description=orc: join the zone with the single-use token
+Description=orc: the node's first boot (joins the zone and starts the agent)
 Wants=network-online.target
 After=network-online.target
-ConditionPathExists={JOIN_TOKEN_PATH}
+ConditionPathExists={FIRST_BOOT_PATH}
 
 [Service]
 Type=oneshot
-ExecStart={join}
+ExecStart=/bin/sh {FIRST_BOOT_PATH}
+ExecStopPost=/bin/rm -f {FIRST_BOOT_PATH}
 
 [Install]
 WantedBy=multi-user.target
 ORC_UNIT_EOF
-cat > "$root/etc/systemd/system/{AGENT_UNIT}" <<'ORC_UNIT_EOF'
-[Unit]
-Description=orc node agent
-Wants=network-online.target
-After=network-online.target {JOIN_UNIT}
-
-[Service]
-ExecStart={agent}
-Restart=always
-RestartSec=5
-
-[Install]
-WantedBy=multi-user.target
-ORC_UNIT_EOF
-chmod 0644 "$root/etc/systemd/system/{JOIN_UNIT}" "$root/etc/systemd/system/{AGENT_UNIT}"
-ln -sf "../{JOIN_UNIT}" "$root/etc/systemd/system/multi-user.target.wants/{JOIN_UNIT}"
-ln -sf "../{AGENT_UNIT}" "$root/etc/systemd/system/multi-user.target.wants/{AGENT_UNIT}"
+chmod 0644 "$root/etc/systemd/system/{FIRST_BOOT_UNIT}"
+ln -sf "../{FIRST_BOOT_UNIT}" "$root/etc/systemd/system/multi-user.target.wants/{FIRST_BOOT_UNIT}"
 "#
     ));
     if !params.ssh_keys.is_empty() {
@@ -359,11 +265,13 @@ ln -sf "../{AGENT_UNIT}" "$root/etc/systemd/system/multi-user.target.wants/{AGEN
     s
 }
 
-/// The post-install script's head: shell options and the root prefix. The rescue system
-/// appends the token lines and then [`post_install_body`].
+/// The post-install script's head: shell options, the root prefix and the private
+/// directories. The rescue system appends the token lines and then [`post_install_body`].
 pub fn post_install_head(layout: &RescueLayout) -> String {
     format!(
-        "#!/bin/sh\nset -eu\numask 077\nroot={}\nmkdir -p \"$root/etc/orc\"\nchmod 0700 \"$root/etc/orc\"\n",
+        "#!/bin/sh\nset -eu\numask 077\nroot={}\n\
+         mkdir -p \"$root/etc/orc\"\nchmod 0700 \"$root/etc/orc\"\n\
+         mkdir -p \"$root/var/lib/orc\"\nchmod 0700 \"$root/var/lib/orc\"\n",
         sh_quote(&layout.target_root)
     )
 }
@@ -371,6 +279,14 @@ pub fn post_install_head(layout: &RescueLayout) -> String {
 /// The delimiter of the here-document that carries the token inside the post-install
 /// script; [`BootstrapParams::validate`] refuses a token equal to it.
 const TOKEN_DELIMITER: &str = "ORC_JOIN_TOKEN_END";
+
+/// The delimiter of the here-document that carries the first-boot script inside the
+/// post-install script.
+const FIRST_BOOT_DELIMITER: &str = "ORC_FIRST_BOOT_END";
+
+/// The delimiter of the here-document that carries [`post_install_body`], and with it the
+/// first-boot script, inside the install script.
+const BODY_DELIMITER: &str = "ORC_BODY_EOF";
 
 /// The script of step 3, sent as stdin of `sh -s`.
 pub fn install_script(params: &BootstrapParams, layout: &RescueLayout, image: &str) -> String {
@@ -429,8 +345,8 @@ count=0
   printf '%s\n' 'cat > "$root{token_path}" <<'"'"'{delim}'"'"''
   cat "$token"
   printf '\n%s\n' '{delim}'
-  cat <<'ORC_BODY_EOF'
-{body}ORC_BODY_EOF
+  cat <<'{body_delim}'
+{body}{body_delim}
 }} > "$post"
 chmod 0700 "$post"
 shred -u "$token" 2>/dev/null || rm -f "$token"
@@ -444,5 +360,6 @@ shred -u "$token" 2>/dev/null || rm -f "$token"
         installimage = sh_quote(&layout.installimage),
         token_path = JOIN_TOKEN_PATH,
         delim = TOKEN_DELIMITER,
+        body_delim = BODY_DELIMITER,
     )
 }

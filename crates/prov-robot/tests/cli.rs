@@ -162,3 +162,59 @@ async fn machine_commands_claim_power_and_release_a_server() {
         ""
     );
 }
+
+#[test]
+fn bootstrap_takes_the_first_boot_script_from_a_file_and_its_example_parses() {
+    let dir = tempfile::tempdir().unwrap();
+    let account = account_json(dir.path());
+    let out = bin()
+        .args(["machine", "--key", "node-cli", "bootstrap", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{help}");
+    assert!(help.contains("--first-boot <FILE>"), "{help}");
+    for gone in ["--agent-url", "--agent-sha256", "--zone-url", "--pin "] {
+        assert!(!help.contains(gone), "{gone} is still offered: {help}");
+    }
+
+    // The example, run where its first-boot file does not exist: it parses, and the
+    // unreadable file is named.
+    let example = help
+        .lines()
+        .find_map(|l| l.strip_prefix("Example: "))
+        .unwrap_or_else(|| panic!("no example: {help}"));
+    let words: Vec<&str> = example.split_whitespace().collect();
+    let program = words
+        .iter()
+        .position(|w| *w == "orc-prov-robot")
+        .expect("the example runs orc-prov-robot");
+    let redirect = words.iter().position(|w| *w == "<").unwrap_or(words.len());
+    let out = bin()
+        .args(&words[program + 1..redirect])
+        .current_dir(dir.path())
+        .env("ORC_PARAM_ACCOUNT", &account)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("reading the first-boot script first-boot.sh"),
+        "{stderr}"
+    );
+
+    let out = bin()
+        .args([
+            "machine",
+            "--key",
+            "node-cli",
+            "bootstrap",
+            "--token-file",
+            "-",
+        ])
+        .env("ORC_PARAM_ACCOUNT", &account)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "--first-boot is required");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--first-boot"));
+}

@@ -6,11 +6,13 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use orc_proto::NodeId;
 use orc_prov_robot::machines::{CLAIM_PREFIX, reset_for};
 use orc_prov_robot::ssh::Scripted;
 use orc_prov_robot::{BootstrapParams, RobotMachines, ScriptedSsh, SshOptions};
+use orc_provider_sdk::ProgressSink;
 use orc_provider_sdk::machine::{
-    MachineError, MachineKey, MachineProvider, MachineSpec, OfferQuery, PowerAction,
+    Install, MachineError, MachineKey, MachineProvider, MachineSpec, OfferQuery, PowerAction,
 };
 use orc_provider_sdk::secret::Secret;
 use support::*;
@@ -399,10 +401,7 @@ async fn identify_then_bootstrap_share_one_rescue_reset_and_the_token_only_trave
 
     let params = BootstrapParams {
         join_token: Secret::new(TOKEN),
-        agent_url: "https://downloads.example.net/orc-agent".into(),
-        agent_sha256: "ab".repeat(32),
-        zone_url: "https://zone.example.net".into(),
-        pins: BTreeMap::new(),
+        first_boot: "#!/bin/sh\necho first boot\n".into(),
         hostname: "node-b".into(),
         ssh_keys: Vec::new(),
     };
@@ -449,15 +448,89 @@ async fn identify_then_bootstrap_share_one_rescue_reset_and_the_token_only_trave
 }
 
 #[tokio::test]
+async fn install_takes_the_token_out_of_the_zones_bootstrap_and_sends_it_once_as_stdin() {
+    let rig = rig().await;
+    let machine = rig
+        .machines
+        .create(&spec("node-i", "EX44", "hel1"))
+        .await
+        .unwrap();
+    let ssh = ScriptedSsh::new();
+    ssh.on("test -x", Scripted::Unreachable).on(
+        "product_uuid",
+        Scripted::Answer {
+            exit_status: 0,
+            stdout: "4C4C4544-0042-4810-8058-B4C04F4E3332\n".into(),
+        },
+    );
+    let bootstrap = format!(
+        "#!/bin/sh\nset -eu\nmkdir -p /etc/orc\n{}exec orc agent --join-token-file /etc/orc/join-token\n",
+        orc_proto::bootstrap::token_block(TOKEN)
+    );
+    let install = Install {
+        bootstrap: Secret::new(bootstrap),
+        hostname: "node-i".into(),
+        ssh_keys: vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOrc tenant".into()],
+    };
+    let progress = ProgressSink::discard(NodeId::new("node-i").unwrap());
+    rig.machines
+        .install_with(&machine, &install, &progress, &ssh)
+        .await
+        .unwrap();
+
+    let seen = ssh.seen();
+    let order: Vec<&str> = seen
+        .iter()
+        .filter_map(|c| {
+            if c.command.contains("product_uuid") {
+                Some("identify")
+            } else if c.command.starts_with("umask 077") {
+                Some("token")
+            } else if c.command == "sh -s" {
+                Some("install")
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(order, ["identify", "token", "install"]);
+    let carrying: Vec<_> = seen
+        .iter()
+        .filter(|c| contains(&c.stdin, TOKEN.as_bytes()))
+        .collect();
+    assert_eq!(carrying.len(), 1, "the token is sent once");
+    assert_eq!(carrying[0].stdin, TOKEN.as_bytes());
+    let script = seen.iter().find(|c| c.command == "sh -s").unwrap();
+    assert!(contains(&script.stdin, b"exec orc agent --join-token-file"));
+    assert!(contains(&script.stdin, b"AAAAC3NzaC1lZDI1NTE5AAAAIOrc"));
+    assert!(!contains(
+        &script.stdin,
+        orc_proto::bootstrap::TOKEN_BLOCK_START.as_bytes()
+    ));
+    assert!(!booted_into_rescue(&rig.emu, EX44.0).await, "rebooted");
+
+    // A bootstrap without its token block is refused before anything is touched.
+    let ssh = ScriptedSsh::new();
+    let bare = Install {
+        bootstrap: Secret::new("#!/bin/sh\necho nothing to join with\n"),
+        ..install
+    };
+    let err = rig
+        .machines
+        .install_with(&machine, &bare, &progress, &ssh)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("join token"), "{err}");
+    assert!(ssh.seen().is_empty());
+}
+
+#[tokio::test]
 async fn bootstrap_of_an_unclaimed_server_or_with_bad_params_does_nothing() {
     let rig = rig().await;
     let ssh = ScriptedSsh::new();
     let params = BootstrapParams {
         join_token: Secret::new(TOKEN),
-        agent_url: "http://insecure.example/agent".into(),
-        agent_sha256: "ab".repeat(32),
-        zone_url: "https://zone.example.net".into(),
-        pins: BTreeMap::new(),
+        first_boot: "echo no interpreter line\n".into(),
         hostname: "n".into(),
         ssh_keys: Vec::new(),
     };
@@ -466,9 +539,9 @@ async fn bootstrap_of_an_unclaimed_server_or_with_bad_params_does_nothing() {
         .bootstrap(&key("node-x"), &params, &ssh)
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("agent_url"), "{err}");
+    assert!(err.to_string().contains("first_boot"), "{err}");
     let params = BootstrapParams {
-        agent_url: "https://downloads.example.net/agent".into(),
+        first_boot: "#!/bin/sh\necho first boot\n".into(),
         ..params
     };
     let err = rig

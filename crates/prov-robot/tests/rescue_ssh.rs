@@ -1,6 +1,6 @@
 //! The bootstrap for real over SSH: an OpenSSH server started in a network namespace this
 //! test creates plays the rescue system (veth pair, private addresses), with stand-ins for
-//! installimage and curl and a scratch root instead of `/`. The Robot side is the emulator.
+//! installimage and a scratch root instead of `/`. The Robot side is the emulator.
 //!
 //! Checks: the token file's mode and content, and that the token appears in no argv (every
 //! process's command line is sampled from /proc while the bootstrap runs, and the
@@ -12,7 +12,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -220,6 +219,9 @@ impl Drop for ArgvSampler {
     }
 }
 
+/// The first-boot script the zone would hand this node (a stand-in; it is never run here).
+const FIRST_BOOT: &str = "#!/bin/sh\necho first boot of node-ssh\n";
+
 /// Commands sent over SSH, each with its stdin.
 type Sent = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 
@@ -332,10 +334,7 @@ async fn bootstrap_over_real_ssh_keeps_the_token_out_of_argv_scripts_and_logs() 
     assert_eq!(uuid, "4c4c4544-0042-4810-8058-b4c04f4e3332");
     let params = BootstrapParams {
         join_token: Secret::new(TOKEN),
-        agent_url: "https://downloads.example.net/orc-agent-x86_64".into(),
-        agent_sha256: rescue.agent_sha256.clone(),
-        zone_url: "https://zone.example.net:7443".into(),
-        pins: BTreeMap::from([("serving-ca".to_string(), "sha256:0011".to_string())]),
+        first_boot: FIRST_BOOT.into(),
         hostname: "node-ssh".into(),
         ssh_keys: Vec::new(),
     };
@@ -354,8 +353,31 @@ async fn bootstrap_over_real_ssh_keeps_the_token_out_of_argv_scripts_and_logs() 
     );
     assert_eq!(rescue.mode("etc/orc/join-token"), 0o600);
     assert_eq!(
-        std::fs::read(rescue.target.join("usr/local/bin/orc-agent")).unwrap(),
-        rescue.agent_bytes
+        std::fs::read_to_string(rescue.target.join("var/lib/orc/first-boot.sh")).unwrap(),
+        FIRST_BOOT
+    );
+    assert_eq!(rescue.mode("var/lib/orc/first-boot.sh"), 0o700);
+    let unit = std::fs::read_to_string(
+        rescue
+            .target
+            .join("etc/systemd/system/orc-first-boot.service"),
+    )
+    .unwrap();
+    assert!(
+        unit.lines()
+            .any(|l| l == "ExecStart=/bin/sh /var/lib/orc/first-boot.sh"),
+        "{unit}"
+    );
+    assert_eq!(
+        std::fs::read_link(
+            rescue
+                .target
+                .join("etc/systemd/system/multi-user.target.wants/orc-first-boot.service")
+        )
+        .unwrap()
+        .to_str(),
+        Some("../orc-first-boot.service"),
+        "the first-boot unit is enabled"
     );
     assert!(
         !rescue.target.join("post-install").exists(),
@@ -379,10 +401,7 @@ async fn bootstrap_over_real_ssh_keeps_the_token_out_of_argv_scripts_and_logs() 
         "the token was in a command line: {argv_hits:?}"
     );
     let argv = rescue.argv_log();
-    assert!(
-        argv.contains("installimage") && argv.contains("curl"),
-        "{argv}"
-    );
+    assert!(argv.contains("installimage"), "{argv}");
     assert!(!argv.contains(TOKEN), "{argv}");
 
     // Not in any command or script sent over SSH; it went once, as stdin.
@@ -400,6 +419,11 @@ async fn bootstrap_over_real_ssh_keeps_the_token_out_of_argv_scripts_and_logs() 
         carriers[0].1,
         TOKEN.as_bytes(),
         "the token travels alone, never inside a script"
+    );
+    assert!(
+        sent.iter()
+            .any(|(command, stdin)| command == "sh -s" && contains(stdin, FIRST_BOOT.as_bytes())),
+        "the install script carries the first-boot script"
     );
 
     // Not in any log line: sshd's (DEBUG3) and ours (TRACE, russh included).

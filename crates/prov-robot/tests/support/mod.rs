@@ -1,6 +1,6 @@
 //! Helpers shared by the Robot provider's integration tests: the Robot emulator, an account
-//! whose secrets live in files, and a scratch "rescue system" with stand-ins for
-//! installimage and curl that record what they were asked.
+//! whose secrets live in files, and a scratch "rescue system" with an installimage stand-in
+//! that records what it was asked.
 
 #![allow(dead_code)]
 
@@ -11,7 +11,6 @@ use orc_cloud::{RobotClient, RobotConfig, RobotServerNumber};
 use orc_emu::{EmuConfig, RunningEmulators};
 use orc_prov_robot::{RescueLayout, RobotAccount, parse_account};
 use orc_testkit::EmuControl;
-use sha2::{Digest, Sha256};
 
 /// The emulator's Robot login and its seeded key.
 pub const ROBOT_USER: &str = "demo";
@@ -73,16 +72,14 @@ pub async fn request_log(emu: &RunningEmulators) -> Vec<(String, String, u16)> {
         .collect()
 }
 
-/// A scratch rescue system: work dir, target root, fake `/sys/block`, installimage and
-/// curl stand-ins, the agent file curl "downloads", and a record directory.
+/// A scratch rescue system: work dir, target root, fake `/sys/block`, an installimage
+/// stand-in and a record directory.
 #[derive(Debug)]
 pub struct RescueBox {
     pub root: PathBuf,
     pub layout: RescueLayout,
     pub record: PathBuf,
     pub target: PathBuf,
-    pub agent_sha256: String,
-    pub agent_bytes: Vec<u8>,
 }
 
 pub enum Disks {
@@ -118,10 +115,6 @@ impl RescueBox {
         std::fs::create_dir_all(sys_block.join("loop0")).unwrap();
         let uuid = root.join("product_uuid");
         std::fs::write(&uuid, "4C4C4544-0042-4810-8058-B4C04F4E3332\n").unwrap();
-        let agent_bytes = b"#!/bin/sh\necho orc-agent stand-in\n".to_vec();
-        let agent = root.join("agent-release");
-        std::fs::write(&agent, &agent_bytes).unwrap();
-        let agent_sha256 = hex(&Sha256::digest(&agent_bytes));
 
         let installimage = bin.join("installimage");
         write_exec(
@@ -146,37 +139,10 @@ stat -c '%a' "$post" > "$rec/post-install.mode"
 cp "$post" '{target}/post-install'
 chmod 0700 '{target}/post-install'
 cd '{target}'
-PATH='{bin}':"$PATH" sh '{target}/post-install'
+sh '{target}/post-install'
 "#,
                 rec = record.display(),
                 target = target.display(),
-                bin = bin.display(),
-            ),
-        );
-        write_exec(
-            &bin.join("curl"),
-            &format!(
-                r#"#!/bin/sh
-set -eu
-printf '%s\n' "$0" "$@" >> '{rec}/argv.log'
-out=''
-url=''
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -o) out="$2"; shift 2 ;;
-    --proto|--retry) shift 2 ;;
-    -*) shift ;;
-    *) url="$1"; shift ;;
-  esac
-done
-case "$url" in
-  https://*) ;;
-  *) echo "curl stand-in: not https: $url" >&2; exit 22 ;;
-esac
-cp '{agent}' "$out"
-"#,
-                rec = record.display(),
-                agent = agent.display(),
             ),
         );
         let layout = RescueLayout {
@@ -192,8 +158,6 @@ cp '{agent}' "$out"
             layout,
             record,
             target,
-            agent_sha256,
-            agent_bytes,
         }
     }
 
@@ -241,8 +205,4 @@ cp '{agent}' "$out"
 
 pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
