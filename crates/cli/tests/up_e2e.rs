@@ -5,8 +5,9 @@
 //! instance is deleted in the emulators). Ctrl-C (SIGINT) stops it all with a clean exit.
 //!
 //! With `--netns` (root; CI runs it as root) the emulated servers are namespaces that boot
-//! their user data: partner nodes in two classes, their site gateways and a Hetzner node all
-//! join the zone and read `ready`, `orc exec` runs on them, and nothing is left behind.
+//! their user data: partner nodes in two classes, their site gateways, a Hetzner Cloud and a
+//! Vultr node, and a Robot server installed over SSH from its rescue system all join the zone
+//! and read `ready`, `orc exec` runs on them, and nothing is left behind.
 
 use std::io::{BufRead as _, BufReader};
 use std::path::Path;
@@ -312,6 +313,38 @@ fn ready(nodes: &Value) -> bool {
     })
 }
 
+/// The one-cloud pools of the `--netns` run: path, provider, location, plan, CPUs, GiB, OS.
+type OneCloud = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+const ONE_CLOUD: [OneCloud; 3] = [
+    (
+        "sys/sys/api",
+        "hetzner",
+        "fsn1",
+        Some("cx23"),
+        "2",
+        "4",
+        "ubuntu-24.04",
+    ),
+    ("sys/sys/vm", "vultr", "fra", None, "2", "4", "ubuntu-24.04"),
+    (
+        "sys/sys/metal",
+        "robot",
+        "hel1",
+        Some("EX44"),
+        "20",
+        "64",
+        "Ubuntu-2404-noble-amd64-base.tar.gz",
+    ),
+];
+
 #[test]
 fn with_netns_every_node_boots_joins_and_runs_commands() {
     assert!(
@@ -350,29 +383,41 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
     };
     pool("sys/sys/web", "eu-central");
     pool("sys/sys/east", "us-east");
-    let hetzner = up.ok(&[
-        "pool",
-        "create",
-        "sys/sys/api",
-        "--provider",
-        "hetzner",
-        "--location",
-        "fsn1",
-        "--plan",
-        "cx23",
-        "--cpu",
-        "2",
-        "--mem",
-        "4",
-        "--os",
-        "ubuntu-24.04",
-        "--size",
-        "1",
-        "--wait",
-    ]);
-    assert!(hetzner.contains("1 of 1 node(s) running"), "{hetzner}");
-    for name in ["sys/sys/web", "sys/sys/east", "sys/sys/api"] {
-        up.wait_for(&["nodes", name], 3 * MINUTE, ready);
+    // One-cloud nodes: a Hetzner Cloud server and a Vultr instance boot their user data; a
+    // Robot server is installed over SSH from its rescue system.
+    for (name, provider, location, plan, cpu, mem, os) in ONE_CLOUD {
+        let mut args = vec![
+            "pool",
+            "create",
+            name,
+            "--provider",
+            provider,
+            "--location",
+            location,
+            "--cpu",
+            cpu,
+            "--mem",
+            mem,
+            "--os",
+            os,
+            "--size",
+            "1",
+            "--wait",
+        ];
+        if let Some(plan) = plan {
+            args.extend(["--plan", plan]);
+        }
+        let created = up.ok(&args);
+        assert!(
+            created.contains("1 of 1 node(s) running"),
+            "{provider}: {created}"
+        );
+    }
+    for name in ["sys/sys/web", "sys/sys/east"]
+        .into_iter()
+        .chain(ONE_CLOUD.iter().map(|one| one.0))
+    {
+        up.wait_for(&["nodes", name], 5 * MINUTE, ready);
     }
     // The sites' gateways run agents too.
     let sites = up.json(&["sites"]);
@@ -412,27 +457,53 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
         ]);
         assert!(out.contains(&format!("inet {address}/")), "{pool}: {out}");
     }
-    let api = up.json(&["nodes", "sys/sys/api"]);
+    for (name, ..) in ONE_CLOUD {
+        let node = up.json(&["nodes", name]);
+        let id = node[0]["id"].as_str().unwrap();
+        let address = node[0]["addresses"][0].as_str().unwrap();
+        assert!(address.starts_with("198.1"), "{name}: {node:#}");
+        let out = up.ok(&[
+            "exec",
+            id,
+            "--project",
+            "sys/sys",
+            "--",
+            "ip",
+            "-4",
+            "-o",
+            "addr",
+        ]);
+        assert!(out.contains(&format!("inet {address}/")), "{name}: {out}");
+    }
+    // The Robot server runs what installimage installed, not its rescue system.
+    let metal = up.json(&["nodes", "sys/sys/metal"]);
     let out = up.ok(&[
         "exec",
-        api[0]["id"].as_str().unwrap(),
+        metal[0]["id"].as_str().unwrap(),
         "--project",
         "sys/sys",
         "--",
-        "ip",
-        "-4",
-        "-o",
-        "addr",
+        "sh",
+        "-c",
+        "test -s /etc/orc/join-token || echo token-gone; \
+         ss -Hltn 'sport = :22' | grep -q . || echo no-rescue",
     ]);
-    assert!(out.contains("inet 198.1"), "{out}");
+    assert!(
+        out.contains("token-gone"),
+        "the join token is used up: {out}"
+    );
+    assert!(out.contains("no-rescue"), "{out}");
     let during = server_namespaces();
     assert!(
-        during.len() >= before.len() + 5,
-        "three nodes and two gateways: {during:?}"
+        during.len() >= before.len() + 6,
+        "four cloud servers (two partner nodes, Hetzner, Vultr) and two gateways: {during:?}"
     );
 
-    // Pools deleted: their servers' namespaces go.
-    for name in ["sys/sys/web", "sys/sys/east", "sys/sys/api"] {
+    // Pools deleted: their servers' namespaces go, and the Robot server is released.
+    for name in ["sys/sys/web", "sys/sys/east"]
+        .into_iter()
+        .chain(ONE_CLOUD.iter().map(|one| one.0))
+    {
         up.ok(&["pool", "delete", name, "--wait"]);
     }
     let start = Instant::now();
