@@ -20,7 +20,7 @@ pub mod machines;
 pub mod products;
 pub mod rescue_key;
 pub mod script;
-pub mod ssh;
+pub use orc_ssh as ssh;
 
 pub use config::{ConfigError, RobotAccount, parse_account};
 pub use machines::{BootstrapError, BootstrapReport, RobotMachines, SshOptions};

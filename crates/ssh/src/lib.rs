@@ -1,16 +1,18 @@
-//! Running commands on a server over SSH: the [`SshExecutor`] trait, the real client on
-//! `russh` ([`RusshExecutor`]) and a scripted double for tests ([`ScriptedSsh`]).
+//! Running commands on a machine over SSH: the [`SshExecutor`] trait, the real client on
+//! `russh` ([`RusshExecutor`]) and a scripted double for tests ([`ScriptedSsh`]). The Robot
+//! provider drives rescue systems with it, the static provider the operator's hosts.
 //!
 //! A command is a fixed string; anything secret travels as the command's **stdin**, never
 //! in the command line, so it cannot show in the remote process list or in the remote
 //! shell's history. The private key is read from its secret reference by the caller for
 //! each connection and is never printed ([`SshTarget`]'s `Debug` redacts it).
 //!
-//! Host keys: a rescue system makes a new host key on every boot, so there is nothing to
-//! pin across boots. [`SshTarget::host_key_sha256`] pins the key when the caller knows it
-//! (Robot lists the rescue system's host keys on activation); without a pin any host key
-//! is accepted and the command must not depend on the server being the right one beyond
-//! what the authorized key already proves to the server.
+//! Host keys: [`SshTarget::host_key_sha256`] pins the server's key by its SHA-256
+//! fingerprint ([`fingerprint_of`] makes one from an OpenSSH public key line). A host the
+//! operator lists is always pinned; a rescue system makes a new host key on every boot, so
+//! there is nothing to pin across its boots unless Robot lists the key, and a command sent
+//! to it must not depend on the server being the right one beyond what the authorized key
+//! already proves to the server.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -219,6 +221,24 @@ impl RusshExecutor {
     }
 }
 
+/// The SHA-256 fingerprint (`SHA256:…`, as `ssh-keygen -l` prints it) of an OpenSSH public
+/// key line (`ssh-ed25519 AAAA… comment`); a text that already is such a fingerprint is
+/// returned as it is.
+pub fn fingerprint_of(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    if let Some(hash) = text.strip_prefix("SHA256:") {
+        let base64ish = |c: char| c.is_ascii_alphanumeric() || c == '+' || c == '/';
+        return if hash.len() == 43 && hash.chars().all(base64ish) {
+            Ok(text.to_string())
+        } else {
+            Err("a SHA256: fingerprint has 43 base64 characters".into())
+        };
+    }
+    let key = russh::keys::PublicKey::from_openssh(text)
+        .map_err(|_| "not an OpenSSH public key line nor a SHA256: fingerprint".to_string())?;
+    Ok(key.fingerprint(HashAlg::Sha256).to_string())
+}
+
 /// Words for a key that cannot be decoded, without any of its text.
 fn key_error_words(error: &russh::keys::Error) -> String {
     match error {
@@ -373,6 +393,29 @@ impl SshExecutor for ScriptedSsh {
                 stderr: Vec::new(),
                 exit_status: Some(0),
             }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fingerprint_of;
+
+    const LINE: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAWQq8X849Y6oTou0gYCXChOwpCFtuBWmQPJXt57r968 test";
+    const PRINT: &str = "SHA256:w1aOEg/Gsn1GTuHGqg01inLQf4Ivhbq2VnmVWqldy1w";
+
+    #[test]
+    fn a_public_key_line_gives_the_fingerprint_ssh_keygen_prints() {
+        assert_eq!(fingerprint_of(LINE).unwrap(), PRINT);
+        assert_eq!(fingerprint_of(&format!("  {PRINT}\n")).unwrap(), PRINT);
+    }
+
+    #[test]
+    fn other_text_is_refused_with_what_was_expected() {
+        for bad in ["", "SHA256:short", "ssh-ed25519 not-base64", "MD5:aa:bb"] {
+            let err = fingerprint_of(bad).unwrap_err();
+            assert!(err.contains("SHA256"), "{bad:?}: {err}");
         }
     }
 }
