@@ -31,6 +31,8 @@ pub mod materialise;
 pub mod netns;
 pub mod robot;
 pub mod server;
+#[cfg(target_os = "linux")]
+pub mod static_hosts;
 pub mod vultr;
 
 pub use accounts::{Account, Accounts};

@@ -211,10 +211,34 @@ echo "installimage: done"
 pub fn rescue_script(keys: &[String]) -> String {
     let mut s = String::from("set -e\necho \"rescue: booting the rescue system\"\n");
     s.push_str(&format!(
-        "mkdir -p /run/sshd /run/orc-rescue /root/.ssh {RESCUE_NFS}/install {RESCUE_NFS}/images\n"
+        "mkdir -p {RESCUE_NFS}/install {RESCUE_NFS}/images\n"
     ));
-    s.push_str("chmod 0700 /root/.ssh /run/orc-rescue\n");
-    s.push_str("cat > /root/.ssh/authorized_keys <<'ORC_RESCUE_KEYS'\n");
+    s.push_str(&format!(
+        "cat > {RESCUE_NFS}/install/installimage <<'ORC_INSTALLIMAGE'\n{INSTALLIMAGE}ORC_INSTALLIMAGE\nchmod 0755 {RESCUE_NFS}/install/installimage\n"
+    ));
+    for image in RESCUE_IMAGES {
+        s.push_str(&format!(": > {RESCUE_NFS}/images/{image}\n"));
+    }
+    s.push_str(&sshd_script("/run/orc-rescue", keys, "rescue"));
+    s
+}
+
+/// Where a static host keeps its sshd's host key and config.
+pub const HOST_SSHD_DIR: &str = "/run/orc-host";
+
+/// A static host's boot: root's authorized keys, a host key made once (its public half at
+/// `HOST_SSHD_DIR/host_key.pub`), then sshd on port 22 in the foreground.
+pub fn host_script(keys: &[String]) -> String {
+    let mut s = String::from("set -e\necho \"host: booting\"\n");
+    s.push_str(&sshd_script(HOST_SSHD_DIR, keys, "host"));
+    s
+}
+
+/// Root's `authorized_keys`, a host key under `dir` unless one is there, and sshd on port
+/// 22 in the foreground, logging to the console as `who`.
+fn sshd_script(dir: &str, keys: &[String], who: &str) -> String {
+    let mut s = format!("mkdir -p /run/sshd {dir} /root/.ssh\nchmod 0700 /root/.ssh {dir}\n");
+    s.push_str("cat > /root/.ssh/authorized_keys <<'ORC_ROOT_KEYS'\n");
     for key in keys
         .iter()
         .filter(|k| !k.contains('\n') && !k.starts_with("ORC_"))
@@ -222,22 +246,18 @@ pub fn rescue_script(keys: &[String]) -> String {
         s.push_str(key);
         s.push('\n');
     }
-    s.push_str("ORC_RESCUE_KEYS\nchmod 0600 /root/.ssh/authorized_keys\n");
-    s.push_str("[ -f /run/orc-rescue/host_key ] || ssh-keygen -q -t ed25519 -N '' -f /run/orc-rescue/host_key\n");
+    s.push_str("ORC_ROOT_KEYS\nchmod 0600 /root/.ssh/authorized_keys\n");
     s.push_str(&format!(
-        "cat > {RESCUE_NFS}/install/installimage <<'ORC_INSTALLIMAGE'\n{INSTALLIMAGE}ORC_INSTALLIMAGE\nchmod 0755 {RESCUE_NFS}/install/installimage\n"
+        "[ -f {dir}/host_key ] || ssh-keygen -q -t ed25519 -N '' -C {who} -f {dir}/host_key\n"
     ));
-    for image in RESCUE_IMAGES {
-        s.push_str(&format!(": > {RESCUE_NFS}/images/{image}\n"));
-    }
-    s.push_str(
-        "cat > /run/orc-rescue/sshd_config <<'ORC_SSHD'\nPort 22\nHostKey /run/orc-rescue/host_key\n\
+    s.push_str(&format!(
+        "cat > {dir}/sshd_config <<'ORC_SSHD'\nPort 22\nHostKey {dir}/host_key\n\
          AuthorizedKeysFile /root/.ssh/authorized_keys\nPermitRootLogin prohibit-password\n\
          PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n\
-         PidFile /run/orc-rescue/sshd.pid\nORC_SSHD\n",
-    );
+         PidFile {dir}/sshd.pid\nORC_SSHD\n"
+    ));
     s.push_str(&format!(
-        "echo \"rescue: sshd on port 22\"\nexec {} -D -e -f /run/orc-rescue/sshd_config\n",
+        "echo \"{who}: sshd on port 22\"\nexec {} -D -e -f {dir}/sshd_config\n",
         crate::netns::SSHD
     ));
     s

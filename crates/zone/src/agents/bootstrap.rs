@@ -2,7 +2,7 @@
 //! token, the zone's CA and the agent's settings under `/etc/orc` (0600, in a 0700 dir),
 //! installs the `orc` binary the zone serves after checking its SHA-256, and starts
 //! `orc agent` (a systemd unit where systemd runs, else in the background with its log in
-//! `/var/log/orc-agent.log`).
+//! `/var/log/orc-agent.log` and its process id in `/run/orc-agent.pid`).
 //!
 //! The token travels only here: in the user data of one machine, which the agent deletes
 //! once it joined. It is never passed on a command line; the script reads nothing from its
@@ -115,6 +115,8 @@ impl AgentBootstrap {
         s.push_str("else\n");
         s.push_str("  set -a\n  . /etc/orc/agent.env\n  set +a\n");
         s.push_str("  nohup \"$bin\" agent >>/var/log/orc-agent.log 2>&1 </dev/null &\n");
+        // What stops the agent again (a static host's release) finds it by this file.
+        s.push_str("  echo $! > /run/orc-agent.pid\n");
         s.push_str("fi\n");
         Some(s)
     }
@@ -146,6 +148,10 @@ mod tests {
         };
         let script = bootstrap(Some(binary)).script(&node, &token).unwrap();
         assert!(script.starts_with("#!/bin/sh\n"));
+        assert!(
+            script.contains("echo $! > /run/orc-agent.pid\n"),
+            "{script}"
+        );
         assert!(script.contains(&format!("<<'ORC_TOKEN'\n{}\nORC_TOKEN\n", token.expose())));
         assert!(script.contains(
             "<<'ORC_CA'\n-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\nORC_CA\n"
