@@ -433,7 +433,7 @@ pub struct Embedded {
 
 /// Every provider `orc` embeds, so that `orc up` and `orc zone serve` work where only `orc`
 /// was built.
-pub const EMBEDDED: [Embedded; 4] = [
+pub const EMBEDDED: [Embedded; 5] = [
     Embedded {
         arg: EMBEDDED_PARTNER,
         binary: "orc-prov-partner",
@@ -453,6 +453,11 @@ pub const EMBEDDED: [Embedded; 4] = [
         arg: "prov-robot",
         binary: "orc-prov-robot",
         main_from: orc_prov_robot::cli::main_from::<_, std::ffi::OsString>,
+    },
+    Embedded {
+        arg: "prov-static",
+        binary: "orc-prov-static",
+        main_from: orc_prov_static::cli::main_from::<_, std::ffi::OsString>,
     },
 ];
 

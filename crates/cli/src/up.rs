@@ -86,9 +86,10 @@ pub struct UpArgs {
     /// Seconds to wait for the partner's replicas before printing the summary anyway.
     #[arg(long, default_value_t = 60)]
     pub partner_wait: u64,
-    /// Materialise the emulated clouds (root): every Hetzner Cloud and Vultr server becomes
-    /// a network namespace on an emulated internet (198.18.0.0/15) that boots its user data,
-    /// so every node's agent joins the zone for real (docs/emulators/materialised.md).
+    /// Materialise the emulated clouds (root): every Hetzner Cloud, Vultr and Robot server
+    /// becomes a network namespace on an emulated internet (198.18.0.0/15) that boots its
+    /// user data or what was installed on it, and two static hosts with sshd join them, so
+    /// every node's agent joins the zone for real (docs/emulators/materialised.md).
     #[arg(long)]
     pub netns: bool,
 }
@@ -150,6 +151,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 pub struct Up {
     zone: Zone,
     emulators: RunningEmulators,
+    /// Materialised mode's static hosts (removed on drop, before the fabric).
+    static_hosts: Option<orc_emu::static_hosts::StaticHosts>,
     /// Materialised mode's namespaces; dropped last, which removes them.
     fabric: Option<std::sync::Arc<orc_emu::netns::Fabric>>,
     data_dir: PathBuf,
@@ -221,7 +224,21 @@ impl Up {
             .register_rescue_key(&robot_url)
             .await
             .context("cannot store the rescue key in the Robot emulator")?;
-        let standalone = standalone_providers(
+        let static_hosts = match &fabric {
+            Some(fabric) => {
+                report("starting the static hosts (namespaces with sshd)");
+                let (fabric, public) = (fabric.clone(), secrets.static_public.clone());
+                let hosts = tokio::task::spawn_blocking(move || {
+                    orc_emu::static_hosts::StaticHosts::start(fabric, &STATIC_HOSTS, &[public])
+                })
+                .await
+                .context("the static hosts' start was cancelled")?
+                .context("cannot start the static hosts")?;
+                Some(hosts)
+            }
+            None => None,
+        };
+        let mut standalone = standalone_providers(
             &secrets,
             &StandaloneUrls {
                 hetzner: hetzner_url.clone(),
@@ -230,6 +247,9 @@ impl Up {
             },
             &rescue_fingerprint,
         );
+        if let Some(hosts) = &static_hosts {
+            standalone.push(static_provider(&secrets, hosts));
+        }
 
         report("starting the zone");
         let mut apps = AppsConfig::default();
@@ -267,6 +287,7 @@ impl Up {
                     sensitive_params: BTreeSet::from([
                         "emulator_token".to_string(),
                         "rescue_key".to_string(),
+                        "ssh_key".to_string(),
                     ]),
                 },
             );
@@ -309,6 +330,7 @@ impl Up {
         Ok(Up {
             zone,
             emulators,
+            static_hosts,
             fabric,
             data_dir,
             pool,
@@ -380,6 +402,17 @@ impl Up {
                 fabric.echo_address()
             ));
         }
+        if let Some(hosts) = &self.static_hosts {
+            let list: Vec<String> = hosts
+                .hosts()
+                .iter()
+                .map(|h| format!("{} {}", h.name, h.address))
+                .collect();
+            text.push_str(&format!(
+                "static    hosts {} (namespaces with sshd; location {STATIC_LOCATION}, plan {STATIC_PLAN})\n",
+                list.join(", ")
+            ));
+        }
         if let Some(h) = &self.emulators.hetzner {
             text.push_str(&format!("hetzner   {} (emulated)\n", h.root_url()));
         }
@@ -429,6 +462,9 @@ impl Up {
     pub async fn shutdown(self) {
         self.zone.shutdown().await;
         drop(self.emulators);
+        if let Some(hosts) = self.static_hosts {
+            tokio::task::spawn_blocking(move || drop(hosts)).await.ok();
+        }
         if let Some(fabric) = self.fabric {
             // The emulators' tasks hold it too; they let go as their runtime winds down.
             tokio::task::spawn_blocking(move || drop(fabric)).await.ok();
@@ -517,6 +553,9 @@ struct Secrets {
     rescue_key_file: PathBuf,
     /// Its public half, as stored in Robot.
     rescue_public: String,
+    /// The key that lets the static provider into `--netns` mode's static hosts.
+    static_key_file: PathBuf,
+    static_public: String,
 }
 
 impl Secrets {
@@ -538,20 +577,28 @@ impl Secrets {
             file.write_all(text.as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))
         };
-        let rescue_key_file = dir.join("robot-rescue-key");
-        let public_file = dir.join("robot-rescue-key.pub");
-        let rescue_public = match std::fs::read_to_string(&public_file) {
-            Ok(public) if rescue_key_file.is_file() => public.trim().to_string(),
-            _ => {
-                let key = orc_prov_robot::rescue_key::generate("orc-up-rescue")?;
-                write(&rescue_key_file, &key.private_openssh)?;
-                write(&public_file, &format!("{}\n", key.public_openssh))?;
-                key.public_openssh
-            }
+        // An SSH key pair, made once: its private file and its public line.
+        let pair = |name: &str, comment: &str| -> anyhow::Result<(PathBuf, String)> {
+            let private_file = dir.join(name);
+            let public_file = dir.join(format!("{name}.pub"));
+            let public = match std::fs::read_to_string(&public_file) {
+                Ok(public) if private_file.is_file() => public.trim().to_string(),
+                _ => {
+                    let key = orc_prov_robot::rescue_key::generate(comment)?;
+                    write(&private_file, &key.private_openssh)?;
+                    write(&public_file, &format!("{}\n", key.public_openssh))?;
+                    key.public_openssh
+                }
+            };
+            Ok((private_file, public))
         };
+        let (rescue_key_file, rescue_public) = pair("robot-rescue-key", "orc-up-rescue")?;
+        let (static_key_file, static_public) = pair("static-ssh-key", "orc-up-static")?;
         Ok(Secrets {
             rescue_key_file,
             rescue_public,
+            static_key_file,
+            static_public,
         })
     }
 
@@ -654,6 +701,52 @@ fn standalone_providers(
             ),
         },
     ]
+}
+
+/// The static hosts `orc up --netns` starts.
+pub const STATIC_HOSTS: [&str; 2] = ["static-1", "static-2"];
+/// Their location and plan (2 vCPU, 4 GiB each).
+pub const STATIC_LOCATION: &str = "lab";
+pub const STATIC_PLAN: &str = "lab-2c4g";
+
+/// The static provider over `--netns` mode's static hosts: pool `sys/sys/static`, its SSH
+/// key a sensitive param.
+fn static_provider(secrets: &Secrets, hosts: &orc_emu::static_hosts::StaticHosts) -> Standalone {
+    let list: Vec<serde_json::Value> = hosts
+        .hosts()
+        .iter()
+        .map(|h| {
+            serde_json::json!({
+                "name": h.name,
+                "address": h.address.to_string(),
+                "host_key": h.host_key,
+                "location": STATIC_LOCATION,
+                "plan": STATIC_PLAN,
+                "vcpus": 2,
+                "memory_gib": 4,
+                "hourly": "0.002",
+            })
+        })
+        .collect();
+    let config = serde_json::json!({
+        "ssh_key": "param://ssh_key",
+        "locations": {STATIC_LOCATION: "The emulated lab (orc up --netns)"},
+        "hosts": list,
+    });
+    let key = std::fs::read_to_string(&secrets.static_key_file).unwrap_or_default();
+    Standalone {
+        name: "static",
+        binary: "orc-prov-static",
+        embedded_arg: "prov-static",
+        app: AppSpec {
+            package: "sys/orc-prov-static:default".to_string(),
+            params: BTreeMap::from([
+                ("name".to_string(), "static".to_string()),
+                ("hosts".to_string(), config.to_string()),
+            ]),
+            sensitive: SensitiveParams(BTreeMap::from([("ssh_key".to_string(), key)])),
+        },
+    }
 }
 
 /// US dollars per euro for the emulated Hetzner account (an example figure, not a live rate).

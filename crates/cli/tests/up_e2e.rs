@@ -6,8 +6,9 @@
 //!
 //! With `--netns` (root; CI runs it as root) the emulated servers are namespaces that boot
 //! their user data: partner nodes in two classes, their site gateways, a Hetzner Cloud and a
-//! Vultr node, and a Robot server installed over SSH from its rescue system all join the zone
-//! and read `ready`, `orc exec` runs on them, and nothing is left behind.
+//! Vultr node, a Robot server installed over SSH from its rescue system and two static hosts
+//! joined over SSH all join the zone and read `ready`, `orc exec` runs on them, a released
+//! static host takes a node again, and nothing is left behind.
 
 use std::io::{BufRead as _, BufReader};
 use std::path::Path;
@@ -493,6 +494,48 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
         "the join token is used up: {out}"
     );
     assert!(out.contains("no-rescue"), "{out}");
+    // Static hosts: both are claimed and joined over SSH; a released host takes a node again.
+    let rack = |name: &str| {
+        let created = up.ok(&[
+            "pool",
+            "create",
+            name,
+            "--provider",
+            "static",
+            "--location",
+            "lab",
+            "--cpu",
+            "2",
+            "--mem",
+            "4",
+            "--os",
+            "installed",
+            "--size",
+            "2",
+            "--wait",
+        ]);
+        assert!(created.contains("2 of 2 node(s) running"), "{created}");
+        let nodes = up.wait_for(&["nodes", name], 5 * MINUTE, ready);
+        for node in nodes.as_array().unwrap() {
+            let address = node["addresses"][0].as_str().unwrap();
+            let out = up.ok(&[
+                "exec",
+                node["id"].as_str().unwrap(),
+                "--project",
+                "sys/sys",
+                "--",
+                "ip",
+                "-4",
+                "-o",
+                "addr",
+            ]);
+            assert!(out.contains(&format!("inet {address}/")), "{name}: {out}");
+        }
+        up.ok(&["pool", "delete", name, "--wait"]);
+    };
+    rack("sys/sys/rack");
+    rack("sys/sys/rack2");
+
     let during = server_namespaces();
     assert!(
         during.len() >= before.len() + 6,
