@@ -133,9 +133,20 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         let _ = out.write_all(up.summary(std::io::stdout().is_terminal()).as_bytes());
         let _ = out.flush();
         drop(out);
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
+        let mut hangup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
+        loop {
+            tokio::select! {
+                _ = interrupt.recv() => break,
+                _ = terminate.recv() => break,
+                _ = hangup.recv() => {
+                    println!("SIGHUP: restarting the zone; emulators, servers and nodes stay");
+                    up = match up.restart_zone().await {
+                        Ok(up) => up,
+                        Err(error) => return Err(error.context("the zone did not come back after SIGHUP")),
+                    };
+                    println!("zone restarted at {}; the nodes' agents reconnect by themselves", up.zone.url());
+                }
+            }
         }
     }
     let spinner = ProgressBar::new_spinner();
@@ -150,6 +161,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 #[derive(Debug)]
 pub struct Up {
     zone: Zone,
+    /// How the zone was started, on the ports it got: a restart listens where its
+    /// providers and agents dial.
+    zone_config: ZoneConfig,
     emulators: RunningEmulators,
     /// Materialised mode's static hosts (removed on drop, before the fabric).
     static_hosts: Option<orc_emu::static_hosts::StaticHosts>,
@@ -304,9 +318,12 @@ impl Up {
             config.grpc_addr = SocketAddr::from((fabric.host_address(), args.grpc.port()));
             config.reconcile.join_grace = Some(Duration::from_secs(600));
         }
+        let mut zone_config = config.clone();
         let zone = Zone::start(config)
             .await
             .with_context(|| format!("cannot start the zone in {}", data_dir.display()))?;
+        zone_config.http_addr = zone.http_addr();
+        zone_config.grpc_addr = zone.grpc_addr();
 
         report("creating pool sys/sys/partner");
         let (pool, pool_created) = match ensure_partner_pool(zone.store()).await {
@@ -329,6 +346,7 @@ impl Up {
 
         Ok(Up {
             zone,
+            zone_config,
             emulators,
             static_hosts,
             fabric,
@@ -453,9 +471,47 @@ impl Up {
              \x20 orc sites\n\
              \x20 orc pool create sys/sys/api --provider hetzner --location fsn1 --plan cx23 --cpu 2 --mem 4 --os ubuntu-24.04 --size 1 --wait\n\
              \x20 orc pool resize sys/sys/web 0\n\
-             \nCtrl-C stops everything; `orc up` again resumes.\n"
+             \nCtrl-C stops everything; `orc up` again resumes. `kill -HUP {pid}` restarts the zone alone.\n",
+            pid = std::process::id()
         ));
         text
+    }
+
+    /// Stops the zone (its app slots with it) and starts it again on the same data dir and
+    /// ports, as an operator restarts a zone: the emulators, their servers and the static
+    /// hosts stay, the providers come back as the zone's app slots, and the nodes' agents
+    /// dial again by themselves (`kill -HUP` on `orc up`).
+    pub async fn restart_zone(self) -> anyhow::Result<Up> {
+        let Up {
+            zone,
+            zone_config,
+            emulators,
+            static_hosts,
+            fabric,
+            data_dir: dir,
+            pool,
+            pool_created,
+            partner_running,
+            partner_registered,
+            standalone,
+        } = self;
+        zone.shutdown().await;
+        let zone = Zone::start(zone_config.clone())
+            .await
+            .with_context(|| format!("cannot start the zone in {}", dir.display()))?;
+        Ok(Up {
+            zone,
+            zone_config,
+            emulators,
+            static_hosts,
+            fabric,
+            data_dir: dir,
+            pool,
+            pool_created,
+            partner_running,
+            partner_registered,
+            standalone,
+        })
     }
 
     /// Stops the zone (its app slots first) and the emulators.

@@ -7,7 +7,8 @@
 //! With `--netns` (root; CI runs it as root) the emulated servers are namespaces that boot
 //! their user data: partner nodes in two classes, their site gateways, a Hetzner Cloud and a
 //! Vultr node, a Robot server installed over SSH from its rescue system and two static hosts
-//! joined over SSH all join the zone and read `ready`, `orc exec` runs on them, a released
+//! joined over SSH all join the zone and read `ready`, `orc exec` runs on them, a zone
+//! restart (SIGHUP) keeps every node and the agents reconnect by themselves, a released
 //! static host takes a node again, and nothing is left behind.
 
 use std::io::{BufRead as _, BufReader};
@@ -22,6 +23,8 @@ struct Up {
     child: Child,
     data: std::path::PathBuf,
     summary: String,
+    /// The lines it prints after its summary.
+    later: std::sync::mpsc::Receiver<String>,
 }
 
 impl Up {
@@ -55,11 +58,17 @@ impl Up {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut summary = String::new();
+            let mut done = false;
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if done {
+                    let _ = tx.send(line);
+                    continue;
+                }
                 summary.push_str(&line);
                 summary.push('\n');
                 if line.starts_with("Ctrl-C stops everything") {
                     let _ = tx.send(summary.clone());
+                    done = true;
                 }
             }
         });
@@ -70,6 +79,26 @@ impl Up {
             child,
             data,
             summary,
+            later: rx,
+        }
+    }
+
+    /// Sends `orc up` a signal.
+    fn signal(&self, signal: rustix::process::Signal) {
+        rustix::process::kill_process(rustix::process::Pid::from_child(&self.child), signal)
+            .expect("a signal to orc up");
+    }
+
+    /// Waits for a line `orc up` prints that starts with `prefix`.
+    fn wait_line(&self, prefix: &str, limit: Duration) -> String {
+        let start = Instant::now();
+        loop {
+            let left = limit.saturating_sub(start.elapsed());
+            match self.later.recv_timeout(left) {
+                Ok(line) if line.starts_with(prefix) => return line,
+                Ok(_) => {}
+                Err(e) => panic!("orc up never printed {prefix:?}: {e}"),
+            }
         }
     }
 
@@ -117,11 +146,7 @@ impl Up {
     }
 
     fn stop(mut self) {
-        rustix::process::kill_process(
-            rustix::process::Pid::from_child(&self.child),
-            rustix::process::Signal::INT,
-        )
-        .expect("SIGINT");
+        self.signal(rustix::process::Signal::INT);
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
@@ -494,6 +519,47 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
         "the join token is used up: {out}"
     );
     assert!(out.contains("no-rescue"), "{out}");
+    // A zone restart keeps every node; the agents dial the restarted zone by themselves.
+    let all: Vec<String> = ["sys/sys/web", "sys/sys/east"]
+        .into_iter()
+        .chain(ONE_CLOUD.iter().map(|one| one.0))
+        .map(str::to_string)
+        .chain(
+            names
+                .iter()
+                .map(|site| format!("sys/sys/gw-partner-{site}")),
+        )
+        .collect();
+    let ids = |up: &Up| -> Vec<String> {
+        all.iter()
+            .flat_map(|pool| {
+                up.json(&["nodes", pool])
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n["id"].as_str().unwrap().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let before_restart = ids(&up);
+    up.signal(rustix::process::Signal::HUP);
+    let restarted = up.wait_line("zone restarted", 3 * MINUTE);
+    eprintln!("{restarted}");
+    for pool in &all {
+        up.wait_for(&["nodes", pool], 5 * MINUTE, ready);
+    }
+    assert_eq!(ids(&up), before_restart, "the same nodes, none replaced");
+    let out = up.ok(&[
+        "exec",
+        metal[0]["id"].as_str().unwrap(),
+        "--project",
+        "sys/sys",
+        "--",
+        "true",
+    ]);
+    assert!(out.is_empty(), "{out}");
+
     // Static hosts: both are claimed and joined over SSH; a released host takes a node again.
     let rack = |name: &str| {
         let created = up.ok(&[
