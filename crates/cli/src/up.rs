@@ -258,6 +258,9 @@ impl Up {
                 hetzner: hetzner_url.clone(),
                 vultr: vultr_url.clone(),
                 robot: robot_url,
+                // Without --netns a Robot server is a record only, with nothing to SSH into:
+                // its deploys claim it and leave the install to the operator.
+                robot_installs: fabric.is_some(),
             },
             &rescue_fingerprint,
         );
@@ -677,6 +680,8 @@ struct StandaloneUrls {
     hetzner: String,
     vultr: String,
     robot: String,
+    /// Whether the Robot provider installs its servers at deploy (`"install": "deploy"`).
+    robot_installs: bool,
 }
 
 /// A standalone provider `orc up` runs: pool `sys/sys/<name>` on `core`, one slot.
@@ -753,6 +758,7 @@ fn standalone_providers(
                     "password": token,
                     "rescue_key_fingerprint": rescue_fingerprint,
                     "rescue_key": "param://rescue_key",
+                    "install": if urls.robot_installs { "deploy" } else { "operator" },
                 }),
             ),
         },
@@ -1073,6 +1079,10 @@ mod tests {
         let account = &robot.spec.app.as_ref().unwrap().params["account"];
         assert!(account.contains("param://"), "{account}");
         assert!(!account.contains(EMULATOR_TOKEN), "{account}");
+        assert!(
+            account.contains(r#""install":"operator""#),
+            "without --netns Robot servers are records only, never SSHed into: {account}"
+        );
         let secrets = dir.path().join("data/secrets");
         let mode = std::fs::metadata(secrets.join("robot-rescue-key"))
             .unwrap()

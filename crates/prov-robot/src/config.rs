@@ -6,7 +6,7 @@
 //! {"user": "#ws+abc", "password": "env://ROBOT_PASSWORD",
 //!  "rescue_key_fingerprint": "aa:bb:…", "rescue_key": "file:///run/secrets/rescue-key",
 //!  "image": "Ubuntu-2404-noble-amd64-base.tar.gz",
-//!  "products": {"SB-X": {"vcpus": 8, "memory_gib": 32}}}
+//!  "products": {"SB-X": {"vcpus": 8, "memory_gib": 32}}, "install": "deploy"}
 //! ```
 //!
 //! Secrets are references ([`SecretRef`]), resolved each time they are used; the config
@@ -25,6 +25,18 @@ use crate::products::{ProductSpec, ProductTable};
 /// The image installed when the config names none.
 pub const DEFAULT_IMAGE: &str = "Ubuntu-2404-noble-amd64-base.tar.gz";
 
+/// Who installs a server once the zone has it claimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InstallMode {
+    /// The provider, during the deploy: rescue, identify, installimage with the node's join
+    /// token, reboot (`"install": "deploy"`, the default).
+    #[default]
+    Deploy,
+    /// The operator, later, with `orc-prov-robot bootstrap`; the deploy only claims the
+    /// server, which stays as it is until then (`"install": "operator"`).
+    Operator,
+}
+
 /// A validated account config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RobotAccount {
@@ -40,6 +52,8 @@ pub struct RobotAccount {
     pub image: String,
     /// Product specs laid over the built-in table.
     pub products: BTreeMap<String, ProductSpec>,
+    /// Who installs a claimed server.
+    pub install: InstallMode,
 }
 
 impl RobotAccount {
@@ -59,6 +73,7 @@ struct RawAccount {
     image: Option<String>,
     #[serde(default)]
     products: BTreeMap<String, ProductSpec>,
+    install: Option<String>,
 }
 
 /// One problem of a config, naming the field.
@@ -196,6 +211,17 @@ fn validate(raw: RawAccount) -> Result<RobotAccount, ConfigError> {
         }
         None => Some(DEFAULT_IMAGE.to_string()),
     };
+    let install = match raw.install.as_deref().map(str::trim) {
+        None | Some("deploy") => Some(InstallMode::Deploy),
+        Some("operator") => Some(InstallMode::Operator),
+        Some(other) => {
+            problem(
+                "install",
+                format!("must be \"deploy\" or \"operator\", not {other:?}"),
+            );
+            None
+        }
+    };
     for (name, spec) in &raw.products {
         if name.trim().is_empty() {
             problem("products", "a product name is empty".into());
@@ -214,13 +240,14 @@ fn validate(raw: RawAccount) -> Result<RobotAccount, ConfigError> {
         }
     }
 
-    match (user, password, fingerprint, rescue_key, image) {
+    match (user, password, fingerprint, rescue_key, image, install) {
         (
             Some(user),
             Some(password),
             Some(rescue_key_fingerprint),
             Some(rescue_key),
             Some(image),
+            Some(install),
         ) if errors.is_empty() => Ok(RobotAccount {
             user,
             password,
@@ -228,6 +255,7 @@ fn validate(raw: RawAccount) -> Result<RobotAccount, ConfigError> {
             rescue_key,
             image,
             products: raw.products,
+            install,
         }),
         _ => Err(ConfigError::Fields(errors)),
     }
@@ -248,6 +276,23 @@ mod tests {
         assert_eq!(account.image, DEFAULT_IMAGE);
         assert_eq!(account.password, SecretRef::Env("ROBOT_PW".into()));
         assert_eq!(account.product_table().spec("AX52").vcpus, 16);
+        assert_eq!(account.install, InstallMode::Deploy);
+    }
+
+    #[test]
+    fn the_install_mode_is_deploy_or_operator() {
+        let with = |mode: &str| GOOD.replace('}', &format!(",\"install\":\"{mode}\"}}"));
+        assert_eq!(
+            parse_account(&with("operator")).unwrap().install,
+            InstallMode::Operator
+        );
+        assert_eq!(
+            parse_account(&with("deploy")).unwrap().install,
+            InstallMode::Deploy
+        );
+        let err = parse_account(&with("later")).unwrap_err();
+        assert_eq!(err.fields(), ["install"]);
+        assert!(err.to_string().contains("\"later\""), "{err}");
     }
 
     #[test]

@@ -603,7 +603,8 @@ impl RobotMachines {
     /// What [`MachineProvider::install`] does, with any SSH executor: the zone's bootstrap
     /// is taken apart into its join token and the rest, the machine is identified from its
     /// rescue system and named to the zone (which binds the token to it), and only then is
-    /// the image installed with the token.
+    /// the image installed with the token. With `"install": "operator"` it does nothing: the
+    /// server stays claimed and as it is.
     pub async fn install_with<S: SshExecutor>(
         &self,
         machine: &Machine,
@@ -611,6 +612,13 @@ impl RobotMachines {
         progress: &ProgressSink,
         ssh: &S,
     ) -> Result<(), BootstrapError> {
+        if self.account.install == crate::InstallMode::Operator {
+            tracing::info!(key = %machine.key, "claimed; the operator installs it (install: operator)");
+            progress
+                .note("claimed; it stays as it is until the operator installs it with orc-prov-robot bootstrap")
+                .await;
+            return Ok(());
+        }
         let split = orc_proto::bootstrap::split_token(install.bootstrap.expose()).ok_or_else(
             || {
                 config_error(

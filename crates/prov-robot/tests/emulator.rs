@@ -525,6 +525,47 @@ async fn install_takes_the_token_out_of_the_zones_bootstrap_and_sends_it_once_as
 }
 
 #[tokio::test]
+async fn with_install_by_the_operator_a_deploy_only_claims_the_server() {
+    let rig = rig().await;
+    let mut account = rig.machines.account().clone();
+    account.install = orc_prov_robot::InstallMode::Operator;
+    let machines = RobotMachines::new(account, robot_url(&rig.emu), quick_ssh())
+        .with_listing_ttl(Duration::ZERO);
+    let machine = machines
+        .create(&spec("node-o", "EX44", "hel1"))
+        .await
+        .unwrap();
+    let ssh = ScriptedSsh::new();
+    let install = Install {
+        bootstrap: Secret::new(format!(
+            "#!/bin/sh\n{}exec orc agent\n",
+            orc_proto::bootstrap::token_block(TOKEN)
+        )),
+        hostname: "node-o".into(),
+        ssh_keys: Vec::new(),
+    };
+    let progress = ProgressSink::discard(NodeId::new("node-o").unwrap());
+    machines
+        .install_with(&machine, &install, &progress, &ssh)
+        .await
+        .unwrap();
+    assert!(ssh.seen().is_empty(), "nothing was run: {:?}", ssh.seen());
+    let listed = machines
+        .get(&machine.key)
+        .await
+        .unwrap()
+        .expect("still claimed");
+    assert_eq!(listed.key, machine.key);
+    assert!(
+        !request_log(&rig.emu)
+            .await
+            .iter()
+            .any(|(method, path, _)| method == "POST" && path.starts_with("/boot/")),
+        "no rescue was booted"
+    );
+}
+
+#[tokio::test]
 async fn bootstrap_of_an_unclaimed_server_or_with_bad_params_does_nothing() {
     let rig = rig().await;
     let ssh = ScriptedSsh::new();
