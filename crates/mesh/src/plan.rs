@@ -1,0 +1,386 @@
+//! The desired mesh config of every agent, as a pure function of the zone's sites, members
+//! (nodes, gateways, workstations), projects and public keys.
+//!
+//! The rules:
+//! - A node's project mesh has one peer per other member of its project that has a key and
+//!   an address; allowed IPs are the peer's mesh address alone.
+//! - A peer is reached at its site-private address when both are at the same site or at two
+//!   sites of the same provider (the backbone routes between them, without NAT); a node at a
+//!   site reached from anywhere else is reached through its gateway's stable address, on the
+//!   UDP port that the gateway forwards to it; a node with a public address is reached
+//!   there; a workstation has no endpoint (it dials in).
+//! - A member whose path to a peer goes out through NAT (a node at a site toward a peer that
+//!   is not on the backbone, or a workstation) keeps that path open with keep-alives.
+//! - A gateway has one backbone peer per other site of its provider whose gateway has a key
+//!   and whose stable address is known (allowed IPs: that site's prefix), a route to each of
+//!   those prefixes, and its site's NAT: egress masqueraded except toward the provider's
+//!   site prefixes, the mesh range blocked, each node's forward port, and the site's pool
+//!   addresses with the pool's nodes as targets. A gateway never holds a project key.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use ipnet::Ipv4Net;
+
+use crate::config::{
+    BACKBONE_INTERFACE, BACKBONE_PORT, FORWARD_BASE, ForwardPort, GatewayRole, HostEntry,
+    Interface, KEEPALIVE_SECONDS, MESH_INTERFACE, MESH_PORT, MeshConfig, Peer, PoolForward, Route,
+    UdpForward,
+};
+use crate::key::PublicKey;
+use crate::range::MeshRange;
+
+/// Everything the plan is computed from.
+#[derive(Debug, Clone, Default)]
+pub struct World {
+    pub range: MeshRange,
+    pub projects: Vec<Project>,
+    pub sites: Vec<Site>,
+    pub members: Vec<Member>,
+    pub pool_addresses: Vec<PoolAddress>,
+}
+
+/// A project and its mesh prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Project {
+    pub id: String,
+    /// The org's name and the project's, for host names.
+    pub org: String,
+    pub name: String,
+    pub prefix: Ipv4Net,
+}
+
+/// A provider's site whose nodes sit behind a gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    pub at: SiteRef,
+    pub prefix: Ipv4Net,
+    pub stable_ipv4: Option<Ipv4Addr>,
+}
+
+/// A site by provider and name (site names are each provider's own).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SiteRef {
+    pub provider: String,
+    pub site: String,
+}
+
+impl SiteRef {
+    pub fn new(provider: &str, site: &str) -> SiteRef {
+        SiteRef {
+            provider: provider.to_string(),
+            site: site.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for SiteRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.provider, self.site)
+    }
+}
+
+/// What a member is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// A tenant node of a project's pool (`<org>/<project>/<pool>`).
+    Node { project: String, pool: String },
+    /// The gateway of its site.
+    Gateway,
+    /// A person's workstation on a project's mesh.
+    Workstation { project: String },
+}
+
+/// A node, gateway or workstation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// The node id, or the workstation's id.
+    pub id: String,
+    /// The name under which it resolves (the node's name).
+    pub name: String,
+    pub role: Role,
+    /// The site it sits at behind a gateway; `None` for nodes with a public address, and
+    /// for workstations.
+    pub site: Option<SiteRef>,
+    /// Its site-private address (at a site), else its public address.
+    pub underlay: Option<Ipv4Addr>,
+    /// Its address on its project's mesh (not for gateways).
+    pub mesh_address: Option<Ipv4Addr>,
+    /// Its project mesh key (a gateway: its backbone key).
+    pub key: Option<PublicKey>,
+}
+
+/// A public pool's address at a site.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolAddress {
+    /// `<org>/<project>/<pool>`, as in [`Role::Node`].
+    pub pool: String,
+    pub at: SiteRef,
+    pub address: Ipv4Addr,
+    pub ports: Vec<ForwardPort>,
+}
+
+/// The desired mesh config of every node and gateway, by member id. Workstations are
+/// planned on request ([`plan_workstation`]).
+pub fn plan(world: &World) -> BTreeMap<String, MeshConfig> {
+    let index = Index::new(world);
+    world
+        .members
+        .iter()
+        .filter(|m| !matches!(m.role, Role::Workstation { .. }))
+        .map(|m| (m.id.clone(), index.config_of(m)))
+        .collect()
+}
+
+/// The desired mesh config of workstation `id`, or `None` when it is not a member.
+pub fn plan_workstation(world: &World, id: &str) -> Option<MeshConfig> {
+    let member = world
+        .members
+        .iter()
+        .find(|m| m.id == id && matches!(m.role, Role::Workstation { .. }))?;
+    Some(Index::new(world).config_of(member))
+}
+
+/// The forward port of a site's node at `underlay`: `FORWARD_BASE` plus its host index in
+/// the site prefix; `None` when the address is not in the prefix.
+pub fn forward_port(prefix: Ipv4Net, underlay: Ipv4Addr) -> Option<u16> {
+    if !prefix.contains(&underlay) {
+        return None;
+    }
+    let index = u32::from(underlay) - u32::from(prefix.network());
+    u16::try_from(index)
+        .ok()
+        .and_then(|i| FORWARD_BASE.checked_add(i))
+}
+
+struct Index<'w> {
+    world: &'w World,
+    sites: BTreeMap<&'w SiteRef, &'w Site>,
+    projects: BTreeMap<&'w str, &'w Project>,
+    /// Members of each project, sorted by id.
+    by_project: BTreeMap<&'w str, Vec<&'w Member>>,
+    /// The gateway of each site.
+    gateways: BTreeMap<&'w SiteRef, &'w Member>,
+}
+
+impl<'w> Index<'w> {
+    fn new(world: &'w World) -> Index<'w> {
+        let mut by_project: BTreeMap<&str, Vec<&Member>> = BTreeMap::new();
+        let mut gateways = BTreeMap::new();
+        for member in &world.members {
+            match &member.role {
+                Role::Node { project, .. } | Role::Workstation { project } => {
+                    by_project.entry(project).or_default().push(member);
+                }
+                Role::Gateway => {
+                    if let Some(site) = &member.site {
+                        gateways.insert(site, member);
+                    }
+                }
+            }
+        }
+        for members in by_project.values_mut() {
+            members.sort_by(|a, b| a.id.cmp(&b.id));
+        }
+        Index {
+            world,
+            sites: world.sites.iter().map(|s| (&s.at, s)).collect(),
+            projects: world.projects.iter().map(|p| (p.id.as_str(), p)).collect(),
+            by_project,
+            gateways,
+        }
+    }
+
+    fn config_of(&self, member: &Member) -> MeshConfig {
+        match &member.role {
+            Role::Gateway => self.gateway_config(member),
+            Role::Node { project, .. } | Role::Workstation { project } => {
+                self.project_config(member, project)
+            }
+        }
+    }
+
+    /// True when `a` and `b` are at sites of the same provider (the backbone joins them).
+    fn on_backbone(a: &Member, b: &Member) -> bool {
+        matches!((&a.site, &b.site), (Some(x), Some(y)) if x.provider == y.provider)
+    }
+
+    /// Where `from` sends to `to`.
+    fn endpoint(&self, from: &Member, to: &Member) -> Option<SocketAddrV4> {
+        let underlay = to.underlay?;
+        if matches!(to.role, Role::Workstation { .. }) {
+            return None;
+        }
+        match &to.site {
+            None => Some(SocketAddrV4::new(underlay, MESH_PORT)),
+            Some(_) if Self::on_backbone(from, to) => Some(SocketAddrV4::new(underlay, MESH_PORT)),
+            Some(at) => {
+                let site = self.sites.get(at)?;
+                let port = forward_port(site.prefix, underlay)?;
+                Some(SocketAddrV4::new(site.stable_ipv4?, port))
+            }
+        }
+    }
+
+    fn project_config(&self, member: &Member, project_id: &str) -> MeshConfig {
+        let (Some(project), Some(address)) = (self.projects.get(project_id), member.mesh_address)
+        else {
+            return MeshConfig::default();
+        };
+        let members = self
+            .by_project
+            .get(project_id)
+            .map_or(&[][..], Vec::as_slice);
+        let behind_nat = member.site.is_some() || matches!(member.role, Role::Workstation { .. });
+        let mut peers: Vec<Peer> = members
+            .iter()
+            .filter(|other| other.id != member.id)
+            .filter_map(|other| {
+                let key = other.key?;
+                let mesh = other.mesh_address?;
+                let endpoint = self.endpoint(member, other);
+                let through_nat = behind_nat && !Self::on_backbone(member, other);
+                Some(Peer {
+                    name: other.id.clone(),
+                    public_key: key,
+                    endpoint,
+                    allowed_ips: vec![Ipv4Net::from(mesh)],
+                    keepalive: (endpoint.is_some() && through_nat).then_some(KEEPALIVE_SECONDS),
+                })
+            })
+            .collect();
+        peers.sort_by_key(|p| p.public_key);
+        let mut hosts: Vec<HostEntry> = members
+            .iter()
+            .filter(|m| matches!(m.role, Role::Node { .. }))
+            .filter_map(|m| {
+                Some(HostEntry {
+                    name: format!("{}.{}.{}.internal", m.name, project.name, project.org),
+                    address: m.mesh_address?,
+                })
+            })
+            .collect();
+        hosts.sort();
+        MeshConfig {
+            interfaces: vec![Interface {
+                name: MESH_INTERFACE.to_string(),
+                address: Some(
+                    Ipv4Net::new(address, project.prefix.prefix_len())
+                        .expect("a prefix length of a valid prefix"),
+                ),
+                listen_port: MESH_PORT,
+                peers,
+            }],
+            routes: Vec::new(),
+            gateway: None,
+            hosts,
+        }
+    }
+
+    fn gateway_config(&self, gateway: &Member) -> MeshConfig {
+        let Some(at) = &gateway.site else {
+            return MeshConfig::default();
+        };
+        let Some(site) = self.sites.get(at) else {
+            return MeshConfig::default();
+        };
+        let provider_sites: Vec<&Site> = self
+            .world
+            .sites
+            .iter()
+            .filter(|s| s.at.provider == at.provider)
+            .collect();
+        let mut peers = Vec::new();
+        let mut routes = Vec::new();
+        for other in provider_sites.iter().filter(|s| s.at != *at) {
+            let Some(remote) = self.gateways.get(&other.at) else {
+                continue;
+            };
+            let (Some(key), Some(stable)) = (remote.key, other.stable_ipv4) else {
+                continue;
+            };
+            peers.push(Peer {
+                name: format!("site:{}", other.at),
+                public_key: key,
+                endpoint: Some(SocketAddrV4::new(stable, BACKBONE_PORT)),
+                allowed_ips: vec![other.prefix],
+                keepalive: Some(KEEPALIVE_SECONDS),
+            });
+            routes.push(Route {
+                destination: other.prefix,
+                interface: BACKBONE_INTERFACE.to_string(),
+            });
+        }
+        peers.sort_by_key(|p| p.public_key);
+        routes.sort();
+
+        let role = site.stable_ipv4.map(|stable| {
+            let mut no_nat: Vec<Ipv4Net> = provider_sites.iter().map(|s| s.prefix).collect();
+            no_nat.sort();
+            no_nat.dedup();
+            let mut udp_forwards: Vec<UdpForward> = self
+                .world
+                .members
+                .iter()
+                .filter(|m| matches!(m.role, Role::Node { .. }) && m.site.as_ref() == Some(at))
+                .filter_map(|m| {
+                    let underlay = m.underlay?;
+                    Some(UdpForward {
+                        port: forward_port(site.prefix, underlay)?,
+                        to: SocketAddrV4::new(underlay, MESH_PORT),
+                    })
+                })
+                .collect();
+            udp_forwards.sort_by_key(|f| f.port);
+            udp_forwards.dedup_by_key(|f| f.port);
+            let mut pool_forwards: Vec<PoolForward> = self
+                .world
+                .pool_addresses
+                .iter()
+                .filter(|p| p.at == *at)
+                .map(|p| self.pool_forward(p, gateway))
+                .collect();
+            pool_forwards.sort_by_key(|p| p.address);
+            GatewayRole {
+                site: at.to_string(),
+                site_prefix: site.prefix,
+                stable_ipv4: stable,
+                no_nat,
+                blocked: vec![self.world.range.range()],
+                udp_forwards,
+                pool_forwards,
+            }
+        });
+        MeshConfig {
+            interfaces: vec![Interface {
+                name: BACKBONE_INTERFACE.to_string(),
+                address: None,
+                listen_port: BACKBONE_PORT,
+                peers,
+            }],
+            routes,
+            gateway: role,
+            hosts: Vec::new(),
+        }
+    }
+
+    fn pool_forward(&self, address: &PoolAddress, gateway: &Member) -> PoolForward {
+        let targets: BTreeSet<Ipv4Addr> = self
+            .world
+            .members
+            .iter()
+            .filter(|m| matches!(&m.role, Role::Node { pool, .. } if *pool == address.pool))
+            .filter(|m| Self::on_backbone(gateway, m))
+            .filter_map(|m| m.underlay)
+            .collect();
+        let mut ports = address.ports.clone();
+        ports.sort_by(|a, b| (a.port, &a.protocol).cmp(&(b.port, &b.protocol)));
+        ports.dedup();
+        PoolForward {
+            pool: address.pool.clone(),
+            address: address.address,
+            ports,
+            targets: targets.into_iter().collect(),
+        }
+    }
+}
