@@ -416,7 +416,8 @@ impl Up {
         }
         if let Some(fabric) = &self.fabric {
             text.push_str(&format!(
-                "netns     servers are namespaces on {}/{}; they reach the zone at {}, the echo host is {}\n",
+                "netns     servers are namespaces {}-* on {}/{}; they reach the zone at {}, the echo host is {}\n",
+                fabric.plan().prefix(),
                 fabric.plan().public_net().0,
                 fabric.plan().public_net().1,
                 fabric.host_address(),

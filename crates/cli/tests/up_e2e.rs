@@ -317,7 +317,8 @@ fn a_newcomer_places_nodes_everywhere_and_watches_a_site_open_and_close() {
     up.stop();
 }
 
-fn server_namespaces() -> Vec<String> {
+/// The namespaces whose names start with `prefix` (other tests make their own meanwhile).
+fn namespaces(prefix: &str) -> Vec<String> {
     let out = Command::new("ip")
         .args(["netns", "list"])
         .output()
@@ -325,8 +326,16 @@ fn server_namespaces() -> Vec<String> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with("orc") && (n.contains("-h") || n.contains("-v")))
+        .filter(|n| n.starts_with(prefix))
         .map(str::to_string)
+        .collect()
+}
+
+/// The fabric's server namespaces (Hetzner `-h…`, Vultr `-v…`).
+fn server_namespaces(prefix: &str) -> Vec<String> {
+    namespaces(prefix)
+        .into_iter()
+        .filter(|n| n.contains("-h") || n.contains("-v"))
         .collect()
 }
 
@@ -377,15 +386,16 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
         rustix::process::geteuid().is_root(),
         "orc up --netns needs root (CI runs this test as root)"
     );
-    let before = server_namespaces();
     let dir = tempfile::tempdir().unwrap();
     let up = Up::start_with(dir.path(), &["--netns"]);
-    assert!(
-        up.summary
-            .contains("netns     servers are namespaces on 198."),
-        "{}",
-        up.summary
-    );
+    let fabric = up
+        .summary
+        .split("netns     servers are namespaces ")
+        .nth(1)
+        .and_then(|rest| rest.split_once("-* on 198."))
+        .map(|(prefix, _)| format!("{prefix}-"))
+        .unwrap_or_else(|| panic!("no fabric in the summary: {}", up.summary));
+    let before = server_namespaces(&fabric);
     let pool = |name: &str, class: &str| {
         let created = up.ok(&[
             "pool",
@@ -602,7 +612,7 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
     rack("sys/sys/rack");
     rack("sys/sys/rack2");
 
-    let during = server_namespaces();
+    let during = server_namespaces(&fabric);
     assert!(
         during.len() >= before.len() + 6,
         "four cloud servers (two partner nodes, Hetzner, Vultr) and two gateways: {during:?}"
@@ -616,24 +626,15 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
         up.ok(&["pool", "delete", name, "--wait"]);
     }
     let start = Instant::now();
-    while server_namespaces().len() > before.len() {
+    while server_namespaces(&fabric).len() > before.len() {
         assert!(
             start.elapsed() < 3 * MINUTE,
             "namespaces left: {:?}",
-            server_namespaces()
+            server_namespaces(&fabric)
         );
         std::thread::sleep(Duration::from_millis(500));
     }
     up.stop();
-    let after: Vec<String> = {
-        let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
-    };
-    assert!(
-        after.len() <= before.len(),
-        "orc up left namespaces behind: {after:?}"
-    );
+    let after = namespaces(&fabric);
+    assert!(after.is_empty(), "orc up left namespaces behind: {after:?}");
 }

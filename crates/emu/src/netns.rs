@@ -159,7 +159,8 @@ impl Plan {
         Ipv4Addr::new(198, 19, 255, 4 * self.slot + 1)
     }
 
-    fn prefix(self) -> String {
+    /// What every namespace of this slot's fabric is named after (`orc3`: `orc3-inet`, …).
+    pub fn prefix(self) -> String {
         format!("orc{}", self.slot)
     }
 }

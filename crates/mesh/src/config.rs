@@ -47,6 +47,11 @@ impl MeshConfig {
         self.interfaces.is_empty() && self.gateway.is_none()
     }
 
+    /// True when it is the default (nothing at all), so it may be left out of a digest.
+    pub fn is_unset(&self) -> bool {
+        *self == MeshConfig::default()
+    }
+
     /// A digest of the config: equal configs have equal digests.
     pub fn digest(&self) -> String {
         let bytes = serde_json::to_vec(self).expect("a config serialises");

@@ -16,8 +16,8 @@ use ipnet::Ipv4Net;
 pub const DEFAULT_RANGE: &str = "10.88.0.0/16";
 /// The default length of each project's prefix (254 members per project).
 pub const DEFAULT_PROJECT_PREFIX_LEN: u8 = 24;
-/// The longest project prefix a range may be split into (/28: 14 members).
-pub const LONGEST_PROJECT_PREFIX: u8 = 28;
+/// The longest project prefix a range may be split into (/30: one member).
+pub const LONGEST_PROJECT_PREFIX: u8 = 30;
 
 /// Why a mesh range was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -212,8 +212,8 @@ mod tests {
             Err(RangeError::ProjectPrefix { len: 12, .. })
         ));
         assert!(matches!(
-            MeshRange::parse("10.88.0.0/16", 30),
-            Err(RangeError::ProjectPrefix { len: 30, .. })
+            MeshRange::parse("10.88.0.0/16", 31),
+            Err(RangeError::ProjectPrefix { len: 31, .. })
         ));
     }
 

@@ -31,7 +31,7 @@
 //! | sealed key | SSH key | SSH key name | `orc-kind=sealed` |
 //! | extra disk | volume | block label | `orc-kind=disk`, node id, `orc-disk=<index>` |
 //!
-//! A site's private prefix is a /24 in `10.64.0.0/10` ([`Prefix`]): the cloud's router (on
+//! A site's private prefix is a /24 in `10.128.0.0/10` ([`Prefix`]): the cloud's router (on
 //! Hetzner) is `.1`, the site gateway's fixed private address is `.254`.
 //!
 //! Invariants: the partner adopts an instance only when it carries the child tag of this
@@ -243,7 +243,10 @@ impl Marks {
     }
 }
 
-/// A site's private prefix: the `index`-th /24 of `10.64.0.0/10`.
+/// The range every site prefix is taken from.
+pub const SITE_RANGE: &str = "10.128.0.0/10";
+
+/// A site's private prefix: the `index`-th /24 of `10.128.0.0/10`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Prefix(u16);
 
@@ -263,7 +266,7 @@ impl Prefix {
 
     fn octets(self, host: u8) -> Ipv4Addr {
         let [hi, lo] = self.0.to_be_bytes();
-        Ipv4Addr::new(10, 64 + hi, lo, host)
+        Ipv4Addr::new(10, 128 + hi, lo, host)
     }
 
     /// The network address.
@@ -286,22 +289,22 @@ impl Prefix {
         24
     }
 
-    /// As a label value: `10.64.3.0-24` (a label value holds no `/`).
+    /// As a label value: `10.128.3.0-24` (a label value holds no `/`).
     pub fn label_value(self) -> String {
         format!("{}-{}", self.network(), self.bits())
     }
 
-    /// Reads `10.64.3.0/24` or `10.64.3.0-24`.
+    /// Reads `10.128.3.0/24` or `10.128.3.0-24`.
     pub fn parse(text: &str) -> Option<Prefix> {
         let (ip, len) = text.split_once('/').or_else(|| text.split_once('-'))?;
         if len != "24" {
             return None;
         }
         let [a, b, c, d]: [u8; 4] = ip.parse::<Ipv4Addr>().ok()?.octets();
-        if a != 10 || d != 0 || !(64..128).contains(&b) {
+        if a != 10 || d != 0 || !(128..192).contains(&b) {
             return None;
         }
-        Prefix::new(u16::from_be_bytes([b - 64, c]))
+        Prefix::new(u16::from_be_bytes([b - 128, c]))
     }
 }
 
@@ -493,11 +496,11 @@ mod tests {
     #[test]
     fn prefixes_are_distinct_24s_with_fixed_router_and_gateway() {
         let p = Prefix::new(0).unwrap();
-        assert_eq!(p.to_string(), "10.64.0.0/24");
-        assert_eq!(p.router(), Ipv4Addr::new(10, 64, 0, 1));
-        assert_eq!(p.gateway(), Ipv4Addr::new(10, 64, 0, 254));
+        assert_eq!(p.to_string(), "10.128.0.0/24");
+        assert_eq!(p.router(), Ipv4Addr::new(10, 128, 0, 1));
+        assert_eq!(p.gateway(), Ipv4Addr::new(10, 128, 0, 254));
         let last = Prefix::new(Prefix::COUNT - 1).unwrap();
-        assert_eq!(last.to_string(), "10.127.255.0/24");
+        assert_eq!(last.to_string(), "10.191.255.0/24");
         assert_eq!(Prefix::new(Prefix::COUNT), None);
         for index in [0, 1, 255, 256, 9000, Prefix::COUNT - 1] {
             let p = Prefix::new(index).unwrap();
@@ -505,9 +508,11 @@ mod tests {
             assert_eq!(Prefix::parse(&p.label_value()), Some(p));
         }
         for bad in [
-            "10.63.0.0/24",
-            "10.64.0.1/24",
-            "10.64.0.0/16",
+            "10.127.0.0/24",
+            "10.192.0.0/24",
+            "10.88.0.0/24",
+            "10.128.0.1/24",
+            "10.128.0.0/16",
             "192.168.0.0/24",
             "x",
         ] {

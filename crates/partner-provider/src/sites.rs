@@ -126,7 +126,7 @@ pub enum SiteError {
     Cloud(#[from] CloudError),
     #[error("the {0} cloud has no key")]
     NoClient(Cloud),
-    #[error("every private prefix of 10.64.0.0/10 is taken")]
+    #[error("every private prefix of 10.128.0.0/10 is taken")]
     NoPrefix,
     #[error("the cloud answered an address that is not IPv4: {0:?}")]
     BadAddress(String),

@@ -549,7 +549,7 @@ async fn the_report_lists_open_sites_and_pool_addresses() {
     assert_eq!(
         sites,
         [
-            ("eu-central-a", Some(stable_h), Some("10.64.0.0/24")),
+            ("eu-central-a", Some(stable_h), Some("10.128.0.0/24")),
             ("us-east-b", Some(stable_v), None),
         ]
     );

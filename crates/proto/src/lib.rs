@@ -15,6 +15,7 @@ pub mod bootstrap;
 pub mod convert;
 pub mod domain;
 pub mod ids;
+pub mod mesh;
 
 /// Generated protobuf messages and the `ProviderHub` service.
 #[allow(missing_docs, missing_debug_implementations, unused_qualifications)]

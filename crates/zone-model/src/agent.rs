@@ -1,8 +1,9 @@
 //! A node's agent as the zone knows it: the certificate it joined with, the facts it last
 //! reported, and the config generations the zone wants and the agent has applied.
 //!
-//! The config an agent applies is computed from the node, its pool and its provider alone
-//! ([`AgentConfig::for_node`]); its digest decides when the zone bumps the generation, so an
+//! The config an agent applies is computed from the node, its pool and its provider
+//! ([`AgentConfig::for_node`]) and the zone's mesh plan ([`AgentConfig::with_mesh`]); its
+//! digest decides when the zone bumps the generation, so an
 //! agent reapplies only what changed, and a zone restarted on the same store sends the same
 //! generation again.
 
@@ -10,6 +11,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use orc_mesh::MeshConfig;
 
 use crate::model::{AgentState, Name, Node, NodeId, Timestamp};
 
@@ -33,6 +36,13 @@ pub struct NodeFacts {
     pub memory_available_bytes: u64,
     /// The one-minute load average, times 100.
     pub load_centi: u32,
+    /// The agent's WireGuard public key (base64): its project mesh key on a node, its
+    /// backbone key on a gateway; empty before it made one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub wireguard_public_key: String,
+    /// Which WireGuard it runs: `kernel` or `userspace`; empty when it runs none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub wireguard: String,
 }
 
 /// The node's place in the zone, as its agent is told.
@@ -51,6 +61,9 @@ pub struct AgentIdentity {
 pub struct AgentConfig {
     pub identity: AgentIdentity,
     pub labels: BTreeMap<String, String>,
+    /// Its mesh (interfaces, peers, routes, a gateway's NAT); empty when it has none.
+    #[serde(skip_serializing_if = "MeshConfig::is_unset")]
+    pub mesh: MeshConfig,
 }
 
 impl AgentConfig {
@@ -73,7 +86,14 @@ impl AgentConfig {
                 provider: provider.clone(),
             },
             labels,
+            mesh: MeshConfig::default(),
         }
+    }
+
+    /// The same config with `mesh`.
+    pub fn with_mesh(mut self, mesh: MeshConfig) -> AgentConfig {
+        self.mesh = mesh;
+        self
     }
 
     /// `sha256:<hex>` of the config's canonical JSON: equal configs, equal digests.

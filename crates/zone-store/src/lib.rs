@@ -31,6 +31,7 @@ mod events;
 mod ext_api;
 mod ext_hub;
 mod joins;
+mod mesh;
 mod nodes;
 mod pools;
 mod providers;
@@ -55,6 +56,7 @@ use orc_zone_model::{Timestamp, sys_org_id, sys_project_id};
 use error::OperationExt;
 pub use error::{Kind, StoreError};
 pub use joins::NewJoinToken;
+pub use mesh::{MemberKind, MeshMember, MeshNode, MeshPoolAddress, MeshSite, NewMeshMember};
 pub use nodes::{BatchOutcome, StatusWrite};
 pub use pools::PoolChange;
 pub use seal::{SealError, SealingKey};
@@ -129,10 +131,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "node agents",
         include_str!("../migrations/0012_node_agents.sql"),
     ),
+    (13, "mesh", include_str!("../migrations/0013_mesh.sql")),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

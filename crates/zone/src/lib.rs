@@ -18,6 +18,7 @@ pub mod agents;
 pub mod api;
 pub mod backend;
 pub mod hub;
+pub mod mesh;
 pub mod reconcile;
 pub mod zone;
 

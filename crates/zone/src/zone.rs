@@ -42,6 +42,7 @@ use crate::api::{
 use crate::apps::{Apps, AppsConfig, AppsError, ZoneEndpoint};
 use crate::backend::Backends;
 use crate::hub::{Hub, HubOptions};
+use crate::mesh::{MeshHandle, MeshOptions};
 use crate::model::{Name, Pool, Provider, Role, TokenSecret, sys_org_id};
 use crate::reconcile::{ReconcileOptions, ReconcilerHandle, Reconcilers, SharedClock, SystemClock};
 use crate::store::{SealingKey, Store, StoreError, sqlite_url};
@@ -170,6 +171,8 @@ pub struct ZoneConfig {
     pub hub: HubOptions,
     /// Timeouts of the agent hub.
     pub agents: AgentHubOptions,
+    /// The mesh: its range, quarantine and pace.
+    pub mesh: MeshOptions,
     /// The URL nodes dial for the agent endpoint (`https://zone.example.net:7400`); `None`
     /// for the provider endpoint's own URL, which only nodes on this host can dial.
     pub agent_url: Option<String>,
@@ -195,6 +198,7 @@ impl ZoneConfig {
             reconcile: ReconcileOptions::default(),
             hub: HubOptions::default(),
             agents: AgentHubOptions::default(),
+            mesh: MeshOptions::default(),
             agent_url: None,
             agent_binary: None,
             tls: TlsConfig::default(),
@@ -272,6 +276,7 @@ pub struct Zone {
     agents: AgentHub,
     apps: Apps,
     reconcilers: ReconcilerHandle,
+    mesh: MeshHandle,
     stop: watch::Sender<bool>,
     http_task: JoinHandle<std::io::Result<()>>,
     grpc_task: JoinHandle<std::io::Result<()>>,
@@ -434,6 +439,12 @@ impl Zone {
         let reconcilers =
             Reconcilers::spawn(store.clone(), backends.clone(), clock.clone(), reconcile);
         let reconciler = reconcilers.reconciler().clone();
+        let mesh = MeshHandle::spawn(
+            store.clone(),
+            agents.clone(),
+            clock.clone(),
+            config.mesh.clone(),
+        );
         let state = ApiState::new(store.clone())
             .with_backends(backends)
             .with_directory(Arc::new(HubDirectory(hub.clone())))
@@ -443,7 +454,13 @@ impl Zone {
                 endpoint: agent_url,
             }))
             .with_apps(config.apps.clone())
-            .with_waker(move || reconciler.wake())
+            .with_waker({
+                let mesh = mesh.waker();
+                move || {
+                    reconciler.wake();
+                    mesh.notify_one();
+                }
+            })
             .with_clock(move || clock.now());
         let state = match binary {
             Some((served, _)) => state.with_agent_binary(served),
@@ -477,6 +494,7 @@ impl Zone {
             agents,
             apps,
             reconcilers,
+            mesh,
             stop,
             http_task,
             grpc_task,
@@ -550,9 +568,10 @@ impl Zone {
         &self.apps
     }
 
-    /// Asks the reconcilers for a pass now.
+    /// Asks the reconcilers and the mesh for a pass now.
     pub fn wake(&self) {
         self.reconcilers.wake();
+        self.mesh.wake();
     }
 
     /// The first operator's token (from `<data_dir>/admin-token`).
@@ -576,6 +595,7 @@ impl Zone {
             Err(e) => tracing::warn!(error = %e, "the API server task failed"),
         }
         self.reconcilers.shutdown().await;
+        self.mesh.shutdown().await;
         self.apps.shutdown().await;
         self.hub.shutdown();
         self.agents.shutdown();

@@ -101,7 +101,7 @@ pub fn marks_of(labels: &BTreeMap<String, String>) -> Option<Marks> {
 }
 
 /// Labels of a site resource's marks (a label value holds no `/`, so a prefix is written
-/// `10.64.3.0-24`).
+/// `10.128.3.0-24`).
 pub fn resource_labels(marks: &ResourceMarks) -> BTreeMap<String, String> {
     marks
         .pairs(Prefix::label_value)
@@ -941,7 +941,7 @@ mod tests {
         m.site = Some("eu-central-a".into());
         m.prefix = Prefix::new(259);
         let labels = resource_labels(&m);
-        assert_eq!(labels["orc-prefix"], "10.65.3.0-24");
+        assert_eq!(labels["orc-prefix"], "10.129.3.0-24");
         assert!(labels.values().all(|v| is_label_value(v)), "{labels:?}");
         assert_eq!(resource_marks_of(&labels), Some(m.clone()));
         assert_eq!(

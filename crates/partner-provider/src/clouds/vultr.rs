@@ -759,7 +759,7 @@ mod tests {
         m.prefix = Prefix::new(259);
         assert_eq!(
             resource_text(&m),
-            "orc-owner=orc-partner-hetzner orc-partner-child=zone-1 orc-kind=network orc-site=eu-central-a orc-prefix=10.65.3.0/24"
+            "orc-owner=orc-partner-hetzner orc-partner-child=zone-1 orc-kind=network orc-site=eu-central-a orc-prefix=10.129.3.0/24"
         );
         assert_eq!(resource_marks_of(&resource_text(&m)), Some(m));
         let mut stable = ResourceMarks::new("t", "zone-1", ResourceKind::Stable);

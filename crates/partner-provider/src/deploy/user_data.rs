@@ -49,8 +49,12 @@ impl Boot {
                     ));
                 }
                 commands.push("sysctl -w net.ipv4.ip_forward=1".to_string());
+                // Until the gateway's agent sets up the site's NAT: egress of the site's
+                // nodes (to fetch and start their agents), never toward another site, which
+                // the backbone reaches without NAT.
+                let sites = crate::naming::SITE_RANGE;
                 commands.push(format!(
-                    "iptables -t nat -C POSTROUTING -s {prefix} ! -d {prefix} -j MASQUERADE 2>/dev/null || iptables -t nat -A POSTROUTING -s {prefix} ! -d {prefix} -j MASQUERADE"
+                    "iptables -t nat -C POSTROUTING -s {prefix} ! -d {sites} -j MASQUERADE 2>/dev/null || iptables -t nat -A POSTROUTING -s {prefix} ! -d {sites} -j MASQUERADE"
                 ));
             }
         }
@@ -165,7 +169,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             node,
-            "#cloud-config\nruncmd:\n  - [sh, -c, \"ip route replace default via 10.64.3.1 || true\"]\n"
+            "#cloud-config\nruncmd:\n  - [sh, -c, \"ip route replace default via 10.128.3.1 || true\"]\n"
         );
         let gateway = user_data(
             b"",
@@ -179,10 +183,10 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        assert!(gateway.contains("ip addr add 10.64.3.254/24"), "{gateway}");
+        assert!(gateway.contains("ip addr add 10.128.3.254/24"), "{gateway}");
         assert!(gateway.contains("net.ipv4.ip_forward=1"), "{gateway}");
         assert!(
-            gateway.contains("-s 10.64.3.0/24 ! -d 10.64.3.0/24 -j MASQUERADE"),
+            gateway.contains("-s 10.128.3.0/24 ! -d 10.128.0.0/10 -j MASQUERADE"),
             "{gateway}"
         );
     }

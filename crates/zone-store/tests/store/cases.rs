@@ -2000,3 +2000,101 @@ pub async fn node_agents_join_report_and_renew(db: &TestDb) {
     assert_eq!(store.node_agent(&node.id).await.unwrap(), None);
     assert!(store.list_join_tokens(&node.id).await.unwrap().is_empty());
 }
+
+pub async fn mesh_addresses_are_unique_and_quarantined_before_reuse(db: &TestDb) {
+    use orc_zone_store::{MemberKind, NewMeshMember};
+    let store = db.store().await;
+    let (web, _) = tenant(&store).await;
+    let api = store
+        .create_project(&web.org_id, &name("api"), T0)
+        .await
+        .unwrap();
+    let range = orc_mesh::MeshRange::parse("10.88.0.0/16", 30).unwrap();
+    let member = |id: &str, project: &Project| NewMeshMember {
+        id: id.to_string(),
+        kind: MemberKind::Node,
+        project_id: project.id.clone(),
+        name: id.to_string(),
+        public_key: None,
+    };
+    let add = |m: NewMeshMember, at: Timestamp| {
+        let (store, range) = (&store, &range);
+        async move { store.ensure_mesh_member(&m, range, at).await.unwrap() }
+    };
+
+    // A /30 holds one member: .2 (.1 stays for a router).
+    let first = add(member("n-1", &web), T0).await.expect("an address");
+    assert_eq!(first.address.to_string(), "10.88.0.2");
+    assert_eq!(
+        add(member("n-1", &web), T0).await,
+        Some(first.clone()),
+        "asking again changes nothing"
+    );
+    assert_eq!(
+        add(member("n-2", &web), T0).await,
+        None,
+        "the prefix is full"
+    );
+    let other = add(member("n-3", &api), T0).await.unwrap();
+    assert_eq!(
+        other.address.to_string(),
+        "10.88.0.6",
+        "the next project's prefix"
+    );
+    let prefixes = store.mesh_prefixes().await.unwrap();
+    assert_eq!(prefixes[&web.id].to_string(), "10.88.0.0/30");
+    assert_eq!(prefixes[&api.id].to_string(), "10.88.0.4/30");
+
+    // Released: quarantined until its time, then free again.
+    let until = T0.plus_millis(60_000);
+    assert_eq!(
+        store
+            .release_mesh_members(&["n-1".to_string(), "gone".to_string()], until)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(add(member("n-2", &web), T0.plus_millis(59_999)).await, None);
+    let reused = add(member("n-2", &web), until).await.unwrap();
+    assert_eq!(reused.address, first.address);
+
+    // A project's prefix goes only once it has no members, and is quarantined too.
+    assert!(!store.release_mesh_prefix(&api.id, until).await.unwrap());
+    store
+        .release_mesh_members(&["n-3".to_string()], T0)
+        .await
+        .unwrap();
+    assert!(store.release_mesh_prefix(&api.id, until).await.unwrap());
+    let spare = store
+        .create_project(&web.org_id, &name("spare"), T0)
+        .await
+        .unwrap();
+    let next = add(member("n-4", &spare), T0).await.unwrap();
+    assert_eq!(
+        next.address.to_string(),
+        "10.88.0.10",
+        "10.88.0.4/30 is in quarantine"
+    );
+
+    // Workstations carry their key; members list by id.
+    let ws = store
+        .ensure_mesh_member(
+            &NewMeshMember {
+                id: "ws-ann".to_string(),
+                kind: MemberKind::Workstation,
+                project_id: spare.id.clone(),
+                name: "ann-laptop".to_string(),
+                public_key: None,
+            },
+            &orc_mesh::MeshRange::parse("10.88.0.0/16", 24).unwrap(),
+            T0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ws, None, "the project's /30 is full");
+    assert!(store.set_mesh_member_key("n-4", "KEY=").await.unwrap());
+    let members = store.mesh_members().await.unwrap();
+    let ids: Vec<&str> = members.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["n-2", "n-4"]);
+    assert_eq!(members[1].public_key.as_deref(), Some("KEY="));
+}

@@ -55,4 +55,5 @@ on_both_engines!(
     concurrent_resizes_keep_one_node_per_slot,
     corrupt_rows_are_reported_not_panicked,
     lost_nodes_and_free_slots,
+    mesh_addresses_are_unique_and_quarantined_before_reuse,
 );

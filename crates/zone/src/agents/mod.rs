@@ -36,9 +36,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use orc_mesh::MeshConfig;
 use orc_proto::agent_pb::{self, agent_hub_server::AgentHubServer};
 use orc_tls::ZoneCa;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tonic::Status;
 
 use crate::model::{NodeId, Timestamp};
@@ -62,6 +63,9 @@ pub struct AgentHubOptions {
     pub contact_write_interval: Duration,
     /// How long a node certificate is valid. Default 30 days.
     pub cert_lifetime: Duration,
+    /// How long an agent that attaches before the zone's first mesh plan waits for it.
+    /// Default 5 s.
+    pub mesh_wait: Duration,
     /// The clock for stored times.
     pub clock: SharedClock,
 }
@@ -86,6 +90,7 @@ impl Default for AgentHubOptions {
             hello_timeout: Duration::from_secs(10),
             contact_write_interval: Duration::from_secs(30),
             cert_lifetime: orc_tls::ca::NODE_CERT_LIFETIME,
+            mesh_wait: Duration::from_secs(5),
             clock: Arc::new(SystemClock),
         }
     }
@@ -139,11 +144,15 @@ struct Attached {
     last_contact: Timestamp,
     /// Commands running on it, by exec id.
     execs: BTreeMap<u64, mpsc::Sender<ExecEvent>>,
+    /// Told when the node's mesh config changed, so the session sends its new config.
+    refresh: Arc<Notify>,
 }
 
 #[derive(Default)]
 struct HubState {
     attached: BTreeMap<NodeId, Attached>,
+    /// The mesh plan last published: each node's mesh config.
+    mesh: BTreeMap<NodeId, MeshConfig>,
 }
 
 struct Inner {
@@ -153,6 +162,10 @@ struct Inner {
     state: Mutex<HubState>,
     next_id: AtomicU64,
     closing: watch::Sender<bool>,
+    /// How many mesh plans were published (0: none yet).
+    mesh_planned: watch::Sender<u64>,
+    /// Told when an agent reported something the mesh plan depends on (its key).
+    mesh_wake: Notify,
 }
 
 /// The zone's agent hub. Cheap to clone.
@@ -182,6 +195,8 @@ impl AgentHub {
                 state: Mutex::new(HubState::default()),
                 next_id: AtomicU64::new(1),
                 closing: watch::Sender::new(false),
+                mesh_planned: watch::Sender::new(0),
+                mesh_wake: Notify::new(),
             }),
         }
     }
@@ -257,6 +272,48 @@ impl AgentHub {
         Ok(rx)
     }
 
+    /// Publishes the mesh plan: each node's mesh config (a node not in `plan` has none).
+    /// Every attached agent whose config changed is sent its new one; returns how many.
+    pub fn publish_mesh(&self, plan: BTreeMap<NodeId, MeshConfig>) -> usize {
+        let mut told = 0;
+        {
+            let mut state = self.state();
+            let old = std::mem::take(&mut state.mesh);
+            for (node, attached) in &state.attached {
+                if old.get(node) != plan.get(node) {
+                    attached.refresh.notify_one();
+                    told += 1;
+                }
+            }
+            state.mesh = plan;
+        }
+        self.inner.mesh_planned.send_modify(|n| *n += 1);
+        told
+    }
+
+    /// The mesh config of `node` in the plan last published.
+    pub fn mesh_of(&self, node: &NodeId) -> MeshConfig {
+        self.state().mesh.get(node).cloned().unwrap_or_default()
+    }
+
+    /// Resolves when an agent reported something the mesh plan depends on.
+    pub async fn mesh_changed(&self) {
+        self.inner.mesh_wake.notified().await;
+    }
+
+    /// Waits (at most `limit`) for a mesh plan that includes `node`: a pass is asked for
+    /// when the plan published last does not, so an agent that joined or made a new key gets
+    /// its whole config at once instead of one without its mesh first.
+    async fn mesh_planned(&self, node: &NodeId, fresh: bool, limit: Duration) {
+        let mut planned = self.inner.mesh_planned.subscribe();
+        let seen = *planned.borrow_and_update();
+        if seen > 0 && !fresh && self.state().mesh.contains_key(node) {
+            return;
+        }
+        self.inner.mesh_wake.notify_one();
+        let _ = tokio::time::timeout(limit, planned.wait_for(|n| *n > seen)).await;
+    }
+
     /// Ends every agent stream; streams opened afterwards are ended at once. Agents
     /// reconnect to the next zone on the same store.
     pub fn shutdown(&self) {
@@ -287,6 +344,8 @@ fn facts_from(facts: Option<agent_pb::Facts>) -> (NodeFacts, String) {
         memory_total_bytes: facts.memory_total_bytes,
         memory_available_bytes: facts.memory_available_bytes,
         load_centi: facts.load_centi,
+        wireguard_public_key: facts.wireguard_public_key,
+        wireguard: facts.wireguard,
     };
     (model, facts.product_uuid)
 }

@@ -3,8 +3,10 @@
 //! ends, falls silent, or a newer stream of the node replaces it.
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use orc_proto::agent_pb::{self, agent_hub_server, agent_message, zone_message};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -102,7 +104,7 @@ impl AgentHub {
                 return;
             }
         };
-        let (mut agent, config) = match self.prepare(agent, hello).await {
+        let (mut agent, base) = match self.prepare(agent, hello).await {
             Ok(ready) => ready,
             Err(status) => {
                 let _ = outbound.send(Err(status));
@@ -111,6 +113,7 @@ impl AgentHub {
         };
         let stream = self.next_id();
         let now = self.now();
+        let refresh = Arc::new(Notify::new());
         let replaced = self.state().attached.insert(
             node.clone(),
             Attached {
@@ -119,8 +122,16 @@ impl AgentHub {
                 since: now,
                 last_contact: now,
                 execs: Default::default(),
+                refresh: refresh.clone(),
             },
         );
+        // The mesh plan as of now (a change published from here on tells `refresh`).
+        let config = base.clone().with_mesh(self.mesh_of(&node));
+        let (generation, is_new) = agent.generation_for(&config);
+        if is_new {
+            agent.desired_generation = generation;
+            agent.config_digest = config.digest();
+        }
         if let Some(old) = replaced {
             end_execs(
                 old.execs.into_values(),
@@ -147,8 +158,14 @@ impl AgentHub {
         )))));
         self.settle(&mut agent, None).await;
         tracing::info!(%node, version = %agent.version, state = %agent.state, "a node's agent attached");
+        let session = Session {
+            stream,
+            base: &base,
+            refresh: &refresh,
+            outbound: &outbound,
+        };
         let end = self
-            .route_messages(&mut agent, stream, &mut inbound, &outbound)
+            .route_messages(&mut agent, &session, &mut inbound)
             .await;
         let execs = {
             let mut state = self.state();
@@ -207,7 +224,8 @@ impl AgentHub {
         Ok(hello)
     }
 
-    /// Refuses an ended node; takes in the hello; computes the config and its generation.
+    /// Refuses an ended node; takes in the hello (and tells the mesh plan about a new key);
+    /// computes the config without its mesh, waiting for the zone's first mesh plan.
     async fn prepare(
         &self,
         mut agent: NodeAgent,
@@ -233,13 +251,15 @@ impl AgentHub {
             .await
             .map_err(|e| unavailable(&e))?;
         let config = AgentConfig::for_node(&node, &pool.name, &provider.name);
-        let (generation, is_new) = agent.generation_for(&config);
-        if is_new {
-            agent.desired_generation = generation;
-            agent.config_digest = config.digest();
-        }
         let (facts, _) = facts_from(hello.facts);
+        let key_changed = facts.wireguard_public_key != agent.facts.wireguard_public_key;
         agent.facts = facts;
+        if key_changed {
+            // The plan reads keys from the store: write first, then ask for a pass.
+            self.write(&agent).await;
+        }
+        self.mesh_planned(&agent.node_id, key_changed, self.inner.options.mesh_wait)
+            .await;
         agent.version = hello.version;
         agent.applied_generation = hello.applied_generation;
         agent.last_contact_at = self.now();
@@ -280,19 +300,39 @@ impl AgentHub {
         }
     }
 
+    /// Sends the node's config again when its mesh changed since the generation it has.
+    async fn refresh_config(&self, agent: &mut NodeAgent, session: &Session<'_>) {
+        let config = session.base.clone().with_mesh(self.mesh_of(&agent.node_id));
+        let (generation, is_new) = agent.generation_for(&config);
+        if !is_new {
+            return;
+        }
+        agent.desired_generation = generation;
+        agent.config_digest = config.digest();
+        agent.state = agent.settled_state();
+        self.write(agent).await;
+        let _ = session
+            .outbound
+            .send(Ok(message(zone_message::Body::Config(config_message(
+                generation, &config,
+            )))));
+        tracing::debug!(node = %agent.node_id, generation, "sent a node's changed config");
+    }
+
     async fn route_messages(
         &self,
         agent: &mut NodeAgent,
-        stream: u64,
+        session: &Session<'_>,
         inbound: &mut Inbound,
-        outbound: &Outbound,
     ) -> End {
+        let (stream, outbound) = (session.stream, session.outbound);
         let options = &self.inner.options;
         let mut closing = self.inner.closing.subscribe();
         let mut keepalive = tokio::time::interval(options.keepalive_interval);
         keepalive.tick().await;
         let mut last_heard = Instant::now();
         let mut last_written = Instant::now();
+        let mut refresh = false;
         loop {
             let silent_until = last_heard + options.keepalive_timeout;
             let received = tokio::select! {
@@ -316,8 +356,18 @@ impl AgentHub {
                 _ = tokio::time::sleep_until(silent_until) => {
                     return End::Gone("silent past the keep-alive timeout");
                 }
+                _ = session.refresh.notified() => {
+                    // Sent below: no other branch's future may live across that await.
+                    refresh = true;
+                    None
+                }
                 received = inbound.next() => received,
             };
+            if refresh {
+                refresh = false;
+                self.refresh_config(agent, session).await;
+                continue;
+            }
             let body = match received {
                 None => return End::Gone("the agent closed its stream"),
                 Some(Err(status)) => {
@@ -342,8 +392,14 @@ impl AgentHub {
                     last_written = Instant::now();
                 }
                 Some(agent_message::Body::Facts(facts)) => {
-                    agent.facts = facts_from(Some(facts)).0;
+                    let facts = facts_from(Some(facts)).0;
+                    let key_changed =
+                        facts.wireguard_public_key != agent.facts.wireguard_public_key;
+                    agent.facts = facts;
                     self.write(agent).await;
+                    if key_changed {
+                        self.inner.mesh_wake.notify_one();
+                    }
                     last_written = Instant::now();
                 }
                 Some(agent_message::Body::ExecOutput(output)) => {
@@ -461,6 +517,15 @@ impl AgentHub {
     }
 }
 
+/// What a session's loop needs besides the agent.
+struct Session<'a> {
+    stream: u64,
+    /// The node's config without its mesh.
+    base: &'a AgentConfig,
+    refresh: &'a Notify,
+    outbound: &'a Outbound,
+}
+
 fn config_message(generation: u64, config: &AgentConfig) -> agent_pb::Config {
     let identity = &config.identity;
     agent_pb::Config {
@@ -473,6 +538,7 @@ fn config_message(generation: u64, config: &AgentConfig) -> agent_pb::Config {
             provider: identity.provider.to_string(),
         }),
         labels: config.labels.clone().into_iter().collect(),
+        mesh: (!config.mesh.is_unset()).then(|| agent_pb::Mesh::from(&config.mesh)),
     }
 }
 

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::api_support::{API_WAIT, TestZone, pool_body, start_replica, tenancy_without_provider};
 use orc_testkit::zone::Tenancy;
 
-const WEB: &str = "/api/orgs/acme/projects/web";
+pub(crate) const WEB: &str = "/api/orgs/acme/projects/web";
 
 /// A free loopback port, so a restarted zone listens where its agents dial.
 fn free_port() -> u16 {
@@ -56,14 +56,14 @@ fn start_agent(options: AgentOptions) -> Agent {
 
 /// The standard tenancy, a fake provider serving acme/web, and pool `db` of one running
 /// node.
-struct Running {
-    t: Tenancy,
-    cloud: std::sync::Arc<FakeCloud>,
-    stop_provider: tokio::sync::oneshot::Sender<()>,
-    node_id: String,
+pub(crate) struct Running {
+    pub(crate) t: Tenancy,
+    pub(crate) cloud: std::sync::Arc<FakeCloud>,
+    pub(crate) stop_provider: tokio::sync::oneshot::Sender<()>,
+    pub(crate) node_id: String,
 }
 
-async fn running_node(z: &TestZone) -> Running {
+pub(crate) async fn running_node(z: &TestZone) -> Running {
     let t = tenancy_without_provider(z).await;
     let cloud = FakeCloud::new();
     let stop_provider = start_replica(z, &t.mia, "acme/web", &cloud);
@@ -335,7 +335,7 @@ async fn join_with(z: &TestZone, token: &str, node: &str) -> tonic::Status {
 }
 
 /// Calls `Join` directly with `token` for `node`, over `key`.
-async fn join_as(
+pub(crate) async fn join_as(
     z: &TestZone,
     token: &str,
     node: &str,
@@ -618,7 +618,7 @@ async fn an_agent_renews_its_certificate_on_the_open_stream() {
 }
 
 /// One hand-driven `Attach` stream of a node: what a second copy of an agent would open.
-struct Stream {
+pub(crate) struct Stream {
     tx: tokio::sync::mpsc::Sender<agent_pb::AgentMessage>,
     inbound: tonic::Streaming<agent_pb::ZoneMessage>,
 }
@@ -626,7 +626,17 @@ struct Stream {
 impl Stream {
     /// Attaches with the node certificate `chain` over `key`, says hello and applies the
     /// config the zone sends.
-    async fn attach(z: &TestZone, chain: &str, key: &orc_tls::NodeIdentity) -> Stream {
+    pub(crate) async fn attach(z: &TestZone, chain: &str, key: &orc_tls::NodeIdentity) -> Stream {
+        Stream::attach_with(z, chain, key, None).await
+    }
+
+    /// [`Stream::attach`] with `facts` in the hello.
+    pub(crate) async fn attach_with(
+        z: &TestZone,
+        chain: &str,
+        key: &orc_tls::NodeIdentity,
+        facts: Option<agent_pb::Facts>,
+    ) -> Stream {
         let ca = orc_tls::PinnedCa::from_pem(z.zone.ca_pem().unwrap(), "test").unwrap();
         let config = ca
             .client_config_with_identity(orc_tls::ALPN_H2, chain, key.private_key_der())
@@ -639,7 +649,7 @@ impl Stream {
         let hello = agent_pb::Hello {
             protocol_version: orc_proto::AGENT_PROTOCOL_VERSION,
             version: "test".into(),
-            facts: None,
+            facts,
             applied_generation: 0,
         };
         let hello = agent_pb::AgentMessage {
@@ -654,13 +664,13 @@ impl Stream {
         Stream { tx, inbound }
     }
 
-    async fn send(&self, body: agent_message::Body) {
+    pub(crate) async fn send(&self, body: agent_message::Body) {
         let message = agent_pb::AgentMessage { body: Some(body) };
         self.tx.send(message).await.unwrap();
     }
 
     /// The next message of the zone other than a keep-alive.
-    async fn next(&mut self) -> zone_message::Body {
+    pub(crate) async fn next(&mut self) -> zone_message::Body {
         loop {
             let message = tokio::time::timeout(API_WAIT, self.inbound.message())
                 .await

@@ -18,6 +18,7 @@ mod api_providers;
 mod api_quote;
 mod api_tenancy;
 mod hub_failover;
+mod mesh;
 mod reconcile_nodes;
 mod security;
 mod security_credentials;

@@ -1,0 +1,390 @@
+//! The mesh reconciler: reads the zone's nodes, agents, sites and pool addresses, gives
+//! every joined tenant node an address on its project's mesh, plans every agent's mesh
+//! config ([`orc_mesh::plan`]) and publishes the plan to the agent hub, which sends a new
+//! config only to the agents whose config changed.
+//!
+//! A pass runs when an agent reports a new key, when something else asks
+//! ([`MeshHandle::wake`]: node and site changes), and every
+//! [`MeshOptions::interval`] at the latest. The plan is a pure function of what the pass
+//! read, so two passes over the same store publish the same configs.
+//!
+//! Members:
+//! - a joined node of a gateway pool (`sys/sys/gw-<provider>-<site>`) is its site's
+//!   gateway, with its backbone key;
+//! - every other joined node is a member of its project's mesh, at its site when its
+//!   provider reported a private prefix for the site (it sits behind the site's gateway),
+//!   else with its public address;
+//! - workstations are members that `orc mesh connect` added.
+//!
+//! A node that ended leaves the mesh; its address is quarantined for
+//! [`MeshOptions::quarantine`] before another member may get it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipnet::Ipv4Net;
+use orc_mesh::config::ForwardPort;
+use orc_mesh::{Member, MeshConfig, MeshRange, PoolAddress, Project, Role, Site, SiteRef, World};
+use orc_zone_store::{MemberKind, MeshNode, NewMeshMember};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+
+use crate::agents::AgentHub;
+use crate::model::{NodeId, Timestamp};
+use crate::reconcile::SharedClock;
+use crate::reconcile::gateways::gateway_site;
+use crate::store::{Store, StoreResult};
+
+/// Settings of the mesh reconciler.
+#[derive(Debug, Clone)]
+pub struct MeshOptions {
+    /// The zone's mesh range and the prefix length of each project. Default
+    /// `10.88.0.0/16`, a /24 per project.
+    pub range: MeshRange,
+    /// How long a released address or prefix waits before reuse. Default 1 h.
+    pub quarantine: Duration,
+    /// The longest time between two passes. Default 2 s.
+    pub interval: Duration,
+}
+
+impl Default for MeshOptions {
+    fn default() -> Self {
+        MeshOptions {
+            range: MeshRange::default(),
+            quarantine: Duration::from_secs(3600),
+            interval: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MeshPass {
+    /// Each agent's mesh config.
+    pub plan: BTreeMap<NodeId, MeshConfig>,
+    /// Members that got an address in this pass.
+    pub added: Vec<String>,
+    /// Members released in this pass.
+    pub released: Vec<String>,
+    /// Nodes that could not get an address (their project's prefix or the range is full).
+    pub unplaced: Vec<NodeId>,
+}
+
+/// The running reconciler.
+#[derive(Debug)]
+pub struct MeshHandle {
+    wake: Arc<Notify>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl MeshHandle {
+    /// Starts the reconciler: a first pass at once, then as described in the module docs.
+    pub fn spawn(
+        store: Store,
+        agents: AgentHub,
+        clock: SharedClock,
+        options: MeshOptions,
+    ) -> MeshHandle {
+        let wake = Arc::new(Notify::new());
+        let stop = watch::Sender::new(false);
+        let task = {
+            let (wake, mut stopped) = (wake.clone(), stop.subscribe());
+            tokio::spawn(async move {
+                loop {
+                    match mesh_pass(&store, &options, clock.now()).await {
+                        Ok(pass) => {
+                            if !pass.unplaced.is_empty() {
+                                tracing::warn!(nodes = ?pass.unplaced, range = %options.range, "nodes have no mesh address: the range or their project's prefix is full");
+                            }
+                            if !pass.added.is_empty() || !pass.released.is_empty() {
+                                tracing::info!(added = ?pass.added, released = ?pass.released, "mesh members changed");
+                            }
+                            let told = agents.publish_mesh(pass.plan);
+                            if told > 0 {
+                                tracing::debug!(agents = told, "mesh configs changed");
+                            }
+                        }
+                        Err(error) => tracing::warn!(%error, "mesh pass failed; retrying"),
+                    }
+                    tokio::select! {
+                        _ = stopped.wait_for(|s| *s) => return,
+                        () = wake.notified() => {}
+                        () = agents.mesh_changed() => {}
+                        () = tokio::time::sleep(options.interval) => {}
+                    }
+                }
+            })
+        };
+        MeshHandle { wake, stop, task }
+    }
+
+    /// Asks for a pass now.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// A waker to hand to other parts.
+    pub fn waker(&self) -> Arc<Notify> {
+        self.wake.clone()
+    }
+
+    pub async fn shutdown(self) {
+        self.stop.send_replace(true);
+        let _ = self.task.await;
+    }
+}
+
+/// One pass: members added and released in the store, and the plan.
+pub async fn mesh_pass(
+    store: &Store,
+    options: &MeshOptions,
+    now: Timestamp,
+) -> StoreResult<MeshPass> {
+    let nodes = store.mesh_nodes().await?;
+    let providers: BTreeMap<String, String> = store
+        .list_providers()
+        .await?
+        .into_iter()
+        .map(|p| (p.id.to_string(), p.name.to_string()))
+        .collect();
+    let provider_name = |node: &MeshNode| {
+        providers
+            .get(node.provider_id.as_str())
+            .cloned()
+            .unwrap_or_else(|| node.provider_id.to_string())
+    };
+    let sites: BTreeMap<SiteRef, Site> = store
+        .mesh_sites()
+        .await?
+        .into_iter()
+        .filter_map(|s| {
+            let prefix: Ipv4Net = s.private_prefix.as_deref()?.parse().ok()?;
+            let provider = providers.get(s.provider_id.as_str())?;
+            let at = SiteRef::new(provider, &s.site);
+            let site = Site {
+                at: at.clone(),
+                prefix,
+                stable_ipv4: s.public_ipv4.as_deref().and_then(|a| a.parse().ok()),
+            };
+            Some((at, site))
+        })
+        .collect();
+
+    let mut pass = MeshPass::default();
+    let mut members = store.mesh_members().await?;
+    let known: BTreeSet<String> = members.iter().map(|m| m.id.clone()).collect();
+    let live: BTreeSet<String> = nodes.iter().map(|n| n.node_id.to_string()).collect();
+
+    // Tenant nodes whose agent joined get an address; ended nodes give theirs back.
+    for node in &nodes {
+        let id = node.node_id.to_string();
+        if node.facts.is_none() || is_gateway(node, &provider_name(node)) || known.contains(&id) {
+            continue;
+        }
+        let new = NewMeshMember {
+            id: id.clone(),
+            kind: MemberKind::Node,
+            project_id: node.project_id.clone(),
+            name: node.node_id.to_string(),
+            public_key: None,
+        };
+        match store.ensure_mesh_member(&new, &options.range, now).await? {
+            Some(member) => {
+                pass.added.push(id);
+                members.push(member);
+            }
+            None => pass.unplaced.push(node.node_id.clone()),
+        }
+    }
+    let gone: Vec<String> = members
+        .iter()
+        .filter(|m| m.kind == MemberKind::Node && !live.contains(&m.id))
+        .map(|m| m.id.clone())
+        .collect();
+    if !gone.is_empty() {
+        let quarantine = i64::try_from(options.quarantine.as_millis()).unwrap_or(i64::MAX);
+        let until = now.plus_millis(quarantine);
+        store.release_mesh_members(&gone, until).await?;
+        members.retain(|m| !gone.contains(&m.id));
+        pass.released = gone;
+    }
+
+    // The world the plan is computed from.
+    let prefixes = store.mesh_prefixes().await?;
+    let mut names: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for node in &nodes {
+        names.insert(
+            node.project_id.to_string(),
+            (node.org_name.to_string(), node.project_name.to_string()),
+        );
+    }
+    let projects = prefixes
+        .iter()
+        .filter_map(|(id, prefix)| {
+            let (org, name) = names.get(id.as_str())?.clone();
+            Some(Project {
+                id: id.to_string(),
+                org,
+                name,
+                prefix: *prefix,
+            })
+        })
+        .collect();
+    let by_id: BTreeMap<&str, &MeshNode> = nodes.iter().map(|n| (n.node_id.as_str(), n)).collect();
+    let mut world_members = Vec::new();
+    for node in nodes.iter().filter(|n| n.facts.is_some()) {
+        let provider = provider_name(node);
+        if is_gateway(node, &provider) {
+            let site = gateway_site(node.pool_name.as_str(), &provider)
+                .map(|s| SiteRef::new(&provider, s));
+            let underlay = site
+                .as_ref()
+                .and_then(|at| sites.get(at))
+                .and_then(|s| underlay_in(node, s.prefix));
+            world_members.push(Member {
+                id: node.node_id.to_string(),
+                name: node.node_id.to_string(),
+                role: Role::Gateway,
+                site,
+                underlay,
+                mesh_address: None,
+                key: key_of(node),
+            });
+        }
+    }
+    for member in &members {
+        match member.kind {
+            MemberKind::Node => {
+                let Some(node) = by_id.get(member.id.as_str()) else {
+                    continue;
+                };
+                let provider = provider_name(node);
+                let at = node
+                    .site
+                    .as_deref()
+                    .map(|s| SiteRef::new(&provider, s))
+                    .filter(|at| sites.contains_key(at));
+                let underlay = match &at {
+                    Some(at) => underlay_in(node, sites[at].prefix),
+                    None => public_address(node),
+                };
+                world_members.push(Member {
+                    id: member.id.clone(),
+                    name: member.name.clone(),
+                    role: Role::Node {
+                        project: member.project_id.to_string(),
+                        pool: pool_path(node),
+                    },
+                    site: at,
+                    underlay,
+                    mesh_address: Some(member.address),
+                    key: key_of(node),
+                });
+            }
+            MemberKind::Workstation => world_members.push(Member {
+                id: member.id.clone(),
+                name: member.name.clone(),
+                role: Role::Workstation {
+                    project: member.project_id.to_string(),
+                },
+                site: None,
+                underlay: None,
+                mesh_address: Some(member.address),
+                key: member.public_key.as_deref().and_then(|k| k.parse().ok()),
+            }),
+        }
+    }
+    let pool_addresses = pool_addresses(store, &nodes, &provider_name).await?;
+    let world = World {
+        range: options.range,
+        projects,
+        sites: sites.into_values().collect(),
+        members: world_members,
+        pool_addresses,
+    };
+    pass.plan = orc_mesh::plan(&world)
+        .into_iter()
+        .filter_map(|(id, config)| Some((id.parse().ok()?, config)))
+        .collect();
+    Ok(pass)
+}
+
+async fn pool_addresses(
+    store: &Store,
+    nodes: &[MeshNode],
+    provider_name: &impl Fn(&MeshNode) -> String,
+) -> StoreResult<Vec<PoolAddress>> {
+    let pools: BTreeMap<&str, &MeshNode> = nodes.iter().map(|n| (n.pool_id.as_str(), n)).collect();
+    Ok(store
+        .mesh_pool_addresses()
+        .await?
+        .into_iter()
+        .filter_map(|a| {
+            // A pool with no node left has nothing to forward to.
+            let node = pools.get(a.pool_id.as_str())?;
+            Some(PoolAddress {
+                pool: pool_path(node),
+                at: SiteRef::new(&provider_name(node), &a.site),
+                address: a.ipv4.parse().ok()?,
+                ports: node
+                    .endpoints
+                    .iter()
+                    .map(|e| ForwardPort {
+                        protocol: if e.protocol == "udp" { "udp" } else { "tcp" }.to_string(),
+                        port: e.port,
+                    })
+                    .collect(),
+            })
+        })
+        .collect())
+}
+
+fn is_gateway(node: &MeshNode, provider: &str) -> bool {
+    node.org_name.as_str() == "sys"
+        && node.project_name.as_str() == "sys"
+        && gateway_site(node.pool_name.as_str(), provider).is_some()
+}
+
+fn pool_path(node: &MeshNode) -> String {
+    format!("{}/{}/{}", node.org_name, node.project_name, node.pool_name)
+}
+
+fn key_of(node: &MeshNode) -> Option<orc_mesh::PublicKey> {
+    node.facts
+        .as_ref()
+        .filter(|f| !f.wireguard_public_key.is_empty())
+        .and_then(|f| f.wireguard_public_key.parse().ok())
+}
+
+/// Every IPv4 address the node's agent or provider reported.
+fn addresses(node: &MeshNode) -> impl Iterator<Item = Ipv4Addr> + '_ {
+    let facts = node
+        .facts
+        .iter()
+        .flat_map(|f| f.addresses.iter())
+        .filter_map(|a| a.cidr.split('/').next()?.parse::<Ipv4Addr>().ok());
+    let reported = node
+        .addresses
+        .iter()
+        .filter_map(|a| a.parse::<Ipv4Addr>().ok());
+    facts.chain(reported)
+}
+
+/// The node's address in its site's prefix.
+fn underlay_in(node: &MeshNode, prefix: Ipv4Net) -> Option<Ipv4Addr> {
+    addresses(node).find(|a| prefix.contains(a))
+}
+
+/// The node's public address: the first its provider reported that is not private, else
+/// the first its agent reported.
+fn public_address(node: &MeshNode) -> Option<Ipv4Addr> {
+    let public = |a: &Ipv4Addr| !a.is_private() && !a.is_loopback() && !a.is_link_local();
+    node.addresses
+        .iter()
+        .filter_map(|a| a.parse::<Ipv4Addr>().ok())
+        .find(public)
+        .or_else(|| addresses(node).find(public))
+}
