@@ -55,7 +55,7 @@ impl Device {
             source,
         };
         let tun = match config.batching {
-            Batching::Auto => match build_tun(&config, false) {
+            Batching::Auto => match build_tun(&config, true) {
                 Ok(tun) => tun,
                 Err(error) => {
                     tracing::info!(
@@ -79,7 +79,8 @@ impl Device {
         udp.set_nonblocking(true).map_err(udp_error)?;
         let listen_port = udp.local_addr().map_err(udp_error)?.port();
         let udp = tokio::net::UdpSocket::from_std(udp).map_err(udp_error)?;
-        let io = Io::new(tun, udp, false, config.mtu).map_err(udp_error)?;
+        let io =
+            Io::new(tun, udp, config.batching == Batching::Auto, config.mtu).map_err(udp_error)?;
         let batching = io.batching_in_use();
         let tasks = spawn_datapath(engine.clone(), Arc::new(io));
         tracing::info!(interface = %config.name, listen_port, ?batching, "WireGuard interface up");

@@ -59,6 +59,23 @@ fn ping_and_tcp_both_ways_with_batching() {
 }
 
 #[test]
+fn batching_uses_the_kernel_offloads() {
+    // This kind of machine has them (DESIGN.md §8); without them the batched tests above
+    // would only exercise the fallback.
+    let pair = Pair::new(Batching::Auto, true);
+    let batching = pair.a().batching();
+    assert!(batching.tun_offload, "no TUN offloads: {batching:?}");
+    assert!(batching.udp_gso_segments > 1, "no UDP GSO: {batching:?}");
+    assert!(batching.udp_gro_segments > 1, "no UDP GRO: {batching:?}");
+    let off = Pair::new(Batching::Off, true);
+    let batching = off.a().batching();
+    assert!(
+        !batching.tun_offload && batching.udp_gso_segments == 1,
+        "{batching:?}"
+    );
+}
+
+#[test]
 fn ping_and_tcp_both_ways_one_packet_per_call() {
     ping_and_transfer(Batching::Off);
 }
