@@ -14,14 +14,13 @@
 mod support;
 
 use std::io::Write as _;
-use std::net::Ipv4Addr;
-use std::process::{Command, Stdio};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
-use orc_wg::{Batching, generate_private_key, public_key};
-use support::{MESH_B, Pair, Topology, UNDERLAY_B, tcp_throughput};
+use orc_wg::{Batching, PeerConfig, generate_private_key, public_key};
+use support::{
+    MESH_A, MESH_B, Pair, Topology, UNDERLAY_A, UNDERLAY_B, WireguardGo, tcp_throughput,
+};
 
 struct Options {
     secs: u64,
@@ -128,74 +127,35 @@ fn main() {
 
 /// The same stream through Debian's wireguard-go, configured with `wg` and `ip`.
 fn wireguard_go(options: &Options) -> Option<f64> {
-    let present = |program: &str| {
-        Command::new("sh")
-            .args(["-c", &format!("command -v {program}")])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if !present("wireguard-go") || !present("wg") {
+    if !support::installed("wireguard-go") || !support::installed("wg") {
         return None;
     }
     let topology = Topology::new();
     let id = std::process::id() % 10_000;
-    let names = [format!("wgoA{id}"), format!("wgoB{id}")];
-    let _sockets = SocketFiles(names.clone());
     let keys = [
         generate_private_key().expect("key"),
         generate_private_key().expect("key"),
     ];
-    let namespaces = [topology.a.clone(), topology.b.clone()];
-    let mesh = ["10.99.0.1/24", "10.99.0.2/24"];
-    let underlay = ["198.18.200.1", "198.18.200.2"];
-    for side in 0..2 {
-        let (ns, name) = (&namespaces[side], &names[side]);
-        support::must("ip", &["netns", "exec", ns, "wireguard-go", name]);
-        let mut wg = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                ns,
-                "wg",
-                "set",
-                name,
-                "listen-port",
-                "51820",
-            ])
-            .args(["private-key", "/dev/stdin"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .expect("wg set");
-        wg.stdin
-            .take()
-            .expect("stdin")
-            .write_all(STANDARD.encode(keys[side]).as_bytes())
-            .expect("key to wg");
-        assert!(wg.wait().expect("wg").success(), "wg set private-key");
-        let other = 1 - side;
-        let peer = STANDARD.encode(public_key(&keys[other]));
-        let endpoint = format!("{}:51820", underlay[other]);
-        let allowed = format!("10.99.0.{}/32", other + 1);
-        support::must(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                ns,
-                "wg",
-                "set",
-                name,
-                "peer",
-                &peer,
-                "endpoint",
-                &endpoint,
-                "allowed-ips",
-                &allowed,
-            ],
-        );
-        support::must("ip", &["-n", ns, "addr", "add", mesh[side], "dev", name]);
-        support::must("ip", &["-n", ns, "link", "set", name, "mtu", "1420", "up"]);
-    }
+    let peer = |key: &[u8; 32], endpoint: Ipv4Addr, allowed: &str| PeerConfig {
+        public_key: public_key(key),
+        endpoint: Some(SocketAddrV4::new(endpoint, support::PORT)),
+        allowed_ips: vec![allowed.parse().expect("prefix")],
+        keepalive: None,
+    };
+    let _a = WireguardGo::start(
+        &topology.a,
+        &format!("wgoA{id}"),
+        &keys[0],
+        MESH_A,
+        &peer(&keys[1], UNDERLAY_B, "10.99.0.2/32"),
+    );
+    let _b = WireguardGo::start(
+        &topology.b,
+        &format!("wgoB{id}"),
+        &keys[1],
+        MESH_B,
+        &peer(&keys[0], UNDERLAY_A, "10.99.0.1/32"),
+    );
     assert!(
         topology.ping_until_answered(&topology.a, MESH_B, 10),
         "wireguard-go: no handshake"
@@ -208,16 +168,4 @@ fn wireguard_go(options: &Options) -> Option<f64> {
         &topology.b,
         MESH_B,
     ))
-}
-
-/// wireguard-go's control sockets live in the host's /var/run/wireguard, not in the
-/// namespace: remove them when done.
-struct SocketFiles([String; 2]);
-
-impl Drop for SocketFiles {
-    fn drop(&mut self) {
-        for name in &self.0 {
-            let _ = std::fs::remove_file(format!("/var/run/wireguard/{name}.sock"));
-        }
-    }
 }

@@ -248,3 +248,46 @@ fn shutdown_removes_the_interface() {
     pair.rt_a.run(a.shutdown());
     assert!(!shown(&pair), "interface still there after shutdown");
 }
+
+/// orc-wg speaks WireGuard: it interoperates with Debian's wireguard-go (the userspace
+/// implementation nodes without orc-wg run), batched on both sides.
+#[test]
+fn interoperates_with_wireguard_go() {
+    let topology = support::Topology::new();
+    let rt_a = support::NsRuntime::new(&topology.a, 2);
+    let a = rt_a
+        .run(Device::create(support::device_config(
+            MESH_A,
+            Batching::Auto,
+        )))
+        .expect("device A");
+    let b_key = orc_wg::generate_private_key().expect("key");
+    let name = format!("wgoit{}", std::process::id() % 100_000);
+    let _b = support::WireguardGo::start(
+        &topology.b,
+        &name,
+        &b_key,
+        MESH_B,
+        &peer_of(&a, Some(UNDERLAY_A), &["10.99.0.1/32"]),
+    );
+    a.set_peers(&[orc_wg::PeerConfig {
+        public_key: orc_wg::public_key(&b_key),
+        endpoint: Some(SocketAddrV4::new(support::UNDERLAY_B, PORT)),
+        allowed_ips: vec!["10.99.0.2/32".parse().unwrap()],
+        keepalive: None,
+    }])
+    .expect("A's peers");
+
+    let t = &topology;
+    assert!(
+        t.ping_until_answered(&t.a, MESH_B, 10),
+        "A never reached wireguard-go"
+    );
+    assert!(t.ping(&t.b, MESH_A, 2), "wireguard-go -> A");
+    let data = pattern(3, 4 << 20);
+    let received = tcp_transfer(&t.a, &t.b, MESH_B, 5003, data.clone());
+    assert_eq!(checksum(&received), checksum(&data), "A -> wireguard-go");
+    let received = tcp_transfer(&t.b, &t.a, MESH_A, 5004, data.clone());
+    assert_eq!(checksum(&received), checksum(&data), "wireguard-go -> A");
+    rt_a.run(a.shutdown());
+}

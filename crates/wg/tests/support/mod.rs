@@ -428,3 +428,80 @@ pub fn tcp_throughput(
     sender.join().expect("sender");
     receiver.join().expect("receiver")
 }
+
+/// Whether `program` is on the PATH.
+pub fn installed(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A `wireguard-go` interface in a namespace, configured with `wg` and `ip`; its process
+/// dies with the topology, and its control socket (in the host's /var/run/wireguard) is
+/// removed on drop.
+#[derive(Debug)]
+pub struct WireguardGo {
+    pub name: String,
+}
+
+impl WireguardGo {
+    /// Starts `name` in `ns` with `private_key` on UDP port [`PORT`], address `mesh`/24, and
+    /// one peer.
+    pub fn start(
+        ns: &str,
+        name: &str,
+        private_key: &[u8; 32],
+        mesh: Ipv4Addr,
+        peer: &PeerConfig,
+    ) -> WireguardGo {
+        use base64::Engine as _;
+        use base64::engine::general_purpose::STANDARD;
+        use std::io::Write as _;
+        use std::process::Stdio;
+
+        assert!(
+            installed("wireguard-go") && installed("wg"),
+            "wireguard-go and wg are missing: apt-get install wireguard-go wireguard-tools"
+        );
+        let device = WireguardGo {
+            name: name.to_owned(),
+        };
+        must("ip", &["netns", "exec", ns, "wireguard-go", name]);
+        let mut wg = Command::new("ip")
+            .args(["netns", "exec", ns, "wg", "set", name, "listen-port"])
+            .arg(PORT.to_string())
+            .args(["private-key", "/dev/stdin"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("wg set");
+        wg.stdin
+            .take()
+            .expect("stdin")
+            .write_all(STANDARD.encode(private_key).as_bytes())
+            .expect("key to wg");
+        assert!(wg.wait().expect("wg").success(), "wg set private-key");
+        let key = STANDARD.encode(peer.public_key);
+        let allowed: Vec<String> = peer.allowed_ips.iter().map(|p| p.to_string()).collect();
+        let allowed = allowed.join(",");
+        let mut args = vec!["netns", "exec", ns, "wg", "set", name, "peer", &key];
+        let endpoint = peer.endpoint.map(|e| e.to_string());
+        if let Some(endpoint) = &endpoint {
+            args.extend(["endpoint", endpoint]);
+        }
+        args.extend(["allowed-ips", &allowed]);
+        must("ip", &args);
+        must(
+            "ip",
+            &["-n", ns, "addr", "add", &format!("{mesh}/24"), "dev", name],
+        );
+        must("ip", &["-n", ns, "link", "set", name, "mtu", "1420", "up"]);
+        device
+    }
+}
+
+impl Drop for WireguardGo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(format!("/var/run/wireguard/{}.sock", self.name));
+    }
+}
