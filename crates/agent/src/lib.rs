@@ -16,6 +16,7 @@
 pub mod connect;
 pub mod exec;
 pub mod facts;
+pub mod mesh;
 pub mod state;
 
 use std::collections::BTreeMap;
@@ -56,6 +57,10 @@ pub struct AgentOptions {
     pub max_backoff: Duration,
     /// How often facts are reported again. Default 60 s.
     pub facts_interval: Duration,
+    /// Whether to run the mesh the zone configures (WireGuard interfaces, routes, a
+    /// gateway's NAT; needs root). Off, the agent reports no key and leaves the mesh part
+    /// of its config alone. Default on.
+    pub mesh: bool,
 }
 
 impl Default for AgentOptions {
@@ -70,6 +75,7 @@ impl Default for AgentOptions {
             connect_timeout: Duration::from_secs(10),
             max_backoff: Duration::from_secs(30),
             facts_interval: Duration::from_secs(60),
+            mesh: true,
         }
     }
 }
@@ -90,6 +96,8 @@ pub enum AgentError {
     BadToken { path: PathBuf, reason: String },
     #[error("the zone refused the join: {0}")]
     Refused(String),
+    #[error(transparent)]
+    Mesh(#[from] mesh::MeshError),
 }
 
 /// Runs the agent until `shutdown` completes or it meets an error it cannot get past.
@@ -98,6 +106,13 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), AgentError> {
     let state = StateDir::open(&options.state_dir)?;
+    let mut mesh = if options.mesh {
+        Some(mesh::Mesh::new(mesh::MeshKey::load_or_create(
+            state.path(),
+        )?))
+    } else {
+        None
+    };
     tokio::pin!(shutdown);
     let mut backoff = Backoff::new(options.max_backoff);
     loop {
@@ -124,9 +139,14 @@ pub async fn run(
                 }
             }
         };
-        let session = Session::new(&options, &state, credentials);
+        let session = Session::new(&options, &state, credentials, mesh.as_mut());
         let outcome = tokio::select! {
-            _ = &mut shutdown => return Ok(()),
+            _ = &mut shutdown => {
+                if let Some(mesh) = mesh.as_mut() {
+                    mesh.clear().await;
+                }
+                return Ok(());
+            }
             outcome = session.run(&mut backoff) => outcome,
         };
         let wait = match outcome {
@@ -300,15 +320,33 @@ struct Session<'a> {
     options: &'a AgentOptions,
     state: &'a StateDir,
     credentials: Credentials,
+    /// The mesh, kept across streams: a reconnect leaves the interfaces running.
+    mesh: Option<&'a mut mesh::Mesh>,
 }
 
 impl<'a> Session<'a> {
-    fn new(options: &'a AgentOptions, state: &'a StateDir, credentials: Credentials) -> Self {
+    fn new(
+        options: &'a AgentOptions,
+        state: &'a StateDir,
+        credentials: Credentials,
+        mesh: Option<&'a mut mesh::Mesh>,
+    ) -> Self {
         Session {
             options,
             state,
             credentials,
+            mesh,
         }
+    }
+
+    /// The machine's facts, with the mesh key when the mesh runs.
+    fn facts(&self) -> agent_pb::Facts {
+        let mut facts = facts::gather(&self.options.product_uuid_file);
+        if let Some(mesh) = &self.mesh {
+            facts.wireguard_public_key = mesh.public_key().to_string();
+            facts.wireguard = "userspace".to_string();
+        }
+        facts
     }
 
     async fn run(mut self, backoff: &mut Backoff) -> Outcome {
@@ -340,7 +378,7 @@ impl<'a> Session<'a> {
         let hello = agent_pb::Hello {
             protocol_version: orc_proto::AGENT_PROTOCOL_VERSION,
             version: self.options.version.clone(),
-            facts: Some(facts::gather(&self.options.product_uuid_file)),
+            facts: Some(self.facts()),
             applied_generation: applied.generation,
         };
         let _ = tx.send(message(agent_message::Body::Hello(hello))).await;
@@ -380,7 +418,7 @@ impl<'a> Session<'a> {
                     continue;
                 }
                 _ = facts.tick() => {
-                    let now = facts::gather(&self.options.product_uuid_file);
+                    let now = self.facts();
                     let _ = tx.send(message(agent_message::Body::Facts(now))).await;
                     continue;
                 }
@@ -408,7 +446,7 @@ impl<'a> Session<'a> {
                     keepalive.tick().await;
                 }
                 Some(zone_message::Body::Config(config)) => {
-                    let applied = self.apply(config);
+                    let applied = self.apply(config).await;
                     let _ = tx
                         .send(message(agent_message::Body::Applied(applied)))
                         .await;
@@ -477,7 +515,27 @@ impl<'a> Session<'a> {
         }
     }
 
-    fn apply(&self, config: agent_pb::Config) -> agent_pb::Applied {
+    async fn apply(&mut self, config: agent_pb::Config) -> agent_pb::Applied {
+        let mesh_error = match (&mut self.mesh, &config.mesh) {
+            (Some(mesh), wire) => {
+                let wanted = match wire {
+                    Some(wire) => orc_mesh::MeshConfig::try_from(wire).map_err(|e| e.to_string()),
+                    None => Ok(orc_mesh::MeshConfig::default()),
+                };
+                match wanted {
+                    Ok(wanted) => mesh.apply(&wanted).await.err().map(|e| e.to_string()),
+                    Err(e) => Some(e),
+                }
+            }
+            (None, _) => None,
+        };
+        if let Some(error) = mesh_error {
+            tracing::warn!(generation = config.generation, %error, "the mesh config could not be applied");
+            return agent_pb::Applied {
+                generation: config.generation,
+                error,
+            };
+        }
         let identity = config.identity.unwrap_or_default();
         let applied = AppliedConfig {
             generation: config.generation,

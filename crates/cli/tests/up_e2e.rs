@@ -511,6 +511,79 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
         ]);
         assert!(out.contains(&format!("inet {address}/")), "{name}: {out}");
     }
+    // The mesh: every node of the project gets its mesh address, and nodes at the two
+    // partner sites (behind their gateways, over the backbone) and a one-cloud node reach
+    // each other on it.
+    let mesh_of = |pool: &str| -> (String, String) {
+        let node = up.json(&["nodes", pool]);
+        let id = node[0]["id"].as_str().unwrap().to_string();
+        let start = Instant::now();
+        loop {
+            let out = up.orc(&[
+                "exec",
+                &id,
+                "--project",
+                "sys/sys",
+                "--",
+                "ip",
+                "-4",
+                "-o",
+                "addr",
+                "show",
+                "orc-mesh",
+            ]);
+            let text = String::from_utf8_lossy(&out.stdout);
+            if let Some(address) = text
+                .split_whitespace()
+                .skip_while(|w| *w != "inet")
+                .nth(1)
+                .and_then(|cidr| cidr.split('/').next())
+            {
+                return (id, address.to_string());
+            }
+            assert!(
+                start.elapsed() < MINUTE,
+                "{pool} has no mesh interface: {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    let web = mesh_of("sys/sys/web");
+    let east = mesh_of("sys/sys/east");
+    let api = mesh_of("sys/sys/api");
+    assert!(web.1.starts_with("10.88."), "{web:?}");
+    for (from, to) in [(&web, &east), (&east, &web), (&web, &api), (&api, &east)] {
+        let start = Instant::now();
+        loop {
+            let out = up.orc(&[
+                "exec",
+                &from.0,
+                "--project",
+                "sys/sys",
+                "--",
+                "ping",
+                "-c",
+                "2",
+                "-W",
+                "2",
+                &to.1,
+            ]);
+            if out.status.success() {
+                break;
+            }
+            assert!(
+                start.elapsed() < MINUTE,
+                "{} cannot reach {} on the mesh: {}{}",
+                from.0,
+                to.0,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     // The Robot server runs what installimage installed, not its rescue system.
     let metal = up.json(&["nodes", "sys/sys/metal"]);
     let out = up.ok(&[

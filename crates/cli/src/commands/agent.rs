@@ -243,6 +243,10 @@ pub struct AgentArgs {
     #[arg(long, env = "ORC_AGENT_PRODUCT_UUID_FILE", value_name = "PATH",
         default_value = orc_agent::facts::PRODUCT_UUID_FILE)]
     pub product_uuid_file: PathBuf,
+    /// Leave the mesh alone: no WireGuard key, interfaces, routes or gateway NAT (for a
+    /// machine whose network someone else runs).
+    #[arg(long, env = "ORC_AGENT_NO_MESH")]
+    pub no_mesh: bool,
 }
 
 /// `orc agent`: runs until SIGTERM or Ctrl-C.
@@ -253,6 +257,7 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         token_file: args.join_token_file,
         state_dir: args.state_dir,
         product_uuid_file: args.product_uuid_file,
+        mesh: !args.no_mesh,
         ..orc_agent::AgentOptions::default()
     };
     orc_agent::run(options, crate::shutdown_signal()).await?;

@@ -42,6 +42,8 @@ fn options(dir: &std::path::Path, endpoint: &str, node: &str) -> AgentOptions {
         product_uuid_file: dir.join("product_uuid"),
         connect_timeout: Duration::from_secs(2),
         max_backoff: Duration::from_millis(300),
+        // No WireGuard interfaces in the test's own network namespace.
+        mesh: false,
         ..AgentOptions::default()
     }
 }
