@@ -116,7 +116,13 @@ pub(crate) async fn inbound(engine: Arc<Engine>, io: Arc<Io>) {
     let batch = quinn_udp::BATCH_SIZE.max(1);
     let mut received = vec![0u8; batch * RECV_BUFFER];
     let mut metas = vec![RecvMeta::default(); batch];
-    let mut packets: Vec<Vec<u8>> = Vec::new();
+    let mut datagrams: Vec<(Range<usize>, SocketAddrV4)> = Vec::new();
+    // tun-rs coalesces a flow into its first packet's buffer only when that buffer has the
+    // capacity for the whole coalesced packet, so every buffer gets room for 64 KiB (memory
+    // is only touched where packets are written).
+    let mut packets: Vec<Vec<u8>> = (0..IDEAL_BATCH_SIZE)
+        .map(|_| Vec::with_capacity(2 * VIRTIO_NET_HDR_LEN + 65_535))
+        .collect();
     let mut gro_table = GROTable::default();
     let mut control = Vec::new();
     loop {
@@ -136,29 +142,33 @@ pub(crate) async fn inbound(engine: Arc<Engine>, io: Arc<Io>) {
             Err(error) if carry_on("UDP receive", &error).await => continue,
             Err(_) => return,
         };
-        let mut opened = 0;
-        {
-            let table = engine.table();
-            let now = Instant::now();
-            for (meta, buffer) in metas
-                .iter()
-                .zip(received.chunks(RECV_BUFFER))
-                .take(messages)
+        datagrams.clear();
+        for (index, meta) in metas.iter().enumerate().take(messages) {
+            let SocketAddr::V4(from) = meta.addr else {
+                continue;
+            };
+            let base = index * RECV_BUFFER;
+            let stride = meta.stride.max(1);
+            datagrams.extend(
+                (0..meta.len)
+                    .step_by(stride)
+                    .map(|start| (base + start..base + (start + stride).min(meta.len), from)),
+            );
+        }
+        // Opened packets go to the TUN device a batch at a time, without the peer lock held.
+        for chunk in datagrams.chunks(packets.len()) {
+            let mut opened = 0;
             {
-                let SocketAddr::V4(from) = meta.addr else {
-                    continue;
-                };
-                let stride = meta.stride.max(1);
-                for datagram in buffer[..meta.len].chunks(stride) {
-                    if packets.len() == opened {
-                        packets.push(Vec::with_capacity(VIRTIO_NET_HDR_LEN + RECV_BUFFER));
-                    }
+                let table = engine.table();
+                let now = Instant::now();
+                for (range, from) in chunk {
+                    let datagram = &received[range.clone()];
                     let packet = &mut packets[opened];
                     packet.resize(VIRTIO_NET_HDR_LEN + datagram.len(), 0);
                     let out = engine.decapsulate(
                         &table,
                         datagram,
-                        from,
+                        *from,
                         &mut packet[VIRTIO_NET_HDR_LEN..],
                         &mut control,
                         now,
@@ -169,12 +179,12 @@ pub(crate) async fn inbound(engine: Arc<Engine>, io: Arc<Io>) {
                     }
                 }
             }
-        }
-        if opened > 0
-            && let Err(error) = write_tun(&io, &mut gro_table, &mut packets[..opened]).await
-            && !carry_on("TUN write", &error).await
-        {
-            return;
+            if opened > 0
+                && let Err(error) = write_tun(&io, &mut gro_table, &mut packets[..opened]).await
+                && !carry_on("TUN write", &error).await
+            {
+                return;
+            }
         }
         io.send_control(&mut control).await;
     }
