@@ -163,7 +163,16 @@ impl Up {
 }
 
 impl Drop for Up {
+    /// A test that failed still gets its world removed: Ctrl-C first (orc up takes its
+    /// namespaces down), SIGKILL only when that takes more than a minute.
     fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.signal(rustix::process::Signal::INT);
+            let start = Instant::now();
+            while matches!(self.child.try_wait(), Ok(None)) && start.elapsed() < MINUTE {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -583,6 +592,66 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
             std::thread::sleep(Duration::from_millis(500));
         }
     }
+
+    // A TCP transfer across the sites over the mesh arrives whole.
+    let on = |node: &(String, String), script: &str| -> String {
+        up.ok(&[
+            "exec",
+            &node.0,
+            "--project",
+            "sys/sys",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+    };
+    on(
+        &east,
+        &format!(
+            "head -c 4000000 /dev/urandom > /run/blob && cd /run && \
+             (nohup python3 -m http.server 8080 --bind {} >/dev/null 2>&1 &) && sleep 1",
+            east.1
+        ),
+    );
+    let sent = on(&east, "sha256sum < /run/blob");
+    let received = on(
+        &web,
+        &format!(
+            "curl -sSf --max-time 30 http://{}:8080/blob | sha256sum",
+            east.1
+        ),
+    );
+    assert_eq!(received, sent, "the 4 MB blob crossed the mesh intact");
+
+    // Egress: a node without a public address reaches the internet as its gateway's
+    // stable address.
+    let echo = up
+        .summary
+        .split("the echo host is ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the echo host in the summary")
+        .to_string();
+    let web_site = up.json(&["nodes", "sys/sys/web"])[0]["site"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let stable = up
+        .json(&["sites"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["site"] == web_site.as_str())
+        .and_then(|s| s["public_ipv4"].as_str())
+        .expect("the site's stable address")
+        .to_string();
+    let seen = on(&web, &format!("curl -sf --max-time 10 http://{echo}/"));
+    assert_eq!(
+        seen.trim(),
+        stable,
+        "the echo host sees the gateway's stable address"
+    );
 
     // The Robot server runs what installimage installed, not its rescue system.
     let metal = up.json(&["nodes", "sys/sys/metal"]);

@@ -25,6 +25,12 @@ pub const BACKBONE_PORT: u16 = 51821;
 /// its site's node whose private address ends in `h`, so peers outside the backbone (and
 /// workstations) reach nodes that have no public address.
 pub const FORWARD_BASE: u16 = 52000;
+/// The MTU of a gateway's backbone interface: a 1500-byte underlay less WireGuard's 80
+/// bytes of overhead.
+pub const BACKBONE_MTU: u16 = 1420;
+/// The MTU of a project mesh interface: its packets may cross the backbone inside a second
+/// WireGuard layer, so 80 bytes less again (no fragments, no lost big packets).
+pub const MESH_MTU: u16 = 1340;
 /// Keep-alive of a peer behind NAT, seconds.
 pub const KEEPALIVE_SECONDS: u16 = 25;
 

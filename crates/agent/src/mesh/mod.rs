@@ -230,7 +230,11 @@ impl Mesh {
                 private_key: self.key.private,
                 listen_port: interface.listen_port,
                 address: interface.address,
-                mtu: 1420,
+                mtu: if interface.name == orc_mesh::config::BACKBONE_INTERFACE {
+                    orc_mesh::config::BACKBONE_MTU
+                } else {
+                    orc_mesh::config::MESH_MTU
+                },
                 batching: orc_wg::Batching::Auto,
             })
             .await
