@@ -277,6 +277,40 @@ enum ZoneCommand {
     },
 }
 
+/// The zone's mesh range, shared by `orc zone serve` and `orc up`.
+#[derive(Debug, Clone, Args)]
+pub struct MeshArgs {
+    /// The range the zone gives each project's mesh a prefix from. It must not overlap the
+    /// sites' networks, nor any network the nodes or the people on the mesh use.
+    #[arg(long, value_name = "CIDR", default_value = orc_mesh::range::DEFAULT_RANGE)]
+    pub mesh_range: ipnet::Ipv4Net,
+    /// The prefix length of each project's mesh (24: 253 nodes and workstations).
+    #[arg(long, value_name = "LEN", default_value_t = orc_mesh::range::DEFAULT_PROJECT_PREFIX_LEN)]
+    pub mesh_project_prefix: u8,
+}
+
+impl MeshArgs {
+    /// The zone's mesh options for these arguments; the partner's site range is reserved,
+    /// since this zone runs the partner.
+    pub fn options(&self) -> anyhow::Result<orc_zone::mesh::MeshOptions> {
+        let range = orc_mesh::MeshRange::new(self.mesh_range, self.mesh_project_prefix)
+            .with_context(|| {
+                format!(
+                    "--mesh-range {} --mesh-project-prefix {}",
+                    self.mesh_range, self.mesh_project_prefix
+                )
+            })?;
+        let site_range = orc_partner_provider::naming::SITE_RANGE
+            .parse()
+            .expect("the partner's site range is a CIDR");
+        Ok(orc_zone::mesh::MeshOptions {
+            range,
+            reserved: vec![("the partner's site range".to_string(), site_range)],
+            ..Default::default()
+        })
+    }
+}
+
 /// TLS of the zone's listeners, shared by `orc zone serve` and `orc up`.
 #[derive(Debug, Clone, Args)]
 pub struct TlsArgs {
@@ -333,6 +367,8 @@ struct ServeArgs {
     join_grace: std::time::Duration,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    mesh: MeshArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -690,6 +726,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.http_addr = args.http;
     config.grpc_addr = args.grpc;
     config.tls = args.tls.config();
+    config.mesh = args.mesh.options()?;
     config.agent_url = args.agent_url;
     config.reconcile.join_grace = Some(args.join_grace).filter(|g| !g.is_zero());
     // Nodes install the agent this zone runs as.

@@ -67,6 +67,8 @@ pub struct UpArgs {
     pub grpc: SocketAddr,
     #[command(flatten)]
     pub tls: crate::TlsArgs,
+    #[command(flatten)]
+    pub mesh: crate::MeshArgs,
     /// Where the Hetzner Cloud emulator listens.
     #[arg(long, default_value = "127.0.0.1:4010")]
     pub hetzner_emu: SocketAddr,
@@ -313,6 +315,7 @@ impl Up {
         config.http_addr = args.http;
         config.grpc_addr = args.grpc;
         config.tls = args.tls.config();
+        config.mesh = args.mesh.options()?;
         config.apps = apps;
         config.agent_binary = std::env::current_exe().ok();
         if let Some(fabric) = &fabric {
@@ -320,6 +323,12 @@ impl Up {
             // node whose agent does not join is replaced, as on a real cloud.
             config.grpc_addr = SocketAddr::from((fabric.host_address(), args.grpc.port()));
             config.reconcile.join_grace = Some(Duration::from_secs(600));
+            config.mesh.reserved.push((
+                "the emulated internet".to_string(),
+                orc_emu::netns::PUBLIC_RANGE
+                    .parse()
+                    .expect("the emulated internet is a CIDR"),
+            ));
         }
         let mut zone_config = config.clone();
         let zone = Zone::start(config)

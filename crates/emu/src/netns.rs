@@ -38,6 +38,10 @@ use std::time::{Duration, Instant};
 /// How many fabrics can run on one host at once.
 pub const SLOTS: u8 = 31;
 
+/// The reserved range every fabric's addresses come from (RFC 2544's benchmarking range,
+/// never routed on the internet).
+pub const PUBLIC_RANGE: &str = "198.18.0.0/15";
+
 /// The paths a server keeps to itself (each an empty tmpfs when the server is made), and
 /// `/root` ([`PRIVATE_HOME`]) too.
 pub const PRIVATE_DIRS: [&str; 6] = [

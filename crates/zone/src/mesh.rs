@@ -47,6 +47,9 @@ pub struct MeshOptions {
     pub quarantine: Duration,
     /// The longest time between two passes. Default 2 s.
     pub interval: Duration,
+    /// Other ranges of the zone's world, by name (a provider's site range, an emulated
+    /// internet): the zone refuses to start when the mesh range overlaps one of them.
+    pub reserved: Vec<(String, Ipv4Net)>,
 }
 
 impl Default for MeshOptions {
@@ -55,6 +58,7 @@ impl Default for MeshOptions {
             range: MeshRange::default(),
             quarantine: Duration::from_secs(3600),
             interval: Duration::from_secs(2),
+            reserved: Vec::new(),
         }
     }
 }
@@ -387,4 +391,63 @@ fn public_address(node: &MeshNode) -> Option<Ipv4Addr> {
         .filter_map(|a| a.parse::<Ipv4Addr>().ok())
         .find(public)
         .or_else(|| addresses(node).find(public))
+}
+
+/// Why the zone's mesh range cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum MeshRangeError {
+    #[error(transparent)]
+    Overlap(#[from] orc_mesh::range::Overlap),
+    #[error(
+        "project {project} has mesh prefix {prefix}, which the mesh range ({range}) does not \
+         hold; keep a range and project prefix length that hold every project's prefix"
+    )]
+    Outside {
+        project: String,
+        prefix: Ipv4Net,
+        range: MeshRange,
+    },
+    #[error("cannot read the mesh's sites and prefixes")]
+    Store(#[source] crate::store::StoreError),
+}
+
+/// Checks the mesh range at start: it overlaps none of the reserved ranges nor any site
+/// prefix a provider reported, and it holds every project's prefix.
+pub async fn check_range(store: &Store, options: &MeshOptions) -> Result<(), MeshRangeError> {
+    let range = options.range.range();
+    let mut ranges: Vec<(String, Ipv4Net)> = vec![("the mesh range".to_string(), range)];
+    ranges.extend(options.reserved.iter().cloned());
+    let providers: BTreeMap<String, String> = store
+        .list_providers()
+        .await
+        .map_err(MeshRangeError::Store)?
+        .into_iter()
+        .map(|p| (p.id.to_string(), p.name.to_string()))
+        .collect();
+    for site in store.mesh_sites().await.map_err(MeshRangeError::Store)? {
+        let Some(prefix) = site.private_prefix.as_deref().and_then(|p| p.parse().ok()) else {
+            continue;
+        };
+        let provider = providers
+            .get(site.provider_id.as_str())
+            .cloned()
+            .unwrap_or_else(|| site.provider_id.to_string());
+        ranges.push((format!("site {provider}/{}", site.site), prefix));
+    }
+    // Only the mesh range against each other one: two sites never share a prefix, and
+    // reserved ranges may hold the sites' prefixes.
+    let named: Vec<(&str, Ipv4Net)> = ranges.iter().map(|(n, r)| (n.as_str(), *r)).collect();
+    for other in &named[1..] {
+        orc_mesh::range::check_overlaps(&[named[0], *other])?;
+    }
+    for (project, prefix) in store.mesh_prefixes().await.map_err(MeshRangeError::Store)? {
+        if !options.range.holds_project(prefix) {
+            return Err(MeshRangeError::Outside {
+                project: project.to_string(),
+                prefix,
+                range: options.range,
+            });
+        }
+    }
+    Ok(())
 }

@@ -253,6 +253,9 @@ pub enum ZoneError {
     /// The `core` provider (apps supervisor) could not start.
     #[error("the apps supervisor could not start")]
     Apps(#[source] AppsError),
+    /// The mesh range overlaps another range, or no longer holds a project's prefix.
+    #[error("the mesh range cannot be used")]
+    MeshRange(#[source] crate::mesh::MeshRangeError),
     /// A listener could not be bound.
     #[error("cannot listen for the {what} on {addr}")]
     Bind {
@@ -338,6 +341,10 @@ impl Zone {
             }
         }
         tighten_files(&data_dir)?;
+        if let Err(e) = crate::mesh::check_range(&store, &config.mesh).await {
+            store.close().await;
+            return Err(ZoneError::MeshRange(e));
+        }
         let (admin_token, admin_token_is_new) = ensure_admin(&store, &data_dir).await?;
 
         let (http, http_addr) = bind("HTTP API", config.http_addr).await?;

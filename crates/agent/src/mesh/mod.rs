@@ -11,12 +11,14 @@
 //! - **Gateway.** Forwarding on, and the site's NAT and forwarding as one nftables table
 //!   ([`nft`]), written again whenever the role or the health of a pool's nodes changes:
 //!   every second each pool target's first TCP port is dialled, and a target that did not
-//!   answer twice in a row leaves the forwarding set until it answers again.
+//!   answer twice in a row leaves the forwarding set until it answers again. The site's
+//!   pool addresses go on the interface of its stable address ([`pool_addresses`]).
 //!
 //! Every step is checked; the first that fails is the error the agent reports for the
 //! generation, and the next config tries again from what is actually applied.
 
 pub mod nft;
+pub mod pool_addresses;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -115,6 +117,7 @@ pub struct Mesh {
     devices: BTreeMap<String, Applied>,
     routes: BTreeSet<Route>,
     gateway: Option<GatewayRun>,
+    pool_addresses: pool_addresses::PoolAddresses,
 }
 
 impl std::fmt::Debug for Mesh {
@@ -134,6 +137,7 @@ impl Mesh {
             devices: BTreeMap::new(),
             routes: BTreeSet::new(),
             gateway: None,
+            pool_addresses: pool_addresses::PoolAddresses::default(),
         }
     }
 
@@ -210,6 +214,7 @@ impl Mesh {
             }
             (None, None) => {}
         }
+        self.pool_addresses.apply(config.gateway.as_ref()).await?;
         Ok(())
     }
 
@@ -269,6 +274,7 @@ impl Mesh {
             gateway.stop();
             let _ = nft(&nft::removal_script()).await;
         }
+        let _ = self.pool_addresses.apply(None).await;
         for (_, applied) in std::mem::take(&mut self.devices) {
             applied.device.shutdown().await;
         }

@@ -7,7 +7,9 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use orc_zone_api_types::views::{EventView, NodeView, OrgView, PoolView, ProjectView};
+use orc_zone_api_types::views::{
+    EndpointView, EventView, NodeView, OrgView, PoolView, ProjectView,
+};
 use serde_json::json;
 
 use super::params::{SensitiveParam, parse_param, parse_sensitive, read_sensitive};
@@ -220,6 +222,11 @@ pub struct CreatePoolArgs {
     /// node installs for its OS's default user (repeat for more).
     #[arg(long = "ssh-key", value_name = "FILE")]
     pub ssh_keys: Vec<std::path::PathBuf>,
+    /// An endpoint the nodes serve, NAME=PROTOCOL:PORT with protocol http or tcp
+    /// (`web=http:8080`; repeat for more). A `--public` pool's address forwards these ports
+    /// to its healthy nodes.
+    #[arg(long = "endpoint", value_parser = parse_endpoint, value_name = "NAME=PROTOCOL:PORT")]
+    pub endpoints: Vec<EndpointView>,
     /// Wait until every node runs (a progress bar on a terminal, a line per change
     /// otherwise); stops early when the remaining nodes are parked for a reason that does
     /// not clear by itself.
@@ -228,6 +235,26 @@ pub struct CreatePoolArgs {
     /// Give up waiting after this many seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
+}
+
+/// One `--endpoint NAME=PROTOCOL:PORT`; the zone checks the name and protocol and says
+/// which is wrong.
+fn parse_endpoint(text: &str) -> Result<EndpointView, String> {
+    let bad = || format!("{text:?} is not NAME=PROTOCOL:PORT (web=http:8080)");
+    let (name, rest) = text.split_once('=').ok_or_else(bad)?;
+    let (protocol, port) = rest.split_once(':').ok_or_else(bad)?;
+    let port: u16 =
+        port.parse().ok().filter(|p| *p > 0).ok_or_else(|| {
+            format!("{text:?}: the port {port:?} is not a number from 1 to 65535")
+        })?;
+    if name.is_empty() || protocol.is_empty() {
+        return Err(bad());
+    }
+    Ok(EndpointView {
+        name: name.to_string(),
+        protocol: protocol.to_string(),
+        port,
+    })
 }
 
 /// The public keys in `path`: every line that is not blank or a `#` comment, each checked,
@@ -280,6 +307,7 @@ pub async fn create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Result<()>
         ("params".to_string(), json!(params)),
         ("sensitive_params".to_string(), json!(sensitive)),
         ("ssh_keys".to_string(), json!(ssh_keys)),
+        ("endpoints".to_string(), json!(args.endpoints)),
     ]);
     let pool: PoolView = client
         .post(&format!("{}/pools", project_url(&org, &project)), &body)
@@ -670,5 +698,44 @@ mod golden {
             "a sensitive value's place is never shown"
         );
         check_golden("pool-show", &out);
+    }
+}
+
+#[cfg(test)]
+mod endpoints {
+    use super::parse_endpoint;
+
+    #[test]
+    fn an_endpoint_is_name_protocol_and_port() {
+        let e = parse_endpoint("web=http:8080").unwrap();
+        assert_eq!(
+            (e.name.as_str(), e.protocol.as_str(), e.port),
+            ("web", "http", 8080)
+        );
+        let e = parse_endpoint("db=tcp:5432").unwrap();
+        assert_eq!(
+            (e.name.as_str(), e.protocol.as_str(), e.port),
+            ("db", "tcp", 5432)
+        );
+    }
+
+    #[test]
+    fn a_bad_endpoint_says_what_is_wrong() {
+        assert_eq!(
+            parse_endpoint("web").unwrap_err(),
+            "\"web\" is not NAME=PROTOCOL:PORT (web=http:8080)"
+        );
+        assert_eq!(
+            parse_endpoint("web=http").unwrap_err(),
+            "\"web=http\" is not NAME=PROTOCOL:PORT (web=http:8080)"
+        );
+        assert_eq!(
+            parse_endpoint("web=http:0").unwrap_err(),
+            "\"web=http:0\": the port \"0\" is not a number from 1 to 65535"
+        );
+        assert_eq!(
+            parse_endpoint("=http:80").unwrap_err(),
+            "\"=http:80\" is not NAME=PROTOCOL:PORT (web=http:8080)"
+        );
     }
 }

@@ -19,6 +19,7 @@ mod api_quote;
 mod api_tenancy;
 mod hub_failover;
 mod mesh;
+mod mesh_range;
 mod reconcile_nodes;
 mod security;
 mod security_credentials;
