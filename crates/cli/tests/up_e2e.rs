@@ -653,6 +653,211 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
         "the echo host sees the gateway's stable address"
     );
 
+    // A public pool: its address at the site is served by its nodes, and not by one whose
+    // service stopped.
+    let created = up.ok(&[
+        "pool",
+        "create",
+        "sys/sys/www",
+        "--provider",
+        "partner",
+        "--class",
+        "eu-central",
+        "--cpu",
+        "2",
+        "--mem",
+        "4",
+        "--os",
+        "ubuntu-24.04",
+        "--public",
+        "--endpoint",
+        "web=http:8080",
+        "--size",
+        "2",
+        "--wait",
+    ]);
+    assert!(created.contains("2 of 2 node(s) running"), "{created}");
+    let www = up.wait_for(&["nodes", "sys/sys/www"], 5 * MINUTE, ready);
+    let www: Vec<String> = www
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap().to_string())
+        .collect();
+    for id in &www {
+        up.ok(&[
+            "exec",
+            id,
+            "--project",
+            "sys/sys",
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "mkdir -p /run/www && echo {id} > /run/www/index.html && cd /run/www || exit 1; \
+                 nohup python3 -m http.server 8080 >/dev/null 2>&1 & echo $! > /run/www.pid; \
+                 sleep 1"
+            ),
+        ]);
+    }
+    let shown = up.wait_for(&["pool", "show", "sys/sys/www"], 3 * MINUTE, |p| {
+        p["pool"]["address"]["ipv4"].is_string()
+    });
+    let address = shown["pool"]["address"]["ipv4"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(address.starts_with("198.1"), "{shown:#}");
+    let echo_ns = format!("{fabric}echo");
+    let from_internet = || -> Option<String> {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &echo_ns, "curl", "-sf", "--max-time", "3"])
+            .arg(format!("http://{address}:8080/"))
+            .output()
+            .expect("curl in the echo host's namespace");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let start = Instant::now();
+    let mut answered = std::collections::BTreeSet::new();
+    while answered.len() < 2 {
+        if let Some(id) = from_internet() {
+            assert!(www.contains(&id), "{id} is no node of the pool");
+            answered.insert(id);
+        }
+        assert!(
+            start.elapsed() < 2 * MINUTE,
+            "the pool address {address} is not served by both nodes: {answered:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    up.ok(&[
+        "exec",
+        &www[0],
+        "--project",
+        "sys/sys",
+        "--",
+        "sh",
+        "-c",
+        // The servers share the host's process table: stop this one by its pid.
+        "kill $(cat /run/www.pid)",
+    ]);
+    let start = Instant::now();
+    let mut in_a_row = 0;
+    while in_a_row < 10 {
+        match from_internet() {
+            Some(id) if id == www[1] => in_a_row += 1,
+            _ => in_a_row = 0,
+        }
+        assert!(
+            start.elapsed() < MINUTE,
+            "the stopped node {} still gets the pool's requests",
+            www[0]
+        );
+    }
+
+    // Another project's node cannot reach this project's mesh, nor be reached from it.
+    up.ok(&["project", "create", "sys/other"]);
+    up.ok(&["provider", "change-scope", "sys/sys/partner", "zone"]);
+    let created = up.ok(&[
+        "pool",
+        "create",
+        "sys/other/lone",
+        "--provider",
+        "partner",
+        "--class",
+        "eu-central",
+        "--cpu",
+        "2",
+        "--mem",
+        "4",
+        "--os",
+        "ubuntu-24.04",
+        "--size",
+        "1",
+        "--wait",
+    ]);
+    assert!(created.contains("1 of 1 node(s) running"), "{created}");
+    let lone = up.wait_for(&["nodes", "sys/other/lone"], 5 * MINUTE, ready)[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let lone_mesh = {
+        let start = Instant::now();
+        loop {
+            let out = up.orc(&[
+                "exec",
+                &lone,
+                "--project",
+                "sys/other",
+                "--",
+                "ip",
+                "-4",
+                "-o",
+                "addr",
+                "show",
+                "orc-mesh",
+            ]);
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            if let Some(cidr) = text.split_whitespace().skip_while(|w| *w != "inet").nth(1) {
+                break cidr.split('/').next().unwrap().to_string();
+            }
+            assert!(
+                start.elapsed() < MINUTE,
+                "sys/other/lone has no mesh: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    assert_ne!(
+        lone_mesh.rsplit_once('.').map(|(net, _)| net),
+        web.1.rsplit_once('.').map(|(net, _)| net),
+        "two projects share no mesh prefix"
+    );
+    for (from, project, to) in [
+        (&lone, "sys/other", &web.1),
+        (&lone, "sys/other", &east.1),
+        (&web.0, "sys/sys", &lone_mesh),
+    ] {
+        let out = up.orc(&[
+            "exec",
+            from,
+            "--project",
+            project,
+            "--",
+            "ping",
+            "-c",
+            "2",
+            "-W",
+            "1",
+            to,
+        ]);
+        assert!(
+            !out.status.success(),
+            "{from} reached {to} across projects: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    // It still reaches its own gateway's internet.
+    let seen = up.ok(&[
+        "exec",
+        &lone,
+        "--project",
+        "sys/other",
+        "--",
+        "curl",
+        "-sf",
+        "--max-time",
+        "10",
+        &format!("http://{echo}/"),
+    ]);
+    assert_eq!(
+        seen.trim(),
+        stable,
+        "{lone} reaches the internet as its gateway"
+    );
+
     // The Robot server runs what installimage installed, not its rescue system.
     let metal = up.json(&["nodes", "sys/sys/metal"]);
     let out = up.ok(&[
@@ -761,9 +966,14 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
     );
 
     // Pools deleted: their servers' namespaces go, and the Robot server is released.
-    for name in ["sys/sys/web", "sys/sys/east"]
-        .into_iter()
-        .chain(ONE_CLOUD.iter().map(|one| one.0))
+    for name in [
+        "sys/sys/web",
+        "sys/sys/east",
+        "sys/sys/www",
+        "sys/other/lone",
+    ]
+    .into_iter()
+    .chain(ONE_CLOUD.iter().map(|one| one.0))
     {
         up.ok(&["pool", "delete", name, "--wait"]);
     }
