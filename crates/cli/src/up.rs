@@ -49,6 +49,8 @@ pub const PARTNER_RESOURCE: &str = "urn:orc:partner:orc-up";
 pub const PARTNER_REPLICAS: u32 = 2;
 /// Seconds between the partner's inventory passes in `orc up` (the default is 60).
 pub const UP_INVENTORY_SECS: u64 = 5;
+/// How long a node of an emulated cloud stays lost before its slot gets a new node.
+pub const UP_LOST_REPLACE_AFTER: Duration = Duration::from_secs(20);
 /// The emulators' one account. A local tool's credential, not a secret.
 const EMULATOR_ACCOUNT: &str = "orc-up";
 const EMULATOR_TOKEN: &str = "orc-up-emulator-token";
@@ -316,6 +318,9 @@ impl Up {
         config.grpc_addr = args.grpc;
         config.tls = args.tls.config();
         config.mesh = args.mesh.options()?;
+        // The emulators' inventory is complete and read every few seconds: a node missing
+        // from it is gone, and its slot need not wait the minutes a real cloud's may.
+        config.reconcile.lost_replace_after = UP_LOST_REPLACE_AFTER;
         config.apps = apps;
         config.agent_binary = std::env::current_exe().ok();
         if let Some(fabric) = &fabric {

@@ -13,10 +13,12 @@
 //!   every second each pool target's first TCP port is dialled, and a target that did not
 //!   answer twice in a row leaves the forwarding set until it answers again. The site's
 //!   pool addresses go on the interface of its stable address ([`pool_addresses`]).
+//! - **Names.** The project's node names, answered on the mesh address ([`dns`]).
 //!
 //! Every step is checked; the first that fails is the error the agent reports for the
 //! generation, and the next config tries again from what is actually applied.
 
+pub mod dns;
 pub mod nft;
 pub mod pool_addresses;
 
@@ -118,6 +120,7 @@ pub struct Mesh {
     routes: BTreeSet<Route>,
     gateway: Option<GatewayRun>,
     pool_addresses: pool_addresses::PoolAddresses,
+    names: dns::NameServer,
 }
 
 impl std::fmt::Debug for Mesh {
@@ -138,6 +141,7 @@ impl Mesh {
             routes: BTreeSet::new(),
             gateway: None,
             pool_addresses: pool_addresses::PoolAddresses::default(),
+            names: dns::NameServer::default(),
         }
     }
 
@@ -215,6 +219,17 @@ impl Mesh {
             (None, None) => {}
         }
         self.pool_addresses.apply(config.gateway.as_ref()).await?;
+        let mesh_address = config
+            .interface(orc_mesh::config::MESH_INTERFACE)
+            .and_then(|i| i.address)
+            .map(|net| net.addr());
+        self.names
+            .apply(
+                mesh_address,
+                &config.hosts,
+                orc_mesh::config::MESH_INTERFACE,
+            )
+            .await?;
         Ok(())
     }
 
@@ -275,6 +290,7 @@ impl Mesh {
             let _ = nft(&nft::removal_script()).await;
         }
         let _ = self.pool_addresses.apply(None).await;
+        self.names.stop();
         for (_, applied) in std::mem::take(&mut self.devices) {
             applied.device.shutdown().await;
         }
