@@ -593,6 +593,54 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
         }
     }
 
+    // Node names: each agent answers its project's names on its mesh address.
+    let name = format!("{}.sys.sys.internal", east.0);
+    let start = Instant::now();
+    loop {
+        let out = up.orc(&[
+            "exec",
+            &web.0,
+            "--project",
+            "sys/sys",
+            "--",
+            "dig",
+            "+short",
+            "+time=2",
+            "+tries=1",
+            &format!("@{}", web.1),
+            &name,
+        ]);
+        let answered = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if answered == east.1 {
+            break;
+        }
+        assert!(
+            start.elapsed() < MINUTE,
+            "{name} does not resolve to {} on {}: {answered:?} {}",
+            east.1,
+            web.0,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let refused = up.orc(&[
+        "exec",
+        &web.0,
+        "--project",
+        "sys/sys",
+        "--",
+        "dig",
+        "+time=2",
+        "+tries=1",
+        &format!("@{}", web.1),
+        "example.com",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&refused.stdout).contains("status: REFUSED"),
+        "it resolves no other name: {}",
+        String::from_utf8_lossy(&refused.stdout)
+    );
+
     // A TCP transfer across the sites over the mesh arrives whole.
     let on = |node: &(String, String), script: &str| -> String {
         up.ok(&[
@@ -858,6 +906,99 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
         "{lone} reaches the internet as its gateway"
     );
 
+    // A gateway terminated in its cloud comes back by itself with the site's stable address
+    // and pool address, and traffic through the site resumes.
+    let gateway_pool = format!("sys/sys/gw-partner-{web_site}");
+    let old_gateway = up.json(&["nodes", &gateway_pool])[0].clone();
+    assert_eq!(old_gateway["placed"]["cloud"], "hetzner", "{old_gateway:#}");
+    let hetzner = up
+        .summary
+        .split("hetzner   ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the Hetzner emulator in the summary")
+        .to_string();
+    let hcloud = |args: &[&str]| -> String {
+        let out = Command::new("hcloud")
+            .args(args)
+            .env("HCLOUD_ENDPOINT", format!("{hetzner}/v1"))
+            .env("HCLOUD_TOKEN", "orc-up-emulator-token")
+            .env("HCLOUD_CONFIG", "/nonexistent")
+            .output()
+            .expect("hcloud runs (Debian package hcloud-cli)");
+        assert!(
+            out.status.success(),
+            "hcloud {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let servers: Value = serde_json::from_str(&hcloud(&["server", "list", "-o", "json"])).unwrap();
+    let server = servers
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["public_net"]["ipv4"]["ip"] == stable.as_str())
+        .unwrap_or_else(|| panic!("no Hetzner server holds {stable}: {servers:#}"));
+    hcloud(&["server", "delete", &server["id"].to_string()]);
+    let old_id = old_gateway["id"].as_str().unwrap().to_string();
+    let back = up.wait_for(&["nodes", &gateway_pool], 5 * MINUTE, |nodes| {
+        ready(nodes) && nodes[0]["id"] != old_id.as_str()
+    });
+    eprintln!("gateway {old_id} replaced by {}", back[0]["id"]);
+    let sites_now = up.json(&["sites"]);
+    let site_now = sites_now
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["site"] == web_site.as_str())
+        .unwrap();
+    assert_eq!(site_now["public_ipv4"], stable.as_str(), "{sites_now:#}");
+    let start = Instant::now();
+    loop {
+        let crossed = up
+            .orc(&[
+                "exec",
+                &web.0,
+                "--project",
+                "sys/sys",
+                "--",
+                "ping",
+                "-c",
+                "1",
+                "-W",
+                "2",
+                &east.1,
+            ])
+            .status
+            .success();
+        let egress = up.orc(&[
+            "exec",
+            &web.0,
+            "--project",
+            "sys/sys",
+            "--",
+            "curl",
+            "-sf",
+            "--max-time",
+            "3",
+            &format!("http://{echo}/"),
+        ]);
+        let served = from_internet();
+        if crossed
+            && String::from_utf8_lossy(&egress.stdout).trim() == stable
+            && served.as_deref() == Some(www[1].as_str())
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < 2 * MINUTE,
+            "traffic through the new gateway: mesh {crossed}, egress {:?}, pool address {served:?}",
+            String::from_utf8_lossy(&egress.stdout)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
     // The Robot server runs what installimage installed, not its rescue system.
     let metal = up.json(&["nodes", "sys/sys/metal"]);
     let out = up.ok(&[
@@ -966,17 +1107,59 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
     );
 
     // Pools deleted: their servers' namespaces go, and the Robot server is released.
-    for name in [
-        "sys/sys/web",
-        "sys/sys/east",
-        "sys/sys/www",
-        "sys/other/lone",
-    ]
-    .into_iter()
-    .chain(ONE_CLOUD.iter().map(|one| one.0))
+    // A site that closes leaves the other gateways' backbone: the last pool at the east
+    // site goes, and the route to its prefix leaves the west gateway.
+    let east_site = up.json(&["nodes", "sys/sys/east"])[0]["site"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let east_prefix = up
+        .json(&["sites"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["site"] == east_site.as_str())
+        .and_then(|s| s["private_prefix"].as_str())
+        .expect("the east site's prefix")
+        .to_string();
+    let west_gateway = up.json(&["nodes", &gateway_pool])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let backbone = || {
+        up.ok(&[
+            "exec",
+            &west_gateway,
+            "--project",
+            "sys/sys",
+            "--",
+            "ip",
+            "-4",
+            "route",
+            "show",
+            "dev",
+            "orc-backbone",
+        ])
+    };
+    assert!(backbone().contains(&east_prefix), "{}", backbone());
+    up.ok(&["pool", "delete", "sys/sys/east", "--wait"]);
+    let start = Instant::now();
+    while backbone().contains(&east_prefix) {
+        assert!(
+            start.elapsed() < 3 * MINUTE,
+            "the closed site {east_site} is still on the backbone: {}",
+            backbone()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    for name in ["sys/sys/web", "sys/sys/www", "sys/other/lone"]
+        .into_iter()
+        .chain(ONE_CLOUD.iter().map(|one| one.0))
     {
         up.ok(&["pool", "delete", name, "--wait"]);
     }
+
     let start = Instant::now();
     while server_namespaces(&fabric).len() > before.len() {
         assert!(
