@@ -443,15 +443,16 @@ impl Zone {
             }));
         }
         let backends = Backends::new(hub.clone(), apps.clone());
-        let reconcilers =
-            Reconcilers::spawn(store.clone(), backends.clone(), clock.clone(), reconcile);
-        let reconciler = reconcilers.reconciler().clone();
         let mesh = MeshHandle::spawn(
             store.clone(),
             agents.clone(),
             clock.clone(),
             config.mesh.clone(),
         );
+        reconcile.mesh_wake = Some(mesh.waker());
+        let reconcilers =
+            Reconcilers::spawn(store.clone(), backends.clone(), clock.clone(), reconcile);
+        let reconciler = reconcilers.reconciler().clone();
         let state = ApiState::new(store.clone())
             .with_backends(backends)
             .with_directory(Arc::new(HubDirectory(hub.clone())))

@@ -98,6 +98,9 @@ pub struct ReconcileOptions {
     /// What a deploy's bootstrap carries so the node's agent joins (a join token minted
     /// per deploy); `None` deploys with an empty bootstrap (a zone without a CA, tests).
     pub bootstrap: Option<Arc<AgentBootstrap>>,
+    /// Told when answers changed nodes' states (a node runs, a node ended), so the mesh
+    /// pass runs at once instead of at its next interval; `None` tells nobody.
+    pub mesh_wake: Option<Arc<Notify>>,
 }
 
 impl Default for ReconcileOptions {
@@ -119,6 +122,7 @@ impl Default for ReconcileOptions {
             lost_replace_after: Duration::from_secs(5 * 60),
             join_grace: None,
             bootstrap: None,
+            mesh_wake: None,
         }
     }
 }
@@ -575,6 +579,9 @@ impl Reconciler {
             }
             written += batch.len();
             self.apply_answers(batch).await?;
+            if let Some(mesh) = &self.shared.options.mesh_wake {
+                mesh.notify_one();
+            }
         }
         Ok(written)
     }
