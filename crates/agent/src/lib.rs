@@ -37,6 +37,10 @@ pub const DEFAULT_STATE_DIR: &str = "/var/lib/orc/agent";
 /// The default join token file.
 pub const DEFAULT_TOKEN_FILE: &str = "/etc/orc/join-token";
 
+/// How often the agent looks at its mesh interfaces and reports them to the
+/// zone when anything changed (a handshake, traffic, a peer).
+const MESH_STATUS_INTERVAL: Duration = Duration::from_secs(10);
+
 /// How to run an agent.
 #[derive(Debug, Clone)]
 pub struct AgentOptions {
@@ -401,6 +405,10 @@ impl<'a> Session<'a> {
         let mut execs: BTreeMap<u64, oneshot::Sender<()>> = BTreeMap::new();
         let mut renewing: Option<NodeIdentity> = None;
         let mut welcomed = false;
+        let mut mesh_generation = applied.generation;
+        let mut mesh_reported: Option<agent_pb::MeshStatus> = None;
+        let mut mesh_tick = tokio::time::interval(MESH_STATUS_INTERVAL);
+        mesh_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let received = tokio::select! {
                 _ = keepalive.tick() => {
@@ -420,6 +428,15 @@ impl<'a> Session<'a> {
                 _ = facts.tick() => {
                     let now = self.facts();
                     let _ = tx.send(message(agent_message::Body::Facts(now))).await;
+                    continue;
+                }
+                _ = mesh_tick.tick() => {
+                    if let Some(status) = self.mesh_status(mesh_generation)
+                        && mesh_reported.as_ref() != Some(&status)
+                    {
+                        mesh_reported = Some(status.clone());
+                        let _ = tx.send(message(agent_message::Body::MeshStatus(status))).await;
+                    }
                     continue;
                 }
                 received = inbound.next() => received,
@@ -447,9 +464,21 @@ impl<'a> Session<'a> {
                 }
                 Some(zone_message::Body::Config(config)) => {
                     let applied = self.apply(config).await;
+                    let ok = applied.error.is_empty();
+                    let generation = applied.generation;
                     let _ = tx
                         .send(message(agent_message::Body::Applied(applied)))
                         .await;
+                    if ok {
+                        mesh_generation = generation;
+                    }
+                    if let Some(status) = self.mesh_status(mesh_generation) {
+                        mesh_reported = Some(status.clone());
+                        let _ = tx
+                            .send(message(agent_message::Body::MeshStatus(status)))
+                            .await;
+                        mesh_tick.reset();
+                    }
                 }
                 Some(zone_message::Body::ExecStart(start)) => {
                     execs.retain(|_, cancel| !cancel.is_closed());
@@ -513,6 +542,38 @@ impl<'a> Session<'a> {
             }
             Err(e) => tracing::warn!(error = %e, "the renewed certificate could not be kept"),
         }
+    }
+
+    /// What the mesh's interfaces see now, for the config `generation` applied; `None` when
+    /// the mesh does not run.
+    fn mesh_status(&self, generation: u64) -> Option<agent_pb::MeshStatus> {
+        let mesh = self.mesh.as_ref()?;
+        let interfaces = mesh
+            .stats()
+            .into_iter()
+            .map(|(name, mut peers)| {
+                peers.sort_by_key(|p| p.public_key);
+                agent_pb::InterfaceStatus {
+                    name,
+                    peers: peers
+                        .into_iter()
+                        .map(|p| agent_pb::PeerStatus {
+                            public_key: p.public_key.to_vec(),
+                            last_handshake: p
+                                .last_handshake
+                                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                                .map_or(0, |d| d.as_secs().max(1)),
+                            rx_bytes: p.rx_bytes,
+                            tx_bytes: p.tx_bytes,
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        Some(agent_pb::MeshStatus {
+            applied_generation: generation,
+            interfaces,
+        })
     }
 
     async fn apply(&mut self, config: agent_pb::Config) -> agent_pb::Applied {

@@ -994,6 +994,10 @@ mod tests {
             providers_bin: Some(partner.to_path_buf()),
             partner_wait: 30,
             netns: false,
+            mesh: crate::MeshArgs {
+                mesh_range: orc_mesh::range::DEFAULT_RANGE.parse().unwrap(),
+                mesh_project_prefix: orc_mesh::range::DEFAULT_PROJECT_PREFIX_LEN,
+            },
         }
     }
 

@@ -658,7 +658,7 @@ mod golden {
             class: "eu-central".into(),
             os: "debian-12".into(),
             public: true,
-            endpoints: vec![orc_zone_api_types::views::EndpointView {
+            endpoints: vec![EndpointView {
                 name: "http".into(),
                 protocol: "tcp".into(),
                 port: 8080,

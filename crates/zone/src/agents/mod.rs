@@ -21,6 +21,11 @@
 //!   [`AgentHubOptions::contact_write_interval`], so 10,000 agents do not write every few
 //!   seconds.
 //!
+//! - **Mesh status.** Agents report what their WireGuard interfaces see (per peer: the last
+//!   handshake and the bytes each way) and the generation they applied; the hub keeps the
+//!   latest report of each node in this controller's memory only ([`AgentHub::mesh_status`]),
+//!   so a zone run by several controllers shows each one's attached agents.
+//!
 //! Lock discipline as in the provider hub: one `std::sync::Mutex`, never held across an
 //! `.await`; outbound channels are unbounded so sending under the lock never waits.
 
@@ -153,6 +158,62 @@ struct HubState {
     attached: BTreeMap<NodeId, Attached>,
     /// The mesh plan last published: each node's mesh config.
     mesh: BTreeMap<NodeId, MeshConfig>,
+    /// The latest mesh status each node's agent reported.
+    mesh_status: BTreeMap<NodeId, MeshStatusReport>,
+}
+
+/// A node's latest report of its WireGuard interfaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeshStatusReport {
+    /// When the zone received it.
+    pub received: Timestamp,
+    /// The generation of the config whose mesh the agent applied last.
+    pub applied_generation: u64,
+    /// By interface name.
+    pub interfaces: BTreeMap<String, Vec<PeerStatus>>,
+}
+
+/// What an interface sees of one peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerStatus {
+    pub public_key: orc_mesh::PublicKey,
+    /// Unix seconds of the current session's handshake; `None`: none.
+    pub last_handshake: Option<u64>,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+}
+
+impl MeshStatusReport {
+    /// The report in `status`, received at `received`; peers with a malformed key are left out.
+    pub fn from_wire(status: agent_pb::MeshStatus, received: Timestamp) -> MeshStatusReport {
+        let interfaces = status
+            .interfaces
+            .into_iter()
+            .map(|interface| {
+                let mut peers: Vec<PeerStatus> = interface
+                    .peers
+                    .into_iter()
+                    .filter_map(|peer| {
+                        let key: [u8; 32] = peer.public_key.as_slice().try_into().ok()?;
+                        Some(PeerStatus {
+                            public_key: orc_mesh::PublicKey(key),
+                            last_handshake: (peer.last_handshake > 0)
+                                .then_some(peer.last_handshake),
+                            rx_bytes: peer.rx_bytes,
+                            tx_bytes: peer.tx_bytes,
+                        })
+                    })
+                    .collect();
+                peers.sort_by_key(|p| p.public_key);
+                (interface.name, peers)
+            })
+            .collect();
+        MeshStatusReport {
+            received,
+            applied_generation: status.applied_generation,
+            interfaces,
+        }
+    }
 }
 
 struct Inner {
@@ -294,6 +355,16 @@ impl AgentHub {
     /// The mesh config of `node` in the plan last published.
     pub fn mesh_of(&self, node: &NodeId) -> MeshConfig {
         self.state().mesh.get(node).cloned().unwrap_or_default()
+    }
+
+    /// The latest mesh status `node`'s agent reported to this controller, if any.
+    pub fn mesh_status(&self, node: &NodeId) -> Option<MeshStatusReport> {
+        self.state().mesh_status.get(node).cloned()
+    }
+
+    /// Keeps `report` as `node`'s latest mesh status.
+    pub fn record_mesh_status(&self, node: &NodeId, report: MeshStatusReport) {
+        self.state().mesh_status.insert(node.clone(), report);
     }
 
     /// Resolves when an agent reported something the mesh plan depends on.

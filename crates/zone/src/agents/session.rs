@@ -428,6 +428,10 @@ impl AgentHub {
                     }
                     last_written = Instant::now();
                 }
+                Some(agent_message::Body::MeshStatus(status)) => {
+                    let report = super::MeshStatusReport::from_wire(status, now);
+                    self.record_mesh_status(&agent.node_id, report);
+                }
                 Some(agent_message::Body::KeepAlive(_)) | None => {}
                 Some(agent_message::Body::Hello(_)) => {
                     let _ = outbound.send(Err(Status::invalid_argument(

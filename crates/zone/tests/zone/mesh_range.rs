@@ -21,7 +21,7 @@ fn chain(err: &dyn std::error::Error) -> String {
 #[tokio::test]
 async fn a_mesh_range_overlapping_a_reserved_range_is_refused_naming_both() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut config = ZoneConfig::ephemeral(&tmp.path().join("zone"));
+    let mut config = ZoneConfig::ephemeral(tmp.path().join("zone"));
     config.mesh = MeshOptions {
         range: orc_mesh::MeshRange::parse("10.64.0.0/10", 24).unwrap(),
         reserved: vec![(
