@@ -1017,3 +1017,92 @@ pub struct CreatedJoinToken {
     /// The zone's agent endpoint the node dials.
     pub endpoint: String,
 }
+
+/// `GET …/mesh`: a project's mesh as the zone plans it and as its members' agents report it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MeshView {
+    pub org: String,
+    pub project: String,
+    /// The project's prefix of the zone's mesh range; `None` before its first member.
+    pub prefix: Option<String>,
+    /// How recent a peer's handshake must be to count as up, seconds.
+    pub handshake_window_seconds: u64,
+    /// Nodes and workstations, by name.
+    pub members: Vec<MeshMemberView>,
+}
+
+/// One member of a project's mesh.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MeshMemberView {
+    /// The node's id, or the workstation's.
+    pub id: String,
+    /// `node` or `workstation`.
+    pub kind: String,
+    pub name: String,
+    /// Its mesh address.
+    pub address: String,
+    /// A node's pool and site.
+    pub pool: Option<String>,
+    pub site: Option<String>,
+    /// A node: `in step` (its agent applied the zone's latest config), `applying`, `failed`,
+    /// `detached` (no open agent stream) or `not joined`. A workstation: `connected` (a node
+    /// saw its handshake within the window) or `idle`.
+    pub state: String,
+    /// A node's config generations: the zone's latest, and the one its agent applied.
+    pub desired_generation: Option<u64>,
+    pub applied_generation: Option<u64>,
+    /// Why its agent could not apply the latest config.
+    pub apply_error: Option<String>,
+    /// The peers the zone's plan gives it.
+    pub peers: u32,
+    /// Of them, those with a handshake within the window: as its agent last reported (a
+    /// node), or as the nodes report it (a workstation). `None`: no report yet.
+    pub peers_up: Option<u32>,
+    /// Bytes over its mesh interface, as its agent last reported.
+    pub rx_bytes: Option<u64>,
+    pub tx_bytes: Option<u64>,
+    /// When its agent last reported, unix ms.
+    pub reported_at: Option<i64>,
+}
+
+/// `POST …/mesh/workstations`: put a workstation on the project's mesh.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectWorkstation {
+    /// Its name on the mesh: 1 to 63 lowercase letters, digits and `-`.
+    pub name: String,
+    /// Its WireGuard public key (base64). The private half never leaves the workstation.
+    pub public_key: String,
+}
+
+/// A workstation on a project's mesh.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WorkstationView {
+    pub id: String,
+    pub name: String,
+    pub address: String,
+    pub public_key: String,
+    pub created_at: i64,
+}
+
+/// A workstation just connected, with its WireGuard config (all but its private key).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ConnectedWorkstation {
+    #[serde(flatten)]
+    pub workstation: WorkstationView,
+    /// Its interface address with the project's prefix length (`10.88.0.9/24`).
+    pub interface_address: String,
+    pub peers: Vec<MeshPeerView>,
+}
+
+/// One WireGuard peer of a workstation.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MeshPeerView {
+    /// The node it is.
+    pub name: String,
+    pub public_key: String,
+    /// `ip:port`; `None` when the peer dials in.
+    pub endpoint: Option<String>,
+    pub allowed_ips: Vec<String>,
+    pub keepalive_seconds: Option<u16>,
+}

@@ -56,7 +56,9 @@ use orc_zone_model::{Timestamp, sys_org_id, sys_project_id};
 use error::OperationExt;
 pub use error::{Kind, StoreError};
 pub use joins::NewJoinToken;
-pub use mesh::{MemberKind, MeshMember, MeshNode, MeshPoolAddress, MeshSite, NewMeshMember};
+pub use mesh::{
+    MemberKind, MeshMember, MeshNode, MeshPoolAddress, MeshProject, MeshSite, NewMeshMember,
+};
 pub use nodes::{BatchOutcome, StatusWrite};
 pub use pools::PoolChange;
 pub use seal::{SealError, SealingKey};

@@ -83,6 +83,14 @@ pub struct MeshSite {
     pub private_prefix: Option<String>,
 }
 
+/// A project on the mesh, with its names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeshProject {
+    pub id: ProjectId,
+    pub name: String,
+    pub org_name: String,
+}
+
 /// A public pool's address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MeshPoolAddress {
@@ -223,6 +231,27 @@ impl Store {
                     parsed(row, "mesh_prefixes.project_id")?,
                     parsed(row, "mesh_prefixes.prefix")?,
                 ))
+            })
+            .collect()
+    }
+
+    /// Every project that holds a mesh prefix, with its org's name and its own, by id.
+    pub async fn mesh_projects(&self) -> StoreResult<Vec<MeshProject>> {
+        let rows = sqlx::query(
+            "SELECT pr.id AS id, pr.name AS name, o.name AS org_name FROM mesh_prefixes m \
+             JOIN projects pr ON pr.id = m.project_id JOIN orgs o ON o.id = pr.org_id \
+             ORDER BY pr.id",
+        )
+        .fetch_all(self.pool())
+        .await
+        .op("read the mesh's projects")?;
+        rows.iter()
+            .map(|row| {
+                Ok(MeshProject {
+                    id: parsed(row, "projects.id")?,
+                    name: text(row, "projects.name")?,
+                    org_name: text(row, "orgs.name")?,
+                })
             })
             .collect()
     }

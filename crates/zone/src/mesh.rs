@@ -147,45 +147,20 @@ pub async fn mesh_pass(
     options: &MeshOptions,
     now: Timestamp,
 ) -> StoreResult<MeshPass> {
-    let nodes = store.mesh_nodes().await?;
-    let providers: BTreeMap<String, String> = store
-        .list_providers()
-        .await?
-        .into_iter()
-        .map(|p| (p.id.to_string(), p.name.to_string()))
-        .collect();
-    let provider_name = |node: &MeshNode| {
-        providers
-            .get(node.provider_id.as_str())
-            .cloned()
-            .unwrap_or_else(|| node.provider_id.to_string())
-    };
-    let sites: BTreeMap<SiteRef, Site> = store
-        .mesh_sites()
-        .await?
-        .into_iter()
-        .filter_map(|s| {
-            let prefix: Ipv4Net = s.private_prefix.as_deref()?.parse().ok()?;
-            let provider = providers.get(s.provider_id.as_str())?;
-            let at = SiteRef::new(provider, &s.site);
-            let site = Site {
-                at: at.clone(),
-                prefix,
-                stable_ipv4: s.public_ipv4.as_deref().and_then(|a| a.parse().ok()),
-            };
-            Some((at, site))
-        })
-        .collect();
-
+    let inputs = Inputs::load(store).await?;
+    let nodes = &inputs.nodes;
     let mut pass = MeshPass::default();
     let mut members = store.mesh_members().await?;
     let known: BTreeSet<String> = members.iter().map(|m| m.id.clone()).collect();
     let live: BTreeSet<String> = nodes.iter().map(|n| n.node_id.to_string()).collect();
 
     // Tenant nodes whose agent joined get an address; ended nodes give theirs back.
-    for node in &nodes {
+    for node in nodes {
         let id = node.node_id.to_string();
-        if node.facts.is_none() || is_gateway(node, &provider_name(node)) || known.contains(&id) {
+        if node.facts.is_none()
+            || is_gateway(node, &inputs.provider_name(node))
+            || known.contains(&id)
+        {
             continue;
         }
         let new = NewMeshMember {
@@ -216,104 +191,175 @@ pub async fn mesh_pass(
         pass.released = gone;
     }
 
-    // The world the plan is computed from.
-    let prefixes = store.mesh_prefixes().await?;
-    let mut names: BTreeMap<String, (String, String)> = BTreeMap::new();
-    for node in &nodes {
-        names.insert(
-            node.project_id.to_string(),
-            (node.org_name.to_string(), node.project_name.to_string()),
-        );
-    }
-    let projects = prefixes
-        .iter()
-        .filter_map(|(id, prefix)| {
-            let (org, name) = names.get(id.as_str())?.clone();
-            Some(Project {
-                id: id.to_string(),
-                org,
-                name,
-                prefix: *prefix,
-            })
-        })
-        .collect();
-    let by_id: BTreeMap<&str, &MeshNode> = nodes.iter().map(|n| (n.node_id.as_str(), n)).collect();
-    let mut world_members = Vec::new();
-    for node in nodes.iter().filter(|n| n.facts.is_some()) {
-        let provider = provider_name(node);
-        if is_gateway(node, &provider) {
-            let site = gateway_site(node.pool_name.as_str(), &provider)
-                .map(|s| SiteRef::new(&provider, s));
-            let underlay = site
-                .as_ref()
-                .and_then(|at| sites.get(at))
-                .and_then(|s| underlay_in(node, s.prefix));
-            world_members.push(Member {
-                id: node.node_id.to_string(),
-                name: node.node_id.to_string(),
-                role: Role::Gateway,
-                site,
-                underlay,
-                mesh_address: None,
-                key: key_of(node),
-            });
-        }
-    }
-    for member in &members {
-        match member.kind {
-            MemberKind::Node => {
-                let Some(node) = by_id.get(member.id.as_str()) else {
-                    continue;
-                };
-                let provider = provider_name(node);
-                let at = node
-                    .site
-                    .as_deref()
-                    .map(|s| SiteRef::new(&provider, s))
-                    .filter(|at| sites.contains_key(at));
-                let underlay = match &at {
-                    Some(at) => underlay_in(node, sites[at].prefix),
-                    None => public_address(node),
-                };
-                world_members.push(Member {
-                    id: member.id.clone(),
-                    name: member.name.clone(),
-                    role: Role::Node {
-                        project: member.project_id.to_string(),
-                        pool: pool_path(node),
-                    },
-                    site: at,
-                    underlay,
-                    mesh_address: Some(member.address),
-                    key: key_of(node),
-                });
-            }
-            MemberKind::Workstation => world_members.push(Member {
-                id: member.id.clone(),
-                name: member.name.clone(),
-                role: Role::Workstation {
-                    project: member.project_id.to_string(),
-                },
-                site: None,
-                underlay: None,
-                mesh_address: Some(member.address),
-                key: member.public_key.as_deref().and_then(|k| k.parse().ok()),
-            }),
-        }
-    }
-    let pool_addresses = pool_addresses(store, &nodes, &provider_name).await?;
-    let world = World {
-        range: options.range,
-        projects,
-        sites: sites.into_values().collect(),
-        members: world_members,
-        pool_addresses,
-    };
+    let world = inputs.world(store, options, &members).await?;
     pass.plan = orc_mesh::plan(&world)
         .into_iter()
         .filter_map(|(id, config)| Some((id.parse().ok()?, config)))
         .collect();
     Ok(pass)
+}
+
+/// The world the plan is computed from, as the store holds it now (members as the last
+/// pass left them). The API plans a workstation's config from it.
+pub async fn world(store: &Store, options: &MeshOptions) -> StoreResult<World> {
+    let inputs = Inputs::load(store).await?;
+    let members = store.mesh_members().await?;
+    inputs.world(store, options, &members).await
+}
+
+/// What a pass reads before it changes members.
+struct Inputs {
+    nodes: Vec<MeshNode>,
+    /// Provider names by id.
+    providers: BTreeMap<String, String>,
+    sites: BTreeMap<SiteRef, Site>,
+}
+
+impl Inputs {
+    async fn load(store: &Store) -> StoreResult<Inputs> {
+        let nodes = store.mesh_nodes().await?;
+        let providers: BTreeMap<String, String> = store
+            .list_providers()
+            .await?
+            .into_iter()
+            .map(|p| (p.id.to_string(), p.name.to_string()))
+            .collect();
+        let sites = store
+            .mesh_sites()
+            .await?
+            .into_iter()
+            .filter_map(|s| {
+                let prefix: Ipv4Net = s.private_prefix.as_deref()?.parse().ok()?;
+                let provider = providers.get(s.provider_id.as_str())?;
+                let at = SiteRef::new(provider, &s.site);
+                let site = Site {
+                    at: at.clone(),
+                    prefix,
+                    stable_ipv4: s.public_ipv4.as_deref().and_then(|a| a.parse().ok()),
+                };
+                Some((at, site))
+            })
+            .collect();
+        Ok(Inputs {
+            nodes,
+            providers,
+            sites,
+        })
+    }
+
+    fn provider_name(&self, node: &MeshNode) -> String {
+        self.providers
+            .get(node.provider_id.as_str())
+            .cloned()
+            .unwrap_or_else(|| node.provider_id.to_string())
+    }
+
+    async fn world(
+        &self,
+        store: &Store,
+        options: &MeshOptions,
+        members: &[orc_zone_store::MeshMember],
+    ) -> StoreResult<World> {
+        let (nodes, sites) = (&self.nodes, &self.sites);
+        let prefixes = store.mesh_prefixes().await?;
+        let mut names: BTreeMap<String, (String, String)> = BTreeMap::new();
+        for node in nodes {
+            names.insert(
+                node.project_id.to_string(),
+                (node.org_name.to_string(), node.project_name.to_string()),
+            );
+        }
+        for project in store.mesh_projects().await? {
+            names
+                .entry(project.id.to_string())
+                .or_insert((project.org_name, project.name));
+        }
+        let projects = prefixes
+            .iter()
+            .filter_map(|(id, prefix)| {
+                let (org, name) = names.get(id.as_str())?.clone();
+                Some(Project {
+                    id: id.to_string(),
+                    org,
+                    name,
+                    prefix: *prefix,
+                })
+            })
+            .collect();
+        let by_id: BTreeMap<&str, &MeshNode> =
+            nodes.iter().map(|n| (n.node_id.as_str(), n)).collect();
+        let mut world_members = Vec::new();
+        for node in nodes.iter().filter(|n| n.facts.is_some()) {
+            let provider = self.provider_name(node);
+            if is_gateway(node, &provider) {
+                let site = gateway_site(node.pool_name.as_str(), &provider)
+                    .map(|s| SiteRef::new(&provider, s));
+                let underlay = site
+                    .as_ref()
+                    .and_then(|at| sites.get(at))
+                    .and_then(|s| underlay_in(node, s.prefix));
+                world_members.push(Member {
+                    id: node.node_id.to_string(),
+                    name: node.node_id.to_string(),
+                    role: Role::Gateway,
+                    site,
+                    underlay,
+                    mesh_address: None,
+                    key: key_of(node),
+                });
+            }
+        }
+        for member in members {
+            match member.kind {
+                MemberKind::Node => {
+                    let Some(node) = by_id.get(member.id.as_str()) else {
+                        continue;
+                    };
+                    let provider = self.provider_name(node);
+                    let at = node
+                        .site
+                        .as_deref()
+                        .map(|s| SiteRef::new(&provider, s))
+                        .filter(|at| sites.contains_key(at));
+                    let underlay = match &at {
+                        Some(at) => underlay_in(node, sites[at].prefix),
+                        None => public_address(node),
+                    };
+                    world_members.push(Member {
+                        id: member.id.clone(),
+                        name: member.name.clone(),
+                        role: Role::Node {
+                            project: member.project_id.to_string(),
+                            pool: pool_path(node),
+                        },
+                        site: at,
+                        underlay,
+                        mesh_address: Some(member.address),
+                        key: key_of(node),
+                    });
+                }
+                MemberKind::Workstation => world_members.push(Member {
+                    id: member.id.clone(),
+                    name: member.name.clone(),
+                    role: Role::Workstation {
+                        project: member.project_id.to_string(),
+                    },
+                    site: None,
+                    underlay: None,
+                    mesh_address: Some(member.address),
+                    key: member.public_key.as_deref().and_then(|k| k.parse().ok()),
+                }),
+            }
+        }
+        let pool_addresses = pool_addresses(store, nodes, &|n| self.provider_name(n)).await?;
+        Ok(World {
+            range: options.range,
+            projects,
+            sites: sites.values().cloned().collect(),
+            members: world_members,
+            pool_addresses,
+        })
+    }
 }
 
 async fn pool_addresses(

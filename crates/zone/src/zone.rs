@@ -462,6 +462,7 @@ impl Zone {
                 endpoint: agent_url,
             }))
             .with_apps(config.apps.clone())
+            .with_mesh(config.mesh.clone())
             .with_waker({
                 let mesh = mesh.waker();
                 move || {
@@ -731,6 +732,14 @@ impl AgentAccess for AgentDirectory {
 
     fn endpoint(&self) -> String {
         self.endpoint.clone()
+    }
+
+    fn mesh_of(&self, node: &crate::model::NodeId) -> orc_mesh::MeshConfig {
+        self.hub.mesh_of(node)
+    }
+
+    fn mesh_status(&self, node: &crate::model::NodeId) -> Option<crate::agents::MeshStatusReport> {
+        self.hub.mesh_status(node)
     }
 }
 

@@ -24,6 +24,7 @@
 pub mod access;
 pub mod error;
 pub mod extract;
+mod mesh;
 pub mod nodes;
 mod pools;
 mod providers;
@@ -103,6 +104,10 @@ pub trait AgentAccess: Send + Sync + 'static {
     fn ca_fingerprint(&self) -> Option<String>;
     /// The URL agents dial.
     fn endpoint(&self) -> String;
+    /// The mesh config of `node` in the plan last published (empty: none).
+    fn mesh_of(&self, node: &crate::model::NodeId) -> orc_mesh::MeshConfig;
+    /// The latest mesh status `node`'s agent reported to this controller.
+    fn mesh_status(&self, node: &crate::model::NodeId) -> Option<crate::agents::MeshStatusReport>;
 }
 
 type Waker = Arc<dyn Fn() + Send + Sync>;
@@ -120,6 +125,7 @@ pub struct ApiState {
     waker: Waker,
     clock: Clock,
     apps: Arc<AppsConfig>,
+    pub(crate) mesh: Arc<crate::mesh::MeshOptions>,
 }
 
 impl fmt::Debug for ApiState {
@@ -146,7 +152,14 @@ impl ApiState {
             waker: Arc::new(|| {}),
             clock: Arc::new(Timestamp::now),
             apps: Arc::new(AppsConfig::default()),
+            mesh: Arc::new(crate::mesh::MeshOptions::default()),
         }
+    }
+
+    /// Workstations get addresses of this mesh range and quarantine.
+    pub fn with_mesh(mut self, options: crate::mesh::MeshOptions) -> Self {
+        self.mesh = Arc::new(options);
+        self
     }
 
     /// Apps resolve through this config (for the params each declares sensitive).
@@ -301,6 +314,15 @@ pub fn router(state: ApiState) -> Router {
             &format!("{project}/nodes/{{node}}/join-tokens/{{token}}"),
             axum::routing::delete(nodes::revoke_join_token),
         )
+        .route(&format!("{project}/mesh"), get(mesh::mesh_status))
+        .route(
+            &format!("{project}/mesh/workstations"),
+            get(mesh::list_workstations).post(mesh::connect_workstation),
+        )
+        .route(
+            &format!("{project}/mesh/workstations/{{name}}"),
+            axum::routing::delete(mesh::disconnect_workstation),
+        )
         .route(&format!("{project}/events"), get(pl::list_events))
         .route(&format!("{project}/usage"), get(pl::usage))
         .route(&format!("{project}/quote"), post(pl::quote))
@@ -431,6 +453,8 @@ impl Modify for BearerAuth {
         pools::list_events, pools::usage, pools::quote,
         nodes::exec_node, nodes::create_join_token, nodes::list_join_tokens,
         nodes::revoke_join_token, nodes::agent_binary, nodes::agent_binary_sha256,
+        mesh::mesh_status, mesh::list_workstations, mesh::connect_workstation,
+        mesh::disconnect_workstation,
     ),
     components(schemas(error::ErrorBody, error::ErrorDetail, ErrorCode, LogLineView, CatalogView))
 )]

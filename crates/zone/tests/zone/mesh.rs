@@ -136,3 +136,212 @@ async fn joined_agents_of_a_project_become_each_others_peers_and_part_again() {
     let _ = stop_provider.send(());
     z.zone.shutdown().await;
 }
+
+/// A mesh status report of the project mesh: one peer per `(key byte, handshake)`.
+fn report(generation: u64, peers: &[(u8, u64)]) -> agent_message::Body {
+    agent_message::Body::MeshStatus(agent_pb::MeshStatus {
+        applied_generation: generation,
+        interfaces: vec![agent_pb::InterfaceStatus {
+            name: "orc-mesh".into(),
+            peers: peers
+                .iter()
+                .map(|(key, handshake)| agent_pb::PeerStatus {
+                    public_key: vec![*key; 32],
+                    last_handshake: *handshake,
+                    rx_bytes: 1000,
+                    tx_bytes: 2000,
+                })
+                .collect(),
+        }],
+    })
+}
+
+fn member<'a>(mesh: &'a Value, kind: &str) -> &'a Value {
+    mesh["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["kind"] == kind)
+        .unwrap_or_else(|| panic!("a {kind} in {mesh}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workstation_joins_the_mesh_its_nodes_see_it_and_the_status_says_so() {
+    let z = TestZone::start().await;
+    let Running {
+        t,
+        cloud: _,
+        stop_provider,
+        node_id,
+    } = running_node(&z).await;
+    let mut a = attach(&z, &t.mia, &node_id, facts(1)).await;
+    let first = config(&mut a).await;
+    let (a_address, _) = mesh(&first);
+
+    // Before any report: the node is in step, with no peers and nothing reported.
+    let status =
+        eventually_some_status(&z, &t.vic, |m| member(m, "node")["state"] == "in step").await;
+    let node = member(&status, "node");
+    assert_eq!(node["address"], a_address.split('/').next().unwrap());
+    assert_eq!(node["pool"], "db");
+    assert_eq!(node["peers"], 0);
+    assert_eq!(node["peers_up"], Value::Null);
+    assert_eq!(status["prefix"], "10.88.0.0/24");
+
+    // Who may connect, and what is refused.
+    let url = format!("{WEB}/mesh/workstations");
+    let laptop_key = orc_mesh::PublicKey([9; 32]).to_string();
+    let by_viewer = z
+        .post(
+            &url,
+            &t.vic,
+            json!({ "name": "laptop", "public_key": laptop_key }),
+        )
+        .await;
+    assert_eq!(
+        by_viewer.status,
+        StatusCode::FORBIDDEN,
+        "{}",
+        by_viewer.body
+    );
+    let bad_key = z
+        .post(
+            &url,
+            &t.mia,
+            json!({ "name": "laptop", "public_key": "not-a-key" }),
+        )
+        .await;
+    assert_eq!(bad_key.status, StatusCode::BAD_REQUEST, "{}", bad_key.body);
+    assert_eq!(
+        bad_key.body["error"]["field"], "public_key",
+        "{}",
+        bad_key.body
+    );
+    let bad_name = z
+        .post(
+            &url,
+            &t.mia,
+            json!({ "name": "Laptop", "public_key": laptop_key }),
+        )
+        .await;
+    assert_eq!(bad_name.body["error"]["field"], "name", "{}", bad_name.body);
+
+    // A member connects a workstation: its config has the node as its peer.
+    let connected = z
+        .post(
+            &url,
+            &t.mia,
+            json!({ "name": "laptop", "public_key": laptop_key }),
+        )
+        .await;
+    assert_eq!(connected.status, StatusCode::CREATED, "{}", connected.body);
+    let ws = &connected.body;
+    let ws_ip = ws["address"].as_str().unwrap().to_string();
+    assert_eq!(ws["interface_address"], format!("{ws_ip}/24"));
+    assert_ne!(ws_ip, a_address.split('/').next().unwrap());
+    let peers = ws["peers"].as_array().unwrap();
+    assert_eq!(peers.len(), 1, "{ws}");
+    assert_eq!(
+        peers[0]["public_key"],
+        orc_mesh::PublicKey([1; 32]).to_string()
+    );
+    assert_eq!(
+        peers[0]["allowed_ips"],
+        json!([format!("{}/32", a_address.split('/').next().unwrap())])
+    );
+    let again = z
+        .post(
+            &url,
+            &t.mia,
+            json!({ "name": "laptop", "public_key": orc_mesh::PublicKey([8; 32]).to_string() }),
+        )
+        .await;
+    assert_eq!(again.status, StatusCode::CONFLICT, "{}", again.body);
+    assert!(
+        again.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("disconnect it first"),
+        "{}",
+        again.body
+    );
+
+    // The node gets the workstation as a peer that dials in.
+    let with_ws = config(&mut a).await;
+    assert_eq!(mesh(&with_ws).1, [(9, vec![format!("{ws_ip}/32")])]);
+    let ws_peer = &with_ws.mesh.as_ref().unwrap().interfaces[0].peers[0];
+    assert!(
+        ws_peer.endpoint.is_empty(),
+        "a workstation dials in: {ws_peer:?}"
+    );
+
+    // The node reports a fresh handshake with it: both sides count as up.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    a.send(report(with_ws.generation, &[(9, now)])).await;
+    let status = eventually_some_status(&z, &t.vic, |m| {
+        member(m, "workstation")["state"] == "connected"
+    })
+    .await;
+    let node = member(&status, "node");
+    assert_eq!(
+        (node["peers"].clone(), node["peers_up"].clone()),
+        (json!(1), json!(1))
+    );
+    assert_eq!(
+        (node["rx_bytes"].clone(), node["tx_bytes"].clone()),
+        (json!(1000), json!(2000))
+    );
+    let ws_status = member(&status, "workstation");
+    assert_eq!(ws_status["name"], "laptop");
+    assert_eq!(
+        (ws_status["peers"].clone(), ws_status["peers_up"].clone()),
+        (json!(1), json!(1))
+    );
+
+    // An old handshake does not count.
+    a.send(report(with_ws.generation, &[(9, now - 600)])).await;
+    eventually_some_status(&z, &t.vic, |m| {
+        member(m, "node")["peers_up"] == 0 && member(m, "workstation")["state"] == "idle"
+    })
+    .await;
+
+    // Disconnecting takes it off the node's peers; a second time it is not found.
+    let listed = z.get(&url, &t.vic).await;
+    assert_eq!(listed.body.as_array().unwrap().len(), 1, "{}", listed.body);
+    let gone = z.delete(&format!("{url}/laptop"), &t.mia).await;
+    assert_eq!(gone.status, StatusCode::OK, "{}", gone.body);
+    assert!(mesh(&config(&mut a).await).1.is_empty());
+    let twice = z.delete(&format!("{url}/laptop"), &t.mia).await;
+    assert_eq!(twice.status, StatusCode::NOT_FOUND, "{}", twice.body);
+    let events = z
+        .get(&format!("{WEB}/events"), &t.vic)
+        .await
+        .body
+        .to_string();
+    assert!(events.contains("connected workstation laptop"), "{events}");
+    assert!(
+        events.contains("disconnected workstation laptop"),
+        "{events}"
+    );
+
+    drop(a);
+    let _ = stop_provider.send(());
+    z.zone.shutdown().await;
+}
+
+/// The project's mesh status once `ready` holds of it.
+async fn eventually_some_status(
+    z: &TestZone,
+    token: &str,
+    ready: impl Fn(&Value) -> bool,
+) -> Value {
+    orc_testkit::eventually_some("the mesh status", API_WAIT, || async {
+        let status = z.get(&format!("{WEB}/mesh"), token).await;
+        assert_eq!(status.status, StatusCode::OK, "{}", status.body);
+        ready(&status.body).then_some(status.body)
+    })
+    .await
+}
