@@ -133,6 +133,12 @@ enum Command {
                       --mem 4 --os debian-12"
     )]
     Quote(commands::quote::QuoteArgs),
+    /// A project's WireGuard mesh: its members' state, and this machine on it as a
+    /// workstation.
+    Mesh {
+        #[command(subcommand)]
+        command: MeshCommand,
+    },
     /// Show a project's events, newest last (the newest --limit of them).
     #[command(after_help = "Example: orc events acme/web --pool db --since 1h")]
     Events {
@@ -199,6 +205,46 @@ enum Command {
         /// Least severe level shown: error, warn, info, debug or trace.
         #[arg(long, default_value = "info")]
         level: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum MeshCommand {
+    /// Every member of a project's mesh: its address, whether its agent applied the zone's
+    /// latest config, how many of its peers answered within the last 3 minutes, bytes each
+    /// way.
+    #[command(after_help = "Example: orc mesh status acme/web")]
+    Status {
+        /// ORG/PROJECT [default: the token's project].
+        project: Option<String>,
+    },
+    /// Put this machine on a project's mesh: makes a WireGuard key here, registers its public
+    /// half and writes a wg-quick file (0600) with the private one.
+    #[command(
+        after_help = "Example: orc mesh connect acme/web --name laptop --output acme.conf\n  \
+                      then: sudo wg-quick up ./acme.conf"
+    )]
+    Connect {
+        /// ORG/PROJECT [default: the token's project].
+        project: Option<String>,
+        /// The workstation's name on the mesh [default: this machine's host name].
+        #[arg(long)]
+        name: Option<String>,
+        /// The wg-quick file to write (its name, less .conf, becomes the interface name).
+        #[arg(long, value_name = "PATH", default_value = commands::mesh::DEFAULT_OUTPUT)]
+        output: PathBuf,
+        /// Replace --output if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Take a workstation off a project's mesh (its peers drop it within seconds).
+    #[command(after_help = "Example: orc mesh disconnect acme/web --name laptop")]
+    Disconnect {
+        /// ORG/PROJECT [default: the token's project].
+        project: Option<String>,
+        /// The workstation's name [default: this machine's host name].
+        #[arg(long)]
+        name: Option<String>,
     },
 }
 
@@ -654,6 +700,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         },
         Command::Quote(args) => commands::quote::quote(&conn, args).await,
+        Command::Mesh { command } => match command {
+            MeshCommand::Status { project } => {
+                commands::mesh::status(&conn, project.as_deref()).await
+            }
+            MeshCommand::Connect {
+                project,
+                name,
+                output,
+                force,
+            } => commands::mesh::connect(&conn, project.as_deref(), name, &output, force).await,
+            MeshCommand::Disconnect { project, name } => {
+                commands::mesh::disconnect(&conn, project.as_deref(), name).await
+            }
+        },
         Command::Events {
             project,
             pool,

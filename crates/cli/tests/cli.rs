@@ -914,3 +914,116 @@ async fn pool_delete_waits_and_empty_usage_says_why() {
     );
     env.zone.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workstation_connects_with_a_key_made_here_and_disconnects() {
+    use base64::Engine as _;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    let env = TestZone::start().await;
+    let t = tenancy(&env).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("acme.conf");
+    let file_arg = file.to_str().unwrap();
+    let connect = [
+        "mesh", "connect", "acme/web", "--name", "laptop", "--output", file_arg,
+    ];
+
+    let refused = orc_as(&env, &t.vic, &connect).await;
+    assert!(!refused.status.success());
+    assert!(!file.exists(), "nothing written for a viewer");
+
+    let out = orc_as(&env, &t.mia, &connect).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Connected workstation laptop to the mesh of acme/web at 10.88.0."),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("wg-quick up {file_arg}")),
+        "{stderr}"
+    );
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let private = text
+        .lines()
+        .find_map(|l| l.strip_prefix("PrivateKey = "))
+        .expect("a private key in the file");
+    assert!(!stderr.contains(private) && !String::from_utf8_lossy(&out.stdout).contains(private));
+    let private: [u8; 32] = base64::engine::general_purpose::STANDARD
+        .decode(private)
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let listed = env
+        .get("/api/orgs/acme/projects/web/mesh/workstations", &t.vic)
+        .await
+        .body;
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(
+        listed[0]["public_key"],
+        base64::engine::general_purpose::STANDARD.encode(orc_wg::public_key(&private)),
+        "the zone holds the public half of the file's key"
+    );
+    assert!(
+        text.contains(&format!(
+            "Address = {}/24",
+            listed[0]["address"].as_str().unwrap()
+        )),
+        "{text}"
+    );
+
+    // An existing file is not replaced, and the zone is not asked.
+    let again = orc_as(&env, &t.mia, &connect).await;
+    assert_eq!(
+        String::from_utf8(again.stderr).unwrap(),
+        format!(
+            "error: {file_arg} exists; choose another --output or pass --force to replace it\n"
+        )
+    );
+    let forced: Vec<&str> = connect.iter().copied().chain(["--force"]).collect();
+    let taken = orc_as(&env, &t.mia, &forced).await;
+    let taken_err = String::from_utf8(taken.stderr).unwrap();
+    assert!(
+        taken_err.contains("workstation laptop is already on the mesh of acme/web"),
+        "{taken_err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        text,
+        "the file is left alone"
+    );
+
+    let status = stdout(&orc_as(&env, &t.vic, &["mesh", "status", "acme/web"]).await);
+    assert!(
+        status.starts_with("Mesh 10.88.0.0/24 of acme/web"),
+        "{status}"
+    );
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("laptop ") && l.contains("workstation") && l.contains("idle")),
+        "{status}"
+    );
+
+    let gone = stdout(
+        &orc_as(
+            &env,
+            &t.mia,
+            &["mesh", "disconnect", "acme/web", "--name", "laptop"],
+        )
+        .await,
+    );
+    assert!(
+        gone.starts_with("Disconnected workstation laptop (10.88.0."),
+        "{gone}"
+    );
+    let listed = env
+        .get("/api/orgs/acme/projects/web/mesh/workstations", &t.vic)
+        .await
+        .body;
+    assert_eq!(listed, serde_json::json!([]));
+    env.zone.shutdown().await;
+}

@@ -280,7 +280,9 @@ fn a_workstation_dials_every_node_and_gets_a_wg_quick_file() {
     assert!(!plan(&world).contains_key("ws-1"), "no agent runs on it");
 
     let text = wg_quick(&config, "PRIVATE").unwrap();
-    assert!(text.starts_with("[Interface]\nPrivateKey = PRIVATE\nAddress = 10.88.0.5/24\n"));
+    assert!(
+        text.starts_with("[Interface]\nPrivateKey = PRIVATE\nAddress = 10.88.0.5/24\nMTU = 1340\n")
+    );
     assert!(text.contains(&format!(
         "# n-eu\n[Peer]\nPublicKey = {}\nEndpoint = 198.18.1.10:52011\nAllowedIPs = 10.88.0.2/32\nPersistentKeepalive = 25\n",
         key(1)

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::config::{MESH_INTERFACE, MeshConfig};
+use crate::config::{MESH_INTERFACE, MESH_MTU, MeshConfig};
 
 /// The `wg-quick` text of `config` with `private_key` (base64), or `None` when the config
 /// has no mesh interface.
@@ -15,6 +15,8 @@ pub fn wg_quick(config: &MeshConfig, private_key: &str) -> Option<String> {
     if let Some(address) = interface.address {
         let _ = writeln!(text, "Address = {address}");
     }
+    // Its packets may cross the backbone inside a second WireGuard layer, as a node's do.
+    let _ = writeln!(text, "MTU = {MESH_MTU}");
     for peer in &interface.peers {
         let _ = writeln!(text, "\n# {}", peer.name);
         let _ = writeln!(text, "[Peer]");

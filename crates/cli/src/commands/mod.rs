@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod events;
 pub mod logs;
+pub mod mesh;
 pub mod money;
 pub mod nodes;
 pub mod params;
