@@ -178,6 +178,85 @@ impl Drop for Up {
     }
 }
 
+/// A workstation's WireGuard interface in namespace `ns`: wireguard-go with the config of a
+/// wg-quick file. Dropped, it is taken down and its process ends.
+struct Workstation {
+    ns: String,
+    child: Child,
+}
+
+const WS_INTERFACE: &str = "orc-ws";
+
+impl Workstation {
+    fn start(ns: &str, file: &Path) -> Workstation {
+        let text = std::fs::read_to_string(file).expect("the wg-quick file");
+        let address = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Address = "))
+            .expect("an address in the file")
+            .to_string();
+        let stripped = Command::new("wg-quick")
+            .arg("strip")
+            .arg(file)
+            .output()
+            .expect("wg-quick (wireguard-tools) runs");
+        assert!(stripped.status.success(), "{}", String::from_utf8_lossy(&stripped.stderr));
+        let wg_file = file.with_extension("wg");
+        std::fs::write(&wg_file, &stripped.stdout).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, "wireguard-go", "-f", WS_INTERFACE])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("wireguard-go starts");
+        let ws = Workstation {
+            ns: ns.to_string(),
+            child,
+        };
+        let start = Instant::now();
+        while !ws.ip(&["link", "show", WS_INTERFACE]) {
+            assert!(start.elapsed() < MINUTE, "wireguard-go made no interface");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let set = Command::new("ip")
+            .args(["netns", "exec", ns, "wg", "setconf", WS_INTERFACE])
+            .arg(&wg_file)
+            .status()
+            .expect("wg runs");
+        assert!(set.success(), "wg setconf");
+        assert!(ws.ip(&["addr", "add", &address, "dev", WS_INTERFACE]));
+        assert!(ws.ip(&["link", "set", WS_INTERFACE, "mtu", "1340", "up"]));
+        ws
+    }
+
+    fn ip(&self, args: &[&str]) -> bool {
+        Command::new("ip")
+            .args(["-n", &self.ns])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    fn pings(&self, address: &str) -> bool {
+        Command::new("ip")
+            .args(["netns", "exec", &self.ns, "ping", "-c", "1", "-W", "2", address])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for Workstation {
+    fn drop(&mut self) {
+        self.ip(&["link", "del", WS_INTERFACE]);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn states(nodes: &Value) -> Vec<&str> {
     nodes
         .as_array()
@@ -701,6 +780,57 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
         "the echo host sees the gateway's stable address"
     );
 
+    // A workstation on the internet (the echo host's namespace) joins the mesh with the
+    // file `orc mesh connect` wrote, and reaches the nodes at both partner sites and the
+    // one-cloud node; the status sees it; disconnected, the nodes no longer answer it.
+    let echo_ns = format!("{fabric}echo");
+    let ws_file = dir.path().join("ws.conf");
+    up.ok(&[
+        "mesh",
+        "connect",
+        "sys/sys",
+        "--name",
+        "echo",
+        "--output",
+        ws_file.to_str().unwrap(),
+    ]);
+    let ws = Workstation::start(&echo_ns, &ws_file);
+    for node in [&web, &east, &api] {
+        let start = Instant::now();
+        while !ws.pings(&node.1) {
+            assert!(
+                start.elapsed() < MINUTE,
+                "the workstation cannot reach {} ({}) on the mesh",
+                node.0,
+                node.1
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    let status = up.wait_for(&["mesh", "status", "sys/sys"], MINUTE, |m| {
+        m["members"].as_array().unwrap().iter().any(|w| {
+            w["kind"] == "workstation" && w["name"] == "echo" && w["state"] == "connected"
+        })
+    });
+    let web_status = status["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == web.0.as_str())
+        .expect("the web node in the mesh status");
+    assert_eq!(web_status["state"], "in step", "{status:#}");
+    assert!(web_status["peers_up"].as_u64().unwrap() >= 1, "{status:#}");
+    up.ok(&["mesh", "disconnect", "sys/sys", "--name", "echo"]);
+    let start = Instant::now();
+    while ws.pings(&web.1) {
+        assert!(
+            start.elapsed() < MINUTE,
+            "the web node still answers a disconnected workstation"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    drop(ws);
+
     // A public pool: its address at the site is served by its nodes, and not by one whose
     // service stopped.
     let created = up.ok(&[
@@ -756,7 +886,6 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
         .unwrap()
         .to_string();
     assert!(address.starts_with("198.1"), "{shown:#}");
-    let echo_ns = format!("{fabric}echo");
     let from_internet = || -> Option<String> {
         let out = Command::new("ip")
             .args(["netns", "exec", &echo_ns, "curl", "-sf", "--max-time", "3"])

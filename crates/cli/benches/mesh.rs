@@ -1,0 +1,387 @@
+//! Mesh propagation: how fast a change of a project's mesh reaches every member's agent.
+//!
+//! A zone (TLS, SQLite in a temp dir, production timings) runs in this process with a fake
+//! provider and a pool of N nodes. Each node joins with its own join token and certificate
+//! and attaches over its own TLS stream as a protocol-level agent: it reports a WireGuard key,
+//! and acknowledges every config it receives at once (what a real agent does once it applied
+//! it; a real agent's own apply time is the `orc-wg` device update, measured apart). Printed:
+//! - **formation**: from the first attach until every node holds all N-1 others as peers;
+//! - **change → delivered / acknowledged**: a workstation connects through the API (and
+//!   later disconnects), which gives every node a new peer (or takes it away): per node, the
+//!   time from the API call to the node receiving the config that has it, p50, p99 and max;
+//!   and the time until the store records every node's acknowledgement;
+//! - **zone work per change**: one mesh pass (read the store, plan every member, compare) for
+//!   N members, timed on its own; and the process's CPU time per change (the zone with the
+//!   N stream ends of the simulated agents, which only decode and acknowledge).
+//!
+//! `cargo bench -p orc-cli --bench mesh` (N = 200, 5 changes each way;
+//! `ORC_BENCH_MESH_NODES=N`, `ORC_BENCH_MESH_CHANGES=K` to change).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use orc_proto::agent_pb::{self, agent_hub_client::AgentHubClient, agent_message, zone_message};
+use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
+use orc_provider_sdk::{ProviderRunner, RunnerOptions, ZoneCredentials};
+use orc_testkit::zone::TestZone;
+use orc_zone::model::{NodeId, NodeState, Timestamp};
+
+/// Clock ticks per second of `/proc/self/stat` times.
+const TICKS: f64 = 100.0;
+
+/// The project the pool is in (the zone's own).
+const PROJECT: &str = "/api/orgs/sys/projects/sys";
+
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+    let fields: Vec<f64> = rest
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    (fields.get(11).copied().unwrap_or(0.0) + fields.get(12).copied().unwrap_or(0.0)) / TICKS
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The last config each simulated agent received: (generation, mesh peers, when).
+type Board = Arc<Mutex<Vec<Option<(u64, usize, Instant)>>>>;
+
+fn main() {
+    let env_number = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let count = env_number("ORC_BENCH_MESH_NODES", 200).max(2);
+    let changes = env_number("ORC_BENCH_MESH_CHANGES", 5).max(1);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(run(count, changes));
+}
+
+async fn run(count: usize, changes: usize) {
+    let z = TestZone::start().await;
+    let zone = &z.zone;
+    let cloud = FakeCloud::new();
+    let options = RunnerOptions {
+        inventory_interval: None,
+        credentials: Some(ZoneCredentials::new(zone.admin_token().expose(), "sys/sys").unwrap()),
+        zone_ca: zone
+            .ca_pem()
+            .and_then(|pem| orc_tls::PinnedCa::from_pem(pem, "the bench zone")),
+        ..RunnerOptions::default()
+    };
+    let runner = ProviderRunner::new(
+        &zone.grpc_url(),
+        Arc::new(FakeProvider::new(Arc::clone(&cloud))),
+        options,
+    )
+    .expect("runner");
+    tokio::spawn(runner.run_until(std::future::pending()));
+    let provider = loop {
+        if let Ok(p) = zone.store().provider_by_resource("urn:orc:fake:test").await
+            && !zone.hub().replicas_of(&p).is_empty()
+        {
+            break p;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let pool = zone
+        .store()
+        .create_pool(
+            &orc_zone::model::NewPool {
+                project_id: orc_zone::model::sys_project_id(),
+                name: "bench".parse().unwrap(),
+                size: u32::try_from(count).unwrap(),
+                spec: bench_spec(provider.id.clone()),
+            },
+            Timestamp::now(),
+        )
+        .await
+        .expect("pool")
+        .pool;
+    zone.wake();
+    let nodes = loop {
+        let nodes = zone
+            .store()
+            .list_nodes_by_pool(&pool.id, false)
+            .await
+            .unwrap();
+        if nodes.len() == count && nodes.iter().all(|n| n.status.state == NodeState::Running) {
+            break nodes;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+
+    // Every node joins and attaches.
+    let board: Board = Arc::new(Mutex::new(vec![None; count]));
+    let ca = orc_tls::PinnedCa::from_pem(zone.ca_pem().unwrap(), "the bench zone").unwrap();
+    let fingerprint = zone.ca().unwrap().fingerprint();
+    let new = orc_zone::store::NewJoinToken {
+        ca_fingerprint: &fingerprint,
+        created_by: "bench",
+        ttl: orc_zone_model::JoinTtl::default(),
+        product_uuid: None,
+    };
+    let first_attach = Instant::now();
+    let mut tasks = Vec::new();
+    for (index, node) in nodes.iter().enumerate() {
+        let (_, secret) = zone
+            .store()
+            .create_join_token(&node.id, &new, Timestamp::now())
+            .await
+            .unwrap();
+        tasks.push(tokio::spawn(simulated_agent(
+            zone.grpc_url(),
+            ca.clone(),
+            node.id.clone(),
+            secret.expose().to_string(),
+            index,
+            board.clone(),
+        )));
+    }
+    let formed = wait_peers(&board, first_attach, count - 1, Duration::from_secs(300)).await;
+    println!(
+        "mesh/formation  n={count}: every node holds all {} others as peers {:.2} s after the first attach",
+        count - 1,
+        formed.last().map_or(0.0, |d| d.as_secs_f64())
+    );
+
+    // One mesh pass on its own: what the zone does per change, for N members.
+    let options = orc_zone::mesh::MeshOptions::default();
+    let rounds = 20;
+    let started = Instant::now();
+    for _ in 0..rounds {
+        let pass = orc_zone::mesh::mesh_pass(zone.store(), &options, Timestamp::now())
+            .await
+            .expect("a pass");
+        assert_eq!(pass.plan.len(), count);
+    }
+    let pass_time = started.elapsed() / rounds;
+
+    // Changes through the API: a workstation connects, then disconnects.
+    let url = format!("{PROJECT}/mesh/workstations");
+    let admin = zone.admin_token().expose().to_string();
+    let mut delivered = Vec::new();
+    let mut acked = Vec::new();
+    let cpu_start = cpu_seconds();
+    for round in 0..changes {
+        for (connect, want) in [(true, count), (false, count - 1)] {
+            let t0 = Instant::now();
+            let answer = if connect {
+                let key = orc_mesh::PublicKey(orc_wg::public_key(
+                    &orc_wg::generate_private_key().unwrap(),
+                ));
+                z.post(
+                    &url,
+                    &admin,
+                    serde_json::json!({ "name": format!("bench-{round}"), "public_key": key.to_string() }),
+                )
+                .await
+            } else {
+                z.delete(&format!("{url}/bench-{round}"), &admin).await
+            };
+            assert!(answer.status.is_success(), "{}", answer.body);
+            let times = wait_peers(&board, t0, want, Duration::from_secs(60)).await;
+            delivered.extend(times);
+            let generations: Vec<u64> = board
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|s| s.map_or(0, |s| s.0))
+                .collect();
+            wait_acked(zone, &nodes, &generations).await;
+            acked.push(t0.elapsed());
+        }
+    }
+    let cpu_per_change = (cpu_seconds() - cpu_start) / (changes * 2) as f64;
+    delivered.sort();
+    acked.sort();
+    println!(
+        "mesh/change_to_delivered  n={count} changes={}: p50={:.1} ms  p99={:.1} ms  max={:.1} ms",
+        changes * 2,
+        ms(percentile(&delivered, 0.5)),
+        ms(percentile(&delivered, 0.99)),
+        ms(*delivered.last().unwrap())
+    );
+    println!(
+        "mesh/change_to_all_acknowledged  n={count}: p50={:.1} ms  max={:.1} ms",
+        ms(percentile(&acked, 0.5)),
+        ms(*acked.last().unwrap())
+    );
+    println!(
+        "mesh/zone_work  n={count}: one mesh pass {:.1} ms; process CPU per change {:.0} ms",
+        ms(pass_time),
+        cpu_per_change * 1e3
+    );
+    for task in tasks {
+        task.abort();
+    }
+    z.zone.shutdown().await;
+}
+
+/// Waits until every agent's last config has `want` peers; each agent's time from `t0` to
+/// receiving it.
+async fn wait_peers(board: &Board, t0: Instant, want: usize, limit: Duration) -> Vec<Duration> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let times: Option<Vec<Duration>> = board
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| match s {
+                Some((_, peers, at)) if *peers == want => Some(at.saturating_duration_since(t0)),
+                _ => None,
+            })
+            .collect();
+        if let Some(mut times) = times {
+            times.sort();
+            return times;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every agent got a config with {want} peers"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Waits until the store records every node's acknowledgement of `generations`.
+async fn wait_acked(
+    zone: &orc_zone::zone::Zone,
+    nodes: &[orc_zone::model::Node],
+    generations: &[u64],
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut all = true;
+        for (node, want) in nodes.iter().zip(generations) {
+            let agent = zone.store().node_agent(&node.id).await.unwrap();
+            if agent.is_none_or(|a| a.applied_generation < *want) {
+                all = false;
+                break;
+            }
+        }
+        if all {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the store did not record every acknowledgement"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Joins `node`, attaches with a WireGuard key and acknowledges every config at once.
+async fn simulated_agent(
+    url: String,
+    ca: orc_tls::PinnedCa,
+    node: NodeId,
+    secret: String,
+    index: usize,
+    board: Board,
+) {
+    let identity = orc_tls::NodeIdentity::generate().unwrap();
+    let channel = orc_agent::connect::channel(
+        &url,
+        ca.client_config(orc_tls::ALPN_H2),
+        Duration::from_secs(10),
+    )
+    .await
+    .expect("a channel");
+    let joined = AgentHubClient::new(channel)
+        .join(agent_pb::JoinRequest {
+            token: secret,
+            node_id: node.to_string(),
+            public_key: identity.public_key().to_vec(),
+            facts: None,
+            version: "bench".into(),
+        })
+        .await
+        .expect("the node joins")
+        .into_inner();
+    let config = ca
+        .client_config_with_identity(
+            orc_tls::ALPN_H2,
+            &joined.certificate_chain_pem,
+            identity.private_key_der(),
+        )
+        .unwrap();
+    let channel = orc_agent::connect::channel(&url, config, Duration::from_secs(10))
+        .await
+        .expect("a node channel");
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let key = orc_mesh::PublicKey(orc_wg::public_key(&orc_wg::generate_private_key().unwrap()));
+    let hello = agent_pb::Hello {
+        protocol_version: orc_proto::AGENT_PROTOCOL_VERSION,
+        version: "bench".into(),
+        facts: Some(agent_pb::Facts {
+            hostname: node.to_string(),
+            wireguard_public_key: key.to_string(),
+            wireguard: "userspace".into(),
+            ..Default::default()
+        }),
+        applied_generation: 0,
+    };
+    let send = |body| agent_pb::AgentMessage { body: Some(body) };
+    tx.send(send(agent_message::Body::Hello(hello)))
+        .await
+        .unwrap();
+    let mut inbound = AgentHubClient::new(channel)
+        .attach(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("attached")
+        .into_inner();
+    let mut keepalive = tokio::time::interval(Duration::from_secs(15));
+    loop {
+        tokio::select! {
+            _ = keepalive.tick() => {
+                let _ = tx.send(send(agent_message::Body::KeepAlive(agent_pb::KeepAlive {}))).await;
+            }
+            message = inbound.message() => {
+                let Ok(Some(message)) = message else { return };
+                if let Some(zone_message::Body::Config(config)) = message.body {
+                    let peers = config
+                        .mesh
+                        .as_ref()
+                        .and_then(|m| m.interfaces.first())
+                        .map_or(0, |i| i.peers.len());
+                    board.lock().unwrap()[index] = Some((config.generation, peers, Instant::now()));
+                    let applied = agent_pb::Applied { generation: config.generation, error: String::new() };
+                    let _ = tx.send(send(agent_message::Body::Applied(applied))).await;
+                }
+            }
+        }
+    }
+}
+
+fn bench_spec(provider_id: orc_zone::model::ProviderId) -> orc_zone::model::PoolSpec {
+    orc_zone::model::PoolSpec {
+        provider_id,
+        shape: orc_common::Shape {
+            vcpus: 2,
+            memory_gib: 4,
+            arch: orc_common::Architecture::X86_64,
+            disks_gib: Vec::new(),
+        },
+        region_class: "eu-central".into(),
+        os: "debian-12".into(),
+        public: false,
+        endpoints: Vec::new(),
+        app: None,
+        placement: Default::default(),
+        ssh_keys: Vec::new(),
+    }
+}
