@@ -71,7 +71,16 @@ fn main() {
 }
 
 async fn run(count: usize, changes: usize) {
-    let z = TestZone::start().await;
+    // A project prefix that holds every node and the workstations (a /24 holds 253).
+    let prefix_len = (16..=24)
+        .rev()
+        .find(|len| (1usize << (32 - len)) - 3 > count)
+        .expect("at most 65,000 nodes");
+    let mesh = orc_zone::mesh::MeshOptions {
+        range: orc_mesh::MeshRange::parse("10.88.0.0/16", prefix_len).expect("a range"),
+        ..Default::default()
+    };
+    let z = TestZone::start_with(|config| config.mesh = mesh.clone()).await;
     let zone = &z.zone;
     let cloud = FakeCloud::new();
     let options = RunnerOptions {
@@ -159,7 +168,7 @@ async fn run(count: usize, changes: usize) {
     );
 
     // One mesh pass on its own: what the zone does per change, for N members.
-    let options = orc_zone::mesh::MeshOptions::default();
+    let options = mesh;
     let rounds = 20;
     let started = Instant::now();
     for _ in 0..rounds {
