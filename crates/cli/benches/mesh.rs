@@ -11,8 +11,10 @@
 //!   time from the API call to the node receiving the config that has it, p50, p99 and max;
 //!   and the time until the store records every node's acknowledgement;
 //! - **zone work per change**: one mesh pass (read the store, plan every member, compare) for
-//!   N members, timed on its own; and the process's CPU time per change (the zone with the
-//!   N stream ends of the simulated agents, which only decode and acknowledge).
+//!   N members, timed on its own; and the zone's CPU time per change (the simulated agents
+//!   run in a child process; this process is the zone, its fake provider and the bench's
+//!   polling).
+//! - **unaffected**: a change in another project sends none of these agents anything.
 //!
 //! `cargo bench -p orc-cli --bench mesh` (N = 200, 5 changes each way;
 //! `ORC_BENCH_MESH_NODES=N`, `ORC_BENCH_MESH_CHANGES=K` to change).
@@ -54,7 +56,18 @@ fn ms(d: Duration) -> f64 {
 /// The last config each simulated agent received: (generation, mesh peers, when).
 type Board = Arc<Mutex<Vec<Option<(u64, usize, Instant)>>>>;
 
+/// Set in the child process that runs the simulated agents.
+const SWARM: &str = "ORC_BENCH_MESH_SWARM";
+
 fn main() {
+    if std::env::var_os(SWARM).is_some() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(swarm());
+        return;
+    }
     let env_number = |name: &str, default: usize| {
         std::env::var(name)
             .ok()
@@ -135,7 +148,6 @@ async fn run(count: usize, changes: usize) {
 
     // Every node joins and attaches.
     let board: Board = Arc::new(Mutex::new(vec![None; count]));
-    let ca = orc_tls::PinnedCa::from_pem(zone.ca_pem().unwrap(), "the bench zone").unwrap();
     let fingerprint = zone.ca().unwrap().fingerprint();
     let new = orc_zone::store::NewJoinToken {
         ca_fingerprint: &fingerprint,
@@ -143,23 +155,45 @@ async fn run(count: usize, changes: usize) {
         ttl: orc_zone_model::JoinTtl::default(),
         product_uuid: None,
     };
-    let first_attach = Instant::now();
-    let mut tasks = Vec::new();
-    for (index, node) in nodes.iter().enumerate() {
+    // The agents run in a child process, so this process's CPU time is the zone's.
+    let ca_file = tempfile::NamedTempFile::new().expect("a CA file");
+    std::fs::write(ca_file.path(), zone.ca_pem().unwrap()).unwrap();
+    let mut plan = format!("{}\n{}\n", zone.grpc_url(), ca_file.path().display());
+    for node in &nodes {
         let (_, secret) = zone
             .store()
             .create_join_token(&node.id, &new, Timestamp::now())
             .await
             .unwrap();
-        tasks.push(tokio::spawn(simulated_agent(
-            zone.grpc_url(),
-            ca.clone(),
-            node.id.clone(),
-            secret.expose().to_string(),
-            index,
-            board.clone(),
-        )));
+        plan.push_str(&format!("{} {}\n", node.id, secret.expose()));
     }
+    let first_attach = Instant::now();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .env(SWARM, "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the agents' process starts");
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(plan.as_bytes()).unwrap();
+    }
+    let stdout = child.stdout.take().unwrap();
+    let reader = {
+        let board = board.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let numbers: Vec<u64> = line.split(' ').filter_map(|n| n.parse().ok()).collect();
+                if let [index, generation, peers] = numbers[..] {
+                    board.lock().unwrap()[index as usize] =
+                        Some((generation, peers as usize, Instant::now()));
+                }
+            }
+        })
+    };
     let formed = wait_peers(&board, first_attach, count - 1, Duration::from_secs(300)).await;
     println!(
         "mesh/formation  n={count}: every node holds all {} others as peers {:.2} s after the first attach",
@@ -215,6 +249,41 @@ async fn run(count: usize, changes: usize) {
         }
     }
     let cpu_per_change = (cpu_seconds() - cpu_start) / (changes * 2) as f64;
+
+    // A change in another project: none of these agents may receive anything.
+    let other = zone
+        .store()
+        .create_project(
+            &orc_zone::model::sys_org_id(),
+            &"other".parse().unwrap(),
+            Timestamp::now(),
+        )
+        .await
+        .expect("a second project");
+    let before: Vec<u64> = board
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.map_or(0, |s| s.0))
+        .collect();
+    let key = orc_mesh::PublicKey(orc_wg::public_key(&orc_wg::generate_private_key().unwrap()));
+    let answer = z
+        .post(
+            &format!("/api/orgs/sys/projects/{}/mesh/workstations", other.name),
+            &admin,
+            serde_json::json!({ "name": "elsewhere", "public_key": key.to_string() }),
+        )
+        .await;
+    assert!(answer.status.is_success(), "{}", answer.body);
+    // Two full mesh intervals: every pass that could have sent something has run.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let touched = board
+        .lock()
+        .unwrap()
+        .iter()
+        .zip(&before)
+        .filter(|(s, before)| s.map_or(0, |s| s.0) != **before)
+        .count();
     delivered.sort();
     acked.sort();
     println!(
@@ -230,13 +299,20 @@ async fn run(count: usize, changes: usize) {
         ms(*acked.last().unwrap())
     );
     println!(
-        "mesh/zone_work  n={count}: one mesh pass {:.1} ms; process CPU per change {:.0} ms",
+        "mesh/unaffected  n={count}: a workstation of another project sent {touched} of them a config"
+    );
+    assert_eq!(
+        touched, 0,
+        "agents of an unaffected project received configs"
+    );
+    println!(
+        "mesh/zone_work  n={count}: one mesh pass {:.1} ms; zone CPU per change {:.0} ms",
         ms(pass_time),
         cpu_per_change * 1e3
     );
-    for task in tasks {
-        task.abort();
-    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
     z.zone.shutdown().await;
 }
 
@@ -293,6 +369,41 @@ async fn wait_acked(
     }
 }
 
+/// The child process: reads the zone's URL, its CA file and one `node secret` line per
+/// agent from stdin, runs the agents, and prints `index generation peers` for every config
+/// one receives.
+async fn swarm() {
+    let mut input = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).unwrap();
+    let mut lines = input.lines();
+    let url = lines.next().expect("the URL").to_string();
+    let pem = std::fs::read_to_string(lines.next().expect("the CA file")).unwrap();
+    let ca = orc_tls::PinnedCa::from_pem(&pem, "the bench zone").unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, u64, usize)>();
+    for (index, line) in lines.enumerate() {
+        let (node, secret) = line.split_once(' ').expect("node and secret");
+        tokio::spawn(simulated_agent(
+            url.clone(),
+            ca.clone(),
+            node.parse().unwrap(),
+            secret.to_string(),
+            index,
+            tx.clone(),
+        ));
+    }
+    drop(tx);
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    while let Some((index, generation, peers)) = rx.recv().await {
+        if writeln!(out, "{index} {generation} {peers}")
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
 /// Joins `node`, attaches with a WireGuard key and acknowledges every config at once.
 async fn simulated_agent(
     url: String,
@@ -300,7 +411,7 @@ async fn simulated_agent(
     node: NodeId,
     secret: String,
     index: usize,
-    board: Board,
+    seen: tokio::sync::mpsc::UnboundedSender<(usize, u64, usize)>,
 ) {
     let identity = orc_tls::NodeIdentity::generate().unwrap();
     let channel = orc_agent::connect::channel(
@@ -367,7 +478,7 @@ async fn simulated_agent(
                         .as_ref()
                         .and_then(|m| m.interfaces.first())
                         .map_or(0, |i| i.peers.len());
-                    board.lock().unwrap()[index] = Some((config.generation, peers, Instant::now()));
+                    let _ = seen.send((index, config.generation, peers));
                     let applied = agent_pb::Applied { generation: config.generation, error: String::new() };
                     let _ = tx.send(send(agent_message::Body::Applied(applied))).await;
                 }

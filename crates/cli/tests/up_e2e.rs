@@ -200,7 +200,11 @@ impl Workstation {
             .arg(file)
             .output()
             .expect("wg-quick (wireguard-tools) runs");
-        assert!(stripped.status.success(), "{}", String::from_utf8_lossy(&stripped.stderr));
+        assert!(
+            stripped.status.success(),
+            "{}",
+            String::from_utf8_lossy(&stripped.stderr)
+        );
         let wg_file = file.with_extension("wg");
         std::fs::write(&wg_file, &stripped.stdout).unwrap();
         let child = Command::new("ip")
@@ -241,7 +245,9 @@ impl Workstation {
 
     fn pings(&self, address: &str) -> bool {
         Command::new("ip")
-            .args(["netns", "exec", &self.ns, "ping", "-c", "1", "-W", "2", address])
+            .args([
+                "netns", "exec", &self.ns, "ping", "-c", "1", "-W", "2", address,
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -807,11 +813,12 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
             std::thread::sleep(Duration::from_millis(500));
         }
     }
-    let status = up.wait_for(&["mesh", "status", "sys/sys"], MINUTE, |m| {
-        m["members"].as_array().unwrap().iter().any(|w| {
-            w["kind"] == "workstation" && w["name"] == "echo" && w["state"] == "connected"
-        })
-    });
+    let status =
+        up.wait_for(&["mesh", "status", "sys/sys"], MINUTE, |m| {
+            m["members"].as_array().unwrap().iter().any(|w| {
+                w["kind"] == "workstation" && w["name"] == "echo" && w["state"] == "connected"
+            })
+        });
     let web_status = status["members"]
         .as_array()
         .unwrap()

@@ -4,6 +4,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use orc_proto::agent_pb::{self, agent_hub_server, agent_message, zone_message};
 use tokio::sync::Notify;
@@ -156,10 +157,12 @@ impl AgentHub {
             agent.desired_generation,
             &config,
         )))));
-        self.settle(&mut agent, None).await;
+        let updating = AtomicBool::new(false);
+        self.settle(&mut agent, None, &updating).await;
         tracing::info!(%node, version = %agent.version, state = %agent.state, "a node's agent attached");
         let session = Session {
             stream,
+            updating: &updating,
             base: &base,
             refresh: &refresh,
             outbound: &outbound,
@@ -267,13 +270,18 @@ impl AgentHub {
     }
 
     /// Moves the agent to the state its generations make it, writes it, and records the
-    /// change to `ready`. `applied` carries a reported apply error.
-    async fn settle(&self, agent: &mut NodeAgent, error: Option<String>) {
+    /// change to `ready` (not the return to it after a changed config was applied). `error`
+    /// carries a reported apply error.
+    async fn settle(&self, agent: &mut NodeAgent, error: Option<String>, updating: &AtomicBool) {
         agent.apply_error = error;
-        let before = agent.state;
+        let was_ready = agent.state == AgentState::Ready || updating.load(Ordering::SeqCst);
         agent.state = agent.settled_state();
+        if agent.state == AgentState::Ready || agent.apply_error.is_some() {
+            // Back in step, or failed: a later ready is news again.
+            updating.store(false, Ordering::SeqCst);
+        }
         self.write(agent).await;
-        if before != AgentState::Ready && agent.state == AgentState::Ready {
+        if !was_ready && agent.state == AgentState::Ready {
             let words = format!(
                 "ready: its agent (version {}) applied config generation {}",
                 agent.version, agent.desired_generation
@@ -309,6 +317,9 @@ impl AgentHub {
         }
         agent.desired_generation = generation;
         agent.config_digest = config.digest();
+        if agent.state == AgentState::Ready {
+            session.updating.store(true, Ordering::SeqCst);
+        }
         agent.state = agent.settled_state();
         self.write(agent).await;
         let _ = session
@@ -388,7 +399,7 @@ impl AgentHub {
                 Some(agent_message::Body::Applied(applied)) => {
                     agent.applied_generation = applied.generation;
                     let error = Some(applied.error).filter(|e| !e.is_empty());
-                    self.settle(agent, error).await;
+                    self.settle(agent, error, session.updating).await;
                     last_written = Instant::now();
                 }
                 Some(agent_message::Body::Facts(facts)) => {
@@ -524,6 +535,9 @@ impl AgentHub {
 /// What a session's loop needs besides the agent.
 struct Session<'a> {
     stream: u64,
+    /// Set when a changed config went to an agent that was ready: applying it is no new
+    /// readiness, so it records no `node.ready` event.
+    updating: &'a AtomicBool,
     /// The node's config without its mesh.
     base: &'a AgentConfig,
     refresh: &'a Notify,

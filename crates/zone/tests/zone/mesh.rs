@@ -326,6 +326,11 @@ async fn a_workstation_joins_the_mesh_its_nodes_see_it_and_the_status_says_so() 
         events.contains("disconnected workstation laptop"),
         "{events}"
     );
+    assert_eq!(
+        events.matches("\"node.ready\"").count(),
+        1,
+        "applying a changed mesh is no new readiness: {events}"
+    );
 
     drop(a);
     let _ = stop_provider.send(());
