@@ -133,8 +133,41 @@ pub(crate) fn status_table(mesh: &MeshView) -> String {
         text.push_str("No members: a node joins once its agent attaches.\n");
     } else {
         text.push_str(&t.render());
+        text.push_str(&by_site(mesh));
     }
     text
+}
+
+/// One line per site (and one for nodes at none): nodes, how many are in step, peers up.
+fn by_site(mesh: &MeshView) -> String {
+    #[derive(Default)]
+    struct Site {
+        nodes: u32,
+        in_step: u32,
+        up: u32,
+        peers: u32,
+    }
+    let mut sites: std::collections::BTreeMap<&str, Site> = std::collections::BTreeMap::new();
+    for m in mesh.members.iter().filter(|m| m.kind == "node") {
+        let site = sites.entry(m.site.as_deref().unwrap_or("")).or_default();
+        site.nodes += 1;
+        site.in_step += u32::from(m.state == "in step");
+        site.up += m.peers_up.unwrap_or(0);
+        site.peers += m.peers;
+    }
+    if sites.is_empty() {
+        return String::new();
+    }
+    let mut t = Table::new(&["SITE", "NODES", "IN STEP", "PEERS UP"]);
+    for (name, site) in &sites {
+        t.row(vec![
+            if name.is_empty() { "(none)" } else { name }.to_string(),
+            site.nodes.to_string(),
+            site.in_step.to_string(),
+            format!("{}/{}", site.up, site.peers),
+        ]);
+    }
+    format!("\n{}", t.render())
 }
 
 /// `orc mesh status [ORG/PROJECT]`.
