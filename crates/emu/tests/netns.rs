@@ -8,12 +8,18 @@ use std::net::SocketAddr;
 
 use orc_emu::netns::{Fabric, bind_in};
 
-fn namespaces() -> String {
+/// The host's network namespaces, by name. Whole names: other tests' fabrics run at the same
+/// time and their servers' names share the same keys after a different slot prefix.
+fn namespaces() -> Vec<String> {
     let out = std::process::Command::new("ip")
         .args(["netns", "list"])
         .output()
         .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
 }
 
 fn links() -> String {
@@ -63,7 +69,7 @@ fn servers_are_namespaces_on_the_emulated_internet_and_vanish_without_a_trace() 
         .unwrap();
     let a_ns = fabric.namespace("a").unwrap();
     let b_ns = fabric.namespace("b").unwrap();
-    assert!(namespaces().contains(&a_ns), "{}", namespaces());
+    assert!(namespaces().contains(&a_ns), "{:?}", namespaces());
 
     // The echo host sees the server's public address.
     let echo = format!("http://{}/", fabric.echo_address());
@@ -174,7 +180,7 @@ fn servers_are_namespaces_on_the_emulated_internet_and_vanish_without_a_trace() 
     drop(fabric);
     let after = namespaces();
     for name in names {
-        assert!(!after.contains(&name), "{name} left behind: {after}");
+        assert!(!after.contains(&name), "{name} left behind: {after:?}");
     }
     assert!(!links().contains(&host_if), "the uplink is gone");
     let routes = std::process::Command::new("ip")
@@ -415,15 +421,17 @@ async fn a_vultr_instance_boots_its_user_data_on_its_vpc_and_goes_with_its_delet
         "vpc"
     );
     served.join().unwrap();
+    let names: Vec<String> = instances
+        .iter()
+        .map(|id| fabric.namespace(&key_of(id)).unwrap())
+        .collect();
     for id in &instances {
         call(reqwest::Method::DELETE, &format!("/instances/{id}"), None).await;
     }
     call(reqwest::Method::GET, "/instances", None).await;
     until("the namespaces are gone", || {
         let now = namespaces();
-        instances
-            .iter()
-            .all(|id| !now.contains(&format!("-{}", key_of(id))))
+        names.iter().all(|name| !now.contains(name))
     })
     .await;
     drop(emu);
@@ -713,7 +721,7 @@ fn what_a_killed_fabric_left_is_taken_back() {
     child.kill().unwrap();
     child.wait().unwrap();
     let prefix = server.split('-').next().unwrap().to_string();
-    assert!(namespaces().contains(&server), "{}", namespaces());
+    assert!(namespaces().contains(&server), "{:?}", namespaces());
     assert!(
         links().contains(&format!("{prefix}h")),
         "the uplink's host end stays"
@@ -723,9 +731,8 @@ fn what_a_killed_fabric_left_is_taken_back() {
     assert!(removed.contains(&server), "{removed:?}");
     assert!(removed.contains(&format!("{prefix}-inet")), "{removed:?}");
     let left: Vec<String> = namespaces()
-        .lines()
+        .into_iter()
         .filter(|l| l.starts_with(&format!("{prefix}-")))
-        .map(str::to_string)
         .collect();
     assert!(left.is_empty(), "{left:?}");
     assert!(!links().contains(&format!("{prefix}h")), "{}", links());
