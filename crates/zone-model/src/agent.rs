@@ -156,7 +156,13 @@ impl NodeAgent {
     /// The generation to send for `config`: the stored one while its digest holds, the
     /// next one when the config changed. Returns the generation and whether it is new.
     pub fn generation_for(&self, config: &AgentConfig) -> (u64, bool) {
-        if self.desired_generation > 0 && self.config_digest == config.digest() {
+        self.generation_for_digest(&config.digest())
+    }
+
+    /// [`NodeAgent::generation_for`] of a config whose digest is `digest` (a config of many
+    /// peers is costly to digest, so a caller that keeps the digest passes it).
+    pub fn generation_for_digest(&self, digest: &str) -> (u64, bool) {
+        if self.desired_generation > 0 && self.config_digest == digest {
             (self.desired_generation, false)
         } else {
             (self.desired_generation + 1, true)

@@ -128,10 +128,11 @@ impl AgentHub {
         );
         // The mesh plan as of now (a change published from here on tells `refresh`).
         let config = base.clone().with_mesh(self.mesh_of(&node));
-        let (generation, is_new) = agent.generation_for(&config);
+        let digest = config.digest();
+        let (generation, is_new) = agent.generation_for_digest(&digest);
         if is_new {
             agent.desired_generation = generation;
-            agent.config_digest = config.digest();
+            agent.config_digest = digest;
         }
         if let Some(old) = replaced {
             end_execs(
@@ -311,12 +312,13 @@ impl AgentHub {
     /// Sends the node's config again when its mesh changed since the generation it has.
     async fn refresh_config(&self, agent: &mut NodeAgent, session: &Session<'_>) {
         let config = session.base.clone().with_mesh(self.mesh_of(&agent.node_id));
-        let (generation, is_new) = agent.generation_for(&config);
+        let digest = config.digest();
+        let (generation, is_new) = agent.generation_for_digest(&digest);
         if !is_new {
             return;
         }
         agent.desired_generation = generation;
-        agent.config_digest = config.digest();
+        agent.config_digest = digest;
         if agent.state == AgentState::Ready {
             session.updating.store(true, Ordering::SeqCst);
         }
