@@ -472,13 +472,8 @@ impl<'a> Session<'a> {
                     if ok {
                         mesh_generation = generation;
                     }
-                    if let Some(status) = self.mesh_status(mesh_generation) {
-                        mesh_reported = Some(status.clone());
-                        let _ = tx
-                            .send(message(agent_message::Body::MeshStatus(status)))
-                            .await;
-                        mesh_tick.reset();
-                    }
+                    // Report what the applied config changed at once.
+                    mesh_tick.reset_immediately();
                 }
                 Some(zone_message::Body::ExecStart(start)) => {
                     execs.retain(|_, cancel| !cancel.is_closed());

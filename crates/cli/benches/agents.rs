@@ -15,47 +15,16 @@
 //! `ORC_BENCH_IDLE_SECS=S` to change; default 30 s).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
-use orc_provider_sdk::{ProviderRunner, RunnerOptions, ZoneCredentials};
-use orc_zone::model::{AgentState, NodeState};
+use orc_zone::model::AgentState;
 use orc_zone::zone::{Zone, ZoneConfig};
+use support::{percentile, usage};
+
+mod support;
 
 /// Agents started one at a time, each waited for, before the rest start at once.
 const SERIAL: usize = 10;
-
-/// Clock ticks per second of `/proc/*/stat` times (`_SC_CLK_TCK`, 100 on Linux).
-const TICKS: f64 = 100.0;
-
-/// (user + system CPU seconds, resident KiB) of process `pid` (`self` for this one).
-fn usage(pid: &str) -> (f64, u64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name, which is in parentheses.
-    let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name and state.
-    let cpu = (ticks(11) + ticks(12)) / TICKS;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
-    (cpu, rss)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
 
 fn main() {
     let count: usize = std::env::var("ORC_BENCH_AGENTS")
@@ -80,60 +49,7 @@ async fn run(count: usize, idle: Duration) {
     let zone = Zone::start(ZoneConfig::ephemeral(tmp.path().join("zone")))
         .await
         .expect("zone");
-    let cloud = FakeCloud::new();
-    let options = RunnerOptions {
-        inventory_interval: None,
-        credentials: Some(ZoneCredentials::new(zone.admin_token().expose(), "sys/sys").unwrap()),
-        zone_ca: zone
-            .ca_pem()
-            .and_then(|pem| orc_tls::PinnedCa::from_pem(pem, "the bench zone")),
-        ..RunnerOptions::default()
-    };
-    let runner = ProviderRunner::new(
-        &zone.grpc_url(),
-        Arc::new(FakeProvider::new(Arc::clone(&cloud))),
-        options,
-    )
-    .expect("runner");
-    tokio::spawn(runner.run_until(std::future::pending()));
-    let provider = loop {
-        if let Ok(p) = zone.store().provider_by_resource("urn:orc:fake:test").await
-            && !zone.hub().replicas_of(&p).is_empty()
-        {
-            break p;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let spec = orc_zone::model::PoolSpec {
-        provider_id: provider.id.clone(),
-        ..bench_spec()
-    };
-    let pool = zone
-        .store()
-        .create_pool(
-            &orc_zone::model::NewPool {
-                project_id: orc_zone::model::sys_project_id(),
-                name: "bench".parse().unwrap(),
-                size: u32::try_from(count).unwrap(),
-                spec,
-            },
-            orc_zone::model::Timestamp::now(),
-        )
-        .await
-        .expect("pool")
-        .pool;
-    zone.wake();
-    let nodes = loop {
-        let nodes = zone
-            .store()
-            .list_nodes_by_pool(&pool.id, false)
-            .await
-            .unwrap();
-        if nodes.len() == count && nodes.iter().all(|n| n.status.state == NodeState::Running) {
-            break nodes;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let (pool_id, nodes) = support::running_pool(&zone, count).await;
     let (zone_cpu_0, zone_rss_0) = usage("self");
     let ca = zone.ca().unwrap().fingerprint();
     let new = orc_zone::store::NewJoinToken {
@@ -181,7 +97,7 @@ async fn run(count: usize, idle: Duration) {
         started.insert(node.id.clone(), Instant::now());
         children.push(spawn(node, secret.expose()));
         let want = ready_after.len() + 1;
-        wait_ready(&zone, &pool.id, &started, &mut ready_after, want).await;
+        wait_ready(&zone, &pool_id, &started, &mut ready_after, want).await;
     }
     let mut alone: Vec<Duration> = ready_after.values().copied().collect();
     alone.sort();
@@ -203,7 +119,7 @@ async fn run(count: usize, idle: Duration) {
         started.insert(node.id.clone(), Instant::now());
         children.push(spawn(node, secret.expose()));
     }
-    wait_ready(&zone, &pool.id, &started, &mut ready_after, count).await;
+    wait_ready(&zone, &pool_id, &started, &mut ready_after, count).await;
     let all_ready = all_start.elapsed();
     let mut times: Vec<Duration> = ready_after
         .iter()
@@ -278,24 +194,5 @@ async fn wait_ready(
         }
         assert!(Instant::now() < deadline, "agents did not get ready");
         tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-fn bench_spec() -> orc_zone::model::PoolSpec {
-    orc_zone::model::PoolSpec {
-        provider_id: "pv-00000000000a".parse().unwrap(),
-        shape: orc_common::Shape {
-            vcpus: 2,
-            memory_gib: 4,
-            arch: orc_common::Architecture::X86_64,
-            disks_gib: Vec::new(),
-        },
-        region_class: "eu-central".into(),
-        os: "debian-12".into(),
-        public: false,
-        endpoints: Vec::new(),
-        app: None,
-        placement: Default::default(),
-        ssh_keys: Vec::new(),
     }
 }

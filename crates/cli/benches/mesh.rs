@@ -23,31 +23,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use orc_proto::agent_pb::{self, agent_hub_client::AgentHubClient, agent_message, zone_message};
-use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
-use orc_provider_sdk::{ProviderRunner, RunnerOptions, ZoneCredentials};
 use orc_testkit::zone::TestZone;
-use orc_zone::model::{NodeId, NodeState, Timestamp};
+use orc_zone::model::{NodeId, Timestamp};
+use support::{percentile, usage};
 
-/// Clock ticks per second of `/proc/self/stat` times.
-const TICKS: f64 = 100.0;
+mod support;
 
 /// The project the pool is in (the zone's own).
 const PROJECT: &str = "/api/orgs/sys/projects/sys";
-
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
-    let fields: Vec<f64> = rest
-        .split_whitespace()
-        .map(|f| f.parse().unwrap_or(0.0))
-        .collect();
-    (fields.get(11).copied().unwrap_or(0.0) + fields.get(12).copied().unwrap_or(0.0)) / TICKS
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
@@ -95,56 +78,7 @@ async fn run(count: usize, changes: usize) {
     };
     let z = TestZone::start_with(|config| config.mesh = mesh.clone()).await;
     let zone = &z.zone;
-    let cloud = FakeCloud::new();
-    let options = RunnerOptions {
-        inventory_interval: None,
-        credentials: Some(ZoneCredentials::new(zone.admin_token().expose(), "sys/sys").unwrap()),
-        zone_ca: zone
-            .ca_pem()
-            .and_then(|pem| orc_tls::PinnedCa::from_pem(pem, "the bench zone")),
-        ..RunnerOptions::default()
-    };
-    let runner = ProviderRunner::new(
-        &zone.grpc_url(),
-        Arc::new(FakeProvider::new(Arc::clone(&cloud))),
-        options,
-    )
-    .expect("runner");
-    tokio::spawn(runner.run_until(std::future::pending()));
-    let provider = loop {
-        if let Ok(p) = zone.store().provider_by_resource("urn:orc:fake:test").await
-            && !zone.hub().replicas_of(&p).is_empty()
-        {
-            break p;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let pool = zone
-        .store()
-        .create_pool(
-            &orc_zone::model::NewPool {
-                project_id: orc_zone::model::sys_project_id(),
-                name: "bench".parse().unwrap(),
-                size: u32::try_from(count).unwrap(),
-                spec: bench_spec(provider.id.clone()),
-            },
-            Timestamp::now(),
-        )
-        .await
-        .expect("pool")
-        .pool;
-    zone.wake();
-    let nodes = loop {
-        let nodes = zone
-            .store()
-            .list_nodes_by_pool(&pool.id, false)
-            .await
-            .unwrap();
-        if nodes.len() == count && nodes.iter().all(|n| n.status.state == NodeState::Running) {
-            break nodes;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let (_, nodes) = support::running_pool(zone, count).await;
 
     // Every node joins and attaches.
     let board: Board = Arc::new(Mutex::new(vec![None; count]));
@@ -218,7 +152,7 @@ async fn run(count: usize, changes: usize) {
     let admin = zone.admin_token().expose().to_string();
     let mut delivered = Vec::new();
     let mut acked = Vec::new();
-    let cpu_start = cpu_seconds();
+    let cpu_start = usage("self").0;
     for round in 0..changes {
         for (connect, want) in [(true, count), (false, count - 1)] {
             let t0 = Instant::now();
@@ -248,7 +182,7 @@ async fn run(count: usize, changes: usize) {
             acked.push(t0.elapsed());
         }
     }
-    let cpu_per_change = (cpu_seconds() - cpu_start) / (changes * 2) as f64;
+    let cpu_per_change = (usage("self").0 - cpu_start) / (changes * 2) as f64;
 
     // A change in another project: none of these agents may receive anything.
     let other = zone
@@ -484,24 +418,5 @@ async fn simulated_agent(
                 }
             }
         }
-    }
-}
-
-fn bench_spec(provider_id: orc_zone::model::ProviderId) -> orc_zone::model::PoolSpec {
-    orc_zone::model::PoolSpec {
-        provider_id,
-        shape: orc_common::Shape {
-            vcpus: 2,
-            memory_gib: 4,
-            arch: orc_common::Architecture::X86_64,
-            disks_gib: Vec::new(),
-        },
-        region_class: "eu-central".into(),
-        os: "debian-12".into(),
-        public: false,
-        endpoints: Vec::new(),
-        app: None,
-        placement: Default::default(),
-        ssh_keys: Vec::new(),
     }
 }

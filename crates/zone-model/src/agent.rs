@@ -153,15 +153,11 @@ impl NodeAgent {
         }
     }
 
-    /// The generation to send for `config`: the stored one while its digest holds, the
-    /// next one when the config changed. Returns the generation and whether it is new.
-    pub fn generation_for(&self, config: &AgentConfig) -> (u64, bool) {
-        self.generation_for_digest(&config.digest())
-    }
-
-    /// [`NodeAgent::generation_for`] of a config whose digest is `digest` (a config of many
-    /// peers is costly to digest, so a caller that keeps the digest passes it).
-    pub fn generation_for_digest(&self, digest: &str) -> (u64, bool) {
+    /// The generation to send for a config whose digest is `digest`: the stored one while the
+    /// digest holds, the next one when the config changed. Returns the generation and whether
+    /// it is new. `digest` is the config's ([`AgentConfig::digest`]): a config of many peers is costly to
+    /// digest, so the caller digests it once and keeps the digest.
+    pub fn generation_for(&self, digest: &str) -> (u64, bool) {
         if self.desired_generation > 0 && self.config_digest == digest {
             (self.desired_generation, false)
         } else {
@@ -227,11 +223,11 @@ mod tests {
         let pool: Name = "web".parse().unwrap();
         let config = AgentConfig::for_node(&node(0, None), &pool, &"p".parse().unwrap());
         let fresh = agent(0, 0, "");
-        assert_eq!(fresh.generation_for(&config), (1, true));
+        assert_eq!(fresh.generation_for(&config.digest()), (1, true));
         let same = agent(1, 0, &config.digest());
-        assert_eq!(same.generation_for(&config), (1, false));
+        assert_eq!(same.generation_for(&config.digest()), (1, false));
         let changed = agent(3, 3, "sha256:other");
-        assert_eq!(changed.generation_for(&config), (4, true));
+        assert_eq!(changed.generation_for(&config.digest()), (4, true));
     }
 
     #[test]

@@ -89,6 +89,7 @@ pub struct MeshProject {
     pub id: ProjectId,
     pub name: String,
     pub org_name: String,
+    pub prefix: Ipv4Net,
 }
 
 /// A public pool's address.
@@ -235,10 +236,12 @@ impl Store {
             .collect()
     }
 
-    /// Every project that holds a mesh prefix, with its org's name and its own, by id.
+    /// Every project that holds a mesh prefix, with the prefix, its org's name and its own, by
+    /// id.
     pub async fn mesh_projects(&self) -> StoreResult<Vec<MeshProject>> {
         let rows = sqlx::query(
-            "SELECT pr.id AS id, pr.name AS name, o.name AS org_name FROM mesh_prefixes m \
+            "SELECT pr.id AS id, pr.name AS name, o.name AS org_name, m.prefix AS prefix \
+             FROM mesh_prefixes m \
              JOIN projects pr ON pr.id = m.project_id JOIN orgs o ON o.id = pr.org_id \
              ORDER BY pr.id",
         )
@@ -251,6 +254,7 @@ impl Store {
                     id: parsed(row, "projects.id")?,
                     name: text(row, "projects.name")?,
                     org_name: text(row, "orgs.name")?,
+                    prefix: parsed(row, "mesh_prefixes.prefix")?,
                 })
             })
             .collect()

@@ -261,29 +261,15 @@ impl Inputs {
         members: &[orc_zone_store::MeshMember],
     ) -> StoreResult<World> {
         let (nodes, sites) = (&self.nodes, &self.sites);
-        let prefixes = store.mesh_prefixes().await?;
-        let mut names: BTreeMap<String, (String, String)> = BTreeMap::new();
-        for node in nodes {
-            names.insert(
-                node.project_id.to_string(),
-                (node.org_name.to_string(), node.project_name.to_string()),
-            );
-        }
-        for project in store.mesh_projects().await? {
-            names
-                .entry(project.id.to_string())
-                .or_insert((project.org_name, project.name));
-        }
-        let projects = prefixes
-            .iter()
-            .filter_map(|(id, prefix)| {
-                let (org, name) = names.get(id.as_str())?.clone();
-                Some(Project {
-                    id: id.to_string(),
-                    org,
-                    name,
-                    prefix: *prefix,
-                })
+        let projects = store
+            .mesh_projects()
+            .await?
+            .into_iter()
+            .map(|p| Project {
+                id: p.id.to_string(),
+                org: p.org_name,
+                name: p.name,
+                prefix: p.prefix,
             })
             .collect();
         let by_id: BTreeMap<&str, &MeshNode> =

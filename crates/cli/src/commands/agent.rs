@@ -11,9 +11,9 @@ use orc_zone_api_types::views::{
     CreateJoinToken, CreatedJoinToken, ExecLine, ExecRequest, JoinTokenView,
 };
 
-use super::{client, default_project, print_json, project_path, project_url};
+use super::{client, print_json, project_of, project_url};
 use crate::ConnArgs;
-use crate::client::{Client, segment};
+use crate::client::segment;
 use crate::table::Table;
 
 /// The remote command's exit code, for `main` to exit with (nothing more is printed).
@@ -27,13 +27,6 @@ impl std::fmt::Display for RemoteExit {
 }
 
 impl std::error::Error for RemoteExit {}
-
-async fn project_of(client: &Client, project: Option<&str>) -> anyhow::Result<(String, String)> {
-    match project {
-        Some(path) => project_path(path),
-        None => default_project(client).await,
-    }
-}
 
 /// `orc exec NODE -- CMD…`: runs CMD on the node and exits with its exit code.
 pub async fn exec(

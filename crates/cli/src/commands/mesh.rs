@@ -18,21 +18,14 @@ use orc_zone_api_types::views::{
     ConnectWorkstation, ConnectedWorkstation, MeshMemberView, MeshView, WorkstationView,
 };
 
-use super::{client, default_project, print_json, project_path, project_url};
+use super::{client, print_json, project_of, project_url};
 use crate::ConnArgs;
-use crate::client::{Client, segment};
+use crate::client::segment;
 use crate::table::Table;
 
 /// The file `orc mesh connect` writes when no `--output` is named. `wg-quick` names the
 /// interface after the file, so this one comes up as `orc-mesh`.
 pub const DEFAULT_OUTPUT: &str = "orc-mesh.conf";
-
-async fn project_of(client: &Client, project: Option<&str>) -> anyhow::Result<(String, String)> {
-    match project {
-        Some(path) => project_path(path),
-        None => default_project(client).await,
-    }
-}
 
 /// The workstation name to use when none is given: this machine's host name, as a name the
 /// zone takes (lower case; other characters become `-`).

@@ -133,6 +133,14 @@ pub async fn default_project(client: &Client) -> anyhow::Result<(String, String)
     )
 }
 
+/// The project `project` names (`ORG/PROJECT`), else [`default_project`].
+async fn project_of(client: &Client, project: Option<&str>) -> anyhow::Result<(String, String)> {
+    match project {
+        Some(path) => project_path(path),
+        None => default_project(client).await,
+    }
+}
+
 /// `ORG/PROJECT`.
 fn project_path(text: &str) -> anyhow::Result<(String, String)> {
     match text.split('/').collect::<Vec<_>>().as_slice() {

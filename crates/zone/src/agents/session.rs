@@ -129,7 +129,7 @@ impl AgentHub {
         // The mesh plan as of now (a change published from here on tells `refresh`).
         let config = base.clone().with_mesh(self.mesh_of(&node));
         let digest = config.digest();
-        let (generation, is_new) = agent.generation_for_digest(&digest);
+        let (generation, is_new) = agent.generation_for(&digest);
         if is_new {
             agent.desired_generation = generation;
             agent.config_digest = digest;
@@ -313,7 +313,7 @@ impl AgentHub {
     async fn refresh_config(&self, agent: &mut NodeAgent, session: &Session<'_>) {
         let config = session.base.clone().with_mesh(self.mesh_of(&agent.node_id));
         let digest = config.digest();
-        let (generation, is_new) = agent.generation_for_digest(&digest);
+        let (generation, is_new) = agent.generation_for(&digest);
         if !is_new {
             return;
         }

@@ -79,6 +79,21 @@ async fn project_members(state: &ApiState, project: &Project) -> ApiResult<Vec<M
         .collect())
 }
 
+/// What the status knows of one node's mesh.
+struct NodeMesh {
+    /// The keys of the peers the last plan gives it.
+    planned: BTreeSet<orc_mesh::PublicKey>,
+    /// The keys of the peers its last report saw within the window; `None`: no report.
+    up: Option<BTreeSet<orc_mesh::PublicKey>>,
+    report: Option<crate::agents::MeshStatusReport>,
+    /// Whether its agent's stream is open.
+    live: bool,
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 /// The project's mesh: its prefix and every member, with what the zone planned for it and
 /// what its agent last reported.
 #[utoipa::path(get, path = "/api/orgs/{org}/projects/{project}/mesh", tag = "mesh",
@@ -107,50 +122,61 @@ pub(super) async fn mesh_status(
         (u64::try_from(now_ms).unwrap_or(0) / 1000).saturating_sub(HANDSHAKE_WINDOW_SECONDS);
     let agents = state.agents.as_ref();
 
-    // What each node reported: its mesh interface's peers, by key.
-    let mut reports = BTreeMap::new();
+    // Each node once: its agent's row, the peers the plan gives it, the peers its agent
+    // last saw up, and that report.
+    let mut rows = BTreeMap::new();
+    let pools: BTreeSet<&crate::model::PoolId> = nodes.values().map(|n| &n.pool_id).collect();
+    for pool in pools {
+        for agent in state.store.node_agents_of_pool(pool).await? {
+            rows.insert(agent.node_id.to_string(), agent);
+        }
+    }
+    let mut seen: BTreeMap<String, NodeMesh> = BTreeMap::new();
     for member in members.iter().filter(|m| m.kind == MemberKind::Node) {
         let Ok(id) = member.id.parse::<NodeId>() else {
             continue;
         };
-        if let Some(report) = agents.and_then(|a| a.mesh_status(&id)) {
-            reports.insert(member.id.clone(), report);
-        }
+        let planned = agents
+            .map(|a| a.mesh_of(&id))
+            .and_then(|config| {
+                let interface = config.interface(MESH_INTERFACE)?;
+                Some(interface.peers.iter().map(|p| p.public_key).collect())
+            })
+            .unwrap_or_default();
+        let report = agents.and_then(|a| a.mesh_status(&id));
+        let up = report.as_ref().map(|r| {
+            r.interfaces
+                .get(MESH_INTERFACE)
+                .into_iter()
+                .flatten()
+                .filter(|p| p.last_handshake.is_some_and(|t| t >= recent))
+                .map(|p| p.public_key)
+                .collect()
+        });
+        let live = agents.and_then(|a| a.live(&id)).is_some();
+        seen.insert(
+            member.id.clone(),
+            NodeMesh {
+                planned,
+                up,
+                report,
+                live,
+            },
+        );
     }
-    let up_keys = |report: &crate::agents::MeshStatusReport| -> BTreeSet<orc_mesh::PublicKey> {
-        report
-            .interfaces
-            .get(MESH_INTERFACE)
-            .into_iter()
-            .flatten()
-            .filter(|p| p.last_handshake.is_some_and(|t| t >= recent))
-            .map(|p| p.public_key)
-            .collect()
-    };
+    let reported = seen.values().any(|n| n.report.is_some());
 
     let mut views = Vec::new();
     for member in &members {
         let view = match member.kind {
             MemberKind::Node => {
-                let id: Option<NodeId> = member.id.parse().ok();
                 let node = nodes.get(&member.id);
-                let agent = match &id {
-                    Some(id) => state.store.node_agent(id).await?,
-                    None => None,
-                };
-                let planned = match (&id, agents) {
-                    (Some(id), Some(a)) => a.mesh_of(id),
-                    _ => Default::default(),
-                };
-                let planned_keys: BTreeSet<orc_mesh::PublicKey> = planned
-                    .interface(MESH_INTERFACE)
-                    .map(|i| i.peers.iter().map(|p| p.public_key).collect())
-                    .unwrap_or_default();
-                let report = reports.get(&member.id);
-                let live = id.as_ref().and_then(|id| agents.and_then(|a| a.live(id)));
-                let state_word = match &agent {
+                let agent = rows.get(&member.id);
+                let mesh = seen.get(&member.id);
+                let report = mesh.and_then(|m| m.report.as_ref());
+                let state_word = match agent {
                     None => "not joined",
-                    Some(_) if live.is_none() => "detached",
+                    Some(_) if !mesh.is_some_and(|m| m.live) => "detached",
                     Some(a) if a.apply_error.is_some() => "failed",
                     Some(a) if a.applied_generation < a.desired_generation => "applying",
                     Some(_) => "in step",
@@ -162,6 +188,7 @@ pub(super) async fn mesh_status(
                             (rx.saturating_add(p.rx_bytes), tx.saturating_add(p.tx_bytes))
                         })
                     });
+                let planned = mesh.map_or(0, |m| m.planned.len());
                 MeshMemberView {
                     id: member.id.clone(),
                     kind: "node".to_string(),
@@ -170,13 +197,13 @@ pub(super) async fn mesh_status(
                     pool: node.map(|n| n.pool_name.to_string()),
                     site: node.and_then(|n| n.site.clone()),
                     state: state_word.to_string(),
-                    desired_generation: agent.as_ref().map(|a| a.desired_generation),
-                    applied_generation: agent.as_ref().map(|a| a.applied_generation),
-                    apply_error: agent.as_ref().and_then(|a| a.apply_error.clone()),
-                    peers: u32::try_from(planned_keys.len()).unwrap_or(u32::MAX),
-                    peers_up: report.map(|r| {
-                        let up = up_keys(r).intersection(&planned_keys).count();
-                        u32::try_from(up).unwrap_or(u32::MAX)
+                    desired_generation: agent.map(|a| a.desired_generation),
+                    applied_generation: agent.map(|a| a.applied_generation),
+                    apply_error: agent.and_then(|a| a.apply_error.clone()),
+                    peers: count(planned),
+                    peers_up: mesh.and_then(|m| {
+                        let up = m.up.as_ref()?;
+                        Some(count(up.intersection(&m.planned).count()))
                     }),
                     rx_bytes: totals.map(|t| t.0),
                     tx_bytes: totals.map(|t| t.1),
@@ -186,23 +213,12 @@ pub(super) async fn mesh_status(
             MemberKind::Workstation => {
                 let key: Option<orc_mesh::PublicKey> =
                     member.public_key.as_deref().and_then(|k| k.parse().ok());
-                let peers = members
-                    .iter()
-                    .filter(|m| m.kind == MemberKind::Node)
-                    .filter(|m| {
-                        m.id.parse::<NodeId>().ok().is_some_and(|id| {
-                            agents.is_some_and(|a| {
-                                a.mesh_of(&id).interface(MESH_INTERFACE).is_some_and(|i| {
-                                    i.peers.iter().any(|p| Some(p.public_key) == key)
-                                })
-                            })
-                        })
-                    })
-                    .count();
+                let peers = key.map_or(0, |key| {
+                    seen.values().filter(|n| n.planned.contains(&key)).count()
+                });
                 let seen_by = key.map(|key| {
-                    reports
-                        .values()
-                        .filter(|r| up_keys(r).contains(&key))
+                    seen.values()
+                        .filter(|n| n.up.as_ref().is_some_and(|up| up.contains(&key)))
                         .count()
                 });
                 MeshMemberView {
@@ -221,10 +237,8 @@ pub(super) async fn mesh_status(
                     desired_generation: None,
                     applied_generation: None,
                     apply_error: None,
-                    peers: u32::try_from(peers).unwrap_or(u32::MAX),
-                    peers_up: seen_by
-                        .filter(|_| !reports.is_empty())
-                        .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+                    peers: count(peers),
+                    peers_up: seen_by.filter(|_| reported).map(count),
                     rx_bytes: None,
                     tx_bytes: None,
                     reported_at: None,

@@ -1,0 +1,115 @@
+//! What the benches share: a zone's fake provider with a running pool, process usage from
+//! `/proc`, percentiles.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
+use orc_provider_sdk::{ProviderRunner, RunnerOptions, ZoneCredentials};
+use orc_zone::model::{Node, NodeState, PoolId, Timestamp};
+use orc_zone::zone::Zone;
+
+/// Clock ticks per second of `/proc/*/stat` times (`_SC_CLK_TCK`, 100 on Linux).
+const TICKS: f64 = 100.0;
+
+/// (user + system CPU seconds, resident KiB) of process `pid` (`self` for this one).
+pub fn usage(pid: &str) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses.
+    let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name and state.
+    let cpu = (ticks(11) + ticks(12)) / TICKS;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    (cpu, rss)
+}
+
+/// The `p` quantile of `sorted`.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+/// Connects a fake provider to `zone` and runs pool `sys/sys/bench` of `count` nodes on it;
+/// returns once every node runs.
+pub async fn running_pool(zone: &Zone, count: usize) -> (PoolId, Vec<Node>) {
+    let options = RunnerOptions {
+        inventory_interval: None,
+        credentials: Some(ZoneCredentials::new(zone.admin_token().expose(), "sys/sys").unwrap()),
+        zone_ca: zone
+            .ca_pem()
+            .and_then(|pem| orc_tls::PinnedCa::from_pem(pem, "the bench zone")),
+        ..RunnerOptions::default()
+    };
+    let runner = ProviderRunner::new(
+        &zone.grpc_url(),
+        Arc::new(FakeProvider::new(FakeCloud::new())),
+        options,
+    )
+    .expect("runner");
+    tokio::spawn(runner.run_until(std::future::pending()));
+    let provider = loop {
+        if let Ok(p) = zone.store().provider_by_resource("urn:orc:fake:test").await
+            && !zone.hub().replicas_of(&p).is_empty()
+        {
+            break p;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let pool = zone
+        .store()
+        .create_pool(
+            &orc_zone::model::NewPool {
+                project_id: orc_zone::model::sys_project_id(),
+                name: "bench".parse().unwrap(),
+                size: u32::try_from(count).unwrap(),
+                spec: bench_spec(provider.id.clone()),
+            },
+            Timestamp::now(),
+        )
+        .await
+        .expect("pool")
+        .pool;
+    zone.wake();
+    loop {
+        let nodes = zone
+            .store()
+            .list_nodes_by_pool(&pool.id, false)
+            .await
+            .unwrap();
+        if nodes.len() == count && nodes.iter().all(|n| n.status.state == NodeState::Running) {
+            return (pool.id, nodes);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn bench_spec(provider_id: orc_zone::model::ProviderId) -> orc_zone::model::PoolSpec {
+    orc_zone::model::PoolSpec {
+        provider_id,
+        shape: orc_common::Shape {
+            vcpus: 2,
+            memory_gib: 4,
+            arch: orc_common::Architecture::X86_64,
+            disks_gib: Vec::new(),
+        },
+        region_class: "eu-central".into(),
+        os: "debian-12".into(),
+        public: false,
+        endpoints: Vec::new(),
+        app: None,
+        placement: Default::default(),
+        ssh_keys: Vec::new(),
+    }
+}
