@@ -384,6 +384,7 @@ impl<'a> Session<'a> {
             version: self.options.version.clone(),
             facts: Some(self.facts()),
             applied_generation: applied.generation,
+            applies_mesh_changes: true,
         };
         let _ = tx.send(message(agent_message::Body::Hello(hello))).await;
         let outbound = tokio_stream::wrappers::ReceiverStream::new(rx);
@@ -406,6 +407,9 @@ impl<'a> Session<'a> {
         let mut renewing: Option<NodeIdentity> = None;
         let mut welcomed = false;
         let mut mesh_generation = applied.generation;
+        // The generation and mesh of the config received last on this stream: what the
+        // zone's changes apply to.
+        let mut last_config: Option<(u64, orc_mesh::MeshConfig)> = None;
         let mut mesh_reported: Option<agent_pb::MeshStatus> = None;
         let mut mesh_tick = tokio::time::interval(MESH_STATUS_INTERVAL);
         mesh_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -463,7 +467,13 @@ impl<'a> Session<'a> {
                     keepalive.tick().await;
                 }
                 Some(zone_message::Body::Config(config)) => {
-                    let applied = self.apply(config).await;
+                    let (applied, out_of_step) = self.apply(config, &mut last_config).await;
+                    if out_of_step {
+                        let _ = tx
+                            .send(message(agent_message::Body::Applied(applied.clone())))
+                            .await;
+                        return Outcome::Broken(applied.error);
+                    }
                     let ok = applied.error.is_empty();
                     let generation = applied.generation;
                     let _ = tx
@@ -571,26 +581,55 @@ impl<'a> Session<'a> {
         })
     }
 
-    async fn apply(&mut self, config: agent_pb::Config) -> agent_pb::Applied {
-        let mesh_error = match (&mut self.mesh, &config.mesh) {
-            (Some(mesh), wire) => {
-                let wanted = match wire {
-                    Some(wire) => orc_mesh::MeshConfig::try_from(wire).map_err(|e| e.to_string()),
-                    None => Ok(orc_mesh::MeshConfig::default()),
-                };
-                match wanted {
-                    Ok(wanted) => mesh.apply(&wanted).await.err().map(|e| e.to_string()),
-                    Err(e) => Some(e),
+    /// Applies `config`, whose mesh is whole or changes to the one `received` last on this
+    /// stream (which becomes this one). `true` besides: the changes do not follow the config
+    /// received last, so the stream is out of step and must start again.
+    async fn apply(
+        &mut self,
+        config: agent_pb::Config,
+        received: &mut Option<(u64, orc_mesh::MeshConfig)>,
+    ) -> (agent_pb::Applied, bool) {
+        let wanted = match (&config.mesh_changes, &config.mesh) {
+            (Some(changes), _) => match received.take() {
+                Some((base, old)) if base == changes.base_generation => {
+                    orc_mesh::MeshChanges::try_from(changes)
+                        .map_err(|e| e.to_string())
+                        .and_then(|c| c.apply(&old).map_err(|e| e.to_string()))
                 }
-            }
+                last => {
+                    let error = format!(
+                        "config generation {} changes generation {}, but the config received \
+                         last on this stream is {}",
+                        config.generation,
+                        changes.base_generation,
+                        last.map_or_else(|| "none".to_string(), |(g, _)| g.to_string())
+                    );
+                    tracing::warn!(%error, "starting the stream again");
+                    let applied = agent_pb::Applied {
+                        generation: config.generation,
+                        error,
+                    };
+                    return (applied, true);
+                }
+            },
+            (None, Some(wire)) => orc_mesh::MeshConfig::try_from(wire).map_err(|e| e.to_string()),
+            (None, None) => Ok(orc_mesh::MeshConfig::default()),
+        };
+        if let Ok(wanted) = &wanted {
+            *received = Some((config.generation, wanted.clone()));
+        }
+        let mesh_error = match (&mut self.mesh, wanted) {
+            (Some(mesh), Ok(wanted)) => mesh.apply(&wanted).await.err().map(|e| e.to_string()),
+            (Some(_), Err(e)) => Some(e),
             (None, _) => None,
         };
         if let Some(error) = mesh_error {
             tracing::warn!(generation = config.generation, %error, "the mesh config could not be applied");
-            return agent_pb::Applied {
+            let applied = agent_pb::Applied {
                 generation: config.generation,
                 error,
             };
+            return (applied, false);
         }
         let identity = config.identity.unwrap_or_default();
         let applied = AppliedConfig {
@@ -609,10 +648,11 @@ impl<'a> Session<'a> {
             }
             Err(e) => e.to_string(),
         };
-        agent_pb::Applied {
+        let applied = agent_pb::Applied {
             generation: applied.generation,
             error,
-        }
+        };
+        (applied, false)
     }
 }
 

@@ -17,6 +17,7 @@
 //!   site prefixes, the mesh range blocked, each node's forward port, and the site's pool
 //!   addresses with the pool's nodes as targets. A gateway never holds a project key.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -24,8 +25,8 @@ use ipnet::Ipv4Net;
 
 use crate::config::{
     BACKBONE_INTERFACE, BACKBONE_PORT, FORWARD_BASE, ForwardPort, GatewayRole, HostEntry,
-    Interface, KEEPALIVE_SECONDS, MESH_INTERFACE, MESH_PORT, MeshConfig, Peer, PoolForward, Route,
-    UdpForward,
+    Interface, KEEPALIVE_SECONDS, MESH_INTERFACE, MESH_PORT, MeshConfig, Peer, PeerList,
+    PoolForward, Route, Shared, UdpForward,
 };
 use crate::key::PublicKey;
 use crate::range::MeshRange;
@@ -161,6 +162,38 @@ struct Index<'w> {
     by_project: BTreeMap<&'w str, Vec<&'w Member>>,
     /// The gateway of each site.
     gateways: BTreeMap<&'w SiteRef, &'w Member>,
+    /// Each project's peer table per vantage, made once and shared by its members.
+    tables: RefCell<Tables<'w>>,
+    /// Each project's host names.
+    hosts: RefCell<BTreeMap<&'w str, Shared<Vec<HostEntry>>>>,
+}
+
+/// Peer tables by project and vantage.
+type Tables<'w> = BTreeMap<(&'w str, Vantage<'w>), Shared<Vec<Peer>>>;
+
+/// Where a member sees its project's peers from: every member at the same vantage sees each
+/// peer with the same endpoint and keep-alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Vantage<'w> {
+    /// The provider of its site, when it sits at one (the backbone reaches that provider's
+    /// sites).
+    provider: Option<&'w str>,
+    /// Its path out goes through NAT (it sits at a site, or is a workstation).
+    behind_nat: bool,
+}
+
+impl<'w> Vantage<'w> {
+    fn of(member: &'w Member) -> Vantage<'w> {
+        Vantage {
+            provider: member.site.as_ref().map(|s| s.provider.as_str()),
+            behind_nat: member.site.is_some() || matches!(member.role, Role::Workstation { .. }),
+        }
+    }
+
+    /// True when the backbone joins this vantage and `to` (both at sites of one provider).
+    fn on_backbone(&self, to: &Member) -> bool {
+        matches!((self.provider, &to.site), (Some(p), Some(at)) if at.provider == p)
+    }
 }
 
 impl<'w> Index<'w> {
@@ -188,10 +221,12 @@ impl<'w> Index<'w> {
             projects: world.projects.iter().map(|p| (p.id.as_str(), p)).collect(),
             by_project,
             gateways,
+            tables: RefCell::default(),
+            hosts: RefCell::default(),
         }
     }
 
-    fn config_of(&self, member: &Member) -> MeshConfig {
+    fn config_of(&self, member: &'w Member) -> MeshConfig {
         match &member.role {
             Role::Gateway => self.gateway_config(member),
             Role::Node { project, .. } | Role::Workstation { project } => {
@@ -205,15 +240,15 @@ impl<'w> Index<'w> {
         matches!((&a.site, &b.site), (Some(x), Some(y)) if x.provider == y.provider)
     }
 
-    /// Where `from` sends to `to`.
-    fn endpoint(&self, from: &Member, to: &Member) -> Option<SocketAddrV4> {
+    /// Where a member sends to `to`; `backbone`: the backbone joins the two.
+    fn endpoint(&self, backbone: bool, to: &Member) -> Option<SocketAddrV4> {
         let underlay = to.underlay?;
         if matches!(to.role, Role::Workstation { .. }) {
             return None;
         }
         match &to.site {
             None => Some(SocketAddrV4::new(underlay, MESH_PORT)),
-            Some(_) if Self::on_backbone(from, to) => Some(SocketAddrV4::new(underlay, MESH_PORT)),
+            Some(_) if backbone => Some(SocketAddrV4::new(underlay, MESH_PORT)),
             Some(at) => {
                 let site = self.sites.get(at)?;
                 let port = forward_port(site.prefix, underlay)?;
@@ -222,24 +257,55 @@ impl<'w> Index<'w> {
         }
     }
 
-    fn project_config(&self, member: &Member, project_id: &str) -> MeshConfig {
+    fn project_config(&self, member: &'w Member, project_id: &'w str) -> MeshConfig {
         let (Some(project), Some(address)) = (self.projects.get(project_id), member.mesh_address)
         else {
             return MeshConfig::default();
         };
+        let vantage = Vantage::of(member);
+        let peers = self
+            .tables
+            .borrow_mut()
+            .entry((project_id, vantage))
+            .or_insert_with(|| Shared::new(self.peer_table(project_id, vantage)))
+            .clone();
+        let hosts = self
+            .hosts
+            .borrow_mut()
+            .entry(project_id)
+            .or_insert_with(|| Shared::new(self.host_table(project, project_id)))
+            .clone();
+        MeshConfig {
+            interfaces: vec![Interface {
+                name: MESH_INTERFACE.to_string(),
+                address: Some(
+                    Ipv4Net::new(address, project.prefix.prefix_len())
+                        .expect("a prefix length of a valid prefix"),
+                ),
+                listen_port: MESH_PORT,
+                peers: PeerList::shared(peers, member.key),
+            }],
+            routes: Vec::new(),
+            gateway: None,
+            hosts,
+        }
+    }
+
+    /// Every member of the project with a key and an address, as members at `vantage` see
+    /// them, sorted by key (each member's own entry is left out of its list).
+    fn peer_table(&self, project_id: &str, vantage: Vantage<'_>) -> Vec<Peer> {
         let members = self
             .by_project
             .get(project_id)
             .map_or(&[][..], Vec::as_slice);
-        let behind_nat = member.site.is_some() || matches!(member.role, Role::Workstation { .. });
         let mut peers: Vec<Peer> = members
             .iter()
-            .filter(|other| other.id != member.id)
             .filter_map(|other| {
                 let key = other.key?;
                 let mesh = other.mesh_address?;
-                let endpoint = self.endpoint(member, other);
-                let through_nat = behind_nat && !Self::on_backbone(member, other);
+                let backbone = vantage.on_backbone(other);
+                let endpoint = self.endpoint(backbone, other);
+                let through_nat = vantage.behind_nat && !backbone;
                 Some(Peer {
                     name: other.id.clone(),
                     public_key: key,
@@ -250,6 +316,15 @@ impl<'w> Index<'w> {
             })
             .collect();
         peers.sort_by_key(|p| p.public_key);
+        peers
+    }
+
+    /// The names of the project's nodes, sorted.
+    fn host_table(&self, project: &Project, project_id: &str) -> Vec<HostEntry> {
+        let members = self
+            .by_project
+            .get(project_id)
+            .map_or(&[][..], Vec::as_slice);
         let mut hosts: Vec<HostEntry> = members
             .iter()
             .filter(|m| matches!(m.role, Role::Node { .. }))
@@ -261,20 +336,7 @@ impl<'w> Index<'w> {
             })
             .collect();
         hosts.sort();
-        MeshConfig {
-            interfaces: vec![Interface {
-                name: MESH_INTERFACE.to_string(),
-                address: Some(
-                    Ipv4Net::new(address, project.prefix.prefix_len())
-                        .expect("a prefix length of a valid prefix"),
-                ),
-                listen_port: MESH_PORT,
-                peers,
-            }],
-            routes: Vec::new(),
-            gateway: None,
-            hosts,
-        }
+        hosts
     }
 
     fn gateway_config(&self, gateway: &Member) -> MeshConfig {
@@ -356,11 +418,11 @@ impl<'w> Index<'w> {
                 name: BACKBONE_INTERFACE.to_string(),
                 address: None,
                 listen_port: BACKBONE_PORT,
-                peers,
+                peers: PeerList::new(peers),
             }],
             routes,
             gateway: role,
-            hosts: Vec::new(),
+            hosts: Shared::default(),
         }
     }
 

@@ -164,7 +164,7 @@ fn a_site_node_reaches_the_backbone_directly_and_everything_else_through_nat() {
         "the other site over the backbone, the public node through NAT with keep-alives, \
          the workstation dials in; no peer of another project"
     );
-    let allowed = &mesh.peers[0].allowed_ips;
+    let allowed = &mesh.peers.to_vec()[0].allowed_ips;
     assert_eq!(allowed, &[net("10.88.0.3/32")]);
     let names: Vec<&str> = eu.hosts.iter().map(|h| h.name.as_str()).collect();
     assert_eq!(
@@ -209,8 +209,11 @@ fn a_gateway_peers_with_the_other_sites_and_forwards_its_own() {
         peers(gw, BACKBONE_INTERFACE),
         [(102, some("198.18.2.10:51821"), Some(25))]
     );
-    assert_eq!(backbone.peers[0].allowed_ips, [net("10.128.1.0/24")]);
-    assert_eq!(backbone.peers[0].name, "site:partner/us-east-a");
+    assert_eq!(
+        backbone.peers.to_vec()[0].allowed_ips,
+        [net("10.128.1.0/24")]
+    );
+    assert_eq!(backbone.peers.to_vec()[0].name, "site:partner/us-east-a");
     assert_eq!(gw.routes.len(), 1);
     assert_eq!(gw.routes[0].destination, net("10.128.1.0/24"));
 
@@ -436,6 +439,116 @@ proptest! {
                 for peer in &config.interface(MESH_INTERFACE).unwrap().peers {
                     prop_assert_eq!(&project_of[&peer.public_key], project);
                 }
+            }
+        }
+    }
+}
+
+/// `world()` with a subset of its members, chosen by the bits of `mask` (gateways and the
+/// first node always stay), and node `n-eu` moved to `10.128.0.21` when `moved`.
+fn world_with(mask: u8, moved: bool) -> World {
+    let mut w = world();
+    let mut bit = 0;
+    w.members.retain(|m| {
+        if matches!(m.role, Role::Gateway) || m.id == "n-hz" {
+            return true;
+        }
+        bit += 1;
+        mask & (1 << (bit - 1)) != 0
+    });
+    if moved {
+        for m in &mut w.members {
+            if m.id == "n-eu" {
+                m.underlay = Some(ip("10.128.0.21"));
+            }
+        }
+    }
+    w
+}
+
+mod changes {
+    use super::*;
+    use crate::changes::{ChangeCache, MeshChanges};
+
+    #[test]
+    fn a_new_member_is_one_peer_and_one_name_for_each_other_node() {
+        let before = plan(&world_with(0b0001, false));
+        let after = plan(&world_with(0b0011, false));
+        let cache = ChangeCache::default();
+        let changes = MeshChanges::between_cached(&before["n-eu"], &after["n-eu"], &cache);
+        assert_eq!(changes.interfaces.len(), 1);
+        let mesh = &changes.interfaces[0];
+        let set: Vec<u8> = mesh.peers_set.iter().map(|p| p.public_key.0[0]).collect();
+        assert_eq!(set, [2], "only n-us is new to n-eu");
+        assert!(mesh.peers_removed.is_empty() && !mesh.removed);
+        let names: Vec<&str> = changes.hosts_set.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["n-us.web.acme.internal"]);
+        assert!(changes.routes.is_none() && changes.gateway.is_none());
+        assert_eq!(changes.apply(&before["n-eu"]).unwrap(), after["n-eu"]);
+        // The new member itself gets its whole list: n-eu and n-hz.
+        let fresh = MeshChanges::between(&MeshConfig::default(), &after["n-us"]);
+        let set: Vec<u8> = fresh.interfaces[0]
+            .peers_set
+            .iter()
+            .map(|p| p.public_key.0[0])
+            .collect();
+        assert_eq!(set, [1, 3]);
+        assert_eq!(fresh.apply(&MeshConfig::default()).unwrap(), after["n-us"]);
+    }
+
+    #[test]
+    fn a_member_that_moves_is_not_told_about_itself() {
+        let before = plan(&world_with(0b1111, false));
+        let after = plan(&world_with(0b1111, true));
+        let cache = ChangeCache::default();
+        // n-eu's own entry changed in the tables it shares: nothing for n-eu itself.
+        let own = MeshChanges::between_cached(&before["n-eu"], &after["n-eu"], &cache);
+        assert!(own.is_empty(), "{own:?}");
+        // n-us reaches n-eu over the backbone at its new address.
+        let other = MeshChanges::between_cached(&before["n-us"], &after["n-us"], &cache);
+        let set: Vec<String> = other.interfaces[0]
+            .peers_set
+            .iter()
+            .map(|p| p.endpoint.unwrap().to_string())
+            .collect();
+        assert_eq!(set, ["10.128.0.21:51820"]);
+        // The gateway's forward for n-eu moved with it.
+        let gw = MeshChanges::between_cached(&before["gw-eu"], &after["gw-eu"], &cache);
+        assert!(gw.gateway.is_some() && gw.interfaces.is_empty());
+        assert_eq!(gw.apply(&before["gw-eu"]).unwrap(), after["gw-eu"]);
+    }
+
+    #[test]
+    fn a_removed_interface_is_taken_away() {
+        let before = plan(&world())["n-eu"].clone();
+        let changes = MeshChanges::between(&before, &MeshConfig::default());
+        assert!(changes.interfaces[0].removed);
+        assert_eq!(changes.apply(&before).unwrap(), MeshConfig::default());
+        let wrong = changes.apply(&MeshConfig::default()).unwrap_err();
+        assert_eq!(
+            wrong.to_string(),
+            "the changes remove interface orc-mesh, which the config does not have"
+        );
+    }
+
+    proptest! {
+        /// From any subset of the world to any other, the changes (with a cache shared by
+        /// every member, as the zone shares it) turn each member's old config into its new
+        /// one, and two equal configs have no changes.
+        #[test]
+        fn changes_turn_any_config_into_any_other(
+            from in any::<u8>(), to in any::<u8>(), moved in any::<bool>()
+        ) {
+            let before = plan(&world_with(from & 0b1111, false));
+            let after = plan(&world_with(to & 0b1111, moved));
+            let cache = ChangeCache::default();
+            let empty = MeshConfig::default();
+            for (id, new) in &after {
+                let old = before.get(id).unwrap_or(&empty);
+                let changes = MeshChanges::between_cached(old, new, &cache);
+                prop_assert_eq!(&changes.apply(old).unwrap(), new, "member {}", id);
+                prop_assert_eq!(changes, MeshChanges::between(old, new), "member {}", id);
+                prop_assert!(MeshChanges::between(new, new).is_empty());
             }
         }
     }

@@ -7,9 +7,10 @@ use std::str::FromStr;
 
 use ipnet::Ipv4Net;
 use orc_mesh::PublicKey;
+use orc_mesh::changes::{InterfaceChanges, MeshChanges};
 use orc_mesh::config::{
-    ForwardPort, GatewayRole, HostEntry, Interface, MeshConfig, Peer, PoolForward, Route,
-    UdpForward,
+    ForwardPort, GatewayRole, HostEntry, Interface, MeshConfig, Peer, PeerList, PoolForward, Route,
+    Shared, UdpForward,
 };
 
 use crate::agent_pb as pb;
@@ -66,6 +67,159 @@ fn strings<T: ToString>(values: &[T]) -> Vec<String> {
     values.iter().map(ToString::to_string).collect()
 }
 
+fn peer_to_wire(p: &Peer) -> pb::WireguardPeer {
+    pb::WireguardPeer {
+        name: p.name.clone(),
+        public_key: p.public_key.as_bytes().to_vec(),
+        endpoint: p.endpoint.map(|e| e.to_string()).unwrap_or_default(),
+        allowed_ips: strings(&p.allowed_ips),
+        keepalive_seconds: p.keepalive.map_or(0, u32::from),
+    }
+}
+
+fn key_from_wire(field: &'static str, bytes: &[u8]) -> Result<PublicKey, MeshWireError> {
+    PublicKey::from_slice(bytes).map_err(|_| MeshWireError {
+        field,
+        value: format!("{} bytes", bytes.len()),
+        expected: "32 bytes",
+    })
+}
+
+fn peer_from_wire(p: &pb::WireguardPeer) -> Result<Peer, MeshWireError> {
+    Ok(Peer {
+        name: p.name.clone(),
+        public_key: key_from_wire("peers.public_key", &p.public_key)?,
+        endpoint: opt::<SocketAddrV4>("peers.endpoint", &p.endpoint, "an IPv4 address and port")?,
+        allowed_ips: nets("peers.allowed_ips", &p.allowed_ips)?,
+        keepalive: match p.keepalive_seconds {
+            0 => None,
+            s => Some(port("peers.keepalive_seconds", s)?),
+        },
+    })
+}
+
+fn peers_from_wire(peers: &[pb::WireguardPeer]) -> Result<Vec<Peer>, MeshWireError> {
+    peers.iter().map(peer_from_wire).collect()
+}
+
+fn route_to_wire(r: &Route) -> pb::Route {
+    pb::Route {
+        destination: r.destination.to_string(),
+        interface: r.interface.clone(),
+    }
+}
+
+fn routes_from_wire(routes: &[pb::Route]) -> Result<Vec<Route>, MeshWireError> {
+    routes
+        .iter()
+        .map(|r| {
+            Ok(Route {
+                destination: read("routes.destination", &r.destination, "an IPv4 CIDR")?,
+                interface: r.interface.clone(),
+            })
+        })
+        .collect()
+}
+
+fn host_to_wire(h: &HostEntry) -> pb::HostEntry {
+    pb::HostEntry {
+        name: h.name.clone(),
+        address: h.address.to_string(),
+    }
+}
+
+fn hosts_from_wire(hosts: &[pb::HostEntry]) -> Result<Vec<HostEntry>, MeshWireError> {
+    hosts
+        .iter()
+        .map(|h| {
+            Ok(HostEntry {
+                name: h.name.clone(),
+                address: read("hosts.address", &h.address, "an IPv4 address")?,
+            })
+        })
+        .collect()
+}
+
+fn gateway_to_wire(g: &GatewayRole) -> pb::GatewayRole {
+    pb::GatewayRole {
+        site: g.site.clone(),
+        site_prefix: g.site_prefix.to_string(),
+        stable_ipv4: g.stable_ipv4.to_string(),
+        no_nat: strings(&g.no_nat),
+        blocked: strings(&g.blocked),
+        udp_forwards: g
+            .udp_forwards
+            .iter()
+            .map(|f| pb::UdpForward {
+                port: u32::from(f.port),
+                to: f.to.to_string(),
+            })
+            .collect(),
+        pool_forwards: g
+            .pool_forwards
+            .iter()
+            .map(|p| pb::PoolForward {
+                pool: p.pool.clone(),
+                address: p.address.to_string(),
+                ports: p
+                    .ports
+                    .iter()
+                    .map(|port| pb::ForwardPort {
+                        protocol: port.protocol.clone(),
+                        port: u32::from(port.port),
+                    })
+                    .collect(),
+                targets: strings(&p.targets),
+            })
+            .collect(),
+    }
+}
+
+fn gateway_from_wire(g: &pb::GatewayRole) -> Result<GatewayRole, MeshWireError> {
+    Ok(GatewayRole {
+        site: g.site.clone(),
+        site_prefix: read("gateway.site_prefix", &g.site_prefix, "an IPv4 CIDR")?,
+        stable_ipv4: read::<Ipv4Addr>("gateway.stable_ipv4", &g.stable_ipv4, "an IPv4 address")?,
+        no_nat: nets("gateway.no_nat", &g.no_nat)?,
+        blocked: nets("gateway.blocked", &g.blocked)?,
+        udp_forwards: g
+            .udp_forwards
+            .iter()
+            .map(|f| {
+                Ok(UdpForward {
+                    port: port("udp_forwards.port", f.port)?,
+                    to: read("udp_forwards.to", &f.to, "an IPv4 address and port")?,
+                })
+            })
+            .collect::<Result<_, MeshWireError>>()?,
+        pool_forwards: g
+            .pool_forwards
+            .iter()
+            .map(|p| {
+                Ok(PoolForward {
+                    pool: p.pool.clone(),
+                    address: read("pool_forwards.address", &p.address, "an IPv4 address")?,
+                    ports: p
+                        .ports
+                        .iter()
+                        .map(|fp| {
+                            Ok(ForwardPort {
+                                protocol: fp.protocol.clone(),
+                                port: port("pool_forwards.ports.port", fp.port)?,
+                            })
+                        })
+                        .collect::<Result<_, MeshWireError>>()?,
+                    targets: p
+                        .targets
+                        .iter()
+                        .map(|t| read("pool_forwards.targets", t, "an IPv4 address"))
+                        .collect::<Result<_, MeshWireError>>()?,
+                })
+            })
+            .collect::<Result<_, MeshWireError>>()?,
+    })
+}
+
 impl From<&MeshConfig> for pb::Mesh {
     fn from(config: &MeshConfig) -> pb::Mesh {
         pb::Mesh {
@@ -76,67 +230,12 @@ impl From<&MeshConfig> for pb::Mesh {
                     name: i.name.clone(),
                     address: i.address.map(|a| a.to_string()).unwrap_or_default(),
                     listen_port: u32::from(i.listen_port),
-                    peers: i
-                        .peers
-                        .iter()
-                        .map(|p| pb::WireguardPeer {
-                            name: p.name.clone(),
-                            public_key: p.public_key.as_bytes().to_vec(),
-                            endpoint: p.endpoint.map(|e| e.to_string()).unwrap_or_default(),
-                            allowed_ips: strings(&p.allowed_ips),
-                            keepalive_seconds: p.keepalive.map_or(0, u32::from),
-                        })
-                        .collect(),
+                    peers: i.peers.iter().map(peer_to_wire).collect(),
                 })
                 .collect(),
-            routes: config
-                .routes
-                .iter()
-                .map(|r| pb::Route {
-                    destination: r.destination.to_string(),
-                    interface: r.interface.clone(),
-                })
-                .collect(),
-            gateway: config.gateway.as_ref().map(|g| pb::GatewayRole {
-                site: g.site.clone(),
-                site_prefix: g.site_prefix.to_string(),
-                stable_ipv4: g.stable_ipv4.to_string(),
-                no_nat: strings(&g.no_nat),
-                blocked: strings(&g.blocked),
-                udp_forwards: g
-                    .udp_forwards
-                    .iter()
-                    .map(|f| pb::UdpForward {
-                        port: u32::from(f.port),
-                        to: f.to.to_string(),
-                    })
-                    .collect(),
-                pool_forwards: g
-                    .pool_forwards
-                    .iter()
-                    .map(|p| pb::PoolForward {
-                        pool: p.pool.clone(),
-                        address: p.address.to_string(),
-                        ports: p
-                            .ports
-                            .iter()
-                            .map(|port| pb::ForwardPort {
-                                protocol: port.protocol.clone(),
-                                port: u32::from(port.port),
-                            })
-                            .collect(),
-                        targets: strings(&p.targets),
-                    })
-                    .collect(),
-            }),
-            hosts: config
-                .hosts
-                .iter()
-                .map(|h| pb::HostEntry {
-                    name: h.name.clone(),
-                    address: h.address.to_string(),
-                })
-                .collect(),
+            routes: config.routes.iter().map(route_to_wire).collect(),
+            gateway: config.gateway.as_ref().map(gateway_to_wire),
+            hosts: config.hosts.iter().map(host_to_wire).collect(),
         }
     }
 }
@@ -153,116 +252,88 @@ impl TryFrom<&pb::Mesh> for MeshConfig {
                     name: i.name.clone(),
                     address: opt("interfaces.address", &i.address, "an IPv4 CIDR")?,
                     listen_port: port("interfaces.listen_port", i.listen_port)?,
-                    peers: i
-                        .peers
-                        .iter()
-                        .map(|p| {
-                            Ok(Peer {
-                                name: p.name.clone(),
-                                public_key: PublicKey::from_slice(&p.public_key).map_err(|_| {
-                                    MeshWireError {
-                                        field: "peers.public_key",
-                                        value: format!("{} bytes", p.public_key.len()),
-                                        expected: "32 bytes",
-                                    }
-                                })?,
-                                endpoint: opt::<SocketAddrV4>(
-                                    "peers.endpoint",
-                                    &p.endpoint,
-                                    "an IPv4 address and port",
-                                )?,
-                                allowed_ips: nets("peers.allowed_ips", &p.allowed_ips)?,
-                                keepalive: match p.keepalive_seconds {
-                                    0 => None,
-                                    s => Some(port("peers.keepalive_seconds", s)?),
-                                },
-                            })
-                        })
-                        .collect::<Result<_, MeshWireError>>()?,
+                    peers: PeerList::new(peers_from_wire(&i.peers)?),
                 })
             })
             .collect::<Result<_, MeshWireError>>()?;
-        let routes = mesh
-            .routes
-            .iter()
-            .map(|r| {
-                Ok(Route {
-                    destination: read("routes.destination", &r.destination, "an IPv4 CIDR")?,
-                    interface: r.interface.clone(),
-                })
-            })
-            .collect::<Result<_, MeshWireError>>()?;
-        let gateway = mesh
-            .gateway
-            .as_ref()
-            .map(|g| {
-                Ok::<_, MeshWireError>(GatewayRole {
-                    site: g.site.clone(),
-                    site_prefix: read("gateway.site_prefix", &g.site_prefix, "an IPv4 CIDR")?,
-                    stable_ipv4: read::<Ipv4Addr>(
-                        "gateway.stable_ipv4",
-                        &g.stable_ipv4,
-                        "an IPv4 address",
-                    )?,
-                    no_nat: nets("gateway.no_nat", &g.no_nat)?,
-                    blocked: nets("gateway.blocked", &g.blocked)?,
-                    udp_forwards: g
-                        .udp_forwards
-                        .iter()
-                        .map(|f| {
-                            Ok(UdpForward {
-                                port: port("udp_forwards.port", f.port)?,
-                                to: read("udp_forwards.to", &f.to, "an IPv4 address and port")?,
-                            })
-                        })
-                        .collect::<Result<_, MeshWireError>>()?,
-                    pool_forwards: g
-                        .pool_forwards
-                        .iter()
-                        .map(|p| {
-                            Ok(PoolForward {
-                                pool: p.pool.clone(),
-                                address: read(
-                                    "pool_forwards.address",
-                                    &p.address,
-                                    "an IPv4 address",
-                                )?,
-                                ports: p
-                                    .ports
-                                    .iter()
-                                    .map(|fp| {
-                                        Ok(ForwardPort {
-                                            protocol: fp.protocol.clone(),
-                                            port: port("pool_forwards.ports.port", fp.port)?,
-                                        })
-                                    })
-                                    .collect::<Result<_, MeshWireError>>()?,
-                                targets: p
-                                    .targets
-                                    .iter()
-                                    .map(|t| read("pool_forwards.targets", t, "an IPv4 address"))
-                                    .collect::<Result<_, MeshWireError>>()?,
-                            })
-                        })
-                        .collect::<Result<_, MeshWireError>>()?,
-                })
-            })
-            .transpose()?;
-        let hosts = mesh
-            .hosts
-            .iter()
-            .map(|h| {
-                Ok(HostEntry {
-                    name: h.name.clone(),
-                    address: read("hosts.address", &h.address, "an IPv4 address")?,
-                })
-            })
-            .collect::<Result<_, MeshWireError>>()?;
+        let mut hosts = hosts_from_wire(&mesh.hosts)?;
+        hosts.sort();
         Ok(MeshConfig {
             interfaces,
-            routes,
-            gateway,
-            hosts,
+            routes: routes_from_wire(&mesh.routes)?,
+            gateway: mesh.gateway.as_ref().map(gateway_from_wire).transpose()?,
+            hosts: Shared::new(hosts),
+        })
+    }
+}
+
+/// `changes` on the wire, as changes to the config of generation `base_generation`.
+pub fn changes_to_wire(changes: &MeshChanges, base_generation: u64) -> pb::MeshChanges {
+    pb::MeshChanges {
+        base_generation,
+        interfaces: changes
+            .interfaces
+            .iter()
+            .map(|i| pb::InterfaceChanges {
+                name: i.name.clone(),
+                removed: i.removed,
+                address: i.address.map(|a| a.to_string()).unwrap_or_default(),
+                listen_port: u32::from(i.listen_port),
+                peers_set: i.peers_set.iter().map(peer_to_wire).collect(),
+                peers_removed: i
+                    .peers_removed
+                    .iter()
+                    .map(|k| k.as_bytes().to_vec())
+                    .collect(),
+            })
+            .collect(),
+        routes: changes.routes.as_ref().map(|routes| pb::RouteList {
+            routes: routes.iter().map(route_to_wire).collect(),
+        }),
+        gateway: changes.gateway.as_ref().map(|role| pb::GatewayChange {
+            role: role.as_ref().map(gateway_to_wire),
+        }),
+        hosts_set: changes.hosts_set.iter().map(host_to_wire).collect(),
+        hosts_removed: changes.hosts_removed.clone(),
+    }
+}
+
+impl TryFrom<&pb::MeshChanges> for MeshChanges {
+    type Error = MeshWireError;
+
+    fn try_from(changes: &pb::MeshChanges) -> Result<MeshChanges, MeshWireError> {
+        let interfaces = changes
+            .interfaces
+            .iter()
+            .map(|i| {
+                Ok(InterfaceChanges {
+                    name: i.name.clone(),
+                    removed: i.removed,
+                    address: opt("interfaces.address", &i.address, "an IPv4 CIDR")?,
+                    listen_port: port("interfaces.listen_port", i.listen_port)?,
+                    peers_set: peers_from_wire(&i.peers_set)?,
+                    peers_removed: i
+                        .peers_removed
+                        .iter()
+                        .map(|k| key_from_wire("peers_removed", k))
+                        .collect::<Result<_, MeshWireError>>()?,
+                })
+            })
+            .collect::<Result<_, MeshWireError>>()?;
+        Ok(MeshChanges {
+            interfaces,
+            routes: changes
+                .routes
+                .as_ref()
+                .map(|r| routes_from_wire(&r.routes))
+                .transpose()?,
+            gateway: changes
+                .gateway
+                .as_ref()
+                .map(|g| g.role.as_ref().map(gateway_from_wire).transpose())
+                .transpose()?,
+            hosts_set: hosts_from_wire(&changes.hosts_set)?,
+            hosts_removed: changes.hosts_removed.clone(),
         })
     }
 }
@@ -277,13 +348,13 @@ mod tests {
                 name: "orc-mesh".into(),
                 address: Some("10.88.0.2/24".parse().unwrap()),
                 listen_port: 51820,
-                peers: vec![Peer {
+                peers: PeerList::new(vec![Peer {
                     name: "n-2".into(),
                     public_key: PublicKey([7; 32]),
                     endpoint: Some("198.18.1.10:52011".parse().unwrap()),
                     allowed_ips: vec!["10.88.0.3/32".parse().unwrap()],
                     keepalive: Some(25),
-                }],
+                }]),
             }],
             routes: vec![Route {
                 destination: "10.128.1.0/24".parse().unwrap(),
@@ -309,10 +380,10 @@ mod tests {
                     targets: vec!["10.128.0.11".parse().unwrap()],
                 }],
             }),
-            hosts: vec![HostEntry {
+            hosts: Shared::new(vec![HostEntry {
                 name: "n-2.web.acme.internal".into(),
                 address: "10.88.0.3".parse().unwrap(),
-            }],
+            }]),
         }
     }
 
@@ -346,6 +417,35 @@ mod tests {
         assert_eq!(
             MeshConfig::try_from(&wire).unwrap_err().field,
             "udp_forwards.port"
+        );
+    }
+
+    #[test]
+    fn mesh_changes_cross_the_wire_unchanged() {
+        let old = sample();
+        let mut new = sample();
+        new.interfaces[0].peers = PeerList::new(vec![Peer {
+            name: "n-3".into(),
+            public_key: PublicKey([9; 32]),
+            endpoint: None,
+            allowed_ips: vec!["10.88.0.4/32".parse().unwrap()],
+            keepalive: None,
+        }]);
+        new.gateway = None;
+        new.routes.clear();
+        let changes = MeshChanges::between(&old, &new);
+        let wire = changes_to_wire(&changes, 7);
+        assert_eq!(wire.base_generation, 7);
+        assert_eq!(wire.interfaces[0].peers_removed, [vec![7u8; 32]]);
+        assert!(wire.gateway.as_ref().unwrap().role.is_none());
+        let back = MeshChanges::try_from(&wire).unwrap();
+        assert_eq!(back, changes);
+        assert_eq!(back.apply(&old).unwrap(), new);
+        let mut bad = wire;
+        bad.interfaces[0].peers_removed[0] = vec![1];
+        assert_eq!(
+            MeshChanges::try_from(&bad).unwrap_err().field,
+            "peers_removed"
         );
     }
 }

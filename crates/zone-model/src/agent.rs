@@ -96,9 +96,23 @@ impl AgentConfig {
         self
     }
 
-    /// `sha256:<hex>` of the config's canonical JSON: equal configs, equal digests.
+    /// `sha256:<hex>` of the config's canonical JSON, its mesh by the mesh's own digest
+    /// ([`MeshConfig::digest`], which costs the same whatever the size of the mesh): equal
+    /// configs, equal digests.
     pub fn digest(&self) -> String {
-        let json = serde_json::to_vec(self).unwrap_or_default();
+        #[derive(Serialize)]
+        struct Form<'a> {
+            identity: &'a AgentIdentity,
+            labels: &'a BTreeMap<String, String>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            mesh: Option<String>,
+        }
+        let form = Form {
+            identity: &self.identity,
+            labels: &self.labels,
+            mesh: (!self.mesh.is_unset()).then(|| self.mesh.digest()),
+        };
+        let json = serde_json::to_vec(&form).unwrap_or_default();
         format!("sha256:{}", hex(&Sha256::digest(json)))
     }
 }

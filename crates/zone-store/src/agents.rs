@@ -1,12 +1,15 @@
 //! Node agents: written when an agent joins (a node that joins again replaces its row), read
 //! by the certificate an attaching agent presents, and updated as the agent reports.
 
+use std::collections::BTreeSet;
+
+use sqlx::AssertSqlSafe;
 use sqlx::any::AnyRow;
 
 use super::error::OperationExt;
-use super::nodes::{NODE_COLUMNS, node_from};
+use super::nodes::{NODE_COLUMNS, node_from, placeholders};
 use super::rows::{big, json, opt_text, parsed, text, time, to_json, uint64};
-use super::{Store, StoreResult};
+use super::{BATCH_ROWS, Kind, Store, StoreError, StoreResult};
 use orc_zone_model::{Node, NodeAgent, NodeId, PoolId, Timestamp};
 
 const COLUMNS: &str = "node_agents.node_id, node_agents.state, node_agents.joined_at, \
@@ -102,9 +105,68 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Writes many agents as [`Store::update_node_agent`] writes one, in one transaction of
+    /// multi-row statements (a mesh change acknowledged by 200 agents is one write, not
+    /// 200). For each agent, in order: whether its row was there. An agent given twice is
+    /// refused.
+    pub async fn update_node_agents(&self, agents: &[NodeAgent]) -> StoreResult<Vec<bool>> {
+        const OP: &str = "update node agents";
+        const WIDTH: usize = 13;
+        let mut seen = BTreeSet::new();
+        for agent in agents {
+            if !seen.insert(agent.node_id.as_str()) {
+                return Err(StoreError::Invalid {
+                    kind: Kind::Node,
+                    id: agent.node_id.to_string(),
+                    reason: "its agent is written twice in one batch".to_string(),
+                });
+            }
+        }
+        let mut written = BTreeSet::new();
+        let mut tx = self.begin(OP).await?;
+        for chunk in agents.chunks(BATCH_ROWS) {
+            let sql = format!(
+                "UPDATE node_agents SET state = v.column2, cert_fingerprint = v.column3, \
+                 previous_fingerprint = v.column4, cert_not_after = v.column5, \
+                 agent_version = v.column6, facts = v.column7, desired_generation = v.column8, \
+                 config_digest = v.column9, applied_generation = v.column10, \
+                 apply_error = v.column11, last_contact_at = v.column12 \
+                 FROM (VALUES {}) AS v \
+                 WHERE node_agents.node_id = v.column1 AND node_agents.joined_at = v.column13 \
+                 RETURNING node_agents.node_id",
+                placeholders(self.engine, chunk.len(), WIDTH, 1)
+            );
+            let mut query = sqlx::query(AssertSqlSafe(sql));
+            for agent in chunk {
+                query = query
+                    .bind(agent.node_id.as_str())
+                    .bind(agent.state.as_str())
+                    .bind(agent.cert_fingerprint.as_str())
+                    .bind(agent.previous_fingerprint.as_deref())
+                    .bind(agent.cert_not_after.millis())
+                    .bind(agent.version.as_str())
+                    .bind(to_json(&agent.facts))
+                    .bind(big(agent.desired_generation))
+                    .bind(agent.config_digest.as_str())
+                    .bind(big(agent.applied_generation))
+                    .bind(agent.apply_error.as_deref())
+                    .bind(agent.last_contact_at.millis())
+                    .bind(agent.joined_at.millis());
+            }
+            for row in query.fetch_all(&mut *tx).await.op(OP)? {
+                written.insert(text(&row, "node_agents.node_id")?);
+            }
+        }
+        tx.commit().await.op(OP)?;
+        Ok(agents
+            .iter()
+            .map(|a| written.contains(a.node_id.as_str()))
+            .collect())
+    }
+
     /// The agent of `node`, if it ever joined.
     pub async fn node_agent(&self, node: &NodeId) -> StoreResult<Option<NodeAgent>> {
-        let sql = sqlx::AssertSqlSafe(format!(
+        let sql = AssertSqlSafe(format!(
             "SELECT {COLUMNS} FROM node_agents WHERE node_id = $1"
         ));
         let row = sqlx::query(sql)
@@ -120,7 +182,7 @@ impl Store {
         &self,
         fingerprint: &str,
     ) -> StoreResult<Option<NodeAgent>> {
-        let sql = sqlx::AssertSqlSafe(format!(
+        let sql = AssertSqlSafe(format!(
             "SELECT {COLUMNS} FROM node_agents WHERE cert_fingerprint = $1 \
              OR previous_fingerprint = $1"
         ));
@@ -141,7 +203,7 @@ impl Store {
         before: Timestamp,
         except: &str,
     ) -> StoreResult<Vec<Node>> {
-        let sql = sqlx::AssertSqlSafe(format!(
+        let sql = AssertSqlSafe(format!(
             "SELECT {NODE_COLUMNS} FROM nodes WHERE state = 'running' AND updated_at <= $1 \
              AND id NOT IN (SELECT node_id FROM node_agents) \
              AND id IN (SELECT node_id FROM join_tokens) \
@@ -160,7 +222,7 @@ impl Store {
 
     /// The agents of `pool`'s nodes (live or ended), by node id.
     pub async fn node_agents_of_pool(&self, pool: &PoolId) -> StoreResult<Vec<NodeAgent>> {
-        let sql = sqlx::AssertSqlSafe(format!(
+        let sql = AssertSqlSafe(format!(
             "SELECT {COLUMNS} FROM node_agents JOIN nodes ON nodes.id = node_agents.node_id \
              WHERE nodes.pool_id = $1 ORDER BY node_agents.node_id"
         ));

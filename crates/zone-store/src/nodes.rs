@@ -202,7 +202,7 @@ pub(crate) fn param(engine: Engine, n: usize) -> String {
 }
 
 /// `($a, $a+1, …)` groups for `rows` rows of `width` parameters, numbered from `first`.
-fn placeholders(engine: Engine, rows: usize, width: usize, first: usize) -> String {
+pub(crate) fn placeholders(engine: Engine, rows: usize, width: usize, first: usize) -> String {
     let mut sql = String::with_capacity(rows * width * 5);
     for row in 0..rows {
         if row > 0 {

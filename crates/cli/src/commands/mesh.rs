@@ -218,7 +218,7 @@ pub(crate) fn wg_quick_file(
                     .context("the zone sent a bad interface address")?,
             ),
             listen_port: MESH_PORT,
-            peers,
+            peers: peers.into(),
         }],
         ..Default::default()
     };

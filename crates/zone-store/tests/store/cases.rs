@@ -1857,6 +1857,61 @@ pub async fn join_tokens_admit_one_node_once(db: &TestDb) {
     assert!(rows.iter().all(|r| !r.get::<String, _>(0).contains(digits)));
 }
 
+pub async fn node_agents_are_written_in_one_batch(db: &TestDb) {
+    use orc_zone_model::{AgentState, NodeAgent, NodeFacts};
+    let store = db.store().await;
+    let (project, provider) = tenant(&store).await;
+    let nodes = pool_of(&store, &project, &provider, "web", 3).await;
+    let agent = |i: usize| NodeAgent {
+        node_id: nodes[i].id.clone(),
+        state: AgentState::Joined,
+        joined_at: T0,
+        product_uuid: String::new(),
+        cert_fingerprint: format!("sha256:{i}"),
+        previous_fingerprint: None,
+        cert_not_after: T0.plus_days(30),
+        version: "0.1.0".into(),
+        facts: NodeFacts::default(),
+        desired_generation: 1,
+        config_digest: "sha256:one".into(),
+        applied_generation: 0,
+        apply_error: None,
+        last_contact_at: T0,
+    };
+    for i in 0..2 {
+        store.record_node_join(&agent(i)).await.unwrap();
+    }
+    // Two joined agents move on; the third never joined, so its row is not there.
+    let moved: Vec<NodeAgent> = (0..3)
+        .map(|i| NodeAgent {
+            state: AgentState::Ready,
+            applied_generation: 1,
+            apply_error: (i == 1).then(|| "no tun device".to_string()),
+            last_contact_at: T0.plus_millis(700),
+            ..agent(i)
+        })
+        .collect();
+    assert_eq!(
+        store.update_node_agents(&moved).await.unwrap(),
+        [true, true, false]
+    );
+    for written in &moved[..2] {
+        assert_eq!(
+            store.node_agent(&written.node_id).await.unwrap().as_ref(),
+            Some(written)
+        );
+    }
+    assert_eq!(store.node_agent(&nodes[2].id).await.unwrap(), None);
+    // The same agent twice is refused whole.
+    let twice = [moved[0].clone(), moved[0].clone()];
+    let refused = store.update_node_agents(&twice).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("written twice in one batch"),
+        "{refused}"
+    );
+    assert!(store.update_node_agents(&[]).await.unwrap().is_empty());
+}
+
 pub async fn node_agents_join_report_and_renew(db: &TestDb) {
     use orc_zone_model::{AgentState, InterfaceAddress, NodeAgent, NodeFacts};
     let store = db.store().await;

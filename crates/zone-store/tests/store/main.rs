@@ -39,6 +39,7 @@ on_both_engines!(
     tokens_are_stored_as_hashes,
     join_tokens_admit_one_node_once,
     node_agents_join_report_and_renew,
+    node_agents_are_written_in_one_batch,
     deletes_take_only_empty_tenancy,
     providers_crud,
     pools_crud_and_resize,

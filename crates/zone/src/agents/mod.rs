@@ -42,15 +42,16 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use orc_mesh::MeshConfig;
+use orc_mesh::changes::ChangeCache;
 use orc_proto::agent_pb::{self, agent_hub_server::AgentHubServer};
 use orc_tls::ZoneCa;
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tonic::Status;
 
 use crate::model::{NodeId, Timestamp};
 use crate::reconcile::{SharedClock, SystemClock};
 use crate::store::Store;
-use orc_zone_model::{InterfaceAddress, NodeFacts};
+use orc_zone_model::{InterfaceAddress, NodeAgent, NodeFacts};
 
 /// Largest agent message the zone accepts (an exec output chunk is far smaller).
 pub const MAX_AGENT_MESSAGE_BYTES: usize = 1 << 20;
@@ -156,8 +157,8 @@ struct Attached {
 #[derive(Default)]
 struct HubState {
     attached: BTreeMap<NodeId, Attached>,
-    /// The mesh plan last published: each node's mesh config.
-    mesh: BTreeMap<NodeId, MeshConfig>,
+    /// The mesh plan last published: each node's mesh config and its digest.
+    mesh: BTreeMap<NodeId, (MeshConfig, String)>,
     /// The latest mesh status each node's agent reported.
     mesh_status: BTreeMap<NodeId, MeshStatusReport>,
 }
@@ -227,6 +228,59 @@ struct Inner {
     mesh_planned: watch::Sender<u64>,
     /// Told when an agent reported something the mesh plan depends on (its key).
     mesh_wake: Notify,
+    /// The changes between the shared peer tables of the last plan and the one before,
+    /// computed once for all the agents that hold them.
+    mesh_changes: ChangeCache,
+    /// Agent rows on their way to the store ([`AgentHub::write_agent`]).
+    writes: mpsc::UnboundedSender<AgentWrite>,
+    /// The writer's end, until the first write starts it.
+    writer: Mutex<Option<mpsc::UnboundedReceiver<AgentWrite>>>,
+}
+
+/// An agent row to write, and who waits for it.
+struct AgentWrite {
+    agent: NodeAgent,
+    /// Told whether the row was there (`None`: the write failed).
+    done: oneshot::Sender<Option<bool>>,
+}
+
+/// How long the writer gathers rows before it writes them: the acknowledgements of one mesh
+/// change arrive within a few milliseconds of each other and go to the store together.
+const WRITE_GATHER: Duration = Duration::from_millis(5);
+
+/// Writes agent rows as they come, each batch in one transaction; a node's rows that wait
+/// together are written once, as the last one says (each is the session's whole row). Ends
+/// when the hub is gone.
+async fn write_agents(store: Store, mut rows: mpsc::UnboundedReceiver<AgentWrite>) {
+    while let Some(first) = rows.recv().await {
+        tokio::time::sleep(WRITE_GATHER).await;
+        type Waiters = Vec<oneshot::Sender<Option<bool>>>;
+        let mut batch: BTreeMap<NodeId, (NodeAgent, Waiters)> = BTreeMap::new();
+        let mut add = |write: AgentWrite| {
+            let entry = batch
+                .entry(write.agent.node_id.clone())
+                .or_insert_with(|| (write.agent.clone(), Vec::new()));
+            entry.0 = write.agent;
+            entry.1.push(write.done);
+        };
+        add(first);
+        while let Ok(write) = rows.try_recv() {
+            add(write);
+        }
+        let (agents, waiting): (Vec<NodeAgent>, Vec<_>) = batch.into_values().unzip();
+        let written = match store.update_node_agents(&agents).await {
+            Ok(written) => written.into_iter().map(Some).collect(),
+            Err(error) => {
+                tracing::warn!(%error, agents = agents.len(), "node agents not written");
+                vec![None; agents.len()]
+            }
+        };
+        for (waiters, outcome) in waiting.into_iter().zip(written) {
+            for waiter in waiters {
+                let _ = waiter.send(outcome);
+            }
+        }
+    }
 }
 
 /// The zone's agent hub. Cheap to clone.
@@ -248,6 +302,7 @@ impl AgentHub {
     /// A hub over `store` that signs node certificates with `ca` (`None`: a plain zone,
     /// which agents cannot join).
     pub fn new(store: Store, ca: Option<Arc<ZoneCa>>, options: AgentHubOptions) -> AgentHub {
+        let (writes, writer) = mpsc::unbounded_channel();
         AgentHub {
             inner: Arc::new(Inner {
                 store,
@@ -258,8 +313,32 @@ impl AgentHub {
                 closing: watch::Sender::new(false),
                 mesh_planned: watch::Sender::new(0),
                 mesh_wake: Notify::new(),
+                mesh_changes: ChangeCache::default(),
+                writes,
+                writer: Mutex::new(Some(writer)),
             }),
         }
+    }
+
+    /// Writes `agent`'s row with others that wait at the same time; whether the row was
+    /// there (`None`: the write failed and was logged).
+    async fn write_agent(&self, agent: &NodeAgent) -> Option<bool> {
+        let writer = self
+            .inner
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(rows) = writer {
+            tokio::spawn(write_agents(self.inner.store.clone(), rows));
+        }
+        let (done, outcome) = oneshot::channel();
+        let write = AgentWrite {
+            agent: agent.clone(),
+            done,
+        };
+        self.inner.writes.send(write).ok()?;
+        outcome.await.ok().flatten()
     }
 
     fn state(&self) -> MutexGuard<'_, HubState> {
@@ -336,17 +415,32 @@ impl AgentHub {
     /// Publishes the mesh plan: each node's mesh config (a node not in `plan` has none).
     /// Every attached agent whose config changed is sent its new one; returns how many.
     pub fn publish_mesh(&self, plan: BTreeMap<NodeId, MeshConfig>) -> usize {
+        // Digests outside the lock: each shared table's is computed once, here.
+        let plan: BTreeMap<NodeId, (MeshConfig, String)> = plan
+            .into_iter()
+            .map(|(node, config)| {
+                let digest = config.digest();
+                (node, (config, digest))
+            })
+            .collect();
         let mut told = 0;
         {
             let mut state = self.state();
             let old = std::mem::take(&mut state.mesh);
+            let digest = |plan: &BTreeMap<NodeId, (MeshConfig, String)>, node| {
+                plan.get(node).map(|(_, d)| d.clone())
+            };
             for (node, attached) in &state.attached {
-                if old.get(node) != plan.get(node) {
+                if digest(&old, node) != digest(&plan, node) {
                     attached.refresh.notify_one();
                     told += 1;
                 }
             }
             state.mesh = plan;
+        }
+        if told > 0 {
+            // Changes between the tables of older plans are not asked for again.
+            self.inner.mesh_changes.clear();
         }
         self.inner.mesh_planned.send_modify(|n| *n += 1);
         told
@@ -354,7 +448,11 @@ impl AgentHub {
 
     /// The mesh config of `node` in the plan last published.
     pub fn mesh_of(&self, node: &NodeId) -> MeshConfig {
-        self.state().mesh.get(node).cloned().unwrap_or_default()
+        self.state()
+            .mesh
+            .get(node)
+            .map(|(config, _)| config.clone())
+            .unwrap_or_default()
     }
 
     /// The latest mesh status `node`'s agent reported to this controller, if any.

@@ -3,9 +3,10 @@
 //! ends, falls silent, or a newer stream of the node replaces it.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
+use orc_mesh::{MeshChanges, MeshConfig};
 use orc_proto::agent_pb::{self, agent_hub_server, agent_message, zone_message};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -105,6 +106,7 @@ impl AgentHub {
                 return;
             }
         };
+        let applies_changes = hello.applies_mesh_changes;
         let (mut agent, base) = match self.prepare(agent, hello).await {
             Ok(ready) => ready,
             Err(status) => {
@@ -157,12 +159,16 @@ impl AgentHub {
         let _ = outbound.send(Ok(message(zone_message::Body::Config(config_message(
             agent.desired_generation,
             &config,
+            None,
         )))));
+        let sent = Mutex::new(Some((agent.desired_generation, config.mesh)));
         let updating = AtomicBool::new(false);
         self.settle(&mut agent, None, &updating).await;
         tracing::info!(%node, version = %agent.version, state = %agent.state, "a node's agent attached");
         let session = Session {
             stream,
+            applies_changes,
+            sent: &sent,
             updating: &updating,
             base: &base,
             refresh: &refresh,
@@ -299,22 +305,39 @@ impl AgentHub {
         }
     }
 
+    /// Writes the agent's row (with the rows other sessions write at the same time).
     async fn write(&self, agent: &NodeAgent) {
-        match self.inner.store.update_node_agent(agent).await {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::info!(node = %agent.node_id, "the node joined again; this stream's writes are dropped");
-            }
-            Err(error) => tracing::warn!(node = %agent.node_id, %error, "node agent not written"),
+        if self.write_agent(agent).await == Some(false) {
+            tracing::info!(node = %agent.node_id, "the node joined again; this stream's writes are dropped");
         }
     }
 
-    /// Sends the node's config again when its mesh changed since the generation it has.
+    /// Sends the node's config again when its mesh changed since the generation it has: only
+    /// what changed since the config sent before on this stream, to an agent that applies
+    /// changes, else the whole config.
     async fn refresh_config(&self, agent: &mut NodeAgent, session: &Session<'_>) {
         let config = session.base.clone().with_mesh(self.mesh_of(&agent.node_id));
         let digest = config.digest();
         let (generation, is_new) = agent.generation_for(&digest);
         if !is_new {
+            return;
+        }
+        let previous = session
+            .sent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let changes = previous.as_ref().map(|(_, mesh)| {
+            MeshChanges::between_cached(mesh, &config.mesh, &self.inner.mesh_changes)
+        });
+        if let (Some((base, _)), Some(changes)) = (&previous, &changes)
+            && changes.is_empty()
+        {
+            // Only the way its tables are shared changed: the agent holds this config.
+            agent.config_digest = digest;
+            *session.sent.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some((*base, config.mesh));
+            self.write(agent).await;
             return;
         }
         agent.desired_generation = generation;
@@ -323,13 +346,19 @@ impl AgentHub {
             session.updating.store(true, Ordering::SeqCst);
         }
         agent.state = agent.settled_state();
-        self.write(agent).await;
+        let changes = match (&previous, &changes) {
+            (Some((base, _)), Some(changes)) if session.applies_changes => Some((*base, changes)),
+            _ => None,
+        };
         let _ = session
             .outbound
             .send(Ok(message(zone_message::Body::Config(config_message(
-                generation, &config,
+                generation, &config, changes,
             )))));
-        tracing::debug!(node = %agent.node_id, generation, "sent a node's changed config");
+        tracing::debug!(node = %agent.node_id, generation, changes = changes.is_some(), "sent a node's changed config");
+        *session.sent.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((generation, config.mesh));
+        self.write(agent).await;
     }
 
     async fn route_messages(
@@ -537,6 +566,10 @@ impl AgentHub {
 /// What a session's loop needs besides the agent.
 struct Session<'a> {
     stream: u64,
+    /// The agent applies mesh changes (`Config.mesh_changes`).
+    applies_changes: bool,
+    /// The generation and mesh of the config sent last on this stream.
+    sent: &'a Mutex<Option<(u64, MeshConfig)>>,
     /// Set when a changed config went to an agent that was ready: applying it is no new
     /// readiness, so it records no `node.ready` event.
     updating: &'a AtomicBool,
@@ -546,7 +579,13 @@ struct Session<'a> {
     outbound: &'a Outbound,
 }
 
-fn config_message(generation: u64, config: &AgentConfig) -> agent_pb::Config {
+/// The config message of `generation`: with its whole mesh, or with `changes` to the mesh of
+/// the generation named with them.
+fn config_message(
+    generation: u64,
+    config: &AgentConfig,
+    changes: Option<(u64, &MeshChanges)>,
+) -> agent_pb::Config {
     let identity = &config.identity;
     agent_pb::Config {
         generation,
@@ -558,7 +597,10 @@ fn config_message(generation: u64, config: &AgentConfig) -> agent_pb::Config {
             provider: identity.provider.to_string(),
         }),
         labels: config.labels.clone().into_iter().collect(),
-        mesh: (!config.mesh.is_unset()).then(|| agent_pb::Mesh::from(&config.mesh)),
+        mesh: (changes.is_none() && !config.mesh.is_unset())
+            .then(|| agent_pb::Mesh::from(&config.mesh)),
+        mesh_changes: changes
+            .map(|(base, changes)| orc_proto::mesh::changes_to_wire(changes, base)),
     }
 }
 

@@ -639,6 +639,18 @@ impl Stream {
         key: &orc_tls::NodeIdentity,
         facts: Option<agent_pb::Facts>,
     ) -> Stream {
+        Stream::attach_as(z, chain, key, facts, false).await
+    }
+
+    /// [`Stream::attach_with`] as an agent that applies mesh changes (`true`) or one that
+    /// knows only whole configs.
+    pub(crate) async fn attach_as(
+        z: &TestZone,
+        chain: &str,
+        key: &orc_tls::NodeIdentity,
+        facts: Option<agent_pb::Facts>,
+        applies_mesh_changes: bool,
+    ) -> Stream {
         let ca = orc_tls::PinnedCa::from_pem(z.zone.ca_pem().unwrap(), "test").unwrap();
         let config = ca
             .client_config_with_identity(orc_tls::ALPN_H2, chain, key.private_key_der())
@@ -653,6 +665,7 @@ impl Stream {
             version: "test".into(),
             facts,
             applied_generation: 0,
+            applies_mesh_changes,
         };
         let hello = agent_pb::AgentMessage {
             body: Some(agent_message::Body::Hello(hello)),

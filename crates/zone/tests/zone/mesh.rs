@@ -20,8 +20,19 @@ fn facts(key: u8) -> agent_pb::Facts {
     }
 }
 
-/// Joins `node` and attaches with `facts`.
+/// Joins `node` and attaches with `facts`, as an agent that knows only whole configs.
 async fn attach(z: &TestZone, t_mia: &str, node: &str, facts: agent_pb::Facts) -> Stream {
+    attach_as(z, t_mia, node, facts, false).await
+}
+
+/// Joins `node` and attaches with `facts`, as an agent that applies mesh changes or not.
+async fn attach_as(
+    z: &TestZone,
+    t_mia: &str,
+    node: &str,
+    facts: agent_pb::Facts,
+    applies_changes: bool,
+) -> Stream {
     let minted = z
         .post(&format!("{WEB}/nodes/{node}/join-tokens"), t_mia, json!({}))
         .await;
@@ -29,7 +40,8 @@ async fn attach(z: &TestZone, t_mia: &str, node: &str, facts: agent_pb::Facts) -
     let key = orc_tls::NodeIdentity::generate().unwrap();
     let secret = minted.body["secret"].as_str().unwrap();
     let joined = join_as(z, secret, node, &key).await.unwrap();
-    let mut stream = Stream::attach_with(z, &joined.certificate_chain_pem, &key, Some(facts)).await;
+    let chain = &joined.certificate_chain_pem;
+    let mut stream = Stream::attach_as(z, chain, &key, Some(facts), applies_changes).await;
     assert!(matches!(
         stream.next().await,
         zone_message::Body::Welcome(_)
@@ -48,6 +60,44 @@ async fn config(stream: &mut Stream) -> agent_pb::Config {
     };
     stream.send(agent_message::Body::Applied(applied)).await;
     config
+}
+
+/// The config an agent that applies changes holds after `config`, whole (for the checks
+/// written for whole configs); `held` is what it held before. A stream's first config is
+/// whole, every later one is the changes to the one before, naming its generation.
+fn follow(
+    held: &mut Option<(u64, orc_mesh::MeshConfig)>,
+    config: &agent_pb::Config,
+) -> agent_pb::Config {
+    let mesh = match (held.as_ref(), &config.mesh_changes) {
+        (None, None) => {
+            orc_mesh::MeshConfig::try_from(config.mesh.as_ref().expect("a whole mesh first"))
+                .unwrap()
+        }
+        (Some((base, old)), Some(changes)) => {
+            assert!(config.mesh.is_none(), "changes come alone: {config:?}");
+            assert_eq!(changes.base_generation, *base);
+            orc_mesh::MeshChanges::try_from(changes)
+                .unwrap()
+                .apply(old)
+                .unwrap()
+        }
+        _ => panic!("a whole config first and changes after it: {config:?}"),
+    };
+    *held = Some((config.generation, mesh.clone()));
+    agent_pb::Config {
+        mesh: Some(agent_pb::Mesh::from(&mesh)),
+        mesh_changes: None,
+        ..config.clone()
+    }
+}
+
+/// How many peers `config`'s changes set and remove.
+fn changed_peers(config: &agent_pb::Config) -> (usize, usize) {
+    let changes = config.mesh_changes.as_ref().expect("changes");
+    changes.interfaces.iter().fold((0, 0), |(set, removed), i| {
+        (set + i.peers_set.len(), removed + i.peers_removed.len())
+    })
 }
 
 /// `(address, peers as (key byte, allowed ips))` of a config's project mesh.
@@ -74,8 +124,10 @@ async fn joined_agents_of_a_project_become_each_others_peers_and_part_again() {
         node_id: first,
     } = running_node(&z).await;
 
-    let mut a = attach(&z, &t.mia, &first, facts(1)).await;
-    let alone = config(&mut a).await;
+    // The first node's agent applies changes; the second's knows only whole configs.
+    let mut a = attach_as(&z, &t.mia, &first, facts(1), true).await;
+    let mut held = None;
+    let alone = follow(&mut held, &config(&mut a).await);
     let (a_address, peers) = mesh(&alone);
     assert!(a_address.starts_with("10.88.0."), "{a_address}");
     assert!(a_address.ends_with("/24"), "{a_address}");
@@ -106,7 +158,11 @@ async fn joined_agents_of_a_project_become_each_others_peers_and_part_again() {
     let a_ip = a_address.split('/').next().unwrap();
     let b_ip = b_address.split('/').next().unwrap();
     assert_eq!(b_peers, [(1, vec![format!("{a_ip}/32")])]);
-    let with_b = config(&mut a).await;
+    let changes = config(&mut a).await;
+    assert_eq!(changed_peers(&changes), (1, 0), "only the new peer travels");
+    let names = &changes.mesh_changes.as_ref().unwrap().hosts_set;
+    assert_eq!(names.len(), 1, "and only its name: {names:?}");
+    let with_b = follow(&mut held, &changes);
     assert_eq!(with_b.generation, alone.generation + 1);
     assert_eq!(mesh(&with_b).1, [(2, vec![format!("{b_ip}/32")])]);
 
@@ -119,7 +175,9 @@ async fn joined_agents_of_a_project_become_each_others_peers_and_part_again() {
         )
         .await;
     assert_eq!(shrunk.status, StatusCode::OK, "{}", shrunk.body);
-    let without_b = config(&mut a).await;
+    let changes = config(&mut a).await;
+    assert_eq!(changed_peers(&changes), (0, 1));
+    let without_b = follow(&mut held, &changes);
     assert_eq!(without_b.generation, with_b.generation + 1);
     assert!(mesh(&without_b).1.is_empty());
     let store = z.zone.store();
@@ -128,9 +186,12 @@ async fn joined_agents_of_a_project_become_each_others_peers_and_part_again() {
         members.len() == 1 && members[0].id == first
     })
     .await;
-    let agent: Value =
-        z.get(&format!("{WEB}/pools/db/nodes"), &t.vic).await.body[0]["agent"].clone();
-    assert_eq!(agent["state"], "ready", "{agent}");
+    // Back in step once its acknowledgement is written.
+    eventually("the first node is ready again", API_WAIT, || async {
+        let nodes = z.get(&format!("{WEB}/pools/db/nodes"), &t.vic).await.body;
+        nodes[0]["agent"]["state"] == "ready"
+    })
+    .await;
 
     drop((a, b));
     let _ = stop_provider.send(());
