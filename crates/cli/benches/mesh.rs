@@ -146,6 +146,31 @@ async fn run(count: usize, changes: usize) {
         assert_eq!(pass.plan.len(), count);
     }
     let pass_time = started.elapsed() / rounds;
+    if std::env::var_os("ORC_BENCH_MESH_PARTS").is_some() {
+        let store = zone.store();
+        macro_rules! part {
+            ($name:literal, $e:expr) => {{
+                let t = Instant::now();
+                for _ in 0..rounds {
+                    let _ = $e.await.unwrap();
+                }
+                println!("part {} {:.2} ms", $name, ms(t.elapsed() / rounds));
+            }};
+        }
+        part!("mesh_nodes", store.mesh_nodes());
+        part!("mesh_members", store.mesh_members());
+        part!("mesh_projects", store.mesh_projects());
+        part!("mesh_sites", store.mesh_sites());
+        part!("list_providers", store.list_providers());
+        part!("mesh_pool_addresses", store.mesh_pool_addresses());
+        let world = orc_zone::mesh::world(store, &options).await.unwrap();
+        let t = Instant::now();
+        for _ in 0..rounds {
+            let plan = orc_mesh::plan(&world);
+            let _: Vec<String> = plan.values().map(|c| c.digest()).collect();
+        }
+        println!("part plan+digest {:.2} ms", ms(t.elapsed() / rounds));
+    }
 
     // Changes through the API: a workstation connects, then disconnects. First timed one
     // after the other, watching the agents and the store closely.

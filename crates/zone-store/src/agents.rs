@@ -37,6 +37,14 @@ fn agent_from(row: &AnyRow) -> StoreResult<NodeAgent> {
     })
 }
 
+/// One row of [`Store::update_node_agents`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentUpdate {
+    pub agent: NodeAgent,
+    /// Write the agent's facts too (false: they did not change since they were written).
+    pub facts: bool,
+}
+
 impl Store {
     /// Records that `agent.node_id` joined: its row is created, or replaced when the node
     /// joins again (a rebuilt machine with a new token), forgetting the old certificate.
@@ -107,13 +115,13 @@ impl Store {
 
     /// Writes many agents as [`Store::update_node_agent`] writes one, in one transaction of
     /// multi-row statements (a mesh change acknowledged by 200 agents is one write, not
-    /// 200). For each agent, in order: whether its row was there. An agent given twice is
-    /// refused.
-    pub async fn update_node_agents(&self, agents: &[NodeAgent]) -> StoreResult<Vec<bool>> {
+    /// 200); an update whose `facts` is false leaves the stored facts as they are. For each
+    /// agent, in order: whether its row was there. An agent given twice is refused.
+    pub async fn update_node_agents(&self, updates: &[AgentUpdate]) -> StoreResult<Vec<bool>> {
         const OP: &str = "update node agents";
         const WIDTH: usize = 13;
         let mut seen = BTreeSet::new();
-        for agent in agents {
+        for AgentUpdate { agent, .. } in updates {
             if !seen.insert(agent.node_id.as_str()) {
                 return Err(StoreError::Invalid {
                     kind: Kind::Node,
@@ -124,11 +132,12 @@ impl Store {
         }
         let mut written = BTreeSet::new();
         let mut tx = self.begin(OP).await?;
-        for chunk in agents.chunks(BATCH_ROWS) {
+        for chunk in updates.chunks(BATCH_ROWS) {
             let sql = format!(
                 "UPDATE node_agents SET state = v.column2, cert_fingerprint = v.column3, \
                  previous_fingerprint = v.column4, cert_not_after = v.column5, \
-                 agent_version = v.column6, facts = v.column7, desired_generation = v.column8, \
+                 agent_version = v.column6, facts = COALESCE(v.column7, node_agents.facts), \
+                 desired_generation = v.column8, \
                  config_digest = v.column9, applied_generation = v.column10, \
                  apply_error = v.column11, last_contact_at = v.column12 \
                  FROM (VALUES {}) AS v \
@@ -137,7 +146,7 @@ impl Store {
                 placeholders(self.engine, chunk.len(), WIDTH, 1)
             );
             let mut query = sqlx::query(AssertSqlSafe(sql));
-            for agent in chunk {
+            for AgentUpdate { agent, facts } in chunk {
                 query = query
                     .bind(agent.node_id.as_str())
                     .bind(agent.state.as_str())
@@ -145,7 +154,7 @@ impl Store {
                     .bind(agent.previous_fingerprint.as_deref())
                     .bind(agent.cert_not_after.millis())
                     .bind(agent.version.as_str())
-                    .bind(to_json(&agent.facts))
+                    .bind(facts.then(|| to_json(&agent.facts)))
                     .bind(big(agent.desired_generation))
                     .bind(agent.config_digest.as_str())
                     .bind(big(agent.applied_generation))
@@ -158,9 +167,9 @@ impl Store {
             }
         }
         tx.commit().await.op(OP)?;
-        Ok(agents
+        Ok(updates
             .iter()
-            .map(|a| written.contains(a.node_id.as_str()))
+            .map(|u| written.contains(u.agent.node_id.as_str()))
             .collect())
     }
 

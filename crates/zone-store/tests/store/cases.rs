@@ -1859,6 +1859,7 @@ pub async fn join_tokens_admit_one_node_once(db: &TestDb) {
 
 pub async fn node_agents_are_written_in_one_batch(db: &TestDb) {
     use orc_zone_model::{AgentState, NodeAgent, NodeFacts};
+    use orc_zone_store::AgentUpdate;
     let store = db.store().await;
     let (project, provider) = tenant(&store).await;
     let nodes = pool_of(&store, &project, &provider, "web", 3).await;
@@ -1891,8 +1892,15 @@ pub async fn node_agents_are_written_in_one_batch(db: &TestDb) {
             ..agent(i)
         })
         .collect();
+    let updates: Vec<AgentUpdate> = moved
+        .iter()
+        .map(|agent| AgentUpdate {
+            agent: agent.clone(),
+            facts: true,
+        })
+        .collect();
     assert_eq!(
-        store.update_node_agents(&moved).await.unwrap(),
+        store.update_node_agents(&updates).await.unwrap(),
         [true, true, false]
     );
     for written in &moved[..2] {
@@ -1902,8 +1910,20 @@ pub async fn node_agents_are_written_in_one_batch(db: &TestDb) {
         );
     }
     assert_eq!(store.node_agent(&nodes[2].id).await.unwrap(), None);
+    // Facts left out stay as they were written.
+    let mut later = moved[0].clone();
+    later.facts.hostname = "not written".into();
+    later.applied_generation = 2;
+    let update = AgentUpdate {
+        agent: later.clone(),
+        facts: false,
+    };
+    assert_eq!(store.update_node_agents(&[update]).await.unwrap(), [true]);
+    let stored = store.node_agent(&later.node_id).await.unwrap().unwrap();
+    assert_eq!(stored.applied_generation, 2);
+    assert_eq!(stored.facts, moved[0].facts);
     // The same agent twice is refused whole.
-    let twice = [moved[0].clone(), moved[0].clone()];
+    let twice = [updates[0].clone(), updates[0].clone()];
     let refused = store.update_node_agents(&twice).await.unwrap_err();
     assert!(
         refused.to_string().contains("written twice in one batch"),

@@ -46,11 +46,12 @@ use orc_mesh::changes::ChangeCache;
 use orc_proto::agent_pb::{self, agent_hub_server::AgentHubServer};
 use orc_tls::ZoneCa;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::time::Instant;
 use tonic::Status;
 
 use crate::model::{NodeId, Timestamp};
 use crate::reconcile::{SharedClock, SystemClock};
-use crate::store::Store;
+use crate::store::{AgentUpdate, Store};
 use orc_zone_model::{InterfaceAddress, NodeAgent, NodeFacts};
 
 /// Largest agent message the zone accepts (an exec output chunk is far smaller).
@@ -240,45 +241,112 @@ struct Inner {
 /// An agent row to write, and who waits for it.
 struct AgentWrite {
     agent: NodeAgent,
-    /// Told whether the row was there (`None`: the write failed).
-    done: oneshot::Sender<Option<bool>>,
+    /// Written by then at the latest.
+    by: Instant,
+    /// Told whether the row was there (`None`: the write failed); no one waits for a
+    /// deferred write.
+    done: Option<oneshot::Sender<Option<bool>>>,
 }
 
 /// How long the writer gathers rows before it writes them: the acknowledgements of one mesh
 /// change arrive within a few milliseconds of each other and go to the store together.
 const WRITE_GATHER: Duration = Duration::from_millis(5);
 
-/// Writes agent rows as they come, each batch in one transaction; a node's rows that wait
-/// together are written once, as the last one says (each is the session's whole row). Ends
-/// when the hub is gone.
+/// How long a deferred row may wait: the new generation sent to an agent is written with
+/// the agent's acknowledgement when that comes in time, else on its own.
+const WRITE_DEFER: Duration = Duration::from_millis(250);
+
+/// A node's rows waiting together: the last one, and everyone waiting.
+struct Waiting {
+    agent: NodeAgent,
+    waiters: Vec<oneshot::Sender<Option<bool>>>,
+}
+
+/// Writes agent rows as they come: all rows waiting when the earliest is due, in one
+/// transaction; a node's rows that wait together are written once, as the last one says
+/// (each is the session's whole row). Facts are written only when they differ from those
+/// this writer wrote last for the same join. Ends when the hub is gone.
 async fn write_agents(store: Store, mut rows: mpsc::UnboundedReceiver<AgentWrite>) {
-    while let Some(first) = rows.recv().await {
-        tokio::time::sleep(WRITE_GATHER).await;
-        type Waiters = Vec<oneshot::Sender<Option<bool>>>;
-        let mut batch: BTreeMap<NodeId, (NodeAgent, Waiters)> = BTreeMap::new();
-        let mut add = |write: AgentWrite| {
-            let entry = batch
+    let mut written_facts: BTreeMap<NodeId, (Timestamp, NodeFacts)> = BTreeMap::new();
+    let mut batch: BTreeMap<NodeId, Waiting> = BTreeMap::new();
+    let add =
+        |batch: &mut BTreeMap<NodeId, Waiting>, until: &mut Option<Instant>, write: AgentWrite| {
+            *until = Some(until.map_or(write.by, |d| d.min(write.by)));
+            let waiting = batch
                 .entry(write.agent.node_id.clone())
-                .or_insert_with(|| (write.agent.clone(), Vec::new()));
-            entry.0 = write.agent;
-            entry.1.push(write.done);
+                .or_insert_with(|| Waiting {
+                    agent: write.agent.clone(),
+                    waiters: Vec::new(),
+                });
+            waiting.agent = write.agent;
+            waiting.waiters.extend(write.done);
         };
-        add(first);
-        while let Ok(write) = rows.try_recv() {
-            add(write);
+    loop {
+        let Some(first) = rows.recv().await else {
+            return;
+        };
+        let mut until = None;
+        add(&mut batch, &mut until, first);
+        let mut closed = false;
+        // Gather until the earliest row is due.
+        while let Some(at) = until {
+            tokio::select! {
+                row = rows.recv() => match row {
+                    Some(write) => add(&mut batch, &mut until, write),
+                    None => {
+                        closed = true;
+                        break;
+                    }
+                },
+                () = tokio::time::sleep_until(at) => break,
+            }
         }
-        let (agents, waiting): (Vec<NodeAgent>, Vec<_>) = batch.into_values().unzip();
-        let written = match store.update_node_agents(&agents).await {
-            Ok(written) => written.into_iter().map(Some).collect(),
-            Err(error) => {
-                tracing::warn!(%error, agents = agents.len(), "node agents not written");
-                vec![None; agents.len()]
-            }
-        };
-        for (waiters, outcome) in waiting.into_iter().zip(written) {
-            for waiter in waiters {
-                let _ = waiter.send(outcome);
-            }
+        write_batch(&store, std::mem::take(&mut batch), &mut written_facts).await;
+        if closed {
+            return;
+        }
+    }
+}
+
+/// Writes the rows of `batch` in one transaction and tells who waits.
+async fn write_batch(
+    store: &Store,
+    batch: BTreeMap<NodeId, Waiting>,
+    written_facts: &mut BTreeMap<NodeId, (Timestamp, NodeFacts)>,
+) {
+    let (updates, waiting): (Vec<AgentUpdate>, Vec<Vec<_>>) = batch
+        .into_values()
+        .map(|w| {
+            let facts = written_facts
+                .get(&w.agent.node_id)
+                .is_none_or(|(joined, facts)| {
+                    *joined != w.agent.joined_at || *facts != w.agent.facts
+                });
+            (
+                AgentUpdate {
+                    agent: w.agent,
+                    facts,
+                },
+                w.waiters,
+            )
+        })
+        .unzip();
+    let written = match store.update_node_agents(&updates).await {
+        Ok(written) => written.into_iter().map(Some).collect(),
+        Err(error) => {
+            tracing::warn!(%error, agents = updates.len(), "node agents not written");
+            vec![None; updates.len()]
+        }
+    };
+    for ((update, waiters), outcome) in updates.into_iter().zip(waiting).zip(written) {
+        let agent = update.agent;
+        if outcome == Some(true) {
+            written_facts.insert(agent.node_id.clone(), (agent.joined_at, agent.facts));
+        } else {
+            written_facts.remove(&agent.node_id);
+        }
+        for waiter in waiters {
+            let _ = waiter.send(outcome);
         }
     }
 }
@@ -323,6 +391,23 @@ impl AgentHub {
     /// Writes `agent`'s row with others that wait at the same time; whether the row was
     /// there (`None`: the write failed and was logged).
     async fn write_agent(&self, agent: &NodeAgent) -> Option<bool> {
+        let (done, outcome) = oneshot::channel();
+        self.queue_write(agent, WRITE_GATHER, Some(done));
+        outcome.await.ok().flatten()
+    }
+
+    /// Queues `agent`'s row to be written within [`WRITE_DEFER`], with the next row of the
+    /// node if that comes earlier; no one waits for it.
+    fn defer_write(&self, agent: &NodeAgent) {
+        self.queue_write(agent, WRITE_DEFER, None);
+    }
+
+    fn queue_write(
+        &self,
+        agent: &NodeAgent,
+        within: Duration,
+        done: Option<oneshot::Sender<Option<bool>>>,
+    ) {
         let writer = self
             .inner
             .writer
@@ -332,13 +417,12 @@ impl AgentHub {
         if let Some(rows) = writer {
             tokio::spawn(write_agents(self.inner.store.clone(), rows));
         }
-        let (done, outcome) = oneshot::channel();
         let write = AgentWrite {
             agent: agent.clone(),
+            by: Instant::now() + within,
             done,
         };
-        self.inner.writes.send(write).ok()?;
-        outcome.await.ok().flatten()
+        let _ = self.inner.writes.send(write);
     }
 
     fn state(&self) -> MutexGuard<'_, HubState> {

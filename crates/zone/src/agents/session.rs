@@ -337,7 +337,7 @@ impl AgentHub {
             agent.config_digest = digest;
             *session.sent.lock().unwrap_or_else(PoisonError::into_inner) =
                 Some((*base, config.mesh));
-            self.write(agent).await;
+            self.defer_write(agent);
             return;
         }
         agent.desired_generation = generation;
@@ -358,7 +358,8 @@ impl AgentHub {
         tracing::debug!(node = %agent.node_id, generation, changes = changes.is_some(), "sent a node's changed config");
         *session.sent.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((generation, config.mesh));
-        self.write(agent).await;
+        // Written with the acknowledgement, which follows within milliseconds.
+        self.defer_write(agent);
     }
 
     async fn route_messages(
