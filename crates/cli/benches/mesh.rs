@@ -17,7 +17,8 @@
 //! - **unaffected**: a change in another project sends none of these agents anything.
 //!
 //! `cargo bench -p orc-cli --bench mesh` (N = 200, 5 changes each way;
-//! `ORC_BENCH_MESH_NODES=N`, `ORC_BENCH_MESH_CHANGES=K` to change).
+//! `ORC_BENCH_MESH_NODES=N`, `ORC_BENCH_MESH_CHANGES=K` to change; `ORC_BENCH_MESH_PARTS=1`
+//! also times each store read of a pass).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -146,6 +147,7 @@ async fn run(count: usize, changes: usize) {
         assert_eq!(pass.plan.len(), count);
     }
     let pass_time = started.elapsed() / rounds;
+    // The pass's parts: each store read, and the plan with every member's digest.
     if std::env::var_os("ORC_BENCH_MESH_PARTS").is_some() {
         let store = zone.store();
         macro_rules! part {
@@ -154,7 +156,7 @@ async fn run(count: usize, changes: usize) {
                 for _ in 0..rounds {
                     let _ = $e.await.unwrap();
                 }
-                println!("part {} {:.2} ms", $name, ms(t.elapsed() / rounds));
+                println!("mesh/read {} {:.2} ms", $name, ms(t.elapsed() / rounds));
             }};
         }
         part!("mesh_nodes", store.mesh_nodes());
@@ -169,7 +171,7 @@ async fn run(count: usize, changes: usize) {
             let plan = orc_mesh::plan(&world);
             let _: Vec<String> = plan.values().map(|c| c.digest()).collect();
         }
-        println!("part plan+digest {:.2} ms", ms(t.elapsed() / rounds));
+        println!("mesh/plan_and_digests {:.2} ms", ms(t.elapsed() / rounds));
     }
 
     // Changes through the API: a workstation connects, then disconnects. First timed one
@@ -231,6 +233,7 @@ async fn run(count: usize, changes: usize) {
     let (idle_cpu, idle_started) = (usage("self").0, Instant::now());
     tokio::time::sleep(idle_for).await;
     let idle_rate = (usage("self").0 - idle_cpu) / idle_started.elapsed().as_secs_f64();
+    let threads_before = support::thread_usage();
     let (cpu_start, busy_started) = (usage("self").0, Instant::now());
     for round in changes..2 * changes {
         for (connect, want) in [(true, count), (false, count - 1)] {
@@ -241,6 +244,17 @@ async fn run(count: usize, changes: usize) {
         }
     }
     let busy_cpu = usage("self").0 - cpu_start;
+    // Where it went: the store's threads (SQLite) and the runtime's (the rest).
+    let by_thread: Vec<String> = support::thread_usage()
+        .into_iter()
+        .map(|(name, cpu)| {
+            let before = threads_before.get(&name).copied().unwrap_or(0.0);
+            format!(
+                "{name} {:.1} ms",
+                (cpu - before) * 1e3 / (changes * 2) as f64
+            )
+        })
+        .collect();
     let cpu_per_change = (busy_cpu - idle_rate * busy_started.elapsed().as_secs_f64()).max(0.0)
         / (changes * 2) as f64;
 
@@ -304,6 +318,10 @@ async fn run(count: usize, changes: usize) {
         ms(pass_time),
         cpu_per_change * 1e3,
         idle_rate * 1e3
+    );
+    println!(
+        "mesh/zone_cpu_by_thread  n={count}: per change, idle included: {}",
+        by_thread.join(", ")
     );
     let _ = child.kill();
     let _ = child.wait();

@@ -35,6 +35,31 @@ pub fn usage(pid: &str) -> (f64, u64) {
     (cpu, rss)
 }
 
+/// CPU seconds of this process's threads, summed by thread name (`/proc/self/task`).
+#[allow(dead_code, reason = "the mesh bench uses it, the agents bench does not")]
+pub fn thread_usage() -> std::collections::BTreeMap<String, f64> {
+    let mut by_name = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return by_name;
+    };
+    for task in tasks.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        let Some((head, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let name = head.split_once('(').map_or("", |(_, n)| n).to_string();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        *by_name.entry(name).or_insert(0.0) += (ticks(11) + ticks(12)) / TICKS;
+    }
+    by_name
+}
+
 /// The `p` quantile of `sorted`.
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
