@@ -36,7 +36,10 @@ pub fn usage(pid: &str) -> (f64, u64) {
 }
 
 /// CPU seconds of this process's threads, summed by thread name (`/proc/self/task`).
-#[allow(dead_code, reason = "the mesh bench uses it, the agents bench does not")]
+#[allow(
+    dead_code,
+    reason = "the mesh bench uses it, the agents bench does not"
+)]
 pub fn thread_usage() -> std::collections::BTreeMap<String, f64> {
     let mut by_name = std::collections::BTreeMap::new();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
