@@ -90,9 +90,37 @@ impl std::fmt::Display for Quoted<'_> {
     }
 }
 
+/// A DNS label made of `text`: lower case, every character other than a letter or digit
+/// turned into `-`, at most 63 characters, with no `-` at its end (it may be empty).
+pub fn dns_label(text: &str) -> String {
+    let mut label: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(63)
+        .collect();
+    while label.ends_with('-') {
+        label.pop();
+    }
+    label
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dns_labels_hold_letters_digits_and_inner_dashes() {
+        assert_eq!(dns_label("Mia's Laptop_2"), "mia-s-laptop-2");
+        assert_eq!(dns_label("ends-with--"), "ends-with");
+        assert_eq!(dns_label(&"x".repeat(100)).len(), 63);
+        assert_eq!(dns_label("é"), "");
+    }
 
     #[test]
     fn clean_lines_hold_no_control_or_bidi_character_and_keep_their_cap() {

@@ -7,7 +7,7 @@
 //! [`ChangeCache`] keeps each pair's changes for the agents that follow.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ipnet::Ipv4Net;
 
@@ -67,14 +67,8 @@ pub struct ChangeCache {
 
 impl ChangeCache {
     pub fn clear(&self) {
-        self.peers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
-        self.hosts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        lock(&self.peers).clear();
+        lock(&self.hosts).clear();
     }
 
     fn peers(
@@ -82,21 +76,7 @@ impl ChangeCache {
         old: &Shared<Vec<Peer>>,
         new: &Shared<Vec<Peer>>,
     ) -> ListChanges<Peer, PublicKey> {
-        let key = (old.digest(), new.digest());
-        if let Some(hit) = self
-            .peers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-        {
-            return hit.clone();
-        }
-        let changes = Arc::new(list_changes(old.iter(), new.iter(), |p| p.public_key));
-        self.peers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, changes.clone());
-        changes
+        cached(&self.peers, old, new, |p| p.public_key)
     }
 
     fn hosts(
@@ -104,22 +84,33 @@ impl ChangeCache {
         old: &Shared<Vec<HostEntry>>,
         new: &Shared<Vec<HostEntry>>,
     ) -> ListChanges<HostEntry, String> {
-        let key = (old.digest(), new.digest());
-        if let Some(hit) = self
-            .hosts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-        {
-            return hit.clone();
-        }
-        let changes = Arc::new(list_changes(old.iter(), new.iter(), |h| h.name.clone()));
-        self.hosts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, changes.clone());
-        changes
+        cached(&self.hosts, old, new, |h| h.name.clone())
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The changes from `old` to `new` (each sorted by `key`), from `cache` or computed and kept
+/// there. Two agents that compute the same pair at once both get it right.
+fn cached<T, K>(
+    cache: &ByDigests<T, K>,
+    old: &Shared<Vec<T>>,
+    new: &Shared<Vec<T>>,
+    key: impl Fn(&T) -> K,
+) -> ListChanges<T, K>
+where
+    T: PartialEq + Clone + serde::Serialize,
+    K: Ord,
+{
+    let digests = (old.digest(), new.digest());
+    if let Some(hit) = lock(cache).get(&digests) {
+        return hit.clone();
+    }
+    let changes = Arc::new(list_changes(old.iter(), new.iter(), key));
+    lock(cache).insert(digests, changes.clone());
+    changes
 }
 
 /// The entries of `new` that `old` does not hold as they are, and the keys of `old` that
@@ -232,21 +223,23 @@ impl MeshChanges {
 
     /// The config these changes make of `old`.
     pub fn apply(&self, old: &MeshConfig) -> Result<MeshConfig, ChangesError> {
-        let mut interfaces: BTreeMap<String, Interface> = old
-            .interfaces
-            .iter()
-            .map(|i| (i.name.clone(), i.clone()))
-            .collect();
+        // Interfaces keep their order; new ones come after the old.
+        let mut interfaces = old.interfaces.clone();
         for change in &self.interfaces {
+            let at = interfaces.iter().position(|i| i.name == change.name);
             if change.removed {
-                interfaces
-                    .remove(&change.name)
-                    .ok_or_else(|| ChangesError::NoInterface(change.name.clone()))?;
+                let at = at.ok_or_else(|| ChangesError::NoInterface(change.name.clone()))?;
+                interfaces.remove(at);
                 continue;
             }
-            let mut peers: BTreeMap<PublicKey, Peer> = interfaces
-                .get(&change.name)
-                .map(|i| i.peers.iter().map(|p| (p.public_key, p.clone())).collect())
+            let mut peers: BTreeMap<PublicKey, Peer> = at
+                .map(|i| {
+                    interfaces[i]
+                        .peers
+                        .iter()
+                        .map(|p| (p.public_key, p.clone()))
+                        .collect()
+                })
                 .unwrap_or_default();
             for key in &change.peers_removed {
                 peers.remove(key);
@@ -254,27 +247,17 @@ impl MeshChanges {
             for peer in &change.peers_set {
                 peers.insert(peer.public_key, peer.clone());
             }
-            interfaces.insert(
-                change.name.clone(),
-                Interface {
-                    name: change.name.clone(),
-                    address: change.address,
-                    listen_port: change.listen_port,
-                    peers: PeerList::new(peers.into_values().collect()),
-                },
-            );
-        }
-        // Interfaces keep the order the old config and the changes gave them.
-        let mut order: Vec<String> = old.interfaces.iter().map(|i| i.name.clone()).collect();
-        for change in &self.interfaces {
-            if !order.contains(&change.name) {
-                order.push(change.name.clone());
+            let interface = Interface {
+                name: change.name.clone(),
+                address: change.address,
+                listen_port: change.listen_port,
+                peers: PeerList::new(peers.into_values().collect()),
+            };
+            match at {
+                Some(i) => interfaces[i] = interface,
+                None => interfaces.push(interface),
             }
         }
-        let interfaces = order
-            .into_iter()
-            .filter_map(|name| interfaces.remove(&name))
-            .collect();
         let hosts = if self.hosts_set.is_empty() && self.hosts_removed.is_empty() {
             old.hosts.clone()
         } else {

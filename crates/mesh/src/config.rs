@@ -178,15 +178,6 @@ impl From<Vec<Peer>> for PeerList {
     }
 }
 
-impl<'a> IntoIterator for &'a PeerList {
-    type Item = &'a Peer;
-    type IntoIter = Box<dyn Iterator<Item = &'a Peer> + 'a>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
-    }
-}
-
 impl PartialEq for PeerList {
     fn eq(&self, other: &Self) -> bool {
         (self.table.same(&other.table) && self.skip == other.skip) || self.iter().eq(other.iter())

@@ -273,7 +273,7 @@ impl<'w> Index<'w> {
             .hosts
             .borrow_mut()
             .entry(project_id)
-            .or_insert_with(|| Shared::new(self.host_table(project, project_id)))
+            .or_insert_with(|| Shared::new(self.host_table(project)))
             .clone();
         MeshConfig {
             interfaces: vec![Interface {
@@ -320,10 +320,10 @@ impl<'w> Index<'w> {
     }
 
     /// The names of the project's nodes, sorted.
-    fn host_table(&self, project: &Project, project_id: &str) -> Vec<HostEntry> {
+    fn host_table(&self, project: &Project) -> Vec<HostEntry> {
         let members = self
             .by_project
-            .get(project_id)
+            .get(project.id.as_str())
             .map_or(&[][..], Vec::as_slice);
         let mut hosts: Vec<HostEntry> = members
             .iter()

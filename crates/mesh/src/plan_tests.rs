@@ -436,7 +436,7 @@ proptest! {
         for member in &base.members {
             if let Role::Node { project, .. } = &member.role {
                 let config = &plan(&base)[&member.id];
-                for peer in &config.interface(MESH_INTERFACE).unwrap().peers {
+                for peer in config.interface(MESH_INTERFACE).unwrap().peers.iter() {
                     prop_assert_eq!(&project_of[&peer.public_key], project);
                 }
             }

@@ -17,7 +17,7 @@ pub fn wg_quick(config: &MeshConfig, private_key: &str) -> Option<String> {
     }
     // Its packets may cross the backbone inside a second WireGuard layer, as a node's do.
     let _ = writeln!(text, "MTU = {MESH_MTU}");
-    for peer in &interface.peers {
+    for peer in interface.peers.iter() {
         let _ = writeln!(text, "\n# {}", peer.name);
         let _ = writeln!(text, "[Peer]");
         let _ = writeln!(text, "PublicKey = {}", peer.public_key);

@@ -139,21 +139,7 @@ pub fn gateway_generation(config: &Config, cloud: Cloud) -> String {
 /// and the node id in lower case with every character other than a letter, digit or `-`
 /// turned into `-`, at most 63 characters, ending in a letter or digit.
 pub fn hostname(node_id: &str) -> String {
-    let mut name: String = format!("orc-{node_id}")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .take(63)
-        .collect();
-    while name.ends_with('-') {
-        name.pop();
-    }
-    name
+    orc_common::text::dns_label(&format!("orc-{node_id}"))
 }
 
 /// The mark value of what an instance is for: `node` for a tenant's node, `gateway` for a

@@ -100,6 +100,12 @@ impl AgentConfig {
     /// ([`MeshConfig::digest`], which costs the same whatever the size of the mesh): equal
     /// configs, equal digests.
     pub fn digest(&self) -> String {
+        self.digest_with(|| self.mesh.digest())
+    }
+
+    /// [`AgentConfig::digest`] with the mesh's digest from `mesh_digest` (one computed
+    /// before, for the same mesh), asked for only when the config has a mesh.
+    pub fn digest_with(&self, mesh_digest: impl FnOnce() -> String) -> String {
         #[derive(Serialize)]
         struct Form<'a> {
             identity: &'a AgentIdentity,
@@ -110,7 +116,7 @@ impl AgentConfig {
         let form = Form {
             identity: &self.identity,
             labels: &self.labels,
-            mesh: (!self.mesh.is_unset()).then(|| self.mesh.digest()),
+            mesh: (!self.mesh.is_unset()).then(mesh_digest),
         };
         let json = serde_json::to_vec(&form).unwrap_or_default();
         format!("sha256:{}", hex(&Sha256::digest(json)))

@@ -88,29 +88,14 @@ impl Store {
     /// facts, generations, certificate after a renewal, last contact). `false` when the node
     /// has no agent row (it joined again elsewhere in the meantime, or never joined).
     pub async fn update_node_agent(&self, agent: &NodeAgent) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE node_agents SET state = $2, cert_fingerprint = $3, previous_fingerprint = $4, \
-             cert_not_after = $5, agent_version = $6, facts = $7, desired_generation = $8, \
-             config_digest = $9, applied_generation = $10, apply_error = $11, \
-             last_contact_at = $12 WHERE node_id = $1 AND joined_at = $13",
-        )
-        .bind(agent.node_id.as_str())
-        .bind(agent.state.as_str())
-        .bind(agent.cert_fingerprint.as_str())
-        .bind(agent.previous_fingerprint.as_deref())
-        .bind(agent.cert_not_after.millis())
-        .bind(agent.version.as_str())
-        .bind(to_json(&agent.facts))
-        .bind(big(agent.desired_generation))
-        .bind(agent.config_digest.as_str())
-        .bind(big(agent.applied_generation))
-        .bind(agent.apply_error.as_deref())
-        .bind(agent.last_contact_at.millis())
-        .bind(agent.joined_at.millis())
-        .execute(self.pool())
-        .await
-        .op("update node agent")?;
-        Ok(done.rows_affected() == 1)
+        let update = AgentUpdate {
+            agent: agent.clone(),
+            facts: true,
+        };
+        let written = self
+            .update_node_agents(std::slice::from_ref(&update))
+            .await?;
+        Ok(written == [true])
     }
 
     /// Writes many agents as [`Store::update_node_agent`] writes one, in one transaction of

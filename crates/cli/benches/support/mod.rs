@@ -12,9 +12,8 @@ use orc_zone::zone::Zone;
 /// Clock ticks per second of `/proc/*/stat` times (`_SC_CLK_TCK`, 100 on Linux).
 const TICKS: f64 = 100.0;
 
-/// (user + system CPU seconds, resident KiB) of process `pid` (`self` for this one).
-pub fn usage(pid: &str) -> (f64, u64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+/// User + system CPU seconds in a `/proc/…/stat` line.
+fn cpu_of_stat(stat: &str) -> f64 {
     // Fields after the command name, which is in parentheses.
     let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -25,14 +24,19 @@ pub fn usage(pid: &str) -> (f64, u64) {
             .unwrap_or(0.0)
     };
     // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name and state.
-    let cpu = (ticks(11) + ticks(12)) / TICKS;
+    (ticks(11) + ticks(12)) / TICKS
+}
+
+/// (user + system CPU seconds, resident KiB) of process `pid` (`self` for this one).
+pub fn usage(pid: &str) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let rss = status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0);
-    (cpu, rss)
+    (cpu_of_stat(&stat), rss)
 }
 
 /// CPU seconds of this process's threads, summed by thread name (`/proc/self/task`).
@@ -47,18 +51,12 @@ pub fn thread_usage() -> std::collections::BTreeMap<String, f64> {
     };
     for task in tasks.flatten() {
         let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        let Some((head, rest)) = stat.rsplit_once(") ") else {
-            continue;
-        };
-        let name = head.split_once('(').map_or("", |(_, n)| n).to_string();
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        *by_name.entry(name).or_insert(0.0) += (ticks(11) + ticks(12)) / TICKS;
+        let name = stat
+            .split_once('(')
+            .and_then(|(_, r)| r.rsplit_once(')'))
+            .map_or("", |(n, _)| n)
+            .to_string();
+        *by_name.entry(name).or_insert(0.0) += cpu_of_stat(&stat);
     }
     by_name
 }

@@ -36,21 +36,7 @@ pub fn default_name() -> String {
 
 fn name_of_host(host: &str) -> String {
     let first = host.split('.').next().unwrap_or_default();
-    let mut name: String = first
-        .chars()
-        .map(|c| {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_lowercase() || c.is_ascii_digit() {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(63)
-        .collect();
-    while name.ends_with('-') {
-        name.pop();
-    }
+    let mut name = orc_common::text::dns_label(first);
     if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
         name.insert_str(0, "ws-");
         name.truncate(63);

@@ -36,6 +36,7 @@ mod session;
 pub use bootstrap::{AgentBinary, AgentBootstrap};
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -272,14 +273,19 @@ async fn write_agents(store: Store, mut rows: mpsc::UnboundedReceiver<AgentWrite
     let add =
         |batch: &mut BTreeMap<NodeId, Waiting>, until: &mut Option<Instant>, write: AgentWrite| {
             *until = Some(until.map_or(write.by, |d| d.min(write.by)));
-            let waiting = batch
-                .entry(write.agent.node_id.clone())
-                .or_insert_with(|| Waiting {
-                    agent: write.agent.clone(),
-                    waiters: Vec::new(),
-                });
-            waiting.agent = write.agent;
-            waiting.waiters.extend(write.done);
+            match batch.entry(write.agent.node_id.clone()) {
+                Entry::Occupied(mut waiting) => {
+                    let waiting = waiting.get_mut();
+                    waiting.agent = write.agent;
+                    waiting.waiters.extend(write.done);
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert(Waiting {
+                        agent: write.agent,
+                        waiters: write.done.into_iter().collect(),
+                    });
+                }
+            }
         };
     loop {
         let Some(first) = rows.recv().await else {
@@ -511,11 +517,8 @@ impl AgentHub {
         {
             let mut state = self.state();
             let old = std::mem::take(&mut state.mesh);
-            let digest = |plan: &BTreeMap<NodeId, (MeshConfig, String)>, node| {
-                plan.get(node).map(|(_, d)| d.clone())
-            };
             for (node, attached) in &state.attached {
-                if digest(&old, node) != digest(&plan, node) {
+                if old.get(node).map(|(_, d)| d) != plan.get(node).map(|(_, d)| d) {
                     attached.refresh.notify_one();
                     told += 1;
                 }
@@ -532,11 +535,13 @@ impl AgentHub {
 
     /// The mesh config of `node` in the plan last published.
     pub fn mesh_of(&self, node: &NodeId) -> MeshConfig {
-        self.state()
-            .mesh
-            .get(node)
-            .map(|(config, _)| config.clone())
-            .unwrap_or_default()
+        self.planned_mesh(node).0
+    }
+
+    /// The mesh config of `node` in the plan last published, with its digest (none for a
+    /// node the plan does not hold: its empty mesh enters no config digest).
+    fn planned_mesh(&self, node: &NodeId) -> (MeshConfig, String) {
+        self.state().mesh.get(node).cloned().unwrap_or_default()
     }
 
     /// The latest mesh status `node`'s agent reported to this controller, if any.

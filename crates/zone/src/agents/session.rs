@@ -129,8 +129,9 @@ impl AgentHub {
             },
         );
         // The mesh plan as of now (a change published from here on tells `refresh`).
-        let config = base.clone().with_mesh(self.mesh_of(&node));
-        let digest = config.digest();
+        let (mesh, mesh_digest) = self.planned_mesh(&node);
+        let config = base.clone().with_mesh(mesh);
+        let digest = config.digest_with(|| mesh_digest);
         let (generation, is_new) = agent.generation_for(&digest);
         if is_new {
             agent.desired_generation = generation;
@@ -316,21 +317,25 @@ impl AgentHub {
     /// what changed since the config sent before on this stream, to an agent that applies
     /// changes, else the whole config.
     async fn refresh_config(&self, agent: &mut NodeAgent, session: &Session<'_>) {
-        let config = session.base.clone().with_mesh(self.mesh_of(&agent.node_id));
-        let digest = config.digest();
+        let (mesh, mesh_digest) = self.planned_mesh(&agent.node_id);
+        let config = session.base.clone().with_mesh(mesh);
+        let digest = config.digest_with(|| mesh_digest);
         let (generation, is_new) = agent.generation_for(&digest);
         if !is_new {
             return;
         }
-        let previous = session
+        // The changes from the config sent before on this stream.
+        let changes = session
             .sent
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let changes = previous.as_ref().map(|(_, mesh)| {
-            MeshChanges::between_cached(mesh, &config.mesh, &self.inner.mesh_changes)
-        });
-        if let (Some((base, _)), Some(changes)) = (&previous, &changes)
+            .take()
+            .map(|(base, mesh)| {
+                let changes =
+                    MeshChanges::between_cached(&mesh, &config.mesh, &self.inner.mesh_changes);
+                (base, changes)
+            });
+        if let Some((base, changes)) = &changes
             && changes.is_empty()
         {
             // Only the way its tables are shared changed: the agent holds this config.
@@ -346,10 +351,10 @@ impl AgentHub {
             session.updating.store(true, Ordering::SeqCst);
         }
         agent.state = agent.settled_state();
-        let changes = match (&previous, &changes) {
-            (Some((base, _)), Some(changes)) if session.applies_changes => Some((*base, changes)),
-            _ => None,
-        };
+        let changes = changes
+            .as_ref()
+            .filter(|_| session.applies_changes)
+            .map(|(base, changes)| (*base, changes));
         let _ = session
             .outbound
             .send(Ok(message(zone_message::Body::Config(config_message(
