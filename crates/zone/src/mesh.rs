@@ -3,10 +3,13 @@
 //! config ([`orc_mesh::plan`]) and publishes the plan to the agent hub, which sends a new
 //! config only to the agents whose config changed.
 //!
-//! A pass runs when an agent reports a new key, when something else asks
-//! ([`MeshHandle::wake`]: node and site changes), and every
-//! [`MeshOptions::interval`] at the latest. The plan is a pure function of what the pass
-//! read, so two passes over the same store publish the same configs.
+//! A pass runs when an agent reports a new key, when something else asks through the
+//! [`MeshSignal`] (node and site changes, workstations), and every [`MeshOptions::interval`]
+//! at the latest. The plan is a pure function of what the pass read, so two passes over the
+//! same store publish the same configs. A pass after a change of members only (a
+//! workstation connected or left) reads only the members and projects again and plans over
+//! the nodes, sites and pool addresses the pass before read; every other pass reads all of
+//! it.
 //!
 //! Members:
 //! - a joined node of a gateway pool (`sys/sys/gw-<provider>-<site>`) is its site's
@@ -21,7 +24,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ipnet::Ipv4Net;
@@ -76,10 +80,70 @@ pub struct MeshPass {
     pub unplaced: Vec<NodeId>,
 }
 
+/// What changed, as far as the mesh is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MeshChange {
+    /// Only the members: a workstation connected or left.
+    Members,
+    /// Anything else: nodes, keys, sites, pool addresses.
+    Everything,
+}
+
+/// How the zone tells the mesh reconciler what changed, and where the API finds what the
+/// last pass read. Cheap to clone; one per zone.
+#[derive(Debug, Clone, Default)]
+pub struct MeshSignal {
+    inner: Arc<SignalInner>,
+}
+
+#[derive(Debug, Default)]
+struct SignalInner {
+    wake: Notify,
+    /// Something besides the members changed since the last pass began.
+    everything: AtomicBool,
+    /// What the last pass read (`None` before the first).
+    inputs: Mutex<Option<Arc<Inputs>>>,
+}
+
+impl MeshSignal {
+    /// Asks for a pass now, which reads again what `change` touched.
+    pub fn changed(&self, change: MeshChange) {
+        if change == MeshChange::Everything {
+            self.inner.everything.store(true, Ordering::SeqCst);
+        }
+        self.inner.wake.notify_one();
+    }
+
+    /// The world as the store holds it now, for planning one member's config: the members
+    /// and projects read now, the rest as the last pass read it (all of it read now when
+    /// there was none).
+    pub async fn world(&self, store: &Store, options: &MeshOptions) -> StoreResult<World> {
+        let inputs = match self.last_inputs() {
+            Some(inputs) => inputs,
+            None => Arc::new(Inputs::load(store).await?),
+        };
+        let members = store.mesh_members().await?;
+        inputs.world(store, options, &members).await
+    }
+
+    fn last_inputs(&self) -> Option<Arc<Inputs>> {
+        self.inner
+            .inputs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Whether the next pass must read everything; clears it.
+    fn take_everything(&self) -> bool {
+        self.inner.everything.swap(false, Ordering::SeqCst)
+    }
+}
+
 /// The running reconciler.
 #[derive(Debug)]
 pub struct MeshHandle {
-    wake: Arc<Notify>,
+    signal: MeshSignal,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -92,14 +156,29 @@ impl MeshHandle {
         clock: SharedClock,
         options: MeshOptions,
     ) -> MeshHandle {
-        let wake = Arc::new(Notify::new());
+        let signal = MeshSignal::default();
         let stop = watch::Sender::new(false);
         let task = {
-            let (wake, mut stopped) = (wake.clone(), stop.subscribe());
+            let (signal, mut stopped) = (signal.clone(), stop.subscribe());
             tokio::spawn(async move {
+                // The first pass, each periodic one and each after a failure read everything.
+                let mut everything = true;
                 loop {
-                    match mesh_pass(&store, &options, clock.now()).await {
-                        Ok(pass) => {
+                    everything |= signal.take_everything();
+                    let cached = if everything {
+                        None
+                    } else {
+                        signal.last_inputs()
+                    };
+                    let outcome = pass_over(&store, &options, clock.now(), cached).await;
+                    everything = outcome.is_err();
+                    match outcome {
+                        Ok((pass, inputs)) => {
+                            *signal
+                                .inner
+                                .inputs
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner) = Some(inputs);
                             if !pass.unplaced.is_empty() {
                                 tracing::warn!(nodes = ?pass.unplaced, range = %options.range, "nodes have no mesh address: the range or their project's prefix is full");
                             }
@@ -115,24 +194,24 @@ impl MeshHandle {
                     }
                     tokio::select! {
                         _ = stopped.wait_for(|s| *s) => return,
-                        () = wake.notified() => {}
-                        () = agents.mesh_changed() => {}
-                        () = tokio::time::sleep(options.interval) => {}
+                        () = signal.inner.wake.notified() => {}
+                        () = agents.mesh_changed() => everything = true,
+                        () = tokio::time::sleep(options.interval) => everything = true,
                     }
                 }
             })
         };
-        MeshHandle { wake, stop, task }
+        MeshHandle { signal, stop, task }
     }
 
-    /// Asks for a pass now.
+    /// Asks for a pass now that reads everything.
     pub fn wake(&self) {
-        self.wake.notify_one();
+        self.signal.changed(MeshChange::Everything);
     }
 
-    /// A waker to hand to other parts.
-    pub fn waker(&self) -> Arc<Notify> {
-        self.wake.clone()
+    /// The signal to hand to other parts.
+    pub fn signal(&self) -> MeshSignal {
+        self.signal.clone()
     }
 
     pub async fn shutdown(self) {
@@ -141,13 +220,27 @@ impl MeshHandle {
     }
 }
 
-/// One pass: members added and released in the store, and the plan.
+/// One pass that reads everything: members added and released in the store, and the plan.
 pub async fn mesh_pass(
     store: &Store,
     options: &MeshOptions,
     now: Timestamp,
 ) -> StoreResult<MeshPass> {
-    let inputs = Inputs::load(store).await?;
+    Ok(pass_over(store, options, now, None).await?.0)
+}
+
+/// One pass over `cached` inputs (only members changed since they were read), else over
+/// inputs read now; and the inputs it used.
+async fn pass_over(
+    store: &Store,
+    options: &MeshOptions,
+    now: Timestamp,
+    cached: Option<Arc<Inputs>>,
+) -> StoreResult<(MeshPass, Arc<Inputs>)> {
+    let inputs = match cached {
+        Some(inputs) => inputs,
+        None => Arc::new(Inputs::load(store).await?),
+    };
     let nodes = &inputs.nodes;
     let mut pass = MeshPass::default();
     let mut members = store.mesh_members().await?;
@@ -196,23 +289,25 @@ pub async fn mesh_pass(
         .into_iter()
         .filter_map(|(id, config)| Some((id.parse().ok()?, config)))
         .collect();
-    Ok(pass)
+    Ok((pass, inputs))
 }
 
-/// The world the plan is computed from, as the store holds it now (members as the last
-/// pass left them). The API plans a workstation's config from it.
+/// The world the plan is computed from, all of it read now (members as the last pass left
+/// them).
 pub async fn world(store: &Store, options: &MeshOptions) -> StoreResult<World> {
     let inputs = Inputs::load(store).await?;
     let members = store.mesh_members().await?;
     inputs.world(store, options, &members).await
 }
 
-/// What a pass reads before it changes members.
+/// What a pass reads besides the members and projects.
+#[derive(Debug)]
 struct Inputs {
     nodes: Vec<MeshNode>,
     /// Provider names by id.
     providers: BTreeMap<String, String>,
     sites: BTreeMap<SiteRef, Site>,
+    pool_addresses: Vec<PoolAddress>,
 }
 
 impl Inputs {
@@ -240,10 +335,18 @@ impl Inputs {
                 Some((at, site))
             })
             .collect();
+        let provider_name = |node: &MeshNode| {
+            providers
+                .get(node.provider_id.as_str())
+                .cloned()
+                .unwrap_or_else(|| node.provider_id.to_string())
+        };
+        let pool_addresses = pool_addresses(store, &nodes, &provider_name).await?;
         Ok(Inputs {
             nodes,
             providers,
             sites,
+            pool_addresses,
         })
     }
 
@@ -337,13 +440,12 @@ impl Inputs {
                 }),
             }
         }
-        let pool_addresses = pool_addresses(store, nodes, &|n| self.provider_name(n)).await?;
         Ok(World {
             range: options.range,
             projects,
             sites: sites.values().cloned().collect(),
             members: world_members,
-            pool_addresses,
+            pool_addresses: self.pool_addresses.clone(),
         })
     }
 }

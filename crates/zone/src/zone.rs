@@ -42,7 +42,7 @@ use crate::api::{
 use crate::apps::{Apps, AppsConfig, AppsError, ZoneEndpoint};
 use crate::backend::Backends;
 use crate::hub::{Hub, HubOptions};
-use crate::mesh::{MeshHandle, MeshOptions};
+use crate::mesh::{MeshChange, MeshHandle, MeshOptions};
 use crate::model::{Name, Pool, Provider, Role, TokenSecret, sys_org_id};
 use crate::reconcile::{ReconcileOptions, ReconcilerHandle, Reconcilers, SharedClock, SystemClock};
 use crate::store::{SealingKey, Store, StoreError, sqlite_url};
@@ -449,7 +449,7 @@ impl Zone {
             clock.clone(),
             config.mesh.clone(),
         );
-        reconcile.mesh_wake = Some(mesh.waker());
+        reconcile.mesh_wake = Some(mesh.signal());
         let reconcilers =
             Reconcilers::spawn(store.clone(), backends.clone(), clock.clone(), reconcile);
         let reconciler = reconcilers.reconciler().clone();
@@ -462,12 +462,12 @@ impl Zone {
                 endpoint: agent_url,
             }))
             .with_apps(config.apps.clone())
-            .with_mesh(config.mesh.clone())
+            .with_mesh(config.mesh.clone(), mesh.signal())
             .with_waker({
-                let mesh = mesh.waker();
+                let mesh = mesh.signal();
                 move || {
                     reconciler.wake();
-                    mesh.notify_one();
+                    mesh.changed(MeshChange::Everything);
                 }
             })
             .with_clock(move || clock.now());

@@ -253,6 +253,11 @@ struct AgentWrite {
 /// change arrive within a few milliseconds of each other and go to the store together.
 const WRITE_GATHER: Duration = Duration::from_millis(5);
 
+/// How long an acknowledgement of a changed config may wait: those of one change arrive
+/// over some tens of milliseconds when it reaches hundreds of agents, and go to the store
+/// in one or two transactions.
+const WRITE_ACK: Duration = Duration::from_millis(25);
+
 /// How long a deferred row may wait: the new generation sent to an agent is written with
 /// the agent's acknowledgement when that comes in time, else on its own.
 const WRITE_DEFER: Duration = Duration::from_millis(250);
@@ -349,6 +354,9 @@ async fn write_batch(
         if outcome == Some(true) {
             written_facts.insert(agent.node_id.clone(), (agent.joined_at, agent.facts));
         } else {
+            if outcome == Some(false) && waiters.is_empty() {
+                tracing::info!(node = %agent.node_id, "the node joined again; a row of its older stream was dropped");
+            }
             written_facts.remove(&agent.node_id);
         }
         for waiter in waiters {
@@ -398,17 +406,23 @@ impl AgentHub {
     /// there (`None`: the write failed and was logged).
     async fn write_agent(&self, agent: &NodeAgent) -> Option<bool> {
         let (done, outcome) = oneshot::channel();
-        self.queue_write(agent, WRITE_GATHER, Some(done));
+        self.send_write(agent, WRITE_GATHER, Some(done));
         outcome.await.ok().flatten()
+    }
+
+    /// Queues the row of `agent`, which acknowledged a changed config, to be written within
+    /// [`WRITE_ACK`]; no one waits for it.
+    fn write_ack(&self, agent: &NodeAgent) {
+        self.send_write(agent, WRITE_ACK, None);
     }
 
     /// Queues `agent`'s row to be written within [`WRITE_DEFER`], with the next row of the
     /// node if that comes earlier; no one waits for it.
     fn defer_write(&self, agent: &NodeAgent) {
-        self.queue_write(agent, WRITE_DEFER, None);
+        self.send_write(agent, WRITE_DEFER, None);
     }
 
-    fn queue_write(
+    fn send_write(
         &self,
         agent: &NodeAgent,
         within: Duration,

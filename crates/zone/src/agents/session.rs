@@ -288,6 +288,12 @@ impl AgentHub {
             // Back in step, or failed: a later ready is news again.
             updating.store(false, Ordering::SeqCst);
         }
+        if was_ready && agent.state == AgentState::Ready {
+            // The acknowledgement of a changed config: nothing waits for the row, which goes
+            // to the store with the other agents' acknowledgements of the same change.
+            self.write_ack(agent);
+            return;
+        }
         self.write(agent).await;
         if !was_ready && agent.state == AgentState::Ready {
             let words = format!(

@@ -27,6 +27,7 @@ use super::views::{
     ConnectWorkstation, ConnectedWorkstation, MeshMemberView, MeshPeerView, MeshView,
     WorkstationView,
 };
+use crate::mesh::MeshChange;
 use crate::model::{EventScope, NodeId, Org, Project, Role};
 
 /// A peer whose last handshake is older than this is not counted as up. WireGuard renews a
@@ -349,7 +350,7 @@ pub(super) async fn connect_workstation(
             ),
         ));
     };
-    let world = crate::mesh::world(&state.store, &state.mesh).await?;
+    let world = state.mesh_signal.world(&state.store, &state.mesh).await?;
     let config = orc_mesh::plan_workstation(&world, &member.id).unwrap_or_default();
     let interface = config.interface(MESH_INTERFACE);
     let prefix_len = world
@@ -380,7 +381,7 @@ pub(super) async fn connect_workstation(
         caller.user.name, member.address
     );
     mesh_event(&state, &project_scope(&org_row, &project_row), &words).await;
-    state.wake();
+    state.mesh_signal.changed(MeshChange::Members);
     Ok((
         StatusCode::CREATED,
         Json(ConnectedWorkstation {
@@ -429,6 +430,6 @@ pub(super) async fn disconnect_workstation(
         caller.user.name, member.name
     );
     mesh_event(&state, &project_scope(&org_row, &project_row), &words).await;
-    state.wake();
+    state.mesh_signal.changed(MeshChange::Members);
     Ok(Json(workstation_view(&member)))
 }

@@ -126,6 +126,7 @@ pub struct ApiState {
     clock: Clock,
     apps: Arc<AppsConfig>,
     pub(crate) mesh: Arc<crate::mesh::MeshOptions>,
+    pub(crate) mesh_signal: crate::mesh::MeshSignal,
 }
 
 impl fmt::Debug for ApiState {
@@ -153,12 +154,19 @@ impl ApiState {
             clock: Arc::new(Timestamp::now),
             apps: Arc::new(AppsConfig::default()),
             mesh: Arc::new(crate::mesh::MeshOptions::default()),
+            mesh_signal: crate::mesh::MeshSignal::default(),
         }
     }
 
-    /// Workstations get addresses of this mesh range and quarantine.
-    pub fn with_mesh(mut self, options: crate::mesh::MeshOptions) -> Self {
+    /// Workstations get addresses of this mesh range and quarantine, and their changes go
+    /// to the mesh reconciler through `signal`.
+    pub fn with_mesh(
+        mut self,
+        options: crate::mesh::MeshOptions,
+        signal: crate::mesh::MeshSignal,
+    ) -> Self {
         self.mesh = Arc::new(options);
+        self.mesh_signal = signal;
         self
     }
 

@@ -100,7 +100,7 @@ pub struct ReconcileOptions {
     pub bootstrap: Option<Arc<AgentBootstrap>>,
     /// Told when answers changed nodes' states (a node runs, a node ended), so the mesh
     /// pass runs at once instead of at its next interval; `None` tells nobody.
-    pub mesh_wake: Option<Arc<Notify>>,
+    pub mesh_wake: Option<crate::mesh::MeshSignal>,
 }
 
 impl Default for ReconcileOptions {
@@ -580,7 +580,7 @@ impl Reconciler {
             written += batch.len();
             self.apply_answers(batch).await?;
             if let Some(mesh) = &self.shared.options.mesh_wake {
-                mesh.notify_one();
+                mesh.changed(crate::mesh::MeshChange::Everything);
             }
         }
         Ok(written)
