@@ -1,11 +1,16 @@
 //! Mesh propagation: how fast a change of a project's mesh reaches every member's agent.
 //!
 //! A zone (TLS, SQLite in a temp dir, production timings) runs in this process with a fake
-//! provider and a pool of N nodes. Each node joins with its own join token and certificate
-//! and attaches over its own TLS stream as a protocol-level agent: it reports a WireGuard key,
-//! and acknowledges every config it receives at once (what a real agent does once it applied
-//! it; a real agent's own apply time is the `orc-wg` device update, measured apart). Printed:
-//! - **formation**: from the first attach until every node holds all N-1 others as peers;
+//! provider whose sites need gateways: S sites (default 8), each with its stable address and
+//! private prefix, a pool of project `sys/sys` at each (N nodes in all) and the site's
+//! gateway. Each node and gateway joins with its own join token and certificate and attaches
+//! over its own TLS stream as a protocol-level agent: it reports a WireGuard key and its
+//! address in its site's prefix, and acknowledges every config it receives at once (what a
+//! real agent does once it applied it; a real agent's own apply time is the `orc-wg` device
+//! update, measured apart, and a probe over real WireGuard is
+//! `scripts/bench-mesh-propagation.sh`). Printed:
+//! - **formation**: from the first attach until every node holds all N-1 others as peers
+//!   and every gateway the S-1 other sites;
 //! - **change → delivered / acknowledged**: a workstation connects through the API (and
 //!   later disconnects), which gives every node a new peer (or takes it away): per node, the
 //!   time from the API call to the node receiving the config that has it, p50, p99 and max;
@@ -14,11 +19,13 @@
 //!   N members, timed on its own; and the zone's CPU time per change (the simulated agents
 //!   run in a child process; this process is the zone, its fake provider and the bench's
 //!   polling).
-//! - **unaffected**: a change in another project sends none of these agents anything.
+//! - **unaffected**: the gateways receive nothing from the workstation changes (their
+//!   configs do not name workstations), and a change in another project sends none of
+//!   these agents anything.
 //!
-//! `cargo bench -p orc-cli --bench mesh` (N = 200, 5 changes each way;
-//! `ORC_BENCH_MESH_NODES=N`, `ORC_BENCH_MESH_CHANGES=K` to change; `ORC_BENCH_MESH_PARTS=1`
-//! also times each store read of a pass).
+//! `cargo bench -p orc-cli --bench mesh` (N = 200, S = 8, 5 changes each way;
+//! `ORC_BENCH_MESH_NODES=N`, `ORC_BENCH_MESH_SITES=S`, `ORC_BENCH_MESH_CHANGES=K` to
+//! change; `ORC_BENCH_MESH_PARTS=1` also times each store read of a pass).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -59,15 +66,16 @@ fn main() {
             .unwrap_or(default)
     };
     let count = env_number("ORC_BENCH_MESH_NODES", 200).max(2);
+    let sites = env_number("ORC_BENCH_MESH_SITES", 8).clamp(1, 100);
     let changes = env_number("ORC_BENCH_MESH_CHANGES", 5).max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    runtime.block_on(run(count, changes));
+    runtime.block_on(run(count, sites, changes));
 }
 
-async fn run(count: usize, changes: usize) {
+async fn run(count: usize, site_count: usize, changes: usize) {
     // A project prefix that holds every node and the workstations (a /24 holds 253).
     let prefix_len = (16..=24)
         .rev()
@@ -79,10 +87,19 @@ async fn run(count: usize, changes: usize) {
     };
     let z = TestZone::start_with(|config| config.mesh = mesh.clone()).await;
     let zone = &z.zone;
-    let (pool, nodes) = support::running_pool(zone, count).await;
+    let support::Sites {
+        sites,
+        pools,
+        nodes,
+        gateways,
+    } = support::running_sites(zone, count, site_count).await;
+    // The board holds the nodes first, then the gateways.
+    let agents: Vec<&orc_zone::model::Node> = nodes.iter().chain(&gateways).collect();
+    let node_range = 0..count;
+    let gateway_range = count..count + site_count;
 
-    // Every node joins and attaches.
-    let board: Board = Arc::new(Mutex::new(vec![None; count]));
+    // Every node and gateway joins and attaches, with its address in its site's prefix.
+    let board: Board = Arc::new(Mutex::new(vec![None; agents.len()]));
     let fingerprint = zone.ca().unwrap().fingerprint();
     let new = orc_zone::store::NewJoinToken {
         ca_fingerprint: &fingerprint,
@@ -94,13 +111,33 @@ async fn run(count: usize, changes: usize) {
     let ca_file = tempfile::NamedTempFile::new().expect("a CA file");
     std::fs::write(ca_file.path(), zone.ca_pem().unwrap()).unwrap();
     let mut plan = format!("{}\n{}\n", zone.grpc_url(), ca_file.path().display());
-    for node in &nodes {
+    let mut hosts_at: std::collections::BTreeMap<&str, u32> = Default::default();
+    for (index, node) in agents.iter().enumerate() {
         let (_, secret) = zone
             .store()
             .create_join_token(&node.id, &new, Timestamp::now())
             .await
             .unwrap();
-        plan.push_str(&format!("{} {}\n", node.id, secret.expose()));
+        let site = node.status.site.as_deref().expect("a node at a site");
+        let (_, _, prefix) = sites
+            .iter()
+            .find(|(s, _, _)| s == site)
+            .expect("a known site");
+        // The gateway is the site's first host, its nodes the hosts after it.
+        let host = if gateway_range.contains(&index) {
+            1
+        } else {
+            let next = hosts_at.entry(site).or_insert(1);
+            *next += 1;
+            *next
+        };
+        let address = std::net::Ipv4Addr::from(u32::from(prefix.network()) + host);
+        plan.push_str(&format!(
+            "{} {} {address}/{}\n",
+            node.id,
+            secret.expose(),
+            prefix.prefix_len()
+        ));
     }
     let first_attach = Instant::now();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
@@ -129,11 +166,38 @@ async fn run(count: usize, changes: usize) {
             }
         })
     };
-    let formed = wait_peers(&board, first_attach, count - 1, Duration::from_secs(300)).await;
-    println!(
-        "mesh/formation  n={count}: every node holds all {} others as peers {:.2} s after the first attach",
+    let formed = wait_peers(
+        &board,
+        node_range.clone(),
+        first_attach,
         count - 1,
-        formed.last().map_or(0.0, |d| d.as_secs_f64())
+        Duration::from_secs(300),
+    )
+    .await;
+    let backbone = wait_peers(
+        &board,
+        gateway_range.clone(),
+        first_attach,
+        site_count - 1,
+        Duration::from_secs(300),
+    )
+    .await;
+    println!(
+        "mesh/formation  n={count} sites={site_count}: every node holds all {} others as peers {:.2} s after the first attach, every gateway the {} other sites {:.2} s after it",
+        count - 1,
+        formed.last().map_or(0.0, |d| d.as_secs_f64()),
+        site_count - 1,
+        backbone.last().map_or(0.0, |d| d.as_secs_f64())
+    );
+
+    // The nodes reach each other at their site addresses (the backbone joins the sites).
+    let planned = zone.agents().mesh_of(&nodes[0].id);
+    let peers = &planned.interfaces[0].peers;
+    assert!(
+        peers.iter().all(|p| p
+            .endpoint
+            .is_some_and(|e| sites.iter().any(|(_, _, prefix)| prefix.contains(e.ip())))),
+        "every peer of a node at a site is reached at its site address"
     );
 
     // One mesh pass on its own: what the zone does per change, for N members.
@@ -144,7 +208,7 @@ async fn run(count: usize, changes: usize) {
         let pass = orc_zone::mesh::mesh_pass(zone.store(), &options, Timestamp::now())
             .await
             .expect("a pass");
-        assert_eq!(pass.plan.len(), count);
+        assert_eq!(pass.plan.len(), agents.len());
     }
     let pass_time = started.elapsed() / rounds;
     // The pass's parts: each store read, and the plan with every member's digest.
@@ -165,9 +229,9 @@ async fn run(count: usize, changes: usize) {
         part!("mesh_sites", store.mesh_sites());
         part!("list_providers", store.list_providers());
         part!("mesh_pool_addresses", store.mesh_pool_addresses());
-        let agents = store.node_agents_of_pool(&pool).await.unwrap();
+        let rows_read = store.node_agents_of_pool(&pools[0]).await.unwrap();
         let rows = |facts: bool| -> Vec<orc_zone::store::AgentUpdate> {
-            agents
+            rows_read
                 .iter()
                 .map(|agent| orc_zone::store::AgentUpdate {
                     agent: agent.clone(),
@@ -176,14 +240,14 @@ async fn run(count: usize, changes: usize) {
                 .collect()
         };
         part!(
-            "update_node_agents (no facts)",
+            "update_node_agents, one pool (no facts)",
             store.update_node_agents(&rows(false))
         );
         part!(
-            "update_node_agents (facts)",
+            "update_node_agents, one pool (facts)",
             store.update_node_agents(&rows(true))
         );
-        part!("node_agents_of_pool", store.node_agents_of_pool(&pool));
+        part!("node_agents_of_pool", store.node_agents_of_pool(&pools[0]));
         let world = orc_zone::mesh::world(store, &options).await.unwrap();
         let t = Instant::now();
         for _ in 0..rounds {
@@ -224,18 +288,25 @@ async fn run(count: usize, changes: usize) {
             .map(|s| s.map_or(0, |s| s.0))
             .collect()
     };
+    let gateways_before = generations(&board)[gateway_range.clone()].to_vec();
     let mut delivered = Vec::new();
     let mut acked = Vec::new();
     for round in 0..changes {
         for (connect, want) in [(true, count), (false, count - 1)] {
             let t0 = Instant::now();
             change(round, connect).await;
-            let times = wait_peers(&board, t0, want, Duration::from_secs(60)).await;
+            let times = wait_peers(
+                &board,
+                node_range.clone(),
+                t0,
+                want,
+                Duration::from_secs(60),
+            )
+            .await;
             delivered.extend(times);
             wait_acked(
                 zone,
-                &pool,
-                &nodes,
+                &agents,
                 &generations(&board),
                 Duration::from_millis(5),
             )
@@ -259,11 +330,23 @@ async fn run(count: usize, changes: usize) {
         for (connect, want) in [(true, count), (false, count - 1)] {
             change(round, connect).await;
             tokio::time::sleep(settle).await;
-            wait_peers(&board, Instant::now(), want, Duration::from_secs(60)).await;
+            wait_peers(
+                &board,
+                node_range.clone(),
+                Instant::now(),
+                want,
+                Duration::from_secs(60),
+            )
+            .await;
         }
     }
     let busy_cpu = usage("self").0 - cpu_start;
-    wait_acked(zone, &pool, &nodes, &generations(&board), settle).await;
+    wait_acked(zone, &agents, &generations(&board), settle).await;
+    let gateways_told = generations(&board)[gateway_range.clone()]
+        .iter()
+        .zip(&gateways_before)
+        .filter(|(now, before)| now != before)
+        .count();
     // Where it went: the store's threads (SQLite) and the runtime's (the rest).
     let by_thread: Vec<String> = support::thread_usage()
         .into_iter()
@@ -327,11 +410,15 @@ async fn run(count: usize, changes: usize) {
         ms(*acked.last().unwrap())
     );
     println!(
-        "mesh/unaffected  n={count}: a workstation of another project sent {touched} of them a config"
+        "mesh/unaffected  n={count}: the workstation changes sent {gateways_told} of the {site_count} gateways a config; a workstation of another project sent {touched} of all agents a config"
     );
     assert_eq!(
         touched, 0,
         "agents of an unaffected project received configs"
+    );
+    assert_eq!(
+        gateways_told, 0,
+        "gateways received configs for workstation changes"
     );
     println!(
         "mesh/zone_work  n={count}: one mesh pass {:.1} ms; zone CPU per change {:.1} ms (idle {:.1} ms/s taken off)",
@@ -349,14 +436,18 @@ async fn run(count: usize, changes: usize) {
     z.zone.shutdown().await;
 }
 
-/// Waits until every agent's last config has `want` peers; each agent's time from `t0` to
-/// receiving it.
-async fn wait_peers(board: &Board, t0: Instant, want: usize, limit: Duration) -> Vec<Duration> {
+/// Waits until the last config of every agent in `range` of the board has `want` peers;
+/// each agent's time from `t0` to receiving it.
+async fn wait_peers(
+    board: &Board,
+    range: std::ops::Range<usize>,
+    t0: Instant,
+    want: usize,
+    limit: Duration,
+) -> Vec<Duration> {
     let deadline = Instant::now() + limit;
     loop {
-        let times: Option<Vec<Duration>> = board
-            .lock()
-            .unwrap()
+        let times: Option<Vec<Duration>> = board.lock().unwrap()[range.clone()]
             .iter()
             .map(|s| match s {
                 Some((_, peers, at)) if *peers == want => Some(at.saturating_duration_since(t0)),
@@ -375,18 +466,22 @@ async fn wait_peers(board: &Board, t0: Instant, want: usize, limit: Duration) ->
     }
 }
 
-/// Waits until the store records the acknowledgement of `generations` by each of `nodes`
-/// (the pool's), looking every `poll`.
+/// Waits until the store records the acknowledgement of `generations` by each of `nodes`,
+/// looking every `poll`.
 async fn wait_acked(
     zone: &orc_zone::zone::Zone,
-    pool: &orc_zone::model::PoolId,
-    nodes: &[orc_zone::model::Node],
+    nodes: &[&orc_zone::model::Node],
     generations: &[u64],
     poll: Duration,
 ) {
     let deadline = Instant::now() + Duration::from_secs(60);
+    let pools: std::collections::BTreeSet<&orc_zone::model::PoolId> =
+        nodes.iter().map(|n| &n.pool_id).collect();
     loop {
-        let agents = zone.store().node_agents_of_pool(pool).await.unwrap();
+        let mut agents = Vec::new();
+        for pool in &pools {
+            agents.extend(zone.store().node_agents_of_pool(pool).await.unwrap());
+        }
         let applied: std::collections::BTreeMap<&NodeId, u64> = agents
             .iter()
             .map(|a| (&a.node_id, a.applied_generation))
@@ -406,9 +501,9 @@ async fn wait_acked(
     }
 }
 
-/// The child process: reads the zone's URL, its CA file and one `node secret` line per
-/// agent from stdin, runs the agents, and prints `index generation peers` for every config
-/// one receives.
+/// The child process: reads the zone's URL, its CA file and one `node secret address` line
+/// per agent from stdin, runs the agents, and prints `index generation peers` for every
+/// config one receives.
 async fn swarm() {
     let mut input = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).unwrap();
@@ -418,12 +513,15 @@ async fn swarm() {
     let ca = orc_tls::PinnedCa::from_pem(&pem, "the bench zone").unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, u64, usize)>();
     for (index, line) in lines.enumerate() {
-        let (node, secret) = line.split_once(' ').expect("node and secret");
+        let [node, secret, address] = line.split(' ').collect::<Vec<_>>()[..] else {
+            panic!("a line of node, secret and address: {line}");
+        };
         tokio::spawn(simulated_agent(
             url.clone(),
             ca.clone(),
             node.parse().unwrap(),
             secret.to_string(),
+            address.to_string(),
             index,
             tx.clone(),
         ));
@@ -441,12 +539,14 @@ async fn swarm() {
     }
 }
 
-/// Joins `node`, attaches with a WireGuard key and acknowledges every config at once.
+/// Joins `node`, attaches with a WireGuard key and its `address` (CIDR), and acknowledges
+/// every config at once.
 async fn simulated_agent(
     url: String,
     ca: orc_tls::PinnedCa,
     node: NodeId,
     secret: String,
+    address: String,
     index: usize,
     seen: tokio::sync::mpsc::UnboundedSender<(usize, u64, usize)>,
 ) {
@@ -486,6 +586,10 @@ async fn simulated_agent(
         version: "bench".into(),
         facts: Some(agent_pb::Facts {
             hostname: node.to_string(),
+            addresses: vec![agent_pb::Address {
+                interface: "eth0".into(),
+                cidr: address,
+            }],
             wireguard_public_key: key.to_string(),
             wireguard: "userspace".into(),
             ..Default::default()

@@ -5,7 +5,7 @@
 //! report replaces every address of that provider's pools at once, so an address the
 //! provider released disappears with the next report.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::OperationExt;
 use super::rows::{opt_text, parsed, text, time, uint64};
@@ -186,13 +186,35 @@ impl Store {
     }
 
     /// Replaces the sites of `provider` with those of one complete report, in one
-    /// transaction.
+    /// transaction. Returns whether a site, its stable address or its prefix changed (the
+    /// time of the report always does).
     pub async fn replace_provider_sites(
         &self,
         provider: &ProviderId,
         sites: &[ProviderSite],
-    ) -> StoreResult<()> {
-        let mut tx = self.begin("replace provider sites").await?;
+    ) -> StoreResult<bool> {
+        const OP: &str = "replace provider sites";
+        let mut tx = self.begin(OP).await?;
+        type Row = (String, Option<String>, Option<String>);
+        let current: BTreeSet<Row> = sqlx::query_as(
+            "SELECT site, public_ipv4, private_prefix FROM provider_sites WHERE provider_id = $1",
+        )
+        .bind(provider.as_str())
+        .fetch_all(&mut *tx)
+        .await
+        .op(OP)?
+        .into_iter()
+        .collect();
+        let reported: BTreeSet<Row> = sites
+            .iter()
+            .map(|s| {
+                (
+                    s.site.clone(),
+                    s.public_ipv4.clone(),
+                    s.private_prefix.clone(),
+                )
+            })
+            .collect();
         sqlx::query("DELETE FROM provider_sites WHERE provider_id = $1")
             .bind(provider.as_str())
             .execute(&mut *tx)
@@ -212,7 +234,7 @@ impl Store {
             .await
             .op("replace provider sites")?;
         }
-        tx.commit().await.op("replace provider sites")?;
-        Ok(())
+        tx.commit().await.op(OP)?;
+        Ok(current != reported)
     }
 }

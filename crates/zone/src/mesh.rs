@@ -149,14 +149,15 @@ pub struct MeshHandle {
 }
 
 impl MeshHandle {
-    /// Starts the reconciler: a first pass at once, then as described in the module docs.
+    /// Starts the reconciler, which listens to `signal`: a first pass at once, then as
+    /// described in the module docs.
     pub fn spawn(
         store: Store,
         agents: AgentHub,
         clock: SharedClock,
         options: MeshOptions,
+        signal: MeshSignal,
     ) -> MeshHandle {
-        let signal = MeshSignal::default();
         let stop = watch::Sender::new(false);
         let task = {
             let (signal, mut stopped) = (signal.clone(), stop.subscribe());

@@ -42,7 +42,7 @@ use crate::api::{
 use crate::apps::{Apps, AppsConfig, AppsError, ZoneEndpoint};
 use crate::backend::Backends;
 use crate::hub::{Hub, HubOptions};
-use crate::mesh::{MeshChange, MeshHandle, MeshOptions};
+use crate::mesh::{MeshChange, MeshHandle, MeshOptions, MeshSignal};
 use crate::model::{Name, Pool, Provider, Role, TokenSecret, sys_org_id};
 use crate::reconcile::{ReconcileOptions, ReconcilerHandle, Reconcilers, SharedClock, SystemClock};
 use crate::store::{SealingKey, Store, StoreError, sqlite_url};
@@ -380,7 +380,14 @@ impl Zone {
         };
 
         let clock: SharedClock = Arc::new(SystemClock);
-        let hub = Hub::new(store.clone(), config.hub.clone());
+        let mesh_signal = MeshSignal::default();
+        let hub = Hub::new(
+            store.clone(),
+            HubOptions {
+                mesh: Some(mesh_signal.clone()),
+                ..config.hub.clone()
+            },
+        );
         let agents = AgentHub::new(store.clone(), ca.clone(), config.agents.clone());
         let grpc_task = {
             let routes = tonic::service::Routes::new(hub.grpc_service())
@@ -448,6 +455,7 @@ impl Zone {
             agents.clone(),
             clock.clone(),
             config.mesh.clone(),
+            mesh_signal,
         );
         reconcile.mesh_wake = Some(mesh.signal());
         let reconcilers =

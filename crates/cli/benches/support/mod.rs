@@ -69,30 +69,12 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// Connects a fake provider to `zone` and runs pool `sys/sys/bench` of `count` nodes on it;
 /// returns once every node runs.
+#[allow(
+    dead_code,
+    reason = "the agents bench uses it, the mesh bench does not"
+)]
 pub async fn running_pool(zone: &Zone, count: usize) -> (PoolId, Vec<Node>) {
-    let options = RunnerOptions {
-        inventory_interval: None,
-        credentials: Some(ZoneCredentials::new(zone.admin_token().expose(), "sys/sys").unwrap()),
-        zone_ca: zone
-            .ca_pem()
-            .and_then(|pem| orc_tls::PinnedCa::from_pem(pem, "the bench zone")),
-        ..RunnerOptions::default()
-    };
-    let runner = ProviderRunner::new(
-        &zone.grpc_url(),
-        Arc::new(FakeProvider::new(FakeCloud::new())),
-        options,
-    )
-    .expect("runner");
-    tokio::spawn(runner.run_until(std::future::pending()));
-    let provider = loop {
-        if let Ok(p) = zone.store().provider_by_resource("urn:orc:fake:test").await
-            && !zone.hub().replicas_of(&p).is_empty()
-        {
-            break p;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let provider = connect(zone, FakeProvider::new(FakeCloud::new())).await;
     let pool = zone
         .store()
         .create_pool(
@@ -118,6 +100,156 @@ pub async fn running_pool(zone: &Zone, count: usize) -> (PoolId, Vec<Node>) {
             return (pool.id, nodes);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The pools and gateways of [`running_sites`].
+#[allow(
+    dead_code,
+    reason = "the mesh bench uses it, the agents bench does not"
+)]
+pub struct Sites {
+    /// Each site's name, stable IPv4 and private prefix, as the provider reported them.
+    pub sites: Vec<(String, std::net::Ipv4Addr, ipnet::Ipv4Net)>,
+    /// The tenant pools, one per site, and every node of them, sorted by site.
+    pub pools: Vec<PoolId>,
+    pub nodes: Vec<Node>,
+    /// Each site's gateway node, in the order of `sites`.
+    pub gateways: Vec<Node>,
+}
+
+/// Connects a fake provider whose `sites` sites need gateways to `zone`, records the sites
+/// (stable IPv4 198.18.0.x, prefix 10.100+x.0.0/24) as its inventory would, and runs one pool
+/// of `sys/sys` per site with `count` nodes in all; returns once every node and every
+/// site's gateway runs.
+#[allow(
+    dead_code,
+    reason = "the mesh bench uses it, the agents bench does not"
+)]
+pub async fn running_sites(zone: &Zone, count: usize, sites: usize) -> Sites {
+    use orc_proto::{ClassId, SiteName};
+    let names: Vec<String> = (0..sites).map(|i| format!("site-{i}")).collect();
+    let config = orc_provider_sdk::fake::FakeConfig {
+        classes: names
+            .iter()
+            .map(|name| {
+                (
+                    ClassId::new(name.as_str()).unwrap(),
+                    name.clone(),
+                    vec![SiteName::new(name.as_str()).unwrap()],
+                )
+            })
+            .collect(),
+        site_gateways: true,
+        ..Default::default()
+    };
+    let provider = connect(zone, FakeProvider::with_config(FakeCloud::new(), config)).await;
+    let reported: Vec<(String, std::net::Ipv4Addr, ipnet::Ipv4Net)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let i = u8::try_from(i).expect("at most 100 sites");
+            (
+                name.clone(),
+                std::net::Ipv4Addr::new(198, 18, 0, 1 + i),
+                ipnet::Ipv4Net::new(std::net::Ipv4Addr::new(10, 100 + i, 0, 0), 24).unwrap(),
+            )
+        })
+        .collect();
+    let rows: Vec<orc_zone::store::ProviderSite> = reported
+        .iter()
+        .map(|(site, stable, prefix)| orc_zone::store::ProviderSite {
+            site: site.clone(),
+            public_ipv4: Some(stable.to_string()),
+            private_prefix: Some(prefix.to_string()),
+            updated_at: Timestamp::now(),
+        })
+        .collect();
+    zone.store()
+        .replace_provider_sites(&provider.id, &rows)
+        .await
+        .expect("the sites are recorded");
+    let mut pools = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let size = count / sites + usize::from(i < count % sites);
+        let mut spec = bench_spec(provider.id.clone());
+        spec.region_class = name.clone();
+        let pool = zone
+            .store()
+            .create_pool(
+                &orc_zone::model::NewPool {
+                    project_id: orc_zone::model::sys_project_id(),
+                    name: format!("bench-{i}").parse().unwrap(),
+                    size: u32::try_from(size).unwrap(),
+                    spec,
+                },
+                Timestamp::now(),
+            )
+            .await
+            .expect("pool")
+            .pool;
+        pools.push(pool.id);
+    }
+    zone.wake();
+    let sys = orc_zone::model::sys_project_id();
+    loop {
+        let mut nodes = Vec::new();
+        for pool in &pools {
+            nodes.extend(zone.store().list_nodes_by_pool(pool, false).await.unwrap());
+        }
+        let mut gateways = Vec::new();
+        for name in &names {
+            let pool = zone
+                .store()
+                .list_pools(&sys)
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|p| p.name.as_str() == format!("gw-fake-{name}"));
+            if let Some(pool) = pool {
+                gateways.extend(
+                    zone.store()
+                        .list_nodes_by_pool(&pool.id, false)
+                        .await
+                        .unwrap(),
+                );
+            }
+        }
+        let running = |nodes: &[Node]| nodes.iter().all(|n| n.status.state == NodeState::Running);
+        if nodes.len() == count && gateways.len() == sites && running(&nodes) && running(&gateways)
+        {
+            return Sites {
+                sites: reported,
+                pools,
+                nodes,
+                gateways,
+            };
+        }
+        zone.wake();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Connects `provider` to `zone` through a runner; its row once a replica serves it.
+async fn connect(zone: &Zone, provider: FakeProvider) -> orc_zone::model::Provider {
+    let options = RunnerOptions {
+        inventory_interval: None,
+        credentials: Some(ZoneCredentials::new(zone.admin_token().expose(), "sys/sys").unwrap()),
+        zone_ca: zone
+            .ca_pem()
+            .and_then(|pem| orc_tls::PinnedCa::from_pem(pem, "the bench zone")),
+        ..RunnerOptions::default()
+    };
+    let runner =
+        ProviderRunner::new(&zone.grpc_url(), Arc::new(provider), options).expect("runner");
+    tokio::spawn(runner.run_until(std::future::pending()));
+    loop {
+        if let Ok(p) = zone.store().provider_by_resource("urn:orc:fake:test").await
+            && !zone.hub().replicas_of(&p).is_empty()
+        {
+            return p;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -72,6 +72,9 @@ pub struct HubOptions {
     pub reauth_interval: Duration,
     /// The clock for stored times.
     pub clock: SharedClock,
+    /// Told when an inventory report changed what the mesh plans from (sites, their stable
+    /// addresses and prefixes, pool addresses, lost nodes); `None` tells nobody.
+    pub mesh: Option<crate::mesh::MeshSignal>,
 }
 
 impl fmt::Debug for HubOptions {
@@ -98,6 +101,7 @@ impl Default for HubOptions {
             lost_grace: Duration::from_secs(120),
             reauth_interval: Duration::from_secs(2),
             clock: Arc::new(SystemClock),
+            mesh: None,
         }
     }
 }

@@ -428,12 +428,23 @@ impl Hub {
                 let provider = provider.clone();
                 let now = self.now();
                 let grace = self.inner.options.lost_grace;
+                let mesh = self.inner.options.mesh.clone();
                 tokio::spawn(async move {
-                    if let Err(e) =
-                        crate::reconcile::apply_inventory(&store, &provider, &inventory, now, grace)
-                            .await
+                    match crate::reconcile::apply_inventory(
+                        &store, &provider, &inventory, now, grace,
+                    )
+                    .await
                     {
-                        tracing::warn!(provider = %provider.name, error = %e, "inventory not applied");
+                        Ok(applied) => {
+                            if applied.mesh_changed
+                                && let Some(mesh) = mesh
+                            {
+                                mesh.changed(crate::mesh::MeshChange::Everything);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(provider = %provider.name, error = %e, "inventory not applied");
+                        }
                     }
                 });
             }

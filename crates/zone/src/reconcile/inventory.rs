@@ -21,15 +21,26 @@ pub const FOUND_WORDS: &str = "The node is reported by its provider again.";
 /// Words a tenant reads on a lost node.
 pub const LOST_WORDS: &str = "The node is no longer reported by its provider.";
 
+/// What one complete report changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Inventoried {
+    /// Nodes marked lost.
+    pub lost: usize,
+    /// A site, its stable address or prefix, or a pool address changed: the mesh plans
+    /// from them.
+    pub mesh_changed: bool,
+}
+
 /// Marks as lost every running node of `provider` missing from `inventory` (and not changed
-/// within `grace`). Returns how many nodes were marked.
+/// within `grace`), brings back lost nodes it lists again, and records its sites and pool
+/// addresses.
 pub async fn apply_inventory(
     store: &Store,
     provider: &Provider,
     inventory: &Inventory,
     now: Timestamp,
     grace: Duration,
-) -> StoreResult<usize> {
+) -> StoreResult<Inventoried> {
     let reported: BTreeSet<&str> = inventory.nodes.iter().map(|n| n.node_id.as_str()).collect();
     let grace = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
     let running = store
@@ -54,8 +65,8 @@ pub async fn apply_inventory(
         });
         missing.push(node);
     }
-    restore_found(store, provider, &reported, now).await?;
-    record_pool_addresses(store, provider, inventory, now).await?;
+    let found = restore_found(store, provider, &reported, now).await?;
+    let addresses_changed = record_pool_addresses(store, provider, inventory, now).await? > 0;
     let sites: Vec<ProviderSite> = inventory
         .sites
         .iter()
@@ -66,12 +77,16 @@ pub async fn apply_inventory(
             updated_at: now,
         })
         .collect();
-    store.replace_provider_sites(&provider.id, &sites).await?;
+    let sites_changed = store.replace_provider_sites(&provider.id, &sites).await?;
+    let mut outcome = Inventoried {
+        lost: 0,
+        mesh_changed: found > 0 || addresses_changed || sites_changed,
+    };
     if writes.is_empty() {
-        return Ok(0);
+        return Ok(outcome);
     }
-    let outcome = store.update_node_states(&writes, now).await?;
-    for node in &outcome.updated {
+    let written = store.update_node_states(&writes, now).await?;
+    for node in &written.updated {
         tracing::warn!(node = %node.id, provider = %provider.name, "node missing from a complete inventory; marked lost");
         let scope = EventScope {
             provider_id: Some(provider.id.clone()),
@@ -83,13 +98,15 @@ pub async fn apply_inventory(
             .record_event(&scope, "node.lost", LOST_WORDS, now)
             .await?;
     }
-    let marked: BTreeSet<_> = outcome.updated.iter().map(|n| n.id.clone()).collect();
+    let marked: BTreeSet<_> = written.updated.iter().map(|n| n.id.clone()).collect();
     for node in missing.into_iter().filter(|n| marked.contains(&n.id)) {
         if let Some(subject) = super::billing_subject_for(store, &node).await? {
             super::accrue_usage(store, &subject, now).await?;
         }
     }
-    Ok(marked.len())
+    outcome.lost = marked.len();
+    outcome.mesh_changed |= outcome.lost > 0;
+    Ok(outcome)
 }
 
 /// Lost nodes of `provider` that the report lists again turn `running` again.
@@ -121,8 +138,8 @@ async fn restore_found(
     if writes.is_empty() {
         return Ok(0);
     }
-    let outcome = store.update_node_states(&writes, now).await?;
-    for node in &outcome.updated {
+    let written = store.update_node_states(&writes, now).await?;
+    for node in &written.updated {
         tracing::info!(node = %node.id, provider = %provider.name, "lost node reported again; running");
         let scope = EventScope {
             provider_id: Some(provider.id.clone()),
@@ -134,7 +151,7 @@ async fn restore_found(
             .record_event(&scope, "node.found", FOUND_WORDS, now)
             .await?;
     }
-    Ok(outcome.updated.len())
+    Ok(written.updated.len())
 }
 
 /// Records the public pools' addresses the report lists (replacing what the provider

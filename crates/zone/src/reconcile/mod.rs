@@ -43,7 +43,7 @@ use orc_proto::{
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
-pub use inventory::apply_inventory;
+pub use inventory::{Inventoried, apply_inventory};
 pub use orc_zone_model::clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use usage::accrue_usage;
 

@@ -334,7 +334,7 @@ async fn reconcile_complete_inventory_marks_missing_running_nodes_lost() {
     let grace = Duration::from_secs(120);
     let within_grace = apply_inventory(&t.store, &provider, &report, START, grace).await;
     assert_eq!(
-        within_grace.unwrap(),
+        within_grace.unwrap().lost,
         0,
         "nodes that just started are spared"
     );
@@ -342,7 +342,8 @@ async fn reconcile_complete_inventory_marks_missing_running_nodes_lost() {
     assert_eq!(
         apply_inventory(&t.store, &provider, &report, later, grace)
             .await
-            .unwrap(),
+            .unwrap()
+            .lost,
         1
     );
     let after = nodes(&t, &pool.id).await;
@@ -418,7 +419,7 @@ async fn reconcile_lost_node_is_restored_when_reported_again_else_replaced_in_it
     let t1 = START.plus_millis(600_000);
     clock.set(t1);
     let marked = apply_inventory(&t.store, &provider, &listing(&[kept]), t1, grace).await;
-    assert_eq!(marked.unwrap(), 1);
+    assert_eq!(marked.unwrap().lost, 1);
     let t2 = t1.plus_millis(60_000);
     clock.set(t2);
     apply_inventory(&t.store, &provider, &listing(&[kept, missing]), t2, grace)
@@ -968,4 +969,66 @@ async fn reconcile_a_node_whose_agent_never_joins_is_replaced_after_the_grace() 
         events.iter().any(|e| e.kind == "node.unjoined"),
         "{events:?}"
     );
+}
+
+#[tokio::test]
+async fn reconcile_an_inventory_says_when_what_the_mesh_plans_from_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tenant(&dir).await;
+    let provider = provider_row(&t).await;
+    let mut public = orc_zone::model::NewPool {
+        project_id: t.project.id.clone(),
+        name: "edge".parse().unwrap(),
+        size: 0,
+        spec: spec(&provider),
+    };
+    public.spec.public = true;
+    t.store.create_pool(&public, START).await.unwrap();
+    let site = |prefix: &str| orc_proto::InventorySite {
+        site: orc_proto::SiteName::new("eu-central-a").unwrap(),
+        public_ipv4: Some(std::net::Ipv4Addr::new(198, 18, 0, 10)),
+        private_prefix: Some(prefix.to_string()),
+    };
+    let address = orc_proto::PoolAddress {
+        pool: orc_proto::PoolPath::new("acme/web/edge").unwrap(),
+        site: orc_proto::SiteName::new("eu-central-a").unwrap(),
+        ipv4: std::net::Ipv4Addr::new(198, 18, 0, 20),
+    };
+    let report =
+        |sites: Vec<orc_proto::InventorySite>, addresses: Vec<orc_proto::PoolAddress>| Inventory {
+            nodes: vec![],
+            sites,
+            pool_addresses: addresses,
+        };
+    let grace = Duration::from_secs(120);
+    let mut at = START;
+    let mut apply = async |inventory: Inventory| {
+        at = at.plus_millis(60_000);
+        apply_inventory(&t.store, &provider, &inventory, at, grace)
+            .await
+            .unwrap()
+            .mesh_changed
+    };
+    assert!(
+        apply(report(vec![site("10.1.0.0/24")], vec![])).await,
+        "a new site"
+    );
+    assert!(
+        !apply(report(vec![site("10.1.0.0/24")], vec![])).await,
+        "the same site again, reported later"
+    );
+    assert!(
+        apply(report(vec![site("10.2.0.0/24")], vec![])).await,
+        "the site's prefix moved"
+    );
+    assert!(
+        apply(report(vec![site("10.2.0.0/24")], vec![address.clone()])).await,
+        "a pool address"
+    );
+    assert!(!apply(report(vec![site("10.2.0.0/24")], vec![address])).await);
+    assert!(
+        apply(report(vec![], vec![])).await,
+        "the site and the address are gone"
+    );
+    assert!(!apply(report(vec![], vec![])).await);
 }
