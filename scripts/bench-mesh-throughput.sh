@@ -13,94 +13,23 @@
 # Usage: sudo scripts/bench-mesh-throughput.sh        (ORC_BIN=path/to/orc, RUNS=5, RUN_SECS=5)
 set -euo pipefail
 
-ORC_BIN=${ORC_BIN:-}
-if [[ -z "$ORC_BIN" ]]; then
-  for candidate in target/release/orc target/debug/orc; do
-    [[ -x "$candidate" ]] && ORC_BIN=$candidate && break
-  done
-fi
-[[ -n "$ORC_BIN" && -x "$ORC_BIN" ]] || { echo "no orc binary: build it (cargo build -p orc-cli) or set ORC_BIN" >&2; exit 1; }
 RUNS=${RUNS:-5}
 RUN_SECS=${RUN_SECS:-5}
-for tool in iperf3 wireguard-go wg python3; do
-  command -v "$tool" >/dev/null || { echo "$tool is missing (Debian: iperf3, wireguard-go, wireguard-tools, python3)" >&2; exit 1; }
-done
-[[ $EUID -eq 0 ]] || { echo "orc up --netns needs root" >&2; exit 1; }
-
-DATA=$(mktemp -d)
-export ORC_DATA_DIR=$DATA/data
-unset ORC_URL ORC_TOKEN
-"$ORC_BIN" up --netns --data-dir "$ORC_DATA_DIR" --http 127.0.0.1:0 --grpc 127.0.0.1:0 \
-  --hetzner-emu 127.0.0.1:0 --vultr-emu 127.0.0.1:0 --robot-emu 127.0.0.1:0 >"$DATA/up.log" 2>&1 &
-UP=$!
-WG_NS=()
-cleanup() {
-  for entry in "${WG_NS[@]}"; do ip -n "${entry%%:*}" link del "${entry#*:}" 2>/dev/null || true; done
-  kill -INT "$UP" 2>/dev/null || true
-  for _ in $(seq 120); do kill -0 "$UP" 2>/dev/null || break; sleep 0.5; done
-  kill -KILL "$UP" 2>/dev/null || true
-  rm -rf "$DATA"
-}
-trap cleanup EXIT
-
-for _ in $(seq 600); do
-  grep -q "^Ctrl-C stops everything" "$DATA/up.log" && break
-  kill -0 "$UP" 2>/dev/null || { cat "$DATA/up.log" >&2; exit 1; }
-  sleep 0.5
-done
-orc() { "$ORC_BIN" "$@"; }
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
-
-echo "creating a pool at a Hetzner site and one at a Vultr site" >&2
-for pool in west:eu-central east:us-east; do
-  orc pool create "sys/sys/${pool%%:*}" --provider partner --class "${pool#*:}" --cpu 2 --mem 4 \
-    --os ubuntu-24.04 --size 1 --wait >/dev/null
-done
-ready() { orc --json nodes "$1" | json 'all(n["agent"] and n["agent"]["state"]=="ready" for n in d) and len(d)>0'; }
-node_of() { orc --json nodes "$1" | json 'd[0]["id"]'; }
-for _ in $(seq 300); do
-  [[ $(ready sys/sys/west) == True && $(ready sys/sys/east) == True ]] && break
-  sleep 1
-done
-site_of() { orc --json nodes "$1" | json 'd[0]["site"]'; }
-WEST_SITE=$(site_of sys/sys/west)
-EAST_SITE=$(site_of sys/sys/east)
-for site in "$WEST_SITE" "$EAST_SITE"; do
-  for _ in $(seq 300); do [[ $(ready "sys/sys/gw-partner-$site") == True ]] && break; sleep 1; done
-done
-WEST=$(node_of sys/sys/west)
-EAST=$(node_of sys/sys/east)
-GW_WEST=$(node_of "sys/sys/gw-partner-$WEST_SITE")
-GW_EAST=$(node_of "sys/sys/gw-partner-$EAST_SITE")
-on() { local node=$1; shift; orc exec "$node" --project sys/sys --timeout 2m -- "$@"; }
-mesh_address() {
-  for _ in $(seq 120); do
-    local a
-    a=$(on "$1" ip -4 -o addr show orc-mesh | awk '{print $4}' | cut -d/ -f1)
-    [[ -n "$a" ]] && echo "$a" && return
-    sleep 0.5
-  done
-  echo "$1 has no mesh address" >&2; exit 1
-}
-stable_of() { orc --json sites | json "[s['public_ipv4'] for s in d if s['site']=='$1'][0]"; }
-private_of() { orc --json nodes "$1" | json 'd[0]["private_address"]'; }
+TOOLS="iperf3 wireguard-go wg"
+TOOLS_PACKAGES="iperf3, wireguard-go, wireguard-tools, python3"
+# shellcheck source=scripts/lib/two-sites.sh
+source "$(dirname "$0")/lib/two-sites.sh"
 
 EAST_MESH=$(mesh_address "$EAST")
 mesh_address "$WEST" >/dev/null
 GW_EAST_STABLE=$(stable_of "$EAST_SITE")
 GW_WEST_STABLE=$(stable_of "$WEST_SITE")
-site_address() { on "$1" ip -4 -o addr show | awk '$2 != "lo" && $2 != "eth0" && $2 !~ /^(orc-|wgbench)/ {print $4}' | head -1 | cut -d/ -f1; }
 GW_EAST_SITE=$(site_address "$GW_EAST")
 # The backbone carries site addresses only (a peer's allowed IPs are its site's prefix), so
 # the client speaks from its own site address.
 GW_WEST_SITE=$(site_address "$GW_WEST")
 
 # wireguard-go between the two gateways' namespaces, on their public addresses.
-ns_of() {
-  for ns in $(ip netns list | awk '{print $1}'); do
-    ip -n "$ns" -4 -o addr show dev eth0 2>/dev/null | grep -q " $1/" && echo "$ns" && return
-  done
-}
 NS_WEST=$(ns_of "$GW_WEST_STABLE")
 NS_EAST=$(ns_of "$GW_EAST_STABLE")
 [[ -n "$NS_WEST" && -n "$NS_EAST" ]] || { echo "the gateways' namespaces were not found" >&2; exit 1; }
@@ -111,7 +40,7 @@ for side in W E; do
   # Each its own name: both control sockets are in this host's /run/wireguard.
   dev=wgbench$side
   ip netns exec "$ns" wireguard-go "$dev" >/dev/null 2>&1
-  WG_NS+=("$ns:$dev")
+  CLEANUP_LINKS+=("$ns:$dev")
   ip netns exec "$ns" wg set "$dev" listen-port 51999 private-key <(echo "$key") \
     peer "$peer" endpoint "$at:51999" allowed-ips "$you/32"
   ip -n "$ns" addr add "$me/30" dev "$dev"
