@@ -68,14 +68,15 @@ fn main() {
     let count = env_number("ORC_BENCH_MESH_NODES", 200).max(2);
     let sites = env_number("ORC_BENCH_MESH_SITES", 8).clamp(1, 100);
     let changes = env_number("ORC_BENCH_MESH_CHANGES", 5).max(1);
+    let late = env_number("ORC_BENCH_MESH_ADDED", 5);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    runtime.block_on(run(count, sites, changes));
+    runtime.block_on(run(count, sites, changes, late));
 }
 
-async fn run(count: usize, site_count: usize, changes: usize) {
+async fn run(count: usize, site_count: usize, changes: usize, late: usize) {
     // A project prefix that holds every node and the workstations (a /24 holds 253).
     let prefix_len = (16..=24)
         .rev()
@@ -92,11 +93,12 @@ async fn run(count: usize, site_count: usize, changes: usize) {
         pools,
         nodes,
         gateways,
-    } = support::running_sites(zone, count, site_count).await;
-    // The board holds the nodes first, then the gateways.
+    } = support::running_sites(zone, count + late, site_count).await;
+    // The board holds the nodes that attach at once first, then those that attach one by one
+    // later (the "node added" changes), then the gateways.
     let agents: Vec<&orc_zone::model::Node> = nodes.iter().chain(&gateways).collect();
     let node_range = 0..count;
-    let gateway_range = count..count + site_count;
+    let gateway_range = count + late..count + late + site_count;
 
     // Every node and gateway joins and attaches, with its address in its site's prefix.
     let board: Board = Arc::new(Mutex::new(vec![None; agents.len()]));
@@ -132,13 +134,19 @@ async fn run(count: usize, site_count: usize, changes: usize) {
             *next
         };
         let address = std::net::Ipv4Addr::from(u32::from(prefix.network()) + host);
+        let when = if (count..count + late).contains(&index) {
+            "later"
+        } else {
+            "now"
+        };
         plan.push_str(&format!(
-            "{} {} {address}/{}\n",
+            "{} {} {address}/{} {when}\n",
             node.id,
             secret.expose(),
             prefix.prefix_len()
         ));
     }
+    plan.push_str("end\n");
     let first_attach = Instant::now();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .env(SWARM, "1")
@@ -146,10 +154,11 @@ async fn run(count: usize, site_count: usize, changes: usize) {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("the agents' process starts");
+    // Kept open: a line `attach INDEX` attaches a node that waits.
+    let mut commands = child.stdin.take().unwrap();
     {
         use std::io::Write as _;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(plan.as_bytes()).unwrap();
+        commands.write_all(plan.as_bytes()).unwrap();
     }
     let stdout = child.stdout.take().unwrap();
     let reader = {
@@ -208,7 +217,11 @@ async fn run(count: usize, site_count: usize, changes: usize) {
         let pass = orc_zone::mesh::mesh_pass(zone.store(), &options, Timestamp::now())
             .await
             .expect("a pass");
-        assert_eq!(pass.plan.len(), agents.len());
+        assert_eq!(
+            pass.plan.len(),
+            agents.len() - late,
+            "every joined agent is planned"
+        );
     }
     let pass_time = started.elapsed() / rounds;
     // The pass's parts: each store read, and the plan with every member's digest.
@@ -290,6 +303,7 @@ async fn run(count: usize, site_count: usize, changes: usize) {
     };
     let gateways_before = generations(&board)[gateway_range.clone()].to_vec();
     let mut delivered = Vec::new();
+    let settle = Duration::from_millis(800);
     let mut acked = Vec::new();
     for round in 0..changes {
         for (connect, want) in [(true, count), (false, count - 1)] {
@@ -319,7 +333,6 @@ async fn run(count: usize, site_count: usize, changes: usize) {
     // time between them to settle, watching only the agents' reports (which cost this
     // process nothing); the idle rate (periodic passes, keep-alives) is taken off. The store
     // is checked for every acknowledgement once the measurement is over.
-    let settle = Duration::from_millis(800);
     let idle_for = Duration::from_secs(4);
     let (idle_cpu, idle_started) = (usage("self").0, Instant::now());
     tokio::time::sleep(idle_for).await;
@@ -360,6 +373,38 @@ async fn run(count: usize, site_count: usize, changes: usize) {
         .collect();
     let cpu_per_change = (busy_cpu - idle_rate * busy_started.elapsed().as_secs_f64()).max(0.0)
         / (changes * 2) as f64;
+
+    // Nodes added: one that waited joins and attaches; every node gets it as a peer, its
+    // site's gateway a forward to it, the other gateways nothing. Timed from the join to the
+    // last node receiving it; the zone's CPU over all of them, with time between to settle.
+    let mut added = Vec::new();
+    let mut gateways_told_per_node = Vec::new();
+    let (cpu_start, added_started) = (usage("self").0, Instant::now());
+    for j in 0..late {
+        let before = generations(&board);
+        let t0 = Instant::now();
+        {
+            use std::io::Write as _;
+            writeln!(commands, "attach {}", count + j).unwrap();
+            commands.flush().unwrap();
+        }
+        let members = count + j + 1;
+        added
+            .extend(wait_peers(&board, 0..members, t0, members - 1, Duration::from_secs(60)).await);
+        tokio::time::sleep(settle).await;
+        let now = generations(&board);
+        gateways_told_per_node.push(
+            gateway_range
+                .clone()
+                .filter(|&i| now[i] != before[i])
+                .count(),
+        );
+    }
+    let added_cpu =
+        (usage("self").0 - cpu_start - idle_rate * added_started.elapsed().as_secs_f64()).max(0.0)
+            / late.max(1) as f64;
+    wait_acked(zone, &agents, &generations(&board), settle).await;
+    added.sort();
 
     // A change in another project: none of these agents may receive anything.
     let other = zone
@@ -420,6 +465,19 @@ async fn run(count: usize, site_count: usize, changes: usize) {
         gateways_told, 0,
         "gateways received configs for workstation changes"
     );
+    if late > 0 {
+        println!(
+            "mesh/node_added  n={count}+{late}: join → every node holds it p50={:.1} ms  p99={:.1} ms  max={:.1} ms; gateways told per node added: {gateways_told_per_node:?} of {site_count}; zone CPU per node added {:.1} ms (its join and attach included)",
+            ms(percentile(&added, 0.5)),
+            ms(percentile(&added, 0.99)),
+            ms(*added.last().unwrap()),
+            added_cpu * 1e3
+        );
+        assert!(
+            gateways_told_per_node.iter().all(|&told| told == 1),
+            "only the new node's gateway changes: {gateways_told_per_node:?}"
+        );
+    }
     println!(
         "mesh/zone_work  n={count}: one mesh pass {:.1} ms; zone CPU per change {:.1} ms (idle {:.1} ms/s taken off)",
         ms(pass_time),
@@ -466,8 +524,8 @@ async fn wait_peers(
     }
 }
 
-/// Waits until the store records the acknowledgement of `generations` by each of `nodes`,
-/// looking every `poll`.
+/// Waits until the store records the acknowledgement of `generations` by each of `nodes`
+/// (generation 0: not attached yet), looking every `poll`.
 async fn wait_acked(
     zone: &orc_zone::zone::Zone,
     nodes: &[&orc_zone::model::Node],
@@ -489,7 +547,7 @@ async fn wait_acked(
         if nodes
             .iter()
             .zip(generations)
-            .all(|(node, want)| applied.get(&node.id).is_some_and(|a| a >= want))
+            .all(|(node, want)| *want == 0 || applied.get(&node.id).is_some_and(|a| a >= want))
         {
             return;
         }
@@ -501,22 +559,35 @@ async fn wait_acked(
     }
 }
 
-/// The child process: reads the zone's URL, its CA file and one `node secret address` line
-/// per agent from stdin, runs the agents, and prints `index generation peers` for every
-/// config one receives.
+/// The child process: reads the zone's URL, its CA file, one `node secret address when` line
+/// per agent (`now`, or `later`: when an `attach INDEX` line says so) and `end` from stdin,
+/// runs the agents, and prints `index generation peers` for every config one receives.
 async fn swarm() {
-    let mut input = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).unwrap();
-    let mut lines = input.lines();
-    let url = lines.next().expect("the URL").to_string();
-    let pem = std::fs::read_to_string(lines.next().expect("the CA file")).unwrap();
+    // Lines from the bench: the plan, then `attach INDEX` commands.
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { return };
+            if lines_tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let url = lines.recv().await.expect("the URL");
+    let pem = std::fs::read_to_string(lines.recv().await.expect("the CA file")).unwrap();
     let ca = orc_tls::PinnedCa::from_pem(&pem, "the bench zone").unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, u64, usize)>();
-    for (index, line) in lines.enumerate() {
-        let [node, secret, address] = line.split(' ').collect::<Vec<_>>()[..] else {
-            panic!("a line of node, secret and address: {line}");
+    let mut waiting = std::collections::BTreeMap::new();
+    let mut index = 0;
+    while let Some(line) = lines.recv().await {
+        if line == "end" {
+            break;
+        }
+        let [node, secret, address, when] = line.split(' ').collect::<Vec<_>>()[..] else {
+            panic!("a line of node, secret, address and when: {line}");
         };
-        tokio::spawn(simulated_agent(
+        let agent = simulated_agent(
             url.clone(),
             ca.clone(),
             node.parse().unwrap(),
@@ -524,8 +595,23 @@ async fn swarm() {
             address.to_string(),
             index,
             tx.clone(),
-        ));
+        );
+        if when == "now" {
+            tokio::spawn(agent);
+        } else {
+            waiting.insert(index, agent);
+        }
+        index += 1;
     }
+    tokio::spawn(async move {
+        while let Some(line) = lines.recv().await {
+            let index: usize = line
+                .strip_prefix("attach ")
+                .and_then(|i| i.parse().ok())
+                .expect("attach INDEX");
+            tokio::spawn(waiting.remove(&index).expect("a waiting node"));
+        }
+    });
     drop(tx);
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();

@@ -272,6 +272,19 @@ impl Store {
         rows.iter().map(member_from).collect()
     }
 
+    /// The members of `project`'s mesh, by id.
+    pub async fn mesh_members_of(&self, project: &ProjectId) -> StoreResult<Vec<MeshMember>> {
+        let rows = sqlx::query(
+            "SELECT id, kind, project_id, name, address, public_key, created_at \
+             FROM mesh_members WHERE project_id = $1 ORDER BY id",
+        )
+        .bind(project.as_str())
+        .fetch_all(self.pool())
+        .await
+        .op("read a project's mesh members")?;
+        rows.iter().map(member_from).collect()
+    }
+
     /// Makes `member` a member of its project's mesh, giving the project a prefix of `range`
     /// and the member an address in it on first use; a member that exists is returned as it
     /// is. `Ok(None)` when the range or the project's prefix has nothing free (neither in use

@@ -36,7 +36,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use crate::agents::AgentHub;
-use crate::model::{NodeId, Timestamp};
+use crate::model::{NodeId, ProjectId, Timestamp};
 use crate::reconcile::SharedClock;
 use crate::reconcile::gateways::gateway_site;
 use crate::store::{Store, StoreResult};
@@ -114,15 +114,20 @@ impl MeshSignal {
         self.inner.wake.notify_one();
     }
 
-    /// The world as the store holds it now, for planning one member's config: the members
-    /// and projects read now, the rest as the last pass read it (all of it read now when
-    /// there was none).
-    pub async fn world(&self, store: &Store, options: &MeshOptions) -> StoreResult<World> {
+    /// The world as the store holds it now, for planning the config of a member of
+    /// `project`: the project's members and the projects read now, the rest as the last pass
+    /// read it (all of it read now when there was none). It holds no other project's members.
+    pub async fn project_world(
+        &self,
+        store: &Store,
+        options: &MeshOptions,
+        project: &ProjectId,
+    ) -> StoreResult<World> {
         let inputs = match self.last_inputs() {
             Some(inputs) => inputs,
             None => Arc::new(Inputs::load(store).await?),
         };
-        let members = store.mesh_members().await?;
+        let members = store.mesh_members_of(project).await?;
         inputs.world(store, options, &members).await
     }
 

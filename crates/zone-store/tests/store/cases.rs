@@ -2172,4 +2172,14 @@ pub async fn mesh_addresses_are_unique_and_quarantined_before_reuse(db: &TestDb)
     let ids: Vec<&str> = members.iter().map(|m| m.id.as_str()).collect();
     assert_eq!(ids, ["n-2", "n-4"]);
     assert_eq!(members[1].public_key.as_deref(), Some("KEY="));
+    // A project's own members, and no other's.
+    for (project, want) in [
+        (&web.id, vec!["n-2"]),
+        (&spare.id, vec!["n-4"]),
+        (&api.id, vec![]),
+    ] {
+        let members = store.mesh_members_of(project).await.unwrap();
+        let ids: Vec<&str> = members.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, want, "the members of {project}");
+    }
 }

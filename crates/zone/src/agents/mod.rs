@@ -258,9 +258,9 @@ const WRITE_GATHER: Duration = Duration::from_millis(5);
 /// in one or two transactions.
 const WRITE_ACK: Duration = Duration::from_millis(25);
 
-/// How long a deferred row may wait: the new generation sent to an agent is written with
+/// How long a session holds the row of a config it sent: the new generation is written with
 /// the agent's acknowledgement when that comes in time, else on its own.
-const WRITE_DEFER: Duration = Duration::from_millis(250);
+pub(super) const WRITE_DEFER: Duration = Duration::from_millis(250);
 
 /// A node's rows waiting together: the last one, and everyone waiting.
 struct Waiting {
@@ -414,12 +414,6 @@ impl AgentHub {
     /// [`WRITE_ACK`]; no one waits for it.
     fn write_ack(&self, agent: &NodeAgent) {
         self.send_write(agent, WRITE_ACK, None);
-    }
-
-    /// Queues `agent`'s row to be written within [`WRITE_DEFER`], with the next row of the
-    /// node if that comes earlier; no one waits for it.
-    fn defer_write(&self, agent: &NodeAgent) {
-        self.send_write(agent, WRITE_DEFER, None);
     }
 
     fn send_write(

@@ -16,7 +16,8 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::join::{timestamp_of, utc_minute};
 use super::{
-    AgentHub, Attached, ExecEvent, ExecStream, Outbound, facts_from, zone_message as message,
+    AgentHub, Attached, ExecEvent, ExecStream, Outbound, WRITE_DEFER, facts_from,
+    zone_message as message,
 };
 use crate::model::{AgentState, NodeState};
 use crate::store::StoreError;
@@ -321,14 +322,15 @@ impl AgentHub {
 
     /// Sends the node's config again when its mesh changed since the generation it has: only
     /// what changed since the config sent before on this stream, to an agent that applies
-    /// changes, else the whole config.
-    async fn refresh_config(&self, agent: &mut NodeAgent, session: &Session<'_>) {
+    /// changes, else the whole config. True when the agent's row changed and is not written
+    /// yet (the caller writes it with the acknowledgement, or after [`WRITE_DEFER`]).
+    fn refresh_config(&self, agent: &mut NodeAgent, session: &Session<'_>) -> bool {
         let (mesh, mesh_digest) = self.planned_mesh(&agent.node_id);
         let config = session.base.clone().with_mesh(mesh);
         let digest = config.digest_with(|| mesh_digest);
         let (generation, is_new) = agent.generation_for(&digest);
         if !is_new {
-            return;
+            return false;
         }
         // The changes from the config sent before on this stream.
         let changes = session
@@ -348,8 +350,7 @@ impl AgentHub {
             agent.config_digest = digest;
             *session.sent.lock().unwrap_or_else(PoisonError::into_inner) =
                 Some((*base, config.mesh));
-            self.defer_write(agent);
-            return;
+            return true;
         }
         agent.desired_generation = generation;
         agent.config_digest = digest;
@@ -370,7 +371,7 @@ impl AgentHub {
         *session.sent.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((generation, config.mesh));
         // Written with the acknowledgement, which follows within milliseconds.
-        self.defer_write(agent);
+        true
     }
 
     async fn route_messages(
@@ -387,8 +388,16 @@ impl AgentHub {
         let mut last_heard = Instant::now();
         let mut last_written = Instant::now();
         let mut refresh = false;
+        // When the row of a config sent is written if no acknowledgement came first.
+        let mut unwritten: Option<Instant> = None;
         loop {
             let silent_until = last_heard + options.keepalive_timeout;
+            let write_due = async {
+                match unwritten {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             let received = tokio::select! {
                 _ = closing.wait_for(|c| *c) => return End::Quiet("the zone is stopping"),
                 // The response stream is dropped when the agent's connection goes away.
@@ -410,6 +419,11 @@ impl AgentHub {
                 _ = tokio::time::sleep_until(silent_until) => {
                     return End::Gone("silent past the keep-alive timeout");
                 }
+                () = write_due => {
+                    unwritten = None;
+                    self.write_ack(agent);
+                    continue;
+                }
                 _ = session.refresh.notified() => {
                     // Sent below: no other branch's future may live across that await.
                     refresh = true;
@@ -419,7 +433,9 @@ impl AgentHub {
             };
             if refresh {
                 refresh = false;
-                self.refresh_config(agent, session).await;
+                if self.refresh_config(agent, session) && unwritten.is_none() {
+                    unwritten = Some(Instant::now() + WRITE_DEFER);
+                }
                 continue;
             }
             let body = match received {
@@ -444,6 +460,7 @@ impl AgentHub {
                     let error = Some(applied.error).filter(|e| !e.is_empty());
                     self.settle(agent, error, session.updating).await;
                     last_written = Instant::now();
+                    unwritten = None;
                 }
                 Some(agent_message::Body::Facts(facts)) => {
                     let facts = facts_from(Some(facts)).0;
@@ -455,6 +472,7 @@ impl AgentHub {
                         self.inner.mesh_wake.notify_one();
                     }
                     last_written = Instant::now();
+                    unwritten = None;
                 }
                 Some(agent_message::Body::ExecOutput(output)) => {
                     let stream_kind = match output.stream() {
@@ -481,6 +499,7 @@ impl AgentHub {
                         return End::Gone("a renewal failed");
                     }
                     last_written = Instant::now();
+                    unwritten = None;
                 }
                 Some(agent_message::Body::MeshStatus(status)) => {
                     let report = super::MeshStatusReport::from_wire(status, now);
@@ -497,6 +516,7 @@ impl AgentHub {
             if last_written.elapsed() >= options.contact_write_interval {
                 self.write(agent).await;
                 last_written = Instant::now();
+                unwritten = None;
             }
         }
     }

@@ -71,13 +71,7 @@ fn workstation_view(member: &MeshMember) -> WorkstationView {
 }
 
 async fn project_members(state: &ApiState, project: &Project) -> ApiResult<Vec<MeshMember>> {
-    Ok(state
-        .store
-        .mesh_members()
-        .await?
-        .into_iter()
-        .filter(|m| m.project_id == project.id)
-        .collect())
+    Ok(state.store.mesh_members_of(&project.id).await?)
 }
 
 /// What the status knows of one node's mesh.
@@ -350,7 +344,10 @@ pub(super) async fn connect_workstation(
             ),
         ));
     };
-    let world = state.mesh_signal.world(&state.store, &state.mesh).await?;
+    let world = state
+        .mesh_signal
+        .project_world(&state.store, &state.mesh, &project_row.id)
+        .await?;
     let config = orc_mesh::plan_workstation(&world, &member.id).unwrap_or_default();
     let interface = config.interface(MESH_INTERFACE);
     let prefix_len = world
