@@ -77,10 +77,12 @@ fn main() {
 }
 
 async fn run(count: usize, site_count: usize, changes: usize, late: usize) {
-    // A project prefix that holds every node and the workstations (a /24 holds 253).
+    // A project prefix that holds every node and every workstation address, which stays in
+    // quarantine once disconnected (a /24 holds 253).
+    let addresses = count + late + 2 * changes;
     let prefix_len = (16..=24)
         .rev()
-        .find(|len| (1usize << (32 - len)) - 3 > count)
+        .find(|len| (1usize << (32 - len)) - 3 >= addresses)
         .expect("at most 65,000 nodes");
     let mesh = orc_zone::mesh::MeshOptions {
         range: orc_mesh::MeshRange::parse("10.88.0.0/16", prefix_len).expect("a range"),
