@@ -25,6 +25,7 @@
 //! model types only: no row, query or connection leaves this crate (a driver error appears
 //! only as the source of a [`StoreError`]).
 
+mod access;
 mod agents;
 mod error;
 mod events;
@@ -53,6 +54,7 @@ use sqlx::{Any, AnyPool, Executor, SqlSafeStr, Transaction};
 
 use orc_zone_model::{Timestamp, sys_org_id, sys_project_id};
 
+pub use access::StoredAccessKey;
 pub use agents::AgentUpdate;
 use error::OperationExt;
 pub use error::{Kind, StoreError};
@@ -135,10 +137,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0012_node_agents.sql"),
     ),
     (13, "mesh", include_str!("../migrations/0013_mesh.sql")),
+    (
+        14,
+        "access keys",
+        include_str!("../migrations/0014_access_keys.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

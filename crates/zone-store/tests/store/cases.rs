@@ -2183,3 +2183,58 @@ pub async fn mesh_addresses_are_unique_and_quarantined_before_reuse(db: &TestDb)
         assert_eq!(ids, want, "the members of {project}");
     }
 }
+
+pub async fn access_keys_rotate_sealed_and_retire_on_time(db: &TestDb) {
+    let store = db.store().await;
+    assert!(store.access_keys(T0).await.unwrap().is_empty());
+    store
+        .add_access_key("k-1", b"first private", T0, T0)
+        .await
+        .unwrap();
+    let current = store.access_keys(T0).await.unwrap();
+    assert_eq!(current.len(), 1);
+    assert_eq!(
+        (current[0].kid.as_str(), current[0].retire_at),
+        ("k-1", None)
+    );
+    assert_eq!(current[0].pkcs8.as_slice(), b"first private");
+
+    // Rotated: the first is published for a minute more, the second signs.
+    let t1 = T0.plus_millis(1000);
+    let until = t1.plus_millis(60_000);
+    store
+        .add_access_key("k-2", b"second private", t1, until)
+        .await
+        .unwrap();
+    let both = store.access_keys(t1).await.unwrap();
+    let kids: Vec<(&str, Option<Timestamp>)> =
+        both.iter().map(|k| (k.kid.as_str(), k.retire_at)).collect();
+    assert_eq!(kids, [("k-2", None), ("k-1", Some(until))]);
+    // At its time the first is no longer published, and the next rotation deletes it.
+    let later = store.access_keys(until).await.unwrap();
+    assert_eq!(later.len(), 1);
+    assert_eq!(later[0].kid, "k-2");
+    store
+        .add_access_key("k-3", b"third private", until, until.plus_millis(5))
+        .await
+        .unwrap();
+    let mut connection = db.raw().await;
+    let raw: Vec<(String, String)> =
+        sqlx::query_as("SELECT kid, private_key FROM access_keys ORDER BY kid")
+            .fetch_all(&mut connection)
+            .await
+            .unwrap();
+    let kids: Vec<&str> = raw.iter().map(|(kid, _)| kid.as_str()).collect();
+    assert_eq!(kids, ["k-2", "k-3"], "the retired key is deleted");
+    for (kid, sealed) in &raw {
+        assert!(sealed.starts_with("sealed:v1:"), "{kid} is sealed");
+        assert!(!sealed.contains("private"), "{kid} is not in clear");
+    }
+    // Sealed bound to the kid: a key moved to another kid does not open.
+    sqlx::query("UPDATE access_keys SET private_key = $1 WHERE kid = 'k-3'")
+        .bind(&raw[0].1)
+        .execute(&mut connection)
+        .await
+        .unwrap();
+    assert!(store.access_keys(until).await.is_err());
+}

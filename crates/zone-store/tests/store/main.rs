@@ -57,4 +57,5 @@ on_both_engines!(
     corrupt_rows_are_reported_not_panicked,
     lost_nodes_and_free_slots,
     mesh_addresses_are_unique_and_quarantined_before_reuse,
+    access_keys_rotate_sealed_and_retire_on_time,
 );
