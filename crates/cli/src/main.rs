@@ -321,6 +321,18 @@ enum ZoneCommand {
         #[arg(long, env = "ORC_DATA_DIR")]
         data_dir: Option<PathBuf>,
     },
+    /// The access edge's signing keys still published in the zone's JWKS (operators).
+    #[command(after_help = "Example: orc zone access-keys")]
+    AccessKeys,
+    /// Make a new key sign the access edge's assertions; the one it replaces stays
+    /// published for the overlap, so assertions it signed and apps' cached keys keep
+    /// checking (operators).
+    #[command(after_help = "Example: orc zone rotate-access-key --overlap 2h")]
+    RotateAccessKey {
+        /// How long the replaced key stays published (0s to 168h).
+        #[arg(long, default_value = "1h", value_parser = commands::agent::parse_ttl)]
+        overlap: std::time::Duration,
+    },
 }
 
 /// The zone's mesh range, shared by `orc zone serve` and `orc up`.
@@ -610,6 +622,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Zone {
             command: ZoneCommand::Ca { data_dir },
         } => print_ca(data_dir),
+        Command::Zone {
+            command: ZoneCommand::AccessKeys,
+        } => commands::zone::access_keys(&conn).await,
+        Command::Zone {
+            command: ZoneCommand::RotateAccessKey { overlap },
+        } => commands::zone::rotate_access_key(&conn, overlap).await,
         Command::Zone {
             command: ZoneCommand::RotateAdminToken { data_dir },
         } => {

@@ -712,6 +712,38 @@ async fn rotate_admin_token_replaces_the_file_and_revokes_the_old_token() {
     env.zone.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_keys_rotate_with_an_overlap_and_only_operators_may() {
+    let env = start().await;
+    let before: serde_json::Value = serde_json::from_str(&stdout(
+        &orc(&env, &["--json", "zone", "access-keys"]).await,
+    ))
+    .unwrap();
+    let first = before[0]["kid"].as_str().unwrap().to_string();
+    let rotated = stdout(&orc(&env, &["zone", "rotate-access-key", "--overlap", "10m"]).await);
+    assert!(
+        rotated.starts_with("access key orc-")
+            && rotated.contains(&format!("; {first} stays published until ")),
+        "{rotated}"
+    );
+    let table = stdout(&orc(&env, &["zone", "access-keys"]).await);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    assert!(
+        lines[1].contains("signing") && lines[2].starts_with(&first),
+        "{table}"
+    );
+    assert!(lines[2].contains("retiring"), "{table}");
+    let too_long = orc(&env, &["zone", "rotate-access-key", "--overlap", "200h"]).await;
+    assert!(!too_long.status.success());
+    let error = String::from_utf8_lossy(&too_long.stderr);
+    assert!(error.contains("overlap_seconds"), "{error}");
+    let tenant = env.user("tess").await;
+    let refused = orc_as(&env, &tenant, &["zone", "rotate-access-key"]).await;
+    assert!(!refused.status.success());
+    env.zone.shutdown().await;
+}
+
 /// `orc … | head` closes the pipe before `orc` is done writing: it ends quietly, status 0,
 /// without a panic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1106,3 +1106,34 @@ pub struct MeshPeerView {
     pub allowed_ips: Vec<String>,
     pub keepalive_seconds: Option<u16>,
 }
+
+/// One of the access edge's signing keys (its public half is in the JWKS).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AccessKeyView {
+    pub kid: String,
+    /// The key that signs assertions now.
+    pub current: bool,
+    pub created_at: i64,
+    /// For a key a rotation replaced: when it stops being published.
+    pub retire_at: Option<i64>,
+}
+
+/// Body of `POST /api/zone/access-keys/rotate`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RotateAccessKey {
+    /// How long the replaced key stays published, in seconds (default 3600, at most 7 days).
+    #[serde(default)]
+    pub overlap_seconds: Option<u64>,
+}
+
+/// What a rotation did.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RotatedAccessKeyView {
+    /// The new signing key.
+    pub kid: String,
+    /// The key it replaced.
+    pub replaced: Option<String>,
+    /// When the replaced key stops being published.
+    pub replaced_until: Option<i64>,
+}

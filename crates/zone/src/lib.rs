@@ -14,6 +14,7 @@
 //! provider's supervisor) and [`api::views`] (`orc-zone-api-types`). None of them may import
 //! this crate. See `docs/zone/controller.md`.
 
+pub mod access_keys;
 pub mod agents;
 pub mod api;
 pub mod backend;

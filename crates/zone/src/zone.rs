@@ -34,6 +34,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::access_keys::AccessKeys;
 use crate::agents::{AgentBinary, AgentBootstrap, AgentHub, AgentHubOptions, ExecError, ExecEvent};
 use crate::api::views::ReplicaView;
 use crate::api::{
@@ -253,6 +254,9 @@ pub enum ZoneError {
     /// The `core` provider (apps supervisor) could not start.
     #[error("the apps supervisor could not start")]
     Apps(#[source] AppsError),
+    /// The access edge's keys could not be read or made.
+    #[error("the access keys cannot be used")]
+    AccessKeys(#[source] crate::access_keys::AccessKeyError),
     /// The mesh range overlaps another range, or no longer holds a project's prefix.
     #[error("the mesh range cannot be used")]
     MeshRange(#[source] crate::mesh::MeshRangeError),
@@ -270,6 +274,7 @@ pub enum ZoneError {
 #[derive(Debug)]
 pub struct Zone {
     store: Store,
+    access_keys: Arc<AccessKeys>,
     data_dir: PathBuf,
     http_addr: SocketAddr,
     grpc_addr: SocketAddr,
@@ -341,6 +346,14 @@ impl Zone {
             }
         }
         tighten_files(&data_dir)?;
+        let access_keys =
+            match AccessKeys::load(store.clone(), crate::model::Timestamp::now()).await {
+                Ok(keys) => Arc::new(keys),
+                Err(e) => {
+                    store.close().await;
+                    return Err(ZoneError::AccessKeys(e));
+                }
+            };
         if let Err(e) = crate::mesh::check_range(&store, &config.mesh).await {
             store.close().await;
             return Err(ZoneError::MeshRange(e));
@@ -471,6 +484,7 @@ impl Zone {
             }))
             .with_apps(config.apps.clone())
             .with_mesh(config.mesh.clone(), mesh.signal())
+            .with_access_keys(access_keys.clone())
             .with_waker({
                 let mesh = mesh.signal();
                 move || {
@@ -502,6 +516,7 @@ impl Zone {
 
         Ok(Zone {
             store,
+            access_keys: access_keys.clone(),
             data_dir,
             http_addr,
             grpc_addr,
@@ -573,6 +588,11 @@ impl Zone {
     /// The provider hub (connected replicas, catalogs).
     pub fn hub(&self) -> &Hub {
         &self.hub
+    }
+
+    /// The access edge's signing keys.
+    pub fn access_keys(&self) -> &Arc<AccessKeys> {
+        &self.access_keys
     }
 
     /// The agent hub (joined nodes' streams).

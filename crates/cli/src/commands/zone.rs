@@ -1,14 +1,19 @@
 //! `orc zone rotate-admin-token`: replaces the token in the zone's `admin-token` file with a
 //! new one and revokes the old, through the API, so a zone that is running never stops
-//! accepting its operator. The token itself is never printed.
+//! accepting its operator. The token itself is never printed. `orc zone access-keys` and
+//! `orc zone rotate-access-key`: the access edge's signing keys.
 
 use std::path::Path;
+use std::time::Duration;
+
+use orc_zone_api_types::views::{AccessKeyView, RotatedAccessKeyView};
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
 use super::{client, read_secret_file, segment};
 use crate::ConnArgs;
+use crate::table::Table;
 
 /// How long the new admin token lives: the API's maximum.
 const ADMIN_TOKEN_DAYS: i64 = 365;
@@ -72,4 +77,78 @@ pub async fn rotate_admin_token(conn: &ConnArgs, data_dir: &Path) -> anyhow::Res
         path.display()
     );
     Ok(())
+}
+
+fn access_keys_table(keys: &[AccessKeyView]) -> String {
+    let mut t = Table::new(&["KID", "STATE", "CREATED", "PUBLISHED UNTIL"]);
+    for k in keys {
+        t.row(vec![
+            k.kid.clone(),
+            if k.current { "signing" } else { "retiring" }.to_string(),
+            when(k.created_at),
+            k.retire_at.map_or_else(|| "-".to_string(), when),
+        ]);
+    }
+    t.render()
+}
+
+fn when(millis: i64) -> String {
+    orc_zone_apps::logs::format_time(orc_zone_model::Timestamp(millis))
+}
+
+/// `orc zone access-keys`: the access edge's keys still published.
+pub async fn access_keys(conn: &ConnArgs) -> anyhow::Result<()> {
+    let keys: Vec<AccessKeyView> = client(conn)?.get("/api/zone/access-keys").await?;
+    if conn.json {
+        return super::print_json(&keys);
+    }
+    out!("{}", access_keys_table(&keys));
+    Ok(())
+}
+
+/// `orc zone rotate-access-key`: a new key signs access assertions; the one it replaces
+/// stays published for `overlap`.
+pub async fn rotate_access_key(conn: &ConnArgs, overlap: Duration) -> anyhow::Result<()> {
+    let rotated: RotatedAccessKeyView = client(conn)?
+        .post(
+            "/api/zone/access-keys/rotate",
+            &json!({ "overlap_seconds": overlap.as_secs() }),
+        )
+        .await?;
+    if conn.json {
+        return super::print_json(&rotated);
+    }
+    match (&rotated.replaced, rotated.replaced_until) {
+        (Some(old), Some(until)) => outln!(
+            "access key {} signs assertions now; {old} stays published until {}",
+            rotated.kid,
+            when(until)
+        ),
+        _ => outln!("access key {} signs assertions now", rotated.kid),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_keys_golden() {
+        let keys = [
+            AccessKeyView {
+                kid: "orc-Qm9vdHN0cmFwa2V5".into(),
+                current: true,
+                created_at: 1_767_225_600_000,
+                retire_at: None,
+            },
+            AccessKeyView {
+                kid: "orc-T2xkZXJrZXkwMDAx".into(),
+                current: false,
+                created_at: 1_767_139_200_000,
+                retire_at: Some(1_767_229_200_000),
+            },
+        ];
+        super::super::check_golden("zone_access_keys", &access_keys_table(&keys));
+    }
 }

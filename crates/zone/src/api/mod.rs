@@ -24,6 +24,7 @@
 pub mod access;
 pub mod error;
 pub mod extract;
+mod keys;
 mod mesh;
 pub mod nodes;
 mod pools;
@@ -127,6 +128,7 @@ pub struct ApiState {
     apps: Arc<AppsConfig>,
     pub(crate) mesh: Arc<crate::mesh::MeshOptions>,
     pub(crate) mesh_signal: crate::mesh::MeshSignal,
+    pub(crate) access_keys: Option<Arc<crate::access_keys::AccessKeys>>,
 }
 
 impl fmt::Debug for ApiState {
@@ -155,7 +157,14 @@ impl ApiState {
             apps: Arc::new(AppsConfig::default()),
             mesh: Arc::new(crate::mesh::MeshOptions::default()),
             mesh_signal: crate::mesh::MeshSignal::default(),
+            access_keys: None,
         }
+    }
+
+    /// The access edge's keys: published at the JWKS path, rotated by operators.
+    pub fn with_access_keys(mut self, keys: Arc<crate::access_keys::AccessKeys>) -> Self {
+        self.access_keys = Some(keys);
+        self
     }
 
     /// Workstations get addresses of this mesh range and quarantine, and their changes go
@@ -244,6 +253,12 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/agent/orc", get(nodes::agent_binary))
         .route("/api/agent/orc.sha256", get(nodes::agent_binary_sha256))
         .route("/api/whoami", get(tn::whoami))
+        .route(orc_access::JWKS_PATH, get(keys::jwks))
+        .route("/api/zone/access-keys", get(keys::list_access_keys))
+        .route(
+            "/api/zone/access-keys/rotate",
+            post(keys::rotate_access_key),
+        )
         .route("/api/orgs", get(tn::list_orgs).post(tn::create_org))
         .route("/api/orgs/{org}", get(tn::get_org).delete(tn::delete_org))
         .route(
@@ -463,6 +478,7 @@ impl Modify for BearerAuth {
         nodes::revoke_join_token, nodes::agent_binary, nodes::agent_binary_sha256,
         mesh::mesh_status, mesh::list_workstations, mesh::connect_workstation,
         mesh::disconnect_workstation,
+        keys::jwks, keys::list_access_keys, keys::rotate_access_key,
     ),
     components(schemas(error::ErrorBody, error::ErrorDetail, ErrorCode, LogLineView, CatalogView))
 )]

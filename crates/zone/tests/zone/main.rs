@@ -9,6 +9,7 @@
 mod api_support;
 mod hub_support;
 
+mod access_keys;
 mod agents;
 mod api_auth;
 mod api_e2e;
