@@ -15,9 +15,12 @@
 //!   times that hold with a small skew. It never takes the algorithm or a key from the
 //!   token itself. Keys come from a [`KeySource`] (the JWKS URL, https only), cached and
 //!   fetched again on an unknown `kid` at most once per interval.
+//! - [`names`]: the edge's host names, `<project>--<pool>[-<endpoint>][-<slot>].<org>.<zone>`,
+//!   made for a pool and read back against what an org holds.
 
 pub mod claims;
 pub mod keys;
+pub mod names;
 pub mod verify;
 
 pub use claims::Assertion;
