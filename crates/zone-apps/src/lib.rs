@@ -36,7 +36,7 @@ mod slot;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::DirBuilder;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -129,6 +129,14 @@ pub enum LaunchError {
     /// The zone is stopping its apps.
     #[error("the zone is stopping its apps")]
     ShuttingDown,
+    /// No loopback port was free for one of the pool's http endpoints.
+    #[error("pool {pool}: no loopback port for http endpoint {endpoint}")]
+    NoPort {
+        pool: PoolId,
+        endpoint: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 fn join_errors(errors: &[ParamError]) -> String {
@@ -149,7 +157,7 @@ impl LaunchError {
             | LaunchError::Resolve { .. }
             | LaunchError::Params { .. } => K::OperatorFix,
             LaunchError::NotCore { .. } | LaunchError::Spawn(_) => K::Failed,
-            LaunchError::ShuttingDown => K::Transient,
+            LaunchError::ShuttingDown | LaunchError::NoPort { .. } => K::Transient,
             LaunchError::Store { source, .. } => {
                 if source.is_retryable() {
                     K::Transient
@@ -243,6 +251,9 @@ struct Inner {
     logs: Mutex<BTreeMap<(PoolId, u32), Arc<logs::SlotLog>>>,
     /// One zone token per pool, made once per zone process.
     tokens: tokio::sync::Mutex<BTreeMap<PoolId, TokenSecret>>,
+    /// The loopback port of each http endpoint of each slot, kept while the slot lives, so
+    /// a restarted process listens where the edge already sends its requests.
+    http_ports: Mutex<BTreeMap<(PoolId, u32, NodeId, String), u16>>,
     /// Nodes whose adoption failed, so the failure is logged once.
     adopt_failed: Mutex<BTreeSet<NodeId>>,
     shutdown: watch::Sender<bool>,
@@ -285,6 +296,7 @@ impl Apps {
                 slots: tokio::sync::Mutex::new(BTreeMap::new()),
                 logs: Mutex::new(BTreeMap::new()),
                 tokens: tokio::sync::Mutex::new(BTreeMap::new()),
+                http_ports: Mutex::new(BTreeMap::new()),
                 adopt_failed: Mutex::new(BTreeSet::new()),
                 shutdown,
                 supervisor: Mutex::new(None),
@@ -358,6 +370,78 @@ impl Apps {
         infos
     }
 
+    /// Where each slot of `pool` serves each of its http endpoints: `(slot, endpoint,
+    /// address)`, by slot then endpoint. The address is a loopback port the zone chose when
+    /// the slot first started and handed to it as `ORC_HTTP_<ENDPOINT>_ADDR`; it stays the
+    /// slot's while the slot lives, across restarts and reconfigures.
+    pub fn http_endpoints(&self, pool: &PoolId) -> Vec<(u32, String, SocketAddr)> {
+        let ports = self
+            .inner
+            .http_ports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        ports
+            .iter()
+            .filter(|((p, _, _, _), _)| p == pool)
+            .map(|((_, slot, _, name), port)| {
+                (
+                    *slot,
+                    name.clone(),
+                    SocketAddr::from((Ipv4Addr::LOCALHOST, *port)),
+                )
+            })
+            .collect()
+    }
+
+    /// The loopback port of `endpoint` of `node` (slot `slot` of `pool`): the one it has,
+    /// else a free one.
+    fn http_port(
+        &self,
+        pool: &PoolId,
+        slot: u32,
+        node: &NodeId,
+        endpoint: &str,
+    ) -> Result<u16, LaunchError> {
+        let mut ports = self
+            .inner
+            .http_ports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (pool.clone(), slot, node.clone(), endpoint.to_string());
+        if let Some(port) = ports.get(&key) {
+            return Ok(*port);
+        }
+        // A port no other slot holds: the kernel's choice, checked against the ones given.
+        for _ in 0..16 {
+            let port = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+                .and_then(|l| l.local_addr())
+                .map_err(|source| LaunchError::NoPort {
+                    pool: pool.clone(),
+                    endpoint: endpoint.to_string(),
+                    source,
+                })?
+                .port();
+            if !ports.values().any(|p| *p == port) {
+                ports.insert(key, port);
+                return Ok(port);
+            }
+        }
+        Err(LaunchError::NoPort {
+            pool: pool.clone(),
+            endpoint: endpoint.to_string(),
+            source: std::io::Error::other("every port the kernel offered is another slot's"),
+        })
+    }
+
+    /// Forgets the ports of `node` (its slot stopped for good).
+    fn release_http_ports(&self, node: &NodeId) {
+        self.inner
+            .http_ports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|(_, _, n, _), _| n != node);
+    }
+
     /// Answers a quote for a node of a `core` pool: an unpriced offer at site `local`, or an
     /// `operator_fix` refusal naming what is wrong with the pool's app (never a value).
     pub async fn quote_slot(&self, quote: &orc_proto::Quote) -> orc_proto::QuoteReply {
@@ -408,6 +492,7 @@ impl Apps {
         let handle = self.inner.slots.lock().await.remove(node);
         if let Some(handle) = handle {
             handle.stop().await;
+            self.release_http_ports(node);
             tracing::info!(node = %node, "core slot stopped");
         }
         orc_proto::DestroyResult::Destroyed
@@ -565,6 +650,15 @@ impl Apps {
             runtime_dir.to_string_lossy().into_owned(),
         );
         if with_token {
+            for endpoint in pool.spec.endpoints.iter().filter(|e| e.protocol == "http") {
+                let port = self.http_port(&pool.id, node.slot, &node.id, &endpoint.name)?;
+                env.insert(
+                    http_env(&endpoint.name),
+                    SocketAddr::from((Ipv4Addr::LOCALHOST, port)).to_string(),
+                );
+            }
+        }
+        if with_token {
             let token = self.pool_token(pool).await?;
             secrets.push(token.expose().to_string());
             files.push(ParamFile {
@@ -695,6 +789,7 @@ impl Apps {
         for id in gone {
             if let Some(handle) = slots.remove(&id) {
                 tracing::info!(node = %id, "stopping the slot of a node that ended");
+                self.release_http_ports(&id);
                 stopping.spawn(handle.stop());
             }
         }
@@ -734,6 +829,15 @@ fn parse_node(node: &NodeId) -> Result<NodeId, LaunchError> {
             reason: e.to_string(),
         },
     })
+}
+
+/// The variable that hands a slot the address of its http endpoint `name`:
+/// `ORC_HTTP_<NAME>_ADDR`, upper case, `-` as `_`.
+pub fn http_env(name: &str) -> String {
+    format!(
+        "ORC_HTTP_{}_ADDR",
+        name.to_ascii_uppercase().replace('-', "_")
+    )
 }
 
 fn site() -> orc_proto::SiteName {

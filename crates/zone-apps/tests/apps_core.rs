@@ -13,8 +13,8 @@ use orc_testkit::proto::deploy;
 use orc_zone_apps::policy::RestartPolicy;
 use orc_zone_apps::{AppBinary, Apps, AppsConfig, AppsOptions, Level, LogSource, SlotInfo};
 use orc_zone_model::{
-    AppSpec, Expected, NewPool, Node, NodeState, NodeStatus, Pool, PoolSpec, SensitiveParams,
-    Timestamp, TokenSecret, sys_project_id,
+    AppSpec, Endpoint, Expected, NewPool, Node, NodeState, NodeStatus, Pool, PoolSpec,
+    SensitiveParams, Timestamp, TokenSecret, sys_project_id,
 };
 use orc_zone_store::Store;
 
@@ -120,6 +120,16 @@ fn app(params: &[(&str, &str)]) -> AppSpec {
 
 impl Fixture {
     async fn pool(&self, name: &str, size: u32, app: AppSpec) -> (Pool, Vec<Node>) {
+        self.pool_with(name, size, app, vec![]).await
+    }
+
+    async fn pool_with(
+        &self,
+        name: &str,
+        size: u32,
+        app: AppSpec,
+        endpoints: Vec<Endpoint>,
+    ) -> (Pool, Vec<Node>) {
         let new = NewPool {
             project_id: sys_project_id(),
             name: name.parse().unwrap(),
@@ -135,7 +145,7 @@ impl Fixture {
                 region_class: "local".to_string(),
                 os: "none".to_string(),
                 public: false,
-                endpoints: vec![],
+                endpoints,
                 app: Some(app),
                 placement: Default::default(),
                 ssh_keys: Vec::new(),
@@ -550,5 +560,82 @@ async fn quotes_offer_local_unpriced_or_refuse_with_operator_fix() {
         orc_proto::DeployResult::Refused(r) if r.kind == orc_proto::RefusalKind::OperatorFix
     ));
     assert!(f.apps.slots().await.is_empty());
+    f.apps.shutdown().await;
+}
+
+#[tokio::test]
+async fn http_endpoints_get_a_loopback_port_per_slot_that_outlives_a_restart() {
+    let f = fixture().await;
+    let endpoint = |name: &str, protocol: &str, port| Endpoint {
+        name: name.into(),
+        protocol: protocol.into(),
+        port,
+    };
+    let (pool, nodes) = f
+        .pool_with(
+            "site",
+            2,
+            app(&[]),
+            vec![
+                endpoint("web", "http", 8080),
+                endpoint("admin-ui", "http", 9090),
+                endpoint("raw", "tcp", 7000),
+            ],
+        )
+        .await;
+    for node in &nodes {
+        assert!(matches!(
+            f.deploy(node).await,
+            orc_proto::DeployResult::Deployed(_)
+        ));
+    }
+    let mut seen = Vec::new();
+    for slot in 0..2 {
+        let env = eventually_some("the env dump", WAIT, || async {
+            read_env(&f.slot_out(slot))
+        })
+        .await;
+        assert!(
+            !env.contains_key("ORC_HTTP_RAW_ADDR"),
+            "a tcp endpoint gets no http address"
+        );
+        for (name, variable) in [
+            ("admin-ui", "ORC_HTTP_ADMIN_UI_ADDR"),
+            ("web", "ORC_HTTP_WEB_ADDR"),
+        ] {
+            let address: std::net::SocketAddr = env[variable].parse().unwrap();
+            assert!(address.ip().is_loopback(), "{address}");
+            seen.push((slot, name.to_string(), address));
+        }
+    }
+    let mut ports: Vec<u16> = seen.iter().map(|(_, _, a)| a.port()).collect();
+    ports.sort();
+    ports.dedup();
+    assert_eq!(
+        ports.len(),
+        4,
+        "every slot and endpoint has its own port: {seen:?}"
+    );
+    assert_eq!(f.apps.http_endpoints(&pool.id), seen);
+
+    // The process dies and comes back: same address.
+    let pid = slot_info(&f.apps, &nodes[0]).await.unwrap().pid.unwrap();
+    std::fs::remove_file(f.slot_out(0).join("env")).unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let env = eventually_some("the restarted slot's env", WAIT, || async {
+        read_env(&f.slot_out(0))
+    })
+    .await;
+    assert_ne!(slot_info(&f.apps, &nodes[0]).await.unwrap().pid, Some(pid));
+    assert_eq!(env["ORC_HTTP_WEB_ADDR"], seen[1].2.to_string());
+    assert_eq!(env["ORC_HTTP_ADMIN_UI_ADDR"], seen[0].2.to_string());
+
+    // The second slot ends: its ports are given back.
+    f.apps.destroy_slot(&nodes[1].id).await;
+    assert_eq!(f.apps.http_endpoints(&pool.id), seen[..2].to_vec());
     f.apps.shutdown().await;
 }
