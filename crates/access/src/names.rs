@@ -164,7 +164,7 @@ pub fn resolve(org: &str, label: &str, pools: &[EdgePool]) -> Result<EdgeName, N
     }
     let mut readings = Vec::new();
     for pool in pools {
-        let own = format!("{}--{}", pool.project, pool.pool);
+        let prefix = format!("{}--{}", pool.project, pool.pool);
         let several = pool.endpoints.len() > 1;
         let name = |endpoint: Option<&str>, slot: Option<u32>| EdgeName {
             project: pool.project.clone(),
@@ -173,7 +173,7 @@ pub fn resolve(org: &str, label: &str, pools: &[EdgePool]) -> Result<EdgeName, N
             slot,
         };
         let Some(rest) = label
-            .strip_prefix(own.as_str())
+            .strip_prefix(prefix.as_str())
             .and_then(|r| r.strip_prefix('-'))
         else {
             continue;

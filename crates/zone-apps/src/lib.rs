@@ -581,7 +581,8 @@ impl Apps {
     }
 
     /// Everything needed to start `node`'s process with `pool`'s current spec. Without
-    /// `with_token` no zone token is made (for quotes, which only check).
+    /// `with_token` no zone token is made and no port is taken (for quotes, which only
+    /// check).
     async fn launch_for(
         &self,
         pool: &Pool,
@@ -657,8 +658,6 @@ impl Apps {
                     SocketAddr::from((Ipv4Addr::LOCALHOST, port)).to_string(),
                 );
             }
-        }
-        if with_token {
             let token = self.pool_token(pool).await?;
             secrets.push(token.expose().to_string());
             files.push(ParamFile {

@@ -197,14 +197,11 @@ pub async fn running_sites(zone: &Zone, count: usize, sites: usize) -> Sites {
         for pool in &pools {
             nodes.extend(zone.store().list_nodes_by_pool(pool, false).await.unwrap());
         }
+        let sys_pools = zone.store().list_pools(&sys).await.unwrap();
         let mut gateways = Vec::new();
         for name in &names {
-            let pool = zone
-                .store()
-                .list_pools(&sys)
-                .await
-                .unwrap()
-                .into_iter()
+            let pool = sys_pools
+                .iter()
                 .find(|p| p.name.as_str() == format!("gw-fake-{name}"));
             if let Some(pool) = pool {
                 gateways.extend(
