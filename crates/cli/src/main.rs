@@ -194,6 +194,13 @@ enum Command {
         #[arg(long)]
         month: Option<String>,
     },
+    /// Where a pool's endpoints are reached: each http endpoint's address at the access
+    /// edge (any slot, and each slot), and for zone operators where each slot listens.
+    #[command(after_help = "Example: orc endpoints sys/sys/partner")]
+    Endpoints {
+        /// ORG/PROJECT/POOL (ORG/POOL means the org's project of the same name)
+        pool: String,
+    },
     /// Show the kept logs of an app pool's slots.
     #[command(after_help = "Example: orc logs acme/web/api --slot 0 --level debug | head")]
     Logs {
@@ -392,6 +399,55 @@ impl TlsArgs {
     }
 }
 
+/// The access edge's arguments (`orc up`, `orc zone serve`).
+#[derive(Debug, Clone, Args)]
+pub struct EdgeArgs {
+    /// Where the access edge listens (HTTPS): pools' http endpoints and the sign-in page.
+    #[arg(long, value_name = "ADDR", default_value = orc_zone::edge::DEFAULT_EDGE_ADDR)]
+    pub edge: SocketAddr,
+    /// The zone domain: the edge's pages are at https://DOMAIN, an org's endpoints at
+    /// <project>--<pool>.<org>.DOMAIN.
+    #[arg(long, value_name = "DOMAIN", default_value = orc_zone::edge::DEFAULT_DOMAIN)]
+    pub edge_domain: String,
+    /// The port the edge's URLs carry, when a load balancer in front listens on another
+    /// [default: the --edge port].
+    #[arg(long, value_name = "PORT")]
+    pub edge_public_port: Option<u16>,
+    /// Run no access edge.
+    #[arg(long, conflicts_with_all = ["edge", "edge_domain", "edge_public_port"])]
+    pub no_edge: bool,
+}
+
+impl EdgeArgs {
+    /// The zone's edge config for these arguments; `None` for `--no-edge`.
+    pub fn config(&self) -> anyhow::Result<Option<orc_zone::edge::EdgeConfig>> {
+        if self.no_edge {
+            return Ok(None);
+        }
+        let domain = self.edge_domain.trim_end_matches('.').to_ascii_lowercase();
+        let valid = !domain.is_empty()
+            && domain.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            });
+        if !valid {
+            anyhow::bail!(
+                "--edge-domain {:?} is not a DNS name (labels of letters, digits and -)",
+                self.edge_domain
+            );
+        }
+        Ok(Some(orc_zone::edge::EdgeConfig {
+            addr: self.edge,
+            domain,
+            public_port: self.edge_public_port,
+            ..Default::default()
+        }))
+    }
+}
+
 /// Arguments of `orc zone serve`.
 #[derive(Debug, Args)]
 struct ServeArgs {
@@ -425,6 +481,8 @@ struct ServeArgs {
     join_grace: std::time::Duration,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    edge: EdgeArgs,
     #[command(flatten)]
     mesh: MeshArgs,
 }
@@ -760,6 +818,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Logs { pool, slot, level } => {
             commands::logs::show(&conn, &pool, slot, &level).await
         }
+        Command::Endpoints { pool } => commands::endpoints::show(&conn, &pool).await,
     }
 }
 
@@ -804,6 +863,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.http_addr = args.http;
     config.grpc_addr = args.grpc;
     config.tls = args.tls.config();
+    config.edge = args.edge.config()?;
     config.mesh = args.mesh.options()?;
     config.agent_url = args.agent_url;
     config.reconcile.join_grace = Some(args.join_grace).filter(|g| !g.is_zero());

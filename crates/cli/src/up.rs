@@ -31,7 +31,8 @@ use orc_common::{Architecture, Shape};
 use orc_emu::{Account, Accounts, ClockMode, EmuConfig, RunningEmulators, Timings};
 use orc_zone::apps::{AppBinary, AppsConfig, config::builtin_next_to_exe};
 use orc_zone::model::{
-    AppSpec, Name, NewPool, NodeState, Pool, PoolSpec, SensitiveParams, Timestamp, sys_project_id,
+    AppSpec, Endpoint, Name, NewPool, NodeState, Pool, PoolSpec, SensitiveParams, Timestamp,
+    sys_project_id,
 };
 use orc_zone::store::{Store, StoreError};
 use orc_zone::zone::{Zone, ZoneConfig};
@@ -69,6 +70,8 @@ pub struct UpArgs {
     pub grpc: SocketAddr,
     #[command(flatten)]
     pub tls: crate::TlsArgs,
+    #[command(flatten)]
+    pub edge: crate::EdgeArgs,
     #[command(flatten)]
     pub mesh: crate::MeshArgs,
     /// Where the Hetzner Cloud emulator listens.
@@ -200,6 +203,9 @@ impl Up {
         ] {
             check_port(what, addr)?;
         }
+        if !args.edge.no_edge && !args.tls.plain {
+            check_port("the access edge", args.edge.edge)?;
+        }
 
         let fabric = if args.netns {
             report("building the emulated internet (network namespaces)");
@@ -317,6 +323,7 @@ impl Up {
         config.http_addr = args.http;
         config.grpc_addr = args.grpc;
         config.tls = args.tls.config();
+        config.edge = args.edge.config()?;
         config.mesh = args.mesh.options()?;
         // The emulators' inventory is complete and read every few seconds: a node missing
         // from it is gone, and its slot need not wait the minutes a real cloud's may.
@@ -341,9 +348,12 @@ impl Up {
             .with_context(|| format!("cannot start the zone in {}", data_dir.display()))?;
         zone_config.http_addr = zone.http_addr();
         zone_config.grpc_addr = zone.grpc_addr();
+        if let (Some(edge), Some(addr)) = (zone_config.edge.as_mut(), zone.edge_addr()) {
+            edge.addr = addr;
+        }
 
         report("creating pool sys/sys/partner");
-        let (pool, pool_created) = match ensure_partner_pool(zone.store()).await {
+        let (pool, pool_created) = match ensure_partner_pool(zone.store(), &zone.url()).await {
             Ok(done) => done,
             Err(error) => {
                 zone.shutdown().await;
@@ -354,7 +364,7 @@ impl Up {
         for provider in &standalone {
             report(&format!("creating pool sys/sys/{}", provider.name));
             if let Err(error) =
-                ensure_app_pool(zone.store(), provider.name, 1, provider.app.clone()).await
+                ensure_app_pool(zone.store(), provider.name, 1, provider.app.clone(), vec![]).await
             {
                 zone.shutdown().await;
                 return Err(error);
@@ -411,6 +421,14 @@ impl Up {
         match self.zone.ca_file() {
             Some(ca) => text.push_str(&format!("CA        {} (clients pin it)\n", ca.display())),
             None => text.push_str("TLS       off (--plain, loopback only)\n"),
+        }
+        match self.zone.edge_url() {
+            Some(edge) => text.push_str(&format!(
+                "edge      {edge}/ (sign in with the token; the partner's admin page is \
+                 {})\n",
+                partner_admin_url(edge)
+            )),
+            None => text.push_str("edge      off\n"),
         }
         if self.zone.admin_token_is_new() && to_terminal {
             text.push_str(&format!(
@@ -839,9 +857,31 @@ pub fn partner_sensitive_params() -> BTreeSet<String> {
         .collect()
 }
 
-/// The partner's app spec for the emulators.
-pub fn partner_app() -> AppSpec {
-    let params = BTreeMap::from([
+/// The partner's admin page: its one http endpoint, which the access edge serves as
+/// `sys--partner.sys.<domain>`.
+pub fn partner_endpoints() -> Vec<Endpoint> {
+    vec![Endpoint {
+        name: PARTNER_ADMIN_ENDPOINT.to_string(),
+        protocol: "http".to_string(),
+        port: 8080,
+    }]
+}
+
+/// The admin page's URL at an edge whose own URL is `edge` (`https://orc.localhost:7443`).
+pub fn partner_admin_url(edge: &str) -> String {
+    match edge.split_once("://") {
+        Some((scheme, rest)) => format!("{scheme}://sys--{PARTNER_POOL}.sys.{rest}/"),
+        None => edge.to_string(),
+    }
+}
+
+/// The name of the partner's admin endpoint.
+pub const PARTNER_ADMIN_ENDPOINT: &str = "admin";
+
+/// The partner's app spec for the emulators. `zone_url` is the zone's web URL: an https one
+/// opens the admin page to assertions checked against its JWKS; a plain zone keeps it closed.
+pub fn partner_app(zone_url: &str) -> AppSpec {
+    let mut params = BTreeMap::from([
         ("partner_id".to_string(), "orc-up".to_string()),
         (
             "hetzner_owner_tag".to_string(),
@@ -855,6 +895,12 @@ pub fn partner_app() -> AppSpec {
             DEMO_EUR_RATE.to_string(),
         ),
     ]);
+    if zone_url.starts_with("https://") {
+        params.insert(
+            "access_keys_url".to_string(),
+            format!("{zone_url}{}", orc_access::JWKS_PATH),
+        );
+    }
     let sensitive = BTreeMap::from([
         ("hetzner_api_token".to_string(), EMULATOR_TOKEN.to_string()),
         ("vultr_api_key".to_string(), EMULATOR_TOKEN.to_string()),
@@ -874,27 +920,36 @@ fn name(text: &str) -> anyhow::Result<Name> {
 /// Finds pool `sys/sys/partner` or creates it with [`PARTNER_REPLICAS`] slots. A pool that
 /// exists keeps its size; its app is brought up to date (a rolling replacement) if it
 /// differs. Returns the pool and whether it was created.
-pub async fn ensure_partner_pool(store: &Store) -> anyhow::Result<(Pool, bool)> {
-    ensure_app_pool(store, PARTNER_POOL, PARTNER_REPLICAS, partner_app()).await
+pub async fn ensure_partner_pool(store: &Store, zone_url: &str) -> anyhow::Result<(Pool, bool)> {
+    ensure_app_pool(
+        store,
+        PARTNER_POOL,
+        PARTNER_REPLICAS,
+        partner_app(zone_url),
+        partner_endpoints(),
+    )
+    .await
 }
 
-/// Finds pool `sys/sys/<pool_name>` on `core` or creates it with `size` slots running `wanted`.
-/// A pool that exists keeps its size; its app is brought up to date if it differs. Returns
-/// the pool and whether it was created.
+/// Finds pool `sys/sys/<pool_name>` on `core` or creates it with `size` slots running `wanted`
+/// and serving `endpoints`. A pool that exists keeps its size; its app and endpoints are
+/// brought up to date if they differ. Returns the pool and whether it was created.
 pub async fn ensure_app_pool(
     store: &Store,
     pool_name: &str,
     size: u32,
     wanted: AppSpec,
+    endpoints: Vec<Endpoint>,
 ) -> anyhow::Result<(Pool, bool)> {
     let sys = name("sys")?;
     match store.pool_by_path(&sys, &sys, &name(pool_name)?).await {
         Ok(pool) => {
-            if pool.spec.app.as_ref() == Some(&wanted) {
+            if pool.spec.app.as_ref() == Some(&wanted) && pool.spec.endpoints == endpoints {
                 return Ok((pool, false));
             }
             let mut spec = pool.spec.clone();
             spec.app = Some(wanted);
+            spec.endpoints = endpoints;
             let pool = store
                 .reconfigure_pool(&pool.id, pool.generation, &spec, Timestamp::now())
                 .await
@@ -927,7 +982,7 @@ pub async fn ensure_app_pool(
                     region_class: "local".to_string(),
                     os: "none".to_string(),
                     public: false,
-                    endpoints: vec![],
+                    endpoints,
                     app: Some(wanted),
                     placement: Default::default(),
                     ssh_keys: Vec::new(),
@@ -969,8 +1024,18 @@ mod tests {
             .map(|cloud| cloud.key_param().to_string())
             .collect();
         assert_eq!(partner_sensitive_params(), keys);
-        let app = partner_app();
+        let app = partner_app("https://127.0.0.1:7070");
         assert!(app.params.keys().all(|name| !keys.contains(name)));
+        assert_eq!(
+            app.params["access_keys_url"],
+            "https://127.0.0.1:7070/.well-known/orc-access/jwks.json"
+        );
+        assert!(
+            !partner_app("http://127.0.0.1:7070")
+                .params
+                .contains_key("access_keys_url"),
+            "a plain zone keeps the page closed rather than give the partner an http URL"
+        );
         assert_eq!(
             app.sensitive.0.keys().cloned().collect::<BTreeSet<_>>(),
             keys
@@ -986,6 +1051,12 @@ mod tests {
             tls: crate::TlsArgs {
                 plain: false,
                 tls_names: Vec::new(),
+            },
+            edge: crate::EdgeArgs {
+                edge: any,
+                edge_domain: orc_zone::edge::DEFAULT_DOMAIN.to_string(),
+                edge_public_port: None,
+                no_edge: false,
             },
             hetzner_emu: any,
             vultr_emu: any,
@@ -1050,7 +1121,8 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(pool.size, PARTNER_REPLICAS);
-        assert_eq!(pool.spec.app, Some(partner_app()));
+        assert_eq!(pool.spec.app, Some(partner_app(&up.zone.url())));
+        assert_eq!(pool.spec.endpoints, partner_endpoints());
         wait_until_running(up.zone.store(), &pool).await;
         // Attack: read a secret from another process's command line or environment. No
         // process `orc up` starts carries the admin token, the emulators' credential or the

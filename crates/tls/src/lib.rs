@@ -23,8 +23,10 @@ pub use ca::{
     CaError, NODE_CERT_LIFETIME, NodeCertificate, NodeIdentity, ServerIdentity, ZoneCa, fingerprint,
 };
 pub use client::{FingerprintPin, PinError, PinnedCa, TlsFailure, explain};
-pub use serve::{ClientCertificate, ServeOptions, serve};
-pub use server::{RenewingCert, server_config, server_config_with_clients};
+pub use serve::{ClientCertificate, PeerAddr, ServeOptions, serve};
+pub use server::{
+    RenewingCert, certified, server_config, server_config_with_clients, server_config_with_resolver,
+};
 
 /// ALPN of an HTTP/2-only listener (the provider endpoint).
 pub const ALPN_H2: &[&[u8]] = &[b"h2"];

@@ -248,6 +248,7 @@ async fn serve_http<I, S, B>(
         inner: service,
         activity: activity.clone(),
         peer: client,
+        addr: PeerAddr(peer),
     };
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -414,7 +415,12 @@ struct Tracked<S> {
     inner: S,
     activity: Arc<Activity>,
     peer: Option<ClientCertificate>,
+    addr: PeerAddr,
 }
+
+/// The address of the client that opened the connection, in every request's extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);
 
 /// The certificate a TLS client presented (already verified against the listener's client
 /// roots), in every request's extensions. Absent when the client presented none.
@@ -440,6 +446,7 @@ where
 
     fn call(&self, mut request: http::Request<Incoming>) -> Self::Future {
         let guard = InFlight::start(&self.activity);
+        request.extensions_mut().insert(self.addr);
         if let Some(peer) = &self.peer {
             request.extensions_mut().insert(peer.clone());
         }

@@ -87,7 +87,8 @@ impl ResolvesServerCert for RenewingCert {
     }
 }
 
-fn certified(identity: ServerIdentity) -> Result<(Arc<CertifiedKey>, SystemTime), CaError> {
+/// `identity` as rustls presents it, with the time it expires.
+pub fn certified(identity: ServerIdentity) -> Result<(Arc<CertifiedKey>, SystemTime), CaError> {
     let provider = crate::provider();
     let key =
         CertifiedKey::from_der(identity.chain, identity.key, &provider).map_err(CaError::Key)?;
@@ -119,11 +120,20 @@ pub fn server_config_with_clients(
 
 /// A rustls server config presenting `cert`, with ALPN `alpn` and no client certificates.
 pub fn server_config(cert: Arc<RenewingCert>, alpn: &[&[u8]]) -> Arc<rustls::ServerConfig> {
+    server_config_with_resolver(cert, alpn)
+}
+
+/// A rustls server config presenting what `certs` picks for each handshake (by the name the
+/// client asks for), with ALPN `alpn` and no client certificates.
+pub fn server_config_with_resolver(
+    certs: Arc<dyn ResolvesServerCert>,
+    alpn: &[&[u8]],
+) -> Arc<rustls::ServerConfig> {
     let mut config = rustls::ServerConfig::builder_with_provider(crate::provider())
         .with_safe_default_protocol_versions()
         .expect("ring supports the default protocol versions")
         .with_no_client_auth()
-        .with_cert_resolver(cert);
+        .with_cert_resolver(certs);
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Arc::new(config)
 }

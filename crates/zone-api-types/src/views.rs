@@ -300,6 +300,36 @@ pub struct EndpointView {
     pub port: u16,
 }
 
+/// Where a pool's endpoints are reached (`GET …/pools/{pool}/endpoints`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PoolEndpointsView {
+    /// `org/project/name`.
+    pub pool: String,
+    pub endpoints: Vec<EndpointAccessView>,
+}
+
+/// One endpoint of a pool and where it is reached.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EndpointAccessView {
+    pub name: String,
+    /// `http` or `tcp`.
+    pub protocol: String,
+    pub port: u16,
+    /// Through the access edge (http endpoints, when the zone runs an edge): any slot.
+    pub url: Option<String>,
+    pub slots: Vec<SlotEndpointView>,
+}
+
+/// One slot's way to an endpoint.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SlotEndpointView {
+    pub slot: u32,
+    /// Through the access edge, this slot only.
+    pub url: Option<String>,
+    /// Where the slot listens, for zone operators only (absent for everyone else).
+    pub address: Option<String>,
+}
+
 /// The app a pool runs.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AppView {
@@ -709,6 +739,20 @@ pub struct CreateToken {
     /// token's user must hold a role in it.
     #[serde(default)]
     pub project: Option<String>,
+}
+
+/// `PUT /api/users/{user}/password`.
+#[derive(Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetPassword {
+    /// The new password: at least 12 characters. Signs the user in at the access edge.
+    pub password: String,
+}
+
+impl std::fmt::Debug for SetPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SetPassword(<redacted>)")
+    }
 }
 
 /// `POST /api/orgs/{org}/memberships`.

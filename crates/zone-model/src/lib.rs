@@ -6,7 +6,8 @@
 //! - [`clock`]: the [`Clock`](clock::Clock) seam through which the controller reads time;
 //! - [`ssh`]: the OpenSSH public keys a tenant has installed on a pool's nodes;
 //! - [`agent`]: a node's agent: its certificate, facts and config generations;
-//! - [`join`]: join tokens, which admit one named node once and pin the zone's CA.
+//! - [`join`]: join tokens, which admit one named node once and pin the zone's CA;
+//! - [`session`]: the access edge's sign-in sessions and how long they last.
 //!
 //! Nothing here does I/O, spawns a task or reads a clock on its own (fresh token values come
 //! from the thread's CSPRNG): every function takes the time it needs (only [`Clock`](clock::Clock) implementations and
@@ -21,9 +22,11 @@ pub mod clock;
 pub mod join;
 pub mod model;
 pub mod pricing;
+pub mod session;
 pub mod ssh;
 
 pub use agent::{AgentConfig, AgentIdentity, InterfaceAddress, NodeAgent, NodeFacts};
 pub use join::{JoinRefusal, JoinToken, JoinTokenError, JoinTokenSecret, JoinTtl};
 pub use model::*;
+pub use session::{SessionId, SessionPolicy, SessionSecret, SignedInWith, WebSession};
 pub use ssh::{SshKeyError, SshPublicKey};

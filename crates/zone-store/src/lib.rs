@@ -38,6 +38,7 @@ mod pools;
 mod providers;
 mod rows;
 pub mod seal;
+mod sessions;
 mod sites;
 mod tenancy;
 mod usage;
@@ -142,10 +143,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "access keys",
         include_str!("../migrations/0014_access_keys.sql"),
     ),
+    (
+        15,
+        "passwords and web sessions",
+        include_str!("../migrations/0015_web_sessions.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

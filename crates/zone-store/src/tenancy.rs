@@ -572,6 +572,7 @@ impl Store {
             &[],
             &[
                 "DELETE FROM memberships WHERE user_id = $1",
+                "DELETE FROM web_sessions WHERE user_id = $1",
                 "DELETE FROM api_tokens WHERE user_id = $1",
             ],
             "DELETE FROM users WHERE id = $1",

@@ -6,6 +6,8 @@
 //! - [`hub`]: the zone's side of the provider protocol, over gRPC;
 //! - [`reconcile`]: the node state machine (pure) and the passes that carry it out;
 //! - [`api`]: the HTTP/JSON API's handlers and its OpenAPI document;
+//! - [`edge`]: the access edge, the HTTPS reverse proxy in front of pools' http endpoints;
+//! - [`passwords`]: users' password hashes;
 //! - [`zone`]: [`Zone`](zone::Zone), every part assembled on a data dir and stopped together.
 //!
 //! The layers below live in their own crates and are re-exported here under the paths
@@ -18,8 +20,10 @@ pub mod access_keys;
 pub mod agents;
 pub mod api;
 pub mod backend;
+pub mod edge;
 pub mod hub;
 pub mod mesh;
+pub mod passwords;
 pub mod reconcile;
 pub mod zone;
 

@@ -42,6 +42,7 @@ use crate::api::{
 };
 use crate::apps::{Apps, AppsConfig, AppsError, ZoneEndpoint};
 use crate::backend::Backends;
+use crate::edge::{EdgeCerts, EdgeConfig, EdgeState};
 use crate::hub::{Hub, HubOptions};
 use crate::mesh::{MeshChange, MeshHandle, MeshOptions, MeshSignal};
 use crate::model::{Name, Pool, Provider, Role, TokenSecret, sys_org_id};
@@ -184,6 +185,8 @@ pub struct ZoneConfig {
     pub tls: TlsConfig,
     /// Timeouts and limits of both listeners.
     pub limits: ListenLimits,
+    /// The access edge; `None` runs none. It needs TLS: a plain zone runs none.
+    pub edge: Option<EdgeConfig>,
 }
 
 impl ZoneConfig {
@@ -204,6 +207,7 @@ impl ZoneConfig {
             agent_binary: None,
             tls: TlsConfig::default(),
             limits: ListenLimits::default(),
+            edge: Some(EdgeConfig::default()),
         }
     }
 
@@ -212,6 +216,10 @@ impl ZoneConfig {
         ZoneConfig {
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            edge: Some(EdgeConfig {
+                addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+                ..EdgeConfig::default()
+            }),
             ..ZoneConfig::new(data_dir)
         }
     }
@@ -288,6 +296,7 @@ pub struct Zone {
     stop: watch::Sender<bool>,
     http_task: JoinHandle<std::io::Result<()>>,
     grpc_task: JoinHandle<std::io::Result<()>>,
+    edge: Option<RunningEdge>,
     ca: Option<Arc<ZoneCa>>,
     renew_task: Option<JoinHandle<()>>,
 }
@@ -362,6 +371,14 @@ impl Zone {
 
         let (http, http_addr) = bind("HTTP API", config.http_addr).await?;
         let (grpc, grpc_addr) = bind("provider gRPC endpoint", config.grpc_addr).await?;
+        let edge_listener = match (&config.edge, &ca) {
+            (Some(edge), Some(_)) => Some(bind("access edge", edge.addr).await?),
+            (Some(_), None) => {
+                tracing::info!("the access edge needs TLS: a plain zone runs none");
+                None
+            }
+            (None, _) => None,
+        };
         let (stop, stopped) = watch::channel(false);
         let scheme = if ca.is_some() { "https" } else { "http" };
 
@@ -497,6 +514,48 @@ impl Zone {
             Some((served, _)) => state.with_agent_binary(served),
             None => state,
         };
+        let zone_url = format!("{scheme}://{}", dialable(http_addr));
+        let edge =
+            match (edge_listener, &config.edge, &ca) {
+                (Some((listener, addr)), Some(edge_config), Some(ca)) => {
+                    let certs = Arc::new(EdgeCerts::new(
+                        ca.clone(),
+                        &edge_config.domain,
+                        config.tls.cert_lifetime,
+                    ));
+                    let edge_state = EdgeState::new(
+                        store.clone(),
+                        access_keys.clone(),
+                        Arc::new(apps.clone()),
+                        zone_url.clone(),
+                        edge_config.clone(),
+                        addr.port(),
+                    );
+                    let url = edge_state.url();
+                    let task =
+                        tokio::spawn(crate::edge::serve(
+                            listener,
+                            edge_state,
+                            config.limits.serve_options(Some(
+                                orc_tls::server_config_with_resolver(certs, orc_tls::ALPN_HTTP),
+                            )),
+                            wait_for_stop(stopped.clone()),
+                        ));
+                    Some(RunningEdge { addr, url, task })
+                }
+                _ => None,
+            };
+        let state = match &edge {
+            Some(running) => state.with_edge(api::EdgeLinks {
+                url: running.url.clone(),
+                domain: config
+                    .edge
+                    .as_ref()
+                    .map_or_else(String::new, |e| e.domain.to_ascii_lowercase()),
+                endpoints: Arc::new(apps.clone()),
+            }),
+            None => state,
+        };
         let http_task = tokio::spawn(api::serve(
             http,
             state,
@@ -506,13 +565,16 @@ impl Zone {
         ));
 
         let url_file = data_dir.join(ZONE_URL_FILE);
-        write_private_file(&url_file, &format!("{scheme}://{}", dialable(http_addr))).map_err(
-            |source| ZoneError::DataDir {
-                path: url_file,
-                source,
-            },
-        )?;
-        tracing::info!(%http_addr, %grpc_addr, "zone started");
+        write_private_file(&url_file, &zone_url).map_err(|source| ZoneError::DataDir {
+            path: url_file,
+            source,
+        })?;
+        match &edge {
+            Some(edge) => {
+                tracing::info!(%http_addr, %grpc_addr, edge = %edge.addr, "zone started");
+            }
+            None => tracing::info!(%http_addr, %grpc_addr, "zone started"),
+        }
 
         Ok(Zone {
             store,
@@ -530,6 +592,7 @@ impl Zone {
             stop,
             http_task,
             grpc_task,
+            edge,
             ca,
             renew_task,
         })
@@ -585,6 +648,17 @@ impl Zone {
         format!("{}://{}", self.scheme(), dialable(self.grpc_addr))
     }
 
+    /// Where the access edge listens; `None` when it runs none.
+    pub fn edge_addr(&self) -> Option<SocketAddr> {
+        self.edge.as_ref().map(|e| e.addr)
+    }
+
+    /// The access edge's URL (`https://orc.localhost:7443`): its sign-in page and the
+    /// list of endpoints; `None` when it runs none.
+    pub fn edge_url(&self) -> Option<&str> {
+        self.edge.as_ref().map(|e| e.url.as_str())
+    }
+
     /// The provider hub (connected replicas, catalogs).
     pub fn hub(&self) -> &Hub {
         &self.hub
@@ -631,6 +705,13 @@ impl Zone {
             Ok(Err(e)) => tracing::warn!(error = %e, "the API server ended with an error"),
             Err(e) => tracing::warn!(error = %e, "the API server task failed"),
         }
+        if let Some(edge) = self.edge {
+            match edge.task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "the access edge ended with an error"),
+                Err(e) => tracing::warn!(error = %e, "the access edge task failed"),
+            }
+        }
         self.reconcilers.shutdown().await;
         self.mesh.shutdown().await;
         self.apps.shutdown().await;
@@ -646,6 +727,14 @@ impl Zone {
         }
         self.store.close().await;
     }
+}
+
+/// The access edge of a running zone.
+#[derive(Debug)]
+struct RunningEdge {
+    addr: SocketAddr,
+    url: String,
+    task: JoinHandle<std::io::Result<()>>,
 }
 
 /// The host of `url` (`https://HOST:PORT/…`), brackets kept off an IPv6 address.

@@ -7,6 +7,7 @@
 //! HTTP in [`crate::client`]; table layout in [`crate::table`].
 
 pub mod agent;
+pub mod endpoints;
 pub mod events;
 pub mod logs;
 pub mod mesh;
@@ -14,6 +15,7 @@ pub mod money;
 pub mod nodes;
 pub mod params;
 pub mod pools;
+pub mod prompt;
 pub mod providers;
 pub mod quote;
 pub mod shape;

@@ -78,6 +78,25 @@ pub enum UserCommand {
         /// USER
         user: String,
     },
+    /// Set the password a user signs in with at the access edge (the user themselves, or a
+    /// zone operator); their open sessions end. Read from the terminal without echo, or
+    /// from stdin with --password-stdin (its first line).
+    #[command(after_help = "Example: orc user set-password ann\n  \
+                              or: printf '%s\\n' \"$PW\" | orc user set-password ann --password-stdin")]
+    SetPassword {
+        /// USER
+        user: String,
+        /// Read the password from stdin instead of asking on the terminal.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Remove a user's password: they sign in at the edge with a token only, and their
+    /// open sessions end.
+    #[command(after_help = "Example: orc user remove-password ann")]
+    RemovePassword {
+        /// USER
+        user: String,
+    },
 }
 
 /// `orc member …`.
@@ -331,8 +350,51 @@ pub async fn user(conn: &ConnArgs, command: UserCommand) -> anyhow::Result<()> {
                 outln!("User {user} deleted, with their roles and tokens.");
             }
         }
+        UserCommand::SetPassword {
+            user,
+            password_stdin,
+        } => {
+            let password = if password_stdin {
+                read_first_line_of_stdin()?
+            } else {
+                let first = super::prompt::hidden(&format!("New password for {user}: "))?;
+                let again = super::prompt::hidden("The same again: ")?;
+                if first != again {
+                    anyhow::bail!("the two passwords differ; nothing was changed");
+                }
+                first
+            };
+            let _: serde_json::Value = client
+                .put(
+                    &format!("/api/users/{}/password", segment(&user)),
+                    &json!({ "password": password }),
+                )
+                .await?;
+            if !conn.json {
+                outln!("Password of {user} set; their open sessions ended.");
+            }
+        }
+        UserCommand::RemovePassword { user } => {
+            let _: serde_json::Value = client
+                .delete(&format!("/api/users/{}/password", segment(&user)))
+                .await?;
+            if !conn.json {
+                outln!("Password of {user} removed; they sign in with a token only.");
+            }
+        }
     }
     Ok(())
+}
+
+/// The first line of stdin, without its line end.
+fn read_first_line_of_stdin() -> anyhow::Result<String> {
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    let line = line.trim_end_matches(['\r', '\n']).to_string();
+    if line.is_empty() {
+        anyhow::bail!("--password-stdin read an empty line");
+    }
+    Ok(line)
 }
 
 /// `orc member …`.

@@ -2238,3 +2238,183 @@ pub async fn access_keys_rotate_sealed_and_retire_on_time(db: &TestDb) {
         .unwrap();
     assert!(store.access_keys(until).await.is_err());
 }
+
+pub async fn sessions_hold_until_signed_out_idle_expired_or_their_token_ends(db: &TestDb) {
+    use orc_zone_model::{SessionPolicy, SessionSecret, SignedInWith};
+    let store = db.store().await;
+    let policy = SessionPolicy {
+        lifetime: std::time::Duration::from_secs(3600),
+        idle: std::time::Duration::from_secs(600),
+    };
+    let ann = store.create_user(&name("ann"), T0).await.unwrap();
+    assert_eq!(
+        store.user_with_password(&name("ann")).await.unwrap(),
+        Some((ann.clone(), None))
+    );
+    assert_eq!(
+        store.user_with_password(&name("nobody")).await.unwrap(),
+        None
+    );
+    store
+        .set_password_hash(
+            &ann.id,
+            Some("$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA"),
+        )
+        .await
+        .unwrap();
+    let (_, hash) = store
+        .user_with_password(&name("ann"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        hash.as_deref(),
+        Some("$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA")
+    );
+
+    // A password session: found by its secret, idle after ten minutes, touched to stay.
+    let (by_password, secret) = store
+        .create_web_session(&ann.id, &SignedInWith::Password, &policy, T0)
+        .await
+        .unwrap();
+    let found = store.web_session(&secret, &policy, T0).await.unwrap();
+    assert_eq!(found.as_ref(), Some(&by_password));
+    let wrong = SessionSecret::from_presented(format!("{}x", secret.expose()));
+    assert_eq!(store.web_session(&wrong, &policy, T0).await.unwrap(), None);
+    let t9 = T0.plus_millis(9 * 60_000);
+    store.touch_web_session(&by_password.id, t9).await.unwrap();
+    let t15 = T0.plus_millis(15 * 60_000);
+    assert!(
+        store
+            .web_session(&secret, &policy, t15)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let t20 = T0.plus_millis(20 * 60_000);
+    assert_eq!(
+        store.web_session(&secret, &policy, t20).await.unwrap(),
+        None,
+        "idle"
+    );
+    // However busy, a session ends at its lifetime.
+    let (_, busy) = store
+        .create_web_session(&ann.id, &SignedInWith::Password, &policy, T0)
+        .await
+        .unwrap();
+    let busy_id = store
+        .web_session(&busy, &policy, T0)
+        .await
+        .unwrap()
+        .unwrap()
+        .id;
+    for minute in (5..=55).step_by(5) {
+        let at = T0.plus_millis(minute * 60_000);
+        assert!(
+            store
+                .web_session(&busy, &policy, at)
+                .await
+                .unwrap()
+                .is_some(),
+            "at {minute} min"
+        );
+        store.touch_web_session(&busy_id, at).await.unwrap();
+    }
+    assert_eq!(
+        store
+            .web_session(&busy, &policy, T0.plus_millis(3_600_000))
+            .await
+            .unwrap(),
+        None,
+        "lifetime"
+    );
+
+    // A token session ends when its token is revoked; signing out ends it too.
+    let (token, _) = store
+        .create_token(&ann.id, "laptop", None, None, T0)
+        .await
+        .unwrap();
+    let (from_token, token_secret) = store
+        .create_web_session(&ann.id, &SignedInWith::Token(token.id.clone()), &policy, T0)
+        .await
+        .unwrap();
+    assert_eq!(
+        from_token.signed_in_with,
+        SignedInWith::Token(token.id.clone())
+    );
+    assert!(
+        store
+            .web_session(&token_secret, &policy, T0)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    store
+        .revoke_token(&token.id, T0.plus_millis(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .web_session(&token_secret, &policy, T0.plus_millis(2))
+            .await
+            .unwrap(),
+        None,
+        "revoked token"
+    );
+    let (signed_out, out_secret) = store
+        .create_web_session(&ann.id, &SignedInWith::Password, &policy, T0)
+        .await
+        .unwrap();
+    store
+        .end_web_session(&signed_out.id, T0.plus_millis(5))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .web_session(&out_secret, &policy, T0.plus_millis(6))
+            .await
+            .unwrap(),
+        None
+    );
+
+    // The store keeps hashes only; a password change ends every session; the user goes.
+    let mut connection = db.raw().await;
+    let stored: Vec<String> = sqlx::query_scalar("SELECT secret_sha256 FROM web_sessions")
+        .fetch_all(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 4);
+    assert!(
+        !stored
+            .iter()
+            .any(|s| s == secret.expose() || s.contains("orc_"))
+    );
+    let (_, fresh) = store
+        .create_web_session(&ann.id, &SignedInWith::Password, &policy, T0)
+        .await
+        .unwrap();
+    // Four had not ended: idle, past their lifetime, of a revoked token, and the fresh one.
+    assert_eq!(
+        store
+            .end_web_sessions_of(&ann.id, T0.plus_millis(7))
+            .await
+            .unwrap(),
+        4
+    );
+    assert_eq!(
+        store
+            .web_session(&fresh, &policy, T0.plus_millis(8))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .delete_old_web_sessions(T0.plus_millis(4_000_000))
+            .await
+            .unwrap(),
+        5
+    );
+    store.delete_user(&ann.id).await.unwrap();
+    assert!(store.set_password_hash(&ann.id, None).await.is_err());
+}

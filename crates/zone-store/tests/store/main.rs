@@ -58,4 +58,5 @@ on_both_engines!(
     lost_nodes_and_free_slots,
     mesh_addresses_are_unique_and_quarantined_before_reuse,
     access_keys_rotate_sealed_and_retire_on_time,
+    sessions_hold_until_signed_out_idle_expired_or_their_token_ends,
 );

@@ -129,6 +129,44 @@ pub struct ApiState {
     pub(crate) mesh: Arc<crate::mesh::MeshOptions>,
     pub(crate) mesh_signal: crate::mesh::MeshSignal,
     pub(crate) access_keys: Option<Arc<crate::access_keys::AccessKeys>>,
+    pub(crate) edge: Option<Arc<EdgeLinks>>,
+}
+
+/// What the API tells about the access edge: its URL and where slots listen.
+#[derive(Clone)]
+pub struct EdgeLinks {
+    /// `https://<domain>[:port]`.
+    pub url: String,
+    /// The zone domain.
+    pub domain: String,
+    /// Where app slots serve their http endpoints.
+    pub endpoints: Arc<dyn crate::edge::EndpointDirectory>,
+}
+
+impl fmt::Debug for EdgeLinks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EdgeLinks")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EdgeLinks {
+    /// The URL of an edge name (`<label>.<org>`) under the domain.
+    pub fn url_of(&self, name: &orc_access::names::EdgeName, org: &str) -> String {
+        let host = name.host(org, &self.domain);
+        match self.url.split_once("://") {
+            Some((scheme, rest)) => {
+                let port = rest.split_once(':').map_or("", |(_, p)| p);
+                if port.is_empty() {
+                    format!("{scheme}://{host}/")
+                } else {
+                    format!("{scheme}://{host}:{port}/")
+                }
+            }
+            None => format!("https://{host}/"),
+        }
+    }
 }
 
 impl fmt::Debug for ApiState {
@@ -158,7 +196,14 @@ impl ApiState {
             mesh: Arc::new(crate::mesh::MeshOptions::default()),
             mesh_signal: crate::mesh::MeshSignal::default(),
             access_keys: None,
+            edge: None,
         }
+    }
+
+    /// The access edge the zone runs, for endpoint URLs.
+    pub fn with_edge(mut self, edge: EdgeLinks) -> Self {
+        self.edge = Some(Arc::new(edge));
+        self
     }
 
     /// The access edge's keys: published at the JWKS path, rotated by operators.
@@ -277,6 +322,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/users", get(tn::list_users).post(tn::create_user))
         .route("/api/users/{user}", axum::routing::delete(tn::delete_user))
         .route(
+            "/api/users/{user}/password",
+            put(tn::set_password).delete(tn::remove_password),
+        )
+        .route(
             "/api/users/{user}/tokens",
             get(tn::list_tokens).post(tn::create_token),
         )
@@ -324,6 +373,10 @@ pub fn router(state: ApiState) -> Router {
         .route(
             &format!("{project}/pools/{{pool}}/logs"),
             get(pl::pool_logs),
+        )
+        .route(
+            &format!("{project}/pools/{{pool}}/endpoints"),
+            get(pl::pool_endpoints),
         )
         .route(
             &format!("{project}/nodes/{{node}}/exec"),
@@ -469,10 +522,12 @@ impl Modify for BearerAuth {
         tenancy::list_memberships, tenancy::create_membership, tenancy::delete_membership,
         tenancy::list_users, tenancy::create_user, tenancy::delete_user,
         tenancy::list_tokens, tenancy::create_token, tenancy::revoke_token,
+        tenancy::set_password, tenancy::remove_password,
         providers::list_providers, providers::get_provider, providers::change_scope,
         providers::set_pricing, providers::remove_pricing, providers::list_sites,
         pools::list_pools, pools::create_pool, pools::get_pool, pools::delete_pool,
         pools::resize_pool, pools::reconfigure_pool, pools::list_nodes, pools::pool_logs,
+        pools::pool_endpoints,
         pools::list_events, pools::usage, pools::quote,
         nodes::exec_node, nodes::create_join_token, nodes::list_join_tokens,
         nodes::revoke_join_token, nodes::agent_binary, nodes::agent_binary_sha256,

@@ -20,9 +20,10 @@ use super::extract::{JsonBody, PathArgs, QueryArgs, parse_query_value};
 use super::providers::{site_gateways, visible_provider};
 use super::tenancy::{parse_name, project_with_role};
 use super::views::{
-    AgentView, CreatePool, EndpointView, EventView, EventsQuery, NodeView, NodesQuery, ParkedView,
-    PlacedView, PoolView, QuoteRequest, QuoteView, ReconfigurePool, ResizePool, ShapeView,
-    UsageLineView, UsageQuery, UsageView, private_address,
+    AgentView, CreatePool, EndpointAccessView, EndpointView, EventView, EventsQuery, NodeView,
+    NodesQuery, ParkedView, PlacedView, PoolEndpointsView, PoolView, QuoteRequest, QuoteView,
+    ReconfigurePool, ResizePool, ShapeView, SlotEndpointView, UsageLineView, UsageQuery, UsageView,
+    private_address,
 };
 use super::{ApiState, LogLineView};
 use crate::backend::NodeBackend;
@@ -495,6 +496,77 @@ pub(super) async fn get_pool(
     let (org, project, pool) =
         pool_with_role(&state, &caller, &org, &project, &pool, Role::Viewer).await?;
     Ok(Json(pool_view(&state, &org, &project, &pool).await?))
+}
+
+/// Where a pool's endpoints are reached: each http endpoint's name at the access edge (any
+/// slot, and each slot), and, for zone operators, where each slot listens.
+#[utoipa::path(get, path = "/api/orgs/{org}/projects/{project}/pools/{pool}/endpoints", tag = "pools",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("pool" = String, Path, description = "Pool name")),
+    responses((status = 200, body = PoolEndpointsView), (status = 404, body = ErrorBody)))]
+pub(super) async fn pool_endpoints(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, pool)): PathArgs<(String, String, String)>,
+) -> ApiResult<Json<PoolEndpointsView>> {
+    use orc_access::names::EdgeName;
+    let (org, project, pool) =
+        pool_with_role(&state, &caller, &org, &project, &pool, Role::Viewer).await?;
+    let operator = caller.is_operator();
+    let http: Vec<String> = {
+        let mut names: Vec<String> = pool
+            .spec
+            .endpoints
+            .iter()
+            .filter(|e| e.protocol == "http")
+            .map(|e| e.name.clone())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    };
+    let listening = state
+        .edge
+        .as_ref()
+        .map(|edge| edge.endpoints.http_endpoints(&pool.id))
+        .unwrap_or_default();
+    let mut endpoints: Vec<EndpointAccessView> = Vec::new();
+    for endpoint in &pool.spec.endpoints {
+        let is_http = endpoint.protocol == "http";
+        let name_for = |slot: Option<u32>| EdgeName {
+            project: project.name.to_string(),
+            pool: pool.name.to_string(),
+            endpoint: (http.len() > 1).then(|| endpoint.name.clone()),
+            slot,
+        };
+        let edge = state.edge.as_ref().filter(|_| is_http);
+        let mut slots: Vec<SlotEndpointView> = Vec::new();
+        if is_http {
+            for slot in 0..pool.size {
+                let address = listening
+                    .iter()
+                    .find(|(s, e, _)| *s == slot && *e == endpoint.name)
+                    .map(|(_, _, addr)| addr.to_string());
+                slots.push(SlotEndpointView {
+                    slot,
+                    url: edge.map(|e| e.url_of(&name_for(Some(slot)), org.name.as_str())),
+                    address: address.filter(|_| operator),
+                });
+            }
+        }
+        endpoints.push(EndpointAccessView {
+            name: endpoint.name.clone(),
+            protocol: endpoint.protocol.clone(),
+            port: endpoint.port,
+            url: edge.map(|e| e.url_of(&name_for(None), org.name.as_str())),
+            slots,
+        });
+    }
+    Ok(Json(PoolEndpointsView {
+        pool: format!("{}/{}/{}", org.name, project.name, pool.name),
+        endpoints,
+    }))
 }
 
 /// Deletes a pool: it is marked deleting, its nodes are destroyed, then it disappears.

@@ -12,7 +12,7 @@ use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs};
 use super::views::{
     CreateMembership, CreateOrg, CreateProject, CreateToken, CreateUser, MembershipView,
-    NewTokenView, OrgView, ProjectView, TokenView, UserView, WhoAmIView,
+    NewTokenView, OrgView, ProjectView, SetPassword, TokenView, UserView, WhoAmIView,
 };
 use crate::model::{
     ApiToken, MembershipId, Name, Org, Project, ProjectId, Role, Timestamp, TokenId, User,
@@ -408,6 +408,64 @@ async fn token_owner(state: &ApiState, caller: &Caller, user: &str) -> ApiResult
     if !caller.is_operator() {
         return Err(ApiError::forbidden(
             "only the user themselves or a zone operator may manage a user's tokens",
+        ));
+    }
+    user_named(state, "user", user).await
+}
+
+/// Sets a user's password, with which they sign in at the access edge; every session they
+/// had ends. The user themselves or a zone operator.
+#[utoipa::path(put, path = "/api/users/{user}/password", tag = "users", request_body = SetPassword,
+    params(("user" = String, Path, description = "User name")),
+    responses((status = 204, description = "Set; the user's sessions ended"),
+        (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub(super) async fn set_password(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs(user): PathArgs<String>,
+    body: JsonBody<SetPassword>,
+) -> ApiResult<StatusCode> {
+    let user = password_owner(&state, &caller, &user).await?;
+    let body = body.parse()?;
+    let hash = crate::passwords::hash_blocking(body.password)
+        .await
+        .map_err(|e| ApiError::invalid("password", e.to_string()))?;
+    state.store.set_password_hash(&user.id, Some(&hash)).await?;
+    let ended = state
+        .store
+        .end_web_sessions_of(&user.id, state.now())
+        .await?;
+    tracing::info!(user = %user.name, sessions_ended = ended, "password set");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Removes a user's password: they can then sign in at the edge with a token only, and
+/// every session they had ends.
+#[utoipa::path(delete, path = "/api/users/{user}/password", tag = "users",
+    params(("user" = String, Path, description = "User name")),
+    responses((status = 204, description = "Removed; the user's sessions ended"),
+        (status = 403, body = ErrorBody)))]
+pub(super) async fn remove_password(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs(user): PathArgs<String>,
+) -> ApiResult<StatusCode> {
+    let user = password_owner(&state, &caller, &user).await?;
+    state.store.set_password_hash(&user.id, None).await?;
+    state
+        .store
+        .end_web_sessions_of(&user.id, state.now())
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn password_owner(state: &ApiState, caller: &Caller, user: &str) -> ApiResult<User> {
+    if user == caller.user.name.as_str() {
+        return Ok(caller.user.clone());
+    }
+    if !caller.is_operator() {
+        return Err(ApiError::forbidden(
+            "only the user themselves or a zone operator may set a user's password",
         ));
     }
     user_named(state, "user", user).await

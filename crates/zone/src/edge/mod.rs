@@ -1,0 +1,601 @@
+//! The access edge: the zone's HTTPS reverse proxy in front of pools' http endpoints.
+//!
+//! A pool's endpoint is reached as `<project>--<pool>[-<endpoint>][-<slot>].<org>.<domain>`
+//! (`orc_access::names`); the zone's own pages (sign-in, sign-out, the list of what a person
+//! may open) are on `<domain>` itself. For every request to an endpoint the edge:
+//! 1. finds who asks: the session cookie a sign-in set, or `Authorization: Bearer <API
+//!    token>` (scripts and the CLI); nobody gets the sign-in page (a browser) or a 401;
+//! 2. reads the name against the org's pools, and checks the right `access_service` on the
+//!    pool's project: project owners and members, and `sys` org owners and members
+//!    ([`crate::api::access::project_role_in`] at least member). Viewers get a 403; a person
+//!    with no role there gets the same 404 as a name that leads nowhere;
+//! 3. drops every header the client sent that the app must not trust or see
+//!    (`X-Orc-Access-Assertion`, `Authorization` when it carried the token, the session
+//!    cookie, hop-by-hop headers), adds `X-Forwarded-*` and one freshly signed access
+//!    assertion (ES256, audience `<project>/<pool>/<endpoint>`, lifetime
+//!    [`EdgeConfig::assertion_lifetime`]);
+//! 4. forwards the request to the slot's address ([`EndpointDirectory`]; without a slot
+//!    part, the lowest slot that answers) and streams the answer back (server-sent events
+//!    included), dropping any `Set-Cookie` for the session cookie.
+//!
+//! Sessions live in the store ([`crate::store::Store::web_session`]), so every controller of
+//! a zone honours them; the cookie is `__Secure-orc_session`, `Domain=<domain>`, `Secure`,
+//! `HttpOnly`, `SameSite=Lax`. Sign-in takes an API token or a user name and password;
+//! failed sign-ins are limited per client address.
+//!
+//! Must not import the hub or the reconcilers; it reads the store, signs with the zone's
+//! access keys and asks an [`EndpointDirectory`] where slots listen.
+
+mod certs;
+mod identity;
+mod pages;
+mod proxy;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use orc_access::names::{self, EdgeName, EdgePool, NameError};
+
+pub use certs::EdgeCerts;
+pub use identity::{Person, SESSION_COOKIE};
+
+use crate::access_keys::AccessKeys;
+use crate::api::access::{project_role_in, rank};
+use crate::model::{Name, Org, Pool, PoolId, Project, Role, Timestamp};
+use crate::store::{Store, StoreError};
+use orc_zone_model::session::SessionPolicy;
+
+/// Default address of the edge.
+pub const DEFAULT_EDGE_ADDR: &str = "127.0.0.1:7443";
+/// Default zone domain of `orc up` (an org's zone is `<org>.orc.localhost`).
+pub const DEFAULT_DOMAIN: &str = "orc.localhost";
+
+/// How the edge runs.
+#[derive(Debug, Clone)]
+pub struct EdgeConfig {
+    /// Where it listens (port 0 picks a free port).
+    pub addr: SocketAddr,
+    /// The zone domain: its pages are at `https://<domain>`, an org's endpoints under
+    /// `<org>.<domain>`.
+    pub domain: String,
+    /// The port in the URLs the edge writes (redirects, links); `None`: the listen port.
+    /// Set it when a load balancer in front listens elsewhere (443).
+    pub public_port: Option<u16>,
+    /// How long sessions last.
+    pub sessions: SessionPolicy,
+    /// How long an assertion the edge adds holds (at most 300 s).
+    pub assertion_lifetime: Duration,
+    /// Failed sign-ins allowed per client address per minute.
+    pub sign_in_failures_per_minute: u32,
+}
+
+impl Default for EdgeConfig {
+    fn default() -> Self {
+        EdgeConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 7443)),
+            domain: DEFAULT_DOMAIN.to_string(),
+            public_port: None,
+            sessions: SessionPolicy::default(),
+            assertion_lifetime: Duration::from_secs(120),
+            sign_in_failures_per_minute: 10,
+        }
+    }
+}
+
+/// Where the slots of app pools serve their http endpoints.
+pub trait EndpointDirectory: Send + Sync + 'static {
+    /// `(slot, endpoint, address)` of every slot of `pool` that serves one, by slot.
+    fn http_endpoints(&self, pool: &PoolId) -> Vec<(u32, String, SocketAddr)>;
+}
+
+impl EndpointDirectory for crate::apps::Apps {
+    fn http_endpoints(&self, pool: &PoolId) -> Vec<(u32, String, SocketAddr)> {
+        crate::apps::Apps::http_endpoints(self, pool)
+    }
+}
+
+type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// What every request of the edge shares.
+#[derive(Clone)]
+pub struct EdgeState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    keys: Arc<AccessKeys>,
+    endpoints: Arc<dyn EndpointDirectory>,
+    /// The zone's web URL, written as `iss` in assertions.
+    issuer: String,
+    domain: String,
+    /// `:PORT` in URLs, or empty for 443.
+    port_suffix: String,
+    config: EdgeConfig,
+    clock: Clock,
+    client: proxy::Client,
+    sign_ins: identity::SignInLimiter,
+}
+
+impl std::fmt::Debug for EdgeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeState")
+            .field("domain", &self.inner.domain)
+            .field("issuer", &self.inner.issuer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EdgeState {
+    /// An edge over `store` that signs with `keys` as `issuer` (the zone's web URL) and
+    /// finds slots through `endpoints`; `port` is the port its URLs carry.
+    pub fn new(
+        store: Store,
+        keys: Arc<AccessKeys>,
+        endpoints: Arc<dyn EndpointDirectory>,
+        issuer: String,
+        config: EdgeConfig,
+        port: u16,
+    ) -> EdgeState {
+        let port = config.public_port.unwrap_or(port);
+        let port_suffix = if port == 443 {
+            String::new()
+        } else {
+            format!(":{port}")
+        };
+        EdgeState {
+            inner: Arc::new(Inner {
+                store,
+                keys,
+                endpoints,
+                issuer,
+                domain: config.domain.to_ascii_lowercase(),
+                port_suffix,
+                sign_ins: identity::SignInLimiter::new(config.sign_in_failures_per_minute),
+                config,
+                clock: Arc::new(Timestamp::now),
+                client: proxy::client(),
+            }),
+        }
+    }
+
+    /// Times come from this clock (tests move it).
+    pub fn with_clock(mut self, clock: impl Fn() -> Timestamp + Send + Sync + 'static) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.clock = Arc::new(clock);
+        }
+        self
+    }
+
+    fn now(&self) -> Timestamp {
+        (self.inner.clock)()
+    }
+
+    /// The edge's own URL: `https://<domain>[:port]`.
+    pub fn url(&self) -> String {
+        format!("https://{}{}", self.inner.domain, self.inner.port_suffix)
+    }
+
+    /// The URL of a host under the domain.
+    fn url_of(&self, host: &str) -> String {
+        format!("https://{host}{}", self.inner.port_suffix)
+    }
+}
+
+/// The edge's routes: everything goes through [`handle`], which looks at the host first.
+pub fn router(state: EdgeState) -> Router {
+    Router::new().fallback(handle).with_state(state)
+}
+
+/// Serves the edge on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: EdgeState,
+    options: orc_tls::ServeOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let options = orc_tls::ServeOptions {
+        what: "access edge",
+        http2_only: false,
+        ..options
+    };
+    orc_tls::serve(listener, router(state), options, shutdown).await
+}
+
+/// The host a request names (HTTP/1 `Host`, HTTP/2 `:authority`), lower case, no port.
+fn request_host(request: &Request) -> Option<String> {
+    let raw = request.uri().host().map(str::to_string).or_else(|| {
+        request
+            .headers()
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    })?;
+    let host = match raw.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or("").to_string(),
+        None => raw.split(':').next().unwrap_or("").to_string(),
+    };
+    Some(host.trim_end_matches('.').to_ascii_lowercase())
+}
+
+fn client_ip(request: &Request) -> Option<IpAddr> {
+    request
+        .extensions()
+        .get::<orc_tls::PeerAddr>()
+        .map(|peer| peer.0.ip())
+}
+
+async fn handle(State(edge): State<EdgeState>, request: Request) -> Response {
+    let Some(host) = request_host(&request) else {
+        return pages::refusal(
+            StatusCode::BAD_REQUEST,
+            "No host name",
+            "The request names no host; open an endpoint by its name under this zone.",
+            None,
+        );
+    };
+    if host == edge.inner.domain {
+        return own_page(&edge, request).await;
+    }
+    if !host.ends_with(&format!(".{}", edge.inner.domain)) {
+        return pages::refusal(
+            StatusCode::MISDIRECTED_REQUEST,
+            "Not a name of this zone",
+            &format!(
+                "This edge serves names under {}; {host} is not one of them.",
+                edge.inner.domain
+            ),
+            None,
+        );
+    }
+    let result = endpoint_request(&edge, &host, request).await;
+    result.unwrap_or_else(|refused| refused)
+}
+
+/// The zone's own pages on `<domain>`: sign-in, sign-out and the list of endpoints.
+async fn own_page(edge: &EdgeState, request: Request) -> Response {
+    let path = request.uri().path().to_string();
+    match (request.method().clone(), path.as_str()) {
+        (Method::GET, "/") => home(edge, request).await,
+        (Method::GET, "/sign-in") => {
+            let next = query_value(&request, "next");
+            let next = next.filter(|n| edge.allowed_next(n));
+            pages::sign_in(&edge.url(), next.as_deref(), None, StatusCode::OK)
+        }
+        (Method::POST, "/sign-in") => identity::sign_in(edge, request).await,
+        (Method::POST, "/sign-out") => identity::sign_out(edge, request).await,
+        (Method::GET | Method::HEAD, "/healthz") => (StatusCode::OK, "ok\n").into_response(),
+        _ => pages::refusal(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "The zone's pages here are sign-in, sign-out and the list of your endpoints.",
+            Some(&edge.url()),
+        ),
+    }
+}
+
+fn query_value(request: &Request, name: &str) -> Option<String> {
+    let query = request.uri().query()?;
+    serde_urlencoded::from_str::<Vec<(String, String)>>(query)
+        .ok()?
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v)
+}
+
+impl EdgeState {
+    /// Whether a sign-in may send the browser to `next` afterwards: only https URLs of this
+    /// edge (its domain or a name under it), so the form is no open redirect.
+    fn allowed_next(&self, next: &str) -> bool {
+        let Ok(url) = url::Url::parse(next) else {
+            return false;
+        };
+        let port_ok = url.port_or_known_default() == Some(self.port());
+        let host_ok = url.host_str().is_some_and(|h| {
+            let h = h.to_ascii_lowercase();
+            h == self.inner.domain || h.ends_with(&format!(".{}", self.inner.domain))
+        });
+        url.scheme() == "https" && host_ok && port_ok && url.username().is_empty()
+    }
+
+    fn port(&self) -> u16 {
+        self.inner
+            .port_suffix
+            .strip_prefix(':')
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(443)
+    }
+}
+
+/// The page a signed-in person sees on the zone's own host: who they are, and every
+/// endpoint they may open.
+async fn home(edge: &EdgeState, request: Request) -> Response {
+    let person = match identity::identify(edge, request.headers()).await {
+        Ok(Some(person)) => person,
+        Ok(None) => {
+            return Redirect::to(&format!("{}/sign-in", edge.url())).into_response();
+        }
+        Err(e) => return e,
+    };
+    match reachable_endpoints(edge, &person).await {
+        Ok(list) => pages::home(&edge.url(), &person, &list),
+        Err(e) => store_failure(&e),
+    }
+}
+
+/// An endpoint a person may open, for the home page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reachable {
+    pub pool: String,
+    pub endpoint: String,
+    pub url: String,
+}
+
+async fn reachable_endpoints(
+    edge: &EdgeState,
+    person: &Person,
+) -> Result<Vec<Reachable>, StoreError> {
+    let store = &edge.inner.store;
+    let mut list = Vec::new();
+    for org in store.list_orgs().await? {
+        for project in store.list_projects(&org.id).await? {
+            if !may_open(project_role_in(&person.memberships, &project)) {
+                continue;
+            }
+            let pools = http_pools(store, &project).await?;
+            for pool in &pools {
+                for name in names::names_of(&edge_pool(&project, pool)) {
+                    if name.slot.is_some() {
+                        continue;
+                    }
+                    let endpoint = endpoint_of(&name, pool).unwrap_or_default();
+                    list.push(Reachable {
+                        pool: format!("{}/{}/{}", org.name, project.name, pool.name),
+                        endpoint,
+                        url: format!(
+                            "{}/",
+                            edge.url_of(&name.host(org.name.as_str(), &edge.inner.domain))
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    Ok(list)
+}
+
+/// Whether a role in a project carries `access_service`.
+fn may_open(role: Option<Role>) -> bool {
+    role.is_some_and(|r| rank(r) >= rank(Role::Member))
+}
+
+fn http_endpoints_of(pool: &Pool) -> Vec<String> {
+    let mut names: Vec<String> = pool
+        .spec
+        .endpoints
+        .iter()
+        .filter(|e| e.protocol == "http")
+        .map(|e| e.name.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+async fn http_pools(store: &Store, project: &Project) -> Result<Vec<Pool>, StoreError> {
+    Ok(store
+        .list_pools(&project.id)
+        .await?
+        .into_iter()
+        .filter(|p| !p.deleting && !http_endpoints_of(p).is_empty())
+        .collect())
+}
+
+fn edge_pool(project: &Project, pool: &Pool) -> EdgePool {
+    EdgePool {
+        project: project.name.to_string(),
+        pool: pool.name.to_string(),
+        endpoints: http_endpoints_of(pool),
+        slots: pool.size,
+    }
+}
+
+/// The endpoint a name leads to: the one it names, or the pool's only one.
+fn endpoint_of(name: &EdgeName, pool: &Pool) -> Option<String> {
+    name.endpoint
+        .clone()
+        .or_else(|| http_endpoints_of(pool).into_iter().next())
+}
+
+/// The same answer for a name that leads nowhere and one the person may not know of.
+fn no_endpoint(edge: &EdgeState, host: &str) -> Response {
+    pages::refusal(
+        StatusCode::NOT_FOUND,
+        "No endpoint here",
+        &format!(
+            "{host} leads to no endpoint you may open. Endpoint names are \
+             <project>--<pool>[-<endpoint>][-<slot>].<org>.{}.",
+            edge.inner.domain
+        ),
+        Some(&edge.url()),
+    )
+}
+
+fn store_failure(error: &StoreError) -> Response {
+    tracing::warn!(error = %error, "the access edge could not read the store");
+    pages::refusal(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Try again shortly",
+        "The zone could not look this up right now.",
+        None,
+    )
+}
+
+/// A request to a pool's endpoint: who, where, may they, then forward.
+async fn endpoint_request(
+    edge: &EdgeState,
+    host: &str,
+    request: Request,
+) -> Result<Response, Response> {
+    let (org_name, label) = names::split_host(host, &edge.inner.domain).map_err(|e| {
+        pages::refusal(
+            StatusCode::NOT_FOUND,
+            "No endpoint here",
+            &e.to_string(),
+            Some(&edge.url()),
+        )
+    })?;
+    let person = match identity::identify(edge, request.headers()).await? {
+        Some(person) => person,
+        None => return Ok(identity::ask_to_sign_in(edge, host, &request)),
+    };
+    let store = &edge.inner.store;
+    let org = match org_named(store, &org_name).await {
+        Ok(Some(org)) => org,
+        Ok(None) => return Err(no_endpoint(edge, host)),
+        Err(e) => return Err(store_failure(&e)),
+    };
+    let projects = store
+        .list_projects(&org.id)
+        .await
+        .map_err(|e| store_failure(&e))?;
+    let mut pools = Vec::new();
+    let mut edge_pools = Vec::new();
+    for project in &projects {
+        for pool in http_pools(store, project)
+            .await
+            .map_err(|e| store_failure(&e))?
+        {
+            edge_pools.push(edge_pool(project, &pool));
+            pools.push((project.clone(), pool));
+        }
+    }
+    let name = match names::resolve(org.name.as_str(), &label, &edge_pools) {
+        Ok(name) => name,
+        Err(NameError::Ambiguous { .. } | NameError::EndpointNeeded { .. })
+            if !person.sees_org(&org) =>
+        {
+            return Err(no_endpoint(edge, host));
+        }
+        Err(e @ (NameError::Ambiguous { .. } | NameError::EndpointNeeded { .. })) => {
+            return Err(pages::refusal(
+                StatusCode::NOT_FOUND,
+                "Which endpoint?",
+                &e.to_string(),
+                Some(&edge.url()),
+            ));
+        }
+        Err(_) => return Err(no_endpoint(edge, host)),
+    };
+    let Some((project, pool)) = pools
+        .into_iter()
+        .find(|(p, pool)| p.name.as_str() == name.project && pool.name.as_str() == name.pool)
+    else {
+        return Err(no_endpoint(edge, host));
+    };
+    match project_role_in(&person.memberships, &project) {
+        None => return Err(no_endpoint(edge, host)),
+        Some(role) if !may_open(Some(role)) => {
+            return Err(pages::refusal(
+                StatusCode::FORBIDDEN,
+                "Not for viewers",
+                &format!(
+                    "Opening endpoints of project {}/{} needs the member or owner role there; \
+                     you are {role}.",
+                    org.name, project.name
+                ),
+                Some(&edge.url()),
+            ));
+        }
+        Some(_) => {}
+    }
+    let endpoint = endpoint_of(&name, &pool).ok_or_else(|| no_endpoint(edge, host))?;
+    let slots: Vec<(u32, SocketAddr)> = edge
+        .inner
+        .endpoints
+        .http_endpoints(&pool.id)
+        .into_iter()
+        .filter(|(slot, e, _)| *e == endpoint && name.slot.is_none_or(|want| want == *slot))
+        .map(|(slot, _, addr)| (slot, addr))
+        .collect();
+    if slots.is_empty() {
+        let which = name
+            .slot
+            .map_or_else(|| "no slot".to_string(), |s| format!("slot {s}"));
+        return Err(pages::refusal(
+            StatusCode::BAD_GATEWAY,
+            "Not serving right now",
+            &format!(
+                "Pool {}/{}/{} has {which} serving endpoint {endpoint} right now; it may be \
+                 starting. Try again shortly.",
+                org.name, project.name, pool.name
+            ),
+            Some(&edge.url()),
+        ));
+    }
+    let audience = format!("{}/{}/{endpoint}", project.name, pool.name);
+    let assertion = identity::assertion(edge, &person, &org, &audience)?;
+    let forward = proxy::Forward {
+        host: host.to_string(),
+        port: edge.port(),
+        client: client_ip(&request),
+        assertion,
+        drop_authorization: person.by_bearer,
+        pool: format!("{}/{}/{}", org.name, project.name, pool.name),
+    };
+    Ok(proxy::forward(edge, request, &slots, forward).await)
+}
+
+async fn org_named(store: &Store, name: &str) -> Result<Option<Org>, StoreError> {
+    let Ok(name) = name.parse::<Name>() else {
+        return Ok(None);
+    };
+    match store.org_by_name(&name).await {
+        Ok(org) => Ok(Some(org)),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Headers of a response that the edge's pages carry: no caching, no framing, no sniffing.
+fn page_headers(headers: &mut HeaderMap) {
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' https:; \
+             frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+}
+
+fn html(status: StatusCode, body: String) -> Response {
+    let mut response = (status, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    page_headers(response.headers_mut());
+    response
+}
+
+fn empty(status: StatusCode) -> Response {
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = status;
+    response
+}

@@ -1,0 +1,320 @@
+//! Forwarding a request to a slot and its answer back.
+//!
+//! What reaches the app: the method, path, query and body as sent; the client's headers
+//! minus hop-by-hop ones, every `X-Orc-Access-Assertion`, `Forwarded` and `X-Forwarded-*`
+//! it sent, the session cookie (other cookies stay) and, when it carried the bearer token,
+//! `Authorization`; plus `Host` as the client named it, `X-Forwarded-Host`,
+//! `X-Forwarded-Proto: https`, `X-Forwarded-For` and the one assertion the edge signed.
+//! What reaches the client: the app's answer, streamed, minus hop-by-hop headers and any
+//! `Set-Cookie` for the session cookie.
+//!
+//! A request without a slot part goes to the lowest slot; when that slot refuses the
+//! connection, a request that can be sent again (GET, HEAD, OPTIONS) tries the next.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, Version, header};
+use axum::response::{IntoResponse, Response};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use super::identity::SESSION_COOKIE;
+use super::{EdgeState, pages};
+
+/// The client the edge forwards with: HTTP/1.1 to loopback slots, connections reused.
+pub(super) type Client = HyperClient<HttpConnector, Body>;
+
+/// How long a slot may take to start answering.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub(super) fn client() -> Client {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(Duration::from_secs(5)));
+    HyperClient::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(connector)
+}
+
+/// What the edge adds to a forwarded request.
+pub(super) struct Forward {
+    /// The host the client named.
+    pub host: String,
+    /// The edge's public port.
+    pub port: u16,
+    pub client: Option<IpAddr>,
+    pub assertion: String,
+    /// The client's `Authorization` carried the bearer token: do not pass it on.
+    pub drop_authorization: bool,
+    /// `org/project/pool`, for log lines and error pages.
+    pub pool: String,
+}
+
+/// Headers that describe one connection, never forwarded.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+    headers.remove(header::TRANSFER_ENCODING);
+}
+
+/// The client's cookies without the session cookie; `None` when none is left.
+fn cookies_without_session(headers: &HeaderMap) -> Option<HeaderValue> {
+    let kept: Vec<&str> = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .map(str::trim)
+        .filter(|pair| {
+            !pair.is_empty() && pair.split('=').next().map(str::trim) != Some(SESSION_COOKIE)
+        })
+        .collect();
+    if kept.is_empty() {
+        None
+    } else {
+        HeaderValue::from_str(&kept.join("; ")).ok()
+    }
+}
+
+/// The headers the app receives.
+pub(super) fn forwarded_headers(client: &HeaderMap, forward: &Forward) -> HeaderMap {
+    let mut headers = client.clone();
+    strip_hop_by_hop(&mut headers);
+    headers.remove(orc_access::ASSERTION_HEADER);
+    headers.remove(header::FORWARDED);
+    for name in ["x-forwarded-for", "x-forwarded-host", "x-forwarded-proto"] {
+        headers.remove(name);
+    }
+    if forward.drop_authorization {
+        headers.remove(header::AUTHORIZATION);
+    }
+    headers.remove(header::COOKIE);
+    if let Some(cookies) = cookies_without_session(client) {
+        headers.insert(header::COOKIE, cookies);
+    }
+    let host = if forward.port == 443 {
+        forward.host.clone()
+    } else {
+        format!("{}:{}", forward.host, forward.port)
+    };
+    if let Ok(value) = HeaderValue::from_str(&host) {
+        headers.insert(header::HOST, value.clone());
+        headers.insert("x-forwarded-host", value);
+    }
+    headers.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+    if let Some(ip) = forward.client
+        && let Ok(value) = HeaderValue::from_str(&ip.to_string())
+    {
+        headers.insert("x-forwarded-for", value);
+    }
+    if let Ok(value) = HeaderValue::from_str(&forward.assertion) {
+        headers.insert(orc_access::ASSERTION_HEADER, value);
+    }
+    headers
+}
+
+/// The headers the client receives.
+fn answered_headers(headers: &mut HeaderMap) {
+    strip_hop_by_hop(headers);
+    let cookies: Vec<HeaderValue> = headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter(|v| {
+            v.to_str().map_or(true, |text| {
+                text.split('=').next().map(str::trim) != Some(SESSION_COOKIE)
+            })
+        })
+        .cloned()
+        .collect();
+    headers.remove(header::SET_COOKIE);
+    for cookie in cookies {
+        headers.append(header::SET_COOKIE, cookie);
+    }
+}
+
+fn may_resend(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// Sends `request` to the first of `slots` that takes it, and its answer back.
+pub(super) async fn forward(
+    edge: &EdgeState,
+    request: Request,
+    slots: &[(u32, SocketAddr)],
+    forward: Forward,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let headers = forwarded_headers(&parts.headers, &forward);
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let resend = may_resend(&parts.method);
+    let mut body = Some(body);
+    let mut last_error = String::new();
+    for (slot, addr) in slots {
+        let Ok(uri) = format!("http://{addr}{path}").parse::<Uri>() else {
+            return pages::refusal(
+                StatusCode::BAD_REQUEST,
+                "Bad path",
+                "The request's path cannot be forwarded.",
+                None,
+            );
+        };
+        // Only a request that can be sent again reaches a second slot, and then without
+        // the body (GET, HEAD and OPTIONS carry none in practice).
+        let mut outgoing = axum::http::Request::new(body.take().unwrap_or_else(Body::empty));
+        *outgoing.method_mut() = parts.method.clone();
+        *outgoing.uri_mut() = uri;
+        *outgoing.version_mut() = Version::HTTP_11;
+        *outgoing.headers_mut() = headers.clone();
+        match tokio::time::timeout(ANSWER_TIMEOUT, edge.inner.client.request(outgoing)).await {
+            Ok(Ok(answer)) => {
+                let (mut parts, incoming) = answer.into_parts();
+                answered_headers(&mut parts.headers);
+                return Response::from_parts(parts, Body::new(incoming));
+            }
+            Ok(Err(e)) if e.is_connect() && resend => {
+                tracing::debug!(pool = %forward.pool, slot, error = %e, "a slot refused the connection; trying the next");
+                last_error = format!("slot {slot} did not take the connection");
+            }
+            Ok(Err(e)) => {
+                tracing::info!(pool = %forward.pool, slot, error = %e, "forwarding to a slot failed");
+                last_error = format!("slot {slot} did not answer");
+                break;
+            }
+            Err(_) => {
+                tracing::info!(pool = %forward.pool, slot, "a slot did not answer in time");
+                return pages::refusal(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "No answer in time",
+                    &format!(
+                        "Slot {slot} of pool {} did not start answering within {} s.",
+                        forward.pool,
+                        ANSWER_TIMEOUT.as_secs()
+                    ),
+                    None,
+                );
+            }
+        }
+    }
+    pages::refusal(
+        StatusCode::BAD_GATEWAY,
+        "Not serving right now",
+        &format!(
+            "Pool {}: {last_error}. It may be restarting; try again shortly.",
+            forward.pool
+        ),
+        None,
+    )
+    .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_app_sees_only_what_the_edge_vouches_for() {
+        let mut client = HeaderMap::new();
+        client.append(
+            orc_access::ASSERTION_HEADER,
+            HeaderValue::from_static("forged-1"),
+        );
+        client.append(
+            "X-Orc-Access-Assertion",
+            HeaderValue::from_static("forged-2"),
+        );
+        client.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer orc_x"),
+        );
+        client.insert(
+            header::COOKIE,
+            HeaderValue::from_static("theme=dark; __Secure-orc_session=orc_s; lang=en"),
+        );
+        client.insert("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
+        client.insert(header::FORWARDED, HeaderValue::from_static("for=6.6.6.6"));
+        client.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-private"),
+        );
+        client.insert("x-private", HeaderValue::from_static("1"));
+        client.insert(header::ACCEPT, HeaderValue::from_static("text/html"));
+        let forward = Forward {
+            host: "sys--partner.sys.orc.localhost".into(),
+            port: 7443,
+            client: Some("127.0.0.1".parse().unwrap()),
+            assertion: "signed".into(),
+            drop_authorization: true,
+            pool: "sys/sys/partner".into(),
+        };
+        let headers = forwarded_headers(&client, &forward);
+        let assertions: Vec<_> = headers
+            .get_all(orc_access::ASSERTION_HEADER)
+            .iter()
+            .collect();
+        assert_eq!(assertions, [HeaderValue::from_static("signed")]);
+        assert!(headers.get(header::AUTHORIZATION).is_none());
+        assert_eq!(headers[header::COOKIE], "theme=dark; lang=en");
+        assert_eq!(headers["x-forwarded-for"], "127.0.0.1");
+        assert!(headers.get(header::FORWARDED).is_none());
+        assert!(headers.get("x-private").is_none() && headers.get(header::CONNECTION).is_none());
+        assert_eq!(headers[header::HOST], "sys--partner.sys.orc.localhost:7443");
+        assert_eq!(headers["x-forwarded-proto"], "https");
+        assert_eq!(headers[header::ACCEPT], "text/html");
+
+        let only_session = {
+            let mut h = HeaderMap::new();
+            h.insert(
+                header::COOKIE,
+                HeaderValue::from_static("__Secure-orc_session=orc_s"),
+            );
+            h
+        };
+        assert!(
+            forwarded_headers(&only_session, &forward)
+                .get(header::COOKIE)
+                .is_none()
+        );
+
+        let mut answer = HeaderMap::new();
+        answer.append(header::SET_COOKIE, HeaderValue::from_static("a=1; Path=/"));
+        answer.append(
+            header::SET_COOKIE,
+            HeaderValue::from_static("__Secure-orc_session=stolen; Domain=orc.localhost"),
+        );
+        answer.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        answered_headers(&mut answer);
+        let cookies: Vec<_> = answer.get_all(header::SET_COOKIE).iter().collect();
+        assert_eq!(cookies, [HeaderValue::from_static("a=1; Path=/")]);
+        assert!(answer.get(header::CONNECTION).is_none());
+    }
+}
