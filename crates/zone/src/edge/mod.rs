@@ -49,7 +49,7 @@ use crate::access_keys::AccessKeys;
 use crate::api::access::{project_role_in, rank};
 use crate::model::{Name, Org, Pool, PoolId, Project, Role, Timestamp};
 use crate::store::{Store, StoreError};
-use orc_zone_model::session::SessionPolicy;
+pub use orc_zone_model::session::SessionPolicy;
 
 /// Default address of the edge.
 pub const DEFAULT_EDGE_ADDR: &str = "127.0.0.1:7443";
