@@ -1181,11 +1181,20 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         let key_before = std::fs::read_to_string(secrets.join("robot-rescue-key.pub")).unwrap();
+        // The API's address is part of the partner's params (its access_keys_url): the same
+        // address again changes nothing.
+        let http = up.zone.http_addr();
         up.shutdown().await;
 
-        let again = Up::start(&args(dir.path(), &partner), &report)
-            .await
-            .unwrap();
+        let again = Up::start(
+            &UpArgs {
+                http,
+                ..args(dir.path(), &partner)
+            },
+            &report,
+        )
+        .await
+        .unwrap();
         assert!(!again.pool_created);
         wait_until_running(again.zone.store(), &pool).await;
         let pools = again
