@@ -18,6 +18,22 @@
 //!
 //! The helpers panic with what they were doing (a test's assertion), except
 //! [`Browser::try_open`], whose failure a test may expect.
+//!
+//! ```no_run
+//! # async fn signs_in(zone_ca_pem: &str) {
+//! use orc_testkit::browser::{Browser, SameSite};
+//!
+//! let browser = Browser::builder("signs_in").trust_ca(zone_ca_pem).start().await;
+//! browser.open("https://orc.localhost:7443/sign-in").await;
+//! browser.fill_labelled("User", "olivia").await;
+//! browser.press("Sign in").await;
+//! browser.wait_for_text("Signed in as olivia").await;
+//! let session = browser.cookie("orc_session").await.expect("a session cookie");
+//! assert!(session.http_only && session.secure);
+//! assert_eq!(session.same_site, Some(SameSite::Lax));
+//! browser.snapshot("signed-in").await; // target/browser/signs_in/signed-in.{png,html}
+//! # }
+//! ```
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -137,8 +153,8 @@ impl std::error::Error for LoadError {}
 pub struct Cookie {
     pub name: String,
     pub value: String,
-    /// The `Domain` it was set for (Chromium writes a leading dot), or `None` for a host-only
-    /// cookie.
+    /// The domain it is sent to, as chromedriver reports it: without a leading dot, so a
+    /// `Domain=orc.localhost` cookie and a host-only cookie of `orc.localhost` read alike.
     pub domain: Option<String>,
     pub path: Option<String>,
     pub secure: bool,
@@ -323,8 +339,8 @@ impl Browser {
         )
     }
 
-    /// Types `value` into the input, text area or select found by the CSS `selector`,
-    /// replacing what it held.
+    /// Types `value` into the input or text area found by the CSS `selector`, replacing
+    /// what it held.
     pub async fn fill(&self, selector: &str, value: &str) {
         let field = self.find(Locator::Css(selector), selector).await;
         field
@@ -664,7 +680,7 @@ struct Driver {
 impl Driver {
     async fn spawn(dir: TempDir) -> Driver {
         let log = dir.path().join("chromedriver.log");
-        let stderr = File::create(&log).expect("chromedriver's log file");
+        let stderr = File::create(dir.path().join("stderr.log")).expect("a file for stderr");
         let home = dir.path().join("home");
         let mut command = Command::new(CHROMEDRIVER);
         command
@@ -718,13 +734,19 @@ impl Driver {
         driver
     }
 
-    /// The end of chromedriver's log, for a failure's message.
+    /// The ends of chromedriver's log and of what it and Chromium printed, for a failure's
+    /// message.
     fn log(&self) -> String {
-        let text =
-            std::fs::read_to_string(self.dir.path().join("chromedriver.log")).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(30).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        format!("chromedriver's log ends:\n{}", tail.join("\n"))
+        let tail = |name: &str| {
+            let text = std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(20)..].join("\n")
+        };
+        format!(
+            "chromedriver's log ends:\n{}\nchromedriver and Chromium printed:\n{}",
+            tail("chromedriver.log"),
+            tail("stderr.log")
+        )
     }
 
     /// Asks chromedriver to end the session, which quits Chromium and waits for it. Blocking
@@ -1056,6 +1078,18 @@ mod tests {
         png.extend_from_slice(&800u32.to_be_bytes());
         assert_eq!(png_size(&png), Some((1280, 800)));
         assert_eq!(png_size(b"<html></html>"), None);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "is missing: the browser tests need it; apt-get install chromium-driver"
+    )]
+    fn a_missing_program_fails_naming_its_package() {
+        require(
+            "/nonexistent/chromedriver",
+            "chromedriver",
+            "chromium-driver",
+        );
     }
 
     #[test]
