@@ -1,10 +1,13 @@
 //! What orc's test suites share, so each idea is written once: a typed client for the
 //! emulators' control API ([`emu`]), builders of protocol messages ([`proto`]), one way to
-//! wait for a condition ([`eventually`]), one golden-file check ([`golden`]) and, with the
-//! `zone` feature, an in-process zone with the standard tenancy (`zone`).
+//! wait for a condition ([`eventually`]), one golden-file check ([`golden`]), with the
+//! `zone` feature an in-process zone with the standard tenancy (`zone`), and with the
+//! `browser` feature a headless Chromium for the web tests (`browser`).
 //!
 //! A dev-dependency only: no crate's library or binary may depend on it.
 
+#[cfg(feature = "browser")]
+pub mod browser;
 pub mod emu;
 pub mod golden;
 pub mod proto;
