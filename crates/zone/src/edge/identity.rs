@@ -82,12 +82,40 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The key a credential is kept under: its kind and SHA-256, never its value.
+fn kept_as(kind: char, value: &str) -> String {
+    format!(
+        "{kind}:{}",
+        TokenSecret::from_presented(value.to_string())
+            .hash()
+            .to_hex()
+    )
+}
+
 /// Who sent `headers`: `None` for nobody; an error page when the store fails or a bearer
-/// is refused.
+/// is refused. Known credentials are kept for a moment ([`super::recent`]).
 pub(super) async fn identify(
     edge: &EdgeState,
     headers: &HeaderMap,
 ) -> Result<Option<Person>, Response> {
+    let now = edge.now();
+    let key = match (bearer(headers), session_cookie(headers)) {
+        (Some(value), _) => kept_as('b', &value),
+        (None, Some(value)) => kept_as('s', &value),
+        (None, None) => return Ok(None),
+    };
+    if let Some(person) = edge.inner.people.get(&key, now) {
+        return Ok(Some(person));
+    }
+    let found = look_up(edge, headers).await?;
+    if let Some(person) = &found {
+        edge.inner.people.put(key, person.clone(), now);
+    }
+    Ok(found)
+}
+
+/// [`identify`] from the store.
+async fn look_up(edge: &EdgeState, headers: &HeaderMap) -> Result<Option<Person>, Response> {
     let store = &edge.inner.store;
     let now = edge.now();
     let failed = |e: crate::store::StoreError| super::store_failure(&e);
@@ -391,6 +419,7 @@ pub(super) async fn sign_out(edge: &EdgeState, request: Request) -> Response {
         );
     }
     if let Some(value) = session_cookie(request.headers()) {
+        edge.inner.people.forget(&kept_as('s', &value));
         let secret = SessionSecret::from_presented(value);
         let policy = edge.inner.config.sessions;
         match edge

@@ -30,6 +30,7 @@ mod certs;
 mod identity;
 mod pages;
 mod proxy;
+mod recent;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -121,6 +122,17 @@ struct Inner {
     clock: Clock,
     client: proxy::Client,
     sign_ins: identity::SignInLimiter,
+    /// Who a credential belongs to, by the credential's hash.
+    people: recent::Recent<Person>,
+    /// An org's pools that serve http endpoints, by org name.
+    orgs: recent::Recent<Option<OrgPools>>,
+}
+
+/// An org and its pools that serve http endpoints, with their projects.
+#[derive(Debug, Clone)]
+struct OrgPools {
+    org: Org,
+    pools: Vec<(Project, Pool)>,
 }
 
 impl std::fmt::Debug for EdgeState {
@@ -161,6 +173,8 @@ impl EdgeState {
                 config,
                 clock: Arc::new(Timestamp::now),
                 client: proxy::client(),
+                people: recent::Recent::new(recent::PERSON_TTL_MS),
+                orgs: recent::Recent::new(recent::ORG_TTL_MS),
             }),
         }
     }
@@ -455,27 +469,16 @@ async fn endpoint_request(
         Some(person) => person,
         None => return Ok(identity::ask_to_sign_in(edge, host, &request)),
     };
-    let store = &edge.inner.store;
-    let org = match org_named(store, &org_name).await {
-        Ok(Some(org)) => org,
-        Ok(None) => return Err(no_endpoint(edge, host)),
-        Err(e) => return Err(store_failure(&e)),
-    };
-    let projects = store
-        .list_projects(&org.id)
+    let Some(OrgPools { org, pools }) = org_pools(edge, &org_name)
         .await
-        .map_err(|e| store_failure(&e))?;
-    let mut pools = Vec::new();
-    let mut edge_pools = Vec::new();
-    for project in &projects {
-        for pool in http_pools(store, project)
-            .await
-            .map_err(|e| store_failure(&e))?
-        {
-            edge_pools.push(edge_pool(project, &pool));
-            pools.push((project.clone(), pool));
-        }
-    }
+        .map_err(|e| store_failure(&e))?
+    else {
+        return Err(no_endpoint(edge, host));
+    };
+    let edge_pools: Vec<EdgePool> = pools
+        .iter()
+        .map(|(project, pool)| edge_pool(project, pool))
+        .collect();
     let name = match names::resolve(org.name.as_str(), &label, &edge_pools) {
         Ok(name) => name,
         Err(NameError::Ambiguous { .. } | NameError::EndpointNeeded { .. })
@@ -550,6 +553,30 @@ async fn endpoint_request(
         pool: format!("{}/{}/{}", org.name, project.name, pool.name),
     };
     Ok(proxy::forward(edge, request, &slots, forward).await)
+}
+
+/// An org's pools that serve http endpoints (kept for [`recent::ORG_TTL_MS`]); `None` when
+/// there is no such org.
+async fn org_pools(edge: &EdgeState, name: &str) -> Result<Option<OrgPools>, StoreError> {
+    let now = edge.now();
+    if let Some(kept) = edge.inner.orgs.get(name, now) {
+        return Ok(kept);
+    }
+    let store = &edge.inner.store;
+    let found = match org_named(store, name).await? {
+        None => None,
+        Some(org) => {
+            let mut pools = Vec::new();
+            for project in store.list_projects(&org.id).await? {
+                for pool in http_pools(store, &project).await? {
+                    pools.push((project.clone(), pool));
+                }
+            }
+            Some(OrgPools { org, pools })
+        }
+    };
+    edge.inner.orgs.put(name.to_string(), found.clone(), now);
+    Ok(found)
 }
 
 async fn org_named(store: &Store, name: &str) -> Result<Option<Org>, StoreError> {
