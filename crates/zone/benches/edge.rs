@@ -5,7 +5,10 @@
 //! 200 to warm up:
 //! - `direct`: plain HTTP to the slot, as the edge reaches it;
 //! - `session`: https through the edge with a session cookie (HTTP/2, as browsers speak);
-//! - `bearer`: https through the edge with an API token.
+//! - `bearer`: https through the edge with an API token;
+//! - `cold`: `session` through a second edge whose clock jumps 3 s at every reading, so it
+//!   keeps nothing and every request reads the session, the user, their roles and the
+//!   org's pools from the store (what the first request of a page costs).
 //!
 //! Each line gives p50, p90 and p99 and, for the edge, what it adds to `direct` at p50.
 //! The store is SQLite in a temp dir, as `orc up` runs it.
@@ -152,37 +155,51 @@ fn main() {
         let slot = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
 
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let edge = listener.local_addr().unwrap();
-        let state = EdgeState::new(
-            store.clone(),
-            zone.access_keys().clone(),
-            Arc::new(OneSlot(pool.id.clone(), slot)),
-            zone.url(),
-            EdgeConfig {
-                addr: edge,
-                ..EdgeConfig::default()
-            },
-            edge.port(),
-        );
-        let certs = Arc::new(EdgeCerts::new(
-            zone.ca().unwrap().clone(),
-            DOMAIN,
-            Duration::from_secs(3600),
-        ));
-        let options = orc_tls::ServeOptions {
-            tls: Some(orc_tls::server_config_with_resolver(
-                certs,
-                orc_tls::ALPN_HTTP,
-            )),
-            ..orc_tls::ServeOptions::default()
+        let serve_edge = |clock: Option<Arc<std::sync::atomic::AtomicI64>>| {
+            let store = store.clone();
+            let keys = zone.access_keys().clone();
+            let directory = Arc::new(OneSlot(pool.id.clone(), slot));
+            let issuer = zone.url();
+            let ca = zone.ca().unwrap().clone();
+            async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let edge = listener.local_addr().unwrap();
+                let mut state = EdgeState::new(
+                    store,
+                    keys,
+                    directory,
+                    issuer,
+                    EdgeConfig {
+                        addr: edge,
+                        ..EdgeConfig::default()
+                    },
+                    edge.port(),
+                );
+                if let Some(jumps) = clock {
+                    state = state.with_clock(move || {
+                        let n = jumps.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        Timestamp::now().plus_millis(n * 3_000)
+                    });
+                }
+                let certs = Arc::new(EdgeCerts::new(ca, DOMAIN, Duration::from_secs(3600)));
+                let options = orc_tls::ServeOptions {
+                    tls: Some(orc_tls::server_config_with_resolver(
+                        certs,
+                        orc_tls::ALPN_HTTP,
+                    )),
+                    ..orc_tls::ServeOptions::default()
+                };
+                tokio::spawn(orc_zone::edge::serve(
+                    listener,
+                    state,
+                    options,
+                    std::future::pending(),
+                ));
+                edge
+            }
         };
-        tokio::spawn(orc_zone::edge::serve(
-            listener,
-            state,
-            options,
-            std::future::pending(),
-        ));
+        let edge = serve_edge(None).await;
+        let cold_edge = serve_edge(Some(Arc::default())).await;
 
         let client = reqwest::Client::builder()
             .tls_built_in_root_certs(false)
@@ -208,6 +225,15 @@ fn main() {
             .unwrap()
             .to_string();
         let through = format!("https://{HOST}:{}/", edge.port());
+        let cold_client = reqwest::Client::builder()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(zone.ca_pem().unwrap().as_bytes()).unwrap(),
+            )
+            .resolve(HOST, cold_edge)
+            .build()
+            .unwrap();
+        let cold_through = format!("https://{HOST}:{}/", cold_edge.port());
 
         let direct = time_requests(&client, &format!("http://{slot}/"), &|r| r, count).await;
         let session = time_requests(
@@ -219,12 +245,20 @@ fn main() {
         .await;
         let bearer =
             time_requests(&client, &through, &|r| r.bearer_auth(token.expose()), count).await;
+        let cold = time_requests(
+            &cold_client,
+            &cold_through,
+            &|r| r.header(reqwest::header::COOKIE, cookie.clone()),
+            count,
+        )
+        .await;
         println!("{count} requests each, one at a time, kept-alive connection, 2 cores");
         let base = percentile(&direct, 0.5);
         for (label, times) in [
             ("direct", &direct),
             ("session", &session),
             ("bearer", &bearer),
+            ("cold", &cold),
         ] {
             let p50 = percentile(times, 0.5);
             print!(
