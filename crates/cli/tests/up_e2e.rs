@@ -11,172 +11,14 @@
 //! restart (SIGHUP) keeps every node and the agents reconnect by themselves, a released
 //! static host takes a node again, and nothing is left behind.
 
-use std::io::{BufRead as _, BufReader};
+mod support;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-/// `orc up` in its own data dir, on ports the system picks.
-struct Up {
-    child: Child,
-    data: std::path::PathBuf,
-    summary: String,
-    /// The lines it prints after its summary.
-    later: std::sync::mpsc::Receiver<String>,
-}
-
-impl Up {
-    fn start(dir: &Path) -> Up {
-        Up::start_with(dir, &[])
-    }
-
-    /// `orc up` with `extra` arguments.
-    fn start_with(dir: &Path, extra: &[&str]) -> Up {
-        let data = dir.join("data");
-        let any = "127.0.0.1:0";
-        let mut child = Command::new(env!("CARGO_BIN_EXE_orc"))
-            .args(["up", "--data-dir"])
-            .arg(&data)
-            .args(["--http", any, "--grpc", any, "--hetzner-emu", any])
-            .args([
-                "--vultr-emu",
-                any,
-                "--robot-emu",
-                any,
-                "--partner-wait",
-                "120",
-            ])
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("orc up starts");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut summary = String::new();
-            let mut done = false;
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if done {
-                    let _ = tx.send(line);
-                    continue;
-                }
-                summary.push_str(&line);
-                summary.push('\n');
-                if line.starts_with("Ctrl-C stops everything") {
-                    let _ = tx.send(summary.clone());
-                    done = true;
-                }
-            }
-        });
-        let summary = rx
-            .recv_timeout(Duration::from_secs(300))
-            .expect("orc up prints its summary");
-        Up {
-            child,
-            data,
-            summary,
-            later: rx,
-        }
-    }
-
-    /// Sends `orc up` a signal.
-    fn signal(&self, signal: rustix::process::Signal) {
-        rustix::process::kill_process(rustix::process::Pid::from_child(&self.child), signal)
-            .expect("a signal to orc up");
-    }
-
-    /// Waits for a line `orc up` prints that starts with `prefix`.
-    fn wait_line(&self, prefix: &str, limit: Duration) -> String {
-        let start = Instant::now();
-        loop {
-            let left = limit.saturating_sub(start.elapsed());
-            match self.later.recv_timeout(left) {
-                Ok(line) if line.starts_with(prefix) => return line,
-                Ok(_) => {}
-                Err(e) => panic!("orc up never printed {prefix:?}: {e}"),
-            }
-        }
-    }
-
-    fn orc(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_orc"))
-            .args(args)
-            .env("ORC_DATA_DIR", &self.data)
-            .env_remove("ORC_URL")
-            .env_remove("ORC_TOKEN")
-            .output()
-            .expect("orc runs")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.orc(args);
-        assert!(
-            out.status.success(),
-            "orc {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf-8")
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        serde_json::from_str(&self.ok(&all)).expect("JSON")
-    }
-
-    /// Polls `args` (JSON) until `done` holds, for at most `limit`.
-    fn wait_for(&self, args: &[&str], limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
-        let start = Instant::now();
-        loop {
-            let value = self.json(args);
-            if done(&value) {
-                eprintln!("orc {args:?}: {:?}", start.elapsed());
-                return value;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "orc {args:?} never got there: {value:#}"
-            );
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    }
-
-    fn stop(mut self) {
-        self.signal(rustix::process::Signal::INT);
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                assert!(status.success(), "orc up exited with {status}");
-                return;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "orc up did not stop on Ctrl-C"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Drop for Up {
-    /// A test that failed still gets its world removed: Ctrl-C first (orc up takes its
-    /// namespaces down), SIGKILL only when that takes more than a minute.
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            self.signal(rustix::process::Signal::INT);
-            let start = Instant::now();
-            while matches!(self.child.try_wait(), Ok(None)) && start.elapsed() < MINUTE {
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::up::{MINUTE, Up};
 
 /// A workstation's WireGuard interface in namespace `ns`: wireguard-go with the config of a
 /// wg-quick file. Dropped, it is taken down and its process ends.
@@ -272,7 +114,6 @@ fn states(nodes: &Value) -> Vec<&str> {
         .collect()
 }
 
-const MINUTE: Duration = Duration::from_secs(60);
 
 #[test]
 fn a_newcomer_places_nodes_everywhere_and_watches_a_site_open_and_close() {

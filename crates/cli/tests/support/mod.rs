@@ -1,0 +1,5 @@
+//! What the `orc` binary's end-to-end tests share.
+
+#![allow(dead_code)]
+
+pub mod up;
