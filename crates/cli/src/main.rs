@@ -416,11 +416,21 @@ pub struct EdgeArgs {
     /// Run no access edge.
     #[arg(long, conflicts_with_all = ["edge", "edge_domain", "edge_public_port"])]
     pub no_edge: bool,
+    /// The zone's web URL as people and apps reach it (https://zone.example.net:7070): the
+    /// issuer of the edge's assertions; apps' access_keys_url is it with
+    /// /.well-known/orc-access/jwks.json [default: the API's own URL].
+    #[arg(long, env = "ORC_WEB_URL", value_name = "URL")]
+    pub web_url: Option<String>,
 }
 
 impl EdgeArgs {
     /// The zone's edge config for these arguments; `None` for `--no-edge`.
     pub fn config(&self) -> anyhow::Result<Option<orc_zone::edge::EdgeConfig>> {
+        if let Some(url) = &self.web_url
+            && orc_access::KeysUrl::parse(url).is_err()
+        {
+            anyhow::bail!("--web-url {url:?} must be an https:// URL with a host");
+        }
         if self.no_edge {
             return Ok(None);
         }
@@ -864,6 +874,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.grpc_addr = args.grpc;
     config.tls = args.tls.config();
     config.edge = args.edge.config()?;
+    config.web_url = args.edge.web_url.clone();
     config.mesh = args.mesh.options()?;
     config.agent_url = args.agent_url;
     config.reconcile.join_grace = Some(args.join_grace).filter(|g| !g.is_zero());

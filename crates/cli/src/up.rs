@@ -324,6 +324,7 @@ impl Up {
         config.grpc_addr = args.grpc;
         config.tls = args.tls.config();
         config.edge = args.edge.config()?;
+        config.web_url = args.edge.web_url.clone();
         config.mesh = args.mesh.options()?;
         // The emulators' inventory is complete and read every few seconds: a node missing
         // from it is gone, and its slot need not wait the minutes a real cloud's may.
@@ -353,7 +354,7 @@ impl Up {
         }
 
         report("creating pool sys/sys/partner");
-        let (pool, pool_created) = match ensure_partner_pool(zone.store(), &zone.url()).await {
+        let (pool, pool_created) = match ensure_partner_pool(zone.store(), zone.web_url()).await {
             Ok(done) => done,
             Err(error) => {
                 zone.shutdown().await;
@@ -1057,6 +1058,7 @@ mod tests {
                 edge_domain: orc_zone::edge::DEFAULT_DOMAIN.to_string(),
                 edge_public_port: None,
                 no_edge: false,
+                web_url: None,
             },
             hetzner_emu: any,
             vultr_emu: any,

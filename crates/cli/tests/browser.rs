@@ -80,7 +80,9 @@ async fn a_person_signs_in_and_walks_the_partners_admin_page_through_the_edge() 
     accessible(&browser, "sign-in").await;
     browser.fill("#token", &admin_token).await;
     browser.press("Sign in with the token").await;
-    browser.wait_for_host("sys--partner.sys.orc.localhost").await;
+    browser
+        .wait_for_host("sys--partner.sys.orc.localhost")
+        .await;
     browser.wait_for_text("Overview").await;
     let session = browser
         .cookie("__Secure-orc_session")
@@ -131,7 +133,9 @@ async fn a_person_signs_in_and_walks_the_partners_admin_page_through_the_edge() 
 
     // A quote preview, answered by the real quote code over the emulated clouds' catalogs.
     browser.follow("Quote preview").await;
-    browser.select("#class", "eu-central — Europe Central").await;
+    browser
+        .select("#class", "eu-central — Europe Central")
+        .await;
     browser.fill("#cpu", "2").await;
     browser.fill("#mem", "4").await;
     browser.press("Preview").await;

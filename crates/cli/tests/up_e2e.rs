@@ -114,7 +114,6 @@ fn states(nodes: &Value) -> Vec<&str> {
         .collect()
 }
 
-
 #[test]
 fn a_newcomer_places_nodes_everywhere_and_watches_a_site_open_and_close() {
     let dir = tempfile::tempdir().unwrap();

@@ -187,6 +187,10 @@ pub struct ZoneConfig {
     pub limits: ListenLimits,
     /// The access edge; `None` runs none. It needs TLS: a plain zone runs none.
     pub edge: Option<EdgeConfig>,
+    /// The zone's web URL as people and apps reach it (`https://zone.example.net:7070`):
+    /// the issuer of the edge's assertions, whose JWKS apps fetch (their `access_keys_url`
+    /// is this URL with `/.well-known/orc-access/jwks.json`). `None`: the API's own URL.
+    pub web_url: Option<String>,
 }
 
 impl ZoneConfig {
@@ -208,6 +212,7 @@ impl ZoneConfig {
             tls: TlsConfig::default(),
             limits: ListenLimits::default(),
             edge: Some(EdgeConfig::default()),
+            web_url: None,
         }
     }
 
@@ -297,6 +302,7 @@ pub struct Zone {
     http_task: JoinHandle<std::io::Result<()>>,
     grpc_task: JoinHandle<std::io::Result<()>>,
     edge: Option<RunningEdge>,
+    web_url: String,
     ca: Option<Arc<ZoneCa>>,
     renew_task: Option<JoinHandle<()>>,
 }
@@ -515,6 +521,10 @@ impl Zone {
             None => state,
         };
         let zone_url = format!("{scheme}://{}", dialable(http_addr));
+        let web_url = config
+            .web_url
+            .as_deref()
+            .map_or_else(|| zone_url.clone(), |u| u.trim_end_matches('/').to_string());
         let edge =
             match (edge_listener, &config.edge, &ca) {
                 (Some((listener, addr)), Some(edge_config), Some(ca)) => {
@@ -527,7 +537,7 @@ impl Zone {
                         store.clone(),
                         access_keys.clone(),
                         Arc::new(apps.clone()),
-                        zone_url.clone(),
+                        web_url.clone(),
                         edge_config.clone(),
                         addr.port(),
                     );
@@ -593,6 +603,7 @@ impl Zone {
             http_task,
             grpc_task,
             edge,
+            web_url,
             ca,
             renew_task,
         })
@@ -646,6 +657,12 @@ impl Zone {
     /// The gRPC URL providers dial, `https://ADDR` (`http://` when plain).
     pub fn grpc_url(&self) -> String {
         format!("{}://{}", self.scheme(), dialable(self.grpc_addr))
+    }
+
+    /// The zone's web URL as people and apps reach it ([`ZoneConfig::web_url`], else the
+    /// API's URL): the issuer of access assertions, whose JWKS apps fetch.
+    pub fn web_url(&self) -> &str {
+        &self.web_url
     }
 
     /// Where the access edge listens; `None` when it runs none.

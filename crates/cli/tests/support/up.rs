@@ -31,7 +31,16 @@ impl Up {
         let mut child = Command::new(env!("CARGO_BIN_EXE_orc"))
             .args(["up", "--data-dir"])
             .arg(&data)
-            .args(["--http", any, "--grpc", any, "--edge", any, "--hetzner-emu", any])
+            .args([
+                "--http",
+                any,
+                "--grpc",
+                any,
+                "--edge",
+                any,
+                "--hetzner-emu",
+                any,
+            ])
             .args([
                 "--vultr-emu",
                 any,
@@ -169,7 +178,6 @@ impl Drop for Up {
         let _ = self.child.wait();
     }
 }
-
 
 impl Up {
     /// The access edge's URL from the summary (`https://orc.localhost:PORT`).
