@@ -110,9 +110,9 @@ impl CatalogSnapshot {
 
     /// What one pool address costs a month at `location`, in the account currency.
     pub fn pool_address_price(&self, location: &LocationId) -> Option<orc_common::Money> {
-        self.pool_address_monthly.get(location).map(|amount| {
-            orc_common::Money::new(*amount, self.currency, orc_common::Period::Month)
-        })
+        self.pool_address_monthly
+            .get(location)
+            .map(|amount| orc_common::Money::new(*amount, self.currency, orc_common::Period::Month))
     }
 
     /// One plan by id.

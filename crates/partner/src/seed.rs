@@ -154,7 +154,12 @@ pub fn vultr(text: &str, read_at: Timestamp) -> Result<SeedCatalog, SeedError> {
             pool_address_monthly: seed
                 .regions
                 .iter()
-                .filter_map(|r| Some((LocationId::new(r.id.clone()).ok()?, VULTR_RESERVED_IPV4_USD_MONTH)))
+                .filter_map(|r| {
+                    Some((
+                        LocationId::new(r.id.clone()).ok()?,
+                        VULTR_RESERVED_IPV4_USD_MONTH,
+                    ))
+                })
                 .collect(),
             read_at,
             last_answer: LastAnswer::Ok { at: read_at },

@@ -147,10 +147,8 @@ pub fn read_preview(
         if class.sites.iter().any(|s| s.name.as_str() == form.site) {
             SiteName::new(form.site.clone()).ok()
         } else {
-            form.errors.insert(
-                "site",
-                format!("is not a site of class {}", form.class),
-            );
+            form.errors
+                .insert("site", format!("is not a site of class {}", form.class));
             None
         }
     } else {

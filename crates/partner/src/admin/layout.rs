@@ -12,7 +12,7 @@ use super::model::{PageRole, PageState};
 use crate::ids::Timestamp;
 
 /// The page's small style sheet.
-const STYLE: &str = "\
+pub const STYLE: &str = "\
 :root{color-scheme:light dark;font-family:system-ui,-apple-system,sans-serif;line-height:1.45}\
 body{margin:0 auto;max-width:78rem;padding:0 1rem 2rem}\
 header{border-bottom:1px solid #8886;margin-bottom:1rem}\

@@ -16,16 +16,14 @@ use super::layout::{amount, bare_page, list_or, needs_serving, page, when, when_
 use super::model::{AddressKind, CloudSeen, PageState, out_of_step};
 use crate::catalog::LastAnswer;
 use crate::ids::{Cloud, NodeId, OsId, PoolPath, Timestamp};
-use crate::quote::{
-    CandidatePrice, Decision, QuoteOutcome, QuoteRequest, Verdict, quote,
-};
+use crate::quote::{CandidatePrice, Decision, QuoteOutcome, QuoteRequest, Verdict, quote};
 use crate::state::CountStatus;
 use crate::validate::{ValidateReport, validate_drafts};
 
 /// The few lines of script behind the Overview's live updates: each `status` event is a flat
 /// JSON object of element id → text, set as text (never as markup). Without JavaScript a
 /// reload shows the same.
-const LIVE_SCRIPT: &str = r#"(function(){if(!window.EventSource)return;var s=new EventSource("events");s.addEventListener("status",function(e){var d=JSON.parse(e.data);for(var k in d){var n=document.getElementById(k);if(n)n.textContent=d[k];}});})();"#;
+pub const LIVE_SCRIPT: &str = r#"(function(){if(!window.EventSource)return;var s=new EventSource("events");s.addEventListener("status",function(e){var d=JSON.parse(e.data);for(var k in d){var n=document.getElementById(k);if(n)n.textContent=d[k];}});})();"#;
 
 /// The texts the Overview keeps live, by element id: the role, and per cloud the last catalog
 /// read and its answer, the site guard and the last inventory pass. The `events` stream sends
@@ -63,16 +61,17 @@ fn catalog_read(state: &PageState, cloud: Cloud) -> (String, String) {
             let answer = match &snapshot.last_answer {
                 LastAnswer::Ok { at } => format!("ok at {}", when(*at)),
                 LastAnswer::Failed { at, summary } => {
-                    format!("failed at {}: {summary}; the earlier catalog stays in use", when(*at))
+                    format!(
+                        "failed at {}: {summary}; the earlier catalog stays in use",
+                        when(*at)
+                    )
                 }
             };
             (when_ago(snapshot.read_at, state.now), answer)
         }
         None => match state.unread_catalogs.get(&cloud) {
             Some(error) => ("never read".to_string(), format!("failed: {error}")),
-            None if state.role.reads_clouds() => {
-                ("not read yet".to_string(), "-".to_string())
-            }
+            None if state.role.reads_clouds() => ("not read yet".to_string(), "-".to_string()),
             None => (
                 "not read on this replica (it reads no cloud account)".to_string(),
                 "-".to_string(),
@@ -148,7 +147,9 @@ pub fn overview(state: &PageState) -> String {
 }
 
 fn opt<T: std::fmt::Display>(value: &Option<T>, none: &str) -> String {
-    value.as_ref().map_or_else(|| none.to_string(), ToString::to_string)
+    value
+        .as_ref()
+        .map_or_else(|| none.to_string(), ToString::to_string)
 }
 
 /// Config: the effective params, the classes and sites with their sale status, the OS map
@@ -350,11 +351,13 @@ fn gateway_quote(state: &PageState, class: &str) -> Option<QuoteOutcome> {
 }
 
 fn account_cell(price: &Option<CandidatePrice>) -> String {
-    price
-        .as_ref()
-        .map_or("-".to_string(), |p| {
-            format!("{} {}", amount(p.account_monthly.amount), p.account_monthly.currency)
-        })
+    price.as_ref().map_or("-".to_string(), |p| {
+        format!(
+            "{} {}",
+            amount(p.account_monthly.amount),
+            p.account_monthly.currency
+        )
+    })
 }
 
 fn usd_cell(price: &Option<CandidatePrice>) -> String {
@@ -362,7 +365,10 @@ fn usd_cell(price: &Option<CandidatePrice>) -> String {
         None => "-".to_string(),
         Some(p) => match &p.usd_monthly {
             Some(m) => amount(m.amount),
-            None => format!("unpriced (no exchange rate for {})", p.account_monthly.currency),
+            None => format!(
+                "unpriced (no exchange rate for {})",
+                p.account_monthly.currency
+            ),
         },
     }
 }
@@ -423,7 +429,10 @@ fn count_words(status: Option<CountStatus>, capped: bool, now: Timestamp) -> Str
             format!("being counted since {}", when_ago(since, now))
         }
         (Some(CountStatus::Failed { at }), true) => {
-            format!("count failed at {}; sits out quotes until a count succeeds", when(at))
+            format!(
+                "count failed at {}; sits out quotes until a count succeeds",
+                when(at)
+            )
         }
     }
 }
@@ -444,7 +453,12 @@ fn cloud_children(state: &PageState, cloud: Cloud) -> Markup {
         .regions
         .sites()
         .filter(|(_, s)| s.cloud == cloud)
-        .filter_map(|(_, s)| Some((s.name.to_string(), state.quotes.cooling_until(&s.name, state.now)?)))
+        .filter_map(|(_, s)| {
+            Some((
+                s.name.to_string(),
+                state.quotes.cooling_until(&s.name, state.now)?,
+            ))
+        })
         .collect();
     let current_gen = state.gateway_generations.get(&cloud);
     html! {
@@ -507,11 +521,7 @@ fn cloud_children(state: &PageState, cloud: Cloud) -> Markup {
 }
 
 fn open_sites(seen: &CloudSeen, current_gen: Option<&String>) -> Markup {
-    let mut sites: BTreeSet<&str> = seen
-        .instances
-        .iter()
-        .map(|i| i.site.as_str())
-        .collect();
+    let mut sites: BTreeSet<&str> = seen.instances.iter().map(|i| i.site.as_str()).collect();
     for a in &seen.addresses {
         if a.kind == AddressKind::Stable && !a.closed {
             sites.insert(a.site.as_str());
@@ -659,15 +669,27 @@ fn field_error(form_errors: &BTreeMap<&'static str, String>, name: &str) -> Mark
 
 /// Quote preview: the form, and for a good one the real quote over the page's copy of the
 /// quote state (nothing is reserved) with every candidate.
-pub fn quote_preview(state: &PageState, form: &PreviewForm, request: Option<&QuoteRequest>) -> String {
+pub fn quote_preview(
+    state: &PageState,
+    form: &PreviewForm,
+    request: Option<&QuoteRequest>,
+) -> String {
     let outcome = request.map(|r| quote(r, state.config, state.catalogs, state.quotes));
     let invalid = |name: &str| form.errors.contains_key(name).then_some("true");
-    let described = |name: &str| form.errors.contains_key(name).then(|| format!("{name}-error"));
+    let described = |name: &str| {
+        form.errors
+            .contains_key(name)
+            .then(|| format!("{name}-error"))
+    };
     let sites: Vec<(String, String)> = state
         .config
         .regions
         .classes()
-        .flat_map(|(id, c)| c.sites.iter().map(move |s| (s.name.to_string(), id.to_string())))
+        .flat_map(|(id, c)| {
+            c.sites
+                .iter()
+                .map(move |s| (s.name.to_string(), id.to_string()))
+        })
         .collect();
     let body = html! {
         p { "The same quote code the zone's quotes run, over a copy of this replica's quote state and its catalogs; a preview reserves nothing." }
@@ -789,8 +811,15 @@ pub fn addresses(state: &PageState) -> String {
     // site → (cloud, address) in site, then address order.
     let mut by_site: BTreeMap<&str, Vec<(Cloud, &super::model::SeenAddress)>> = BTreeMap::new();
     for (cloud, seen) in &state.seen.clouds {
-        for a in seen.addresses.iter().filter(|a| a.kind == AddressKind::Pool) {
-            by_site.entry(a.site.as_str()).or_default().push((*cloud, a));
+        for a in seen
+            .addresses
+            .iter()
+            .filter(|a| a.kind == AddressKind::Pool)
+        {
+            by_site
+                .entry(a.site.as_str())
+                .or_default()
+                .push((*cloud, a));
         }
     }
     let body = html! {
@@ -869,7 +898,11 @@ fn address_price(
     state: &PageState,
     cloud: Cloud,
     location: &str,
-) -> Option<(rust_decimal::Decimal, orc_common::Currency, Option<rust_decimal::Decimal>)> {
+) -> Option<(
+    rust_decimal::Decimal,
+    orc_common::Currency,
+    Option<rust_decimal::Decimal>,
+)> {
     let snapshot = state.catalogs.get(cloud)?;
     let location = crate::ids::LocationId::new(location).ok()?;
     let price = snapshot.pool_address_price(&location)?;
