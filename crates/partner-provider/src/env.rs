@@ -29,10 +29,7 @@ pub fn admin_addr() -> Result<Option<SocketAddr>, BadAdminAddr> {
     if value.is_empty() {
         return Ok(None);
     }
-    value
-        .parse()
-        .map(Some)
-        .map_err(|_| BadAdminAddr { value })
+    value.parse().map(Some).map_err(|_| BadAdminAddr { value })
 }
 
 /// The process environment and file system: the thin adapter the binary uses.

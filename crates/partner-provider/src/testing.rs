@@ -15,8 +15,8 @@ use orc_partner::catalog::Catalogs;
 use orc_partner::ids::{Cloud, LocationId, NodeId, SiteName, Timestamp};
 use orc_partner::maps::Site;
 use orc_partner::params::Config;
-use orc_partner::state::{CloudUsage, LiveSite, QuoteState, Reservation};
 use orc_partner::seed;
+use orc_partner::state::{CloudUsage, LiveSite, QuoteState, Reservation};
 use orc_provider_sdk::ReplicaRole;
 use rust_decimal::Decimal;
 
@@ -28,8 +28,11 @@ pub fn seed_catalogs(at: Timestamp) -> Catalogs {
     let mut catalogs = Catalogs::new();
     let vultr = seed::vultr(include_str!("../../emu/seed/vultr-catalog.json"), at)
         .expect("the Vultr seed reads");
-    let hetzner = seed::hetzner(include_str!("../../emu/seed/hetzner-cloud-catalog.json"), at)
-        .expect("the Hetzner seed reads");
+    let hetzner = seed::hetzner(
+        include_str!("../../emu/seed/hetzner-cloud-catalog.json"),
+        at,
+    )
+    .expect("the Hetzner seed reads");
     catalogs.replace(vultr.snapshot);
     catalogs.replace(hetzner.snapshot);
     catalogs
@@ -110,7 +113,12 @@ fn instance_ref(cloud: Cloud, n: usize) -> String {
 }
 
 fn v4(net: [u8; 3], n: usize) -> Ipv4Addr {
-    Ipv4Addr::new(net[0], net[1], net[2], u8::try_from(n % 250 + 2).unwrap_or(2))
+    Ipv4Addr::new(
+        net[0],
+        net[1],
+        net[2],
+        u8::try_from(n % 250 + 2).unwrap_or(2),
+    )
 }
 
 /// A world over `config`'s sites, seen at `at`, deterministic for equal inputs.
@@ -196,7 +204,12 @@ pub fn world(config: &Config, at: Timestamp, size: &WorldSize) -> World {
             site: site.name.to_string(),
             location: site.location.to_string(),
             purpose: Purpose::Tenant,
-            state: if n % 17 == 3 { "provisioning" } else { "running" }.to_string(),
+            state: if n % 17 == 3 {
+                "provisioning"
+            } else {
+                "running"
+            }
+            .to_string(),
             pool,
             gateway_generation: None,
             usd_monthly: Some(node_usd),
@@ -229,7 +242,11 @@ pub fn world(config: &Config, at: Timestamp, size: &WorldSize) -> World {
         });
     }
     // A retired cloud with no node left: what it left behind.
-    for cc in config.clouds.values().filter(|c| c.is_keyed() && !c.enabled) {
+    for cc in config
+        .clouds
+        .values()
+        .filter(|c| c.is_keyed() && !c.enabled)
+    {
         let Some(seen) = clouds.get_mut(&cc.cloud) else {
             continue;
         };

@@ -61,12 +61,13 @@ impl JwksSource {
             .timeout(FETCH_TIMEOUT)
             .connect_timeout(FETCH_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none());
-        let certs = reqwest::Certificate::from_pem_bundle(ca.pem().as_bytes()).map_err(|source| {
-            GateError::Ca {
-                origin: ca.origin().to_string(),
-                source,
-            }
-        })?;
+        let certs =
+            reqwest::Certificate::from_pem_bundle(ca.pem().as_bytes()).map_err(|source| {
+                GateError::Ca {
+                    origin: ca.origin().to_string(),
+                    source,
+                }
+            })?;
         for cert in certs {
             builder = builder.add_root_certificate(cert);
         }

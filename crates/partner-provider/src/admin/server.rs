@@ -110,8 +110,8 @@ async fn gatekeeper(State(server): State<PageServer>, request: Request, next: Ne
         ),
         Err(Turned::Refused(refusal)) => {
             tracing::info!(path, reason = %refusal.reason, "The admin page refused a request");
-            let status = StatusCode::from_u16(refusal.status.code())
-                .unwrap_or(StatusCode::UNAUTHORIZED);
+            let status =
+                StatusCode::from_u16(refusal.status.code()).unwrap_or(StatusCode::UNAUTHORIZED);
             html(status, views::refused(&refusal.reason))
         }
     }
@@ -137,7 +137,10 @@ async fn secure_headers(mut response: Response) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     if let Ok(csp) = HeaderValue::from_str(&CSP) {
         headers.insert(header::CONTENT_SECURITY_POLICY, csp);
     }

@@ -280,7 +280,12 @@ pub async fn read_catalog(
             .iter()
             .filter(|p| p.kind == IpType::Ipv4)
             .flat_map(|p| &p.prices)
-            .filter_map(|p| Some((LocationId::new(p.location.clone()).ok()?, p.price_monthly.gross)))
+            .filter_map(|p| {
+                Some((
+                    LocationId::new(p.location.clone()).ok()?,
+                    p.price_monthly.gross,
+                ))
+            })
             .collect(),
         read_at: now,
         last_answer: LastAnswer::Ok { at: now },

@@ -33,7 +33,7 @@ label{display:block;font-weight:600;margin-top:.6rem}\
 input,select{font:inherit}\
 textarea{font-family:ui-monospace,monospace;width:100%;min-height:9rem}\
 .error{margin:.2rem 0}\
-button{font:inherit;margin-top:1rem;padding:.3rem 1rem}\
+button{display:block;font:inherit;margin-top:1rem;padding:.3rem 1rem}\
 code,pre{font-family:ui-monospace,monospace}\
 pre{white-space:pre-wrap;background:#8881;padding:.5rem}\
 footer{border-top:1px solid #8886;margin-top:2rem;padding-top:.5rem;font-size:.9rem}";
