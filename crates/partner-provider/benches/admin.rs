@@ -89,6 +89,10 @@ type Render = fn(&AdminView) -> String;
 
 fn views_under_test() -> Vec<(&'static str, Render)> {
     vec![
+        // The copies every view starts from, rendered into nothing.
+        ("snapshot only", |v| {
+            v.snapshot().page().now.millis().to_string()
+        }),
         ("overview", |v| views::overview(&v.snapshot().page())),
         ("config", |v| views::config(&v.snapshot().page())),
         ("children", |v| views::children(&v.snapshot().page())),

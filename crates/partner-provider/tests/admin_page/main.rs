@@ -6,7 +6,6 @@
 mod support;
 
 #[path = "../support/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 use std::process::{Command, Stdio};
