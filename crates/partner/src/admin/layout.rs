@@ -74,10 +74,10 @@ pub fn page(state: &PageState, current: &str, body: Markup) -> String {
                         }
                     }
                 }
-                @if !state.role.reads_clouds() {
-                    (standby_banner(state))
-                }
                 main {
+                    @if !state.role.reads_clouds() {
+                        (standby_banner(state))
+                    }
                     h1 { (current) }
                     (body)
                 }
