@@ -17,10 +17,13 @@
 //!   fetched again on an unknown `kid` at most once per interval.
 //! - [`names`]: the edge's host names, `<project>--<pool>[-<endpoint>][-<slot>].<org>.<zone>`,
 //!   made for a pool and read back against what an org holds.
+//! - `testing` (feature `testing`): the hostile requests every app's gate is tested with.
 
 pub mod claims;
 pub mod keys;
 pub mod names;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod verify;
 
 pub use claims::Assertion;

@@ -10,7 +10,8 @@
 //!   with `--seed-dir`, against catalog snapshots read from seed files, offline.
 //! - `bench-quote`: time the quote engine over the full seed catalogs and the built-in maps;
 //!   the last line is `ns_per_quote N`.
-//! - `serve --zone URL`: run the partner provider against a zone.
+//! - `serve --zone URL`: run the partner provider against a zone, and its admin page on
+//!   `ORC_HTTP_ADMIN_ADDR` when the zone gives the slot one.
 //!
 //! A thin shell: parsing, quoting and rendering live in `orc-partner`; reading clouds and
 //! the provider protocol in this crate's other modules.
@@ -327,7 +328,16 @@ fn serve(
         pid: std::process::id(),
         slot,
     };
+    let admin_addr = match crate::env::admin_addr() {
+        Ok(addr) => addr,
+        Err(e) => {
+            tracing::error!(error = %e, "The admin page's address cannot be read; no admin page");
+            None
+        }
+    };
     let provider = PartnerProvider::new(config, options, replica)?;
+    let admin_view = provider.admin_view();
+    let zone_ca = access.ca.clone();
     tracing::info!(zone, "The partner provider dials the zone");
     let options = RunnerOptions {
         credentials: access.credentials,
@@ -335,7 +345,10 @@ fn serve(
         inventory_interval: Some(Duration::from_secs(inventory_secs.max(1))),
         ..RunnerOptions::default()
     };
-    process::runtime()?.block_on(run_provider(zone, Arc::new(provider), options))?;
+    process::runtime()?.block_on(async move {
+        let _admin = crate::admin::launch(admin_addr, admin_view, zone_ca.as_ref()).await;
+        run_provider(zone, Arc::new(provider), options).await
+    })?;
     Ok(())
 }
 

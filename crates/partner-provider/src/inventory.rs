@@ -26,10 +26,13 @@ pub(crate) mod rdns;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use orc_cloud::CloudError;
-use orc_partner::ids::{Cloud, NodeId, PoolPath, SiteName};
+use orc_partner::admin::{
+    AddressKind, CloudSeen, InventorySeen, SeenAddress, SeenInstance, SeenNetwork,
+};
+use orc_partner::ids::{Cloud, NodeId, PoolPath, SiteName, Timestamp};
 use orc_proto as proto;
 
 pub(crate) use crate::clouds::Held;
@@ -41,10 +44,13 @@ use crate::sync::lock;
 
 /// What the inventory pass remembers from one pass to the next (held in the provider's
 /// shared state): which remapped live sites the guard has logged, which addresses' reverse
-/// DNS is still to be set, and which clouds' addresses could not be listed last pass.
+/// DNS is still to be set, and which clouds' addresses could not be listed last pass; and,
+/// for the admin page, what each cloud's last complete listing found ([`InventorySeen`]).
 #[derive(Debug, Default)]
 pub(crate) struct InventoryState {
     memory: Mutex<PassMemory>,
+    /// Replaced whole by each pass; readers take the `Arc` and never hold the lock.
+    seen: Mutex<Arc<InventorySeen>>,
 }
 
 /// The contents of [`InventoryState`], behind its lock; the pass and its guard and reverse
@@ -64,6 +70,28 @@ impl InventoryState {
     /// Runs one step over the pass memory (never across I/O).
     pub(in crate::inventory) fn with<T>(&self, step: impl FnOnce(&mut PassMemory) -> T) -> T {
         step(&mut lock(&self.memory))
+    }
+
+    /// What the passes saw so far (a shared copy: later passes do not change it).
+    pub(crate) fn seen(&self) -> Arc<InventorySeen> {
+        lock(&self.seen).clone()
+    }
+
+    /// The clouds whose addresses the last pass could not list.
+    pub(crate) fn unlisted(&self) -> BTreeSet<Cloud> {
+        lock(&self.memory).unlisted_addresses.clone()
+    }
+
+    /// Sets the clouds whose addresses the last pass could not list (tests).
+    #[cfg(feature = "testing")]
+    pub(crate) fn set_unlisted(&self, clouds: BTreeSet<Cloud>) {
+        lock(&self.memory).unlisted_addresses = clouds;
+    }
+
+    /// Records what one pass saw.
+    pub(crate) fn record(&self, change: impl FnOnce(&mut InventorySeen)) {
+        let mut seen = lock(&self.seen);
+        change(Arc::make_mut(&mut seen));
     }
 }
 
@@ -169,19 +197,31 @@ impl PartnerProvider {
         }
         self.become_serving();
         let shared = &self.shared;
-        let mut listing = match list_all(shared).await {
-            Ok(listing) => {
-                shared.inventory.with(|m| m.unlisted_addresses.clear());
-                listing
+        let at = shared.now();
+        let pass = list_all(shared).await;
+        shared.inventory.record(|seen| {
+            seen.last_pass = Some(at);
+            for (cloud, listing) in &pass.listed {
+                seen.listed(*cloud, seen_of(listing, at));
             }
-            Err((cloud, error)) => {
-                shared
-                    .inventory
-                    .with(|m| m.unlisted_addresses.insert(cloud));
-                log_unreadable(cloud, &error);
-                return None;
+            if let Some((cloud, error)) = &pass.failed {
+                seen.failed(*cloud, at, error.to_string());
             }
-        };
+        });
+        if let Some((cloud, error)) = pass.failed {
+            shared
+                .inventory
+                .with(|m| m.unlisted_addresses.insert(cloud));
+            log_unreadable(cloud, &error);
+            return None;
+        }
+        shared.inventory.with(|m| m.unlisted_addresses.clear());
+        let mut listing = Listing::default();
+        for (_, one) in pass.listed {
+            listing.held.extend(one.held);
+            listing.addresses.extend(one.addresses);
+            listing.networks.extend(one.networks);
+        }
         let domain = shared.config.ptr_domain.as_ref().map(|d| d.as_str());
         // The names are read before the guard runs: a stable address's name tells where its
         // site is live.
@@ -209,22 +249,102 @@ fn log_unreadable(cloud: Cloud, error: &CloudError) {
     tracing::debug!(%cloud, error = %error, "the cloud's answer");
 }
 
+/// What one pass read: the listing of each cloud read in full, in cloud order, and the
+/// cloud that could not be listed, which ended the pass.
+struct PassListing {
+    listed: Vec<(Cloud, Listing)>,
+    failed: Option<(Cloud, CloudError)>,
+}
+
 /// Reads every keyed cloud; the first cloud that cannot be listed ends the pass.
-async fn list_all(shared: &Shared) -> Result<Listing, (Cloud, CloudError)> {
-    let mut listing = Listing::default();
+async fn list_all(shared: &Shared) -> PassListing {
+    let mut listed = Vec::new();
     for cloud in shared.clients.keyed() {
         let Some(ownership) = shared.ownership.get(&cloud) else {
             continue;
         };
-        let held = list_instances(shared, cloud, ownership)
-            .await
-            .map_err(|e| (cloud, e))?;
-        listing.held.extend(held);
-        list_site_resources(shared, cloud, ownership, &mut listing)
-            .await
-            .map_err(|e| (cloud, e))?;
+        let mut one = Listing::default();
+        let read = async {
+            one.held = list_instances(shared, cloud, ownership).await?;
+            list_site_resources(shared, cloud, ownership, &mut one).await
+        };
+        if let Err(error) = read.await {
+            return PassListing {
+                listed,
+                failed: Some((cloud, error)),
+            };
+        }
+        listed.push((cloud, one));
     }
-    Ok(listing)
+    PassListing {
+        listed,
+        failed: None,
+    }
+}
+
+/// The words for an instance's state on the admin page.
+fn state_words(state: proto::NodeState) -> &'static str {
+    match state {
+        proto::NodeState::Provisioning => "provisioning",
+        proto::NodeState::Running => "running",
+        proto::NodeState::Stopped => "stopped",
+        proto::NodeState::Deleting => "deleting",
+    }
+}
+
+/// What the admin page keeps of one cloud's listing.
+fn seen_of(listing: &Listing, at: Timestamp) -> CloudSeen {
+    CloudSeen {
+        listed_at: at,
+        instances: listing
+            .held
+            .iter()
+            .map(|held| {
+                let marks = &held.owned.marks;
+                SeenInstance {
+                    node_id: marks.node_id.clone(),
+                    instance_ref: held.owned.instance_ref.clone(),
+                    site: marks.site.clone(),
+                    location: held.location.clone(),
+                    purpose: marks.purpose,
+                    state: state_words(held.owned.state).to_string(),
+                    pool: marks.pool.as_deref().and_then(naming::pool_from_label),
+                    gateway_generation: marks.gateway_gen.clone(),
+                    usd_monthly: marks.usd_monthly(),
+                }
+            })
+            .collect(),
+        addresses: listing
+            .addresses
+            .iter()
+            .filter_map(|a| {
+                let kind = match a.kind {
+                    ResourceKind::Stable => AddressKind::Stable,
+                    ResourceKind::PoolAddress => AddressKind::Pool,
+                    ResourceKind::Network | ResourceKind::SealedKey | ResourceKind::Disk => {
+                        return None;
+                    }
+                };
+                Some(SeenAddress {
+                    kind,
+                    site: a.site.clone(),
+                    location: a.location.clone(),
+                    ipv4: a.ipv4,
+                    pool: a.pool.clone(),
+                    attached_to: a.attached_to.clone(),
+                    closed: a.closed,
+                })
+            })
+            .collect(),
+        networks: listing
+            .networks
+            .iter()
+            .map(|n| SeenNetwork {
+                site: n.site.clone(),
+                prefix: n.prefix.to_string(),
+            })
+            .collect(),
+    }
 }
 
 /// The partner's instances in `cloud`: one paginated listing per owned tag, each instance

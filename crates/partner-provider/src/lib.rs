@@ -17,13 +17,17 @@
 //!   trait, one module per cloud;
 //! - [`clients`]: the accounts of the keyed clouds;
 //! - [`mod@env`]: the process environment and files as the params' source;
-//! - [`cli`]: the `orc-prov-partner` command line.
+//! - [`admin`]: the read-only admin page on the pool's `admin` endpoint: its gate, its
+//!   server and its view of the replica's state (the HTML is `orc_partner::admin`'s);
+//! - [`cli`]: the `orc-prov-partner` command line;
+//! - `testing` (feature `testing`): known state for tests and benches.
 //!
 //! Invariants: the pure crate decides (quotes, words, state rules); this crate only reads
 //! and writes the clouds and keeps the state current. Tenant-facing words come from
 //! `orc_partner::words` only. Nothing here writes to disk; [`mod@env`] is the only reader of the
 //! process environment.
 
+pub mod admin;
 pub mod cli;
 pub mod clients;
 pub mod clouds;
@@ -38,6 +42,8 @@ pub mod provider;
 mod quote_book;
 pub mod sites;
 mod sync;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod token;
 
 pub use provider::{PartnerOptions, PartnerProvider, ReplicaInfo};

@@ -170,6 +170,25 @@ impl LiveCatalogs {
             .cloned()
     }
 
+    /// The last read error of every cloud that has never been read.
+    pub fn unread_errors(&self) -> BTreeMap<Cloud, String> {
+        self.unread
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces every snapshot, as a completed read would (tests and benches set a known
+    /// catalog this way).
+    #[cfg(feature = "testing")]
+    pub(crate) fn install(&self, catalogs: Catalogs) {
+        *self
+            .catalogs
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = catalogs;
+        self.read_once.send_replace(true);
+    }
+
     fn log_unsold_sites(&self, config: &Config) {
         let now_unsold: BTreeSet<(SiteName, Cloud, LocationId)> = self.with(|catalogs| {
             config

@@ -975,3 +975,62 @@ async fn what_the_deploy_path_opens_is_reported_and_named() {
     p.inventory().await.unwrap();
     assert_eq!(counted(&p, "dns_ptr") + counted(&p, "reverse_ipv4"), 0);
 }
+
+/// What a pass lists is what the admin page shows: the Children view lists each node, the
+/// open site with its stable address and network, and the Pool addresses view the pool's
+/// address; a failed listing shows as the cloud's key failing while the last complete
+/// listing stays on the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_page_shows_what_the_last_pass_listed() {
+    let emu = emulators().await;
+    no_rate_limits(&emu).await;
+    let c = clouds(&emu);
+    let owner = "orc-partner-hetzner-page";
+    c.hetzner_node(owner, "n-page-1", "eu-central-a", "fsn1")
+        .await;
+    let stable = c.hetzner_stable(owner, "eu-central-a", "fsn1").await;
+    let pool_ip = c
+        .hetzner_pool_address(owner, "acme/web/api", "eu-central-a")
+        .await;
+    c.hetzner_network(owner, "eu-central-a", Prefix::new(3).unwrap())
+        .await;
+    let p = provider(config(&source(&emu, "page")));
+    p.inventory().await.unwrap();
+
+    let view = p.admin_view();
+    let snapshot = view.snapshot();
+    let page = snapshot.page();
+    let seen = &page.seen.clouds[&Cloud::Hetzner];
+    assert_eq!(seen.instances.len(), 1);
+    assert_eq!(seen.instances[0].node_id, "n-page-1");
+    assert_eq!(seen.instances[0].location, "fsn1");
+    let children = orc_partner::admin::views::children(&page);
+    for shown in [
+        "n-page-1".to_string(),
+        stable.to_string(),
+        Prefix::new(3).unwrap().to_string(),
+    ] {
+        assert!(children.contains(&shown), "{shown} missing from Children");
+    }
+    let addresses = orc_partner::admin::views::addresses(&page);
+    assert!(addresses.contains(&pool_ip.to_string()), "{addresses}");
+    assert!(addresses.contains("acme/web/api"), "{addresses}");
+
+    control(
+        &hetzner_root(&emu),
+        "/_emu/faults",
+        serde_json::json!({"path": "/v1/servers", "method": "GET", "status": 500, "count": 20}),
+    )
+    .await;
+    assert_eq!(p.inventory().await, None);
+    let snapshot = view.snapshot();
+    let page = snapshot.page();
+    assert!(page.seen.failures.contains_key(&Cloud::Hetzner));
+    let children = orc_partner::admin::views::children(&page);
+    assert!(children.contains("failing: "), "{children}");
+    assert!(
+        children.contains("n-page-1"),
+        "the last complete listing stays"
+    );
+    assert!(!children.contains(TOKEN), "no key on the page");
+}

@@ -93,6 +93,10 @@ pub struct CatalogSnapshot {
     pub images: Vec<Image>,
     /// Block storage per GiB-month in the account currency; `None` when unknown.
     pub block_storage_per_gib_month: Option<Decimal>,
+    /// What one pool address (a public IPv4 the account holds apart from any instance)
+    /// costs a month at each location, in the account currency; a location absent here has
+    /// no known price.
+    pub pool_address_monthly: BTreeMap<LocationId, Decimal>,
     /// When the data was read.
     pub read_at: Timestamp,
     pub last_answer: LastAnswer,
@@ -102,6 +106,13 @@ impl CatalogSnapshot {
     /// Whether the cloud sells any plan at `location` right now.
     pub fn sells_at(&self, location: &LocationId) -> bool {
         self.plans.iter().any(|p| p.sold_in.contains(location))
+    }
+
+    /// What one pool address costs a month at `location`, in the account currency.
+    pub fn pool_address_price(&self, location: &LocationId) -> Option<orc_common::Money> {
+        self.pool_address_monthly
+            .get(location)
+            .map(|amount| orc_common::Money::new(*amount, self.currency, orc_common::Period::Month))
     }
 
     /// One plan by id.

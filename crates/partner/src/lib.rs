@@ -1,5 +1,6 @@
 //! The pure core of the partner provider (`orc-prov-partner`).
 //!
+//! - [`admin`]: the admin page's model, forms and views (pure HTML rendering).
 //! - [`admission`]: the checks a deploy makes before it touches a cloud, as a pure decision.
 //! - [`params`]: params (environment variables or files) → typed [`params::Config`], every
 //!   problem reported with the param it concerns; keys held in [`secret::Secret`].
@@ -11,13 +12,14 @@
 //! - [`mod@quote`]: the explained quote engine; [`explain`] renders it for operators; [`words`]
 //!   holds every tenant-facing string.
 //! - [`offered`]: what a tenant may ask for in a class (shapes, and OS ids at a shape).
-//! - [`validate`]: the admin page's Validate view over the same parsers.
+//! - [`validate`]: the drafts check the admin page's Validate view runs, over the same parsers.
 //!
 //! Invariant: the library does no I/O and has no async runtime: params come through
 //! [`params::ParamSource`], whose process adapter lives in `orc-partner-provider`. Nothing
 //! here may import the cloud clients: the live catalog reader fills [`catalog::CatalogSnapshot`]
 //! from outside.
 
+pub mod admin;
 pub mod admission;
 pub mod catalog;
 pub mod explain;

@@ -25,6 +25,9 @@ use crate::ids::{Cloud, EmptyId, ImageId, LocationId, PlanId, Timestamp};
 /// Vultr's published block-storage price (NVMe, USD per GiB-month), absent from the seed.
 pub const VULTR_BLOCK_STORAGE_USD_PER_GIB_MONTH: Decimal = Decimal::from_parts(10, 0, 0, false, 2);
 
+/// Vultr's published price of a reserved IPv4 (USD a month), which its API does not list.
+pub const VULTR_RESERVED_IPV4_USD_MONTH: Decimal = Decimal::from_parts(3, 0, 0, false, 0);
+
 /// Why a seed file could not be turned into a snapshot.
 #[derive(Debug, thiserror::Error)]
 pub enum SeedError {
@@ -148,6 +151,16 @@ pub fn vultr(text: &str, read_at: Timestamp) -> Result<SeedCatalog, SeedError> {
             plans,
             images,
             block_storage_per_gib_month: Some(VULTR_BLOCK_STORAGE_USD_PER_GIB_MONTH),
+            pool_address_monthly: seed
+                .regions
+                .iter()
+                .filter_map(|r| {
+                    Some((
+                        LocationId::new(r.id.clone()).ok()?,
+                        VULTR_RESERVED_IPV4_USD_MONTH,
+                    ))
+                })
+                .collect(),
             read_at,
             last_answer: LastAnswer::Ok { at: read_at },
         },
@@ -164,6 +177,17 @@ struct HetznerSeed {
     server_types: Vec<HetznerType>,
     images: Vec<HetznerImage>,
     volume_price_per_gb_month_net: Number,
+    floating_ip_prices: HetznerIpPrices,
+}
+
+#[derive(Deserialize)]
+struct HetznerIpPrices {
+    ipv4: HetznerIpPrice,
+}
+
+#[derive(Deserialize)]
+struct HetznerIpPrice {
+    monthly_net: Number,
 }
 
 #[derive(Deserialize)]
@@ -295,6 +319,13 @@ pub fn hetzner(text: &str, read_at: Timestamp) -> Result<SeedCatalog, SeedError>
             block_storage_per_gib_month: Some(
                 decimal(cloud, &seed.volume_price_per_gb_month_net)? * gross,
             ),
+            pool_address_monthly: {
+                let floating = decimal(cloud, &seed.floating_ip_prices.ipv4.monthly_net)? * gross;
+                seed.locations
+                    .iter()
+                    .filter_map(|l| Some((LocationId::new(l.name.clone()).ok()?, floating)))
+                    .collect()
+            },
             read_at,
             last_answer: LastAnswer::Ok { at: read_at },
         },

@@ -275,6 +275,18 @@ pub async fn read_catalog(
         plans,
         images,
         block_storage_per_gib_month: Some(pricing.volume.price_per_gb_month.gross),
+        pool_address_monthly: pricing
+            .floating_ips
+            .iter()
+            .filter(|p| p.kind == IpType::Ipv4)
+            .flat_map(|p| &p.prices)
+            .filter_map(|p| {
+                Some((
+                    LocationId::new(p.location.clone()).ok()?,
+                    p.price_monthly.gross,
+                ))
+            })
+            .collect(),
         read_at: now,
         last_answer: LastAnswer::Ok { at: now },
     })

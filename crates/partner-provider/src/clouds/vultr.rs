@@ -234,12 +234,19 @@ pub async fn read_catalog(
             })
         })
         .collect();
+    // The API lists no price for reserved IPs: the published one, wherever plans sell.
+    let pool_address_monthly = plans
+        .iter()
+        .flat_map(|p| p.prices.keys())
+        .map(|l| (l.clone(), orc_partner::seed::VULTR_RESERVED_IPV4_USD_MONTH))
+        .collect();
     Ok(CatalogSnapshot {
         cloud: CLOUD,
         currency: Currency::USD,
         plans,
         images,
         block_storage_per_gib_month: Some(VULTR_BLOCK_STORAGE_USD_PER_GIB_MONTH),
+        pool_address_monthly,
         read_at: now,
         last_answer: LastAnswer::Ok { at: now },
     })

@@ -187,50 +187,9 @@ fn log_remapped(mismatches: &BTreeMap<SiteName, (Place, Place)>, memory: &mut Pa
     }
 }
 
-/// A live site out of step with the region map, as the admin page's Children view lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutOfStep {
-    pub site: SiteName,
-    /// Where the site is live.
-    pub live_cloud: Cloud,
-    pub live_location: LocationId,
-    /// Where the map now puts the site; `None`: the map no longer names the site and no
-    /// site name maps to the location it is live at.
-    pub mapped: Option<(Cloud, LocationId)>,
-}
-
-/// The live sites the map puts elsewhere, and those at a location no site name maps to, in
-/// site order. A live site whose name the map dropped while another name now maps to its
-/// location is in step: that name is a separate site.
-pub fn out_of_step(config: &Config, live_sites: &BTreeMap<SiteName, LiveSite>) -> Vec<OutOfStep> {
-    live_sites
-        .iter()
-        .filter_map(|(site, live)| {
-            let mapped = match config.regions.site(site.as_str()) {
-                Some((_, s)) if s.cloud == live.cloud && s.location == live.location => {
-                    return None;
-                }
-                Some((_, s)) => Some((s.cloud, s.location.clone())),
-                None => {
-                    let claimed = config
-                        .regions
-                        .sites()
-                        .any(|(_, s)| s.cloud == live.cloud && s.location == live.location);
-                    if claimed {
-                        return None;
-                    }
-                    None
-                }
-            };
-            Some(OutOfStep {
-                site: site.clone(),
-                live_cloud: live.cloud,
-                live_location: live.location.clone(),
-                mapped,
-            })
-        })
-        .collect()
-}
+/// Live sites out of step with the region map: the pure check lives with the admin page's
+/// model, which shows them.
+pub use orc_partner::admin::{OutOfStep, out_of_step};
 
 #[cfg(test)]
 mod tests {

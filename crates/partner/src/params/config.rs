@@ -230,6 +230,8 @@ pub enum ParamProblem {
     BadUrl { value: String, reason: String },
     #[error("{value:?} must be an https URL")]
     NotHttps { value: String },
+    #[error("{value:?} names no host (or carries a user name or a space)")]
+    NoHost { value: String },
     #[error("{value:?} must be an http or https URL")]
     NotHttp { value: String },
     #[error("line {line} is not an OpenSSH public key: {reason}")]

@@ -158,6 +158,8 @@ mod tests {
             (PTR_DOMAIN, "not a domain"),
             (ACCESS_KEYS_URL, "http://zone.example.com/jwks.json"),
             (ACCESS_KEYS_URL, "::nonsense"),
+            (ACCESS_KEYS_URL, "https://ops@zone.example.com/jwks.json"),
+            (ACCESS_KEYS_URL, "HTTPS://zone.example.com/jwks.json"),
             (SSH_KEYS, "ssh-rsa not-base64!"),
             (SSH_KEYS, "# a comment is not a key"),
             ("hetzner_api_token", "has space"),

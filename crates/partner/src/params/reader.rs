@@ -361,17 +361,29 @@ fn read_partner_id(r: &mut Reader) -> String {
     id
 }
 
+/// The JWKS URL of the admin page's gate. The https rule is `orc_access::KeysUrl`'s, the
+/// one the page's key source applies too; the URL crate then reads the origin from it.
 fn read_access_keys_url(r: &mut Reader) -> Option<Url> {
     let text = r.raw(ACCESS_KEYS_URL)?;
+    let value = excerpt(&text);
+    match orc_access::KeysUrl::parse(&text) {
+        Ok(_) => {}
+        Err(orc_access::verify::KeysUrlError::NotHttps { .. }) => {
+            r.fail(ACCESS_KEYS_URL, ParamProblem::NotHttps { value });
+            return None;
+        }
+        Err(orc_access::verify::KeysUrlError::NoHost { .. }) => {
+            r.fail(ACCESS_KEYS_URL, ParamProblem::NoHost { value });
+            return None;
+        }
+    }
     match Url::parse(&text) {
         Ok(url) if url.scheme() == "https" && url.has_host() => Some(url),
         Ok(_) => {
-            let value = excerpt(&text);
-            r.fail(ACCESS_KEYS_URL, ParamProblem::NotHttps { value });
+            r.fail(ACCESS_KEYS_URL, ParamProblem::NoHost { value });
             None
         }
         Err(e) => {
-            let value = excerpt(&text);
             r.fail(
                 ACCESS_KEYS_URL,
                 ParamProblem::BadUrl {
