@@ -67,6 +67,35 @@ async fn a_person_signs_in_and_walks_the_partners_admin_page_through_the_edge() 
         None => format!("https://sys--partner.sys.orc.localhost:{port}/"),
     };
 
+    // A public pool on the partner: a site opens with its gateway, and the pool gets an
+    // address there, so Children and Pool addresses show what the emulated clouds hold.
+    tokio::task::block_in_place(|| {
+        up.ok(&[
+            "pool",
+            "create",
+            "sys/sys/www",
+            "--provider",
+            "partner",
+            "--class",
+            "eu-central",
+            "--cpu",
+            "2",
+            "--mem",
+            "4",
+            "--os",
+            "ubuntu-24.04",
+            "--public",
+            "--endpoint",
+            "web=http:8080",
+            "--size",
+            "1",
+            "--wait",
+        ]);
+        up.wait_for(&["sites"], Duration::from_secs(120), |sites| {
+            sites[0]["gateway"] == "running" && sites[0]["reported"] == true
+        });
+    });
+
     let browser = Browser::builder("admin_page_through_the_edge")
         .trust_ca(&up.ca_pem())
         .start()
@@ -130,6 +159,19 @@ async fn a_person_signs_in_and_walks_the_partners_admin_page_through_the_edge() 
         accessible(&browser, name).await;
         no_secret(&browser, name, &secrets).await;
     }
+    // What the clouds hold, as the serving replica's inventory saw it.
+    browser.follow("Children").await;
+    let children = browser.text().await;
+    assert!(
+        children.contains("eu-central-a"),
+        "an open site: {children}"
+    );
+    browser.follow("Pool addresses").await;
+    let addresses = browser.text().await;
+    assert!(
+        addresses.contains("eu-central-a"),
+        "the pool's address: {addresses}"
+    );
 
     // A quote preview, answered by the real quote code over the emulated clouds' catalogs.
     browser.follow("Quote preview").await;
