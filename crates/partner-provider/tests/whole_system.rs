@@ -128,6 +128,7 @@ async fn sigkill_of_the_serving_replica_loses_and_duplicates_nothing() {
     let mut config = ZoneConfig::new(dir.path().join("zone"));
     config.http_addr = "127.0.0.1:0".parse().unwrap();
     config.grpc_addr = "127.0.0.1:0".parse().unwrap();
+    config.edge = None;
     let zone = Zone::start(config).await.expect("zone starts");
     let api = zone.url();
     let token = zone.admin_token().expose().to_string();
