@@ -237,7 +237,7 @@ pub(super) fn assertion(
     person: &Person,
     org: &Org,
     audience: &str,
-) -> Result<String, Response> {
+) -> Result<String, Box<Response>> {
     let now = u64::try_from(edge.now().millis() / 1000).unwrap_or(0);
     let lifetime = edge
         .inner
@@ -257,12 +257,12 @@ pub(super) fn assertion(
     };
     edge.inner.keys.sign(&claims).map_err(|e| {
         tracing::error!(error = %e, "the access edge could not sign an assertion");
-        pages::refusal(
+        Box::new(pages::refusal(
             StatusCode::SERVICE_UNAVAILABLE,
             "Try again shortly",
             "The zone could not vouch for this request right now.",
             None,
-        )
+        ))
     })
 }
 

@@ -543,7 +543,7 @@ async fn endpoint_request(
         ));
     }
     let audience = format!("{}/{}/{endpoint}", project.name, pool.name);
-    let assertion = identity::assertion(edge, &person, &org, &audience)?;
+    let assertion = identity::assertion(edge, &person, &org, &audience).map_err(|e| *e)?;
     let forward = proxy::Forward {
         host: host.to_string(),
         port: edge.port(),

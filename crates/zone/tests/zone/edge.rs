@@ -97,9 +97,12 @@ fn async_stream(
     tokio_stream::wrappers::ReceiverStream::new(stream)
 }
 
+/// Where one slot serves one endpoint: slot, endpoint, address.
+type Listening = (u32, String, SocketAddr);
+
 /// Slots by pool: what the apps supervisor tells the edge in a real zone.
 #[derive(Default)]
-struct Slots(Mutex<BTreeMap<PoolId, Vec<(u32, String, SocketAddr)>>>);
+struct Slots(Mutex<BTreeMap<PoolId, Vec<Listening>>>);
 
 impl EndpointDirectory for Slots {
     fn http_endpoints(&self, pool: &PoolId) -> Vec<(u32, String, SocketAddr)> {
