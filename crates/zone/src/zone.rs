@@ -551,7 +551,16 @@ impl Zone {
                             )),
                             wait_for_stop(stopped.clone()),
                         ));
-                    Some(RunningEdge { addr, url, task })
+                    let sweeper = tokio::spawn(crate::edge::sweep_sessions(
+                        store.clone(),
+                        Duration::from_secs(3600),
+                    ));
+                    Some(RunningEdge {
+                        addr,
+                        url,
+                        task,
+                        sweeper,
+                    })
                 }
                 _ => None,
             };
@@ -723,6 +732,7 @@ impl Zone {
             Err(e) => tracing::warn!(error = %e, "the API server task failed"),
         }
         if let Some(edge) = self.edge {
+            edge.sweeper.abort();
             match edge.task.await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::warn!(error = %e, "the access edge ended with an error"),
@@ -752,6 +762,8 @@ struct RunningEdge {
     addr: SocketAddr,
     url: String,
     task: JoinHandle<std::io::Result<()>>,
+    /// Deletes old sessions hourly.
+    sweeper: JoinHandle<()>,
 }
 
 /// The host of `url` (`https://HOST:PORT/…`), brackets kept off an IPv6 address.

@@ -222,6 +222,28 @@ pub async fn serve(
     orc_tls::serve(listener, router(state), options, shutdown).await
 }
 
+/// How long an ended or expired session stays in the store before [`sweep_sessions`]
+/// deletes it.
+pub const ENDED_SESSIONS_KEPT: Duration = Duration::from_secs(24 * 3600);
+
+/// Every `every`, deletes the sessions that ended or expired more than
+/// [`ENDED_SESSIONS_KEPT`] ago, so the table holds live sessions and a day of history.
+/// Runs until its task is dropped; several controllers sweeping at once is harmless.
+pub async fn sweep_sessions(store: Store, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let before = Timestamp::now()
+            .plus_millis(-i64::try_from(ENDED_SESSIONS_KEPT.as_millis()).unwrap_or(i64::MAX));
+        match store.delete_old_web_sessions(before).await {
+            Ok(0) => {}
+            Ok(deleted) => tracing::info!(deleted, "old sessions of the access edge deleted"),
+            Err(e) => {
+                tracing::warn!(error = %e, "old sessions could not be deleted; trying again later")
+            }
+        }
+    }
+}
+
 /// The host a request names (HTTP/1 `Host`, HTTP/2 `:authority`), lower case, no port.
 fn request_host(request: &Request) -> Option<String> {
     let raw = request.uri().host().map(str::to_string).or_else(|| {
