@@ -502,6 +502,7 @@ impl Up {
              \x20 export ORC_DATA_DIR={data}\n\
              \x20 orc providers\n\
              \x20 orc logs sys/partner --level debug\n\
+             \x20 orc endpoints sys/sys/partner\n\
              \x20 orc quote sys/sys --provider partner --class eu-central --cpu 2 --mem 4 --os ubuntu-24.04\n\
              \x20 orc pool create sys/sys/web --provider partner --class eu-central --cpu 2 --mem 4 --os ubuntu-24.04 --size 2 --wait\n\
              \x20 orc nodes sys/sys/web\n\
