@@ -307,12 +307,37 @@ async fn own_page(edge: &EdgeState, request: Request) -> Response {
         (Method::POST, "/sign-in") => identity::sign_in(edge, request).await,
         (Method::POST, "/sign-out") => identity::sign_out(edge, request).await,
         (Method::GET | Method::HEAD, "/healthz") => (StatusCode::OK, "ok\n").into_response(),
+        (Method::GET, orc_access::JWKS_PATH) => jwks(edge).await,
         _ => pages::refusal(
             StatusCode::NOT_FOUND,
             "Not found",
             "The zone's pages here are sign-in, sign-out and the list of your endpoints.",
             Some(&edge.url()),
         ),
+    }
+}
+
+/// The access keys' JWKS, as the API publishes it, so a zone whose web URL is the edge's
+/// (`--web-url https://<domain>`) publishes its keys on that same origin.
+async fn jwks(edge: &EdgeState) -> Response {
+    match edge.inner.keys.jwks(edge.now()).await {
+        Ok(document) => (
+            [
+                (header::CACHE_CONTROL, "public, max-age=60"),
+                (header::CONTENT_TYPE, "application/json"),
+            ],
+            document.to_string(),
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "the access edge could not read the access keys");
+            pages::refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again shortly",
+                "The zone could not read its keys right now.",
+                None,
+            )
+        }
     }
 }
 

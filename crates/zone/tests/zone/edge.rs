@@ -478,6 +478,26 @@ async fn members_get_in_with_one_signed_assertion_and_nothing_of_theirs_reaches_
     let (status, _, body) = s.read(answer).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(body.contains("you are viewer"), "{body}");
+    // The edge publishes the same keys as the API, with no sign-in, so a zone whose web URL
+    // is the edge's serves its JWKS there.
+    let (status, headers, edge_jwks) = s
+        .read(
+            browser
+                .get(s.url(DOMAIN, orc_access::JWKS_PATH))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers[header::CONTENT_TYPE], "application/json");
+    let api_jwks =
+        s.z.call(reqwest::Method::GET, orc_access::JWKS_PATH, None, None)
+            .await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&edge_jwks).unwrap(),
+        api_jwks.body
+    );
     let stan = s.session_of(&s.stan).await;
     let answer = browser
         .get(s.url(SITE, "/"))
