@@ -658,6 +658,21 @@ pub struct PoolSpec {
     pub ssh_keys: Vec<String>,
 }
 
+impl PoolSpec {
+    /// The names of the pool's `http` endpoints (the ones the access edge serves), sorted.
+    pub fn http_endpoints(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .endpoints
+            .iter()
+            .filter(|e| e.protocol == "http")
+            .map(|e| e.name.clone())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+}
+
 /// A pool `<org>/<project>/<name>` of identical nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pool {

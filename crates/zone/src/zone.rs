@@ -525,54 +525,49 @@ impl Zone {
             .web_url
             .as_deref()
             .map_or_else(|| zone_url.clone(), |u| u.trim_end_matches('/').to_string());
-        let edge =
-            match (edge_listener, &config.edge, &ca) {
-                (Some((listener, addr)), Some(edge_config), Some(ca)) => {
-                    let certs = Arc::new(EdgeCerts::new(
-                        ca.clone(),
-                        &edge_config.domain,
-                        config.tls.cert_lifetime,
-                    ));
-                    let edge_state = EdgeState::new(
-                        store.clone(),
-                        access_keys.clone(),
-                        Arc::new(apps.clone()),
-                        web_url.clone(),
-                        edge_config.clone(),
-                        addr.port(),
-                    );
-                    let url = edge_state.url();
-                    let task =
-                        tokio::spawn(crate::edge::serve(
-                            listener,
-                            edge_state,
-                            config.limits.serve_options(Some(
-                                orc_tls::server_config_with_resolver(certs, orc_tls::ALPN_HTTP),
-                            )),
-                            wait_for_stop(stopped.clone()),
-                        ));
-                    let sweeper = tokio::spawn(crate::edge::sweep_sessions(
-                        store.clone(),
-                        Duration::from_secs(3600),
-                    ));
-                    Some(RunningEdge {
-                        addr,
-                        url,
-                        task,
-                        sweeper,
-                    })
-                }
-                _ => None,
-            };
+        let edge = match (edge_listener, &config.edge, &ca) {
+            (Some((listener, addr)), Some(edge_config), Some(ca)) => {
+                let certs = Arc::new(EdgeCerts::new(
+                    ca.clone(),
+                    &edge_config.domain,
+                    config.tls.cert_lifetime,
+                ));
+                let edge_state = EdgeState::new(
+                    store.clone(),
+                    access_keys.clone(),
+                    Arc::new(apps.clone()),
+                    web_url.clone(),
+                    edge_config.clone(),
+                    addr.port(),
+                );
+                let url = edge_state.url();
+                let links = api::EdgeLinks {
+                    domain: edge_state.domain().to_string(),
+                    port: edge_state.port(),
+                    endpoints: Arc::new(apps.clone()),
+                };
+                let task = tokio::spawn(crate::edge::serve(
+                    listener,
+                    edge_state,
+                    config.limits.serve_options(Some(certs.server_config())),
+                    wait_for_stop(stopped.clone()),
+                ));
+                let sweeper = tokio::spawn(crate::edge::sweep_sessions(
+                    store.clone(),
+                    Duration::from_secs(3600),
+                ));
+                Some(RunningEdge {
+                    addr,
+                    url,
+                    links,
+                    task,
+                    sweeper,
+                })
+            }
+            _ => None,
+        };
         let state = match &edge {
-            Some(running) => state.with_edge(api::EdgeLinks {
-                url: running.url.clone(),
-                domain: config
-                    .edge
-                    .as_ref()
-                    .map_or_else(String::new, |e| e.domain.to_ascii_lowercase()),
-                endpoints: Arc::new(apps.clone()),
-            }),
+            Some(running) => state.with_edge(running.links.clone()),
             None => state,
         };
         let http_task = tokio::spawn(api::serve(
@@ -761,6 +756,8 @@ impl Zone {
 struct RunningEdge {
     addr: SocketAddr,
     url: String,
+    /// What the API says of the edge.
+    links: api::EdgeLinks,
     task: JoinHandle<std::io::Result<()>>,
     /// Deletes old sessions hourly.
     sweeper: JoinHandle<()>,

@@ -135,10 +135,10 @@ pub struct ApiState {
 /// What the API tells about the access edge: its URL and where slots listen.
 #[derive(Clone)]
 pub struct EdgeLinks {
-    /// `https://<domain>[:port]`.
-    pub url: String,
     /// The zone domain.
     pub domain: String,
+    /// The port the edge's URLs carry.
+    pub port: u16,
     /// Where app slots serve their http endpoints.
     pub endpoints: Arc<dyn crate::edge::EndpointDirectory>,
 }
@@ -146,7 +146,7 @@ pub struct EdgeLinks {
 impl fmt::Debug for EdgeLinks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EdgeLinks")
-            .field("url", &self.url)
+            .field("domain", &self.domain)
             .finish_non_exhaustive()
     }
 }
@@ -154,18 +154,10 @@ impl fmt::Debug for EdgeLinks {
 impl EdgeLinks {
     /// The URL of an edge name (`<label>.<org>`) under the domain.
     pub fn url_of(&self, name: &orc_access::names::EdgeName, org: &str) -> String {
-        let host = name.host(org, &self.domain);
-        match self.url.split_once("://") {
-            Some((scheme, rest)) => {
-                let port = rest.split_once(':').map_or("", |(_, p)| p);
-                if port.is_empty() {
-                    format!("{scheme}://{host}/")
-                } else {
-                    format!("{scheme}://{host}:{port}/")
-                }
-            }
-            None => format!("https://{host}/"),
-        }
+        format!(
+            "{}/",
+            crate::edge::host_url(&name.host(org, &self.domain), self.port)
+        )
     }
 }
 

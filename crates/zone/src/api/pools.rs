@@ -514,18 +514,7 @@ pub(super) async fn pool_endpoints(
     let (org, project, pool) =
         pool_with_role(&state, &caller, &org, &project, &pool, Role::Viewer).await?;
     let operator = caller.is_operator();
-    let http: Vec<String> = {
-        let mut names: Vec<String> = pool
-            .spec
-            .endpoints
-            .iter()
-            .filter(|e| e.protocol == "http")
-            .map(|e| e.name.clone())
-            .collect();
-        names.sort();
-        names.dedup();
-        names
-    };
+    let http = pool.spec.http_endpoints();
     let listening = state
         .edge
         .as_ref()

@@ -70,6 +70,11 @@ impl EdgeCerts {
         }
     }
 
+    /// The TLS config of the edge's listener: these certificates, HTTP/2 and HTTP/1.1.
+    pub fn server_config(self: Arc<Self>) -> Arc<orc_tls::rustls::ServerConfig> {
+        orc_tls::server_config_with_resolver(self, orc_tls::ALPN_HTTP)
+    }
+
     /// The certificate for `scope`, signed now if none is kept or the kept one is old.
     pub fn certificate(&self, scope: &str) -> Option<Arc<CertifiedKey>> {
         let now = SystemTime::now();

@@ -18,7 +18,7 @@ use orc_access::Assertion;
 
 use super::{EdgeState, client_ip, pages};
 use crate::api::access::zone_role_in;
-use crate::model::{ApiToken, Membership, Org, Timestamp, TokenSecret, User};
+use crate::model::{ApiToken, Membership, Org, Timestamp, TokenHash, TokenSecret, User};
 use orc_zone_model::session::{SessionSecret, SignedInWith, WebSession};
 
 /// The session cookie. `__Secure-`: browsers accept it only with `Secure`, over https.
@@ -83,13 +83,8 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
 }
 
 /// The key a credential is kept under: its kind and SHA-256, never its value.
-fn kept_as(kind: char, value: &str) -> String {
-    format!(
-        "{kind}:{}",
-        TokenSecret::from_presented(value.to_string())
-            .hash()
-            .to_hex()
-    )
+fn kept_as(kind: char, hash: TokenHash) -> String {
+    format!("{kind}:{}", hash.to_hex())
 }
 
 /// Who sent `headers`: `None` for nobody; an error page when the store fails or a bearer
@@ -99,62 +94,73 @@ pub(super) async fn identify(
     headers: &HeaderMap,
 ) -> Result<Option<Person>, Response> {
     let now = edge.now();
-    let key = match (bearer(headers), session_cookie(headers)) {
-        (Some(value), _) => kept_as('b', &value),
-        (None, Some(value)) => kept_as('s', &value),
+    // A bearer wins over a cookie, as it names the caller explicitly.
+    let (key, credential) = match (bearer(headers), session_cookie(headers)) {
+        (Some(value), _) => {
+            let secret = TokenSecret::from_presented(value);
+            (kept_as('b', secret.hash()), Credential::Bearer(secret))
+        }
+        (None, Some(value)) => {
+            let secret = SessionSecret::from_presented(value);
+            (kept_as('s', secret.hash()), Credential::Session(secret))
+        }
         (None, None) => return Ok(None),
     };
     if let Some(person) = edge.inner.people.get(&key, now) {
         return Ok(Some(person));
     }
-    let found = look_up(edge, headers).await?;
+    let found = look_up(edge, credential).await?;
     if let Some(person) = &found {
         edge.inner.people.put(key, person.clone(), now);
     }
     Ok(found)
 }
 
-/// [`identify`] from the store.
-async fn look_up(edge: &EdgeState, headers: &HeaderMap) -> Result<Option<Person>, Response> {
+/// What a request presented.
+enum Credential {
+    Bearer(TokenSecret),
+    Session(SessionSecret),
+}
+
+/// Who `credential` belongs to, from the store.
+async fn look_up(edge: &EdgeState, credential: Credential) -> Result<Option<Person>, Response> {
     let store = &edge.inner.store;
     let now = edge.now();
     let failed = |e: crate::store::StoreError| super::store_failure(&e);
-    if let Some(value) = bearer(headers) {
-        let secret = TokenSecret::from_presented(value);
-        let Some(token) = store
-            .authenticate_token(&secret, now)
-            .await
-            .map_err(failed)?
-        else {
-            return Err(unauthenticated(
-                edge,
-                "The bearer token is unknown, revoked or expired.",
-            ));
-        };
-        if token.service_pool.is_some() {
-            return Err(unauthenticated(
-                edge,
-                "A pool's service credential opens only that pool's provider stream, not \
+    let secret = match credential {
+        Credential::Session(secret) => secret,
+        Credential::Bearer(secret) => {
+            let Some(token) = store
+                .authenticate_token(&secret, now)
+                .await
+                .map_err(failed)?
+            else {
+                return Err(unauthenticated(
+                    edge,
+                    "The bearer token is unknown, revoked or expired.",
+                ));
+            };
+            if token.service_pool.is_some() {
+                return Err(unauthenticated(
+                    edge,
+                    "A pool's service credential opens only that pool's provider stream, not \
                  endpoints.",
-            ));
+                ));
+            }
+            let user = store.get_user(&token.user_id).await.map_err(failed)?;
+            let memberships = store
+                .list_memberships_of_user(&user.id)
+                .await
+                .map_err(failed)?;
+            return Ok(Some(Person {
+                user,
+                memberships,
+                by_bearer: true,
+                token: Some(token),
+                session: None,
+            }));
         }
-        let user = store.get_user(&token.user_id).await.map_err(failed)?;
-        let memberships = store
-            .list_memberships_of_user(&user.id)
-            .await
-            .map_err(failed)?;
-        return Ok(Some(Person {
-            user,
-            memberships,
-            by_bearer: true,
-            token: Some(token),
-            session: None,
-        }));
-    }
-    let Some(value) = session_cookie(headers) else {
-        return Ok(None);
     };
-    let secret = SessionSecret::from_presented(value);
     let policy = edge.inner.config.sessions;
     let Some(session) = store
         .web_session(&secret, &policy, now)
@@ -419,8 +425,8 @@ pub(super) async fn sign_out(edge: &EdgeState, request: Request) -> Response {
         );
     }
     if let Some(value) = session_cookie(request.headers()) {
-        edge.inner.people.forget(&kept_as('s', &value));
         let secret = SessionSecret::from_presented(value);
+        edge.inner.people.forget(&kept_as('s', secret.hash()));
         let policy = edge.inner.config.sessions;
         match edge
             .inner

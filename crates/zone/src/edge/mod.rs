@@ -116,8 +116,8 @@ struct Inner {
     /// The zone's web URL, written as `iss` in assertions.
     issuer: String,
     domain: String,
-    /// `:PORT` in URLs, or empty for 443.
-    port_suffix: String,
+    /// The port the edge's URLs carry.
+    port: u16,
     config: EdgeConfig,
     clock: Clock,
     client: proxy::Client,
@@ -156,11 +156,6 @@ impl EdgeState {
         port: u16,
     ) -> EdgeState {
         let port = config.public_port.unwrap_or(port);
-        let port_suffix = if port == 443 {
-            String::new()
-        } else {
-            format!(":{port}")
-        };
         EdgeState {
             inner: Arc::new(Inner {
                 store,
@@ -168,7 +163,7 @@ impl EdgeState {
                 endpoints,
                 issuer,
                 domain: config.domain.to_ascii_lowercase(),
-                port_suffix,
+                port,
                 sign_ins: identity::SignInLimiter::new(config.sign_in_failures_per_minute),
                 config,
                 clock: Arc::new(Timestamp::now),
@@ -193,12 +188,31 @@ impl EdgeState {
 
     /// The edge's own URL: `https://<domain>[:port]`.
     pub fn url(&self) -> String {
-        format!("https://{}{}", self.inner.domain, self.inner.port_suffix)
+        host_url(&self.inner.domain, self.inner.port)
     }
 
     /// The URL of a host under the domain.
     fn url_of(&self, host: &str) -> String {
-        format!("https://{host}{}", self.inner.port_suffix)
+        host_url(host, self.inner.port)
+    }
+
+    /// The port the edge's URLs carry (its public port).
+    pub fn port(&self) -> u16 {
+        self.inner.port
+    }
+
+    /// The zone domain, lower case.
+    pub fn domain(&self) -> &str {
+        &self.inner.domain
+    }
+}
+
+/// `https://<host>[:port]`, the port left out when it is 443.
+pub fn host_url(host: &str, port: u16) -> String {
+    if port == 443 {
+        format!("https://{host}")
+    } else {
+        format!("https://{host}:{port}")
     }
 }
 
@@ -364,14 +378,6 @@ impl EdgeState {
         });
         url.scheme() == "https" && host_ok && port_ok && url.username().is_empty()
     }
-
-    fn port(&self) -> u16 {
-        self.inner
-            .port_suffix
-            .strip_prefix(':')
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(443)
-    }
 }
 
 /// The page a signed-in person sees on the zone's own host: who they are, and every
@@ -436,25 +442,12 @@ fn may_open(role: Option<Role>) -> bool {
     role.is_some_and(|r| rank(r) >= rank(Role::Member))
 }
 
-fn http_endpoints_of(pool: &Pool) -> Vec<String> {
-    let mut names: Vec<String> = pool
-        .spec
-        .endpoints
-        .iter()
-        .filter(|e| e.protocol == "http")
-        .map(|e| e.name.clone())
-        .collect();
-    names.sort();
-    names.dedup();
-    names
-}
-
 async fn http_pools(store: &Store, project: &Project) -> Result<Vec<Pool>, StoreError> {
     Ok(store
         .list_pools(&project.id)
         .await?
         .into_iter()
-        .filter(|p| !p.deleting && !http_endpoints_of(p).is_empty())
+        .filter(|p| !p.deleting && !p.spec.http_endpoints().is_empty())
         .collect())
 }
 
@@ -462,7 +455,7 @@ fn edge_pool(project: &Project, pool: &Pool) -> EdgePool {
     EdgePool {
         project: project.name.to_string(),
         pool: pool.name.to_string(),
-        endpoints: http_endpoints_of(pool),
+        endpoints: pool.spec.http_endpoints(),
         slots: pool.size,
     }
 }
@@ -471,7 +464,7 @@ fn edge_pool(project: &Project, pool: &Pool) -> EdgePool {
 fn endpoint_of(name: &EdgeName, pool: &Pool) -> Option<String> {
     name.endpoint
         .clone()
-        .or_else(|| http_endpoints_of(pool).into_iter().next())
+        .or_else(|| pool.spec.http_endpoints().into_iter().next())
 }
 
 /// The same answer for a name that leads nowhere and one the person may not know of.

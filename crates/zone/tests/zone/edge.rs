@@ -257,10 +257,7 @@ async fn setup(policy: SessionPolicy) -> Setup {
         Duration::from_secs(3600),
     ));
     let options = orc_tls::ServeOptions {
-        tls: Some(orc_tls::server_config_with_resolver(
-            certs,
-            orc_tls::ALPN_HTTP,
-        )),
+        tls: Some(certs.server_config()),
         ..orc_tls::ServeOptions::default()
     };
     tokio::spawn(orc_zone::edge::serve(
