@@ -968,11 +968,15 @@ fn require(path: &str, what: &str, package: &str) {
     );
 }
 
-/// The target directory of the build that made this test binary: the first directory above
-/// it that cargo marked with `CACHEDIR.TAG`, else `CARGO_TARGET_DIR`.
+/// The target directory of the build that made this test binary: the directory above
+/// `<profile>/deps/` where cargo put it, else `CARGO_TARGET_DIR`. (Cargo marks a target
+/// directory with `CACHEDIR.TAG` only when it creates it, so the tag is no guide.)
 fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
-    if let Some(dir) = exe.ancestors().find(|d| d.join("CACHEDIR.TAG").is_file()) {
+    let deps = exe
+        .parent()
+        .filter(|d| d.file_name() == Some("deps".as_ref()));
+    if let Some(dir) = deps.and_then(Path::parent).and_then(Path::parent) {
         return dir.to_path_buf();
     }
     match std::env::var_os("CARGO_TARGET_DIR") {
