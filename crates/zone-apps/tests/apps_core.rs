@@ -107,6 +107,7 @@ async fn fixture() -> Fixture {
 fn app(params: &[(&str, &str)]) -> AppSpec {
     AppSpec {
         package: "sys/testapp:default".to_string(),
+        digest: None,
         params: params
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

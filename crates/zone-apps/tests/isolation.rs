@@ -211,6 +211,7 @@ impl Fixture {
                 endpoints: vec![],
                 app: Some(AppSpec {
                     package: format!("sys/{package}:default"),
+                    digest: None,
                     params: BTreeMap::new(),
                     sensitive: SensitiveParams(BTreeMap::from([(
                         "api_key".to_string(),
