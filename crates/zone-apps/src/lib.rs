@@ -27,6 +27,7 @@
 //! [`Apps`] and the [`config`] an operator sets; slots and their processes stay private to
 //! the supervisor, so nothing outside it can start or signal an app.
 
+pub mod blobs;
 pub mod config;
 pub mod logs;
 pub mod params;
@@ -45,13 +46,15 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use orc_zone_model::registry::{Digest, Platform};
 use orc_zone_model::{
     ModelError, Name, NewProvider, Node, NodeId, NodeState, Pool, PoolId, PricingStrategy,
     Provider, ProviderScope, Timestamp, TokenSecret, UserId, sys_org_id, sys_project_id,
 };
 use orc_zone_store::{Kind, Store, StoreError};
 
-pub use config::{AppBinary, AppsConfig, AppsOptions, BUILTIN_APPS, BuiltinApp, ResolveError};
+pub use blobs::{BlobError, Blobs};
+pub use config::{AppBinary, AppsConfig, AppsOptions, ResolveError};
 pub use logs::{Level, LogLine, LogSource};
 pub use params::ParamError;
 pub use run_as::{DEFAULT_RUNTIME_ROOT, DYNAMIC_IDS, RunAs};
@@ -82,6 +85,9 @@ pub enum AppsError {
         #[source]
         source: StoreError,
     },
+    /// The registry's blob dir cannot be created.
+    #[error("core provider: {0}")]
+    Blobs(#[from] BlobError),
     /// The apps directory under the data dir cannot be created.
     #[error("core provider: cannot create the apps directory {path}")]
     Dir {
@@ -242,6 +248,8 @@ pub struct ZoneEndpoint {
 struct Inner {
     store: Store,
     config: AppsConfig,
+    /// The registry's binaries.
+    blobs: Blobs,
     /// `<data_dir>/apps`.
     dir: PathBuf,
     zone: ZoneEndpoint,
@@ -281,6 +289,7 @@ impl Apps {
                 path: dir.clone(),
                 source,
             })?;
+        let blobs = Blobs::open(data_dir)?;
         let core = ensure_core_provider(&store).await?;
         let apps_user = ensure_apps_user(&store).await?;
         retire_shared_powers(&store, &apps_user).await?;
@@ -289,6 +298,7 @@ impl Apps {
             inner: Arc::new(Inner {
                 store,
                 config,
+                blobs,
                 dir,
                 zone,
                 core,
@@ -307,6 +317,11 @@ impl Apps {
             *slot = Some(task);
         }
         Ok(apps)
+    }
+
+    /// The registry's binaries, which slots of registry apps run.
+    pub fn blobs(&self) -> &Blobs {
+        &self.inner.blobs
     }
 
     /// The `core` provider row.
@@ -607,14 +622,14 @@ impl Apps {
             .get_org(&project.org_id)
             .await
             .map_err(store_error(format!("org {}", project.org_id)))?;
-        let binary =
-            self.inner
-                .config
-                .resolve(&app.package)
-                .map_err(|source| LaunchError::Resolve {
-                    pool: pool.id.clone(),
-                    source,
-                })?;
+        let binary = match &app.digest {
+            Some(digest) => self.registry_binary(&app.package, digest).await,
+            None => self.inner.config.resolve(&app.package),
+        }
+        .map_err(|source| LaunchError::Resolve {
+            pool: pool.id.clone(),
+            source,
+        })?;
         let plan = plan_params(app).map_err(|errors| LaunchError::Params {
             pool: pool.id.clone(),
             errors,
@@ -676,6 +691,78 @@ impl Apps {
             generation: pool.generation,
             secrets,
         })
+    }
+
+    /// The binary of package `digest` of the app `package` names, for the host's platform,
+    /// hashed just now; installed under the runtime root when slots run as their own users.
+    async fn registry_binary(
+        &self,
+        package: &str,
+        digest: &Digest,
+    ) -> Result<AppBinary, ResolveError> {
+        let reference = config::parse_package(package)?;
+        let unpublished = || ResolveError::NotInstalled {
+            package: package.to_string(),
+        };
+        let broken = |why: String| ResolveError::Binary {
+            package: package.to_string(),
+            why,
+        };
+        let store = &self.inner.store;
+        let (Ok(org), Ok(name)) = (
+            reference.org.parse::<Name>(),
+            reference.name.parse::<Name>(),
+        ) else {
+            return Err(unpublished());
+        };
+        let org = match store.org_by_name(&org).await {
+            Ok(org) => org,
+            Err(StoreError::NotFound { .. }) => return Err(unpublished()),
+            Err(e) => return Err(broken(format!("reading the registry: {e}"))),
+        };
+        let found = store
+            .app_package(&org.id, &name, digest)
+            .await
+            .map_err(|e| broken(format!("reading the registry: {e}")))?
+            .ok_or_else(|| broken(format!("package {digest} is no longer in the registry")))?;
+        let host = Platform::host().ok_or_else(|| ResolveError::NoPlatform {
+            package: package.to_string(),
+            platform: std::env::consts::ARCH.to_string(),
+        })?;
+        let binary =
+            found
+                .document
+                .binaries
+                .get(&host)
+                .ok_or_else(|| ResolveError::NoPlatform {
+                    package: package.to_string(),
+                    platform: host.to_string(),
+                })?;
+        let install_under = self
+            .drops_privileges()
+            .then(|| self.inner.config.runtime_root.clone());
+        let blobs = self.inner.blobs.clone();
+        let blob = binary.digest.clone();
+        let path =
+            tokio::task::spawn_blocking(move || blobs.runnable(&blob, install_under.as_deref()))
+                .await
+                .map_err(|e| broken(format!("checking the binary: {e}")))?
+                .map_err(|e| broken(e.to_string()))?;
+        Ok(AppBinary {
+            path,
+            args: found.document.manifest.args.clone(),
+            env: self.inner.config.env_of(name.as_str()),
+            sensitive_params: found.document.manifest.sensitive_params(),
+        })
+    }
+
+    /// Whether slots run as users of their own (and so cannot enter the data dir).
+    fn drops_privileges(&self) -> bool {
+        match self.inner.config.run_as {
+            RunAs::ZoneUser => false,
+            RunAs::Auto => rustix::process::geteuid().is_root(),
+            RunAs::Uid { .. } => true,
+        }
     }
 
     /// The zone token of a pool's apps: a token of the apps user, who is a member of the

@@ -72,7 +72,6 @@ async fn fixture() -> Fixture {
         .await
         .unwrap();
     let mut config = AppsConfig {
-        search_next_to_exe: false,
         options: fast_options(),
         // The fixture's script lives in a private temporary dir: run it as the zone's user
         // (tests/isolation.rs covers unprivileged slots).

@@ -91,7 +91,6 @@ async fn fixture(run_as: RunAs) -> Fixture {
         sensitive_params: Default::default(),
     };
     let mut config = AppsConfig {
-        search_next_to_exe: false,
         run_as,
         runtime_root: runtime_root.clone(),
         ..AppsConfig::default()

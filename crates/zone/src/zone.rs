@@ -305,6 +305,8 @@ pub struct Zone {
     web_url: String,
     ca: Option<Arc<ZoneCa>>,
     renew_task: Option<JoinHandle<()>>,
+    /// Removes unused registry packages and binaries hourly.
+    registry_sweeper: JoinHandle<()>,
 }
 
 impl Zone {
@@ -506,6 +508,7 @@ impl Zone {
                 endpoint: agent_url,
             }))
             .with_apps(config.apps.clone())
+            .with_registry(apps.blobs().clone())
             .with_mesh(config.mesh.clone(), mesh.signal())
             .with_access_keys(access_keys.clone())
             .with_waker({
@@ -570,6 +573,10 @@ impl Zone {
             Some(running) => state.with_edge(running.links.clone()),
             None => state,
         };
+        let registry_sweeper = tokio::spawn(api::registry::sweep(
+            state.clone(),
+            Duration::from_secs(3600),
+        ));
         let http_task = tokio::spawn(api::serve(
             http,
             state,
@@ -610,6 +617,7 @@ impl Zone {
             web_url,
             ca,
             renew_task,
+            registry_sweeper,
         })
     }
 
@@ -721,6 +729,7 @@ impl Zone {
     /// the store, so the next start resumes them.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
+        self.registry_sweeper.abort();
         match self.http_task.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "the API server ended with an error"),

@@ -665,6 +665,7 @@ mod golden {
             }],
             app: Some(orc_zone_api_types::views::AppView {
                 package: "acme/api:1.4".into(),
+                digest: None,
                 params,
                 sensitive_params: vec!["API_KEY".into()],
             }),

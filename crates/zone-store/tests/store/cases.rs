@@ -2546,8 +2546,8 @@ pub async fn app_registry_tags_move_and_unused_packages_go(db: &TestDb) {
     );
     let pruned = store.prune_app_packages().await.unwrap();
     assert_eq!(
-        pruned.iter().map(|p| p.digest.clone()).collect::<Vec<_>>(),
-        [v2.digest.clone()]
+        pruned.iter().map(|p| &p.digest).collect::<Vec<_>>(),
+        [&v2.digest]
     );
     assert_eq!(
         store.app_binary_digests().await.unwrap(),
