@@ -406,7 +406,8 @@ pub(super) async fn create_pool(
     let app = match &body.app {
         Some(package) => {
             check_package(package)?;
-            let resolved = resolve_app(&state, package).await?;
+            let on_core = provider.name.as_str() == crate::backend::CORE_PROVIDER;
+            let resolved = resolve_app(&state, package, on_core).await?;
             check_plain_params(package, &resolved.sensitive, &body.params)?;
             if let Some(manifest) = &resolved.manifest {
                 check_manifest_params(package, manifest, &body.params, &body.sensitive_params)?;
@@ -672,7 +673,9 @@ pub(super) async fn reconfigure_pool(
             format!("pool {} runs no app, so it takes no params", pool.name),
         ));
     };
-    let resolved = resolve_app(&state, &app.package).await?;
+    let provider = state.store.get_provider(&pool.spec.provider_id).await?;
+    let on_core = provider.name.as_str() == crate::backend::CORE_PROVIDER;
+    let resolved = resolve_app(&state, &app.package, on_core).await?;
     check_plain_params(&app.package, &resolved.sensitive, &body.params)?;
     let sensitive = match &body.sensitive_params {
         Some(s) => SensitiveParams(s.clone()),

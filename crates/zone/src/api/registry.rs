@@ -440,9 +440,21 @@ pub(crate) struct ResolvedApp {
     pub sensitive: BTreeSet<String>,
 }
 
-/// Resolves `package` (`org/name:tag`) for a pool: the registry's tag, else an app the
-/// operator configured by name; refused naming the package otherwise.
-pub(crate) async fn resolve_app(state: &ApiState, package: &str) -> ApiResult<ResolvedApp> {
+/// Resolves `package` (`org/name:tag`) for a pool on `core`: the registry's tag, else an app
+/// the operator configured by name; refused naming the package otherwise. A pool on another
+/// provider only hands the package on, so nothing is resolved for it.
+pub(crate) async fn resolve_app(
+    state: &ApiState,
+    package: &str,
+    on_core: bool,
+) -> ApiResult<ResolvedApp> {
+    if !on_core {
+        return Ok(ResolvedApp {
+            digest: None,
+            manifest: None,
+            sensitive: state.apps.sensitive_params(package),
+        });
+    }
     let reference: PackageRef = package
         .parse()
         .map_err(|e: crate::registry::RegistryError| ApiError::invalid("app", e.to_string()))?;
