@@ -1222,6 +1222,39 @@ mod tests {
         );
     }
 
+    #[test]
+    fn every_provider_manifest_declares_what_its_binary_reads() {
+        let partner = partner_manifest();
+        partner.validate(&name(PARTNER_APP).unwrap()).unwrap();
+        let declared: Vec<String> = partner.params.iter().map(|p| p.name.clone()).collect();
+        assert_eq!(declared, orc_partner::params::all_param_names());
+        let json: Vec<&str> = partner
+            .params
+            .iter()
+            .filter(|p| p.json)
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(json, ["regions", "os_map", "gateway"]);
+        assert_eq!(
+            partner.required_names(),
+            ["partner_id"],
+            "only partner_id is needed whatever the clouds"
+        );
+        for binary in [
+            "orc-prov-hetzner",
+            "orc-prov-vultr",
+            "orc-prov-robot",
+            "orc-prov-static",
+        ] {
+            let manifest = standalone_manifest(binary).unwrap();
+            manifest.validate(&name(binary).unwrap()).unwrap();
+            assert!(
+                manifest.sensitive_params().is_empty(),
+                "{binary} names its secrets by reference"
+            );
+        }
+    }
+
     fn args(dir: &Path, partner: &Path) -> UpArgs {
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
         UpArgs {

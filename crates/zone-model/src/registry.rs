@@ -389,6 +389,15 @@ impl AppManifest {
             .collect()
     }
 
+    /// The names of the params the app does not start without.
+    pub fn required_names(&self) -> Vec<&str> {
+        self.params
+            .iter()
+            .filter(|p| p.required)
+            .map(|p| p.name.as_str())
+            .collect()
+    }
+
     /// The param named `name`.
     pub fn param(&self, name: &str) -> Option<&ManifestParam> {
         self.params.iter().find(|p| p.name == name)
