@@ -45,7 +45,8 @@ Finding zig (cargo-zigbuild links with it), first found wins:
   1. zig on the PATH;
   2. $ZIG_DIR/zig;
   3. ~/.local/zig-tools/zig-0.14.1/zig.
-  When zig comes from 2 or 3, its directory is put first on the PATH for cargo-zigbuild.
+  When zig comes from 2 or 3, its directory is put first on the PATH; cargo-zigbuild is
+  told to use that zig (CARGO_ZIGBUILD_ZIG_PATH), not Python's ziglang package.
   With none, the script stops; `pip install ziglang` is one way to get zig (the package's
   directory holds the zig binary: point ZIG_DIR at it). cargo-zigbuild itself comes from
   `cargo install --locked cargo-zigbuild`.
@@ -204,6 +205,9 @@ command -v cargo >/dev/null || die "cargo is missing: install the Rust toolchain
 command -v cargo-zigbuild >/dev/null ||
   die "cargo-zigbuild is missing: install it with \`cargo install --locked cargo-zigbuild\`"
 find_zig
+# cargo-zigbuild would try `python3 -m ziglang` before any zig: a python that cannot exist
+# and the zig found above make it use that zig and no other.
+export CARGO_ZIGBUILD_ZIG_PATH=$ZIG CARGO_ZIGBUILD_PYTHON_PATH=/dev/null/no-python
 for platform in "${BUILD[@]}"; do check_target "$(triple_of "$platform")"; done
 
 # --- the orc CLI (only to push) ----------------------------------------------------------

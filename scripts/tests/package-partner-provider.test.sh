@@ -49,6 +49,8 @@ for tool in bash env cat cp mv rm mkdir mktemp chmod install dirname basename un
   path=$(PATH=$REAL_PATH command -v "$tool") || { echo "$tool is missing" >&2; exit 1; }
   [[ $path == /* ]] && ln -s "$path" "$SYSBIN/$tool"
 done
+# The interpreter itself, not a version manager's shim that needs the real HOME.
+ln -sf "$(python3 -c 'import sys; print(sys.executable)')" "$SYSBIN/python3"
 
 # A scratch checkout: the script and, unless a test removes it, the app manifest.
 FAKE_REPO=$TMP/repo
@@ -63,14 +65,15 @@ stub() { # path; the body on stdin: an executable bash script
 }
 
 # cargo: records its argv; `cargo zigbuild … --target T.G` records which zig is first on the
-# PATH and writes a stand-in binary where cargo would.
+# PATH and which zig cargo-zigbuild is told to use, and writes a stand-in binary where cargo
+# would.
 STUBS=$TMP/stubs
 stub "$STUBS/cargo" <<'STUB'
 printf "cargo %s\n" "$*" >>"$LOG"
 [[ ${1:-} == zigbuild ]] || exit 0
 target=
 while (($#)); do [[ $1 == --target ]] && target=$2; shift; done
-printf "zig %s\n" "$(command -v zig || echo none)" >>"$LOG"
+printf "zig %s %s\n" "$(command -v zig || echo none)" "${CARGO_ZIGBUILD_ZIG_PATH:-unset}" >>"$LOG"
 triple=${target%.*.*}
 mkdir -p "$CARGO_TARGET_DIR/$triple/release"
 printf "stand-in orc-prov-partner for %s\n" "$target" >"$CARGO_TARGET_DIR/$triple/release/orc-prov-partner"
@@ -118,7 +121,8 @@ run() {
 # Fresh state for each test.
 reset() {
   rm -rf "${TMP:?}/home" "$TMP/target" "$TMP/log" "$TMP/orc-argv" "$TMP/orc-argv.who" \
-    "$TMP/sysroot" "$TMP/pathbin" "$TMP/zigdir" "$TMP/stage" "$TMP/served.log"
+    "$TMP/sysroot" "$TMP/pathbin" "$TMP/zigdir" "$TMP/stage" "$TMP/served.log" "$TMP/python" \
+    "$TMP/norustup" "$TMP/nozigbuild" "$TMP/orcbin" "$TMP/mycache" "$TMP/elsewhere.json"
   mkdir -p "$TMP/home"
   : >"$TMP/log"
   : >"$TMP/served.log"
@@ -320,7 +324,7 @@ test_zig_from_path_first() {
   EXTRA_ENV=(ZIG_DIR="$TMP/zigdir")
   run --platform linux/amd64
   expect_rc 0
-  expect_log "zig $TMP/pathbin/zig"
+  expect_log "zig $TMP/pathbin/zig $TMP/pathbin/zig"
   expect_out "zig: $TMP/pathbin/zig (0.14.1)"
 }
 
@@ -331,7 +335,7 @@ test_zig_from_zig_dir_second() {
   EXTRA_ENV=(ZIG_DIR="$TMP/zigdir")
   run --platform linux/amd64
   expect_rc 0
-  expect_log "zig $TMP/zigdir/zig"  # cargo-zigbuild finds it on the PATH
+  expect_log "zig $TMP/zigdir/zig $TMP/zigdir/zig"  # on the PATH, and cargo-zigbuild's zig
 }
 
 test_zig_from_tools_dir_third() {
@@ -340,7 +344,7 @@ test_zig_from_tools_dir_third() {
   EXTRA_ENV=(ZIG_DIR="$TMP/zigdir-empty")
   run --platform linux/amd64
   expect_rc 0
-  expect_log "zig $TMP/home/.local/zig-tools/zig-0.14.1/zig"
+  expect_log "zig $TMP/home/.local/zig-tools/zig-0.14.1/zig $TMP/home/.local/zig-tools/zig-0.14.1/zig"
 }
 
 test_missing_zig_names_all_three_places() {
@@ -353,6 +357,15 @@ test_missing_zig_names_all_three_places() {
   expect_out "ZIG_DIR ($TMP/zigdir-empty)"
   expect_out "$TMP/home/.local/zig-tools/zig-0.14.1"
   expect_out "pip install ziglang"
+  expect_no_build
+  # With Python's ziglang package importable, the message says where its zig is.
+  mkdir -p "$TMP/python/ziglang"
+  : >"$TMP/python/ziglang/__init__.py"
+  EXTRA_ENV+=(PYTHONPATH="$TMP/python")
+  run --platform linux/amd64
+  expect_rc 1
+  expect_out "zig was not found"
+  expect_out "ZIG_DIR=$TMP/python/ziglang uses its zig"
   expect_no_build
 }
 
