@@ -27,8 +27,13 @@ TOKEN='s3cret-registry-token-do-not-print'
 TMP=$(mktemp -d)
 SERVER_PID=
 cleanup() {
-  [[ -n $SERVER_PID ]] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
+  local status=$?
+  if [[ -n $SERVER_PID ]]; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
   rm -rf "$TMP"
+  exit "$status"
 }
 trap cleanup EXIT
 
