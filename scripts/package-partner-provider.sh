@@ -189,8 +189,9 @@ find_zig() {
   die "zig was not found: not on the PATH, not in ZIG_DIR (${ZIG_DIR:-unset}), not in $tools_dir. \`pip install ziglang\` is one way to get it.$hint"
 }
 
-check_target() { # triple
-  local triple=$1 sysroot installed
+check_target() { # platform
+  local platform=$1 triple sysroot installed other
+  triple=$(triple_of "$platform")
   if command -v rustup >/dev/null; then
     installed=$(rustup target list --installed) || die "rustup could not list the installed targets"
     grep -qx "$triple" <<<"$installed" && return
@@ -198,7 +199,9 @@ check_target() { # triple
     sysroot=$(rustc --print sysroot) || die "rustc is missing: install the Rust toolchain"
     [[ -d $sysroot/lib/rustlib/$triple/lib ]] && return
   fi
-  die "the Rust standard library for $triple is not installed: run \`rustup target add $triple\` (or pass --platform for the other platform)"
+  other=linux/amd64
+  [[ $platform == linux/amd64 ]] && other=linux/arm64
+  die "the Rust standard library for $triple ($platform) is not installed: run \`rustup target add $triple\`, or build $other alone with --platform $other"
 }
 
 command -v cargo >/dev/null || die "cargo is missing: install the Rust toolchain"
@@ -208,7 +211,7 @@ find_zig
 # cargo-zigbuild would try `python3 -m ziglang` before any zig: a python that cannot exist
 # and the zig found above make it use that zig and no other.
 export CARGO_ZIGBUILD_ZIG_PATH=$ZIG CARGO_ZIGBUILD_PYTHON_PATH=/dev/null/no-python
-for platform in "${BUILD[@]}"; do check_target "$(triple_of "$platform")"; done
+for platform in "${BUILD[@]}"; do check_target "$platform"; done
 
 # --- the orc CLI (only to push) ----------------------------------------------------------
 

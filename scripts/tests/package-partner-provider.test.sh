@@ -299,6 +299,7 @@ test_missing_arm64_target_names_rustup_command() {
   run  # rustup lists x86_64 only
   expect_rc 1
   expect_out "rustup target add aarch64-unknown-linux-gnu"
+  expect_out "build linux/amd64 alone with --platform linux/amd64"
   expect_no_build
   run --platform linux/arm64
   expect_rc 1
