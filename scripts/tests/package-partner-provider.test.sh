@@ -50,9 +50,9 @@ esac
 SYSBIN=$TMP/sysbin
 mkdir -p "$SYSBIN"
 for tool in bash env cat cp mv rm mkdir mktemp chmod install dirname basename uname cut \
-  sha256sum awk grep sed tr head tail sort curl python3 printf; do
+  sha256sum awk grep sed tr head tail sort curl python3; do
   path=$(PATH=$REAL_PATH command -v "$tool") || { echo "$tool is missing" >&2; exit 1; }
-  [[ $path == /* ]] && ln -s "$path" "$SYSBIN/$tool"
+  ln -s "$path" "$SYSBIN/$tool"
 done
 # The interpreter itself, not a version manager's shim that needs the real HOME.
 ln -sf "$(python3 -c 'import sys; print(sys.executable)')" "$SYSBIN/python3"
