@@ -558,6 +558,69 @@ test_real_build_amd64() {
   echo "  (newest glibc symbol version required: $newest)"
 }
 
+# The real build again (cargo reuses it), pushed with the real CLI to a zone `orc up` runs on
+# loopback: the tag moves to the pushed package, and a reconfigure of sys/sys/partner rolls
+# both replicas onto it.
+test_real_push_to_an_orc_up_zone() {
+  local target=${CARGO_TARGET_DIR:-$REPO/target}
+  local orc=$target/debug/orc data=$TMP/up-data up_log=$TMP/up.log
+  [[ -x $orc ]] || fail "$orc is missing: build it first (cargo build -p orc-cli)"
+  local any=127.0.0.1:0
+  "$orc" up --data-dir "$data" --http "$any" --grpc "$any" --edge "$any" \
+    --hetzner-emu "$any" --vultr-emu "$any" --robot-emu "$any" >"$up_log" 2>&1 &
+  local up_pid=$!
+  # shellcheck disable=SC2064 # the pid is known now
+  trap "kill -INT $up_pid 2>/dev/null; wait $up_pid 2>/dev/null" EXIT
+  local tries=0
+  until grep -q '^partner ' "$up_log"; do
+    kill -0 "$up_pid" 2>/dev/null || fail "orc up stopped: $(cat "$up_log")"
+    ((++tries < 600)) || fail "orc up did not come up: $(cat "$up_log")"
+    sleep 0.5
+  done
+  export ORC_DATA_DIR=$data
+  local zone local_digest
+  zone=$(cat "$data/zone-url")
+  local_digest=$(registry_tag "$orc" digest)
+  [[ $(registry_tag "$orc" version) == *+local ]] || fail "orc up did not publish its own build"
+
+  RC=0
+  OUT=$(cd "$REPO" && env HOME="$REAL_HOME" PATH="$REAL_PATH" ORC_BIN="$orc" \
+    ORC_REGISTRY_TOKEN="$(cat "$data/admin-token")" ORC_CA_FILE="$data/ca.pem" \
+    STAGE_DIR="$TMP/real-stage" bash "$SCRIPT" --platform linux/amd64 --push "$zone/sys" 2>&1) || RC=$?
+  expect_rc 0
+  local pushed
+  pushed=$(registry_tag "$orc" digest)
+  [[ $pushed != "$local_digest" ]] || fail "the tag still names orc up's package"
+  [[ $(registry_tag "$orc" version) != *+local ]] || fail "the pushed package is not the one staged"
+  expect_out "published sys/orc-prov-partner:default as $pushed"
+  ! grep -qF "$(cat "$data/admin-token")" <<<"$OUT" || fail "the token was printed"
+
+  RC=0
+  OUT=$("$orc" pool reconfigure sys/sys/partner 2>&1) || RC=$?
+  expect_rc 0
+  expect_out "running sys/orc-prov-partner:default ($pushed)"
+  # Both replicas roll onto the pushed binary and run.
+  tries=0
+  until [[ $("$orc" pool show sys/sys/partner --json | python3 -c '
+import json, sys
+pool = json.load(sys.stdin)
+print(pool["app"]["digest"], pool["nodes"]["running"])') == "$pushed 2" ]]; do
+    ((++tries < 240)) || fail "the partner did not run the pushed package: $("$orc" pool show sys/sys/partner)"
+    sleep 0.5
+  done
+  echo "  (pushed $pushed; the partner pool runs it)"
+}
+
+# The digest or version of sys/orc-prov-partner:default in the registry of `orc up`'s zone.
+registry_tag() {
+  "$1" app list sys --json | python3 -c '
+import json, sys
+for app in json.load(sys.stdin):
+    for tag in app["tags"]:
+        if tag["package"] == "sys/orc-prov-partner:default":
+            print(tag[sys.argv[1]])' "$2"
+}
+
 # --- runner ------------------------------------------------------------------------------
 
 mapfile -t ALL < <(declare -F | awk '$3 ~ /^test_/ { print substr($3, 6) }')

@@ -37,7 +37,8 @@ use orc_zone::model::{AppSpec, Name, NodeState, Pool, SensitiveParams};
 use orc_zone::registry::{AppManifest, PackageRef, Platform};
 use orc_zone::store::Store;
 use orc_zone_api_types::views::{
-    ChangeScope, CreatePool, PoolView, ProviderView, ReconfigurePool, SetPricing, ShapeView,
+    AppTagView, ChangeScope, CreatePool, PoolView, ProviderView, ReconfigurePool, SetPricing,
+    ShapeView,
 };
 
 use crate::client::{CallError, Client, segment};
@@ -378,7 +379,9 @@ impl Up {
         for app in &published {
             let done = async {
                 report(&format!("publishing {}", app.app.package));
-                app.publish(&client).await?;
+                if !app.publish(&client).await? {
+                    report(&format!("keeping the pushed {}", app.app.package));
+                }
                 report(&format!("creating pool sys/sys/{}", app.pool));
                 ensure_app_pool(&client, app).await
             }
@@ -718,32 +721,39 @@ struct Published {
 
 impl Published {
     /// Publishes the binary and the manifest as the pool's package (the registry keeps a
-    /// binary it holds already without sending it again).
-    async fn publish(&self, client: &Client) -> anyhow::Result<()> {
+    /// binary it holds already without sending it again), versioned `<version>+local`. A tag
+    /// an operator pushed (its version is not `+local`) is kept: the pool runs what was
+    /// pushed, and this returns `false`.
+    async fn publish(&self, client: &Client) -> anyhow::Result<bool> {
         let reference: PackageRef = self
             .app
             .package
             .parse()
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let Some(tag) = tagged(client, &reference).await?
+            && !tag.version.ends_with(LOCAL_VERSION)
+        {
+            tracing::info!(package = %reference, version = %tag.version, "keeping the pushed package");
+            return Ok(false);
+        }
+        let mut manifest = self.manifest.clone();
+        manifest.version = format!("{}{LOCAL_VERSION}", manifest.version);
         let platform = Platform::host()
             .context("this machine's platform is neither linux/amd64 nor linux/arm64")?;
         let binary = BinaryArg {
             platform,
             path: self.path.clone(),
         };
-        publish(
-            client,
-            &reference,
-            &[binary],
-            self.manifest.clone(),
-            &|line| {
-                tracing::info!("{line}");
-            },
-        )
+        publish(client, &reference, &[binary], manifest, &|line| {
+            tracing::info!("{line}");
+        })
         .await?;
-        Ok(())
+        Ok(true)
     }
 }
+
+/// What the version of a package `orc up` published from local binaries ends with.
+pub const LOCAL_VERSION: &str = "+local";
 
 /// The partner's manifest, as `scripts/package-partner-provider.sh` publishes it.
 pub fn partner_manifest() -> AppManifest {
@@ -1130,6 +1140,11 @@ async fn ensure_app_pool(client: &Client, app: &Published) -> anyhow::Result<(Po
 /// The digest `package`'s tag names in the registry.
 async fn tagged_digest(client: &Client, package: &str) -> anyhow::Result<Option<String>> {
     let reference: PackageRef = package.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(tagged(client, &reference).await?.map(|t| t.digest))
+}
+
+/// The registry's tag `reference`, if there is one.
+async fn tagged(client: &Client, reference: &PackageRef) -> anyhow::Result<Option<AppTagView>> {
     let apps: Vec<orc_zone_api_types::views::RegistryAppView> = client
         .get(&format!(
             "/api/orgs/{}/apps",
@@ -1138,10 +1153,9 @@ async fn tagged_digest(client: &Client, package: &str) -> anyhow::Result<Option<
         .await
         .context("cannot list the registry")?;
     Ok(apps
-        .iter()
-        .flat_map(|a| a.tags.iter())
-        .find(|t| t.package == reference.to_string())
-        .map(|t| t.digest.clone()))
+        .into_iter()
+        .flat_map(|a| a.tags)
+        .find(|t| t.package == reference.to_string()))
 }
 
 /// Steps 3 and 4 of deploying the partner: its provider widened to zone scope, so every

@@ -61,7 +61,7 @@ pub use run_as::{DEFAULT_RUNTIME_ROOT, DYNAMIC_IDS, RunAs};
 pub use slot::{INHERITED_ENV, SlotStatus, SpawnError};
 
 use params::{FileText, ParamFile, plan_params};
-use policy::{RolloutStep, SlotView, next_rollout_step};
+use policy::{Registered, RolloutStep, SlotView, next_rollout_step};
 use slot::{Launch, SlotContext, SlotHandle};
 
 /// Name of the built-in provider whose pools run apps on the zone host.
@@ -235,6 +235,14 @@ impl std::fmt::Debug for Apps {
     }
 }
 
+/// Which app processes are attached to the zone as provider replicas: the zone's hub
+/// answers, so the supervisor can wait for a new replica to take its role before it replaces
+/// the next slot of a rolling replacement.
+pub trait Registrations: Send + Sync + 'static {
+    /// The processes attached with pool `pool`'s service credential: `(pid, serving)`.
+    fn attached(&self, pool: &PoolId) -> Vec<(u32, bool)>;
+}
+
 /// Where app slots dial the zone: the provider endpoint's URL and, when it speaks TLS, the
 /// zone's CA certificate (handed to each slot as `ORC_ZONE_CA_FILE`).
 #[derive(Debug, Clone)]
@@ -262,6 +270,11 @@ struct Inner {
     /// The loopback port of each http endpoint of each slot, kept while the slot lives, so
     /// a restarted process listens where the edge already sends its requests.
     http_ports: Mutex<BTreeMap<(PoolId, u32, NodeId, String), u16>>,
+    /// Who answers which slots are attached as provider replicas.
+    registrations: Mutex<Option<Arc<dyn Registrations>>>,
+    /// Pools a slot of which has been attached since this process started: their rollouts
+    /// wait for registration, not for the settle time.
+    registering: Mutex<BTreeSet<PoolId>>,
     /// Nodes whose adoption failed, so the failure is logged once.
     adopt_failed: Mutex<BTreeSet<NodeId>>,
     shutdown: watch::Sender<bool>,
@@ -307,6 +320,8 @@ impl Apps {
                 logs: Mutex::new(BTreeMap::new()),
                 tokens: tokio::sync::Mutex::new(BTreeMap::new()),
                 http_ports: Mutex::new(BTreeMap::new()),
+                registrations: Mutex::new(None),
+                registering: Mutex::new(BTreeSet::new()),
                 adopt_failed: Mutex::new(BTreeSet::new()),
                 shutdown,
                 supervisor: Mutex::new(None),
@@ -317,6 +332,38 @@ impl Apps {
             *slot = Some(task);
         }
         Ok(apps)
+    }
+
+    /// Rolling replacements of pools whose slots attach as provider replicas wait, from now
+    /// on, for each new replica to be attached (as `registrations` says) before the next
+    /// slot is replaced.
+    pub fn watch_registrations(&self, registrations: Arc<dyn Registrations>) {
+        *self
+            .inner
+            .registrations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(registrations);
+    }
+
+    /// How each process of `pool` is attached, by pid; `None` when the pool's slots do not
+    /// register (none has been attached since this process started).
+    fn attached(&self, pool: &PoolId) -> Option<BTreeMap<u32, bool>> {
+        let registrations = self
+            .inner
+            .registrations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()?;
+        let attached: BTreeMap<u32, bool> = registrations.attached(pool).into_iter().collect();
+        let mut registering = self
+            .inner
+            .registering
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !attached.is_empty() {
+            registering.insert(pool.clone());
+        }
+        registering.contains(pool).then_some(attached)
     }
 
     /// The registry's binaries, which slots of registry apps run.
@@ -835,6 +882,7 @@ impl Apps {
                     }
                 }
             }
+            let attached = self.attached(&pool.id);
             let views: Vec<SlotView> = slots
                 .values()
                 .filter(|h| h.pool_id == pool.id)
@@ -843,6 +891,13 @@ impl Apps {
                     slot: s.slot,
                     generation: s.generation,
                     up_for: s.up_since.map(|t: Instant| t.elapsed()),
+                    registered: attached.as_ref().map(|attached| {
+                        match s.pid.and_then(|pid| attached.get(&pid)) {
+                            Some(true) => Registered::Serving,
+                            Some(false) => Registered::Standby,
+                            None => Registered::No,
+                        }
+                    }),
                 })
                 .collect();
             match next_rollout_step(pool.generation, &views, settle) {

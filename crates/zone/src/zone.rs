@@ -458,6 +458,7 @@ impl Zone {
                 return Err(ZoneError::Apps(e));
             }
         };
+        apps.watch_registrations(Arc::new(HubRegistrations(hub.clone())));
         let agent_url = config
             .agent_url
             .clone()
@@ -855,6 +856,15 @@ impl ProviderDirectory for HubDirectory {
 
     fn catalog(&self, provider: &Provider) -> Option<orc_proto::Catalog> {
         self.0.catalog(provider).map(|c| c.catalog)
+    }
+}
+
+/// Which app slots are attached to the hub as provider replicas, for rolling replacements.
+struct HubRegistrations(Hub);
+
+impl crate::apps::Registrations for HubRegistrations {
+    fn attached(&self, pool: &crate::model::PoolId) -> Vec<(u32, bool)> {
+        self.0.attached_of(&format!("pool:{pool}"))
     }
 }
 
