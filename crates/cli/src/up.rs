@@ -63,6 +63,8 @@ pub const UP_LOST_REPLACE_AFTER: Duration = Duration::from_secs(20);
 /// The emulators' one account. A local tool's credential, not a secret.
 const EMULATOR_ACCOUNT: &str = "orc-up";
 const EMULATOR_TOKEN: &str = "orc-up-emulator-token";
+/// A second key of the same emulated account, for trying a key rotation.
+pub const EMULATOR_ROTATED_TOKEN: &str = "orc-up-emulator-token-2";
 
 /// Arguments of `orc up`.
 #[derive(Debug, clap::Args)]
@@ -234,10 +236,17 @@ impl Up {
             hetzner: Some(args.hetzner_emu),
             vultr: Some(args.vultr_emu),
             robot: Some(args.robot_emu),
-            accounts: Accounts::new(vec![Account {
-                name: EMULATOR_ACCOUNT.to_string(),
-                secret: EMULATOR_TOKEN.to_string(),
-            }]),
+            accounts: Accounts::new(vec![
+                Account {
+                    name: EMULATOR_ACCOUNT.to_string(),
+                    secret: EMULATOR_TOKEN.to_string(),
+                },
+                // A second key of the same account, so a key rotation can be tried.
+                Account {
+                    name: EMULATOR_ACCOUNT.to_string(),
+                    secret: EMULATOR_ROTATED_TOKEN.to_string(),
+                },
+            ]),
             clock_mode: ClockMode::Auto,
             timings: Timings::realistic(),
             hetzner_options: Default::default(),

@@ -2,4 +2,5 @@
 
 #![allow(dead_code)]
 
+pub mod roll;
 pub mod up;
