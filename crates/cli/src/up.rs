@@ -540,10 +540,10 @@ impl Up {
              provider {}\n",
             self.partner_running,
             if self.pool_created { " (created)" } else { "" },
-            if self.partner_registered {
-                "registered"
-            } else {
-                "not registered yet"
+            match (self.partner_registered, self.partner_priced) {
+                (true, true) => "registered, zone scope, priced (a markup strategy is set)",
+                (true, false) => "registered",
+                (false, _) => "not registered yet",
             }
         ));
         if self.partner_running < PARTNER_REPLICAS as usize || !self.partner_registered {
