@@ -603,7 +603,7 @@ test_real_push_to_an_orc_up_zone() {
   tries=0
   until [[ $("$orc" pool show sys/sys/partner --json | python3 -c '
 import json, sys
-pool = json.load(sys.stdin)
+pool = json.load(sys.stdin)["pool"]
 print(pool["app"]["digest"], pool["nodes"]["running"])') == "$pushed 2" ]]; do
     ((++tries < 240)) || fail "the partner did not run the pushed package: $("$orc" pool show sys/sys/partner)"
     sleep 0.5
