@@ -107,7 +107,10 @@ async fn the_partner_rolls_three_times_under_load_and_loses_nothing() {
                     .any(|r| q.at >= r.started && q.at <= r.finished + Duration::from_secs(30));
                 assert!(after_roll, "counting capacity far from any roll: {q:?}");
             }
-            _ => panic!("a quote neither offered nor counted: {q:?}"),
+            _ => panic!(
+                "a quote neither offered nor counted ({:?} at {:?}): {}",
+                q.outcome, q.at, q.words
+            ),
         }
     }
     eprintln!("{} quotes, {counting} counting capacity", quoted.len());
