@@ -605,24 +605,35 @@ pub fn wizard(frame: &Frame, current: &Current, view: &WizardPage) -> String {
                             }
                             (field_error(errors, "class"))
                         }
+                    } @else {
+                        p { "Provider " (provider.name) " has not reported what it offers yet: give its region class and OS by their ids." }
                         fieldset {
-                            legend { "3. Shape" }
-                            label for="f-shape-cpu" { "vCPUs" }
-                            input #f-shape-cpu type="text" inputmode="numeric" name="cpu" value=(input.cpu)
-                                aria-describedby=[described(errors, "shape.cpu")];
-                            (field_error(errors, "shape.cpu"))
-                            label for="f-shape-mem" { "Memory (GiB)" }
-                            input #f-shape-mem type="text" inputmode="numeric" name="mem" value=(input.mem)
-                                aria-describedby=[described(errors, "shape.mem")];
-                            (field_error(errors, "shape.mem"))
-                            label for="f-shape-disks" { "Extra disks (GiB each, comma separated; empty for none)" }
-                            input #f-shape-disks type="text" name="disks" value=(input.disks)
-                                aria-describedby=[described(errors, "shape.disks")];
-                            (field_error(errors, "shape.disks"))
+                            legend { "2. Region class" }
+                            label for="f-class" { "Region class id" }
+                            input #f-class type="text" name="class" value=(input.class)
+                                aria-describedby=[described(errors, "class")];
+                            (field_error(errors, "class"))
                         }
-                        fieldset {
-                            legend { "4. Operating system" }
-                            label for="f-os" { "OS" }
+                    }
+                    fieldset {
+                        legend { "3. Shape" }
+                        label for="f-shape-cpu" { "vCPUs" }
+                        input #f-shape-cpu type="text" inputmode="numeric" name="cpu" value=(input.cpu)
+                            aria-describedby=[described(errors, "shape.cpu")];
+                        (field_error(errors, "shape.cpu"))
+                        label for="f-shape-mem" { "Memory (GiB)" }
+                        input #f-shape-mem type="text" inputmode="numeric" name="mem" value=(input.mem)
+                            aria-describedby=[described(errors, "shape.mem")];
+                        (field_error(errors, "shape.mem"))
+                        label for="f-shape-disks" { "Extra disks (GiB each, comma separated; empty for none)" }
+                        input #f-shape-disks type="text" name="disks" value=(input.disks)
+                            aria-describedby=[described(errors, "shape.disks")];
+                        (field_error(errors, "shape.disks"))
+                    }
+                    fieldset {
+                        legend { "4. Operating system" }
+                        label for="f-os" { "OS" }
+                        @if let Some(catalog) = &provider.catalog {
                             select #f-os name="os" aria-describedby=[described(errors, "os")] {
                                 option value="" selected[input.os.is_empty()] { "Choose one" }
                                 @for os in &catalog.os {
@@ -632,27 +643,28 @@ pub fn wizard(frame: &Frame, current: &Current, view: &WizardPage) -> String {
                                     option value=(input.os) selected { (input.os) " (not offered)" }
                                 }
                             }
-                            (field_error(errors, "os"))
+                        } @else {
+                            input #f-os type="text" name="os" value=(input.os)
+                                aria-describedby=[described(errors, "os")];
                         }
-                        fieldset {
-                            legend { "5. Size and access" }
-                            label for="f-size" { "Nodes" }
-                            input #f-size type="text" inputmode="numeric" name="size" value=(input.size)
-                                aria-describedby=[described(errors, "size")];
-                            (field_error(errors, "size"))
-                            div {
-                                input #f-public type="checkbox" name="public" value="on" checked[input.is_public()];
-                                label for="f-public" { "Public: one public IPv4 for the pool, served by all its nodes" }
-                            }
-                            label for="f-name" { "Pool name" }
-                            input #f-name type="text" name="name" value=(input.name)
-                                aria-describedby=[described(errors, "name")];
-                            (field_error(errors, "name"))
-                        }
-                        button type="submit" name="quote" value="1" { "Get a quote" }
-                    } @else {
-                        p { "Provider " (provider.name) " has not reported what it offers yet; try again shortly." }
+                        (field_error(errors, "os"))
                     }
+                    fieldset {
+                        legend { "5. Size and access" }
+                        label for="f-size" { "Nodes" }
+                        input #f-size type="text" inputmode="numeric" name="size" value=(input.size)
+                            aria-describedby=[described(errors, "size")];
+                        (field_error(errors, "size"))
+                        div {
+                            input #f-public type="checkbox" name="public" value="on" checked[input.is_public()];
+                            label for="f-public" { "Public: one public IPv4 for the pool, served by all its nodes" }
+                        }
+                        label for="f-name" { "Pool name" }
+                        input #f-name type="text" name="name" value=(input.name)
+                            aria-describedby=[described(errors, "name")];
+                        (field_error(errors, "name"))
+                    }
+                    button type="submit" name="quote" value="1" { "Get a quote" }
                 } @else {
                     button type="submit" { "Next" }
                 }

@@ -18,6 +18,7 @@ mod api_pools;
 mod api_providers;
 mod api_quote;
 mod api_tenancy;
+mod console;
 mod edge;
 mod hub_failover;
 mod mesh;
