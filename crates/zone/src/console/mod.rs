@@ -25,6 +25,7 @@ pub mod api;
 pub mod forms;
 mod live;
 pub mod model;
+pub mod sample;
 pub mod views;
 
 use std::collections::BTreeMap;

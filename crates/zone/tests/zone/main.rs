@@ -19,6 +19,7 @@ mod api_providers;
 mod api_quote;
 mod api_tenancy;
 mod console;
+mod console_pages;
 mod edge;
 mod hub_failover;
 mod mesh;
