@@ -912,7 +912,7 @@ async fn usage_page(cx: &Cx<'_>, current: Current) -> PageResult {
             ))
             .await
             .map_err(|e| cx.refused_sync(&e))?;
-        unpriced.extend(unpriced_nodes(&pool.name, &nodes, &parsed, now));
+        unpriced.extend(unpriced_nodes(pool, &nodes, &parsed, now));
     }
     let page = usage_model(usage, unpriced, &parsed);
     let frame = cx.frame(Section::Usage, Some(current.clone())).await?;
@@ -921,7 +921,7 @@ async fn usage_page(cx: &Cx<'_>, current: Current) -> PageResult {
 
 /// The nodes of a pool that ran unpriced in `month`, with their node-hours in it.
 pub fn unpriced_nodes(
-    pool: &str,
+    pool: &PoolView,
     nodes: &[NodeView],
     month: &Month,
     now: Timestamp,
@@ -934,9 +934,9 @@ pub fn unpriced_nodes(
             let from = n.created_at.max(start);
             let until = n.ended_at.unwrap_or(now.millis()).min(end);
             (until > from).then(|| UnpricedNode {
-                pool: pool.to_string(),
+                pool: pool.name.clone(),
                 node: n.id.clone(),
-                line: n.words.clone().unwrap_or_default(),
+                line: views::price_line(pool),
                 hours: views::decimal_text(
                     &(rust_decimal::Decimal::from(until - from)
                         / rust_decimal::Decimal::from(3_600_000))

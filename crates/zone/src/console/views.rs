@@ -293,6 +293,17 @@ fn counts_text(p: &PoolView) -> String {
     parts.join(", ")
 }
 
+/// The pool's price line, as its nodes are billed (`2 vCPU · 4 GiB · eu-central`).
+pub fn price_line(pool: &PoolView) -> String {
+    let shape = orc_common::Shape {
+        vcpus: pool.shape.cpu,
+        memory_gib: pool.shape.mem,
+        arch: Default::default(),
+        disks_gib: Vec::new(),
+    };
+    crate::pricing::price_line(&shape, &pool.class)
+}
+
 /// A running node's state as its agent makes it: `ready` while its agent is attached with
 /// the zone's config applied, `joined` before.
 fn node_state(n: &NodeView) -> String {
@@ -332,7 +343,7 @@ pub fn pool_progress(frame: &Frame, pool: &PoolView, nodes: &[NodeView]) -> Mark
                 thead { tr {
                     th scope="col" { "Slot" } th scope="col" { "Node" } th scope="col" { "State" }
                     th scope="col" { "Site" } th scope="col" { "Price line" } th scope="col" { "Price" }
-                    th scope="col" { "Agent" }
+                    th scope="col" { "Agent" } th scope="col" { "Progress" }
                     @if placed { th scope="col" { "Placed" } }
                 } }
                 tbody {
@@ -342,9 +353,10 @@ pub fn pool_progress(frame: &Frame, pool: &PoolView, nodes: &[NodeView]) -> Mark
                             td { code { (n.id) } }
                             td { (node_state(n)) }
                             td { (n.site.clone().unwrap_or_else(|| "-".into())) }
-                            td { (n.words.clone().unwrap_or_default()) }
+                            td { (price_line(pool)) }
                             td { (node_price(n)) }
                             td { (agent_text(n)) }
+                            td { (n.words.clone().unwrap_or_default()) }
                             @if placed {
                                 td { @if let Some(p) = &n.placed { (p.cloud) " " (p.location) " " (p.plan) } }
                             }
