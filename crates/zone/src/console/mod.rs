@@ -290,18 +290,26 @@ impl Cx<'_> {
             .await
             .map_err(|e| self.refused_sync(&e))?;
         let store = &self.console.state.store;
-        let role = match (org.parse(), project.parse()) {
-            (Ok(o), Ok(p)) => match store.project_by_path(&o, &p).await {
-                Ok(row) => project_role_in(&self.caller.memberships, &row),
-                Err(e) => return Err(store_failure(&e)),
-            },
-            _ => None,
+        let (role, org_wide) = match (org.parse(), project.parse()) {
+            (Ok(o), Ok(p)) => {
+                let row = store
+                    .project_by_path(&o, &p)
+                    .await
+                    .map_err(|e| store_failure(&e))?;
+                let org_row = store.org_by_name(&o).await.map_err(|e| store_failure(&e))?;
+                (
+                    project_role_in(&self.caller.memberships, &row),
+                    self.caller.org_role(&org_row).is_some(),
+                )
+            }
+            _ => (None, false),
         };
         let role = role.ok_or_else(|| self.refused_sync(&not_found_refusal()))?;
         Ok(Current {
             org: org.to_string(),
             project: project.to_string(),
             role: role.to_string(),
+            org_wide,
         })
     }
 

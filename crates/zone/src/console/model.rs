@@ -44,6 +44,9 @@ pub struct Current {
     pub project: String,
     /// `owner`, `member` or `viewer`.
     pub role: String,
+    /// Whether the person holds a role in the whole org (its members page is theirs to
+    /// read), not only in projects of it.
+    pub org_wide: bool,
 }
 
 impl Current {

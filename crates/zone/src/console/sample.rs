@@ -185,6 +185,7 @@ pub fn current(role: &str) -> Current {
         org: "acme".into(),
         project: "web".into(),
         role: role.into(),
+        org_wide: role == "owner",
     }
 }
 

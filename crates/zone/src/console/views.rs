@@ -102,7 +102,9 @@ fn sections(frame: &Frame) -> Markup {
                     li { a href={ (c.url()) "/request" } aria-current=[current(Section::Request)] { "Request a pool" } }
                     li { a href={ (c.url()) "/providers" } aria-current=[current(Section::Providers)] { "Resource Providers" } }
                     li { a href={ (c.url()) "/usage" } aria-current=[current(Section::Usage)] { "Usage" } }
-                    li { a href={ "/orgs/" (seg(&c.org)) "/members" } aria-current=[current(Section::Members)] { "Members of " (c.org) } }
+                    @if c.org_wide {
+                        li { a href={ "/orgs/" (seg(&c.org)) "/members" } aria-current=[current(Section::Members)] { "Members of " (c.org) } }
+                    }
                 }
                 li { a href="/tokens" aria-current=[current(Section::Tokens)] { "API tokens" } }
             }
