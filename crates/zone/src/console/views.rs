@@ -508,7 +508,8 @@ pub fn reconfigure(frame: &Frame, current: &Current, view: &ReconfigurePage) -> 
         .iter()
         .map(|f| format!("params.{}", f.name))
         .collect();
-    let named: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut named: Vec<&str> = names.iter().map(String::as_str).collect();
+    named.extend(["new_name", "new_value"]);
     let content = html! {
         h1 { "Reconfigure pool " (p.path) }
         (project_line(current))
@@ -519,9 +520,13 @@ pub fn reconfigure(frame: &Frame, current: &Current, view: &ReconfigurePage) -> 
             @for field in &view.params { (param_input(field, &view.errors)) }
             h2 { "Add a param" }
             label for="f-new-name" { "Name" }
-            input #f-new-name type="text" name="new_name" value="";
+            input #f-new-name type="text" name="new_name" value=""
+                aria-describedby=[described(&view.errors, "new_name")];
+            (field_error(&view.errors, "new_name"))
             label for="f-new-value" { "Value" }
-            textarea #f-new-value name="new_value" {}
+            textarea #f-new-value name="new_value"
+                aria-describedby=[described(&view.errors, "new_value")] {}
+            (field_error(&view.errors, "new_value"))
             fieldset {
                 legend { "Kind" }
                 input #f-new-plain type="radio" name="new_kind" value="plain" checked;
@@ -844,7 +849,7 @@ pub fn members(frame: &Frame, view: &MembersPage) -> String {
                         @if view.manages {
                             td {
                                 form method="post" action={ (base) "/" (seg(&m.id)) "/remove" } {
-                                    button.danger type="submit" aria-label={ "Remove " (m.user) "'s " (m.role) " role" } { "Remove" }
+                                    button.danger type="submit" { "Remove " (m.user) " as " (m.role) }
                                 }
                             }
                         }
@@ -908,7 +913,7 @@ pub fn tokens(frame: &Frame, view: &TokensPage) -> String {
                             td {
                                 @if t.revoked_at.is_none() {
                                     form method="post" action={ "/tokens/" (seg(&t.id)) "/revoke" } {
-                                        button.danger type="submit" aria-label={ "Revoke token " (t.label) } { "Revoke" }
+                                        button.danger type="submit" { "Revoke " (t.label) }
                                     }
                                 }
                             }
