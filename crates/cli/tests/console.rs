@@ -109,12 +109,23 @@ async fn operator_and_tenant_do_everything_in_the_console() {
         .await;
     operator.wait_for_text("Resource Providers").await;
     operator.click("#provider-partner-scope-project").await;
-    operator.submit("form[action$='/providers/partner/scope']").await;
-    operator.wait_for_text("is now visible to this project").await;
+    operator
+        .submit("form[action$='/providers/partner/scope']")
+        .await;
+    operator
+        .wait_for_text("is now visible to this project")
+        .await;
     operator.click("#provider-partner-scope-zone").await;
-    operator.submit("form[action$='/providers/partner/scope']").await;
+    operator
+        .submit("form[action$='/providers/partner/scope']")
+        .await;
     operator.wait_for_text("is now visible to Global").await;
-    assert!(operator.text().await.contains("Global (every project of the zone)"));
+    assert!(
+        operator
+            .text()
+            .await
+            .contains("Global (every project of the zone)")
+    );
     operator.fill("#provider-partner-markup", "0").await;
     operator
         .submit("form[action$='/providers/partner/pricing']")
@@ -122,11 +133,16 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     operator.wait_for_text("markup of 0").await;
     let providers = operator.text().await;
     assert!(providers.contains("markup 0"), "{providers}");
-    assert!(providers.contains("nodes admitted after the change"), "{providers}");
+    assert!(
+        providers.contains("nodes admitted after the change"),
+        "{providers}"
+    );
     assert!(providers.contains("serving"), "{providers}");
     operator.snapshot("operator-providers").await;
     accessible(&operator, "operator-providers").await;
-    let partner = tokio::task::block_in_place(|| up.json(&["provider", "show", "partner", "--project", "sys/sys"]));
+    let partner = tokio::task::block_in_place(|| {
+        up.json(&["provider", "show", "partner", "--project", "sys/sys"])
+    });
     assert_eq!(partner["scope"], "zone", "{partner}");
     assert_eq!(partner["pricing"]["markup"], "0", "{partner}");
 
@@ -161,8 +177,13 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     for size in ["0", "10000"] {
         tenant.fill("#f-size", size).await;
         tenant.press("Get a quote").await;
-        tenant.wait_for_text("A pool here takes 1 to 1000 nodes").await;
-        assert_eq!(tenant.text_of("#f-size-error").await, format!("A pool here takes 1 to 1000 nodes, not {size}."));
+        tenant
+            .wait_for_text("A pool here takes 1 to 1000 nodes")
+            .await;
+        assert_eq!(
+            tenant.text_of("#f-size-error").await,
+            format!("A pool here takes 1 to 1000 nodes, not {size}.")
+        );
     }
     tenant_page(&tenant, "request-bad-size", &secrets).await;
     // An OS the provider does not offer (a hand-made URL).
@@ -184,7 +205,10 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     tenant.wait_for_text("Price line").await;
     let quote = tenant.text().await;
     assert!(quote.contains("2 vCPU · 4 GiB · eu-central"), "{quote}");
-    assert!(quote.contains("USD/month"), "priced at a markup of 0: {quote}");
+    assert!(
+        quote.contains("USD/month"),
+        "priced at a markup of 0: {quote}"
+    );
     tenant_page(&tenant, "request-quote", &secrets).await;
     tenant.press("Request the pool").await;
     tenant.wait_for_text("Pool acme/web/web").await;
@@ -205,7 +229,12 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     tenant_page(&tenant, "pool-resize-refused", &secrets).await;
     tenant.fill("#f-size", "1").await;
     tenant.press("Resize").await;
-    wait_live(&tenant, "Size 1 · nodes: 1 running", Duration::from_secs(120)).await;
+    wait_live(
+        &tenant,
+        "Size 1 · nodes: 1 running",
+        Duration::from_secs(120),
+    )
+    .await;
     tenant_page(&tenant, "pool-resized", &secrets).await;
     let nodes = tokio::task::block_in_place(|| up.json(&["pools", "acme/web"]));
     assert_eq!(nodes[0]["size"], 1, "{nodes}");
@@ -219,7 +248,10 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     tenant.follow("Resource Providers").await;
     tenant.wait_for_text("partner").await;
     let card = tenant.text().await;
-    assert!(card.contains("Global") && !card.contains("Set the pricing strategy"), "{card}");
+    assert!(
+        card.contains("Global") && !card.contains("Set the pricing strategy"),
+        "{card}"
+    );
     tenant_page(&tenant, "providers", &secrets).await;
     // Bruno's roles are in one project: the org's members page is not his to read.
     assert!(!card.contains("Members of acme"), "{card}");
@@ -233,7 +265,10 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     accessible(&tenant, "token-shown-once").await;
     tenant.follow("API tokens").await;
     tenant.wait_for_text("laptop").await;
-    assert!(!tenant.html().await.contains(shown.trim()), "a token's value, shown again");
+    assert!(
+        !tenant.html().await.contains(shown.trim()),
+        "a token's value, shown again"
+    );
     tenant.press("Revoke laptop").await;
     tenant.wait_for_text("is revoked").await;
     tenant_page(&tenant, "tokens", &secrets).await;
@@ -264,14 +299,20 @@ async fn operator_and_tenant_do_everything_in_the_console() {
 
     // The operator sees where the node went, and the partner's pool form refuses a JSON
     // param that does not parse, next to its field.
-    operator.open(&format!("{edge}/orgs/acme/projects/web/pools/web")).await;
+    operator
+        .open(&format!("{edge}/orgs/acme/projects/web/pools/web"))
+        .await;
     operator.wait_for_text("Placed").await;
     operator.snapshot("operator-pool").await;
     accessible(&operator, "operator-pool").await;
     operator
-        .open(&format!("{edge}/orgs/sys/projects/sys/pools/partner/reconfigure"))
+        .open(&format!(
+            "{edge}/orgs/sys/projects/sys/pools/partner/reconfigure"
+        ))
         .await;
-    operator.wait_for_text("Reconfigure pool sys/sys/partner").await;
+    operator
+        .wait_for_text("Reconfigure pool sys/sys/partner")
+        .await;
     operator.snapshot("operator-pool-form").await;
     accessible(&operator, "operator-pool-form").await;
     let before = tokio::task::block_in_place(|| up.json(&["pool", "show", "sys/sys/partner"]));
@@ -279,7 +320,12 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     operator.fill("#f-new-value", "{\"ubuntu-24.04\": ").await;
     operator.press("Apply the params").await;
     operator.wait_for_text("does not parse").await;
-    assert!(operator.text_of("#f-new-value-error").await.contains("does not parse"));
+    assert!(
+        operator
+            .text_of("#f-new-value-error")
+            .await
+            .contains("does not parse")
+    );
     operator.snapshot("operator-pool-form-refused").await;
     accessible(&operator, "operator-pool-form-refused").await;
     let after = tokio::task::block_in_place(|| up.json(&["pool", "show", "sys/sys/partner"]));
@@ -289,7 +335,10 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     operator.open(&format!("{edge}/orgs/acme/members")).await;
     operator.wait_for_text("Members of acme").await;
     let members = operator.text().await;
-    assert!(members.contains("bruno") && members.contains("vera"), "{members}");
+    assert!(
+        members.contains("bruno") && members.contains("vera"),
+        "{members}"
+    );
     operator.fill("#f-user", "vera").await;
     operator.select("#f-role", "viewer").await;
     operator.select("#f-project", "the whole org").await;

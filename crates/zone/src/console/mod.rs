@@ -909,18 +909,35 @@ async fn usage_page(cx: &Cx<'_>, current: Current) -> PageResult {
         .get(&format!("{}/pools", api_project(&current)))
         .await
         .map_err(|e| cx.refused_sync(&e))?;
+    // Every pool's nodes at once: one API request each, read side by side.
+    let mut reads = tokio::task::JoinSet::new();
+    for (index, pool) in pools.iter().enumerate() {
+        let api = cx.api.clone();
+        let path = format!(
+            "{}/pools/{}/nodes?include_ended=true",
+            api_project(&current),
+            seg(&pool.name)
+        );
+        reads.spawn(async move { (index, api.get::<Vec<NodeView>>(&path).await) });
+    }
+    let mut by_pool: Vec<Option<Vec<NodeView>>> = vec![None; pools.len()];
+    while let Some(read) = reads.join_next().await {
+        let Ok((index, nodes)) = read else {
+            return Err(plain_problem(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "The pools' nodes could not be read.",
+            ));
+        };
+        by_pool[index] = Some(nodes.map_err(|e| cx.refused_sync(&e))?);
+    }
     let mut unpriced = Vec::new();
-    for pool in &pools {
-        let nodes: Vec<NodeView> = cx
-            .api
-            .get(&format!(
-                "{}/pools/{}/nodes?include_ended=true",
-                api_project(&current),
-                seg(&pool.name)
-            ))
-            .await
-            .map_err(|e| cx.refused_sync(&e))?;
-        unpriced.extend(unpriced_nodes(pool, &nodes, &parsed, now));
+    for (pool, nodes) in pools.iter().zip(by_pool) {
+        unpriced.extend(unpriced_nodes(
+            pool,
+            &nodes.unwrap_or_default(),
+            &parsed,
+            now,
+        ));
     }
     let page = usage_model(usage, unpriced, &parsed);
     let frame = cx.frame(Section::Usage, Some(current.clone())).await?;
