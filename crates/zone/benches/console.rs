@@ -61,7 +61,8 @@ fn main() {
         let providers = sample::providers_page();
         let usage = sample::usage_page(200);
         let tokens = sample::tokens_page();
-        let renders: Vec<(&str, Box<dyn Fn() -> String>)> = vec![
+        type Render<'a> = Box<dyn Fn() -> String + 'a>;
+        let renders: Vec<(&str, Render)> = vec![
             (
                 "pools",
                 Box::new(|| views::pools(&f(Section::Pools), &c, &pools)),

@@ -211,7 +211,7 @@ pub async fn handle(
     let s: Vec<&str> = segments.iter().map(String::as_str).collect();
     let result = match (&method, s.as_slice()) {
         (&Method::GET, ["orgs"]) => projects_page(&cx).await,
-        (&Method::GET, ["orgs", "switch"]) => switch(&cx),
+        (&Method::GET, ["orgs", "switch"]) => Ok(switch(&cx)),
         (&Method::GET, ["tokens"]) => tokens_page(&cx, None, FieldErrors::new(), None).await,
         (&Method::POST, ["tokens"]) => create_token(&cx).await,
         (&Method::POST, ["tokens", id, "revoke"]) => revoke_token(&cx, id).await,
@@ -425,18 +425,18 @@ async fn projects_page(cx: &Cx<'_>) -> PageResult {
     ))
 }
 
-fn switch(cx: &Cx<'_>) -> PageResult {
+fn switch(cx: &Cx<'_>) -> Response {
     match cx
         .query_value("to")
         .as_deref()
         .and_then(|t| t.split_once('/'))
     {
-        Some((org, project)) => Ok(see_other(&format!(
+        Some((org, project)) => see_other(&format!(
             "/orgs/{}/projects/{}/pools",
             seg(org),
             seg(project)
-        ))),
-        None => Ok(see_other("/orgs")),
+        )),
+        None => see_other("/orgs"),
     }
 }
 
