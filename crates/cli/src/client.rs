@@ -203,6 +203,45 @@ impl Client {
         Err(api_error(status, &bytes))
     }
 
+    /// `PUT path` with `bytes` as an `application/octet-stream` body.
+    pub async fn put_bytes<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        bytes: Vec<u8>,
+    ) -> Result<T, CallError> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self
+            .http
+            .put(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(bytes);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.map_err(|e| CallError::Unreachable {
+            url: self.base.clone(),
+            detail: error_chain(&e),
+        })?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(|e| CallError::Unreachable {
+            url: self.base.clone(),
+            detail: error_chain(&e),
+        })?;
+        if !status.is_success() {
+            return Err(api_error(status, &body));
+        }
+        serde_json::from_slice(&body).map_err(|e| CallError::Unreadable {
+            url,
+            detail: e.to_string(),
+        })
+    }
+
+    /// The same client acting with `token`.
+    pub fn with_token(mut self, token: String) -> Self {
+        self.token = Some(token);
+        self
+    }
+
     /// `DELETE path`.
     pub async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, CallError> {
         self.call::<(), T>(Method::DELETE, path, None).await

@@ -66,6 +66,11 @@ enum Command {
         /// ORG/PROJECT
         project: Option<String>,
     },
+    /// The zone's app registry: publish, list, show and delete `org/name:tag` packages.
+    App {
+        #[command(subcommand)]
+        command: AppCommand,
+    },
     /// Show, create, resize, reconfigure or delete a pool.
     Pool {
         #[command(subcommand)]
@@ -212,6 +217,46 @@ enum Command {
         /// Least severe level shown: error, warn, info, debug or trace.
         #[arg(long, default_value = "info")]
         level: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AppCommand {
+    /// Publish an app as ORG/NAME:TAG: each platform's binary (sent only when the registry
+    /// lacks it) and the manifest. Pushing a tag again moves it. The token may come from
+    /// ORC_REGISTRY_TOKEN.
+    #[command(
+        after_help = "Example: orc app push sys/orc-prov-partner:default \\\n    --binary linux/amd64=target/release/orc-prov-partner \\\n    --manifest crates/partner-provider/orc-app.json"
+    )]
+    Push {
+        /// ORG/NAME:TAG (the tag `default` when left out)
+        package: String,
+        /// PLATFORM=PATH, once per platform (linux/amd64, linux/arm64)
+        #[arg(long = "binary", value_name = "PLATFORM=PATH", required = true)]
+        binaries: Vec<commands::app::BinaryArg>,
+        /// The app's manifest (JSON: name, version, args, params, endpoints); without one,
+        /// the app declares nothing and its version is the tag.
+        #[arg(long, value_name = "FILE")]
+        manifest: Option<PathBuf>,
+    },
+    /// List the apps of an org's registry with their tags.
+    #[command(after_help = "Example: orc app list sys")]
+    List {
+        /// ORG [default: the token's project's org]
+        org: Option<String>,
+    },
+    /// Show an app's packages: tags, version, binaries, params, endpoints and the pools
+    /// that run each.
+    #[command(after_help = "Example: orc app show sys/orc-prov-partner")]
+    Show {
+        /// ORG/NAME
+        app: String,
+    },
+    /// Delete a tag. Packages that no tag names and no pool runs go with their binaries.
+    #[command(after_help = "Example: orc app delete sys/orc-prov-partner:previous")]
+    Delete {
+        /// ORG/NAME:TAG
+        package: String,
     },
 }
 
@@ -829,6 +874,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             commands::logs::show(&conn, &pool, slot, &level).await
         }
         Command::Endpoints { pool } => commands::endpoints::show(&conn, &pool).await,
+        Command::App { command } => match command {
+            AppCommand::Push {
+                package,
+                binaries,
+                manifest,
+            } => commands::app::push(&conn, &package, &binaries, manifest.as_deref()).await,
+            AppCommand::List { org } => commands::app::list(&conn, org.as_deref()).await,
+            AppCommand::Show { app } => commands::app::show(&conn, &app).await,
+            AppCommand::Delete { package } => commands::app::delete(&conn, &package).await,
+        },
     }
 }
 
@@ -880,21 +935,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.reconcile.join_grace = Some(args.join_grace).filter(|g| !g.is_zero());
     // Nodes install the agent this zone runs as.
     config.agent_binary = std::env::current_exe().ok();
-    // The partner app runs from `orc-prov-partner` next to `orc` when there is one, else
-    // from `orc` itself, which embeds it.
-    if config.apps.resolve(up::PARTNER_PACKAGE).is_err() {
-        let (path, args) = up::partner_binary(None)?;
-        let partner = orc_zone::apps::AppBinary {
-            path,
-            args,
-            env: Default::default(),
-            sensitive_params: up::partner_sensitive_params(),
-        };
-        config
-            .apps
-            .apps
-            .insert(up::PARTNER_APP.to_string(), partner);
-    }
     let zone = orc_zone::zone::Zone::start(config).await?;
     outln!("zone API:    {}", zone.url());
     outln!("providers:   {} (gRPC)", zone.grpc_url());

@@ -18,7 +18,9 @@
 //! brought up to date if they differ). The emulators keep nothing, so instances they held in a
 //! previous run are gone.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+#[cfg(test)]
+use std::collections::BTreeSet;
 use std::io::IsTerminal as _;
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener};
@@ -27,14 +29,20 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use orc_common::{Architecture, Shape};
 use orc_emu::{Account, Accounts, ClockMode, EmuConfig, RunningEmulators, Timings};
-use orc_zone::apps::{AppBinary, AppsConfig, config::builtin_next_to_exe};
-use orc_zone::model::{
-    AppSpec, Endpoint, Name, NewPool, NodeState, Pool, PoolSpec, SensitiveParams, Timestamp,
-    sys_project_id,
+use orc_zone::apps::AppsConfig;
+#[cfg(test)]
+use orc_zone::model::Endpoint;
+use orc_zone::model::{AppSpec, Name, NodeState, Pool, SensitiveParams};
+use orc_zone::registry::{AppManifest, PackageRef, Platform};
+use orc_zone::store::Store;
+use orc_zone_api_types::views::{
+    AppTagView, ChangeScope, CreatePool, PoolView, ProviderView, ReconfigurePool, SetPricing,
+    ShapeView,
 };
-use orc_zone::store::{Store, StoreError};
+
+use crate::client::{CallError, Client, segment};
+use crate::commands::app::{BinaryArg, publish};
 use orc_zone::zone::{Zone, ZoneConfig};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -168,6 +176,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 #[derive(Debug)]
 pub struct Up {
     zone: Zone,
+    /// The zone's API, as its operator (the admin token).
+    client: Client,
     /// How the zone was started, on the ports it got: a restart listens where its
     /// providers and agents dial.
     zone_config: ZoneConfig,
@@ -181,6 +191,8 @@ pub struct Up {
     pool_created: bool,
     partner_running: usize,
     partner_registered: bool,
+    /// Whether the partner's provider is at zone scope with a pricing strategy.
+    partner_priced: bool,
     /// The standalone providers' names.
     standalone: Vec<&'static str>,
 }
@@ -280,44 +292,43 @@ impl Up {
 
         report("starting the zone");
         let mut apps = AppsConfig::default();
-        apps.apps.insert(
+        // Where the partner finds the emulated clouds: the operator's environment for its
+        // slots, not a param of its package.
+        apps.env.insert(
             PARTNER_APP.to_string(),
-            AppBinary {
-                path: partner,
-                args: partner_args,
-                env: BTreeMap::from([
-                    ("ORC_HETZNER_ENDPOINT".to_string(), hetzner_url),
-                    ("ORC_VULTR_ENDPOINT".to_string(), vultr_url),
-                    // Sites open and close on screen within seconds, not a minute.
-                    (
-                        "ORC_INVENTORY_SECS".to_string(),
-                        UP_INVENTORY_SECS.to_string(),
-                    ),
-                ]),
-                sensitive_params: partner_sensitive_params(),
-            },
+            BTreeMap::from([
+                ("ORC_HETZNER_ENDPOINT".to_string(), hetzner_url),
+                ("ORC_VULTR_ENDPOINT".to_string(), vultr_url),
+                // Sites open and close on screen within seconds, not a minute.
+                (
+                    "ORC_INVENTORY_SECS".to_string(),
+                    UP_INVENTORY_SECS.to_string(),
+                ),
+            ]),
         );
+        let mut published = vec![Published {
+            pool: PARTNER_POOL,
+            size: PARTNER_REPLICAS,
+            path: partner,
+            manifest: manifest_running(partner_manifest(), partner_args),
+            app: AppSpec {
+                digest: None,
+                ..partner_app("")
+            },
+        }];
         for provider in &standalone {
             let (path, args) = provider_binary(
                 provider.binary,
                 provider.embedded_arg,
                 args.providers_bin.as_deref(),
             )?;
-            apps.apps.insert(
-                provider.binary.to_string(),
-                AppBinary {
-                    path,
-                    args,
-                    env: BTreeMap::new(),
-                    // Their accounts name secrets by reference only; `orc up` hands them
-                    // its emulated accounts' secrets as these sensitive params.
-                    sensitive_params: BTreeSet::from([
-                        "emulator_token".to_string(),
-                        "rescue_key".to_string(),
-                        "ssh_key".to_string(),
-                    ]),
-                },
-            );
+            published.push(Published {
+                pool: provider.name,
+                size: 1,
+                path,
+                manifest: manifest_running(standalone_manifest(provider.binary)?, args),
+                app: provider.app.clone(),
+            });
         }
         let mut config = ZoneConfig::new(&data_dir);
         config.http_addr = args.http;
@@ -353,27 +364,53 @@ impl Up {
             edge.addr = addr;
         }
 
-        report("creating pool sys/sys/partner");
-        let (pool, pool_created) = match ensure_partner_pool(zone.store(), zone.web_url()).await {
-            Ok(done) => done,
+        // From here on, as an operator would: through the zone's API with the admin token.
+        let client = match zone_client(&zone) {
+            Ok(client) => client,
             Err(error) => {
                 zone.shutdown().await;
                 return Err(error);
             }
         };
-
-        for provider in &standalone {
-            report(&format!("creating pool sys/sys/{}", provider.name));
-            if let Err(error) =
-                ensure_app_pool(zone.store(), provider.name, 1, provider.app.clone(), vec![]).await
-            {
-                zone.shutdown().await;
-                return Err(error);
+        // The partner's params name the zone's web URL (its access_keys_url).
+        published[0].app = partner_app(zone.web_url());
+        let mut pool = None;
+        let mut pool_created = false;
+        for app in &published {
+            let done = async {
+                report(&format!("publishing {}", app.app.package));
+                if !app.publish(&client).await? {
+                    report(&format!("keeping the pushed {}", app.app.package));
+                }
+                report(&format!("creating pool sys/sys/{}", app.pool));
+                ensure_app_pool(&client, app).await
+            }
+            .await;
+            match done {
+                Ok((view, created)) if app.pool == PARTNER_POOL => {
+                    pool_created = created;
+                    pool = Some(view);
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    zone.shutdown().await;
+                    return Err(error);
+                }
             }
         }
+        let sys: Name = "sys".parse().expect("sys is a name");
+        let pool = match pool {
+            Some(view) => zone
+                .store()
+                .pool_by_path(&sys, &sys, &name(&view.name)?)
+                .await
+                .context("cannot read pool sys/sys/partner back")?,
+            None => bail!("pool sys/sys/partner was not made"),
+        };
 
         Ok(Up {
             zone,
+            client,
             zone_config,
             emulators,
             static_hosts,
@@ -383,6 +420,7 @@ impl Up {
             pool_created,
             partner_running: 0,
             partner_registered: false,
+            partner_priced: false,
             standalone: standalone.iter().map(|p| p.name).collect(),
         })
     }
@@ -405,7 +443,18 @@ impl Up {
                     "not registered yet"
                 }
             ));
-            if self.partner_running >= self.pool.size as usize && self.partner_registered {
+            if self.partner_registered && !self.partner_priced {
+                match widen_and_price_partner(&self.client).await {
+                    Ok(()) => self.partner_priced = true,
+                    Err(error) => {
+                        tracing::warn!(error = %format!("{error:#}"), "cannot widen the partner or set its markup yet")
+                    }
+                }
+            }
+            if self.partner_running >= self.pool.size as usize
+                && self.partner_registered
+                && self.partner_priced
+            {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
@@ -522,6 +571,7 @@ impl Up {
     pub async fn restart_zone(self) -> anyhow::Result<Up> {
         let Up {
             zone,
+            client: _,
             zone_config,
             emulators,
             static_hosts,
@@ -531,14 +581,17 @@ impl Up {
             pool_created,
             partner_running,
             partner_registered,
+            partner_priced,
             standalone,
         } = self;
         zone.shutdown().await;
         let zone = Zone::start(zone_config.clone())
             .await
             .with_context(|| format!("cannot start the zone in {}", dir.display()))?;
+        let client = zone_client(&zone)?;
         Ok(Up {
             zone,
+            client,
             zone_config,
             emulators,
             static_hosts,
@@ -548,6 +601,7 @@ impl Up {
             pool_created,
             partner_running,
             partner_registered,
+            partner_priced,
             standalone,
         })
     }
@@ -609,8 +663,8 @@ pub(crate) fn partner_binary(given: Option<&Path>) -> anyhow::Result<(PathBuf, V
         }
         bail!("the partner binary {} does not exist", path.display());
     }
-    if let Some(app) = builtin_next_to_exe(PARTNER_APP) {
-        return Ok((app.path, app.args));
+    if let Some(path) = next_to_exe(PARTNER_APP) {
+        return Ok((path, serve()));
     }
     let orc = std::env::current_exe().context("cannot find the running orc executable")?;
     Ok((
@@ -633,11 +687,110 @@ pub(crate) fn provider_binary(
         }
         bail!("the providers binary {} does not exist", path.display());
     }
-    if let Some(app) = builtin_next_to_exe(binary) {
-        return Ok((app.path, app.args));
+    if let Some(path) = next_to_exe(binary) {
+        return Ok((path, vec!["serve".to_string()]));
     }
     let orc = std::env::current_exe().context("cannot find the running orc executable")?;
     Ok((orc, embedded()))
+}
+
+/// `name` in the directory of the running executable, or in its parent when that is a test
+/// binary's `target/*/deps`, as `cargo build` leaves them.
+fn next_to_exe(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [Some(dir), dir.parent().filter(|_| dir.ends_with("deps"))]
+        .into_iter()
+        .flatten()
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// An app `orc up` publishes to the zone's registry and runs as pool `sys/sys/<pool>`.
+#[derive(Debug, Clone)]
+struct Published {
+    pool: &'static str,
+    size: u32,
+    /// The binary for this host's platform.
+    path: PathBuf,
+    /// The manifest, with the arguments `path` runs with.
+    manifest: AppManifest,
+    /// The package, the params and the sensitive params of its pool.
+    app: AppSpec,
+}
+
+impl Published {
+    /// Publishes the binary and the manifest as the pool's package (the registry keeps a
+    /// binary it holds already without sending it again), versioned `<version>+local`. A tag
+    /// an operator pushed (its version is not `+local`) is kept: the pool runs what was
+    /// pushed, and this returns `false`.
+    async fn publish(&self, client: &Client) -> anyhow::Result<bool> {
+        let reference: PackageRef = self
+            .app
+            .package
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let Some(tag) = tagged(client, &reference).await?
+            && !tag.version.ends_with(LOCAL_VERSION)
+        {
+            tracing::info!(package = %reference, version = %tag.version, "keeping the pushed package");
+            return Ok(false);
+        }
+        let mut manifest = self.manifest.clone();
+        manifest.version = format!("{}{LOCAL_VERSION}", manifest.version);
+        let platform = Platform::host()
+            .context("this machine's platform is neither linux/amd64 nor linux/arm64")?;
+        let binary = BinaryArg {
+            platform,
+            path: self.path.clone(),
+        };
+        publish(client, &reference, &[binary], manifest, &|line| {
+            tracing::info!("{line}");
+        })
+        .await?;
+        Ok(true)
+    }
+}
+
+/// What the version of a package `orc up` published from local binaries ends with.
+pub const LOCAL_VERSION: &str = "+local";
+
+/// The partner's manifest, as `scripts/package-partner-provider.sh` publishes it.
+pub fn partner_manifest() -> AppManifest {
+    AppManifest::from_json(include_bytes!("../../partner-provider/orc-app.json"))
+        .expect("the partner's manifest parses (a test checks it)")
+}
+
+/// The manifest of a standalone provider's binary.
+fn standalone_manifest(binary: &str) -> anyhow::Result<AppManifest> {
+    let text: &[u8] = match binary {
+        "orc-prov-hetzner" => include_bytes!("../../prov-hetzner/orc-app.json"),
+        "orc-prov-vultr" => include_bytes!("../../prov-vultr/orc-app.json"),
+        "orc-prov-robot" => include_bytes!("../../prov-robot/orc-app.json"),
+        "orc-prov-static" => include_bytes!("../../prov-static/orc-app.json"),
+        other => bail!("no manifest for {other}"),
+    };
+    AppManifest::from_json(text).with_context(|| format!("the manifest of {binary}"))
+}
+
+/// `manifest`, with the arguments the binary `orc up` publishes runs with (`orc` itself
+/// embeds every provider under a subcommand of its own).
+fn manifest_running(mut manifest: AppManifest, args: Vec<String>) -> AppManifest {
+    manifest.args = args;
+    manifest
+}
+
+/// A client of the zone's API with its admin token, trusting its CA.
+fn zone_client(zone: &Zone) -> anyhow::Result<Client> {
+    let ca = match zone.ca_file() {
+        Some(path) => Some(orc_tls::PinnedCa::from_file(&path)?),
+        None => None,
+    };
+    Client::new(
+        &zone.url(),
+        Some(zone.admin_token().expose().to_string()),
+        ca.as_ref(),
+    )
 }
 
 /// The emulated accounts' secrets, in `<data dir>/secrets/` (directory 0700, files 0600).
@@ -749,6 +902,7 @@ fn standalone_providers(
         }
         AppSpec {
             package: format!("sys/{binary}:default"),
+            digest: None,
             params: BTreeMap::from([
                 ("name".to_string(), name.to_string()),
                 ("api_url".to_string(), api_url.to_string()),
@@ -837,6 +991,7 @@ fn static_provider(secrets: &Secrets, hosts: &orc_emu::static_hosts::StaticHosts
         embedded_arg: "prov-static",
         app: AppSpec {
             package: "sys/orc-prov-static:default".to_string(),
+            digest: None,
             params: BTreeMap::from([
                 ("name".to_string(), "static".to_string()),
                 ("hosts".to_string(), config.to_string()),
@@ -849,24 +1004,25 @@ fn static_provider(secrets: &Secrets, hosts: &orc_emu::static_hosts::StaticHosts
 /// US dollars per euro for the emulated Hetzner account (an example figure, not a live rate).
 pub const DEMO_EUR_RATE: &str = "1.08";
 
-/// The params the partner declares sensitive: its cloud keys, as the zone's table of
-/// built-in apps lists them.
-pub fn partner_sensitive_params() -> BTreeSet<String> {
-    orc_zone::apps::BUILTIN_APPS
-        .iter()
-        .filter(|app| app.name == PARTNER_APP)
-        .flat_map(|app| app.sensitive_params.iter().map(ToString::to_string))
-        .collect()
+/// The params the partner declares sensitive: its cloud keys, as its manifest says.
+#[cfg(test)]
+fn partner_sensitive_params() -> BTreeSet<String> {
+    partner_manifest().sensitive_params()
 }
 
 /// The partner's admin page: its one http endpoint, which the access edge serves as
-/// `sys--partner.sys.<domain>`.
-pub fn partner_endpoints() -> Vec<Endpoint> {
-    vec![Endpoint {
-        name: PARTNER_ADMIN_ENDPOINT.to_string(),
-        protocol: "http".to_string(),
-        port: 8080,
-    }]
+/// `sys--partner.sys.<domain>`; its manifest declares it.
+#[cfg(test)]
+fn partner_endpoints() -> Vec<Endpoint> {
+    partner_manifest()
+        .endpoints
+        .into_iter()
+        .map(|e| Endpoint {
+            name: e.name,
+            protocol: e.protocol,
+            port: e.port,
+        })
+        .collect()
 }
 
 /// The admin page's URL at an edge whose own URL is `edge` (`https://orc.localhost:7443`).
@@ -876,9 +1032,6 @@ pub fn partner_admin_url(edge: &str) -> String {
         None => edge.to_string(),
     }
 }
-
-/// The name of the partner's admin endpoint.
-pub const PARTNER_ADMIN_ENDPOINT: &str = "admin";
 
 /// The partner's app spec for the emulators. `zone_url` is the zone's web URL: an https one
 /// opens the admin page to assertions checked against its JWKS; a plain zone keeps it closed.
@@ -909,6 +1062,7 @@ pub fn partner_app(zone_url: &str) -> AppSpec {
     ]);
     AppSpec {
         package: PARTNER_PACKAGE.to_string(),
+        digest: None,
         params,
         sensitive: SensitiveParams(sensitive),
     }
@@ -919,85 +1073,123 @@ fn name(text: &str) -> anyhow::Result<Name> {
         .with_context(|| format!("{text:?} is not a valid name"))
 }
 
-/// Finds pool `sys/sys/partner` or creates it with [`PARTNER_REPLICAS`] slots. A pool that
-/// exists keeps its size; its app is brought up to date (a rolling replacement) if it
-/// differs. Returns the pool and whether it was created.
-pub async fn ensure_partner_pool(store: &Store, zone_url: &str) -> anyhow::Result<(Pool, bool)> {
-    ensure_app_pool(
-        store,
-        PARTNER_POOL,
-        PARTNER_REPLICAS,
-        partner_app(zone_url),
-        partner_endpoints(),
-    )
-    .await
+/// Finds pool `sys/sys/<pool>` through the API, or requests it on `core` with its size,
+/// running its package with its params. A pool that exists keeps its size; it is
+/// reconfigured (a rolling replacement) when the package's tag now names another digest or
+/// its params differ. Returns the pool and whether it was created.
+async fn ensure_app_pool(client: &Client, app: &Published) -> anyhow::Result<(PoolView, bool)> {
+    let pools = "/api/orgs/sys/projects/sys/pools";
+    let url = format!("{pools}/{}", segment(app.pool));
+    let existing: Result<PoolView, CallError> = client.get(&url).await;
+    match existing {
+        Ok(view) => {
+            let digest = tagged_digest(client, &app.app.package).await?;
+            let current = view.app.as_ref();
+            let sensitive: Vec<String> = app.app.sensitive.0.keys().cloned().collect();
+            let same = current.is_some_and(|a| {
+                a.package == app.app.package
+                    && a.digest == digest
+                    && a.params == app.app.params
+                    && a.sensitive_params == sensitive
+            });
+            if same {
+                return Ok((view, false));
+            }
+            let body = ReconfigurePool {
+                params: app.app.params.clone(),
+                sensitive_params: Some(app.app.sensitive.0.clone()),
+                generation: Some(view.generation),
+            };
+            let view: PoolView = client
+                .post(&format!("{url}/reconfigure"), &body)
+                .await
+                .with_context(|| format!("cannot reconfigure pool sys/sys/{}", app.pool))?;
+            Ok((view, false))
+        }
+        Err(CallError::Api { status, .. }) if status == reqwest::StatusCode::NOT_FOUND => {
+            let body = CreatePool {
+                name: app.pool.to_string(),
+                provider: orc_zone::backend::CORE_PROVIDER.to_string(),
+                size: app.size,
+                shape: ShapeView {
+                    cpu: 1,
+                    mem: 1,
+                    arch: None,
+                    disks: Vec::new(),
+                },
+                class: orc_zone::apps::LOCAL_SITE.to_string(),
+                os: "none".to_string(),
+                public: false,
+                endpoints: Vec::new(),
+                app: Some(app.app.package.clone()),
+                params: app.app.params.clone(),
+                sensitive_params: app.app.sensitive.0.clone(),
+                placement: BTreeMap::new(),
+                ssh_keys: Vec::new(),
+            };
+            let view: PoolView = client
+                .post(pools, &body)
+                .await
+                .with_context(|| format!("cannot create pool sys/sys/{}", app.pool))?;
+            Ok((view, true))
+        }
+        Err(error) => Err(error).with_context(|| format!("cannot read pool sys/sys/{}", app.pool)),
+    }
 }
 
-/// Finds pool `sys/sys/<pool_name>` on `core` or creates it with `size` slots running `wanted`
-/// and serving `endpoints`. A pool that exists keeps its size; its app and endpoints are
-/// brought up to date if they differ. Returns the pool and whether it was created.
-pub async fn ensure_app_pool(
-    store: &Store,
-    pool_name: &str,
-    size: u32,
-    wanted: AppSpec,
-    endpoints: Vec<Endpoint>,
-) -> anyhow::Result<(Pool, bool)> {
-    let sys = name("sys")?;
-    match store.pool_by_path(&sys, &sys, &name(pool_name)?).await {
-        Ok(pool) => {
-            if pool.spec.app.as_ref() == Some(&wanted) && pool.spec.endpoints == endpoints {
-                return Ok((pool, false));
-            }
-            let mut spec = pool.spec.clone();
-            spec.app = Some(wanted);
-            spec.endpoints = endpoints;
-            let pool = store
-                .reconfigure_pool(&pool.id, pool.generation, &spec, Timestamp::now())
-                .await
-                .with_context(|| format!("cannot update the params of pool sys/sys/{pool_name}"))?;
-            Ok((pool, false))
-        }
-        Err(StoreError::NotFound { .. }) => {
-            let core = store
-                .list_providers_for(&sys_project_id())
-                .await
-                .context("cannot list the providers of sys/sys")?
-                .into_iter()
-                .find(|p| {
-                    p.project_id == sys_project_id()
-                        && p.name.as_str() == orc_zone::backend::CORE_PROVIDER
-                })
-                .context("the zone has no core provider: its apps supervisor did not start")?;
-            let new = NewPool {
-                project_id: sys_project_id(),
-                name: name(pool_name)?,
-                size,
-                spec: PoolSpec {
-                    provider_id: core.id,
-                    shape: Shape {
-                        vcpus: 1,
-                        memory_gib: 1,
-                        arch: Architecture::X86_64,
-                        disks_gib: vec![],
-                    },
-                    region_class: "local".to_string(),
-                    os: "none".to_string(),
-                    public: false,
-                    endpoints,
-                    app: Some(wanted),
-                    placement: Default::default(),
-                    ssh_keys: Vec::new(),
+/// The digest `package`'s tag names in the registry.
+async fn tagged_digest(client: &Client, package: &str) -> anyhow::Result<Option<String>> {
+    let reference: PackageRef = package.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(tagged(client, &reference).await?.map(|t| t.digest))
+}
+
+/// The registry's tag `reference`, if there is one.
+async fn tagged(client: &Client, reference: &PackageRef) -> anyhow::Result<Option<AppTagView>> {
+    let apps: Vec<orc_zone_api_types::views::RegistryAppView> = client
+        .get(&format!(
+            "/api/orgs/{}/apps",
+            segment(reference.org.as_str())
+        ))
+        .await
+        .context("cannot list the registry")?;
+    Ok(apps
+        .into_iter()
+        .flat_map(|a| a.tags)
+        .find(|t| t.package == reference.to_string()))
+}
+
+/// Steps 3 and 4 of deploying the partner: its provider widened to zone scope, so every
+/// project may deploy from it, and given a markup of 0 when it has no strategy, so its nodes
+/// carry prices (a strategy an operator set is kept).
+async fn widen_and_price_partner(client: &Client) -> anyhow::Result<()> {
+    let url = format!("/api/orgs/sys/projects/sys/providers/{PARTNER_POOL}");
+    let provider: ProviderView = client
+        .get(&url)
+        .await
+        .context("cannot read the partner's provider")?;
+    if provider.scope != "zone" {
+        let _: ProviderView = client
+            .post(
+                &format!("{url}/change-scope"),
+                &ChangeScope {
+                    scope: "zone".to_string(),
                 },
-            };
-            let change = store
-                .create_pool(&new, Timestamp::now())
-                .await
-                .with_context(|| format!("cannot create pool sys/sys/{pool_name}"))?;
-            Ok((change.pool, true))
-        }
-        Err(error) => Err(error).with_context(|| format!("cannot read pool sys/sys/{pool_name}")),
+            )
+            .await
+            .context("cannot widen the partner's provider to zone scope")?;
     }
+    if provider.pricing.markup.is_none() {
+        let _: ProviderView = client
+            .put(
+                &format!("{url}/pricing"),
+                &SetPricing {
+                    markup: Some("0".to_string()),
+                },
+            )
+            .await
+            .context("cannot set the partner's markup")?;
+    }
+    Ok(())
 }
 
 async fn running_nodes(store: &Store, pool: &Pool) -> usize {
@@ -1042,6 +1234,39 @@ mod tests {
             app.sensitive.0.keys().cloned().collect::<BTreeSet<_>>(),
             keys
         );
+    }
+
+    #[test]
+    fn every_provider_manifest_declares_what_its_binary_reads() {
+        let partner = partner_manifest();
+        partner.validate(&name(PARTNER_APP).unwrap()).unwrap();
+        let declared: Vec<String> = partner.params.iter().map(|p| p.name.clone()).collect();
+        assert_eq!(declared, orc_partner::params::all_param_names());
+        let json: Vec<&str> = partner
+            .params
+            .iter()
+            .filter(|p| p.json)
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(json, ["regions", "os_map", "gateway"]);
+        assert_eq!(
+            partner.required_names(),
+            ["partner_id"],
+            "only partner_id is needed whatever the clouds"
+        );
+        for binary in [
+            "orc-prov-hetzner",
+            "orc-prov-vultr",
+            "orc-prov-robot",
+            "orc-prov-static",
+        ] {
+            let manifest = standalone_manifest(binary).unwrap();
+            manifest.validate(&name(binary).unwrap()).unwrap();
+            assert!(
+                manifest.sensitive_params().is_empty(),
+                "{binary} names its secrets by reference"
+            );
+        }
     }
 
     fn args(dir: &Path, partner: &Path) -> UpArgs {
@@ -1124,7 +1349,13 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(pool.size, PARTNER_REPLICAS);
-        assert_eq!(pool.spec.app, Some(partner_app(&up.zone.url())));
+        let app = pool.spec.app.clone().unwrap();
+        let wanted = partner_app(up.zone.web_url());
+        assert_eq!(
+            (&app.package, &app.params, &app.sensitive),
+            (&wanted.package, &wanted.params, &wanted.sensitive)
+        );
+        assert!(app.digest.is_some(), "the pool runs a published package");
         assert_eq!(pool.spec.endpoints, partner_endpoints());
         wait_until_running(up.zone.store(), &pool).await;
         // Attack: read a secret from another process's command line or environment. No
@@ -1152,14 +1383,18 @@ mod tests {
             }
         }
         assert_eq!(
-            steps.lock().unwrap()[..7],
+            steps.lock().unwrap()[..11],
             [
                 "starting the cloud emulators",
                 "preparing the emulated accounts",
                 "starting the zone",
+                "publishing sys/orc-prov-partner:default",
                 "creating pool sys/sys/partner",
+                "publishing sys/orc-prov-hetzner:default",
                 "creating pool sys/sys/hetzner",
+                "publishing sys/orc-prov-vultr:default",
                 "creating pool sys/sys/vultr",
+                "publishing sys/orc-prov-robot:default",
                 "creating pool sys/sys/robot",
             ]
         );
@@ -1203,7 +1438,7 @@ mod tests {
         let pools = again
             .zone
             .store()
-            .list_pools(&sys_project_id())
+            .list_pools(&orc_zone::model::sys_project_id())
             .await
             .unwrap();
         let partners: Vec<_> = pools

@@ -335,6 +335,10 @@ pub struct SlotEndpointView {
 pub struct AppView {
     /// Package `org/name:tag`.
     pub package: String,
+    /// The package its slots run (`sha256:…`): what the tag named when the pool was created
+    /// or last reconfigured. `None` for an app the operator configured outside the registry.
+    #[serde(default)]
+    pub digest: Option<String>,
     pub params: BTreeMap<String, String>,
     /// Names of the sensitive params (their values are never shown).
     pub sensitive_params: Vec<String>,
@@ -482,6 +486,7 @@ impl PoolView {
                 })
                 .collect(),
             app: p.spec.app.as_ref().map(|a| AppView {
+                digest: a.digest.as_ref().map(ToString::to_string),
                 package: a.package.clone(),
                 params: a.params.clone(),
                 sensitive_params: a.sensitive.0.keys().cloned().collect(),
@@ -1180,4 +1185,83 @@ pub struct RotatedAccessKeyView {
     pub replaced: Option<String>,
     /// When the replaced key stops being published.
     pub replaced_until: Option<i64>,
+}
+
+/// A binary the registry holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BlobView {
+    /// `sha256:<hex>`.
+    pub digest: String,
+    pub size: u64,
+}
+
+/// `PUT /api/orgs/{org}/apps/{app}/tags/{tag}`: the package to publish under the tag. Every
+/// binary must have been sent first (`PUT …/registry/blobs/{digest}`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PushPackage {
+    /// The app's manifest (see docs/zone/registry.md).
+    #[schema(value_type = Object)]
+    pub manifest: orc_zone_model::registry::AppManifest,
+    /// The digest of each platform's binary: `{"linux/amd64": "sha256:…"}`.
+    pub binaries: BTreeMap<String, String>,
+}
+
+/// One tag of an app and the package it names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AppTagView {
+    /// `org/name:tag`.
+    pub package: String,
+    pub tag: String,
+    /// The package's digest, `sha256:<hex>`.
+    pub digest: String,
+    /// The manifest's version words.
+    pub version: String,
+    /// The platforms it has a binary for (`linux/amd64`).
+    pub platforms: Vec<String>,
+    pub updated_at: i64,
+}
+
+/// What pushing a tag did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PushedView {
+    #[serde(flatten)]
+    pub tag: AppTagView,
+    /// The digest the tag named before, when it moved.
+    pub moved_from: Option<String>,
+}
+
+/// An app of an org's registry, with its tags by name.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RegistryAppView {
+    /// `org/name`.
+    pub repository: String,
+    pub name: String,
+    pub tags: Vec<AppTagView>,
+}
+
+/// One package of an app: its manifest and binaries.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PackageView {
+    /// `sha256:<hex>`.
+    pub digest: String,
+    /// The tags that name it.
+    pub tags: Vec<String>,
+    #[schema(value_type = Object)]
+    pub manifest: orc_zone_model::registry::AppManifest,
+    /// Each platform's binary.
+    pub binaries: BTreeMap<String, BlobView>,
+    /// Pools that run it (`org/project/pool`), for the caller's eyes: those in projects the
+    /// caller can see.
+    pub pools: Vec<String>,
+    pub created_at: i64,
+}
+
+/// An app with every package the registry holds of it, newest last.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RegistryAppDetail {
+    /// `org/name`.
+    pub repository: String,
+    pub name: String,
+    pub packages: Vec<PackageView>,
 }

@@ -1,37 +1,23 @@
-//! Configuration of the `core` provider: which binary each app name runs, and the
+//! Configuration of the `core` provider: what its operator sets about apps, and the
 //! supervisor's timings.
 //!
-//! The zone's package registry (`org/name:tag` packages with linux amd64 and arm64
-//! binaries) is not built yet. Until it is, an app is found by its name alone in
-//! [`AppsConfig::apps`], or, for the zone's own apps ([`BUILTIN_APPS`]), next to the running
-//! `orc` executable, as `cargo build` leaves them. Only org `sys` may run apps for now: a
-//! package naming another org is refused, and so is a pool outside org `sys`.
+//! Apps come from the zone's registry: a pool names `org/name:tag`, the zone records the
+//! digest that tag pointed at, and slots run that package's binary for the host's platform
+//! (see [`crate::blobs`]). An operator may also configure an app by name outside the
+//! registry ([`AppsConfig::apps`], for development), and set extra environment for an
+//! app's slots ([`AppsConfig::env`], e.g. where an emulated cloud is). Only org `sys` may
+//! run apps for now: a package naming another org is refused, and so is a pool outside
+//! org `sys`.
 //!
 //! [`AppsConfig::run_as`] says which user slots run as (see [`RunAs`]): by default a user of
 //! each pool's own when the zone runs as root.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::policy::RestartPolicy;
 use super::run_as::{DEFAULT_RUNTIME_ROOT, RunAs};
-
-/// An app the zone ships, found next to the `orc` executable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BuiltinApp {
-    pub name: &'static str,
-    pub args: &'static [&'static str],
-    /// The params the app declares sensitive.
-    pub sensitive_params: &'static [&'static str],
-}
-
-/// Apps the zone ships. The partner's sensitive params are its cloud keys.
-pub const BUILTIN_APPS: &[BuiltinApp] = &[BuiltinApp {
-    name: "orc-prov-partner",
-    args: &["serve"],
-    sensitive_params: &["hetzner_api_token", "vultr_api_key"],
-}];
 
 /// How to run one app.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,10 +65,12 @@ impl Default for AppsOptions {
 /// Configuration of the `core` provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppsConfig {
-    /// Apps by name (`orc-prov-partner`). Takes precedence over the built-in search.
+    /// Apps configured by name (`orc-prov-partner`) outside the registry: a pool whose
+    /// package is not published runs this binary.
     pub apps: BTreeMap<String, AppBinary>,
-    /// Look for [`BUILTIN_APPS`] next to the current executable when not in `apps`.
-    pub search_next_to_exe: bool,
+    /// Extra environment for every slot of an app, by app name, whether it comes from the
+    /// registry or from [`AppsConfig::apps`]. Set by the operator, so not secret.
+    pub env: BTreeMap<String, BTreeMap<String, String>>,
     pub options: AppsOptions,
     /// Which user slots run as; [`RunAs::Auto`] (a user of the pool's own when the zone runs
     /// as root) by default.
@@ -97,7 +85,7 @@ impl Default for AppsConfig {
     fn default() -> Self {
         AppsConfig {
             apps: BTreeMap::new(),
-            search_next_to_exe: true,
+            env: BTreeMap::new(),
             options: AppsOptions::default(),
             run_as: RunAs::default(),
             runtime_root: PathBuf::from(DEFAULT_RUNTIME_ROOT),
@@ -114,9 +102,17 @@ pub enum ResolveError {
     /// The package belongs to an org other than `sys`.
     #[error("app package {package:?}: only packages of org sys can run on this zone yet")]
     NotSys { package: String },
-    /// No binary for the name.
-    #[error("app {name:?} is not installed on this zone")]
-    NotInstalled { name: String },
+    /// Neither published in the registry nor configured by name.
+    #[error(
+        "app {package} is not published in this zone's registry (orc app push) nor configured on it"
+    )]
+    NotInstalled { package: String },
+    /// The package has no binary for the platform the zone runs apps on.
+    #[error("app {package} has no binary for {platform}, the platform this zone runs apps on")]
+    NoPlatform { package: String, platform: String },
+    /// The registry's binary cannot run.
+    #[error("app {package}: {why}")]
+    Binary { package: String, why: String },
 }
 
 /// The parts of a package reference `org/name:tag`.
@@ -166,9 +162,8 @@ impl AppsConfig {
             .unwrap_or_default()
     }
 
-    /// The binary a package runs. Its `env` also carries [`AppsConfig::run_as`] and
-    /// [`AppsConfig::runtime_root`] for the supervisor, under a name that is not a valid
-    /// variable name and never reaches a process.
+    /// The binary an app configured by name runs ([`AppsConfig::apps`]), with the
+    /// operator's environment for it.
     pub fn resolve(&self, package: &str) -> Result<AppBinary, ResolveError> {
         let reference = parse_package(package)?;
         if reference.org != "sys" {
@@ -176,43 +171,27 @@ impl AppsConfig {
                 package: package.to_string(),
             });
         }
-        let found = self.apps.get(&reference.name).cloned().or_else(|| {
-            self.search_next_to_exe
-                .then(|| builtin_next_to_exe(&reference.name))
-                .flatten()
-        });
-        found.ok_or(ResolveError::NotInstalled {
-            name: reference.name,
-        })
+        let mut binary =
+            self.apps
+                .get(&reference.name)
+                .cloned()
+                .ok_or(ResolveError::NotInstalled {
+                    package: package.to_string(),
+                })?;
+        binary.env.extend(self.env_of(&reference.name));
+        Ok(binary)
     }
-}
 
-/// A built-in app found in the directory of the running executable (or its parent, when the
-/// executable is a test binary in `target/*/deps`).
-pub fn builtin_next_to_exe(name: &str) -> Option<AppBinary> {
-    let app = BUILTIN_APPS.iter().find(|app| app.name == name)?;
-    let exe = std::env::current_exe().ok()?;
-    let dir = exe.parent()?;
-    let candidates = [Some(dir), dir.parent().filter(|_| dir.ends_with("deps"))];
-    candidates
-        .into_iter()
-        .flatten()
-        .map(|d: &Path| d.join(name))
-        .find(|p| p.is_file())
-        .map(|path| AppBinary {
-            path,
-            args: app.args.iter().map(ToString::to_string).collect(),
-            env: BTreeMap::new(),
-            sensitive_params: app
-                .sensitive_params
-                .iter()
-                .map(ToString::to_string)
-                .collect(),
-        })
+    /// The operator's extra environment for the slots of app `name`.
+    pub fn env_of(&self, name: &str) -> BTreeMap<String, String> {
+        self.env.get(name).cloned().unwrap_or_default()
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]
@@ -234,10 +213,7 @@ mod tests {
 
     #[test]
     fn only_sys_packages_resolve_and_unknown_names_are_named() {
-        let mut config = AppsConfig {
-            search_next_to_exe: false,
-            ..AppsConfig::default()
-        };
+        let mut config = AppsConfig::default();
         config.apps.insert(
             "echo".into(),
             AppBinary {
@@ -257,7 +233,7 @@ mod tests {
         ));
         assert_eq!(
             config.resolve("sys/nope").unwrap_err().to_string(),
-            "app \"nope\" is not installed on this zone"
+            "app sys/nope is not published in this zone's registry (orc app push) nor configured on it"
         );
     }
 }

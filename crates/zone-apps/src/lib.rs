@@ -27,6 +27,7 @@
 //! [`Apps`] and the [`config`] an operator sets; slots and their processes stay private to
 //! the supervisor, so nothing outside it can start or signal an app.
 
+pub mod blobs;
 pub mod config;
 pub mod logs;
 pub mod params;
@@ -45,20 +46,22 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use orc_zone_model::registry::{Digest, Platform};
 use orc_zone_model::{
     ModelError, Name, NewProvider, Node, NodeId, NodeState, Pool, PoolId, PricingStrategy,
     Provider, ProviderScope, Timestamp, TokenSecret, UserId, sys_org_id, sys_project_id,
 };
 use orc_zone_store::{Kind, Store, StoreError};
 
-pub use config::{AppBinary, AppsConfig, AppsOptions, BUILTIN_APPS, BuiltinApp, ResolveError};
+pub use blobs::{BlobError, Blobs};
+pub use config::{AppBinary, AppsConfig, AppsOptions, ResolveError};
 pub use logs::{Level, LogLine, LogSource};
 pub use params::ParamError;
 pub use run_as::{DEFAULT_RUNTIME_ROOT, DYNAMIC_IDS, RunAs};
 pub use slot::{INHERITED_ENV, SlotStatus, SpawnError};
 
 use params::{FileText, ParamFile, plan_params};
-use policy::{RolloutStep, SlotView, next_rollout_step};
+use policy::{Registered, RolloutStep, SlotView, next_rollout_step};
 use slot::{Launch, SlotContext, SlotHandle};
 
 /// Name of the built-in provider whose pools run apps on the zone host.
@@ -82,6 +85,9 @@ pub enum AppsError {
         #[source]
         source: StoreError,
     },
+    /// The registry's blob dir cannot be created.
+    #[error("core provider: {0}")]
+    Blobs(#[from] BlobError),
     /// The apps directory under the data dir cannot be created.
     #[error("core provider: cannot create the apps directory {path}")]
     Dir {
@@ -229,6 +235,14 @@ impl std::fmt::Debug for Apps {
     }
 }
 
+/// Which app processes are attached to the zone as provider replicas: the zone's hub
+/// answers, so the supervisor can wait for a new replica to take its role before it replaces
+/// the next slot of a rolling replacement.
+pub trait Registrations: Send + Sync + 'static {
+    /// The processes attached with pool `pool`'s service credential: `(pid, serving)`.
+    fn attached(&self, pool: &PoolId) -> Vec<(u32, bool)>;
+}
+
 /// Where app slots dial the zone: the provider endpoint's URL and, when it speaks TLS, the
 /// zone's CA certificate (handed to each slot as `ORC_ZONE_CA_FILE`).
 #[derive(Debug, Clone)]
@@ -242,6 +256,8 @@ pub struct ZoneEndpoint {
 struct Inner {
     store: Store,
     config: AppsConfig,
+    /// The registry's binaries.
+    blobs: Blobs,
     /// `<data_dir>/apps`.
     dir: PathBuf,
     zone: ZoneEndpoint,
@@ -254,6 +270,11 @@ struct Inner {
     /// The loopback port of each http endpoint of each slot, kept while the slot lives, so
     /// a restarted process listens where the edge already sends its requests.
     http_ports: Mutex<BTreeMap<(PoolId, u32, NodeId, String), u16>>,
+    /// Who answers which slots are attached as provider replicas.
+    registrations: Mutex<Option<Arc<dyn Registrations>>>,
+    /// Pools a slot of which has been attached since this process started: their rollouts
+    /// wait for registration, not for the settle time.
+    registering: Mutex<BTreeSet<PoolId>>,
     /// Nodes whose adoption failed, so the failure is logged once.
     adopt_failed: Mutex<BTreeSet<NodeId>>,
     shutdown: watch::Sender<bool>,
@@ -281,6 +302,7 @@ impl Apps {
                 path: dir.clone(),
                 source,
             })?;
+        let blobs = Blobs::open(data_dir)?;
         let core = ensure_core_provider(&store).await?;
         let apps_user = ensure_apps_user(&store).await?;
         retire_shared_powers(&store, &apps_user).await?;
@@ -289,6 +311,7 @@ impl Apps {
             inner: Arc::new(Inner {
                 store,
                 config,
+                blobs,
                 dir,
                 zone,
                 core,
@@ -297,6 +320,8 @@ impl Apps {
                 logs: Mutex::new(BTreeMap::new()),
                 tokens: tokio::sync::Mutex::new(BTreeMap::new()),
                 http_ports: Mutex::new(BTreeMap::new()),
+                registrations: Mutex::new(None),
+                registering: Mutex::new(BTreeSet::new()),
                 adopt_failed: Mutex::new(BTreeSet::new()),
                 shutdown,
                 supervisor: Mutex::new(None),
@@ -307,6 +332,43 @@ impl Apps {
             *slot = Some(task);
         }
         Ok(apps)
+    }
+
+    /// Rolling replacements of pools whose slots attach as provider replicas wait, from now
+    /// on, for each new replica to be attached (as `registrations` says) before the next
+    /// slot is replaced.
+    pub fn watch_registrations(&self, registrations: Arc<dyn Registrations>) {
+        *self
+            .inner
+            .registrations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(registrations);
+    }
+
+    /// How each process of `pool` is attached, by pid; `None` when the pool's slots do not
+    /// register (none has been attached since this process started).
+    fn attached(&self, pool: &PoolId) -> Option<BTreeMap<u32, bool>> {
+        let registrations = self
+            .inner
+            .registrations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()?;
+        let attached: BTreeMap<u32, bool> = registrations.attached(pool).into_iter().collect();
+        let mut registering = self
+            .inner
+            .registering
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !attached.is_empty() {
+            registering.insert(pool.clone());
+        }
+        registering.contains(pool).then_some(attached)
+    }
+
+    /// The registry's binaries, which slots of registry apps run.
+    pub fn blobs(&self) -> &Blobs {
+        &self.inner.blobs
     }
 
     /// The `core` provider row.
@@ -607,14 +669,14 @@ impl Apps {
             .get_org(&project.org_id)
             .await
             .map_err(store_error(format!("org {}", project.org_id)))?;
-        let binary =
-            self.inner
-                .config
-                .resolve(&app.package)
-                .map_err(|source| LaunchError::Resolve {
-                    pool: pool.id.clone(),
-                    source,
-                })?;
+        let binary = match &app.digest {
+            Some(digest) => self.registry_binary(&app.package, digest).await,
+            None => self.inner.config.resolve(&app.package),
+        }
+        .map_err(|source| LaunchError::Resolve {
+            pool: pool.id.clone(),
+            source,
+        })?;
         let plan = plan_params(app).map_err(|errors| LaunchError::Params {
             pool: pool.id.clone(),
             errors,
@@ -676,6 +738,78 @@ impl Apps {
             generation: pool.generation,
             secrets,
         })
+    }
+
+    /// The binary of package `digest` of the app `package` names, for the host's platform,
+    /// hashed just now; installed under the runtime root when slots run as their own users.
+    async fn registry_binary(
+        &self,
+        package: &str,
+        digest: &Digest,
+    ) -> Result<AppBinary, ResolveError> {
+        let reference = config::parse_package(package)?;
+        let unpublished = || ResolveError::NotInstalled {
+            package: package.to_string(),
+        };
+        let broken = |why: String| ResolveError::Binary {
+            package: package.to_string(),
+            why,
+        };
+        let store = &self.inner.store;
+        let (Ok(org), Ok(name)) = (
+            reference.org.parse::<Name>(),
+            reference.name.parse::<Name>(),
+        ) else {
+            return Err(unpublished());
+        };
+        let org = match store.org_by_name(&org).await {
+            Ok(org) => org,
+            Err(StoreError::NotFound { .. }) => return Err(unpublished()),
+            Err(e) => return Err(broken(format!("reading the registry: {e}"))),
+        };
+        let found = store
+            .app_package(&org.id, &name, digest)
+            .await
+            .map_err(|e| broken(format!("reading the registry: {e}")))?
+            .ok_or_else(|| broken(format!("package {digest} is no longer in the registry")))?;
+        let host = Platform::host().ok_or_else(|| ResolveError::NoPlatform {
+            package: package.to_string(),
+            platform: std::env::consts::ARCH.to_string(),
+        })?;
+        let binary =
+            found
+                .document
+                .binaries
+                .get(&host)
+                .ok_or_else(|| ResolveError::NoPlatform {
+                    package: package.to_string(),
+                    platform: host.to_string(),
+                })?;
+        let install_under = self
+            .drops_privileges()
+            .then(|| self.inner.config.runtime_root.clone());
+        let blobs = self.inner.blobs.clone();
+        let blob = binary.digest.clone();
+        let path =
+            tokio::task::spawn_blocking(move || blobs.runnable(&blob, install_under.as_deref()))
+                .await
+                .map_err(|e| broken(format!("checking the binary: {e}")))?
+                .map_err(|e| broken(e.to_string()))?;
+        Ok(AppBinary {
+            path,
+            args: found.document.manifest.args.clone(),
+            env: self.inner.config.env_of(name.as_str()),
+            sensitive_params: found.document.manifest.sensitive_params(),
+        })
+    }
+
+    /// Whether slots run as users of their own (and so cannot enter the data dir).
+    fn drops_privileges(&self) -> bool {
+        match self.inner.config.run_as {
+            RunAs::ZoneUser => false,
+            RunAs::Auto => rustix::process::geteuid().is_root(),
+            RunAs::Uid { .. } => true,
+        }
     }
 
     /// The zone token of a pool's apps: a token of the apps user, who is a member of the
@@ -748,6 +882,7 @@ impl Apps {
                     }
                 }
             }
+            let attached = self.attached(&pool.id);
             let views: Vec<SlotView> = slots
                 .values()
                 .filter(|h| h.pool_id == pool.id)
@@ -756,6 +891,13 @@ impl Apps {
                     slot: s.slot,
                     generation: s.generation,
                     up_for: s.up_since.map(|t: Instant| t.elapsed()),
+                    registered: attached.as_ref().map(|attached| {
+                        match s.pid.and_then(|pid| attached.get(&pid)) {
+                            Some(true) => Registered::Serving,
+                            Some(false) => Registered::Standby,
+                            None => Registered::No,
+                        }
+                    }),
                 })
                 .collect();
             match next_rollout_step(pool.generation, &views, settle) {

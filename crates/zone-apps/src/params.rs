@@ -156,6 +156,7 @@ mod tests {
         };
         AppSpec {
             package: "sys/orc-prov-partner:default".to_string(),
+            digest: None,
             params: map(params),
             sensitive: SensitiveParams(map(sensitive)),
         }

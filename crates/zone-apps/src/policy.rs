@@ -6,9 +6,12 @@
 //!
 //! A rolling replacement moves a pool's slots to its newest generation one at a time. A slot
 //! of an older generation that is down is replaced at once (it serves nobody). A slot that is
-//! up is replaced only when every slot already on the newest generation has stayed up for the
-//! settle time; so a new generation that crashes stalls the rollout instead of taking the
-//! whole pool down.
+//! up is replaced only when every slot already on the newest generation is ready: for a pool
+//! whose slots register with the zone as provider replicas, ready means its process has
+//! registered and taken its role (serving or standing by); for any other app, that it has
+//! stayed up for the settle time. So a new generation that crashes, or never registers,
+//! stalls the rollout instead of taking the whole pool down. Of the slots still to replace,
+//! standbys go before the serving replica, so the resource changes hands once.
 
 use std::time::Duration;
 
@@ -63,6 +66,31 @@ pub struct SlotView {
     pub generation: u64,
     /// How long the current process has been up; `None` while it is not running.
     pub up_for: Option<Duration>,
+    /// For a pool whose slots register with the zone: how the current process is
+    /// registered. `None` for a pool whose slots do not register.
+    pub registered: Option<Registered>,
+}
+
+/// Whether a slot's current process is attached to the zone as a provider replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registered {
+    /// Not (yet) attached.
+    No,
+    /// Attached, standing by.
+    Standby,
+    /// Attached, serving.
+    Serving,
+}
+
+impl SlotView {
+    /// Whether a slot of the newest generation is ready for the next slot to be replaced.
+    fn ready(&self, settle: Duration) -> bool {
+        match (self.up_for, self.registered) {
+            (None, _) => false,
+            (Some(_), Some(registered)) => registered != Registered::No,
+            (Some(up), None) => up >= settle,
+        }
+    }
 }
 
 /// The next step of a pool's rolling replacement.
@@ -89,12 +117,15 @@ pub fn next_rollout_step(target: u64, slots: &[SlotView], settle: Duration) -> R
     let unsettled = slots
         .iter()
         .filter(|s| s.generation >= target)
-        .any(|s| s.up_for.is_none_or(|up| up < settle));
+        .any(|s| !s.ready(settle));
     if unsettled {
-        RolloutStep::Wait
-    } else {
-        RolloutStep::Replace(outdated[0].slot)
+        return RolloutStep::Wait;
     }
+    let next = outdated
+        .iter()
+        .find(|s| s.registered != Some(Registered::Serving))
+        .unwrap_or(&outdated[0]);
+    RolloutStep::Replace(next.slot)
 }
 
 #[cfg(test)]
@@ -122,7 +153,45 @@ mod tests {
             slot,
             generation,
             up_for: up_secs.map(Duration::from_secs),
+            registered: None,
         }
+    }
+
+    fn replica(slot: u32, generation: u64, registered: Registered) -> SlotView {
+        SlotView {
+            registered: Some(registered),
+            ..view(slot, generation, Some(1))
+        }
+    }
+
+    #[test]
+    fn a_registering_pool_waits_for_the_new_replica_to_take_its_role_and_replaces_the_serving_one_last()
+     {
+        let settle = Duration::from_secs(5);
+        use Registered::{No, Serving, Standby};
+        // Slot 0 serves: the standby (slot 1) goes first.
+        let all_old = [replica(0, 1, Serving), replica(1, 1, Standby)];
+        assert_eq!(
+            next_rollout_step(2, &all_old, settle),
+            RolloutStep::Replace(1)
+        );
+        // Up long past the settle time but not attached yet: wait.
+        let started = [
+            replica(0, 1, Serving),
+            SlotView {
+                up_for: Some(Duration::from_secs(600)),
+                ..replica(1, 2, No)
+            },
+        ];
+        assert_eq!(next_rollout_step(2, &started, settle), RolloutStep::Wait);
+        // Attached and standing by a moment after it started: the serving one goes.
+        let attached = [replica(0, 1, Serving), replica(1, 2, Standby)];
+        assert_eq!(
+            next_rollout_step(2, &attached, settle),
+            RolloutStep::Replace(0)
+        );
+        let done = [replica(0, 2, Standby), replica(1, 2, Serving)];
+        assert_eq!(next_rollout_step(2, &done, settle), RolloutStep::Done);
     }
 
     #[test]

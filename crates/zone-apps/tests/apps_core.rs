@@ -12,6 +12,9 @@ use orc_testkit::eventually_some;
 use orc_testkit::proto::deploy;
 use orc_zone_apps::policy::RestartPolicy;
 use orc_zone_apps::{AppBinary, Apps, AppsConfig, AppsOptions, Level, LogSource, SlotInfo};
+use orc_zone_model::registry::{
+    AppManifest, AppPackage, BinaryRef, Digest, PackageDocument, Platform,
+};
 use orc_zone_model::{
     AppSpec, Endpoint, Expected, NewPool, Node, NodeState, NodeStatus, Pool, PoolSpec,
     SensitiveParams, Timestamp, TokenSecret, sys_project_id,
@@ -72,7 +75,6 @@ async fn fixture() -> Fixture {
         .await
         .unwrap();
     let mut config = AppsConfig {
-        search_next_to_exe: false,
         options: fast_options(),
         // The fixture's script lives in a private temporary dir: run it as the zone's user
         // (tests/isolation.rs covers unprivileged slots).
@@ -87,6 +89,11 @@ async fn fixture() -> Fixture {
             env: BTreeMap::from([("OUT_DIR".to_string(), out.to_string_lossy().into_owned())]),
             sensitive_params: Default::default(),
         },
+    );
+    // The registry's app gets the same directory from the operator's environment.
+    config.env.insert(
+        "regapp".to_string(),
+        BTreeMap::from([("OUT_DIR".to_string(), out.to_string_lossy().into_owned())]),
     );
     let endpoint = orc_zone_apps::ZoneEndpoint {
         url: "http://127.0.0.1:7999".into(),
@@ -107,6 +114,7 @@ async fn fixture() -> Fixture {
 fn app(params: &[(&str, &str)]) -> AppSpec {
     AppSpec {
         package: "sys/testapp:default".to_string(),
+        digest: None,
         params: params
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -544,7 +552,10 @@ async fn quotes_offer_local_unpriced_or_refuse_with_operator_fix() {
         other => panic!("expected an offer: {other:?}"),
     }
     for (node, words) in [
-        (&bad[0], "app \"not-there\" is not installed on this zone"),
+        (
+            &bad[0],
+            "app sys/not-there:v1 is not published in this zone's registry",
+        ),
         (&worse[0], "param \"Bad-Name\""),
     ] {
         match f.apps.quote_slot(&quote(node)).await {
@@ -638,4 +649,90 @@ async fn http_endpoints_get_a_loopback_port_per_slot_that_outlives_a_restart() {
     f.apps.destroy_slot(&nodes[1].id).await;
     assert_eq!(f.apps.http_endpoints(&pool.id), seen[..2].to_vec());
     f.apps.shutdown().await;
+}
+
+/// Publishes `binary` as `sys/regapp:default` with `args`; returns the package's digest.
+async fn publish(f: &Fixture, binary: &[u8], args: &[&str]) -> Digest {
+    let blob = Digest::of(binary);
+    f.apps.blobs().put(&blob, binary, 1 << 20).await.unwrap();
+    let mut manifest = AppManifest::bare("regapp", "1.0");
+    manifest.args = args.iter().map(ToString::to_string).collect();
+    let document = PackageDocument {
+        manifest,
+        binaries: [(
+            Platform::host().unwrap(),
+            BinaryRef {
+                digest: blob,
+                size: binary.len() as u64,
+            },
+        )]
+        .into(),
+    };
+    let package = AppPackage {
+        org_id: orc_zone_model::sys_org_id(),
+        name: "regapp".parse().unwrap(),
+        digest: document.digest(),
+        document,
+        created_at: Timestamp::now(),
+    };
+    f.store.put_app_package(&package).await.unwrap();
+    package.digest
+}
+
+#[tokio::test]
+async fn registry_apps_run_their_hashed_binary_and_a_changed_one_does_not_run() {
+    let f = fixture().await;
+    let binary = format!("#!/bin/sh\n{SCRIPT}");
+    let digest = publish(&f, binary.as_bytes(), &[]).await;
+    let spec = AppSpec {
+        package: "sys/regapp:default".to_string(),
+        digest: Some(digest.clone()),
+        ..app(&[("mode", "registry")])
+    };
+    let (_, nodes) = f.pool("reg", 2, spec.clone()).await;
+    assert!(matches!(
+        f.deploy(&nodes[0]).await,
+        orc_proto::DeployResult::Deployed(_)
+    ));
+    let env = eventually_some(
+        "the registry slot's environment",
+        Duration::from_secs(20),
+        || async { std::fs::read_to_string(f.slot_out(0).join("env")).ok() },
+    )
+    .await;
+    assert!(env.contains("ORC_PARAM_MODE=registry"), "{env}");
+    assert!(
+        env.contains(&format!("ORC_POOL={}", "sys/sys/reg")),
+        "{env}"
+    );
+
+    // The binary on disk changes under the registry: the next slot is refused, naming it.
+    let blob_path = f.apps.blobs().path(&Digest::of(binary.as_bytes()));
+    std::fs::set_permissions(&blob_path, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(&blob_path, "#!/bin/sh\nexit 0\n").unwrap();
+    match f.deploy(&nodes[1]).await {
+        orc_proto::DeployResult::Refused(r) => {
+            assert_eq!(r.kind, orc_proto::RefusalKind::OperatorFix);
+            assert!(r.words.contains("has changed"), "{}", r.words);
+        }
+        other => panic!("a changed binary ran: {other:?}"),
+    }
+
+    // A digest the registry does not hold is named.
+    let (_, gone) = f
+        .pool(
+            "gone",
+            1,
+            AppSpec {
+                digest: Some(Digest::of(b"never published")),
+                ..spec
+            },
+        )
+        .await;
+    match f.deploy(&gone[0]).await {
+        orc_proto::DeployResult::Refused(r) => {
+            assert!(r.words.contains("no longer in the registry"), "{}", r.words);
+        }
+        other => panic!("an unknown package ran: {other:?}"),
+    }
 }

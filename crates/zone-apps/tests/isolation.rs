@@ -91,7 +91,6 @@ async fn fixture(run_as: RunAs) -> Fixture {
         sensitive_params: Default::default(),
     };
     let mut config = AppsConfig {
-        search_next_to_exe: false,
         run_as,
         runtime_root: runtime_root.clone(),
         ..AppsConfig::default()
@@ -211,6 +210,7 @@ impl Fixture {
                 endpoints: vec![],
                 app: Some(AppSpec {
                     package: format!("sys/{package}:default"),
+                    digest: None,
                     params: BTreeMap::new(),
                     sensitive: SensitiveParams(BTreeMap::from([(
                         "api_key".to_string(),

@@ -7,7 +7,8 @@
 //! - [`ssh`]: the OpenSSH public keys a tenant has installed on a pool's nodes;
 //! - [`agent`]: a node's agent: its certificate, facts and config generations;
 //! - [`join`]: join tokens, which admit one named node once and pin the zone's CA;
-//! - [`session`]: the access edge's sign-in sessions and how long they last.
+//! - [`session`]: the access edge's sign-in sessions and how long they last;
+//! - [`registry`]: app packages (manifest and one binary per platform) and their digests.
 //!
 //! Nothing here does I/O, spawns a task or reads a clock on its own (fresh token values come
 //! from the thread's CSPRNG): every function takes the time it needs (only [`Clock`](clock::Clock) implementations and
@@ -22,6 +23,7 @@ pub mod clock;
 pub mod join;
 pub mod model;
 pub mod pricing;
+pub mod registry;
 pub mod session;
 pub mod ssh;
 

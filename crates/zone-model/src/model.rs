@@ -634,6 +634,10 @@ impl fmt::Debug for SensitiveParams {
 pub struct AppSpec {
     /// Package reference `org/name:tag`.
     pub package: String,
+    /// The package the tag named when the pool was created or last reconfigured: what its
+    /// slots run. `None` for an app the zone's operator configured by name, outside the
+    /// registry.
+    pub digest: Option<crate::registry::Digest>,
     pub params: BTreeMap<String, String>,
     pub sensitive: SensitiveParams,
 }

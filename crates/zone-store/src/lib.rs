@@ -36,6 +36,7 @@ mod mesh;
 mod nodes;
 mod pools;
 mod providers;
+mod registry;
 mod rows;
 pub mod seal;
 mod sessions;
@@ -148,10 +149,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "passwords and web sessions",
         include_str!("../migrations/0015_web_sessions.sql"),
     ),
+    (
+        16,
+        "app registry",
+        include_str!("../migrations/0016_app_registry.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

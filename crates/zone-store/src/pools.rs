@@ -14,7 +14,9 @@ use sqlx::any::AnyRow;
 use super::error::OperationExt;
 use super::error::classify_write;
 use super::nodes::insert_nodes;
-use super::rows::{big, flag, json, opt_text, parsed, text, time, to_json, uint32, uint64};
+use super::rows::{
+    big, flag, json, opt_parsed, opt_text, parsed, text, time, to_json, uint32, uint64,
+};
 use super::seal::{SealingKey, is_sealed};
 use super::{Engine, Kind, Store, StoreError, StoreResult, allocate_ids_on};
 use orc_zone_model::{
@@ -24,7 +26,7 @@ use orc_zone_model::{
 
 const POOL_COLUMNS: &str = "id, project_id, name, provider_id, size, vcpus, memory_gib, arch, \
      disks_gib, region_class, os, public, endpoints, app, app_params, app_sensitive_params, \
-     generation, deleting, created_at, updated_at, placement, ssh_keys";
+     generation, deleting, created_at, updated_at, placement, ssh_keys, app_digest";
 
 /// What a resize did to the pool's nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +75,7 @@ fn pool_from(row: &AnyRow, key: Option<&SealingKey>) -> StoreResult<Pool> {
         None => None,
         Some(package) => Some(AppSpec {
             package,
+            digest: opt_parsed(row, "pools.app_digest")?,
             params: json(row, "pools.app_params")?,
             sensitive: SensitiveParams(open_params(
                 &id,
@@ -107,6 +110,14 @@ fn pool_from(row: &AnyRow, key: Option<&SealingKey>) -> StoreResult<Pool> {
         created_at: time(row, "pools.created_at")?,
         updated_at: time(row, "pools.updated_at")?,
     })
+}
+
+/// The digest a pool's app runs, as the store keeps it.
+fn app_digest(spec: &PoolSpec) -> Option<&str> {
+    spec.app
+        .as_ref()
+        .and_then(|app| app.digest.as_ref())
+        .map(|d| d.as_str())
 }
 
 fn disks_text(disks: &[u32]) -> String {
@@ -264,12 +275,13 @@ impl Store {
             ),
             None => (None, "{}".to_string(), "{}".to_string()),
         };
+        let digest = app_digest(spec);
         sqlx::query(
             "INSERT INTO pools (id, project_id, name, provider_id, size, vcpus, memory_gib, \
              arch, disks_gib, region_class, os, public, endpoints, app, app_params, \
              app_sensitive_params, generation, deleting, created_at, updated_at, placement, \
-             ssh_keys) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
-             $16, 1, 0, $17, $17, $18, $19)",
+             ssh_keys, app_digest) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
+             $13, $14, $15, $16, 1, 0, $17, $17, $18, $19, $20)",
         )
         .bind(id.as_str())
         .bind(new.project_id.as_str())
@@ -290,6 +302,7 @@ impl Store {
         .bind(now.millis())
         .bind(to_json(&spec.placement))
         .bind(to_json(&spec.ssh_keys))
+        .bind(digest)
         .execute(&mut *tx)
         .await
         .map_err(|e| {
@@ -484,12 +497,13 @@ impl Store {
             ),
             None => (None, "{}".to_string(), "{}".to_string()),
         };
+        let digest = app_digest(spec);
         let sql = sqlx::AssertSqlSafe(format!(
             "UPDATE pools SET provider_id = $3, vcpus = $4, memory_gib = $5, arch = $6, \
              disks_gib = $7, region_class = $8, os = $9, public = $10, endpoints = $11, \
              app = $12, app_params = $13, app_sensitive_params = $14, \
-             generation = generation + 1, updated_at = $15, placement = $16, ssh_keys = $17 \
-             WHERE id = $1 AND generation = $2 RETURNING {POOL_COLUMNS}"
+             generation = generation + 1, updated_at = $15, placement = $16, ssh_keys = $17, \
+             app_digest = $18 WHERE id = $1 AND generation = $2 RETURNING {POOL_COLUMNS}"
         ));
         let row = sqlx::query(sql)
             .bind(id.as_str())
@@ -509,6 +523,7 @@ impl Store {
             .bind(now.millis())
             .bind(to_json(&spec.placement))
             .bind(to_json(&spec.ssh_keys))
+            .bind(digest)
             .fetch_optional(self.pool())
             .await
             .map_err(|e| {

@@ -546,17 +546,27 @@ impl Store {
         .await
     }
 
-    /// Deletes an org that holds no project, with its memberships.
+    /// Deletes an org that holds no project and no app tag, with its memberships and the
+    /// packages left untagged.
     pub async fn delete_org(&self, id: &OrgId) -> StoreResult<()> {
         self.delete_when_empty(
             "delete org",
             Kind::Org,
             id.as_str(),
-            &[(
-                "SELECT COUNT(*) FROM projects WHERE org_id = $1",
-                "project(s)",
-            )],
-            &["DELETE FROM memberships WHERE org_id = $1"],
+            &[
+                (
+                    "SELECT COUNT(*) FROM projects WHERE org_id = $1",
+                    "project(s)",
+                ),
+                (
+                    "SELECT COUNT(*) FROM app_tags WHERE org_id = $1",
+                    "app tag(s)",
+                ),
+            ],
+            &[
+                "DELETE FROM memberships WHERE org_id = $1",
+                "DELETE FROM app_packages WHERE org_id = $1",
+            ],
             "DELETE FROM orgs WHERE id = $1",
         )
         .await

@@ -305,6 +305,8 @@ pub struct Zone {
     web_url: String,
     ca: Option<Arc<ZoneCa>>,
     renew_task: Option<JoinHandle<()>>,
+    /// Removes unused registry packages and binaries hourly.
+    registry_sweeper: JoinHandle<()>,
 }
 
 impl Zone {
@@ -456,6 +458,7 @@ impl Zone {
                 return Err(ZoneError::Apps(e));
             }
         };
+        apps.watch_registrations(Arc::new(HubRegistrations(hub.clone())));
         let agent_url = config
             .agent_url
             .clone()
@@ -506,6 +509,7 @@ impl Zone {
                 endpoint: agent_url,
             }))
             .with_apps(config.apps.clone())
+            .with_registry(apps.blobs().clone())
             .with_mesh(config.mesh.clone(), mesh.signal())
             .with_access_keys(access_keys.clone())
             .with_waker({
@@ -572,6 +576,10 @@ impl Zone {
             Some(running) => state.with_edge(running.links.clone()),
             None => state,
         };
+        let registry_sweeper = tokio::spawn(api::registry::sweep(
+            state.clone(),
+            Duration::from_secs(3600),
+        ));
         let http_task = tokio::spawn(api::serve(
             http,
             state,
@@ -612,6 +620,7 @@ impl Zone {
             web_url,
             ca,
             renew_task,
+            registry_sweeper,
         })
     }
 
@@ -723,6 +732,7 @@ impl Zone {
     /// the store, so the next start resumes them.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
+        self.registry_sweeper.abort();
         match self.http_task.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "the API server ended with an error"),
@@ -848,6 +858,15 @@ impl ProviderDirectory for HubDirectory {
 
     fn catalog(&self, provider: &Provider) -> Option<orc_proto::Catalog> {
         self.0.catalog(provider).map(|c| c.catalog)
+    }
+}
+
+/// Which app slots are attached to the hub as provider replicas, for rolling replacements.
+struct HubRegistrations(Hub);
+
+impl crate::apps::Registrations for HubRegistrations {
+    fn attached(&self, pool: &crate::model::PoolId) -> Vec<(u32, bool)> {
+        self.0.attached_of(&format!("pool:{pool}"))
     }
 }
 

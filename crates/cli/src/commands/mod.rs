@@ -7,6 +7,7 @@
 //! HTTP in [`crate::client`]; table layout in [`crate::table`].
 
 pub mod agent;
+pub mod app;
 pub mod endpoints;
 pub mod events;
 pub mod logs;

@@ -571,11 +571,23 @@ pub async fn reconfigure(conn: &ConnArgs, args: ReconfigureArgs) -> anyhow::Resu
     if conn.json {
         return print_json(&view);
     }
-    outln!(
-        "Pool {} is at generation {}; its slots are replaced one at a time.",
-        view.path,
-        view.generation
-    );
+    match view
+        .app
+        .as_ref()
+        .and_then(|a| a.digest.as_ref().map(|d| (&a.package, d)))
+    {
+        Some((package, digest)) => outln!(
+            "Pool {} is at generation {}, running {package} ({digest}); its slots are replaced \
+             one at a time.",
+            view.path,
+            view.generation
+        ),
+        None => outln!(
+            "Pool {} is at generation {}; its slots are replaced one at a time.",
+            view.path,
+            view.generation
+        ),
+    }
     Ok(())
 }
 
@@ -665,6 +677,7 @@ mod golden {
             }],
             app: Some(orc_zone_api_types::views::AppView {
                 package: "acme/api:1.4".into(),
+                digest: None,
                 params,
                 sensitive_params: vec!["API_KEY".into()],
             }),

@@ -3,6 +3,9 @@
 use std::collections::BTreeMap;
 
 use orc_common::{Architecture, Currency, Money, Period, Shape};
+use orc_zone_model::registry::{
+    AppManifest, AppPackage, BinaryRef, Digest, PackageDocument, Platform,
+};
 use orc_zone_model::{
     AppSpec, Endpoint, EventScope, Expected, Markup, Month, Name, NewPool, NewProvider, NewUsage,
     Node, NodeId, NodeState, NodeStatus, PoolSpec, PricingStrategy, Project, ProviderId,
@@ -812,6 +815,7 @@ pub async fn pools_crud_and_resize(db: &TestDb) {
         }],
         app: Some(AppSpec {
             package: "sys/partner:1.0".to_string(),
+            digest: Some(Digest::of(b"the partner's package")),
             params,
             sensitive: SensitiveParams(secrets),
         }),
@@ -2417,4 +2421,144 @@ pub async fn sessions_hold_until_signed_out_idle_expired_or_their_token_ends(db:
     );
     store.delete_user(&ann.id).await.unwrap();
     assert!(store.set_password_hash(&ann.id, None).await.is_err());
+}
+
+fn package_of(store_org: &orc_zone_model::OrgId, app: &str, version: &str) -> AppPackage {
+    let document = PackageDocument {
+        manifest: AppManifest::bare(app, version),
+        binaries: [(
+            Platform::LinuxAmd64,
+            BinaryRef {
+                digest: Digest::of(version.as_bytes()),
+                size: version.len() as u64,
+            },
+        )]
+        .into(),
+    };
+    AppPackage {
+        org_id: store_org.clone(),
+        name: name(app),
+        digest: document.digest(),
+        document,
+        created_at: T0,
+    }
+}
+
+pub async fn app_registry_tags_move_and_unused_packages_go(db: &TestDb) {
+    let store = db.store().await;
+    let (web, provider) = tenant(&store).await;
+    let org = web.org_id.clone();
+    let v1 = package_of(&org, "api", "1");
+    let v2 = package_of(&org, "api", "2");
+    store.put_app_package(&v1).await.unwrap();
+    // Keeping the same package twice changes nothing.
+    store.put_app_package(&v1).await.unwrap();
+    store.put_app_package(&v2).await.unwrap();
+    let mut forged = package_of(&org, "api", "3");
+    forged.digest = v1.digest.clone();
+    let err = store.put_app_package(&forged).await.unwrap_err();
+    assert!(
+        err.to_string().contains("not the digest of its document"),
+        "{err}"
+    );
+
+    let before = store
+        .set_app_tag(&org, &name("api"), "default", &v1.digest, T0)
+        .await
+        .unwrap();
+    assert_eq!(before, None);
+    let before = store
+        .set_app_tag(&org, &name("api"), "default", &v2.digest, T0)
+        .await
+        .unwrap();
+    assert_eq!(before, Some(v1.digest.clone()));
+    store
+        .set_app_tag(&org, &name("api"), "stable", &v1.digest, T0)
+        .await
+        .unwrap();
+    let tags = store.list_app_tags(&org).await.unwrap();
+    assert_eq!(
+        tags.iter()
+            .map(|t| (t.tag.as_str(), t.digest.clone()))
+            .collect::<Vec<_>>(),
+        [
+            ("default", v2.digest.clone()),
+            ("stable", v1.digest.clone())
+        ]
+    );
+    let read = store
+        .app_package(&org, &name("api"), &v2.digest)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.document, v2.document);
+    assert_eq!(
+        store.app_tag(&org, &name("api"), "nope").await.unwrap(),
+        None
+    );
+    // A tag of a package the registry does not hold is refused.
+    let unknown = Digest::of(b"nothing");
+    assert!(
+        store
+            .set_app_tag(&org, &name("api"), "x", &unknown, T0)
+            .await
+            .is_err()
+    );
+
+    // Untagged and unused by any pool: pruned. A pool's digest keeps its package.
+    let mut spec = spec(&provider);
+    spec.app = Some(AppSpec {
+        package: "acme/api:stable".to_string(),
+        digest: Some(v1.digest.clone()),
+        params: BTreeMap::new(),
+        sensitive: SensitiveParams::default(),
+    });
+    store
+        .create_pool(
+            &NewPool {
+                project_id: web.id.clone(),
+                name: name("runs-v1"),
+                size: 0,
+                spec,
+            },
+            T0,
+        )
+        .await
+        .unwrap();
+    assert!(
+        store
+            .delete_app_tag(&org, &name("api"), "stable")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .delete_app_tag(&org, &name("api"), "stable")
+            .await
+            .unwrap()
+    );
+    assert!(store.prune_app_packages().await.unwrap().is_empty());
+    assert!(
+        store
+            .delete_app_tag(&org, &name("api"), "default")
+            .await
+            .unwrap()
+    );
+    let pruned = store.prune_app_packages().await.unwrap();
+    assert_eq!(
+        pruned.iter().map(|p| &p.digest).collect::<Vec<_>>(),
+        [&v2.digest]
+    );
+    assert_eq!(
+        store.app_binary_digests().await.unwrap(),
+        [Digest::of(b"1")].into()
+    );
+    assert_eq!(
+        store
+            .list_app_packages(&org, &name("api"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }

@@ -59,4 +59,5 @@ on_both_engines!(
     mesh_addresses_are_unique_and_quarantined_before_reuse,
     access_keys_rotate_sealed_and_retire_on_time,
     sessions_hold_until_signed_out_idle_expired_or_their_token_ends,
+    app_registry_tags_move_and_unused_packages_go,
 );

@@ -29,6 +29,7 @@ mod mesh;
 pub mod nodes;
 mod pools;
 mod providers;
+pub mod registry;
 mod tenancy;
 
 use std::fmt;
@@ -130,6 +131,8 @@ pub struct ApiState {
     pub(crate) mesh_signal: crate::mesh::MeshSignal,
     pub(crate) access_keys: Option<Arc<crate::access_keys::AccessKeys>>,
     pub(crate) edge: Option<Arc<EdgeLinks>>,
+    /// The app registry's binaries; `None` when the zone keeps no registry.
+    pub(crate) blobs: Option<crate::apps::Blobs>,
 }
 
 /// What the API tells about the access edge: its URL and where slots listen.
@@ -189,6 +192,7 @@ impl ApiState {
             mesh_signal: crate::mesh::MeshSignal::default(),
             access_keys: None,
             edge: None,
+            blobs: None,
         }
     }
 
@@ -216,15 +220,16 @@ impl ApiState {
         self
     }
 
+    /// The app registry keeps its binaries here.
+    pub fn with_registry(mut self, blobs: crate::apps::Blobs) -> Self {
+        self.blobs = Some(blobs);
+        self
+    }
+
     /// Apps resolve through this config (for the params each declares sensitive).
     pub fn with_apps(mut self, apps: AppsConfig) -> Self {
         self.apps = Arc::new(apps);
         self
-    }
-
-    /// The params `package` declares sensitive.
-    pub(crate) fn sensitive_params_of(&self, package: &str) -> std::collections::BTreeSet<String> {
-        self.apps.sensitive_params(package)
     }
 
     /// Quotes go to these backends.
@@ -282,6 +287,7 @@ impl ApiState {
 pub fn router(state: ApiState) -> Router {
     use pools as pl;
     use providers as pv;
+    use registry as rg;
     use tenancy as tn;
     let project = "/api/orgs/{org}/projects/{project}";
     Router::new()
@@ -325,6 +331,21 @@ pub fn router(state: ApiState) -> Router {
             "/api/users/{user}/tokens/{token}",
             axum::routing::delete(tn::revoke_token),
         )
+        .route("/api/orgs/{org}/apps", get(rg::list_apps))
+        .route("/api/orgs/{org}/apps/{app}", get(rg::get_app))
+        .route(
+            "/api/orgs/{org}/apps/{app}/tags/{tag}",
+            put(rg::push_tag).delete(rg::delete_tag),
+        )
+        .route(
+            "/api/orgs/{org}/registry/blobs/{digest}",
+            get(rg::get_blob)
+                .put(rg::put_blob)
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    usize::try_from(registry::MAX_BLOB_BYTES).unwrap_or(usize::MAX),
+                )),
+        )
+        .route("/downloads/orc/{file}", get(rg::download))
         .route(&format!("{project}/providers"), get(pv::list_providers))
         .route(
             &format!("{project}/providers/{{provider}}"),
@@ -526,6 +547,8 @@ impl Modify for BearerAuth {
         mesh::mesh_status, mesh::list_workstations, mesh::connect_workstation,
         mesh::disconnect_workstation,
         keys::jwks, keys::list_access_keys, keys::rotate_access_key,
+        registry::get_blob, registry::put_blob, registry::push_tag, registry::list_apps,
+        registry::get_app, registry::delete_tag, registry::download,
     ),
     components(schemas(error::ErrorBody, error::ErrorDetail, ErrorCode, LogLineView, CatalogView))
 )]

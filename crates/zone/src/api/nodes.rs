@@ -357,7 +357,11 @@ fn served_binary(state: &ApiState) -> ApiResult<&ServedBinary> {
     responses((status = 200, description = "The orc binary", content_type = "application/octet-stream"),
         (status = 404, body = ErrorBody)))]
 pub(super) async fn agent_binary(State(state): State<ApiState>) -> ApiResult<Response> {
-    let binary = served_binary(&state)?;
+    stream_binary(served_binary(&state)?).await
+}
+
+/// The served binary as a streamed answer with its length and SHA-256.
+pub(super) async fn stream_binary(binary: &ServedBinary) -> ApiResult<Response> {
     let file = tokio::fs::File::open(&binary.path).await.map_err(|e| {
         tracing::warn!(path = %binary.path.display(), error = %e, "the agent binary cannot be read");
         ApiError::new(ErrorCode::Unavailable, "the agent binary cannot be read right now")

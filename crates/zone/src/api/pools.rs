@@ -18,6 +18,7 @@ use super::access::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs, QueryArgs, parse_query_value};
 use super::providers::{site_gateways, visible_provider};
+use super::registry::{check_manifest_params, resolve_app};
 use super::tenancy::{parse_name, project_with_role};
 use super::views::{
     AgentView, CreatePool, EndpointAccessView, EndpointView, EventView, EventsQuery, NodeView,
@@ -257,11 +258,10 @@ fn check_placement(placement: &BTreeMap<String, String>) -> ApiResult<()> {
 /// project's viewers and placed in the app's environment. The message names the param,
 /// never its value.
 fn check_plain_params(
-    state: &ApiState,
     package: &str,
+    sensitive: &BTreeSet<String>,
     params: &BTreeMap<String, String>,
 ) -> ApiResult<()> {
-    let sensitive = state.sensitive_params_of(package);
     match params.keys().find(|name| sensitive.contains(*name)) {
         Some(name) => Err(ApiError::invalid(
             "params",
@@ -294,6 +294,21 @@ fn check_package(package: &str) -> ApiResult<()> {
             ),
         ))
     }
+}
+
+/// The endpoints an app's manifest declares, as a pool's.
+fn manifest_endpoints(manifest: &crate::registry::AppManifest) -> Vec<Endpoint> {
+    let mut out: Vec<Endpoint> = manifest
+        .endpoints
+        .iter()
+        .map(|e| Endpoint {
+            name: e.name.clone(),
+            protocol: e.protocol.clone(),
+            port: e.port,
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 fn parse_endpoints(endpoints: &[EndpointView]) -> ApiResult<Vec<Endpoint>> {
@@ -387,12 +402,22 @@ pub(super) async fn create_pool(
     check_params("params", &body.params)?;
     check_params("sensitive_params", &body.sensitive_params)?;
     check_placement(&body.placement)?;
+    let mut endpoints = endpoints;
     let app = match &body.app {
         Some(package) => {
             check_package(package)?;
-            check_plain_params(&state, package, &body.params)?;
+            let on_core = provider.name.as_str() == crate::backend::CORE_PROVIDER;
+            let resolved = resolve_app(&state, package, on_core).await?;
+            check_plain_params(package, &resolved.sensitive, &body.params)?;
+            if let Some(manifest) = &resolved.manifest {
+                check_manifest_params(package, manifest, &body.params, &body.sensitive_params)?;
+                if endpoints.is_empty() {
+                    endpoints = manifest_endpoints(manifest);
+                }
+            }
             Some(AppSpec {
                 package: package.clone(),
+                digest: resolved.digest,
                 params: body.params.clone(),
                 sensitive: SensitiveParams(body.sensitive_params.clone()),
             })
@@ -648,15 +673,23 @@ pub(super) async fn reconfigure_pool(
             format!("pool {} runs no app, so it takes no params", pool.name),
         ));
     };
-    check_plain_params(&state, &app.package, &body.params)?;
+    let provider = state.store.get_provider(&pool.spec.provider_id).await?;
+    let on_core = provider.name.as_str() == crate::backend::CORE_PROVIDER;
+    let resolved = resolve_app(&state, &app.package, on_core).await?;
+    check_plain_params(&app.package, &resolved.sensitive, &body.params)?;
+    let sensitive = match &body.sensitive_params {
+        Some(s) => SensitiveParams(s.clone()),
+        None => app.sensitive.clone(),
+    };
+    if let Some(manifest) = &resolved.manifest {
+        check_manifest_params(&app.package, manifest, &body.params, &sensitive.0)?;
+    }
     let mut spec = pool.spec.clone();
     spec.app = Some(AppSpec {
         package: app.package.clone(),
+        digest: resolved.digest,
         params: body.params.clone(),
-        sensitive: match &body.sensitive_params {
-            Some(s) => SensitiveParams(s.clone()),
-            None => app.sensitive.clone(),
-        },
+        sensitive,
     });
     let generation = body.generation.unwrap_or(pool.generation);
     let updated = state

@@ -135,6 +135,8 @@ type Outbound = mpsc::UnboundedSender<Result<pb::ZoneMessage, Status>>;
 /// A replica's open stream.
 struct Attached {
     stream: u64,
+    /// Who its credential is (`pool:<id>` for an app pool's slot, `user:<id>`).
+    principal: String,
     hello: Hello,
     since: Timestamp,
     role: Role,
@@ -287,6 +289,19 @@ impl Hub {
             .get(&provider.resource_uri)
             .map(replica_rows)
             .unwrap_or_default()
+    }
+
+    /// The process ids of the replicas attached with `principal`'s credential, and whether
+    /// each is serving. Every attached replica has taken its role (serving or standing by).
+    pub fn attached_of(&self, principal: &str) -> Vec<(u32, bool)> {
+        let state = self.state();
+        state
+            .groups
+            .values()
+            .flat_map(|g| g.replicas.iter())
+            .filter(|r| r.principal == principal)
+            .map(|r| (r.hello.replica.pid, r.role == Role::Serving))
+            .collect()
     }
 
     /// The catalog `provider`'s replicas last reported.

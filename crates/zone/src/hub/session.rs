@@ -86,7 +86,13 @@ impl Hub {
             .inner
             .next_stream
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let role = self.attach_replica(&provider, hello.clone(), stream, outbound.clone());
+        let role = self.attach_replica(
+            &provider,
+            &admitted.principal,
+            hello.clone(),
+            stream,
+            outbound.clone(),
+        );
         tracing::info!(
             provider = %provider.name,
             resource = %provider.resource_uri,
@@ -202,6 +208,7 @@ impl Hub {
     fn attach_replica(
         &self,
         provider: &Provider,
+        principal: &str,
         hello: Hello,
         stream: u64,
         outbound: Outbound,
@@ -232,6 +239,7 @@ impl Hub {
         );
         group.replicas.push(Attached {
             stream,
+            principal: principal.to_string(),
             hello,
             since: now,
             role,

@@ -17,6 +17,7 @@ mod api_openapi;
 mod api_pools;
 mod api_providers;
 mod api_quote;
+mod api_registry;
 mod api_tenancy;
 mod console;
 mod console_pages;
