@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::{FieldErrors, ParamField, WizardInput};
 use crate::api::views::{CatalogView, CreatePool, QuoteRequest, ReconfigurePool, ShapeView};
+use crate::registry::ManifestParam;
 
 /// The most nodes a pool takes from a console form. Larger pools are rare enough, and a
 /// typo of an extra zero costly enough, that they go through the API or `orc` on purpose.
@@ -180,29 +181,52 @@ pub fn is_json(value: &str) -> bool {
     t.starts_with('{') || t.starts_with('[')
 }
 
-/// The pool form's fields for an app's params: plain ones with their values, sensitive ones
-/// by name only.
+/// The pool form's fields for an app's params with no manifest to describe them: plain ones
+/// with their values, sensitive ones by name only.
 pub fn param_fields(params: &BTreeMap<String, String>, sensitive: &[String]) -> Vec<ParamField> {
     let mut fields: Vec<ParamField> = params
         .iter()
-        .map(|(name, value)| ParamField {
-            name: name.clone(),
-            value: value.clone(),
-            json: is_json(value),
-            sensitive: false,
-            set: true,
-        })
+        .map(|(name, value)| ParamField::undescribed(name, value, false, true))
         .collect();
     for name in sensitive {
-        fields.push(ParamField {
-            name: name.clone(),
-            value: String::new(),
-            json: false,
-            sensitive: true,
-            set: true,
-        });
+        fields.push(ParamField::undescribed(name, "", true, true));
     }
     fields.sort_by(|a, b| a.name.cmp(&b.name));
+    fields
+}
+
+/// The pool form's fields as the app's manifest declares its params, in its order, with
+/// the values a pool holds (plain ones shown, sensitive ones only as set); a param the pool
+/// holds that the manifest does not name comes after, undescribed.
+pub fn manifest_fields(
+    declared: &[ManifestParam],
+    params: &BTreeMap<String, String>,
+    sensitive: &[String],
+) -> Vec<ParamField> {
+    let mut fields: Vec<ParamField> = declared
+        .iter()
+        .map(|p| ParamField {
+            name: p.name.clone(),
+            value: if p.sensitive {
+                String::new()
+            } else {
+                params.get(&p.name).cloned().unwrap_or_default()
+            },
+            json: p.json,
+            sensitive: p.sensitive,
+            set: sensitive.contains(&p.name) || (!p.sensitive && params.contains_key(&p.name)),
+            help: p.help.clone(),
+            default: p.default.clone(),
+            required: p.required,
+        })
+        .collect();
+    let known: BTreeSet<String> = declared.iter().map(|p| p.name.clone()).collect();
+    for (name, value) in params.iter().filter(|(n, _)| !known.contains(*n)) {
+        fields.push(ParamField::undescribed(name, value, false, true));
+    }
+    for name in sensitive.iter().filter(|n| !known.contains(*n)) {
+        fields.push(ParamField::undescribed(name, "", true, true));
+    }
     fields
 }
 
@@ -235,6 +259,14 @@ pub fn reconfigure(
                 sensitive.insert(field.name.clone(), typed);
             }
             fields.push(field.clone());
+            continue;
+        }
+        if typed.trim().is_empty() {
+            // Empty: the app's default applies.
+            fields.push(ParamField {
+                value: typed,
+                ..field.clone()
+            });
             continue;
         }
         if field.json
@@ -289,6 +321,47 @@ pub fn reconfigure(
         })
     } else {
         Err((fields, errors))
+    }
+}
+
+/// The pool that runs `package` on `core` with the params of `form`, or the problems of the
+/// name and size.
+pub fn app_pool(
+    package: &str,
+    name: &str,
+    size_text: &str,
+    form: &ParamsForm,
+) -> Result<CreatePool, FieldErrors> {
+    let mut errors = FieldErrors::new();
+    let size = size(&mut errors, size_text, 1);
+    if name.trim().is_empty() {
+        errors.insert("name".into(), "Name the pool.".into());
+    }
+    if package.trim().is_empty() {
+        errors.insert("app".into(), "Choose an app.".into());
+    }
+    match size {
+        Some(size) if errors.is_empty() => Ok(CreatePool {
+            name: name.trim().to_string(),
+            provider: crate::backend::CORE_PROVIDER.to_string(),
+            size,
+            shape: ShapeView {
+                cpu: 1,
+                mem: 1,
+                arch: None,
+                disks: Vec::new(),
+            },
+            class: crate::apps::LOCAL_SITE.to_string(),
+            os: "none".to_string(),
+            public: false,
+            endpoints: Vec::new(),
+            app: Some(package.to_string()),
+            params: form.params.clone(),
+            sensitive_params: form.sensitive.clone(),
+            placement: BTreeMap::new(),
+            ssh_keys: Vec::new(),
+        }),
+        _ => Err(errors),
     }
 }
 
@@ -389,7 +462,7 @@ mod tests {
         params.insert("regions".to_string(), "{\"a\": 1}".to_string());
         params.insert("partner_id".to_string(), "p1".to_string());
         let shown = param_fields(&params, &["hetzner_token".to_string()]);
-        assert!(shown[1].json && !shown[2].json);
+        assert!(shown[2].json && !shown[1].json && shown[0].sensitive);
         let typed = vec![
             ("params.regions".to_string(), "{not json".to_string()),
             ("params.partner_id".to_string(), "p2".to_string()),

@@ -483,6 +483,11 @@ async fn project_request(
                 .map_err(|e| cx.refused_sync(&e))?;
             Ok(see_other(&format!("{}/pools/{}", current.url(), seg(pool))))
         }
+        (&Method::GET, ["apps"]) => {
+            let package = cx.query_value("package").unwrap_or_default();
+            app_pool_page(cx, current, package, None).await
+        }
+        (&Method::POST, ["apps"]) => run_app(cx, current).await,
         (&Method::GET, ["pools", pool, "reconfigure"]) => {
             reconfigure_page(cx, current, pool, None).await
         }
@@ -728,7 +733,7 @@ async fn reconfigure_page(
     let (params, errors, status) = match failed {
         Some((fields, errors)) => (fields, errors, StatusCode::BAD_REQUEST),
         None => (
-            forms::param_fields(&app.params, &app.sensitive_params),
+            shown_params(cx, app).await,
             FieldErrors::new(),
             StatusCode::OK,
         ),
@@ -753,7 +758,7 @@ async fn reconfigure(cx: &Cx<'_>, current: Current, pool: &str) -> PageResult {
     let Some(app) = &view.app else {
         return Err(not_found(cx).await);
     };
-    let shown = forms::param_fields(&app.params, &app.sensitive_params);
+    let shown = shown_params(cx, app).await;
     let form = match forms::reconfigure(&shown, &cx.body) {
         Ok(form) => form,
         Err(failed) => return reconfigure_page(cx, current, pool, Some(failed)).await,
@@ -776,6 +781,149 @@ async fn reconfigure(cx: &Cx<'_>, current: Current, pool: &str) -> PageResult {
             let mut errors = FieldErrors::new();
             errors.insert(e.field.unwrap_or_else(|| "form".into()), e.message);
             reconfigure_page(cx, current, pool, Some((form.fields, errors))).await
+        }
+        Err(e) => Err(cx.refused_sync(&e)),
+    }
+}
+
+/// The manifest of `package` (`org/name:tag`) as the registry holds it for the person, and
+/// its package's digest: the package the tag names, or the one with `digest`.
+async fn manifest_of(
+    cx: &Cx<'_>,
+    package: &str,
+    digest: Option<&str>,
+) -> Option<crate::registry::AppManifest> {
+    let (org, rest) = package.split_once('/')?;
+    let (name, tag) = rest.split_once(':').unwrap_or((rest, "latest"));
+    let detail: crate::api::views::RegistryAppDetail = cx
+        .api
+        .get(&format!("/api/orgs/{}/apps/{}", seg(org), seg(name)))
+        .await
+        .ok()?;
+    detail
+        .packages
+        .into_iter()
+        .find(|p| match digest {
+            Some(d) => p.digest == d,
+            None => p.tags.iter().any(|t| t == tag),
+        })
+        .map(|p| p.manifest)
+}
+
+/// The pool form's fields for an app pool: as its package's manifest declares them, or as
+/// the pool holds them when the registry has no manifest for it.
+async fn shown_params(cx: &Cx<'_>, app: &crate::api::views::AppView) -> Vec<model::ParamField> {
+    match manifest_of(cx, &app.package, app.digest.as_deref()).await {
+        Some(manifest) => {
+            forms::manifest_fields(&manifest.params, &app.params, &app.sensitive_params)
+        }
+        None => forms::param_fields(&app.params, &app.sensitive_params),
+    }
+}
+
+async fn app_pool_page(
+    cx: &Cx<'_>,
+    current: Current,
+    package: String,
+    failed: Option<(Vec<model::ParamField>, FieldErrors)>,
+) -> PageResult {
+    let mut orgs = vec![current.org.clone()];
+    if current.org != "sys" {
+        orgs.push("sys".to_string());
+    }
+    let mut packages = Vec::new();
+    for org in orgs {
+        let apps: Vec<crate::api::views::RegistryAppView> = cx
+            .api
+            .get(&format!("/api/orgs/{}/apps", seg(&org)))
+            .await
+            .unwrap_or_default();
+        for app in apps {
+            packages.extend(app.tags.into_iter().map(|t| t.package));
+        }
+    }
+    packages.sort();
+    let manifest = if package.is_empty() {
+        None
+    } else {
+        manifest_of(cx, &package, None).await
+    };
+    let mut errors = FieldErrors::new();
+    if !package.is_empty() && manifest.is_none() && failed.is_none() {
+        errors.insert(
+            "app".into(),
+            format!("The registry holds no package {package} that you may run."),
+        );
+    }
+    let (params, status) = match failed {
+        Some((fields, failed_errors)) => {
+            errors.extend(failed_errors);
+            (fields, StatusCode::BAD_REQUEST)
+        }
+        None => (
+            manifest
+                .as_ref()
+                .map(|m| forms::manifest_fields(&m.params, &BTreeMap::new(), &[]))
+                .unwrap_or_default(),
+            if errors.is_empty() {
+                StatusCode::OK
+            } else {
+                StatusCode::BAD_REQUEST
+            },
+        ),
+    };
+    let page = model::AppPoolPage {
+        packages,
+        package: if manifest.is_some() || status == StatusCode::BAD_REQUEST {
+            package
+        } else {
+            String::new()
+        },
+        description: manifest.map(|m| m.description).unwrap_or_default(),
+        params,
+        name: cx.form("name"),
+        size: {
+            let typed = cx.form("size");
+            if typed.is_empty() { "1".into() } else { typed }
+        },
+        errors,
+    };
+    let frame = cx.frame(Section::Pools, Some(current.clone())).await?;
+    Ok(html(status, views::app_pool(&frame, &current, &page)))
+}
+
+async fn run_app(cx: &Cx<'_>, current: Current) -> PageResult {
+    let package = cx.form("package");
+    let Some(manifest) = manifest_of(cx, &package, None).await else {
+        return app_pool_page(cx, current, package, None).await;
+    };
+    let shown = forms::manifest_fields(&manifest.params, &BTreeMap::new(), &[]);
+    let form = match forms::reconfigure(&shown, &cx.body) {
+        Ok(form) => form,
+        Err(failed) => return app_pool_page(cx, current, package, Some(failed)).await,
+    };
+    let body = match forms::app_pool(&package, &cx.form("name"), &cx.form("size"), &form) {
+        Ok(body) => body,
+        Err(errors) => {
+            return app_pool_page(cx, current, package, Some((form.fields, errors))).await;
+        }
+    };
+    let path = format!("{}/pools", api_project(&current));
+    let answer: Result<PoolView, ApiRefusal> = cx.api.send(Method::POST, &path, &body).await;
+    match answer {
+        Ok(pool) => Ok(see_other(&format!(
+            "{}/pools/{}",
+            current.url(),
+            seg(&pool.name)
+        ))),
+        Err(e)
+            if e.status.is_client_error()
+                && e.status != StatusCode::FORBIDDEN
+                && e.status != StatusCode::NOT_FOUND =>
+        {
+            let mut errors = FieldErrors::new();
+            errors.insert(e.field.unwrap_or_else(|| "app".into()), e.message);
+            app_pool_page(cx, current, package, Some((form.fields, errors))).await
         }
         Err(e) => Err(cx.refused_sync(&e)),
     }

@@ -117,6 +117,48 @@ pub struct ParamField {
     pub sensitive: bool,
     /// Whether a sensitive param has a value now.
     pub set: bool,
+    /// What the app says the param does (its manifest), if it says.
+    pub help: String,
+    /// What an empty param means, in the app's words.
+    pub default: Option<String>,
+    /// The app does not start without it.
+    pub required: bool,
+}
+
+impl ParamField {
+    /// A param the app's manifest does not describe.
+    pub fn undescribed(name: &str, value: &str, sensitive: bool, set: bool) -> ParamField {
+        ParamField {
+            name: name.to_string(),
+            value: if sensitive {
+                String::new()
+            } else {
+                value.to_string()
+            },
+            json: !sensitive && super::forms::is_json(value),
+            sensitive,
+            set,
+            help: String::new(),
+            default: None,
+            required: false,
+        }
+    }
+}
+
+/// The form that runs an app in a pool on `core`: the packages the person may run, the one
+/// chosen with its params as its manifest declares them.
+#[derive(Debug, Clone)]
+pub struct AppPoolPage {
+    /// `org/name:tag` of every tagged package the person can see, by name.
+    pub packages: Vec<String>,
+    /// The package chosen, if one is.
+    pub package: String,
+    /// The chosen package's one-line description.
+    pub description: String,
+    pub params: Vec<ParamField>,
+    pub name: String,
+    pub size: String,
+    pub errors: FieldErrors,
 }
 
 /// The pool form of an app pool (reconfigure).

@@ -589,10 +589,11 @@ pub fn reconfigure_page() -> ReconfigurePage {
     );
     p.app = Some(AppView {
         package: "sys/orc-prov-partner:0.1.0".into(),
+        digest: None,
         params: params.clone(),
         sensitive_params: vec!["cloud_token".into()],
     });
-    let shown = forms::param_fields(&params, &["cloud_token".to_string()]);
+    let shown = forms::manifest_fields(&manifest_params(), &params, &["cloud_token".to_string()]);
     let typed = vec![
         ("params.partner_id".to_string(), "p1".to_string()),
         (
@@ -608,6 +609,72 @@ pub fn reconfigure_page() -> ReconfigurePage {
     ReconfigurePage {
         pool: p,
         params,
+        errors,
+    }
+}
+
+/// Params as an app's manifest declares them.
+pub fn manifest_params() -> Vec<crate::registry::ManifestParam> {
+    let param = |name: &str, help: &str, default: Option<&str>, sensitive, json, required| {
+        crate::registry::ManifestParam {
+            name: name.into(),
+            help: help.into(),
+            default: default.map(str::to_string),
+            required,
+            sensitive,
+            json,
+        }
+    };
+    vec![
+        param(
+            "partner_id",
+            "Names this partner on everything it creates.",
+            None,
+            false,
+            false,
+            true,
+        ),
+        param(
+            "regions",
+            "The region classes and their sites.",
+            Some("the built-in map"),
+            false,
+            true,
+            false,
+        ),
+        param(
+            "cloud_token",
+            "The account's API key.",
+            None,
+            true,
+            false,
+            false,
+        ),
+        param(
+            "ptr_domain",
+            "Where reverse DNS names go.",
+            Some("none"),
+            false,
+            false,
+            false,
+        ),
+    ]
+}
+
+/// The form that runs an app, with a size of 0 refused.
+pub fn app_pool_page() -> super::model::AppPoolPage {
+    let mut errors = BTreeMap::new();
+    errors.insert(
+        "size".to_string(),
+        "A pool here takes 1 to 1000 nodes, not 0.".to_string(),
+    );
+    super::model::AppPoolPage {
+        packages: vec!["acme/batch:1.2".into(), "sys/orc-prov-partner:0.1.0".into()],
+        package: "sys/orc-prov-partner:0.1.0".into(),
+        description: "Places nodes on the cheapest cloud.".into(),
+        params: forms::manifest_fields(&manifest_params(), &BTreeMap::new(), &[]),
+        name: "partner2".into(),
+        size: "0".into(),
         errors,
     }
 }
@@ -660,6 +727,10 @@ pub fn every_page(role: &str, zone_member: bool, pools: u32, nodes: u32) -> Vec<
         (
             "reconfigure",
             views::reconfigure(&f(Section::Pools), &c, &reconfigure_page()),
+        ),
+        (
+            "apps",
+            views::app_pool(&f(Section::Pools), &c, &app_pool_page()),
         ),
     ];
     out.push((

@@ -248,7 +248,10 @@ pub fn pools(frame: &Frame, current: &Current, view: &PoolsPage) -> String {
         h1 { "Pools" }
         (project_line(current))
         @if current.writes() {
-            p { a href={ (current.url()) "/request" } { "Request a pool" } }
+            p {
+                a href={ (current.url()) "/request" } { "Request a pool" } " · "
+                a href={ (current.url()) "/apps" } { "Run an app" }
+            }
         }
         @if view.pools.is_empty() {
             p { "No pools in this project yet." }
@@ -478,25 +481,97 @@ pub fn delete_confirm(frame: &Frame, current: &Current, pool: &PoolView) -> Stri
 fn param_input(field: &ParamField, errors: &FieldErrors) -> Markup {
     let key = format!("params.{}", field.name);
     let id = field_id(&key);
+    let help_id = format!("{id}-help");
+    let error_id = described(errors, &key);
+    let describedby = match &error_id {
+        Some(e) => format!("{help_id} {e}"),
+        None => help_id.clone(),
+    };
     html! {
         div {
-            label for=(id) { (field.name) }
-            @if field.sensitive {
-                p.muted id={ (id) "-state" } {
-                    @if field.set { "Set. Its value is never shown; type a new one to replace it, leave empty to keep it." }
-                    @else { "Not set." }
+            label for=(id) {
+                (field.name)
+                @if field.required { " (required)" }
+                @if field.json { " (JSON)" }
+            }
+            p.muted id=(help_id) {
+                (field.help)
+                @if let Some(default) = &field.default {
+                    @if !field.help.is_empty() { " " }
+                    "Default: " (default) "."
                 }
+                @if field.sensitive {
+                    @if !field.help.is_empty() || field.default.is_some() { " " }
+                    @if field.set { "Set; its value is never shown. Type a new one to replace it, or leave it empty to keep it." }
+                    @else { "Not set. Write-only: once set, its value is never shown." }
+                } @else if field.help.is_empty() && field.default.is_none() {
+                    "Leave it empty for the app's default."
+                }
+            }
+            @if field.sensitive {
                 input id=(id) type="password" name=(key) autocomplete="off" value=""
-                    aria-describedby={ (id) "-state" };
+                    aria-describedby=(describedby);
             } @else if field.json {
-                textarea id=(id) name=(key) aria-describedby=[described(errors, &key)] { (field.value) }
+                textarea id=(id) name=(key) aria-describedby=(describedby) { (field.value) }
             } @else {
                 input id=(id) type="text" name=(key) value=(field.value)
-                    aria-describedby=[described(errors, &key)];
+                    aria-describedby=(describedby);
             }
             (field_error(errors, &key))
         }
     }
+}
+
+/// `…/apps`: run an app in a pool on `core`, with its params as its manifest declares them.
+pub fn app_pool(frame: &Frame, current: &Current, view: &super::model::AppPoolPage) -> String {
+    let errors = &view.errors;
+    let names: Vec<String> = view
+        .params
+        .iter()
+        .map(|f| format!("params.{}", f.name))
+        .collect();
+    let mut named: Vec<&str> = names.iter().map(String::as_str).collect();
+    named.extend(["app", "name", "size"]);
+    let content = html! {
+        h1 { "Run an app" }
+        (project_line(current))
+        @if !current.writes() {
+            p.problem { "Running apps needs the member or owner role in " (current.path()) "." }
+        } @else {
+            (other_errors(errors, &named))
+            form.card method="get" action={ (current.url()) "/apps" } {
+                label for="f-app" { "App (package org/name:tag)" }
+                select #f-app name="package" aria-describedby=[described(errors, "app")] {
+                    option value="" selected[view.package.is_empty()] { "Choose one" }
+                    @for p in &view.packages {
+                        option value=(p) selected[&view.package == p] { (p) }
+                    }
+                }
+                (field_error(errors, "app"))
+                button type="submit" { "Show its params" }
+            }
+            @if !view.package.is_empty() {
+                form.card method="post" action={ (current.url()) "/apps" } {
+                    h2 { "Pool for " (view.package) }
+                    @if !view.description.is_empty() { p { (view.description) } }
+                    input type="hidden" name="package" value=(view.package);
+                    label for="f-name" { "Pool name" }
+                    input #f-name type="text" name="name" value=(view.name)
+                        aria-describedby=[described(errors, "name")];
+                    (field_error(errors, "name"))
+                    label for="f-size" { "Slots" }
+                    input #f-size type="text" inputmode="numeric" name="size" value=(view.size)
+                        aria-describedby=[described(errors, "size")];
+                    (field_error(errors, "size"))
+                    h2 { "Params" }
+                    @if view.params.is_empty() { p { "The app declares no params." } }
+                    @for field in &view.params { (param_input(field, errors)) }
+                    button type="submit" { "Run the app" }
+                }
+            }
+        }
+    };
+    page(frame, "Run an app", content)
 }
 
 /// `…/pools/<pool>/reconfigure`: the pool form of an app pool.
