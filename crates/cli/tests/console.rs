@@ -315,21 +315,66 @@ async fn operator_and_tenant_do_everything_in_the_console() {
         .await;
     operator.snapshot("operator-pool-form").await;
     accessible(&operator, "operator-pool-form").await;
+    let form = operator.text().await;
+    assert!(form.contains("partner_id (required)"), "{form}");
+    assert!(form.contains("regions (JSON)"), "{form}");
+    assert!(
+        form.contains("Write-only") || form.contains("never shown"),
+        "{form}"
+    );
     let before = tokio::task::block_in_place(|| up.json(&["pool", "show", "sys/sys/partner"]));
-    operator.fill("#f-new-name", "os_map").await;
-    operator.fill("#f-new-value", "{\"ubuntu-24.04\": ").await;
+    operator
+        .fill("#f-params-os-map", "{\"ubuntu-24.04\": ")
+        .await;
     operator.press("Apply the params").await;
     operator.wait_for_text("does not parse").await;
     assert!(
         operator
-            .text_of("#f-new-value-error")
+            .text_of("#f-params-os-map-error")
             .await
-            .contains("does not parse")
+            .contains("os_map is a JSON param and this does not parse")
     );
     operator.snapshot("operator-pool-form-refused").await;
     accessible(&operator, "operator-pool-form-refused").await;
     let after = tokio::task::block_in_place(|| up.json(&["pool", "show", "sys/sys/partner"]));
-    assert_eq!(before["generation"], after["generation"], "nothing changed");
+    assert_eq!(
+        before["pool"]["generation"], after["pool"]["generation"],
+        "nothing changed"
+    );
+
+    // Running an app: its params as its manifest declares them; a JSON param that does not
+    // parse is refused next to its field, and no pool is made.
+    operator
+        .open(&format!("{edge}/orgs/sys/projects/sys/apps"))
+        .await;
+    operator.wait_for_text("Run an app").await;
+    let html = operator.html().await;
+    let at = html
+        .find("value=\"sys/orc-prov-partner:")
+        .expect("the partner's package in the registry")
+        + 7;
+    let package = &html[at..at + html[at..].find('"').unwrap()];
+    operator
+        .open(&format!(
+            "{edge}/orgs/sys/projects/sys/apps?package={package}"
+        ))
+        .await;
+    operator.wait_for_text("Places each node").await;
+    operator.fill("#f-name", "partner2").await;
+    operator.fill("#f-params-partner-id", "p2").await;
+    operator
+        .fill("#f-params-regions", "{\"eu-central\": [")
+        .await;
+    operator.press("Run the app").await;
+    operator.wait_for_text("does not parse").await;
+    assert!(operator.has("#f-params-regions-error").await);
+    operator.snapshot("operator-run-app-refused").await;
+    accessible(&operator, "operator-run-app-refused").await;
+    let pools = tokio::task::block_in_place(|| up.json(&["pools", "sys/sys"]));
+    assert!(
+        !pools.to_string().contains("partner2"),
+        "no pool was made: {pools}"
+    );
 
     // The org's members, as the operator manages them.
     operator.open(&format!("{edge}/orgs/acme/members")).await;
