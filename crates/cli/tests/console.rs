@@ -305,6 +305,14 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     operator.wait_for_text("Placed").await;
     operator.snapshot("operator-pool").await;
     accessible(&operator, "operator-pool").await;
+    // The site the pool opened, with its stable address and its gateway (`orc sites`).
+    operator
+        .open(&format!("{edge}/orgs/sys/projects/sys/providers"))
+        .await;
+    operator.wait_for_text("Sites of partner").await;
+    assert!(operator.text().await.contains("eu-central-a"));
+    operator.snapshot("operator-sites").await;
+    accessible(&operator, "operator-sites").await;
     operator
         .open(&format!(
             "{edge}/orgs/sys/projects/sys/pools/partner/reconfigure"

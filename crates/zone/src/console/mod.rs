@@ -941,14 +941,24 @@ async fn providers_page(
         .get(&format!("{}/providers", api_project(&current)))
         .await
         .map_err(|e| cx.refused_sync(&e))?;
-    let cards = providers
-        .into_iter()
-        .map(|p| ProviderCard {
+    let mut cards = Vec::new();
+    for p in providers {
+        let sites: Vec<crate::api::views::SiteView> = cx
+            .api
+            .get(&format!(
+                "{}/providers/{}/sites",
+                api_project(&current),
+                seg(&p.name)
+            ))
+            .await
+            .unwrap_or_default();
+        cards.push(ProviderCard {
             home: p.project == current.path(),
             errors: errors.get(&p.name).cloned().unwrap_or_default(),
+            sites,
             provider: p,
-        })
-        .collect();
+        });
+    }
     let frame = cx.frame(Section::Providers, Some(current.clone())).await?;
     let page = ProvidersPage {
         cards,

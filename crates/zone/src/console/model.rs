@@ -218,6 +218,8 @@ impl WizardPage {
 #[derive(Debug, Clone)]
 pub struct ProviderCard {
     pub provider: ProviderView,
+    /// The provider's sites as the project sees them (`orc sites`).
+    pub sites: Vec<crate::api::views::SiteView>,
     /// Registered in this project (scope and pricing are changed here).
     pub home: bool,
     pub errors: FieldErrors,

@@ -481,6 +481,14 @@ pub fn providers_page() -> ProvidersPage {
     ProvidersPage {
         cards: vec![ProviderCard {
             provider: partner(Some("0")),
+            sites: vec![crate::api::views::SiteView {
+                site: "eu-central-a".into(),
+                public_ipv4: Some("198.18.0.5".into()),
+                private_prefix: Some("10.1.0.0/24".into()),
+                reported: true,
+                tenant_nodes: 3,
+                gateway: Some("running".into()),
+            }],
             home: true,
             errors: BTreeMap::new(),
         }],

@@ -802,6 +802,26 @@ fn provider_card(current: &Current, card: &ProviderCard, operator: bool) -> Mark
                     }
                 }
             }
+            @if !card.sites.is_empty() {
+                table {
+                    caption { "Sites of " (p.name) }
+                    thead { tr {
+                        th scope="col" { "Site" } th scope="col" { "Stable IPv4" }
+                        th scope="col" { "Nodes" } th scope="col" { "Gateway" } th scope="col" { "Open" }
+                    } }
+                    tbody {
+                        @for site in &card.sites {
+                            tr {
+                                td { (site.site) }
+                                td { (site.public_ipv4.clone().unwrap_or_else(|| "-".into())) }
+                                td { (site.tenant_nodes) }
+                                td { (site.gateway.clone().unwrap_or_else(|| "none".into())) }
+                                td { @if site.reported { "yes" } @else { "not reported" } }
+                            }
+                        }
+                    }
+                }
+            }
             @if card.home && current.owns() {
                 form method="post" action={ (base) "/scope" } {
                     fieldset {
