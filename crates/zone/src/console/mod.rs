@@ -52,6 +52,9 @@ use crate::edge::Person;
 use crate::model::{ApiToken, Month, Timestamp, TokenHash, TokenId};
 use orc_zone_model::session::SignedInWith;
 
+/// The newest log lines of an app pool its page shows.
+const LOG_LINES_SHOWN: usize = 200;
+
 /// The largest form the console reads.
 const MAX_FORM_BYTES: usize = 256 * 1024;
 
@@ -576,6 +579,27 @@ async fn pool_page(
             .await
             .ok()
     };
+    let log_level = cx
+        .query_value("level")
+        .filter(|l| matches!(l.as_str(), "error" | "warn" | "info" | "debug" | "trace"))
+        .unwrap_or_else(|| "info".to_string());
+    let logs: Option<Vec<crate::api::views::LogLineView>> = if view.app.is_some() {
+        cx.api
+            .get(&format!(
+                "{}/pools/{}/logs?level={log_level}",
+                api_project(&current),
+                seg(pool)
+            ))
+            .await
+            .ok()
+            .map(|mut lines: Vec<crate::api::views::LogLineView>| {
+                let keep = lines.len().saturating_sub(LOG_LINES_SHOWN);
+                lines.drain(..keep);
+                lines
+            })
+    } else {
+        None
+    };
     let status = if errors.is_empty() {
         StatusCode::OK
     } else {
@@ -583,6 +607,8 @@ async fn pool_page(
     };
     let frame = cx.frame(Section::Pools, Some(current.clone())).await?;
     let page = PoolPage {
+        logs,
+        log_level,
         resize_to: resize_to.unwrap_or_else(|| view.size.to_string()),
         pool: view,
         nodes,

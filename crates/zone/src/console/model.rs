@@ -103,6 +103,10 @@ pub struct PoolPage {
     pub errors: FieldErrors,
     /// A sentence about what just happened (a resize taken).
     pub notice: Option<String>,
+    /// An app pool's kept log lines at `log_level` or more severe, newest last, when the
+    /// person may read them (owners and members).
+    pub logs: Option<Vec<crate::api::views::LogLineView>>,
+    pub log_level: String,
 }
 
 /// An app param as the pool form shows it.

@@ -354,6 +354,8 @@ pub fn pool_page(size: u32) -> PoolPage {
         resize_to: size.to_string(),
         errors: BTreeMap::new(),
         notice: None,
+        logs: None,
+        log_level: "info".into(),
     }
 }
 

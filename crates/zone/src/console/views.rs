@@ -459,6 +459,31 @@ pub fn pool(frame: &Frame, current: &Current, view: &PoolPage) -> String {
         }
         h2 { "Events" }
         (events_table(&view.events))
+        @if let Some(logs) = &view.logs {
+            h2 { "Logs" }
+            form method="get" action=(url) {
+                label for="f-level" { "Least severe level shown" }
+                select #f-level name="level" {
+                    @for level in ["error", "warn", "info", "debug", "trace"] {
+                        option value=(level) selected[view.log_level == level] { (level) }
+                    }
+                }
+                button type="submit" { "Show" }
+            }
+            @if logs.is_empty() {
+                p { "No kept lines at this level." }
+            } @else {
+                table {
+                    caption.visually-hidden { "Log lines" }
+                    thead { tr { th scope="col" { "When" } th scope="col" { "Slot" } th scope="col" { "Level" } th scope="col" { "Message" } } }
+                    tbody {
+                        @for line in logs {
+                            tr { td { (time(line.at)) } td { (line.slot) } td { (line.level) } td { code { (line.message) } } }
+                        }
+                    }
+                }
+            }
+        }
     };
     page(frame, &format!("Pool {}", p.path), content)
 }
