@@ -48,16 +48,18 @@ fn option_title(html: &str, value: &str) -> String {
 }
 
 /// Waits (reading the page as it is, no reload) until its text holds `text`.
+/// Waits, reading the page as it is (no reload), until its HTML holds `text`. The page may
+/// still be loading when this starts, so it reads the source, which is there throughout.
 async fn wait_live(browser: &Browser, text: &str, limit: Duration) {
     let started = Instant::now();
     loop {
-        if browser.text().await.contains(text) {
+        let html = browser.html().await;
+        if html.contains(text) {
             return;
         }
         assert!(
             started.elapsed() < limit,
-            "the page never showed {text:?}: {}",
-            browser.text().await
+            "the page never showed {text:?}: {html}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -214,7 +216,12 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     tenant.wait_for_text("Pool acme/web/web").await;
     tenant_page(&tenant, "pool-deploying", &secrets).await;
     // The page updates itself while the nodes deploy.
-    wait_live(&tenant, "nodes: 2 running", Duration::from_secs(240)).await;
+    wait_live(
+        &tenant,
+        "Size <strong>2</strong> · nodes: 2 running",
+        Duration::from_secs(240),
+    )
+    .await;
     let pool = tenant.text().await;
     assert!(pool.contains("eu-central-a"), "{pool}");
     assert!(pool.contains("2 vCPU · 4 GiB · eu-central"), "{pool}");
@@ -229,9 +236,10 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     tenant_page(&tenant, "pool-resize-refused", &secrets).await;
     tenant.fill("#f-size", "1").await;
     tenant.press("Resize").await;
+    tenant.wait_for_text("Pool acme/web/web").await;
     wait_live(
         &tenant,
-        "Size 1 · nodes: 1 running",
+        "Size <strong>1</strong> · nodes: 1 running",
         Duration::from_secs(120),
     )
     .await;
@@ -313,6 +321,16 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     assert!(operator.text().await.contains("eu-central-a"));
     operator.snapshot("operator-sites").await;
     accessible(&operator, "operator-sites").await;
+    // The partner's own pool: its slots and their kept logs (`orc logs`).
+    operator
+        .open(&format!(
+            "{edge}/orgs/sys/projects/sys/pools/partner?level=debug"
+        ))
+        .await;
+    operator.wait_for_text("Least severe level shown").await;
+    assert!(operator.has("caption").await);
+    operator.snapshot("operator-partner-pool").await;
+    accessible(&operator, "operator-partner-pool").await;
     operator
         .open(&format!(
             "{edge}/orgs/sys/projects/sys/pools/partner/reconfigure"
