@@ -62,6 +62,11 @@ impl ApiAs {
         self.call(method, path, Some(body)).await
     }
 
+    /// `DELETE path` whose answer is a JSON view.
+    pub async fn call_delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiRefusal> {
+        self.call(Method::DELETE, path, None::<&()>).await
+    }
+
     /// `method path` whose answer has no body worth reading.
     pub async fn send_empty(&self, method: Method, path: &str) -> Result<(), ApiRefusal> {
         self.call::<(), serde::de::IgnoredAny>(method, path, None)

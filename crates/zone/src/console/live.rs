@@ -19,8 +19,10 @@ pub const SCRIPT_PATH: &str = "/console/live.js";
 /// How often a stream looks at the pool again.
 const EVERY: Duration = Duration::from_secs(2);
 
-/// How long one stream lasts; the browser's `EventSource` opens a new one after.
-const LIFETIME: Duration = Duration::from_secs(600);
+/// How long one stream lasts; the browser's `EventSource` then opens a new one, which the
+/// edge checks like any request. A stream reads as the person it was opened for, so this
+/// bounds how long it outlives a sign-out or a revoked token.
+const LIFETIME: Duration = Duration::from_secs(60);
 
 /// Finds every element with `data-live` and replaces its content with each `progress`
 /// event's HTML (rendered and escaped by the server, from the same view as the page).
@@ -58,7 +60,7 @@ pub(super) async fn stream(cx: &Cx<'_>, current: &Current, pool: &str) -> PageRe
     // API's refusal, not an empty stream.
     pool_and_nodes(&api, current, pool)
         .await
-        .map_err(|e| cx.refused_sync(&e))?;
+        .map_err(|e| cx.refused(&e))?;
     let frame = Frame {
         section: Section::Pools,
         ..cx.frame(Section::Pools, Some(current.clone())).await?

@@ -150,11 +150,13 @@ fn store_failure(error: &crate::store::StoreError) -> Response {
     tracing::warn!(error = %error, "the console could not read the store");
     plain_problem(
         StatusCode::SERVICE_UNAVAILABLE,
+        "Try again shortly",
         "The zone could not look this up right now; try again shortly.",
     )
 }
 
-fn plain_problem(status: StatusCode, message: &str) -> Response {
+/// A refusal in a bare frame (before the person is known, or when the store fails).
+fn plain_problem(status: StatusCode, title: &str, message: &str) -> Response {
     let frame = Frame {
         user: String::new(),
         zone_member: false,
@@ -162,7 +164,7 @@ fn plain_problem(status: StatusCode, message: &str) -> Response {
         current: None,
         section: Section::Projects,
     };
-    html(status, views::problem(&frame, "Try again shortly", message))
+    html(status, views::problem(&frame, title, message))
 }
 
 /// One request of a signed-in person to a console page.
@@ -180,6 +182,7 @@ pub async fn handle(
     if method == Method::POST && !same_origin(edge_url, request.headers()) {
         return plain_problem(
             StatusCode::FORBIDDEN,
+            "Not from here",
             "Console forms are taken only from the zone's own pages.",
         );
     }
@@ -192,7 +195,11 @@ pub async fn handle(
         match axum::body::to_bytes(request.into_body(), MAX_FORM_BYTES).await {
             Ok(body) => forms::pairs(&body),
             Err(_) => {
-                return plain_problem(StatusCode::PAYLOAD_TOO_LARGE, "The form was too large.");
+                return plain_problem(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "Too large",
+                    "The form was too large.",
+                );
             }
         }
     } else {
@@ -287,11 +294,7 @@ impl Cx<'_> {
     /// give it; the same "not found" as the API for a project they have no role in.
     async fn current(&self, org: &str, project: &str) -> Result<Current, Response> {
         let path = format!("/api/orgs/{}/projects/{}", seg(org), seg(project));
-        let _: ProjectView = self
-            .api
-            .get(&path)
-            .await
-            .map_err(|e| self.refused_sync(&e))?;
+        let _: ProjectView = self.api.get(&path).await.map_err(|e| self.refused(&e))?;
         let store = &self.console.state.store;
         let (role, org_wide) = match (org.parse(), project.parse()) {
             (Ok(o), Ok(p)) => {
@@ -307,7 +310,7 @@ impl Cx<'_> {
             }
             _ => (None, false),
         };
-        let role = role.ok_or_else(|| self.refused_sync(&not_found_refusal()))?;
+        let role = role.ok_or_else(|| self.refused(&not_found_refusal()))?;
         Ok(Current {
             org: org.to_string(),
             project: project.to_string(),
@@ -317,7 +320,7 @@ impl Cx<'_> {
     }
 
     /// A refusal of the API as a page (in a bare frame: no further look-ups).
-    fn refused_sync(&self, refusal: &ApiRefusal) -> Response {
+    fn refused(&self, refusal: &ApiRefusal) -> Response {
         let frame = Frame {
             user: self.caller.user.name.to_string(),
             zone_member: zone_role_in(&self.caller.memberships).is_some(),
@@ -346,7 +349,7 @@ fn not_found_refusal() -> ApiRefusal {
 }
 
 async fn not_found(cx: &Cx<'_>) -> Response {
-    cx.refused_sync(&not_found_refusal())
+    cx.refused(&not_found_refusal())
 }
 
 fn same_origin(edge_url: &str, headers: &HeaderMap) -> bool {
@@ -396,18 +399,14 @@ fn see_other(path: &str) -> Response {
 }
 
 async fn projects_page(cx: &Cx<'_>) -> PageResult {
-    let orgs: Vec<OrgView> = cx
-        .api
-        .get("/api/orgs")
-        .await
-        .map_err(|e| cx.refused_sync(&e))?;
+    let orgs: Vec<OrgView> = cx.api.get("/api/orgs").await.map_err(|e| cx.refused(&e))?;
     let mut list = Vec::new();
     for org in orgs {
         let projects: Vec<ProjectView> = cx
             .api
             .get(&format!("/api/orgs/{}/projects", seg(&org.name)))
             .await
-            .map_err(|e| cx.refused_sync(&e))?;
+            .map_err(|e| cx.refused(&e))?;
         let frame_projects: Vec<ProjectView> = projects;
         list.push((org, frame_projects));
     }
@@ -483,7 +482,7 @@ async fn project_request(
             cx.api
                 .send_empty(Method::DELETE, &path)
                 .await
-                .map_err(|e| cx.refused_sync(&e))?;
+                .map_err(|e| cx.refused(&e))?;
             Ok(see_other(&format!("{}/pools/{}", current.url(), seg(pool))))
         }
         (&Method::GET, ["apps"]) => {
@@ -520,7 +519,7 @@ async fn pools_page(cx: &Cx<'_>, current: Current) -> PageResult {
         .api
         .get(&format!("{}/pools", api_project(&current)))
         .await
-        .map_err(|e| cx.refused_sync(&e))?;
+        .map_err(|e| cx.refused(&e))?;
     let frame = cx.frame(Section::Pools, Some(current.clone())).await?;
     Ok(html(
         StatusCode::OK,
@@ -532,7 +531,7 @@ async fn pool_view(cx: &Cx<'_>, current: &Current, pool: &str) -> Result<PoolVie
     cx.api
         .get(&format!("{}/pools/{}", api_project(current), seg(pool)))
         .await
-        .map_err(|e| cx.refused_sync(&e))
+        .map_err(|e| cx.refused(&e))
 }
 
 /// A pool's view and nodes, as the live updates read them too.
@@ -557,7 +556,7 @@ async fn pool_page(
 ) -> PageResult {
     let (view, nodes) = pool_and_nodes(&cx.api, &current, pool)
         .await
-        .map_err(|e| cx.refused_sync(&e))?;
+        .map_err(|e| cx.refused(&e))?;
     let events: Vec<EventView> = cx
         .api
         .get(&format!(
@@ -637,7 +636,7 @@ async fn resize(cx: &Cx<'_>, current: Current, pool: &str) -> PageResult {
             errors.insert(e.field.unwrap_or_else(|| "size".into()), e.message);
             pool_page(cx, current, pool, Some(typed), errors, None).await
         }
-        Err(e) => Err(cx.refused_sync(&e)),
+        Err(e) => Err(cx.refused(&e)),
     }
 }
 
@@ -651,7 +650,7 @@ async fn wizard_page(
         .api
         .get(&format!("{}/providers", api_project(&current)))
         .await
-        .map_err(|e| cx.refused_sync(&e))?;
+        .map_err(|e| cx.refused(&e))?;
     // Pools on `core` run apps; the wizard requests nodes.
     let providers: Vec<ProviderView> = providers
         .into_iter()
@@ -689,7 +688,7 @@ async fn wizard_page(
                         page.errors
                             .insert(e.field.unwrap_or_else(|| "form".into()), e.message);
                     }
-                    Err(e) => return Err(cx.refused_sync(&e)),
+                    Err(e) => return Err(cx.refused(&e)),
                 }
             }
         }
@@ -750,7 +749,7 @@ async fn reconfigure_page(
 ) -> PageResult {
     let view = pool_view(cx, &current, pool).await?;
     let Some(app) = &view.app else {
-        return Err(cx.refused_sync(&ApiRefusal {
+        return Err(cx.refused(&ApiRefusal {
             status: StatusCode::NOT_FOUND,
             message: format!("Pool {} runs no app, so it has no params.", view.path),
             field: None,
@@ -808,7 +807,7 @@ async fn reconfigure(cx: &Cx<'_>, current: Current, pool: &str) -> PageResult {
             errors.insert(e.field.unwrap_or_else(|| "form".into()), e.message);
             reconfigure_page(cx, current, pool, Some((form.fields, errors))).await
         }
-        Err(e) => Err(cx.refused_sync(&e)),
+        Err(e) => Err(cx.refused(&e)),
     }
 }
 
@@ -951,7 +950,7 @@ async fn run_app(cx: &Cx<'_>, current: Current) -> PageResult {
             errors.insert(e.field.unwrap_or_else(|| "app".into()), e.message);
             app_pool_page(cx, current, package, Some((form.fields, errors))).await
         }
-        Err(e) => Err(cx.refused_sync(&e)),
+        Err(e) => Err(cx.refused(&e)),
     }
 }
 
@@ -966,7 +965,7 @@ async fn providers_page(
         .api
         .get(&format!("{}/providers", api_project(&current)))
         .await
-        .map_err(|e| cx.refused_sync(&e))?;
+        .map_err(|e| cx.refused(&e))?;
     let mut cards = Vec::new();
     for p in providers {
         let sites: Vec<crate::api::views::SiteView> = cx
@@ -1054,18 +1053,7 @@ async fn change_provider(
             errors.insert(provider.to_string(), card);
             providers_page(cx, current, errors, None, StatusCode::BAD_REQUEST).await
         }
-        Err(e) => Err(cx.refused_sync(&e)),
-    }
-}
-
-impl ApiAs {
-    /// `DELETE path` whose answer is a JSON view.
-    async fn call_delete<T: serde::de::DeserializeOwned>(
-        &self,
-        path: &str,
-    ) -> Result<T, ApiRefusal> {
-        self.send(Method::DELETE, path, &serde_json::Value::Null)
-            .await
+        Err(e) => Err(cx.refused(&e)),
     }
 }
 
@@ -1083,7 +1071,7 @@ async fn usage_page(cx: &Cx<'_>, current: Current) -> PageResult {
             seg(&month)
         ))
         .await
-        .map_err(|e| cx.refused_sync(&e))?;
+        .map_err(|e| cx.refused(&e))?;
     let parsed: Month = usage
         .month
         .parse()
@@ -1092,7 +1080,7 @@ async fn usage_page(cx: &Cx<'_>, current: Current) -> PageResult {
         .api
         .get(&format!("{}/pools", api_project(&current)))
         .await
-        .map_err(|e| cx.refused_sync(&e))?;
+        .map_err(|e| cx.refused(&e))?;
     // Every pool's nodes at once: one API request each, read side by side.
     let mut reads = tokio::task::JoinSet::new();
     for (index, pool) in pools.iter().enumerate() {
@@ -1109,10 +1097,11 @@ async fn usage_page(cx: &Cx<'_>, current: Current) -> PageResult {
         let Ok((index, nodes)) = read else {
             return Err(plain_problem(
                 StatusCode::INTERNAL_SERVER_ERROR,
+                "Try again shortly",
                 "The pools' nodes could not be read.",
             ));
         };
-        by_pool[index] = Some(nodes.map_err(|e| cx.refused_sync(&e))?);
+        by_pool[index] = Some(nodes.map_err(|e| cx.refused(&e))?);
     }
     let mut unpriced = Vec::new();
     for (pool, nodes) in pools.iter().zip(by_pool) {
@@ -1219,12 +1208,12 @@ async fn members_page(
         .api
         .get(&format!("/api/orgs/{}/memberships", seg(org)))
         .await
-        .map_err(|e| cx.refused_sync(&e))?;
+        .map_err(|e| cx.refused(&e))?;
     let projects: Vec<ProjectView> = cx
         .api
         .get(&format!("/api/orgs/{}/projects", seg(org)))
         .await
-        .map_err(|e| cx.refused_sync(&e))?;
+        .map_err(|e| cx.refused(&e))?;
     let store = &cx.console.state.store;
     let org_row = match org.parse() {
         Ok(name) => store
@@ -1276,7 +1265,7 @@ async fn add_member(cx: &Cx<'_>, org: &str) -> PageResult {
             errors.insert(e.field.unwrap_or_else(|| "user".into()), e.message);
             members_page(cx, org, errors, None, StatusCode::BAD_REQUEST).await
         }
-        Err(e) => Err(cx.refused_sync(&e)),
+        Err(e) => Err(cx.refused(&e)),
     }
 }
 
@@ -1287,7 +1276,7 @@ async fn remove_member(cx: &Cx<'_>, org: &str, id: &str) -> PageResult {
             &format!("/api/orgs/{}/memberships/{}", seg(org), seg(id)),
         )
         .await
-        .map_err(|e| cx.refused_sync(&e))?;
+        .map_err(|e| cx.refused(&e))?;
     Ok(see_other(&format!("/orgs/{}/members", seg(org))))
 }
 
@@ -1302,7 +1291,7 @@ async fn tokens_page(
         .api
         .get(&format!("/api/users/{}/tokens", seg(&user)))
         .await
-        .map_err(|e| cx.refused_sync(&e))?;
+        .map_err(|e| cx.refused(&e))?;
     let status = if errors.is_empty() {
         StatusCode::OK
     } else {
@@ -1345,7 +1334,7 @@ async fn create_token(cx: &Cx<'_>) -> PageResult {
             errors.insert(e.field.unwrap_or_else(|| "label".into()), e.message);
             tokens_page(cx, None, errors, None).await
         }
-        Err(e) => Err(cx.refused_sync(&e)),
+        Err(e) => Err(cx.refused(&e)),
     }
 }
 
@@ -1357,7 +1346,7 @@ async fn revoke_token(cx: &Cx<'_>, id: &str) -> PageResult {
             &format!("/api/users/{}/tokens/{}", seg(&user), seg(id)),
         )
         .await
-        .map_err(|e| cx.refused_sync(&e))?;
+        .map_err(|e| cx.refused(&e))?;
     tokens_page(
         cx,
         None,
