@@ -7,6 +7,7 @@
 //! - [`reconcile`]: the node state machine (pure) and the passes that carry it out;
 //! - [`api`]: the HTTP/JSON API's handlers and its OpenAPI document;
 //! - [`edge`]: the access edge, the HTTPS reverse proxy in front of pools' http endpoints;
+//! - [`console`]: the web console on the edge's own host, an in-process client of [`api`];
 //! - [`passwords`]: users' password hashes;
 //! - [`zone`]: [`Zone`](zone::Zone), every part assembled on a data dir and stopped together.
 //!
@@ -20,6 +21,7 @@ pub mod access_keys;
 pub mod agents;
 pub mod api;
 pub mod backend;
+pub mod console;
 pub mod edge;
 pub mod hub;
 pub mod mesh;

@@ -550,6 +550,8 @@ impl Zone {
                     port: edge_state.port(),
                     endpoints: Arc::new(apps.clone()),
                 };
+                // The console on the edge's host calls the same API, edge links included.
+                let edge_state = edge_state.with_console(state.clone().with_edge(links.clone()));
                 let task = tokio::spawn(crate::edge::serve(
                     listener,
                     edge_state,

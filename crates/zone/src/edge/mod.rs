@@ -126,6 +126,8 @@ struct Inner {
     people: recent::Recent<Person>,
     /// An org's pools that serve http endpoints, by org name.
     orgs: recent::Recent<Option<OrgPools>>,
+    /// The web console on the edge's own host, when the zone runs one.
+    console: Option<crate::console::Console>,
 }
 
 /// An org and its pools that serve http endpoints, with their projects.
@@ -170,6 +172,7 @@ impl EdgeState {
                 client: proxy::client(),
                 people: recent::Recent::new(recent::PERSON_TTL_MS),
                 orgs: recent::Recent::new(recent::ORG_TTL_MS),
+                console: None,
             }),
         }
     }
@@ -178,6 +181,14 @@ impl EdgeState {
     pub fn with_clock(mut self, clock: impl Fn() -> Timestamp + Send + Sync + 'static) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.clock = Arc::new(clock);
+        }
+        self
+    }
+
+    /// The web console on the edge's own host, over the zone's API.
+    pub fn with_console(mut self, api: crate::api::ApiState) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.console = Some(crate::console::Console::new(api));
         }
         self
     }
@@ -308,9 +319,15 @@ async fn handle(State(edge): State<EdgeState>, request: Request) -> Response {
     result.unwrap_or_else(|refused| refused)
 }
 
-/// The zone's own pages on `<domain>`: sign-in, sign-out and the list of endpoints.
+/// The zone's own pages on `<domain>`: sign-in, sign-out, the list of endpoints and the
+/// web console.
 async fn own_page(edge: &EdgeState, request: Request) -> Response {
     let path = request.uri().path().to_string();
+    if let Some(console) = &edge.inner.console
+        && crate::console::owns_path(&path)
+    {
+        return console_page(edge, console, request).await;
+    }
     match (request.method().clone(), path.as_str()) {
         (Method::GET, "/") => home(edge, request).await,
         (Method::GET, "/sign-in") => {
@@ -325,10 +342,29 @@ async fn own_page(edge: &EdgeState, request: Request) -> Response {
         _ => pages::refusal(
             StatusCode::NOT_FOUND,
             "Not found",
-            "The zone's pages here are sign-in, sign-out and the list of your endpoints.",
+            "The zone's pages here are sign-in, sign-out, the list of your endpoints and the \
+             console.",
             Some(&edge.url()),
         ),
     }
+}
+
+/// A console page for whoever is signed in; a browser that is not goes to the sign-in page
+/// and comes back after.
+async fn console_page(
+    edge: &EdgeState,
+    console: &crate::console::Console,
+    request: Request,
+) -> Response {
+    let person = match identity::identify(edge, request.headers()).await {
+        Ok(Some(person)) => person,
+        Ok(None) => {
+            let domain = edge.inner.domain.clone();
+            return identity::ask_to_sign_in(edge, &domain, &request);
+        }
+        Err(e) => return e,
+    };
+    crate::console::handle(console, &edge.url(), person, request).await
 }
 
 /// The access keys' JWKS, as the API publishes it, so a zone whose web URL is the edge's
@@ -391,7 +427,7 @@ async fn home(edge: &EdgeState, request: Request) -> Response {
         Err(e) => return e,
     };
     match reachable_endpoints(edge, &person).await {
-        Ok(list) => pages::home(&edge.url(), &person, &list),
+        Ok(list) => pages::home(&edge.url(), &person, &list, edge.inner.console.is_some()),
         Err(e) => store_failure(&e),
     }
 }

@@ -94,8 +94,16 @@ pub(super) fn sign_in(
 }
 
 /// The signed-in home: who, and the endpoints they may open.
-pub(super) fn home(edge_url: &str, person: &Person, endpoints: &[Reachable]) -> Response {
+pub(super) fn home(
+    edge_url: &str,
+    person: &Person,
+    endpoints: &[Reachable],
+    console: bool,
+) -> Response {
     let content = html! {
+        @if console {
+            p { a href={ (edge_url) "/orgs" } { "Open the console" } ": your projects, pools, providers, usage, members and API tokens." }
+        }
         h1 { "Your endpoints" }
         @if endpoints.is_empty() {
             p { "No pool you may open has an http endpoint yet." }

@@ -1,0 +1,132 @@
+//! The console's way into the zone's JSON API: the API's own router, called in process on
+//! behalf of the signed-in person ([`VouchedCaller`]). Every read and every change the
+//! console makes is the API's request, authorised by the API's own checks, so a page can
+//! never allow more than `orc` on the command line would.
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tower::Service as _;
+
+use crate::api::access::Caller;
+use crate::api::error::ErrorBody;
+use crate::api::extract::VouchedCaller;
+
+/// The largest answer the console reads from the API.
+const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
+
+/// Why the API said no, as it said it.
+#[derive(Debug, Clone)]
+pub struct ApiRefusal {
+    pub status: StatusCode,
+    pub message: String,
+    /// The request field at fault (`size`, `shape.cpu`, `os`), if one is.
+    pub field: Option<String>,
+}
+
+/// The API, as one person.
+#[derive(Clone)]
+pub struct ApiAs {
+    router: Router,
+    caller: Caller,
+}
+
+impl std::fmt::Debug for ApiAs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiAs")
+            .field("user", &self.caller.user.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiAs {
+    /// The API `router`, called as `caller`.
+    pub fn new(router: Router, caller: Caller) -> ApiAs {
+        ApiAs { router, caller }
+    }
+
+    /// `GET path`.
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiRefusal> {
+        self.call(Method::GET, path, None::<&()>).await
+    }
+
+    /// `method path` with a JSON body.
+    pub async fn send<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ApiRefusal> {
+        self.call(method, path, Some(body)).await
+    }
+
+    /// `DELETE path` whose answer is a JSON view.
+    pub async fn call_delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiRefusal> {
+        self.call(Method::DELETE, path, None::<&()>).await
+    }
+
+    /// `method path` whose answer has no body worth reading.
+    pub async fn send_empty(&self, method: Method, path: &str) -> Result<(), ApiRefusal> {
+        self.call::<(), serde::de::IgnoredAny>(method, path, None)
+            .await
+            .map(|_| ())
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<T, ApiRefusal> {
+        let internal = |message: &str| ApiRefusal {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: message.to_string(),
+            field: None,
+        };
+        let body = match body {
+            Some(b) => Body::from(
+                serde_json::to_vec(b).map_err(|_| internal("the request could not be written"))?,
+            ),
+            None => Body::empty(),
+        };
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .map_err(|_| internal("the request could not be made"))?;
+        request
+            .extensions_mut()
+            .insert(VouchedCaller(self.caller.clone()));
+        let mut router = self.router.clone();
+        let response = match router.call(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
+            .await
+            .map_err(|_| internal("the answer could not be read"))?;
+        if status.is_success() {
+            let bytes: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
+            return serde_json::from_slice(bytes).map_err(|e| {
+                tracing::warn!(%path, error = %e, "the console could not read an API answer");
+                internal("the zone's answer could not be read")
+            });
+        }
+        match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(body) => Err(ApiRefusal {
+                status,
+                message: body.error.message,
+                field: body.error.field,
+            }),
+            Err(_) => Err(ApiRefusal {
+                status,
+                message: format!("the zone answered {status}"),
+                field: None,
+            }),
+        }
+    }
+}
