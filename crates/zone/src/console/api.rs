@@ -74,6 +74,56 @@ impl ApiAs {
             .map(|_| ())
     }
 
+    /// `method path` with a JSON body, for an answer that is not one JSON document (an
+    /// exec's lines): its bytes, at most 16 MiB of them.
+    pub async fn send_raw<B: Serialize>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &B,
+    ) -> Result<axum::body::Bytes, ApiRefusal> {
+        let internal = |message: &str| ApiRefusal {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: message.to_string(),
+            field: None,
+        };
+        let body =
+            serde_json::to_vec(body).map_err(|_| internal("the request could not be written"))?;
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body))
+            .map_err(|_| internal("the request could not be made"))?;
+        request
+            .extensions_mut()
+            .insert(VouchedCaller(self.caller.clone()));
+        let mut router = self.router.clone();
+        let response = match router.call(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
+            .await
+            .map_err(|_| internal("the answer was larger than the console reads (16 MiB)"))?;
+        if status.is_success() {
+            return Ok(bytes);
+        }
+        Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(body) => ApiRefusal {
+                status,
+                message: body.error.message,
+                field: body.error.field,
+            },
+            Err(_) => ApiRefusal {
+                status,
+                message: format!("the zone answered {status}"),
+                field: None,
+            },
+        })
+    }
+
     async fn call<B: Serialize, T: DeserializeOwned>(
         &self,
         method: Method,

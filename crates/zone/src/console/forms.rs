@@ -137,9 +137,19 @@ pub fn quote_request(
             class: input.class.trim().to_string(),
             os: input.os.trim().to_string(),
             public: input.is_public(),
-            placement: BTreeMap::new(),
+            placement: placement(input),
         }),
         _ => Err(errors),
+    }
+}
+
+/// The placement a one-cloud provider's plan asks for; empty when none is chosen.
+fn placement(input: &WizardInput) -> BTreeMap<String, String> {
+    let plan = input.plan.trim();
+    if plan.is_empty() {
+        BTreeMap::new()
+    } else {
+        BTreeMap::from([("plan".to_string(), plan.to_string())])
     }
 }
 
@@ -167,7 +177,7 @@ pub fn create_pool(
             app: None,
             params: BTreeMap::new(),
             sensitive_params: BTreeMap::new(),
-            placement: BTreeMap::new(),
+            placement: q.placement,
             ssh_keys: Vec::new(),
         }),
         _ => Err(errors),
@@ -383,6 +393,59 @@ pub fn reconfigure_request(
     }
 }
 
+/// A command line as the words of its argv (split at white space; no shell reads it).
+pub fn command(errors: &mut FieldErrors, text: &str) -> Option<Vec<String>> {
+    let argv: Vec<String> = text.split_whitespace().map(str::to_string).collect();
+    if argv.is_empty() {
+        errors.insert(
+            "command".into(),
+            "Give a command: a program and its arguments, separated by spaces.".into(),
+        );
+        return None;
+    }
+    if argv.len() > 256 || text.len() > 8192 {
+        errors.insert("command".into(), "The command is too long.".into());
+        return None;
+    }
+    Some(argv)
+}
+
+/// A command's timeout in seconds, 1 to 3,600 (60 when left empty).
+pub fn exec_timeout(errors: &mut FieldErrors, text: &str) -> Option<u32> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Some(60);
+    }
+    match text.parse::<u32>() {
+        Ok(n) if (1..=3600).contains(&n) => Some(n),
+        _ => {
+            errors.insert(
+                "timeout".into(),
+                format!("The timeout must be 1 to 3600 seconds, not {text:?}."),
+            );
+            None
+        }
+    }
+}
+
+/// How long a join token admits its node, in seconds: 60 to 86,400 (3,600 when left empty).
+pub fn join_ttl(errors: &mut FieldErrors, text: &str) -> Option<u64> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Some(3600);
+    }
+    match text.parse::<u64>() {
+        Ok(n) if (60..=86_400).contains(&n) => Some(n),
+        _ => {
+            errors.insert(
+                "ttl".into(),
+                format!("A join token lasts 60 to 86400 seconds, not {text:?}."),
+            );
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,8 +478,52 @@ mod tests {
             size: "2".into(),
             public: "".into(),
             name: "web".into(),
+            plan: "".into(),
             quote: "".into(),
         }
+    }
+
+    #[test]
+    fn a_chosen_plan_is_the_pools_placement() {
+        let pool = create_pool(
+            &WizardInput {
+                plan: " cx23 ".into(),
+                ..input()
+            },
+            Some(&catalog()),
+        )
+        .unwrap();
+        assert_eq!(
+            pool.placement,
+            BTreeMap::from([("plan".into(), "cx23".into())])
+        );
+        assert!(
+            create_pool(&input(), Some(&catalog()))
+                .unwrap()
+                .placement
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_command_line_is_words_and_a_timeout_in_range() {
+        assert_eq!(
+            command(&mut FieldErrors::new(), " ip  -4 addr ").unwrap(),
+            ["ip", "-4", "addr"]
+        );
+        let mut errors = FieldErrors::new();
+        assert!(command(&mut errors, "   ").is_none());
+        assert!(errors.contains_key("command"));
+        let mut errors = FieldErrors::new();
+        assert_eq!(exec_timeout(&mut errors, ""), Some(60));
+        assert_eq!(exec_timeout(&mut errors, "3600"), Some(3600));
+        assert!(errors.is_empty());
+        assert_eq!(exec_timeout(&mut errors, "0"), None);
+        assert!(errors.contains_key("timeout"));
+        let mut errors = FieldErrors::new();
+        assert_eq!(join_ttl(&mut errors, ""), Some(3600));
+        assert_eq!(join_ttl(&mut errors, "30"), None);
+        assert!(errors.contains_key("ttl"));
     }
 
     #[test]

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use crate::api::views::{
-    EventView, MembershipView, NodeView, OrgView, PoolEndpointsView, PoolView, ProjectView,
-    ProviderView, QuoteView, TokenView, UsageView,
+    CreatedJoinToken, EventView, JoinTokenView, MembershipView, NodeView, OrgView,
+    PoolEndpointsView, PoolView, ProjectView, ProviderView, QuoteView, TokenView, UsageView,
 };
 
 /// The navigation sections of a project.
@@ -186,6 +186,9 @@ pub struct WizardInput {
     pub size: String,
     pub public: String,
     pub name: String,
+    /// A one-cloud provider's plan (its own name for a shape); empty when the provider
+    /// picks the plan itself.
+    pub plan: String,
     /// Set by the wizard's "Get a quote" button.
     pub quote: String,
 }
@@ -283,4 +286,38 @@ pub struct TokensPage {
     pub created: Option<(TokenView, String)>,
     pub errors: FieldErrors,
     pub notice: Option<String>,
+}
+
+/// One node: what it is, its join tokens, and the forms that mint a token and run a
+/// command on its agent.
+#[derive(Debug, Clone)]
+pub struct NodePage {
+    /// The pool's name.
+    pub pool: String,
+    pub node: NodeView,
+    /// Oldest first; empty when the person may not list them.
+    pub tokens: Vec<JoinTokenView>,
+    /// A token just minted: its secret is shown this once.
+    pub created: Option<CreatedJoinToken>,
+    /// What the command form holds.
+    pub command: String,
+    pub timeout: String,
+    pub ttl: String,
+    /// What the last command did.
+    pub exec: Option<ExecResult>,
+    pub errors: FieldErrors,
+}
+
+/// What a command run on a node's agent printed and how it ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecResult {
+    pub argv: Vec<String>,
+    pub stdout: String,
+    pub stderr: String,
+    /// The exit code; `None` when the command was killed or never ran.
+    pub code: Option<i32>,
+    /// Why it did not run to its end.
+    pub error: Option<String>,
+    /// Whether output past the page's limit was left out.
+    pub truncated: bool,
 }

@@ -449,6 +449,7 @@ pub fn wizard_offer() -> WizardPage {
             size: "3".into(),
             public: "on".into(),
             name: "web".into(),
+            plan: String::new(),
             quote: "1".into(),
         },
         errors: BTreeMap::new(),
@@ -691,6 +692,50 @@ pub fn app_pool_page() -> super::model::AppPoolPage {
 
 /// Every page, rendered as `role` in `acme/web` (a tenant) or, with `zone_member`, as a
 /// member of `sys`: (name, HTML). Pools and nodes as the benchmark asks.
+/// A node's page after a token was minted and a command ran.
+pub fn node_page() -> super::model::NodePage {
+    use crate::api::views::{CreatedJoinToken, JoinTokenView};
+    let token = |id: &str, state: &str, by: &str| JoinTokenView {
+        id: id.into(),
+        node_id: "n-000000000031".into(),
+        state: state.into(),
+        created_by: by.into(),
+        created_at: 1_767_225_600_000,
+        expires_at: 1_767_229_200_000,
+        used_at: None,
+        revoked_at: None,
+        ca_fingerprint: "sha256:ab12".into(),
+        product_uuid: None,
+    };
+    let node = nodes(1).remove(0);
+    super::model::NodePage {
+        pool: "web".into(),
+        node,
+        tokens: vec![
+            token("jt-000000000040", "used", "zone"),
+            token("jt-000000000052", "live", "bruno"),
+        ],
+        created: Some(CreatedJoinToken {
+            token: token("jt-000000000052", "live", "bruno"),
+            secret: "orc-join-SAMPLE-secret".into(),
+            endpoint: "https://zone.example.net:7400".into(),
+        }),
+        command: "ip -4 addr".into(),
+        timeout: "60".into(),
+        ttl: "3600".into(),
+        exec: Some(super::model::ExecResult {
+            argv: vec!["ip".into(), "-4".into(), "addr".into()],
+            stdout: "1: lo    inet 127.0.0.1/8 scope host lo\n2: eth0    inet 10.128.1.3/24\n"
+                .into(),
+            stderr: String::new(),
+            code: Some(0),
+            error: None,
+            truncated: false,
+        }),
+        errors: BTreeMap::new(),
+    }
+}
+
 pub fn every_page(role: &str, zone_member: bool, pools: u32, nodes: u32) -> Vec<(String, String)> {
     let c = current(role);
     let f = |s: Section| frame("bruno", zone_member, s, &c);
@@ -743,6 +788,7 @@ pub fn every_page(role: &str, zone_member: bool, pools: u32, nodes: u32) -> Vec<
             views::app_pool(&f(Section::Pools), &c, &app_pool_page()),
         ),
     ];
+    out.push(("node", views::node(&f(Section::Pools), &c, &node_page())));
     out.push((
         "problem",
         views::problem(

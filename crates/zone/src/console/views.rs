@@ -12,11 +12,12 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use rust_decimal::{Decimal, RoundingStrategy};
 
 use super::model::{
-    Current, FieldErrors, Frame, MembersPage, ParamField, PoolPage, PoolsPage, ProjectsPage,
-    ProviderCard, ProvidersPage, ReconfigurePage, Section, TokensPage, UsagePage, WizardPage,
+    Current, FieldErrors, Frame, MembersPage, NodePage, ParamField, PoolPage, PoolsPage,
+    ProjectsPage, ProviderCard, ProvidersPage, ReconfigurePage, Section, TokensPage, UsagePage,
+    WizardPage,
 };
 use super::seg;
-use crate::api::views::{EventView, MoneyView, NodeView, PoolView, QuoteView};
+use crate::api::views::{EventView, MoneyView, NodeView, PoolView, ProviderView, QuoteView};
 
 /// The pages' one style sheet.
 pub const STYLE: &str = "\
@@ -191,6 +192,44 @@ pub fn time(millis: i64) -> String {
         .unwrap_or_else(|| millis.to_string())
 }
 
+/// The console page of node `id` of `pool` (whose path is `org/project/name`).
+fn node_url(pool: &PoolView, id: &str) -> String {
+    let mut parts = pool.path.splitn(3, '/');
+    let (org, project, name) = (
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+    );
+    format!(
+        "/orgs/{}/projects/{}/pools/{}/nodes/{}",
+        seg(org),
+        seg(project),
+        seg(name),
+        seg(id)
+    )
+}
+
+/// The plans the chosen class lists, with their shapes, when the provider names plans.
+fn chosen_plans(provider: &ProviderView, class: &str) -> Vec<(String, String)> {
+    let Some(catalog) = &provider.catalog else {
+        return Vec::new();
+    };
+    catalog
+        .classes
+        .iter()
+        .filter(|c| c.id == class)
+        .flat_map(|c| c.offerings.iter())
+        .filter_map(|o| {
+            o.plan.as_ref().map(|plan| {
+                (
+                    plan.clone(),
+                    format!("{} vCPU · {} GiB · {}", o.cpu, o.mem, o.arch),
+                )
+            })
+        })
+        .collect()
+}
+
 fn pool_url(current: &Current, pool: &str) -> String {
     format!("{}/pools/{}", current.url(), seg(pool))
 }
@@ -355,7 +394,7 @@ pub fn pool_progress(frame: &Frame, pool: &PoolView, nodes: &[NodeView]) -> Mark
                     @for n in nodes {
                         tr {
                             td { (n.slot) }
-                            td { code { (n.id) } }
+                            td { a href={ (node_url(pool, &n.id)) } { code { (n.id) } } }
                             td { (node_state(n)) }
                             td { (n.site.clone().unwrap_or_else(|| "-".into())) }
                             td { (price_line(pool)) }
@@ -675,6 +714,7 @@ pub fn wizard(frame: &Frame, current: &Current, view: &WizardPage) -> String {
         "size",
         "name",
         "public",
+        "placement.plan",
     ];
     let content = html! {
         h1 { "Request a pool" }
@@ -748,6 +788,17 @@ pub fn wizard(frame: &Frame, current: &Current, view: &WizardPage) -> String {
                         input #f-shape-disks type="text" name="disks" value=(input.disks)
                             aria-describedby=[described(errors, "shape.disks")];
                         (field_error(errors, "shape.disks"))
+                        @let plans = chosen_plans(provider, &input.class);
+                        @if !plans.is_empty() {
+                            label for="f-plan" { "Plan (the provider's own name for a shape)" }
+                            select #f-plan name="plan" aria-describedby=[described(errors, "placement.plan")] {
+                                option value="" selected[input.plan.is_empty()] { "Any that fits" }
+                                @for (plan, words) in &plans {
+                                    option value=(plan) selected[&input.plan == plan] { (plan) " · " (words) }
+                                }
+                            }
+                            (field_error(errors, "placement.plan"))
+                        }
                     }
                     fieldset {
                         legend { "4. Operating system" }
@@ -795,7 +846,7 @@ pub fn wizard(frame: &Frame, current: &Current, view: &WizardPage) -> String {
                     @for (name, value) in [("provider", &input.provider), ("class", &input.class),
                         ("cpu", &input.cpu), ("mem", &input.mem), ("disks", &input.disks),
                         ("os", &input.os), ("size", &input.size), ("name", &input.name),
-                        ("public", &input.public)] {
+                        ("public", &input.public), ("plan", &input.plan)] {
                         input type="hidden" name=(name) value=(value);
                     }
                     p { "Request pool " strong { (current.path()) "/" (input.name) } " with " (input.size) " node(s) at this price line." }
@@ -1051,4 +1102,88 @@ pub fn tokens(frame: &Frame, view: &TokensPage) -> String {
         }
     };
     page(frame, "API tokens", content)
+}
+
+/// One node: its state, its join tokens, and forms to mint one and to run a command.
+pub fn node(frame: &Frame, current: &Current, view: &NodePage) -> String {
+    let n = &view.node;
+    let errors = &view.errors;
+    let base = format!("{}/nodes/{}", pool_url(current, &view.pool), seg(&n.id));
+    let content = html! {
+        h1 { "Node " code { (n.id) } }
+        p { "Slot " (n.slot) " of pool " a href=(pool_url(current, &view.pool)) { (current.path()) "/" (view.pool) } }
+        dl.card {
+            dt { "State" } dd { (node_state(n)) }
+            dt { "Site" } dd { (n.site.clone().unwrap_or_else(|| "-".into())) }
+            dt { "Private address" } dd { (n.private_address.clone().unwrap_or_else(|| "-".into())) }
+            dt { "Price" } dd { (node_price(n)) }
+            dt { "Agent" } dd { (agent_text(n)) }
+            @if let Some(words) = &n.words { dt { "Progress" } dd { (words) } }
+            @if frame.zone_member {
+                @if let Some(p) = &n.placed { dt { "Placed" } dd { (p.cloud) " " (p.location) " " (p.plan) } }
+            }
+        }
+        (other_errors(errors, &["command", "timeout", "ttl", "product_uuid"]))
+        @if let Some(created) = &view.created {
+            section.card role="status" aria-labelledby="created-token" {
+                h2 #created-token { "Join token " code { (created.token.id) } }
+                p { "Shown this once: copy it now. It admits this node's agent until it is used or expires." }
+                pre { code { (created.secret) } }
+                p { "On the node: " code { "orc agent --zone " (created.endpoint) " --node " (n.id) " --join-token-file FILE" } }
+            }
+        }
+        @if let Some(exec) = &view.exec {
+            section.card role="status" aria-labelledby="exec-result" {
+                h2 #exec-result { "Ran " code { (exec.argv.join(" ")) } }
+                p {
+                    @match (exec.code, &exec.error) {
+                        (Some(code), _) => { "Exit code " (code) "." }
+                        (None, Some(error)) => { "It did not run to its end: " (error) }
+                        (None, None) => { "It ended without an exit code." }
+                    }
+                    @if exec.truncated { " Output past 64 KiB is left out." }
+                }
+                @if !exec.stdout.is_empty() { h3 { "Standard output" } pre { (exec.stdout) } }
+                @if !exec.stderr.is_empty() { h3 { "Standard error" } pre { (exec.stderr) } }
+            }
+        }
+        @if current.writes() {
+            form.card method="post" action={ (base) "/exec" } {
+                h2 { "Run a command" }
+                p.muted { "The program and its arguments, separated by spaces; no shell reads them. It runs on the node's agent." }
+                label for="f-command" { "Command" }
+                input #f-command type="text" name="command" value=(view.command)
+                    aria-describedby=[described(errors, "command")];
+                (field_error(errors, "command"))
+                label for="f-timeout" { "Timeout (seconds)" }
+                input #f-timeout type="text" inputmode="numeric" name="timeout" value=(view.timeout)
+                    aria-describedby=[described(errors, "timeout")];
+                (field_error(errors, "timeout"))
+                button type="submit" { "Run" }
+            }
+            form.card method="post" action={ (base) "/join-token" } {
+                h2 { "Mint a join token" }
+                p.muted { "For an agent that has to join again (its machine was reinstalled, say). A new token revokes the node's live ones." }
+                label for="f-ttl" { "Lasts (seconds)" }
+                input #f-ttl type="text" inputmode="numeric" name="ttl" value=(view.ttl)
+                    aria-describedby=[described(errors, "ttl")];
+                (field_error(errors, "ttl"))
+                button type="submit" { "Mint" }
+            }
+        } @else {
+            p { "Running commands and minting join tokens needs the member or owner role in " (current.path()) "." }
+        }
+        @if !view.tokens.is_empty() {
+            table {
+                caption { "Join tokens" }
+                thead { tr { th scope="col" { "Token" } th scope="col" { "State" } th scope="col" { "Minted by" } } }
+                tbody {
+                    @for t in &view.tokens {
+                        tr { td { code { (t.id) } } td { (t.state) } td { (t.created_by) } }
+                    }
+                }
+            }
+        }
+    };
+    page(frame, &format!("Node {}", n.id), content)
 }

@@ -378,3 +378,118 @@ async fn an_owner_prices_a_provider_and_manages_members_and_tokens_show_once() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(body.contains("Node-hours this month"), "{body}");
 }
+
+#[tokio::test]
+async fn a_node_page_mints_a_join_token_once_and_names_why_a_command_cannot_run() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    let made = z
+        .post(
+            "/api/orgs/acme/projects/web/pools",
+            &t.mia,
+            crate::api_support::pool_body("site", 1),
+        )
+        .await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+    let nodes = z
+        .get("/api/orgs/acme/projects/web/pools/site/nodes", &t.mia)
+        .await;
+    let node = nodes.body[0]["id"].as_str().unwrap().to_string();
+    let page = format!("{WEB}/pools/site/nodes/{node}");
+
+    let mia = Browser::sign_in(&z, &t.mia).await;
+    let (status, _, body) = mia.get(&format!("{WEB}/pools/site")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        body.contains(&format!("href=\"{page}\"")),
+        "the pool links its node: {body}"
+    );
+    let (status, _, body) = mia.get(&page).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        body.contains("Run a command") && body.contains("Mint a join token"),
+        "{body}"
+    );
+
+    // Bad input is named next to its field.
+    let (status, _, body) = mia
+        .post(&format!("{page}/join-token"), &[("ttl", "30")])
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("60 to 86400 seconds"), "{body}");
+    let (status, _, body) = mia
+        .post(
+            &format!("{page}/exec"),
+            &[("command", "  "), ("timeout", "60")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("Give a command"), "{body}");
+
+    // A token's secret is on the page that minted it, and on no later one.
+    let (status, _, body) = mia
+        .post(&format!("{page}/join-token"), &[("ttl", "600")])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let tokens = z
+        .get(
+            &format!("/api/orgs/acme/projects/web/nodes/{node}/join-tokens"),
+            &t.mia,
+        )
+        .await;
+    let live: Vec<&serde_json::Value> = tokens
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| {
+            t["state"] == "live"
+                && t["created_by"]
+                    .as_str()
+                    .is_some_and(|b| b.starts_with("user:"))
+        })
+        .collect();
+    assert_eq!(live.len(), 1, "{}", tokens.body);
+    let secret = body
+        .split("<pre><code>")
+        .nth(1)
+        .and_then(|rest| rest.split("</code>").next())
+        .expect("the secret on the page")
+        .to_string();
+    assert!(secret.len() > 20, "{secret}");
+    let (_, _, again) = mia.get(&page).await;
+    assert!(!again.contains(&secret), "the secret is shown once");
+
+    // The node is not running: the command is refused with the API's reason, by the field.
+    let (status, _, body) = mia
+        .post(
+            &format!("{page}/exec"),
+            &[("command", "uname -a"), ("timeout", "10")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body.contains("commands run only on running nodes"),
+        "{body}"
+    );
+
+    // A viewer sees the node and no form, and a forged post is the API's 403.
+    let vic = Browser::sign_in(&z, &t.vic).await;
+    let (status, _, body) = vic.get(&page).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        !body.contains("/exec\"") && !body.contains("/join-token\""),
+        "{body}"
+    );
+    let (status, _, _) = vic
+        .post(&format!("{page}/join-token"), &[("ttl", "600")])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, _) = vic
+        .post(
+            &format!("{page}/exec"),
+            &[("command", "id"), ("timeout", "10")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}

@@ -72,3 +72,43 @@ fn the_cloud_word_check_matches_whole_words_only() {
     assert!(sample::cloud_words_in("<p>a fragment, a seat, assets</p>").is_empty());
     assert_eq!(sample::cloud_words_in("<td>FRA</td>"), ["fra"]);
 }
+
+#[test]
+fn an_execs_lines_become_each_streams_text_and_its_exit() {
+    let lines = concat!(
+        r#"{"type":"output","stream":"stdout","data":"aGVsbG8K"}"#,
+        "\n",
+        r#"{"type":"output","stream":"stderr","data":"b29wcwo="}"#,
+        "\n",
+        r#"{"type":"exit","code":3,"error":null}"#,
+        "\n"
+    );
+    let result = orc_zone::console::exec_result(vec!["sh".into()], lines.as_bytes());
+    assert_eq!(result.stdout, "hello\n");
+    assert_eq!(result.stderr, "oops\n");
+    assert_eq!(result.code, Some(3));
+    assert!(!result.truncated && result.error.is_none());
+    let killed = orc_zone::console::exec_result(
+        vec!["sleep".into()],
+        br#"{"type":"exit","code":null,"error":"killed after 60 s"}"#,
+    );
+    assert_eq!(killed.code, None);
+    assert_eq!(killed.error.as_deref(), Some("killed after 60 s"));
+}
+
+#[test]
+fn a_node_page_shows_a_minted_secret_once_and_no_form_to_a_viewer() {
+    let member = sample::every_page("member", false, 3, 3);
+    let node = &member.iter().find(|(n, _)| n == "node").unwrap().1;
+    assert_eq!(node.matches("orc-join-SAMPLE-secret").count(), 1, "{node}");
+    assert!(
+        node.contains("/exec") && node.contains("/join-token"),
+        "{node}"
+    );
+    let viewer = sample::every_page("viewer", false, 3, 3);
+    let node = &viewer.iter().find(|(n, _)| n == "node").unwrap().1;
+    assert!(
+        !node.contains("/exec") && !node.contains("/join-token"),
+        "{node}"
+    );
+}
