@@ -247,6 +247,23 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     let nodes = tokio::task::block_in_place(|| up.json(&["pools", "acme/web"]));
     assert_eq!(nodes[0]["size"], 1, "{nodes}");
 
+    // The node's own page: a join token shown once; a command needs the node's agent.
+    let listed = tokio::task::block_in_place(|| up.json(&["nodes", "acme/web/web"]));
+    let node = listed[0]["id"].as_str().expect("a node id").to_string();
+    tenant.follow(&node).await;
+    tenant.wait_for_text("Mint a join token").await;
+    tenant.fill("#f-ttl", "600").await;
+    tenant.press("Mint").await;
+    tenant.wait_for_text("Shown this once").await;
+    let minted = tenant.text().await;
+    assert!(minted.contains("orc agent --zone"), "{minted}");
+    tenant_page(&tenant, "node-join-token", &secrets).await;
+    tenant.fill("#f-command", "uname -a").await;
+    tenant.press("Run").await;
+    tenant.wait_for_text("agent is not connected").await;
+    assert!(tenant.has("#f-command-error").await);
+    tenant_page(&tenant, "node-command-refused", &secrets).await;
+
     // Usage: the pool's nodes by their price line, priced (markup 0), never as zero.
     tenant.follow("Usage").await;
     tenant.wait_for_text("Node-hours this month").await;
