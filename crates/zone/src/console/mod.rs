@@ -510,6 +510,16 @@ async fn project_request(
             change_provider(cx, current, provider, action).await
         }
         (&Method::GET, ["usage"]) => usage_page(cx, current).await,
+        (&Method::GET, ["mesh"]) => mesh_page(cx, current, MeshExtras::default()).await,
+        (&Method::POST, ["mesh"]) => connect_workstation(cx, current).await,
+        (&Method::POST, ["mesh", "workstations", name, "remove"]) => {
+            let path = format!("{}/mesh/workstations/{}", api_project(&current), seg(name));
+            cx.api
+                .send_empty(Method::DELETE, &path)
+                .await
+                .map_err(|e| cx.refused(&e))?;
+            Ok(see_other(&format!("{}/mesh", current.url())))
+        }
         _ => Err(not_found(cx).await),
     }
 }
@@ -1532,4 +1542,61 @@ async fn mint_join_token(cx: &Cx<'_>, current: Current, pool: &str, node: &str) 
         }
     }
     node_page(cx, current, pool, node, extras).await
+}
+
+/// What the mesh page shows besides the mesh.
+#[derive(Default)]
+struct MeshExtras {
+    connected: Option<crate::api::views::ConnectedWorkstation>,
+    name: String,
+    public_key: String,
+    errors: FieldErrors,
+    status: Option<StatusCode>,
+}
+
+async fn mesh_page(cx: &Cx<'_>, current: Current, extras: MeshExtras) -> PageResult {
+    let mesh: crate::api::views::MeshView = cx
+        .api
+        .get(&format!("{}/mesh", api_project(&current)))
+        .await
+        .map_err(|e| cx.refused(&e))?;
+    let page = model::MeshPage {
+        mesh,
+        connected: extras.connected,
+        name: extras.name,
+        public_key: extras.public_key,
+        errors: extras.errors,
+    };
+    let frame = cx.frame(Section::Mesh, Some(current.clone())).await?;
+    Ok(html(
+        extras.status.unwrap_or(StatusCode::OK),
+        views::mesh(&frame, &current, &page),
+    ))
+}
+
+/// Puts a workstation on the project's mesh with the public key given.
+async fn connect_workstation(cx: &Cx<'_>, current: Current) -> PageResult {
+    let mut extras = MeshExtras {
+        name: cx.form("name").trim().to_string(),
+        public_key: cx.form("public_key").trim().to_string(),
+        ..MeshExtras::default()
+    };
+    let body = crate::api::views::ConnectWorkstation {
+        name: extras.name.clone(),
+        public_key: extras.public_key.clone(),
+    };
+    let path = format!("{}/mesh/workstations", api_project(&current));
+    match cx.api.send(Method::POST, &path, &body).await {
+        Ok(connected) => extras.connected = Some(connected),
+        Err(e) if e.status == StatusCode::FORBIDDEN || e.status == StatusCode::NOT_FOUND => {
+            return Err(cx.refused(&e));
+        }
+        Err(e) => {
+            extras
+                .errors
+                .insert(e.field.unwrap_or_else(|| "name".into()), e.message);
+            extras.status = Some(e.status);
+        }
+    }
+    mesh_page(cx, current, extras).await
 }

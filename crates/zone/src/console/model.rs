@@ -6,14 +6,16 @@
 use std::collections::BTreeMap;
 
 use crate::api::views::{
-    CreatedJoinToken, EventView, JoinTokenView, MembershipView, NodeView, OrgView,
-    PoolEndpointsView, PoolView, ProjectView, ProviderView, QuoteView, TokenView, UsageView,
+    ConnectedWorkstation, CreatedJoinToken, EventView, JoinTokenView, MembershipView, MeshView,
+    NodeView, OrgView, PoolEndpointsView, PoolView, ProjectView, ProviderView, QuoteView,
+    TokenView, UsageView,
 };
 
 /// The navigation sections of a project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Section {
     Pools,
+    Mesh,
     Request,
     Providers,
     Usage,
@@ -320,4 +322,16 @@ pub struct ExecResult {
     pub error: Option<String>,
     /// Whether output past the page's limit was left out.
     pub truncated: bool,
+}
+
+/// A project's mesh: its members as the zone plans them and their agents report them, and
+/// the form that puts a workstation on it.
+#[derive(Debug, Clone)]
+pub struct MeshPage {
+    pub mesh: MeshView,
+    /// A workstation just connected: its wg-quick file (all but the private key).
+    pub connected: Option<ConnectedWorkstation>,
+    pub name: String,
+    pub public_key: String,
+    pub errors: FieldErrors,
 }

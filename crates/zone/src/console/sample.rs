@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use super::model::{
-    Current, Frame, MembersPage, PoolPage, PoolsPage, ProjectsPage, ProviderCard, ProvidersPage,
-    ReconfigurePage, Section, TokensPage, UsagePage, WizardInput, WizardPage,
+    Current, Frame, MembersPage, MeshPage, PoolPage, PoolsPage, ProjectsPage, ProviderCard,
+    ProvidersPage, ReconfigurePage, Section, TokensPage, UsagePage, WizardInput, WizardPage,
 };
 use super::{forms, usage_model, views};
 use crate::api::views::{
@@ -692,6 +692,68 @@ pub fn app_pool_page() -> super::model::AppPoolPage {
 
 /// Every page, rendered as `role` in `acme/web` (a tenant) or, with `zone_member`, as a
 /// member of `sys`: (name, HTML). Pools and nodes as the benchmark asks.
+/// A project's mesh of two nodes and a workstation just connected.
+pub fn mesh_page() -> MeshPage {
+    use crate::api::views::{
+        ConnectedWorkstation, MeshMemberView, MeshPeerView, MeshView, WorkstationView,
+    };
+    let member = |id: &str, kind: &str, address: &str, state: &str| MeshMemberView {
+        id: id.into(),
+        kind: kind.into(),
+        name: if kind == "node" {
+            id.into()
+        } else {
+            "laptop".into()
+        },
+        address: address.into(),
+        pool: (kind == "node").then(|| "web".to_string()),
+        site: (kind == "node").then(|| "eu-central-a".to_string()),
+        state: state.into(),
+        desired_generation: (kind == "node").then_some(4),
+        applied_generation: (kind == "node").then_some(4),
+        apply_error: None,
+        peers: 2,
+        peers_up: Some(2),
+        rx_bytes: None,
+        tx_bytes: None,
+        reported_at: None,
+    };
+    let key = "b3JjLXNhbXBsZS1wdWJsaWMta2V5LTMyLWJ5dGVzLi4=";
+    MeshPage {
+        mesh: MeshView {
+            org: "acme".into(),
+            project: "web".into(),
+            prefix: Some("10.88.0.0/24".into()),
+            handshake_window_seconds: 180,
+            members: vec![
+                member("n-100", "node", "10.88.0.2", "in step"),
+                member("n-101", "node", "10.88.0.3", "in step"),
+                member("w-7", "workstation", "10.88.0.9", "connected"),
+            ],
+        },
+        connected: Some(ConnectedWorkstation {
+            workstation: WorkstationView {
+                id: "w-7".into(),
+                name: "laptop".into(),
+                address: "10.88.0.9".into(),
+                public_key: key.into(),
+                created_at: 1_767_225_600_000,
+            },
+            interface_address: "10.88.0.9/24".into(),
+            peers: vec![MeshPeerView {
+                name: "n-100".into(),
+                public_key: key.into(),
+                endpoint: Some("198.18.0.20:51820".into()),
+                allowed_ips: vec!["10.88.0.2/32".into()],
+                keepalive_seconds: Some(25),
+            }],
+        }),
+        name: "laptop".into(),
+        public_key: key.into(),
+        errors: BTreeMap::new(),
+    }
+}
+
 /// A node's page after a token was minted and a command ran.
 pub fn node_page() -> super::model::NodePage {
     use crate::api::views::{CreatedJoinToken, JoinTokenView};
@@ -788,6 +850,7 @@ pub fn every_page(role: &str, zone_member: bool, pools: u32, nodes: u32) -> Vec<
             views::app_pool(&f(Section::Pools), &c, &app_pool_page()),
         ),
     ];
+    out.push(("mesh", views::mesh(&f(Section::Mesh), &c, &mesh_page())));
     out.push(("node", views::node(&f(Section::Pools), &c, &node_page())));
     out.push((
         "problem",

@@ -12,7 +12,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use rust_decimal::{Decimal, RoundingStrategy};
 
 use super::model::{
-    Current, FieldErrors, Frame, MembersPage, NodePage, ParamField, PoolPage, PoolsPage,
+    Current, FieldErrors, Frame, MembersPage, MeshPage, NodePage, ParamField, PoolPage, PoolsPage,
     ProjectsPage, ProviderCard, ProvidersPage, ReconfigurePage, Section, TokensPage, UsagePage,
     WizardPage,
 };
@@ -103,6 +103,7 @@ fn sections(frame: &Frame) -> Markup {
                     li { a href={ (c.url()) "/request" } aria-current=[current(Section::Request)] { "Request a pool" } }
                     li { a href={ (c.url()) "/providers" } aria-current=[current(Section::Providers)] { "Resource Providers" } }
                     li { a href={ (c.url()) "/usage" } aria-current=[current(Section::Usage)] { "Usage" } }
+                    li { a href={ (c.url()) "/mesh" } aria-current=[current(Section::Mesh)] { "Mesh" } }
                     @if c.org_wide {
                         li { a href={ "/orgs/" (seg(&c.org)) "/members" } aria-current=[current(Section::Members)] { "Members of " (c.org) } }
                     }
@@ -1186,4 +1187,103 @@ pub fn node(frame: &Frame, current: &Current, view: &NodePage) -> String {
         }
     };
     page(frame, &format!("Node {}", n.id), content)
+}
+
+/// The wg-quick file of a workstation just connected, with a line for the private key only
+/// the workstation holds.
+pub fn wg_quick_text(connected: &crate::api::views::ConnectedWorkstation) -> String {
+    let mut text = format!(
+        "[Interface]\nPrivateKey = <the private key whose public half you gave>\nAddress = {}\nMTU = 1340\n",
+        connected.interface_address
+    );
+    for peer in &connected.peers {
+        text.push_str(&format!(
+            "\n[Peer]\n# {}\nPublicKey = {}\n",
+            peer.name, peer.public_key
+        ));
+        if let Some(endpoint) = &peer.endpoint {
+            text.push_str(&format!("Endpoint = {endpoint}\n"));
+        }
+        text.push_str(&format!("AllowedIPs = {}\n", peer.allowed_ips.join(", ")));
+        if let Some(keepalive) = peer.keepalive_seconds {
+            text.push_str(&format!("PersistentKeepalive = {keepalive}\n"));
+        }
+    }
+    text
+}
+
+/// A project's mesh and the form that connects a workstation.
+pub fn mesh(frame: &Frame, current: &Current, view: &MeshPage) -> String {
+    let m = &view.mesh;
+    let errors = &view.errors;
+    let url = format!("{}/mesh", current.url());
+    let content = html! {
+        h1 { "Mesh of " (current.path()) }
+        p {
+            @match &m.prefix {
+                Some(prefix) => { "Addresses in " code { (prefix) } ". A peer counts as up after a handshake within " (m.handshake_window_seconds) " s." }
+                None => { "The project has no mesh member yet." }
+            }
+        }
+        @if !m.members.is_empty() {
+            table {
+                caption.visually-hidden { "Members of the mesh of " (current.path()) }
+                thead { tr {
+                    th scope="col" { "Name" } th scope="col" { "Kind" } th scope="col" { "Address" }
+                    th scope="col" { "Pool" } th scope="col" { "State" } th scope="col" { "Peers up" }
+                    @if current.writes() { th scope="col" { span.visually-hidden { "Actions" } } }
+                } }
+                tbody {
+                    @for member in &m.members {
+                        tr {
+                            td { (member.name) }
+                            td { (member.kind) }
+                            td { code { (member.address) } }
+                            td { (member.pool.clone().unwrap_or_default()) }
+                            td {
+                                (member.state)
+                                @if let Some(e) = &member.apply_error { " · " (e) }
+                            }
+                            td { (member.peers_up.map_or_else(|| "-".to_string(), |up| format!("{up} of {}", member.peers))) }
+                            @if current.writes() {
+                                td {
+                                    @if member.kind == "workstation" {
+                                        form method="post" action={ (url) "/workstations/" (seg(&member.name)) "/remove" } {
+                                            button type="submit" { "Disconnect " (member.name) }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (other_errors(errors, &["name", "public_key"]))
+        @if let Some(connected) = &view.connected {
+            section.card role="status" aria-labelledby="connected" {
+                h2 #connected { "Workstation " (connected.workstation.name) " is on the mesh at " code { (connected.workstation.address) } }
+                p { "Save this as a wg-quick file, put your private key in it, and bring it up (" code { "sudo wg-quick up ./file.conf" } ")." }
+                pre { (wg_quick_text(connected)) }
+            }
+        }
+        @if current.writes() {
+            form.card method="post" action=(url) {
+                h2 { "Connect a workstation" }
+                p.muted { "Make a key pair where the workstation is (" code { "wg genkey | tee key | wg pubkey" } ") and give its public half here: the private one never leaves that machine." }
+                label for="f-name" { "Workstation name" }
+                input #f-name type="text" name="name" value=(view.name)
+                    aria-describedby=[described(errors, "name")];
+                (field_error(errors, "name"))
+                label for="f-public-key" { "WireGuard public key (base64)" }
+                input #f-public-key type="text" name="public_key" value=(view.public_key)
+                    aria-describedby=[described(errors, "public_key")];
+                (field_error(errors, "public_key"))
+                button type="submit" { "Connect" }
+            }
+        } @else {
+            p { "Connecting workstations needs the member or owner role in " (current.path()) "." }
+        }
+    };
+    page(frame, &format!("Mesh of {}", current.path()), content)
 }

@@ -493,3 +493,76 @@ async fn a_node_page_mints_a_join_token_once_and_names_why_a_command_cannot_run(
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
+
+#[tokio::test]
+async fn a_member_connects_a_workstation_to_the_mesh_and_gets_its_wg_quick_file() {
+    use base64::Engine as _;
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    let mia = Browser::sign_in(&z, &t.mia).await;
+    let (status, _, body) = mia.get(&format!("{WEB}/mesh")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("Connect a workstation"), "{body}");
+
+    let (status, _, body) = mia
+        .post(
+            &format!("{WEB}/mesh"),
+            &[("name", "laptop"), ("public_key", "not a key")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("f-public-key-error"), "{body}");
+
+    let key = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
+    let (status, _, body) = mia
+        .post(
+            &format!("{WEB}/mesh"),
+            &[("name", "laptop"), ("public_key", key.as_str())],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        body.contains("[Interface]") && body.contains("Address = "),
+        "{body}"
+    );
+    assert!(body.contains("PrivateKey = &lt;the private key"), "{body}");
+    let mesh = z.get("/api/orgs/acme/projects/web/mesh", &t.mia).await;
+    assert!(
+        mesh.body["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "laptop"),
+        "{}",
+        mesh.body
+    );
+
+    // A viewer sees it, with no form; a forged post is the API's 403.
+    let vic = Browser::sign_in(&z, &t.vic).await;
+    let (status, _, body) = vic.get(&format!("{WEB}/mesh")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        body.contains("laptop") && !body.contains("Connect a workstation"),
+        "{body}"
+    );
+    let (status, _, _) = vic
+        .post(&format!("{WEB}/mesh/workstations/laptop/remove"), &[])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    let (status, headers, _) = mia
+        .post(&format!("{WEB}/mesh/workstations/laptop/remove"), &[])
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(location(&headers), format!("{WEB}/mesh"));
+    let mesh = z.get("/api/orgs/acme/projects/web/mesh", &t.mia).await;
+    assert!(
+        !mesh.body["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "laptop"),
+        "{}",
+        mesh.body
+    );
+}
