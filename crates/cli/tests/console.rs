@@ -264,6 +264,19 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     assert!(tenant.has("#f-command-error").await);
     tenant_page(&tenant, "node-command-refused", &secrets).await;
 
+    // The mesh: a workstation connected from its public key gets its wg-quick file.
+    tenant.follow("Mesh").await;
+    tenant.wait_for_text("Connect a workstation").await;
+    tenant.fill("#f-name", "laptop").await;
+    tenant
+        .fill("#f-public-key", "B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3A=")
+        .await;
+    tenant.press("Connect").await;
+    tenant.wait_for_text("[Interface]").await;
+    let mesh = tenant.text().await;
+    assert!(mesh.contains("Workstation laptop is on the mesh"), "{mesh}");
+    tenant_page(&tenant, "mesh", &secrets).await;
+
     // Usage: the pool's nodes by their price line, priced (markup 0), never as zero.
     tenant.follow("Usage").await;
     tenant.wait_for_text("Node-hours this month").await;
