@@ -269,7 +269,10 @@ async fn operator_and_tenant_do_everything_in_the_console() {
     tenant.wait_for_text("Connect a workstation").await;
     tenant.fill("#f-name", "laptop").await;
     tenant
-        .fill("#f-public-key", "B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3A=")
+        .fill(
+            "#f-public-key",
+            "B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3B3A=",
+        )
         .await;
     tenant.press("Connect").await;
     tenant.wait_for_text("[Interface]").await;

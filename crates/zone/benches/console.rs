@@ -61,6 +61,8 @@ fn main() {
         let providers = sample::providers_page();
         let usage = sample::usage_page(200);
         let tokens = sample::tokens_page();
+        let node = sample::node_page();
+        let mesh = sample::mesh_page();
         type Render<'a> = Box<dyn Fn() -> String + 'a>;
         let renders: Vec<(&str, Render)> = vec![
             (
@@ -86,6 +88,14 @@ fn main() {
             (
                 "tokens",
                 Box::new(|| views::tokens(&f(Section::Tokens), &tokens)),
+            ),
+            (
+                "node",
+                Box::new(|| views::node(&f(Section::Pools), &c, &node)),
+            ),
+            (
+                "mesh",
+                Box::new(|| views::mesh(&f(Section::Mesh), &c, &mesh)),
             ),
         ];
         for (page, render) in renders {
@@ -194,6 +204,12 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
 
+        let first_node = store
+            .list_nodes_by_pool(&pools[0].id, false)
+            .await
+            .unwrap()
+            .remove(0)
+            .id;
         let edge = zone.edge_addr().expect("an edge");
         let client = reqwest::Client::builder()
             .tls_built_in_root_certs(false)
@@ -215,6 +231,8 @@ fn main() {
             ("providers", format!("{web}/providers")),
             ("usage", format!("{web}/usage")),
             ("tokens", "/tokens".to_string()),
+            ("node", format!("{web}/pools/pool00/nodes/{first_node}")),
+            ("mesh", format!("{web}/mesh")),
         ];
         for (page, path) in pages {
             let url = format!("{base}{path}");
