@@ -57,7 +57,7 @@ pub use url::Url;
 pub const WINDOW: (u32, u32) = (1280, 800);
 
 /// How long [`Browser::wait_for_text`] and the other waits here wait at most.
-pub const WAIT: Duration = Duration::from_secs(10);
+pub const WAIT: Duration = Duration::from_secs(30);
 
 /// How long a page may take to load before the navigation fails.
 const PAGE_LOAD: Duration = Duration::from_secs(15);

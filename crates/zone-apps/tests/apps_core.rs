@@ -22,6 +22,7 @@ use orc_zone_model::{
 use orc_zone_store::Store;
 
 const SCRIPT: &str = r#"
+trap 'echo "stop $ORC_SLOT $ORC_POOL_GENERATION" >> "$OUT_DIR/events"; exit 0' TERM
 out="$OUT_DIR/slot-$ORC_SLOT"
 mkdir -p "$out"
 env > "$out/env.tmp" && mv "$out/env.tmp" "$out/env"
@@ -32,7 +33,6 @@ echo "2026-11-29T18:23:51.123456Z DEBUG detail of slot $ORC_SLOT"
 echo "ERROR from stderr" >&2
 echo "a plain line"
 if [ "$ORC_PARAM_MODE" = crash ]; then exit 3; fi
-trap 'echo "stop $ORC_SLOT $ORC_POOL_GENERATION" >> "$OUT_DIR/events"; exit 0' TERM
 while true; do sleep 0.05; done
 "#;
 

@@ -8,7 +8,7 @@ use base64::Engine as _;
 use orc_agent::{AgentError, AgentOptions};
 use orc_proto::agent_pb::{self, agent_hub_client::AgentHubClient, agent_message, zone_message};
 use orc_provider_sdk::fake::FakeCloud;
-use orc_testkit::eventually;
+use orc_testkit::{eventually, eventually_some};
 use orc_zone::model::{NodeId, Timestamp};
 use orc_zone_model::{JoinTokenSecret, JoinTtl};
 use reqwest::StatusCode;
@@ -576,7 +576,12 @@ async fn an_agent_renews_its_certificate_on_the_open_stream() {
     })
     .await;
     let first = z.zone.store().node_agent(&node).await.unwrap().unwrap();
-    let first_key = std::fs::read_to_string(dir.path().join("state/node.key")).unwrap();
+    // The agent writes its key once the zone has recorded the join: wait for the file.
+    let key_file = dir.path().join("state/node.key");
+    let first_key = eventually_some("the agent's key on disk", API_WAIT, || async {
+        std::fs::read_to_string(&key_file).ok()
+    })
+    .await;
     eventually("the certificate is renewed", API_WAIT, || async {
         let now = z.zone.store().node_agent(&node).await.unwrap().unwrap();
         now.previous_fingerprint.as_deref() == Some(first.cert_fingerprint.as_str())
