@@ -245,7 +245,7 @@ fn a_newcomer_places_nodes_everywhere_and_watches_a_site_open_and_close() {
         sites.as_array().is_some_and(Vec::is_empty)
     });
     // The gateway ends; once it has, its pool may be gone as well.
-    let start = std::time::Instant::now();
+    let start = Instant::now();
     loop {
         let out = up.orc(&["--json", "nodes", &gateway_pool, "--all"]);
         if !out.status.success() {
