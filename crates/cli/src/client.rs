@@ -127,11 +127,20 @@ impl Client {
     ) -> Result<T, CallError> {
         let url = format!("{}{path}", self.base);
         let mut request = self.http.request(method, &url);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
         if let Some(body) = body {
             request = request.json(body);
+        }
+        self.answer(url, request).await
+    }
+
+    /// Sends `request` with the token and reads its answer as JSON (an empty one as null).
+    async fn answer<T: DeserializeOwned>(
+        &self,
+        url: String,
+        mut request: reqwest::RequestBuilder,
+    ) -> Result<T, CallError> {
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
         }
         let response = request.send().await.map_err(|e| CallError::Unreachable {
             url: self.base.clone(),
@@ -210,30 +219,12 @@ impl Client {
         bytes: Vec<u8>,
     ) -> Result<T, CallError> {
         let url = format!("{}{path}", self.base);
-        let mut request = self
+        let request = self
             .http
             .put(&url)
             .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
             .body(bytes);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        let response = request.send().await.map_err(|e| CallError::Unreachable {
-            url: self.base.clone(),
-            detail: error_chain(&e),
-        })?;
-        let status = response.status();
-        let body = response.bytes().await.map_err(|e| CallError::Unreachable {
-            url: self.base.clone(),
-            detail: error_chain(&e),
-        })?;
-        if !status.is_success() {
-            return Err(api_error(status, &body));
-        }
-        serde_json::from_slice(&body).map_err(|e| CallError::Unreadable {
-            url,
-            detail: e.to_string(),
-        })
+        self.answer(url, request).await
     }
 
     /// The same client acting with `token`.
