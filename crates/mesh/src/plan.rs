@@ -59,7 +59,8 @@ pub struct Site {
     pub stable_ipv4: Option<Ipv4Addr>,
 }
 
-/// A site by provider and name (site names are each provider's own).
+/// A site by provider and name (site names are each provider's own). The zone fills
+/// `provider` with the provider's id, never its name, which anyone may choose.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SiteRef {
     pub provider: String,
@@ -140,6 +141,32 @@ pub fn plan_workstation(world: &World, id: &str) -> Option<MeshConfig> {
         .iter()
         .find(|m| m.id == id && matches!(m.role, Role::Workstation { .. }))?;
     Some(Index::new(world).config_of(member))
+}
+
+/// The sites a plan may use: every site whose prefix overlaps no site of another provider
+/// that comes first (by provider, then site name; the zone's provider ids grow with age, so
+/// the older provider keeps its prefix), and the refused ones, each with the site it
+/// overlaps. A provider may not move another provider's peers or routes by reporting its
+/// prefix.
+pub fn disjoint_sites(mut sites: Vec<Site>) -> (Vec<Site>, Vec<(Site, SiteRef)>) {
+    sites.sort_by(|a, b| a.at.cmp(&b.at));
+    let mut kept: Vec<Site> = Vec::with_capacity(sites.len());
+    let mut refused = Vec::new();
+    for site in sites {
+        let overlapped = kept.iter().find(|k| {
+            k.at.provider != site.at.provider
+                && (k.prefix.contains(&site.prefix.network())
+                    || site.prefix.contains(&k.prefix.network()))
+        });
+        match overlapped {
+            Some(holder) => {
+                let holder = holder.at.clone();
+                refused.push((site, holder));
+            }
+            None => kept.push(site),
+        }
+    }
+    (kept, refused)
 }
 
 /// The forward port of a site's node at `underlay`: `FORWARD_BASE` plus its host index in

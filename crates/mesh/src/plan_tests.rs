@@ -7,7 +7,8 @@ use proptest::prelude::*;
 use crate::config::{BACKBONE_INTERFACE, ForwardPort, MESH_INTERFACE, MeshConfig};
 use crate::key::PublicKey;
 use crate::plan::{
-    Member, PoolAddress, Project, Role, Site, SiteRef, World, forward_port, plan, plan_workstation,
+    Member, PoolAddress, Project, Role, Site, SiteRef, World, disjoint_sites, forward_port, plan,
+    plan_workstation,
 };
 use crate::workstation::wg_quick;
 
@@ -552,4 +553,30 @@ mod changes {
             }
         }
     }
+}
+
+#[test]
+fn a_site_overlapping_another_providers_site_is_refused_and_the_first_keeps_its_prefix() {
+    let site = |provider: &str, name: &str, prefix: &str| Site {
+        at: at((provider, name)),
+        prefix: net(prefix),
+        stable_ipv4: Some(ip("198.18.0.1")),
+    };
+    let first = site("pv-000000000003", "eu-central-a", "10.90.1.0/24");
+    let own = site("pv-000000000003", "us-east-a", "10.90.2.0/24");
+    let copy = site("pv-000000000009", "eu-central-a", "10.90.1.0/24");
+    let wider = site("pv-000000000009", "eu-wide", "10.90.0.0/16");
+    let apart = site("pv-000000000009", "ap-south-a", "10.91.0.0/24");
+    let (kept, refused) = disjoint_sites(vec![
+        wider.clone(),
+        copy.clone(),
+        apart.clone(),
+        own.clone(),
+        first.clone(),
+    ]);
+    assert_eq!(kept, vec![first.clone(), own, apart]);
+    assert_eq!(
+        refused,
+        vec![(copy, first.at.clone()), (wider, first.at.clone())]
+    );
 }

@@ -70,11 +70,36 @@ fn id<T: TryFrom<String>>(value: String, field: &str) -> Result<T> {
     T::try_from(value).map_err(|_| ConvertError::missing(field))
 }
 
-fn optional_id<T: TryFrom<String>>(value: String, field: &str) -> Result<Option<T>> {
+/// A site name as it enters from the wire: a DNS label (1–63 characters of `a-z`, `0-9` and
+/// `-`, neither starting nor ending with `-`). Site names reach events, views and pages, so
+/// nothing that acts on a terminal or reads differently than it is gets in.
+fn site(value: String, field: &str) -> Result<SiteName> {
+    if value.is_empty() {
+        return Err(ConvertError::missing(field));
+    }
+    let label = value.len() <= 63
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !value.starts_with('-')
+        && !value.ends_with('-');
+    if !label {
+        return Err(ConvertError::invalid(
+            field,
+            format!(
+                "{} is no site name (1-63 of a-z, 0-9 and -, not starting or ending with -)",
+                orc_common::text::quoted(&value)
+            ),
+        ));
+    }
+    id(value, field)
+}
+
+fn optional_site(value: String, field: &str) -> Result<Option<SiteName>> {
     if value.is_empty() {
         Ok(None)
     } else {
-        id(value, field).map(Some)
+        site(value, field).map(Some)
     }
 }
 
@@ -450,7 +475,7 @@ impl TryFrom<pb::Offer> for Offer {
             return Err(ConvertError::missing("expires_unix_ms"));
         }
         Ok(Offer {
-            site: id(o.site, "site")?,
+            site: site(o.site, "site")?,
             price: optional_message(o.price, "price")?,
             words: text(o.words, "words")?,
             quote_token: id(o.quote_token, "quote_token")?,
@@ -525,7 +550,7 @@ impl TryFrom<pb::DeployDone> for Deployed {
             .collect::<Result<Vec<_>>>()?;
         Ok(Deployed {
             node_id: id(d.node_id, "node_id")?,
-            site: id(d.site, "site")?,
+            site: site(d.site, "site")?,
             addresses,
             price: optional_message(d.price, "price")?,
             instance_ref: id(d.instance_ref, "instance_ref")?,
@@ -578,7 +603,7 @@ impl TryFrom<pb::InventoryNode> for InventoryNode {
     fn try_from(n: pb::InventoryNode) -> Result<InventoryNode> {
         Ok(InventoryNode {
             node_id: id(n.node_id, "node_id")?,
-            site: id(n.site, "site")?,
+            site: site(n.site, "site")?,
             instance_ref: id(n.instance_ref, "instance_ref")?,
             state: node_state(n.state, "state")?,
         })
@@ -599,7 +624,7 @@ impl TryFrom<pb::InventorySite> for InventorySite {
             })?)
         };
         Ok(InventorySite {
-            site: id(s.site, "site")?,
+            site: site(s.site, "site")?,
             public_ipv4,
             private_prefix: (!s.private_prefix.is_empty()).then_some(s.private_prefix),
         })
@@ -614,7 +639,7 @@ impl TryFrom<pb::PoolAddress> for PoolAddress {
         })?;
         Ok(PoolAddress {
             pool: id(a.pool, "pool")?,
-            site: id(a.site, "site")?,
+            site: site(a.site, "site")?,
             ipv4,
         })
     }
@@ -788,7 +813,7 @@ impl TryFrom<pb::Quote> for Quote {
             shape: message(q.shape, "shape")?,
             class: id::<ClassId>(q.class, "class")?,
             os: id::<OsId>(q.os, "os")?,
-            pinned_site: optional_id(q.pinned_site, "pinned_site")?,
+            pinned_site: optional_site(q.pinned_site, "pinned_site")?,
             public: q.public,
             placement: placement(q.placement)?,
             preview: q.preview,

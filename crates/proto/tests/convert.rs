@@ -517,6 +517,53 @@ fn inventory_must_be_complete_and_names_fields() {
     }
 }
 
+/// Attack: a provider reports a site name with terminal escapes or a bidirectional override,
+/// which the zone stored raw and copied into events and pages. A site name enters the zone
+/// only as a DNS label, wherever a provider message carries one.
+#[test]
+fn site_names_enter_only_as_dns_labels() {
+    let invalid = |field: &str, value: &str| ConvertError::Invalid {
+        field: field.into(),
+        reason: format!(
+            "{} is no site name (1-63 of a-z, 0-9 and -, not starting or ending with -)",
+            orc_common::text::quoted(value)
+        ),
+    };
+    let (too_long, longest) = ("a".repeat(64), "a".repeat(63));
+    for bad in [
+        "eu-central-a\u{1b}[2J",
+        "eu\u{202e}a-lartnec",
+        "EU-Central",
+        "eu central",
+        "-eu",
+        "eu-",
+        too_long.as_str(),
+    ] {
+        let bad = bad.to_string();
+        let in_node = bad.clone();
+        assert_eq!(
+            provider_error(
+                move |m| body!(m, PBody::Inventory).nodes[0].site = in_node,
+                7
+            ),
+            invalid("inventory.nodes[0].site", &bad)
+        );
+        let in_site = bad.clone();
+        assert_eq!(
+            provider_error(
+                move |m| body!(m, PBody::Inventory).sites[0].site = in_site,
+                7
+            ),
+            invalid("inventory.sites[0].site", &bad)
+        );
+    }
+    for good in ["eu-central-a", "fsn1", "1a", longest.as_str()] {
+        let mut wire = pb::ProviderMessage::from(provider_messages()[7].clone());
+        body!(&mut wire, PBody::Inventory).sites[0].site = good.to_string();
+        assert!(ProviderMessage::try_from(wire).is_ok(), "{good}");
+    }
+}
+
 #[test]
 fn envelope_without_body_is_refused() {
     let err = ProviderMessage::try_from(pb::ProviderMessage {

@@ -65,7 +65,7 @@ use policy::{Registered, RolloutStep, SlotView, next_rollout_step};
 use slot::{Launch, SlotContext, SlotHandle};
 
 /// Name of the built-in provider whose pools run apps on the zone host.
-pub const CORE_PROVIDER: &str = "core";
+pub const CORE_PROVIDER: &str = orc_zone_model::CORE_PROVIDER_NAME;
 /// Resource URI of the `core` provider row.
 pub const CORE_RESOURCE_URI: &str = "urn:orc:core";
 /// The site every `core` node is at.

@@ -2,6 +2,7 @@
 //!
 //! - [`model`]: typed ids, names, and the records the store keeps (orgs, projects, users,
 //!   tokens, providers, pools, nodes, events, usage lines);
+//! - [`gateway`]: site gateways' pools, named and recognised by their provider's id;
 //! - [`pricing`]: what a tenant pays for a node and how its hours become usage lines;
 //! - [`clock`]: the [`Clock`](clock::Clock) seam through which the controller reads time;
 //! - [`ssh`]: the OpenSSH public keys a tenant has installed on a pool's nodes;
@@ -20,6 +21,7 @@
 
 pub mod agent;
 pub mod clock;
+pub mod gateway;
 pub mod join;
 pub mod model;
 pub mod pricing;

@@ -583,11 +583,18 @@ pub struct Membership {
 }
 
 /// A registered source of nodes.
+///
+/// Records join a provider by its id, never by its name: any project may register a provider
+/// under any name, so a name says nothing about whose it is. Bare names are the zone
+/// operator's: a provider of org `sys` is read and addressed by its name (unique across the
+/// org); any other by its full name `<org>/<project>/<name>` ([`Provider::full_name`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Provider {
     pub id: ProviderId,
     /// The project it registered in.
     pub project_id: ProjectId,
+    /// The org of that project.
+    pub org_id: OrgId,
     pub name: Name,
     /// The resource it offers (`urn:orc:partner:<id>` for a shared one); unique in the zone.
     pub resource_uri: String,
@@ -596,6 +603,38 @@ pub struct Provider {
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
+
+impl Provider {
+    /// Whether the zone's operator registered it (its project is in org `sys`).
+    pub fn is_operators(&self) -> bool {
+        self.org_id == sys_org_id()
+    }
+
+    /// Whether it may declare site gateways: only a zone-scoped provider of org `sys` does
+    /// (the zone runs its gateways in `sys/sys`, with join tokens of the zone's own).
+    pub fn may_run_site_gateways(&self) -> bool {
+        self.is_operators() && self.scope == ProviderScope::Zone
+    }
+
+    /// Whether it is the zone's own `core` provider, which runs apps on the zone's hosts:
+    /// the one registered in `sys/sys` under [`CORE_PROVIDER_NAME`], never a namesake.
+    pub fn is_core(&self) -> bool {
+        self.project_id == sys_project_id() && self.name.as_str() == CORE_PROVIDER_NAME
+    }
+
+    /// The name people read and give for it: its bare name when it is the operator's, else
+    /// `<org>/<project>/<name>` with the names of its org and project.
+    pub fn full_name(&self, org: &Name, project: &Name) -> String {
+        if self.is_operators() {
+            self.name.to_string()
+        } else {
+            format!("{org}/{project}/{}", self.name)
+        }
+    }
+}
+
+/// The name of the zone's own provider of app pools, registered in `sys/sys`.
+pub const CORE_PROVIDER_NAME: &str = "core";
 
 /// What a new provider record holds.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -189,8 +189,8 @@ impl Store {
     }
 
     /// Running nodes that were deployed with a join token, have run since `before` or
-    /// longer, and whose agent never joined; nodes of provider `except` (the zone's own app
-    /// slots) are left out. Nodes deployed before the zone minted tokens have none, so they
+    /// longer, and whose agent never joined; nodes of `sys/sys`'s provider named `except` (the
+    /// zone's own app slots) are left out. Nodes deployed before the zone minted tokens have none, so they
     /// are never taken for nodes whose agent failed.
     pub async fn running_nodes_without_agent(
         &self,
@@ -202,12 +202,14 @@ impl Store {
              AND id NOT IN (SELECT node_id FROM node_agents) \
              AND id IN (SELECT node_id FROM join_tokens) \
              AND pool_id IN (SELECT pools.id FROM pools JOIN providers \
-                 ON providers.id = pools.provider_id WHERE providers.name <> $2) \
+                 ON providers.id = pools.provider_id \
+                 WHERE NOT (providers.project_id = $3 AND providers.name = $2)) \
              ORDER BY id"
         ));
         let rows = sqlx::query(sql)
             .bind(before.millis())
             .bind(except)
+            .bind(orc_zone_model::sys_project_id().as_str())
             .fetch_all(self.pool())
             .await
             .op("list running nodes without agent")?;

@@ -216,6 +216,12 @@ const UNIQUE_RULES: &[UniqueRule] = &[
         "name",
     ),
     rule(
+        "providers_sys_name_unique",
+        "providers.sys_name",
+        Kind::Provider,
+        "name",
+    ),
+    rule(
         "providers_resource_uri_unique",
         "providers.resource_uri",
         Kind::Provider,

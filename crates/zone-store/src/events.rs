@@ -65,6 +65,37 @@ impl Store {
         })
     }
 
+    /// Appends an event, unless the newest event of exactly its scope has the same kind and
+    /// words: that one then counts one more repeat and its last time becomes `at`. A
+    /// condition that every report repeats so reads as one event.
+    pub async fn record_repeatable_event(
+        &self,
+        scope: &EventScope,
+        kind: &str,
+        words: &str,
+        at: Timestamp,
+    ) -> StoreResult<Event> {
+        let newest = self.list_newest_events(scope, 1).await?;
+        if let Some(last) = newest.into_iter().next()
+            && last.scope == *scope
+            && last.kind == kind
+            && last.words == words
+        {
+            sqlx::query("UPDATE events SET repeats = repeats + 1, last_at = $2 WHERE id = $1")
+                .bind(last.id.as_str())
+                .bind(at.millis())
+                .execute(self.pool())
+                .await
+                .op("count a repeated event")?;
+            return Ok(Event {
+                repeats: last.repeats.saturating_add(1),
+                last_at: Some(at),
+                ..last
+            });
+        }
+        self.record_event(scope, kind, words, at).await
+    }
+
     /// Appends an event about a node, unless the node's newest event has the same kind and
     /// words: that one then counts one more repeat and its last time becomes `at`. A node
     /// parked and retried every minute so reads as one event, not a screenful.

@@ -154,10 +154,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "app registry",
         include_str!("../migrations/0016_app_registry.sql"),
     ),
+    (
+        17,
+        "providers known by id, bare names the operator's",
+        include_str!("../migrations/0017_provider_identity.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

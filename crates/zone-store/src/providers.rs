@@ -11,10 +11,11 @@ use super::rows::{opt_text, parsed, text, time};
 use super::{Kind, Store, StoreError, StoreResult};
 use orc_zone_model::{
     Markup, NewProvider, PricingStrategy, ProjectId, Provider, ProviderId, ProviderScope, Timestamp,
+    sys_org_id,
 };
 
 const PROVIDER_COLUMNS: &str =
-    "id, project_id, name, resource_uri, scope, markup, created_at, updated_at";
+    "id, project_id, org_id, name, resource_uri, scope, markup, created_at, updated_at";
 
 fn provider_from(row: &AnyRow) -> StoreResult<Provider> {
     let pricing = match opt_text(row, "providers.markup")? {
@@ -31,6 +32,7 @@ fn provider_from(row: &AnyRow) -> StoreResult<Provider> {
     Ok(Provider {
         id: parsed(row, "providers.id")?,
         project_id: parsed(row, "providers.project_id")?,
+        org_id: parsed(row, "providers.org_id")?,
         name: parsed(row, "providers.name")?,
         resource_uri: text(row, "providers.resource_uri")?,
         scope: parsed(row, "providers.scope")?,
@@ -48,21 +50,27 @@ fn markup_text(pricing: PricingStrategy) -> Option<String> {
 }
 
 impl Store {
-    /// Registers a provider in a project. Its name is unique within the project and its
-    /// resource URI within the zone.
+    /// Registers a provider in a project. Its name is unique within the project (and, for a
+    /// project of org `sys`, within the org: bare names are the operator's), its resource URI
+    /// within the zone.
     pub async fn create_provider(
         &self,
         new: &NewProvider,
         now: Timestamp,
     ) -> StoreResult<Provider> {
+        let org_id = self.get_project(&new.project_id).await?.org_id;
+        let operators = org_id == sys_org_id();
         let id = ProviderId::from_counter(self.allocate_ids(1).await?);
         sqlx::query(
-            "INSERT INTO providers (id, project_id, name, resource_uri, scope, markup, \
-             created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+            "INSERT INTO providers (id, project_id, org_id, name, sys_name, resource_uri, \
+             scope, markup, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
         )
         .bind(id.as_str())
         .bind(new.project_id.as_str())
+        .bind(org_id.as_str())
         .bind(new.name.as_str())
+        .bind(operators.then(|| new.name.to_string()))
         .bind(new.resource_uri.as_str())
         .bind(new.scope.as_str())
         .bind(markup_text(new.pricing))
@@ -76,6 +84,7 @@ impl Store {
                 Kind::Provider,
                 |field| match field {
                     "resource URI" => (new.resource_uri.clone(), String::new()),
+                    _ if operators => (new.name.to_string(), " in org sys".to_string()),
                     _ => (
                         new.name.to_string(),
                         format!(" in project {}", new.project_id),
@@ -87,6 +96,7 @@ impl Store {
         Ok(Provider {
             id,
             project_id: new.project_id.clone(),
+            org_id,
             name: new.name.clone(),
             resource_uri: new.resource_uri.clone(),
             scope: new.scope,

@@ -4,8 +4,10 @@
 //! implement it: the hub (`crate::hub::Hub`, remote providers over their gRPC stream) and the
 //! built-in `core` provider ([`Apps`] of `orc-zone-apps`, app binaries run as child processes
 //! on the zone host; its impl is here, so the supervisor never depends on the controller).
-//! The reconcilers never know which one they talk to: [`Backends`] routes a provider
-//! named [`CORE_PROVIDER`] to the core backend and every other provider to the remote one.
+//! The reconcilers never know which one they talk to: [`Backends`] routes the zone's own
+//! `sys/sys/core` ([`Provider::is_core`](crate::model::Provider::is_core); a namesake in
+//! another project is not it) to the core backend and every other provider to the remote
+//! one.
 //!
 //! Invariants every backend keeps:
 //! - requests are idempotent by node id: a deploy of a node that already exists returns the
@@ -189,7 +191,7 @@ impl fmt::Debug for Backends {
 }
 
 impl Backends {
-    /// Routes provider [`CORE_PROVIDER`] to `core` and every other provider to `remote`.
+    /// Routes the zone's own `core` provider to `core` and every other provider to `remote`.
     pub fn new(remote: impl NodeBackend, core: impl NodeBackend) -> Self {
         Backends {
             remote: Arc::new(remote),
@@ -206,7 +208,7 @@ impl Backends {
     }
 
     fn route(&self, provider: &Provider) -> &dyn ErasedBackend {
-        if provider.name.as_str() == CORE_PROVIDER {
+        if provider.is_core() {
             &*self.core
         } else {
             &*self.remote

@@ -12,15 +12,20 @@
 //! it.
 //!
 //! Members:
-//! - a joined node of a gateway pool (`sys/sys/gw-<provider>-<site>`) is its site's
-//!   gateway, with its backbone key;
+//! - a joined node of a gateway pool (`sys/sys/gw-<provider id>-<site>`, on that provider,
+//!   which may run site gateways) is its site's gateway, with its backbone key;
 //! - every other joined node is a member of its project's mesh, at its site when its
-//!   provider reported a private prefix for the site (it sits behind the site's gateway),
-//!   else with its public address;
+//!   provider may run site gateways and reported a private prefix for the site (it sits
+//!   behind the site's gateway), else with its public address;
 //! - workstations are members that `orc mesh connect` added.
 //!
 //! A node that ended leaves the mesh; its address is quarantined for
 //! [`MeshOptions::quarantine`] before another member may get it.
+//!
+//! Sites are known by their provider's **id** ([`SiteRef`] holds it), never its name: a
+//! provider only ever adds, moves or removes its own sites, and a site whose prefix
+//! overlaps one of another provider is left out of the plan
+//! ([`orc_mesh::plan::disjoint_sites`]; the hub refuses such a report in the first place).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -38,7 +43,8 @@ use tokio::task::JoinHandle;
 use crate::agents::AgentHub;
 use crate::model::{NodeId, ProjectId, Timestamp};
 use crate::reconcile::SharedClock;
-use crate::reconcile::gateways::gateway_site;
+use orc_zone_model::gateway::gateway_site;
+use crate::model::{Provider, ProviderId};
 use crate::store::{Store, StoreResult};
 
 /// Settings of the mesh reconciler.
@@ -257,7 +263,7 @@ async fn pass_over(
     for node in nodes {
         let id = node.node_id.to_string();
         if node.facts.is_none()
-            || is_gateway(node, &inputs.provider_name(node))
+            || inputs.is_gateway(node)
             || known.contains(&id)
         {
             continue;
@@ -310,8 +316,8 @@ pub async fn world(store: &Store, options: &MeshOptions) -> StoreResult<World> {
 #[derive(Debug)]
 struct Inputs {
     nodes: Vec<MeshNode>,
-    /// Provider names by id.
-    providers: BTreeMap<String, String>,
+    /// Providers by id.
+    providers: BTreeMap<ProviderId, Provider>,
     sites: BTreeMap<SiteRef, Site>,
     pool_addresses: Vec<PoolAddress>,
 }
@@ -319,35 +325,34 @@ struct Inputs {
 impl Inputs {
     async fn load(store: &Store) -> StoreResult<Inputs> {
         let nodes = store.mesh_nodes().await?;
-        let providers: BTreeMap<String, String> = store
+        let providers: BTreeMap<ProviderId, Provider> = store
             .list_providers()
             .await?
             .into_iter()
-            .map(|p| (p.id.to_string(), p.name.to_string()))
+            .map(|p| (p.id.clone(), p))
             .collect();
-        let sites = store
+        let reported: Vec<Site> = store
             .mesh_sites()
             .await?
             .into_iter()
             .filter_map(|s| {
                 let prefix: Ipv4Net = s.private_prefix.as_deref()?.parse().ok()?;
-                let provider = providers.get(s.provider_id.as_str())?;
-                let at = SiteRef::new(provider, &s.site);
-                let site = Site {
-                    at: at.clone(),
+                let provider = providers.get(&s.provider_id)?;
+                // Nodes sit behind a site only where the provider runs the site's gateway.
+                provider.may_run_site_gateways().then_some(())?;
+                Some(Site {
+                    at: SiteRef::new(provider.id.as_str(), &s.site),
                     prefix,
                     stable_ipv4: s.public_ipv4.as_deref().and_then(|a| a.parse().ok()),
-                };
-                Some((at, site))
+                })
             })
             .collect();
-        let provider_name = |node: &MeshNode| {
-            providers
-                .get(node.provider_id.as_str())
-                .cloned()
-                .unwrap_or_else(|| node.provider_id.to_string())
-        };
-        let pool_addresses = pool_addresses(store, &nodes, &provider_name).await?;
+        let (kept, refused) = orc_mesh::plan::disjoint_sites(reported);
+        for (site, holder) in &refused {
+            tracing::warn!(site = %site.at, prefix = %site.prefix, overlaps = %holder, "a site's prefix overlaps another provider's site; the site is left out of the mesh");
+        }
+        let sites = kept.into_iter().map(|s| (s.at.clone(), s)).collect();
+        let pool_addresses = pool_addresses(store, &nodes).await?;
         Ok(Inputs {
             nodes,
             providers,
@@ -356,11 +361,30 @@ impl Inputs {
         })
     }
 
-    fn provider_name(&self, node: &MeshNode) -> String {
-        self.providers
-            .get(node.provider_id.as_str())
-            .cloned()
-            .unwrap_or_else(|| node.provider_id.to_string())
+    /// Whether `node` is a gateway: of a gateway pool in `sys/sys` named for the id of the
+    /// provider it is on, which may run site gateways.
+    fn is_gateway(&self, node: &MeshNode) -> bool {
+        self.gateway_site(node).is_some()
+    }
+
+    /// The site `node` is the gateway of, if it is one.
+    fn gateway_site(&self, node: &MeshNode) -> Option<SiteRef> {
+        let provider = self.providers.get(&node.provider_id)?;
+        if node.org_name.as_str() != "sys"
+            || node.project_name.as_str() != "sys"
+            || !provider.may_run_site_gateways()
+        {
+            return None;
+        }
+        let site = gateway_site(node.pool_name.as_str(), &node.provider_id)?;
+        Some(SiteRef::new(node.provider_id.as_str(), site))
+    }
+
+    /// Where `node` sits: its provider's site, when the provider runs gateways and the site
+    /// is in the plan.
+    fn site_of(&self, node: &MeshNode) -> Option<SiteRef> {
+        let at = SiteRef::new(node.provider_id.as_str(), node.site.as_deref()?);
+        self.sites.contains_key(&at).then_some(at)
     }
 
     async fn world(
@@ -385,10 +409,8 @@ impl Inputs {
             nodes.iter().map(|n| (n.node_id.as_str(), n)).collect();
         let mut world_members = Vec::new();
         for node in nodes.iter().filter(|n| n.facts.is_some()) {
-            let provider = self.provider_name(node);
-            if is_gateway(node, &provider) {
-                let site = gateway_site(node.pool_name.as_str(), &provider)
-                    .map(|s| SiteRef::new(&provider, s));
+            if let Some(site) = self.gateway_site(node) {
+                let site = Some(site);
                 let underlay = site
                     .as_ref()
                     .and_then(|at| sites.get(at))
@@ -410,12 +432,7 @@ impl Inputs {
                     let Some(node) = by_id.get(member.id.as_str()) else {
                         continue;
                     };
-                    let provider = self.provider_name(node);
-                    let at = node
-                        .site
-                        .as_deref()
-                        .map(|s| SiteRef::new(&provider, s))
-                        .filter(|at| sites.contains_key(at));
+                    let at = self.site_of(node);
                     let underlay = match &at {
                         Some(at) => underlay_in(node, sites[at].prefix),
                         None => public_address(node),
@@ -456,11 +473,7 @@ impl Inputs {
     }
 }
 
-async fn pool_addresses(
-    store: &Store,
-    nodes: &[MeshNode],
-    provider_name: &impl Fn(&MeshNode) -> String,
-) -> StoreResult<Vec<PoolAddress>> {
+async fn pool_addresses(store: &Store, nodes: &[MeshNode]) -> StoreResult<Vec<PoolAddress>> {
     let pools: BTreeMap<&str, &MeshNode> = nodes.iter().map(|n| (n.pool_id.as_str(), n)).collect();
     Ok(store
         .mesh_pool_addresses()
@@ -471,7 +484,7 @@ async fn pool_addresses(
             let node = pools.get(a.pool_id.as_str())?;
             Some(PoolAddress {
                 pool: pool_path(node),
-                at: SiteRef::new(&provider_name(node), &a.site),
+                at: SiteRef::new(node.provider_id.as_str(), &a.site),
                 address: a.ipv4.parse().ok()?,
                 ports: node
                     .endpoints
@@ -484,12 +497,6 @@ async fn pool_addresses(
             })
         })
         .collect())
-}
-
-fn is_gateway(node: &MeshNode, provider: &str) -> bool {
-    node.org_name.as_str() == "sys"
-        && node.project_name.as_str() == "sys"
-        && gateway_site(node.pool_name.as_str(), provider).is_some()
 }
 
 fn pool_path(node: &MeshNode) -> String {

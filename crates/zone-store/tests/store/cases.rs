@@ -98,6 +98,32 @@ async fn pool_of(
 
 /// Inserts an empty pool as the builds of schemas 4 to 9 wrote it: raw SQL, because this
 /// build's pool and node rows have columns those schemas lack.
+/// A provider row as the schema of an older build wrote it (before providers knew their org).
+async fn old_provider(
+    db: &TestDb,
+    store: &Store,
+    project: &orc_zone_model::ProjectId,
+    provider_name: &str,
+    scope: &str,
+) -> ProviderId {
+    let id = ProviderId::from_counter(store.allocate_ids(1).await.unwrap());
+    let mut raw = db.raw().await;
+    sqlx::query(
+        "INSERT INTO providers (id, project_id, name, resource_uri, scope, markup, created_at, \
+         updated_at) VALUES ($1, $2, $3, $4, $5, NULL, $6, $6)",
+    )
+    .bind(id.as_str())
+    .bind(project.as_str())
+    .bind(provider_name)
+    .bind(format!("urn:orc:test:{id}"))
+    .bind(scope)
+    .bind(T0.millis())
+    .execute(&mut raw)
+    .await
+    .unwrap();
+    id
+}
+
 async fn old_pool(
     db: &TestDb,
     store: &Store,
@@ -216,29 +242,21 @@ pub async fn migrations_name_gateway_pools_after_their_provider(db: &TestDb) {
         "p-000000000002",
         "the id 0005 names"
     );
-    let provider = store
-        .create_provider(
-            &NewProvider {
-                project_id: sys_project_id(),
-                name: name("partner"),
-                resource_uri: "urn:orc:partner:zone-1".to_string(),
-                scope: ProviderScope::Zone,
-                pricing: PricingStrategy::None,
-            },
-            T0,
-        )
-        .await
-        .unwrap();
     let sys = sys_project_id();
-    let legacy = old_pool(db, &store, &sys, &provider.id, "gw-eu-central-a", "gateway").await;
+    let provider = old_provider(db, &store, &sys, "partner", "zone").await;
+    let legacy = old_pool(db, &store, &sys, &provider, "gw-eu-central-a", "gateway").await;
     let long_site = format!("gw-{}", "s".repeat(54));
-    let too_long = old_pool(db, &store, &sys, &provider.id, &long_site, "gateway").await;
-    let operators = old_pool(db, &store, &sys, &provider.id, "gw-tools", "debian-12").await;
+    let too_long = old_pool(db, &store, &sys, &provider, &long_site, "gateway").await;
+    let operators = old_pool(db, &store, &sys, &provider, "gw-tools", "debian-12").await;
     store.close().await;
 
     let store = db.store().await;
     let renamed = store.get_pool(&legacy).await.unwrap();
-    assert_eq!(renamed.name.as_str(), "gw-partner-eu-central-a");
+    assert_eq!(
+        renamed.name.as_str(),
+        format!("gw-{provider}-eu-central-a"),
+        "0005 names it after the provider's name, 0017 after its id"
+    );
     assert_eq!(
         store.get_pool(&too_long).await.unwrap().name.as_str(),
         long_site,
@@ -255,7 +273,12 @@ pub async fn migrations_keep_refusals_and_take_unplaceable(db: &TestDb) {
     let store = db.bare().await;
     store.migrate_to(8).await.unwrap();
     store.bootstrap(T0).await.unwrap();
-    let (project, provider) = tenant(&store).await;
+    let org = store.create_org(&name("acme"), T0).await.unwrap();
+    let project = store
+        .create_project(&org.id, &name("web"), T0)
+        .await
+        .unwrap();
+    let provider = old_provider(db, &store, &project.id, "cloud", "project").await;
     let pool_id = old_pool(db, &store, &project.id, &provider, "web", "debian-12").await;
     let node = NodeId::from_counter(store.allocate_ids(1).await.unwrap());
     // Schema 8's node row, written as that schema's build wrote it.

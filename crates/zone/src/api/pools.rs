@@ -71,10 +71,11 @@ async fn pool_view(
 ) -> ApiResult<PoolView> {
     let provider = state.store.get_provider(&pool.spec.provider_id).await?;
     let counts = state.store.count_live_nodes_by_state(&pool.id).await?;
+    let provider_name = super::providers::provider_full_name(state, &provider).await?;
     let mut view = PoolView::new(
         format!("{}/{}/{}", org.name, project.name, pool.name),
         pool,
-        provider.name.as_str(),
+        &provider_name,
         &counts,
     );
     if view.nodes.parked > 0 {
@@ -406,7 +407,7 @@ pub(super) async fn create_pool(
     let app = match &body.app {
         Some(package) => {
             check_package(package)?;
-            let on_core = provider.name.as_str() == crate::backend::CORE_PROVIDER;
+            let on_core = provider.is_core();
             let resolved = resolve_app(&state, package, on_core).await?;
             check_plain_params(package, &resolved.sensitive, &body.params)?;
             if let Some(manifest) = &resolved.manifest {
@@ -430,7 +431,7 @@ pub(super) async fn create_pool(
             ));
         }
     };
-    if app.is_none() && provider.name.as_str() == crate::backend::CORE_PROVIDER {
+    if app.is_none() && provider.is_core() {
         return Err(ApiError::invalid(
             "app",
             "pools on provider core run an app: set app (org/name:tag)",
@@ -474,7 +475,8 @@ pub(super) async fn create_pool(
         })?;
     let words = format!(
         "created with {} node(s) on provider {}",
-        change.pool.size, provider.name
+        change.pool.size,
+        super::providers::provider_full_name(&state, &provider).await?
     );
     pool_event(&state, &org, &project, &change.pool, "pool.created", &words).await;
     state.wake();
@@ -674,7 +676,7 @@ pub(super) async fn reconfigure_pool(
         ));
     };
     let provider = state.store.get_provider(&pool.spec.provider_id).await?;
-    let on_core = provider.name.as_str() == crate::backend::CORE_PROVIDER;
+    let on_core = provider.is_core();
     let resolved = resolve_app(&state, &app.package, on_core).await?;
     check_plain_params(&app.package, &resolved.sensitive, &body.params)?;
     let sensitive = match &body.sensitive_params {
@@ -1047,7 +1049,7 @@ pub(super) async fn quote(
     let provider = visible_provider(&state, &project_row, "provider", &body.provider)
         .await
         .map_err(|e| ApiError::invalid("provider", e.message))?;
-    if provider.name.as_str() == crate::backend::CORE_PROVIDER {
+    if provider.is_core() {
         return Err(ApiError::invalid(
             "provider",
             "provider core runs apps on the zone host; its slots are not quoted in advance",
@@ -1072,7 +1074,8 @@ pub(super) async fn quote(
     )
     .await?;
     let reply = backends.quote(&provider, request).await?;
-    Ok(Json(quote_view(&provider, reply)))
+    let name = super::providers::provider_full_name(&state, &provider).await?;
+    Ok(Json(quote_view(&provider, &name, reply)))
 }
 
 /// A preview quote for a fresh node id of `pool` (`org/project/name`): the provider answers
@@ -1143,14 +1146,15 @@ async fn check_placeable(
     }
 }
 
-/// The tenant's view of a provider's quote reply, with the provider's pricing strategy.
-pub fn quote_view(provider: &Provider, reply: orc_proto::QuoteReply) -> QuoteView {
+/// The tenant's view of a provider's quote reply, with the provider's pricing strategy;
+/// `name` is the provider's full name.
+pub fn quote_view(provider: &Provider, name: &str, reply: orc_proto::QuoteReply) -> QuoteView {
     match reply {
         orc_proto::QuoteReply::Offer(offer) => {
             let markup = markup_at_admission(provider.pricing);
             let price = tenant_price(offer.price.as_ref(), markup);
             QuoteView {
-                provider: provider.name.to_string(),
+                provider: name.to_string(),
                 outcome: "offer".to_string(),
                 words: offer.words,
                 site: Some(offer.site.to_string()),
@@ -1160,7 +1164,7 @@ pub fn quote_view(provider: &Provider, reply: orc_proto::QuoteReply) -> QuoteVie
             }
         }
         orc_proto::QuoteReply::Refused(refusal) => QuoteView {
-            provider: provider.name.to_string(),
+            provider: name.to_string(),
             outcome: "refused".to_string(),
             words: refusal.words,
             site: None,

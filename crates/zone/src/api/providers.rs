@@ -18,40 +18,76 @@ use super::views::{
     CatalogView, ChangeScope, ClassView, OfferingView, OsView, ProviderView, SetPricing, SiteView,
 };
 use crate::model::{
-    Markup, Node, NodeState, PricingStrategy, Project, Provider, ProviderId, ProviderScope, Role,
-    sys_project_id,
+    Markup, Name, Node, NodeState, PricingStrategy, Project, Provider, ProviderId, ProviderScope,
+    Role, sys_project_id,
 };
-use crate::reconcile::gateways::gateway_site;
+use orc_zone_model::gateway::{gateway_pool_site, is_gateway_pool_of};
+use crate::store::StoreError;
 
-/// The provider `name_or_id` among those visible to `project`: the project's own first, then
-/// zone-scoped ones (oldest first). `field` names where the request gave it.
+/// The provider `text` names among those visible to `project` (`field` names where the
+/// request gave it). A provider is named by its id; by its full name
+/// `<org>/<project>/<name>`; or by a bare name, which is first the operator's (a provider of
+/// org `sys` visible to the project: bare names are unique across that org) and only then the
+/// project's own of that name. So no tenant's provider can pass for the operator's, and a
+/// tenant's name never blocks one the operator registers later.
 pub(super) async fn visible_provider(
     state: &ApiState,
     project: &Project,
     field: &str,
-    name_or_id: &str,
+    text: &str,
 ) -> ApiResult<Provider> {
     let visible = state.store.list_providers_for(&project.id).await?;
-    let by_id = ProviderId::from_str(name_or_id).ok();
-    let matches = |p: &&Provider| match &by_id {
-        Some(id) => &p.id == id,
-        None => p.name.as_str() == name_or_id,
+    let not_visible = || {
+        ApiError::not_found(
+            field,
+            format!("no provider {} is visible to this project", quoted(text)),
+        )
     };
+    if let Ok(id) = ProviderId::from_str(text) {
+        return visible
+            .into_iter()
+            .find(|p| p.id == id)
+            .ok_or_else(not_visible);
+    }
+    if let Some((org, rest)) = text.split_once('/') {
+        let Some((home, name)) = rest.split_once('/') else {
+            return Err(not_visible());
+        };
+        let (Ok(org), Ok(home), Ok(name)) = (
+            org.parse::<Name>(),
+            home.parse::<Name>(),
+            name.parse::<Name>(),
+        ) else {
+            return Err(not_visible());
+        };
+        let home = match state.store.project_by_path(&org, &home).await {
+            Ok(home) => home,
+            Err(StoreError::NotFound { .. }) => return Err(not_visible()),
+            Err(e) => return Err(e.into()),
+        };
+        return visible
+            .into_iter()
+            .find(|p| p.project_id == home.id && p.name == name)
+            .ok_or_else(not_visible);
+    }
+    let named = |p: &&Provider| p.name.as_str() == text;
     visible
         .iter()
-        .filter(|p| p.project_id == project.id)
-        .find(matches)
-        .or_else(|| visible.iter().find(matches))
+        .filter(|p| p.is_operators())
+        .find(named)
+        .or_else(|| visible.iter().filter(|p| p.project_id == project.id).find(named))
         .cloned()
-        .ok_or_else(|| {
-            ApiError::not_found(
-                field,
-                format!(
-                    "no provider {} is visible to this project",
-                    quoted(name_or_id)
-                ),
-            )
-        })
+        .ok_or_else(not_visible)
+}
+
+/// The name people read and give for `p` ([`Provider::full_name`]).
+pub(super) async fn provider_full_name(state: &ApiState, p: &Provider) -> ApiResult<String> {
+    if p.is_operators() {
+        return Ok(p.name.to_string());
+    }
+    let project = state.store.get_project(&p.project_id).await?;
+    let org = state.store.get_org(&project.org_id).await?;
+    Ok(p.full_name(&org.name, &project.name))
 }
 
 /// `org/project` of the project a provider registered in.
@@ -65,7 +101,9 @@ pub(super) async fn provider_view(state: &ApiState, p: &Provider) -> ApiResult<P
     let home = provider_home(state, p).await?;
     let replicas = state.directory.replicas(p);
     let catalog = state.directory.catalog(p).as_ref().map(catalog_view);
-    Ok(ProviderView::new(p, home, replicas, catalog))
+    let mut view = ProviderView::new(p, home, replicas, catalog);
+    view.name = provider_full_name(state, p).await?;
+    Ok(view)
 }
 
 /// Requires that the provider registered in `project` (scope and pricing are changed there).
@@ -74,9 +112,22 @@ async fn require_home(state: &ApiState, project: &Project, p: &Provider) -> ApiR
         return Ok(());
     }
     let home = provider_home(state, p).await?;
+    let name = provider_full_name(state, p).await?;
+    let own = state
+        .store
+        .list_providers_for(&project.id)
+        .await?
+        .into_iter()
+        .find(|own| own.project_id == project.id && own.name == p.name);
+    let hint = match own {
+        Some(own) => format!(
+            "; this project's own is {}",
+            provider_full_name(state, &own).await?
+        ),
+        None => String::new(),
+    };
     Err(ApiError::forbidden(format!(
-        "provider {} belongs to project {home}; change it there",
-        p.name
+        "provider {name} belongs to project {home}; change it there{hint}"
     )))
 }
 
@@ -124,7 +175,7 @@ fn as_seen_from(
     tag = "providers",
     params(("org" = String, Path, description = "Org name"),
         ("project" = String, Path, description = "Project name"),
-        ("provider" = String, Path, description = "Provider name or id")),
+        ("provider" = String, Path, description = "Provider: bare name, full name org/project/name, or id")),
     responses((status = 200, body = ProviderView), (status = 404, body = ErrorBody)))]
 pub(super) async fn get_provider(
     State(state): State<ApiState>,
@@ -138,15 +189,16 @@ pub(super) async fn get_provider(
 }
 
 /// Changes who may use the provider: `{"scope": "zone"}` makes it visible to every project
-/// of the zone, which only a zone operator (owner of org `sys`) may do, and only for a
-/// name no other zone-scoped provider has; `{"scope": "project"}` narrows it to its own
-/// project again (owners of that project, or an operator).
+/// of the zone, which only a zone operator (owner of org `sys`) may do (names cannot clash:
+/// bare names are unique across org `sys`, every other provider is read by its full name);
+/// `{"scope": "project"}` narrows it to its own project again (owners of that project, or an
+/// operator).
 #[utoipa::path(post,
     path = "/api/orgs/{org}/projects/{project}/providers/{provider}/change-scope",
     tag = "providers", request_body = ChangeScope,
     params(("org" = String, Path, description = "Org name"),
         ("project" = String, Path, description = "Project name"),
-        ("provider" = String, Path, description = "Provider name or id")),
+        ("provider" = String, Path, description = "Provider: bare name, full name org/project/name, or id")),
     responses((status = 200, body = ProviderView), (status = 400, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(super) async fn change_scope(
@@ -174,25 +226,6 @@ pub(super) async fn change_scope(
                  (zone operator)",
             ));
         }
-        let taken = state
-            .store
-            .list_providers()
-            .await?
-            .into_iter()
-            .any(|other| {
-                other.id != p.id && other.scope == ProviderScope::Zone && other.name == p.name
-            });
-        if taken {
-            return Err(ApiError::new(
-                super::error::ErrorCode::Conflict,
-                format!(
-                    "a zone-scoped provider named {} exists already; zone-scoped names are \
-                     unique",
-                    p.name
-                ),
-            )
-            .with_field("provider"));
-        }
     }
     let p = state
         .store
@@ -210,7 +243,7 @@ pub(super) async fn change_scope(
     tag = "providers", request_body = SetPricing,
     params(("org" = String, Path, description = "Org name"),
         ("project" = String, Path, description = "Project name"),
-        ("provider" = String, Path, description = "Provider name or id")),
+        ("provider" = String, Path, description = "Provider: bare name, full name org/project/name, or id")),
     responses((status = 200, body = ProviderView), (status = 400, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(super) async fn set_pricing(
@@ -248,7 +281,7 @@ pub(super) async fn set_pricing(
     tag = "providers",
     params(("org" = String, Path, description = "Org name"),
         ("project" = String, Path, description = "Project name"),
-        ("provider" = String, Path, description = "Provider name or id")),
+        ("provider" = String, Path, description = "Provider: bare name, full name org/project/name, or id")),
     responses((status = 200, body = ProviderView), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody)))]
 pub(super) async fn remove_pricing(
@@ -293,7 +326,7 @@ async fn apply_pricing(
     tag = "providers",
     params(("org" = String, Path, description = "Org name"),
         ("project" = String, Path, description = "Project name"),
-        ("provider" = String, Path, description = "Provider name or id")),
+        ("provider" = String, Path, description = "Provider: bare name, full name org/project/name, or id")),
     responses((status = 200, body = Vec<SiteView>), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody)))]
 pub(super) async fn list_sites(
@@ -369,7 +402,10 @@ pub(super) async fn site_gateways(
         if pool.spec.provider_id != p.id {
             continue;
         }
-        let Some(site) = gateway_site(pool.name.as_str(), p.name.as_str()) else {
+        if !is_gateway_pool_of(&pool, p) {
+            continue;
+        }
+        let Some(site) = gateway_pool_site(&pool) else {
             continue;
         };
         if let Some(node) = state

@@ -159,6 +159,9 @@ struct Group {
     catalog: Option<(Catalog, Timestamp)>,
     config_changed_at: Timestamp,
     in_flight: BTreeMap<u64, InFlight>,
+    /// A catalog of this group was refused and the refusal recorded as an event (once, until
+    /// a catalog is taken again).
+    catalog_refused: bool,
 }
 
 impl Group {

@@ -18,7 +18,13 @@ use tonic::{Request, Response, Status, Streaming};
 use super::auth::{Admitted, authenticate};
 use super::{Attached, Group, Hub, Outbound, send};
 use crate::backend::BackendError;
-use crate::model::{Name, NewProvider, PricingStrategy, Project, Provider, ProviderScope};
+use crate::model::{
+    EventScope, Name, NewProvider, PricingStrategy, Project, Provider, ProviderScope,
+};
+
+/// Why a catalog that declares site gateways is refused from a provider outside org `sys`.
+const CATALOG_REFUSED_GATEWAYS: &str = "it declares site gateways, which only a zone-scoped \
+     provider of the zone's operator (org sys) may run; nothing is offered or created from it";
 use crate::store::StoreError;
 
 /// The tonic service behind [`Hub::grpc_service`].
@@ -224,6 +230,7 @@ impl Hub {
                 catalog: None,
                 config_changed_at: now,
                 in_flight: Default::default(),
+                catalog_refused: false,
             });
         group.provider = provider.clone();
         group.config_changed_at = now;
@@ -371,10 +378,14 @@ impl Hub {
         let ProviderMessage { request_id, body } = message;
         match body {
             ProviderBody::KeepAlive => send(outbound, RequestId::UNSOLICITED, ZoneBody::KeepAlive),
+            ProviderBody::Catalog(catalog) if catalog.site_gateways && !provider.is_operators() => {
+                self.refuse_catalog(provider, CATALOG_REFUSED_GATEWAYS);
+            }
             ProviderBody::Catalog(catalog) => {
                 let now = self.now();
                 let mut state = self.state();
                 if let Some(group) = state.groups.get_mut(&provider.resource_uri) {
+                    group.catalog_refused = false;
                     let changed = group
                         .catalog
                         .as_ref()
@@ -466,6 +477,38 @@ impl Hub {
         }
     }
 
+    /// Keeps the provider's catalog out of the zone (so nothing is offered, quoted or created
+    /// from it) and, the first time, says why in a warning and a `provider.catalog_refused`
+    /// event in the provider's project.
+    fn refuse_catalog(&self, provider: &Provider, why: &str) {
+        let first = self
+            .state()
+            .groups
+            .get_mut(&provider.resource_uri)
+            .is_some_and(|group| !std::mem::replace(&mut group.catalog_refused, true));
+        if !first {
+            return;
+        }
+        tracing::warn!(provider = %provider.name, id = %provider.id, "a catalog is refused: {why}");
+        let store = self.inner.store.clone();
+        let scope = EventScope {
+            org_id: Some(provider.org_id.clone()),
+            project_id: Some(provider.project_id.clone()),
+            provider_id: Some(provider.id.clone()),
+            ..EventScope::default()
+        };
+        let words = format!("The catalog of provider {} is refused: {why}.", provider.name);
+        let now = self.now();
+        tokio::spawn(async move {
+            if let Err(e) = store
+                .record_event(&scope, "provider.catalog_refused", &words, now)
+                .await
+            {
+                tracing::warn!(error = %e, "a refused catalog's event was not recorded");
+            }
+        });
+    }
+
     /// Hands the final answer to the waiting request, if it came on the stream the request
     /// was sent on. An answer nobody waits for (already answered, or timed out) is dropped;
     /// so is one from another replica of the group, which must not set a node's price or
@@ -554,7 +597,7 @@ async fn progress_scope(
     store: &crate::store::Store,
     provider_id: crate::model::ProviderId,
     node_id: crate::model::NodeId,
-) -> Result<crate::model::EventScope, String> {
+) -> Result<EventScope, String> {
     let node = store.get_node(&node_id).await.map_err(|e| e.to_string())?;
     let pool = store
         .get_pool(&node.pool_id)
@@ -570,7 +613,7 @@ async fn progress_scope(
         .get_project(&pool.project_id)
         .await
         .map_err(|e| e.to_string())?;
-    Ok(crate::model::EventScope {
+    Ok(EventScope {
         org_id: Some(project.org_id),
         project_id: Some(pool.project_id),
         provider_id: Some(provider_id),

@@ -1,9 +1,10 @@
-//! Site gateways: for a provider whose catalog says its sites need gateways (the partner),
-//! system pool `sys/sys/gw-<provider>-<site>` is kept at one gateway while the site has a
-//! tenant node of that provider, and at zero once the last one has ended. The name carries
-//! the provider because site names are each provider's own: two providers may both have
-//! an `eu-central-a`, and each needs its gateway. Pools named `gw-<site>`, the form before
-//! names carried the provider, are renamed by store migration 0005.
+//! Site gateways: for a provider that may run them (a zone-scoped provider of org `sys`,
+//! [`Provider::may_run_site_gateways`]) and whose catalog says its sites need them (the
+//! partner), system pool `sys/sys/gw-<provider id>-<site>` is kept at one gateway while the
+//! site has a tenant node of that provider, and deleted once the last one has ended. The
+//! naming and recognising rules live in [`orc_zone_model::gateway`]: a pool is a gateway pool
+//! only when its name carries the id of the provider it is on, so no provider, whatever it
+//! names itself or its sites, gets a gateway pool of another's.
 //!
 //! A tenant node counts from `deploying` (its site is known) until it has `ended`, so a
 //! site's gateway outlives every node that may still use it. Growing a gateway pool needs
@@ -16,29 +17,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use orc_common::{Architecture, Shape};
 
 use crate::backend::{Backends, NodeBackend};
-use crate::model::{
-    Name, NewPool, PoolSpec, Provider, ProviderId, Timestamp, sys_org_id, sys_project_id,
-};
-use crate::pricing::is_gateway;
+use orc_zone_model::gateway::{GATEWAY_OS, gateway_pool_name, gateway_pool_site};
+use crate::model::{NewPool, PoolSpec, Provider, ProviderId, Timestamp, sys_project_id};
 use crate::store::{Store, StoreError, StoreResult};
-
-/// The OS id gateway pools ask for; the provider boots its own gateway image.
-pub const GATEWAY_OS: &str = "gateway";
-
-/// The pool name of `provider`'s gateway at `site`: `gw-<provider>-<site>`; `None` when
-/// that is no pool name (longer than a name may be).
-pub fn gateway_pool_name(provider: &str, site: &str) -> Option<Name> {
-    format!("gw-{provider}-{site}").parse().ok()
-}
-
-/// The site of `provider`'s gateway pool `pool_name` (`gw-<provider>-<site>`).
-pub fn gateway_site<'a>(pool_name: &'a str, provider: &str) -> Option<&'a str> {
-    pool_name
-        .strip_prefix("gw-")?
-        .strip_prefix(provider)?
-        .strip_prefix('-')
-        .filter(|site| !site.is_empty())
-}
 
 /// What one gateway pass changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,11 +66,11 @@ pub async fn gateway_pass(
         .into_iter()
         .map(|p| (p.id.clone(), p))
         .collect();
-    let existing: BTreeMap<String, crate::model::Pool> = store
-        .list_pools(&sys_project_id())
-        .await?
+    let sys_pools = store.list_pools(&sys_project_id()).await?;
+    let taken: BTreeSet<String> = sys_pools.iter().map(|p| p.name.to_string()).collect();
+    let existing: BTreeMap<String, crate::model::Pool> = sys_pools
         .into_iter()
-        .filter(|p| is_gateway(&sys_org_id(), p.name.as_str()))
+        .filter(|p| gateway_pool_site(p).is_some())
         .map(|p| (p.name.to_string(), p))
         .collect();
     let mut changes = GatewayChanges::default();
@@ -98,21 +79,21 @@ pub async fn gateway_pass(
         let Some(provider) = providers.get(&site.provider_id) else {
             continue;
         };
-        if !backends.site_gateways(provider) {
+        if !provider.may_run_site_gateways() || !backends.site_gateways(provider) {
             continue;
         }
-        let Some(name) = gateway_pool_name(provider.name.as_str(), &site.site) else {
-            tracing::warn!(site = %site.site, provider = %provider.name, "The site's name is too long to name a gateway pool (gw-<provider>-<site>, 63 characters at most); the site gets no gateway");
+        let Some(name) = gateway_pool_name(&provider.id, &site.site) else {
+            tracing::warn!(site = %site.site, provider = %provider.name, "The site's name makes no gateway pool name (gw-<provider id>-<site>, 63 characters at most); the site gets no gateway");
             continue;
         };
         match existing.get(name.as_str()) {
-            Some(pool) if pool.spec.provider_id != provider.id => {
-                tracing::warn!(site = %site.site, provider = %provider.name, pool = %pool.name, "The gateway pool's name is taken by another provider's pool; the site gets no gateway");
-            }
             Some(pool) if pool.deleting || pool.size >= 1 => {}
             Some(pool) => {
                 store.resize_pool(&pool.id, 1, now).await?;
                 changes.opened.push(site.site.clone());
+            }
+            None if taken.contains(name.as_str()) => {
+                tracing::warn!(site = %site.site, provider = %provider.name, pool = %name, "A sys/sys pool that is no gateway holds the gateway pool's name; the site gets no gateway");
             }
             None => {
                 let new = NewPool {
@@ -131,11 +112,8 @@ pub async fn gateway_pass(
         }
     }
 
-    for (name, pool) in &existing {
-        let Some(provider) = providers.get(&pool.spec.provider_id) else {
-            continue;
-        };
-        let Some(site) = gateway_site(name, provider.name.as_str()) else {
+    for pool in existing.values() {
+        let Some(site) = gateway_pool_site(pool) else {
             continue;
         };
         if pool.deleting {

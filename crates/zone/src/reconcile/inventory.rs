@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use orc_proto::Inventory;
 
-use crate::model::{EventScope, Expected, Name, NodeState, Provider, Timestamp};
+use ipnet::Ipv4Net;
+
+use crate::model::{EventScope, Expected, Name, NodeState, Provider, ProviderId, Timestamp};
 use crate::store::{PoolAddress, ProviderSite, StatusWrite, Store, StoreError, StoreResult};
 
 /// Words of the event when a lost node is reported again.
@@ -77,6 +79,7 @@ pub async fn apply_inventory(
             updated_at: now,
         })
         .collect();
+    let sites = screen_sites(store, provider, sites, now).await?;
     let sites_changed = store.replace_provider_sites(&provider.id, &sites).await?;
     let mut outcome = Inventoried {
         lost: 0,
@@ -107,6 +110,79 @@ pub async fn apply_inventory(
     outcome.lost = marked.len();
     outcome.mesh_changed |= outcome.lost > 0;
     Ok(outcome)
+}
+
+/// The reported sites the zone records: of a provider that runs site gateways, every site
+/// except those whose prefix overlaps a site another such provider holds (the older
+/// provider, by id, keeps its prefix: a report never moves another provider's peers or
+/// routes). What is left out is said in one `provider.sites_refused` event, counted as a
+/// repeat while the next reports say the same.
+async fn screen_sites(
+    store: &Store,
+    provider: &Provider,
+    sites: Vec<ProviderSite>,
+    now: Timestamp,
+) -> StoreResult<Vec<ProviderSite>> {
+    if !provider.may_run_site_gateways() {
+        // Its sites never enter the mesh (see `crate::mesh`): nothing to guard.
+        return Ok(sites);
+    }
+    let gateways: BTreeSet<ProviderId> = store
+        .list_providers()
+        .await?
+        .into_iter()
+        .filter(|p| p.id != provider.id && p.may_run_site_gateways())
+        .map(|p| p.id)
+        .collect();
+    let held: Vec<(ProviderId, Ipv4Net)> = store
+        .mesh_sites()
+        .await?
+        .into_iter()
+        .filter(|s| gateways.contains(&s.provider_id) && s.provider_id < provider.id)
+        .filter_map(|s| Some((s.provider_id, s.private_prefix?.parse().ok()?)))
+        .collect();
+    let (kept, refused): (Vec<ProviderSite>, Vec<ProviderSite>) =
+        sites.into_iter().partition(|site| {
+            let Some(prefix) = site
+                .private_prefix
+                .as_deref()
+                .and_then(|p| p.parse::<Ipv4Net>().ok())
+            else {
+                return true;
+            };
+            !held
+                .iter()
+                .any(|(_, other)| other.contains(&prefix.network()) || prefix.contains(&other.network()))
+        });
+    if !refused.is_empty() {
+        let names: Vec<String> = refused
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} ({})",
+                    s.site,
+                    s.private_prefix.as_deref().unwrap_or_default()
+                )
+            })
+            .collect();
+        tracing::warn!(provider = %provider.name, id = %provider.id, sites = ?names, "sites left out: their prefixes overlap sites of another provider");
+        let scope = EventScope {
+            org_id: Some(provider.org_id.clone()),
+            project_id: Some(provider.project_id.clone()),
+            provider_id: Some(provider.id.clone()),
+            ..EventScope::default()
+        };
+        let words = format!(
+            "Sites of provider {} are left out of the mesh: their prefixes overlap sites of \
+             another provider: {}.",
+            provider.name,
+            names.join(", ")
+        );
+        store
+            .record_repeatable_event(&scope, "provider.sites_refused", &words, now)
+            .await?;
+    }
+    Ok(kept)
 }
 
 /// Lost nodes of `provider` that the report lists again turn `running` again.

@@ -53,6 +53,7 @@ use crate::model::{
     EventScope, Expected, Node, NodeId, NodeState, NodeStatus, Org, Pool, PoolId, Project,
     ProjectId, Provider, ProviderId, Timestamp,
 };
+use orc_zone_model::gateway::{gateway_pool_site, is_gateway_pool_of};
 use crate::pricing::{is_gateway, markup_at_admission};
 use crate::store::{StatusWrite, Store, StoreError, StoreResult};
 use nodes::{Step, plan};
@@ -183,12 +184,20 @@ struct PoolContext {
 }
 
 impl PoolContext {
+    /// Whether the pool is its provider's gateway pool at a site; only then is a node quoted
+    /// with purpose `gateway` (see [`orc_zone_model::gateway`]).
     fn is_gateway(&self) -> bool {
+        is_gateway_pool_of(&self.pool, &self.provider)
+    }
+
+    /// Whether the pool's nodes are never billed (a `gw-*` pool of org `sys`: wider than
+    /// [`PoolContext::is_gateway`], so nothing that looks like a gateway is billed).
+    fn unbilled(&self) -> bool {
         is_gateway(&self.org.id, self.pool.name.as_str())
     }
 
     fn billable(&self, status: &NodeStatus) -> bool {
-        !self.is_gateway()
+        !self.unbilled()
             && status
                 .price
                 .as_ref()
@@ -351,9 +360,8 @@ impl Reconciler {
                 projects.insert(pool.project_id.clone(), (org, project));
             }
             let (org, project) = projects[&pool.project_id].clone();
-            let pin = if is_gateway(&org.id, pool.name.as_str()) {
-                gateways::gateway_site(pool.name.as_str(), provider.name.as_str())
-                    .map(str::to_string)
+            let pin = if is_gateway_pool_of(&pool, provider) {
+                gateway_pool_site(&pool).map(str::to_string)
             } else if pool.spec.public {
                 match self.store().pool_address(&pool.id).await? {
                     Some(address) => Some(address.site),
@@ -534,7 +542,7 @@ impl Reconciler {
             .options
             .bootstrap
             .clone()
-            .filter(|_| provider.name.as_str() != CORE_PROVIDER);
+            .filter(|_| !provider.is_core());
         let (store, now) = (self.store().clone(), self.shared.clock.now());
         self.spawn_call(node, context, async move {
             if let Some(agent) = agent {
@@ -913,7 +921,7 @@ pub(crate) async fn billing_subject_for(
 }
 
 fn context_subject(context: &PoolContext, node: &Node) -> Option<crate::pricing::BillingSubject> {
-    if context.is_gateway() {
+    if context.unbilled() {
         return None;
     }
     let rate = crate::pricing::hourly_rate(node.status.price.as_ref()?)?;

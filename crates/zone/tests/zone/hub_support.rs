@@ -149,6 +149,16 @@ impl Replica {
         Replica::launch(cloud, slot, endpoint, token, Some(every))
     }
 
+    /// Starts a fake replica configured as `config` (its name, resource, catalog).
+    pub fn start_with_config(
+        cloud: &Arc<FakeCloud>,
+        config: FakeConfig,
+        endpoint: &str,
+        token: &str,
+    ) -> Replica {
+        Replica::launch_with(cloud, config, endpoint, token, None)
+    }
+
     fn launch(
         cloud: &Arc<FakeCloud>,
         slot: u32,
@@ -158,6 +168,17 @@ impl Replica {
     ) -> Replica {
         let mut config = FakeConfig::default();
         config.replica.slot = slot;
+        Replica::launch_with(cloud, config, endpoint, token, inventory_interval)
+    }
+
+    fn launch_with(
+        cloud: &Arc<FakeCloud>,
+        config: FakeConfig,
+        endpoint: &str,
+        token: &str,
+        inventory_interval: Option<Duration>,
+    ) -> Replica {
+        let slot = config.replica.slot;
         let provider = Arc::new(FakeProvider::with_config(Arc::clone(cloud), config));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -355,6 +376,24 @@ pub async fn provider_row(t: &Tenant) -> Provider {
                 name: name("fake"),
                 resource_uri: "urn:orc:fake:test".to_string(),
                 scope: orc_zone::model::ProviderScope::Project,
+                pricing: orc_zone::model::PricingStrategy::None,
+            },
+            START,
+        )
+        .await
+        .expect("provider")
+}
+
+/// Registers a provider of the zone's operator: in `sys/sys`, zone-scoped, as `orc up`
+/// registers the partner (only such a provider may run site gateways).
+pub async fn operator_provider(t: &Tenant, provider: &str) -> Provider {
+    t.store
+        .create_provider(
+            &orc_zone::model::NewProvider {
+                project_id: orc_zone::model::sys_project_id(),
+                name: name(provider),
+                resource_uri: format!("urn:orc:fake:{provider}"),
+                scope: orc_zone::model::ProviderScope::Zone,
                 pricing: orc_zone::model::PricingStrategy::None,
             },
             START,

@@ -28,4 +28,5 @@ mod mesh_range;
 mod reconcile_nodes;
 mod security;
 mod security_credentials;
+mod security_providers;
 mod security_tls;

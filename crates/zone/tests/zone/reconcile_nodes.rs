@@ -554,7 +554,7 @@ async fn reconcile_a_deploy_refused_for_capacity_is_quoted_again_soon() {
 async fn reconcile_gateways_are_never_billed_and_public_pools_get_an_ipv4_line() {
     let dir = tempfile::tempdir().unwrap();
     let t = tenant(&dir).await;
-    let provider = provider_row(&t).await;
+    let provider = operator_provider(&t, "partner").await;
     let zero = Markup::new(Decimal::ZERO).unwrap();
     t.store
         .set_provider_pricing(&provider.id, PricingStrategy::Markup(zero), START)
@@ -568,7 +568,8 @@ async fn reconcile_gateways_are_never_billed_and_public_pools_get_an_ipv4_line()
         .create_pool(
             &orc_zone::model::NewPool {
                 project_id: orc_zone::model::sys_project_id(),
-                name: name("gw-fake-eu-central-a"),
+                name: orc_zone_model::gateway::gateway_pool_name(&provider.id, "eu-central-a")
+                    .unwrap(),
                 size: 1,
                 spec: spec(&provider),
             },
@@ -639,7 +640,8 @@ async fn reconcile_gateways_are_never_billed_and_public_pools_get_an_ipv4_line()
 async fn reconcile_site_gateways_follow_tenant_nodes_and_public_pools_stay_on_one_site() {
     let dir = tempfile::tempdir().unwrap();
     let t = tenant(&dir).await;
-    let provider = provider_row(&t).await;
+    let provider = operator_provider(&t, "partner").await;
+    let gw = |site: &str| format!("gw-{}-{site}", provider.id);
     let cloud = FakeCloud::new();
     let clock = ManualClock::new(START);
     let backend = Direct::new(&cloud);
@@ -664,7 +666,7 @@ async fn reconcile_site_gateways_follow_tenant_nodes_and_public_pools_stay_on_on
     reconciler.pool_pass().await.unwrap();
     let gateways = t.store.list_pools(&sys).await.unwrap();
     let names: Vec<&str> = gateways.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(names, ["gw-fake-eu-central-a"]);
+    assert_eq!(names, [gw("eu-central-a")]);
     let gateway = &gateways[0];
     assert_eq!(gateway.size, 1);
     assert_eq!(gateway.spec.os, "gateway");
@@ -741,7 +743,7 @@ async fn reconcile_site_gateways_follow_tenant_nodes_and_public_pools_stay_on_on
         .map(|p| p.name.to_string())
         .collect();
     names.sort();
-    assert_eq!(names, ["gw-fake-eu-central-a", "gw-fake-eu-central-b"]);
+    assert_eq!(names, [gw("eu-central-a"), gw("eu-central-b")]);
 
     // When the last tenant node of a site has ended, its gateway pool is deleted, so the
     // closed site leaves the pools list (the partner's site stays open for its own keep
@@ -768,7 +770,7 @@ async fn reconcile_site_gateways_follow_tenant_nodes_and_public_pools_stay_on_on
     );
     let b = pools
         .iter()
-        .find(|p| p.name.as_str() == "gw-fake-eu-central-b")
+        .find(|p| p.name.as_str() == gw("eu-central-b"))
         .unwrap();
     assert_eq!(b.size, 1, "site b still has the public pool's node");
     // A report without the address removes it.
@@ -787,21 +789,8 @@ async fn reconcile_site_gateways_follow_tenant_nodes_and_public_pools_stay_on_on
 async fn reconcile_two_providers_with_one_site_name_each_get_their_gateway() {
     let dir = tempfile::tempdir().unwrap();
     let t = tenant(&dir).await;
-    let first = provider_row(&t).await;
-    let second = t
-        .store
-        .create_provider(
-            &orc_zone::model::NewProvider {
-                project_id: t.project.id.clone(),
-                name: name("other"),
-                resource_uri: "urn:orc:fake:other".to_string(),
-                scope: orc_zone::model::ProviderScope::Project,
-                pricing: PricingStrategy::None,
-            },
-            START,
-        )
-        .await
-        .unwrap();
+    let first = operator_provider(&t, "partner").await;
+    let second = operator_provider(&t, "other").await;
     let cloud = FakeCloud::new();
     let clock = ManualClock::new(START);
     let backend = Direct::new(&cloud);
@@ -833,8 +822,8 @@ async fn reconcile_two_providers_with_one_site_name_each_get_their_gateway() {
     assert_eq!(
         gateways,
         [
-            ("gw-fake-eu-central-a".to_string(), first.id.clone(), 1),
-            ("gw-other-eu-central-a".to_string(), second.id.clone(), 1),
+            (format!("gw-{}-eu-central-a", first.id), first.id.clone(), 1),
+            (format!("gw-{}-eu-central-a", second.id), second.id.clone(), 1),
         ]
     );
 }
