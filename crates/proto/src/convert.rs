@@ -134,6 +134,23 @@ fn text(value: String, field: &str) -> Result<String> {
     }
 }
 
+/// The most a line of words from the wire keeps (refusals, progress, titles, hosts).
+pub const WORDS_MAX_BYTES: usize = 1024;
+
+/// Words from the wire, for people to read: one line of at most [`WORDS_MAX_BYTES`] without
+/// control or bidirectional characters (`orc_common::text::clean_line`), the same rule the
+/// zone applies to progress notes. Everything a peer writes that reaches an event, a view or
+/// a page passes here.
+fn words(value: String, field: &str) -> Result<String> {
+    let cleaned = orc_common::text::clean_line(&value, WORDS_MAX_BYTES);
+    text(cleaned, field)
+}
+
+/// Like [`words`] for a field that may be empty.
+fn optional_words(value: String) -> String {
+    orc_common::text::clean_line(&value, WORDS_MAX_BYTES)
+}
+
 fn message<T, D>(value: Option<T>, field: &str) -> Result<D>
 where
     D: TryFrom<T, Error = ConvertError>,
@@ -222,7 +239,7 @@ impl TryFrom<pb::Refusal> for Refusal {
         };
         Ok(Refusal {
             kind,
-            words: text(r.words, "words")?,
+            words: words(r.words, "words")?,
         })
     }
 }
@@ -305,7 +322,7 @@ impl TryFrom<pb::Replica> for Replica {
     type Error = ConvertError;
     fn try_from(r: pb::Replica) -> Result<Replica> {
         Ok(Replica {
-            host: text(r.host, "host")?,
+            host: words(r.host, "host")?,
             pid: r.pid,
             slot: r.slot,
         })
@@ -332,7 +349,7 @@ impl TryFrom<pb::Hello> for Hello {
             provider: id(h.provider, "provider")?,
             resource_uri: id(h.resource_uri, "resource_uri")?,
             replica: message(h.replica, "replica")?,
-            version: text(h.version, "version")?,
+            version: words(h.version, "version")?,
             protocol_version: h.protocol_version,
         })
     }
@@ -366,7 +383,7 @@ impl TryFrom<pb::ClassInfo> for ClassInfo {
     fn try_from(c: pb::ClassInfo) -> Result<ClassInfo> {
         Ok(ClassInfo {
             id: id(c.id, "id")?,
-            title: text(c.title, "title")?,
+            title: words(c.title, "title")?,
             offerings: indexed(c.offerings, "offerings")?,
         })
     }
@@ -377,7 +394,7 @@ impl TryFrom<pb::Offering> for Offering {
     fn try_from(o: pb::Offering) -> Result<Offering> {
         Ok(Offering {
             shape: message(o.shape, "shape")?,
-            plan: Some(o.plan).filter(|p| !p.is_empty()),
+            plan: Some(optional_words(o.plan)).filter(|p| !p.is_empty()),
         })
     }
 }
@@ -387,7 +404,7 @@ impl TryFrom<pb::OsInfo> for OsInfo {
     fn try_from(o: pb::OsInfo) -> Result<OsInfo> {
         Ok(OsInfo {
             id: id(o.id, "id")?,
-            title: text(o.title, "title")?,
+            title: words(o.title, "title")?,
         })
     }
 }
@@ -477,7 +494,7 @@ impl TryFrom<pb::Offer> for Offer {
         Ok(Offer {
             site: site(o.site, "site")?,
             price: optional_message(o.price, "price")?,
-            words: text(o.words, "words")?,
+            words: words(o.words, "words")?,
             quote_token: id(o.quote_token, "quote_token")?,
             expires: UNIX_EPOCH + Duration::from_millis(o.expires_unix_ms),
         })
@@ -526,7 +543,7 @@ impl TryFrom<pb::DeployProgress> for DeployProgress {
     fn try_from(p: pb::DeployProgress) -> Result<DeployProgress> {
         Ok(DeployProgress {
             node_id: id(p.node_id, "node_id")?,
-            words: text(p.words, "words")?,
+            words: words(p.words, "words")?,
             product_uuid: Some(p.product_uuid).filter(|u| !u.is_empty()),
         })
     }
@@ -553,7 +570,7 @@ impl TryFrom<pb::DeployDone> for Deployed {
             site: site(d.site, "site")?,
             addresses,
             price: optional_message(d.price, "price")?,
-            instance_ref: id(d.instance_ref, "instance_ref")?,
+            instance_ref: id(optional_words(d.instance_ref), "instance_ref")?,
             placed: d
                 .placed
                 .map(|w| {
@@ -561,9 +578,9 @@ impl TryFrom<pb::DeployDone> for Deployed {
                         return Err(ConvertError::missing("placed.cloud"));
                     }
                     Ok(Whereabouts {
-                        cloud: w.cloud,
-                        location: w.location,
-                        plan: w.plan,
+                        cloud: optional_words(w.cloud),
+                        location: optional_words(w.location),
+                        plan: optional_words(w.plan),
                     })
                 })
                 .transpose()?,
@@ -604,7 +621,7 @@ impl TryFrom<pb::InventoryNode> for InventoryNode {
         Ok(InventoryNode {
             node_id: id(n.node_id, "node_id")?,
             site: site(n.site, "site")?,
-            instance_ref: id(n.instance_ref, "instance_ref")?,
+            instance_ref: id(optional_words(n.instance_ref), "instance_ref")?,
             state: node_state(n.state, "state")?,
         })
     }

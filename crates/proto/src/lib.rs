@@ -35,7 +35,7 @@ pub mod agent_pb {
 /// The agent protocol version this crate speaks, sent in every agent `Hello`.
 pub const AGENT_PROTOCOL_VERSION: u32 = 1;
 
-pub use convert::ConvertError;
+pub use convert::{ConvertError, WORDS_MAX_BYTES};
 pub use domain::*;
 pub use ids::*;
 

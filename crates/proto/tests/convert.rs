@@ -683,3 +683,34 @@ fn a_progress_note_without_a_machine_names_none() {
     assert_eq!(note.product_uuid, None);
     assert_eq!(note.words, "creating the machine");
 }
+
+/// Attack: a provider puts terminal escapes, bidirectional overrides and a megabyte into the
+/// words, titles and host names the zone shows. Each arrives as one clean line of at most
+/// 1 KiB, the rule progress notes follow.
+#[test]
+fn words_from_a_provider_arrive_as_one_clean_line() {
+    let hostile = format!("\u{1b}[2J\u{202e}evil\n{}", "A".repeat(100_000));
+    let clean = |s: &str| {
+        assert!(s.len() <= WORDS_MAX_BYTES, "{} bytes", s.len());
+        assert!(!s.chars().any(orc_common::text::is_unsafe), "{s:?}");
+        assert!(s.starts_with("[2Jevil "), "{:?}", &s[..20]);
+    };
+    let mut hello = pb::ProviderMessage::from(provider_messages()[0].clone());
+    body!(&mut hello, PBody::Hello).version = hostile.clone();
+    body!(&mut hello, PBody::Hello)
+        .replica
+        .as_mut()
+        .unwrap()
+        .host = hostile.clone();
+    let ProviderBody::Hello(h) = ProviderMessage::try_from(hello).unwrap().body else {
+        panic!("a hello");
+    };
+    clean(&h.version);
+    clean(&h.replica.host);
+    let mut catalog = pb::ProviderMessage::from(provider_messages()[1].clone());
+    body!(&mut catalog, PBody::Catalog).classes[0].title = hostile.clone();
+    let ProviderBody::Catalog(c) = ProviderMessage::try_from(catalog).unwrap().body else {
+        panic!("a catalog");
+    };
+    clean(&c.classes[0].title);
+}

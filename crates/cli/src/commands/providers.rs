@@ -163,13 +163,17 @@ pub async fn sites(
 ) -> anyhow::Result<()> {
     let client = client(conn)?;
     let provider = provider.unwrap_or("partner");
+    // A full name `ORG/PROJECT/PROVIDER` goes whole, so it means the provider registered
+    // there even where a provider of the operator has the same bare name.
     let (org, project, name) = if provider.contains('/') {
         if project.is_some() {
             anyhow::bail!(
                 "{provider:?} names its project already; give --project with a provider name only"
             );
         }
-        object_path(provider, "PROVIDER")?
+        let (org, project, name) = object_path(provider, "PROVIDER")?;
+        let full = format!("{org}/{project}/{name}");
+        (org, project, full)
     } else {
         let (org, project) = match project {
             Some(path) => project_path(path)?,
@@ -188,7 +192,12 @@ pub async fn sites(
         return print_json(&list);
     }
     if list.is_empty() {
-        outln!("Provider {org}/{project}/{name} has no open site.");
+        let shown = if name.contains('/') {
+            name.clone()
+        } else {
+            format!("{org}/{project}/{name}")
+        };
+        outln!("Provider {shown} has no open site.");
         return Ok(());
     }
     out!("{}", sites_table(&list));
@@ -204,7 +213,7 @@ pub async fn change_scope(conn: &ConnArgs, provider: &str, scope: &str) -> anyho
             &format!(
                 "{}/providers/{}/change-scope",
                 project_url(&org, &project),
-                segment(&name)
+                segment(&format!("{org}/{project}/{name}"))
             ),
             &json!({ "scope": scope }),
         )
@@ -250,7 +259,7 @@ pub async fn pricing(
             &format!(
                 "{}/providers/{}/pricing",
                 project_url(&org, &project),
-                segment(&name)
+                segment(&format!("{org}/{project}/{name}"))
             ),
             &json!({ "markup": markup }),
         )

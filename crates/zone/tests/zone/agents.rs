@@ -73,7 +73,7 @@ pub(crate) async fn running_node(z: &TestZone) -> Running {
         let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
         list.body.as_array().is_some_and(|ps| {
             ps.iter()
-                .any(|p| p["name"] == "fake" && p["replicas"][0]["role"] == "serving")
+                .any(|p| p["name"] == "acme/web/fake" && p["replicas"][0]["role"] == "serving")
         })
     })
     .await;

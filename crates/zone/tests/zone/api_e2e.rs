@@ -24,7 +24,7 @@ async fn a_pool_on_a_connected_provider_gets_running_priced_nodes() {
             let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
             list.body.as_array().is_some_and(|ps| {
                 ps.iter().any(|p| {
-                    p["name"] == "fake"
+                    p["name"] == "acme/web/fake"
                         && p["replicas"][0]["role"] == "serving"
                         && p["catalog"]["classes"][0]["id"] == "eu-central"
                 })

@@ -17,7 +17,7 @@ async fn a_new_pool_has_one_pending_node_per_slot() {
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
     let pool = &created.body;
     assert_eq!(pool["path"], "acme/web/db");
-    assert_eq!(pool["provider"], "fake");
+    assert_eq!(pool["provider"], "acme/web/fake");
     assert_eq!(
         pool["shape"],
         json!({ "cpu": 2, "mem": 4, "arch": "x86_64", "disks": [] })

@@ -20,7 +20,7 @@ async fn change_scope_makes_a_provider_visible_to_another_project() {
 
     // `core` (the zone's app runner, in sys/sys with scope zone) is visible everywhere.
     let web = z.get("/api/orgs/acme/projects/web/providers", &t.mia).await;
-    assert_eq!(names(&web.body), ["core", "fake"]);
+    assert_eq!(names(&web.body), ["core", "acme/web/fake"]);
     assert_eq!(web.body[0]["scope"], "zone");
     assert_eq!(web.body[0]["project"], "sys/sys");
     assert_eq!(web.body[1]["scope"], "project");
@@ -53,20 +53,29 @@ async fn change_scope_makes_a_provider_visible_to_another_project() {
     let after = z
         .get("/api/orgs/acme/projects/data/providers", &t.mia)
         .await;
-    assert_eq!(names(&after.body), ["core", "fake"]);
-    let placed = z
+    assert_eq!(names(&after.body), ["core", "acme/web/fake"]);
+    // Another project gives it by its full name: a bare `fake` is no provider of its own,
+    // nor the operator's.
+    let bare = z
         .post(
             "/api/orgs/acme/projects/data/pools",
             &t.mia,
             pool_body("db", 1),
         )
         .await;
+    assert_eq!(bare.status, StatusCode::BAD_REQUEST, "{}", bare.body);
+    let mut full = pool_body("db", 1);
+    full["provider"] = json!("acme/web/fake");
+    let placed = z
+        .post("/api/orgs/acme/projects/data/pools", &t.mia, full)
+        .await;
     assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.body);
+    assert_eq!(placed.body["provider"], "acme/web/fake");
 
     // Only the project the provider registered in changes it.
     let elsewhere = z
         .post(
-            "/api/orgs/acme/projects/data/providers/fake/change-scope",
+            "/api/orgs/acme/projects/data/providers/acme%2Fweb%2Ffake/change-scope",
             &t.olivia,
             json!({ "scope": "project" }),
         )
@@ -74,7 +83,7 @@ async fn change_scope_makes_a_provider_visible_to_another_project() {
     assert_eq!(elsewhere.status, StatusCode::FORBIDDEN);
     assert_eq!(
         elsewhere.body["error"]["message"],
-        "provider fake belongs to project acme/web; change it there"
+        "provider acme/web/fake belongs to project acme/web; change it there"
     );
 
     let back = z
@@ -199,7 +208,7 @@ async fn sites_show_what_the_provider_reported_to_projects_that_see_it() {
     // (counting its own nodes only), and not before.
     assert_eq!(z.get(SITES, &t.vic).await.status, StatusCode::OK);
     z.grant("acme", Some("data"), "stan", "member").await;
-    const OTHER: &str = "/api/orgs/acme/projects/data/providers/fake/sites";
+    const OTHER: &str = "/api/orgs/acme/projects/data/providers/acme%2Fweb%2Ffake/sites";
     let hidden = z.get(OTHER, &t.stan).await;
     assert_eq!(hidden.status, StatusCode::NOT_FOUND, "{}", hidden.body);
     z.post(
@@ -290,12 +299,12 @@ async fn users_of_a_provider_do_not_see_its_markup() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["name"] == "fake")
+        .find(|p| p["name"] == "acme/web/fake")
         .expect("fake is visible to the zone")
         .clone();
     assert!(fake["pricing"]["markup"].is_null(), "{fake}");
     let one = z
-        .get("/api/orgs/globex/projects/shop/providers/fake", &t.stan)
+        .get("/api/orgs/globex/projects/shop/providers/acme%2Fweb%2Ffake", &t.stan)
         .await;
     assert!(one.body["pricing"]["markup"].is_null(), "{}", one.body);
 }
