@@ -161,7 +161,7 @@ async fn change_scope_and_pricing_are_reported_in_words() {
     let changed = orc(&env, &["provider", "change-scope", "acme/web/fake", "zone"]).await;
     assert_eq!(
         stdout(&changed),
-        "Provider fake now has scope zone: visible to every project of the zone.\n"
+        "Provider acme/web/fake now has scope zone: visible to every project of the zone.\n"
     );
     let priced = orc(
         &env,
@@ -170,7 +170,7 @@ async fn change_scope_and_pricing_are_reported_in_words() {
     .await;
     assert_eq!(
         stdout(&priced),
-        "Provider fake now prices new nodes with markup 0.15.\n"
+        "Provider acme/web/fake now prices new nodes with markup 0.15.\n"
     );
     golden(
         "providers-zone",
@@ -179,7 +179,7 @@ async fn change_scope_and_pricing_are_reported_in_words() {
     let unpriced = orc(&env, &["provider", "pricing", "acme/web/fake", "--none"]).await;
     assert_eq!(
         stdout(&unpriced),
-        "Provider fake has no pricing strategy: new nodes are unpriced.\n"
+        "Provider acme/web/fake has no pricing strategy: new nodes are unpriced.\n"
     );
 
     // 15 for 15 %: asked to confirm, nothing changed.
@@ -208,7 +208,7 @@ async fn change_scope_and_pricing_are_reported_in_words() {
     .await;
     assert_eq!(
         stdout(&confirmed),
-        "Provider fake now prices new nodes with markup 1.5.\n"
+        "Provider acme/web/fake now prices new nodes with markup 1.5.\n"
     );
     // A negative markup reaches the zone, whose message names the field.
     let negative = orc(

@@ -105,6 +105,13 @@ impl Drop for Workstation {
     }
 }
 
+/// The partner's gateway pool at `site`: `sys/sys/gw-<the partner's provider id>-<site>`.
+fn partner_gateway_pool(up: &Up, site: &str) -> String {
+    let partner = up.json(&["provider", "show", "partner"]);
+    let id = partner["id"].as_str().expect("the partner's provider id");
+    format!("sys/sys/gw-{id}-{site}")
+}
+
 fn states(nodes: &Value) -> Vec<&str> {
     nodes
         .as_array()
@@ -166,7 +173,7 @@ fn a_newcomer_places_nodes_everywhere_and_watches_a_site_open_and_close() {
     assert_eq!(sites[0]["site"], site.as_str());
     assert_eq!(sites[0]["tenant_nodes"], 2);
     assert!(sites[0]["public_ipv4"].is_string(), "{sites:#}");
-    let gateway_pool = format!("sys/sys/gw-partner-{site}");
+    let gateway_pool = partner_gateway_pool(&up, &site);
     let gateway = up.json(&["nodes", &gateway_pool]);
     assert_eq!(
         gateway[0]["addresses"][0], sites[0]["public_ipv4"],
@@ -416,7 +423,7 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
     assert_eq!(names.len(), 2, "{sites:#}");
     for site in &names {
         up.wait_for(
-            &["nodes", &format!("sys/sys/gw-partner-{site}")],
+            &["nodes", &partner_gateway_pool(&up, site)],
             3 * MINUTE,
             ready,
         );
@@ -900,7 +907,7 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
 
     // A gateway terminated in its cloud comes back by itself with the site's stable address
     // and pool address, and traffic through the site resumes.
-    let gateway_pool = format!("sys/sys/gw-partner-{web_site}");
+    let gateway_pool = partner_gateway_pool(&up, &web_site);
     let old_gateway = up.json(&["nodes", &gateway_pool])[0].clone();
     assert_eq!(old_gateway["placed"]["cloud"], "hetzner", "{old_gateway:#}");
     let hetzner = up
@@ -1014,11 +1021,7 @@ fn with_netns_every_node_boots_joins_and_runs_commands() {
         .into_iter()
         .chain(ONE_CLOUD.iter().map(|one| one.0))
         .map(str::to_string)
-        .chain(
-            names
-                .iter()
-                .map(|site| format!("sys/sys/gw-partner-{site}")),
-        )
+        .chain(names.iter().map(|site| partner_gateway_pool(&up, site)))
         .collect();
     let ids = |up: &Up| -> Vec<String> {
         all.iter()

@@ -55,10 +55,7 @@ mod tests {
         let provider = ProviderId::from_counter(7);
         let name = gateway_pool_name(&provider, "eu-central-a").unwrap();
         assert_eq!(name.as_str(), "gw-pv-000000000007-eu-central-a");
-        assert_eq!(
-            gateway_site(name.as_str(), &provider),
-            Some("eu-central-a")
-        );
+        assert_eq!(gateway_site(name.as_str(), &provider), Some("eu-central-a"));
         let other = ProviderId::from_counter(8);
         assert_eq!(gateway_site(name.as_str(), &other), None);
         assert_eq!(gateway_site("gw-pv-000000000007-", &provider), None);

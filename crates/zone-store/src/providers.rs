@@ -10,8 +10,8 @@ use super::error::classify_write;
 use super::rows::{opt_text, parsed, text, time};
 use super::{Kind, Store, StoreError, StoreResult};
 use orc_zone_model::{
-    Markup, NewProvider, PricingStrategy, ProjectId, Provider, ProviderId, ProviderScope, Timestamp,
-    sys_org_id,
+    Markup, NewProvider, PricingStrategy, ProjectId, Provider, ProviderId, ProviderScope,
+    Timestamp, sys_org_id,
 };
 
 const PROVIDER_COLUMNS: &str =

@@ -42,10 +42,10 @@ use tokio::task::JoinHandle;
 
 use crate::agents::AgentHub;
 use crate::model::{NodeId, ProjectId, Timestamp};
-use crate::reconcile::SharedClock;
-use orc_zone_model::gateway::gateway_site;
 use crate::model::{Provider, ProviderId};
+use crate::reconcile::SharedClock;
 use crate::store::{Store, StoreResult};
+use orc_zone_model::gateway::gateway_site;
 
 /// Settings of the mesh reconciler.
 #[derive(Debug, Clone)]
@@ -262,10 +262,7 @@ async fn pass_over(
     // Tenant nodes whose agent joined get an address; ended nodes give theirs back.
     for node in nodes {
         let id = node.node_id.to_string();
-        if node.facts.is_none()
-            || inputs.is_gateway(node)
-            || known.contains(&id)
-        {
+        if node.facts.is_none() || inputs.is_gateway(node) || known.contains(&id) {
             continue;
         }
         let new = NewMeshMember {

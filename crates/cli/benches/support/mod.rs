@@ -144,6 +144,16 @@ pub async fn running_sites(zone: &Zone, count: usize, sites: usize) -> Sites {
         ..Default::default()
     };
     let provider = connect(zone, FakeProvider::with_config(FakeCloud::new(), config)).await;
+    // Only a zone-scoped provider of org sys runs site gateways.
+    let provider = zone
+        .store()
+        .set_provider_scope(
+            &provider.id,
+            orc_zone::model::ProviderScope::Zone,
+            Timestamp::now(),
+        )
+        .await
+        .expect("the provider is widened to the zone");
     let reported: Vec<(String, std::net::Ipv4Addr, ipnet::Ipv4Net)> = names
         .iter()
         .enumerate()
@@ -200,9 +210,10 @@ pub async fn running_sites(zone: &Zone, count: usize, sites: usize) -> Sites {
         let sys_pools = zone.store().list_pools(&sys).await.unwrap();
         let mut gateways = Vec::new();
         for name in &names {
-            let pool = sys_pools
-                .iter()
-                .find(|p| p.name.as_str() == format!("gw-fake-{name}"));
+            let pool = sys_pools.iter().find(|p| {
+                orc_zone_model::gateway::gateway_site(p.name.as_str(), &provider.id)
+                    == Some(name.as_str())
+            });
             if let Some(pool) = pool {
                 gateways.extend(
                     zone.store()

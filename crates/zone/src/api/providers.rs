@@ -21,8 +21,8 @@ use crate::model::{
     Markup, Name, Node, NodeState, PricingStrategy, Project, Provider, ProviderId, ProviderScope,
     Role, sys_project_id,
 };
-use orc_zone_model::gateway::{gateway_pool_site, is_gateway_pool_of};
 use crate::store::StoreError;
+use orc_zone_model::gateway::{gateway_pool_site, is_gateway_pool_of};
 
 /// The provider `text` names among those visible to `project` (`field` names where the
 /// request gave it). A provider is named by its id; by its full name
@@ -75,7 +75,12 @@ pub(super) async fn visible_provider(
         .iter()
         .filter(|p| p.is_operators())
         .find(named)
-        .or_else(|| visible.iter().filter(|p| p.project_id == project.id).find(named))
+        .or_else(|| {
+            visible
+                .iter()
+                .filter(|p| p.project_id == project.id)
+                .find(named)
+        })
         .cloned()
         .ok_or_else(not_visible)
 }

@@ -497,7 +497,10 @@ impl Hub {
             provider_id: Some(provider.id.clone()),
             ..EventScope::default()
         };
-        let words = format!("The catalog of provider {} is refused: {why}.", provider.name);
+        let words = format!(
+            "The catalog of provider {} is refused: {why}.",
+            provider.name
+        );
         let now = self.now();
         tokio::spawn(async move {
             if let Err(e) = store

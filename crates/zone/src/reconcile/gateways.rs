@@ -17,9 +17,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use orc_common::{Architecture, Shape};
 
 use crate::backend::{Backends, NodeBackend};
-use orc_zone_model::gateway::{GATEWAY_OS, gateway_pool_name, gateway_pool_site};
 use crate::model::{NewPool, PoolSpec, Provider, ProviderId, Timestamp, sys_project_id};
 use crate::store::{Store, StoreError, StoreResult};
+use orc_zone_model::gateway::{GATEWAY_OS, gateway_pool_name, gateway_pool_site};
 
 /// What one gateway pass changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -150,9 +150,9 @@ async fn screen_sites(
             else {
                 return true;
             };
-            !held
-                .iter()
-                .any(|(_, other)| other.contains(&prefix.network()) || prefix.contains(&other.network()))
+            !held.iter().any(|(_, other)| {
+                other.contains(&prefix.network()) || prefix.contains(&other.network())
+            })
         });
     if !refused.is_empty() {
         let names: Vec<String> = refused

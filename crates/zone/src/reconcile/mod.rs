@@ -53,10 +53,10 @@ use crate::model::{
     EventScope, Expected, Node, NodeId, NodeState, NodeStatus, Org, Pool, PoolId, Project,
     ProjectId, Provider, ProviderId, Timestamp,
 };
-use orc_zone_model::gateway::{gateway_pool_site, is_gateway_pool_of};
 use crate::pricing::{is_gateway, markup_at_admission};
 use crate::store::{StatusWrite, Store, StoreError, StoreResult};
 use nodes::{Step, plan};
+use orc_zone_model::gateway::{gateway_pool_site, is_gateway_pool_of};
 
 /// Settings of the reconcilers. `Default` gives the production values.
 #[derive(Debug, Clone)]

@@ -168,7 +168,10 @@ async fn a_pool_on_a_connected_provider_gets_running_priced_nodes() {
         ],
         "{list:#?}"
     );
-    assert_eq!(list[0]["words"], "created with 2 node(s) on provider fake");
+    assert_eq!(
+        list[0]["words"],
+        "created with 2 node(s) on provider acme/web/fake"
+    );
     assert_eq!(list[0]["pool"], "db");
     let running = list.iter().find(|e| e["kind"] == "node.running").unwrap();
     assert!(

@@ -549,7 +549,10 @@ async fn pool_lifecycle_events_are_recorded() {
         })
         .collect();
     let expected: Vec<(String, String)> = [
-        ("pool.created", "created with 0 node(s) on provider fake"),
+        (
+            "pool.created",
+            "created with 0 node(s) on provider acme/web/fake",
+        ),
         ("pool.resized", "resized from 0 to 2"),
         ("pool.resized", "resized from 2 to 1"),
         (

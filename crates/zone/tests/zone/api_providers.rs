@@ -304,7 +304,10 @@ async fn users_of_a_provider_do_not_see_its_markup() {
         .clone();
     assert!(fake["pricing"]["markup"].is_null(), "{fake}");
     let one = z
-        .get("/api/orgs/globex/projects/shop/providers/acme%2Fweb%2Ffake", &t.stan)
+        .get(
+            "/api/orgs/globex/projects/shop/providers/acme%2Fweb%2Ffake",
+            &t.stan,
+        )
         .await;
     assert!(one.body["pricing"]["markup"].is_null(), "{}", one.body);
 }

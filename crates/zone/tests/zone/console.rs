@@ -129,7 +129,7 @@ async fn a_member_requests_resizes_and_deletes_a_pool_and_bad_input_creates_noth
     );
     let (status, _, body) = mia.get(&format!("{WEB}/request")).await;
     assert_eq!(status, StatusCode::OK);
-    assert!(body.contains("provider-fake"), "{body}");
+    assert!(body.contains("provider-acme/web/fake"), "{body}");
 
     // Bad input: each shown next to its field, and no pool made.
     for (size, field) in [

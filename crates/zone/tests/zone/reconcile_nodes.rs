@@ -823,7 +823,11 @@ async fn reconcile_two_providers_with_one_site_name_each_get_their_gateway() {
         gateways,
         [
             (format!("gw-{}-eu-central-a", first.id), first.id.clone(), 1),
-            (format!("gw-{}-eu-central-a", second.id), second.id.clone(), 1),
+            (
+                format!("gw-{}-eu-central-a", second.id),
+                second.id.clone(),
+                1
+            ),
         ]
     );
 }

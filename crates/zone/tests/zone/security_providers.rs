@@ -83,12 +83,8 @@ async fn a_tenant_provider_declaring_site_gateways_gets_no_gateway_and_takes_non
         site_gateways: true,
         ..FakeConfig::default()
     };
-    let _replica = Replica::start_with_config(
-        &FakeCloud::new(),
-        config,
-        &server.endpoint(),
-        &t.token,
-    );
+    let _replica =
+        Replica::start_with_config(&FakeCloud::new(), config, &server.endpoint(), &t.token);
     let imposter = registered(&server.hub, &t.store, 1).await;
     assert_eq!(imposter.name.as_str(), "partner");
     let refused = orc_testkit::eventually_some("the refusal's event", HUB_WAIT, || async {
@@ -118,7 +114,14 @@ async fn a_tenant_provider_declaring_site_gateways_gets_no_gateway_and_takes_non
     let theirs = create_pool(&t, &imposter, "evil", 1).await;
     let ours = create_pool(&t, &partner, "web", 1).await;
     for pool in [&theirs, &ours] {
-        let nodes = drive(&reconciler, &t.store, &pool.id, 4, all_in(NodeState::Running)).await;
+        let nodes = drive(
+            &reconciler,
+            &t.store,
+            &pool.id,
+            4,
+            all_in(NodeState::Running),
+        )
+        .await;
         assert_eq!(nodes[0].status.site.as_deref(), Some("eu-central-a"));
     }
     reconciler.pool_pass().await.unwrap();
@@ -194,7 +197,9 @@ fn report(sites: Vec<InventorySite>, addresses: Vec<PoolAddress>) -> Inventory {
 
 /// Every agent's mesh config, as bytes of its JSON form.
 async fn plan_bytes(store: &Store) -> BTreeMap<String, Vec<u8>> {
-    let pass = mesh_pass(store, &MeshOptions::default(), START).await.unwrap();
+    let pass = mesh_pass(store, &MeshOptions::default(), START)
+        .await
+        .unwrap();
     pass.plan
         .into_iter()
         .map(|(node, config)| (node.to_string(), format!("{config:?}").into_bytes()))
@@ -243,7 +248,16 @@ async fn a_providers_reports_change_no_other_projects_or_providers_agent_config(
         .pool;
     let mut nodes = Vec::new();
     for pool in [&web, &shop] {
-        nodes.extend(drive(&reconciler, &t.store, &pool.id, 4, all_in(NodeState::Running)).await);
+        nodes.extend(
+            drive(
+                &reconciler,
+                &t.store,
+                &pool.id,
+                4,
+                all_in(NodeState::Running),
+            )
+            .await,
+        );
     }
     reconciler.pool_pass().await.unwrap();
     let gateway_pool = t.store.list_pools(&sys_project_id()).await.unwrap();
@@ -284,7 +298,11 @@ async fn a_providers_reports_change_no_other_projects_or_providers_agent_config(
     .await
     .unwrap();
     let before = plan_bytes(&t.store).await;
-    assert_eq!(before.len(), 4, "three tenant nodes and the gateway: {before:?}");
+    assert_eq!(
+        before.len(),
+        4,
+        "three tenant nodes and the gateway: {before:?}"
+    );
     let gateway = &nodes[3].id.to_string();
     assert!(
         String::from_utf8_lossy(&before[gateway]).contains("198.18.0.20"),
@@ -303,9 +321,15 @@ async fn a_providers_reports_change_no_other_projects_or_providers_agent_config(
         ipv4: [203, 0, 113, 99].into(),
         ..shop_address.clone()
     };
-    apply_inventory(&t.store, &imposter, &report(hijack, vec![stolen]), START, GRACE)
-        .await
-        .unwrap();
+    apply_inventory(
+        &t.store,
+        &imposter,
+        &report(hijack, vec![stolen]),
+        START,
+        GRACE,
+    )
+    .await
+    .unwrap();
     // A second provider of the operator reports exactly the partner's sites and addresses.
     let twin = operator_provider(&t, "partner-two").await;
     apply_inventory(
@@ -345,59 +369,67 @@ async fn a_providers_reports_change_no_other_projects_or_providers_agent_config(
     );
 }
 
-/// The rule for names: bare names are the operator's. A tenant's provider named like the
-/// zone's is read and addressed as `<org>/<project>/<name>`, and a bare name in a request
-/// means the operator's provider first; a name a tenant registered first does not keep the
-/// operator from registering it, nor from widening it to the zone.
+/// Registers provider `name` in `project` (the store does it as the hub would on a hello).
+async fn register(
+    z: &TestZone,
+    project: &orc_zone::model::ProjectId,
+    name: &str,
+    scope: ProviderScope,
+) -> Result<Provider, orc_zone::store::StoreError> {
+    let now = orc_zone::model::Timestamp::now();
+    z.zone
+        .store()
+        .create_provider(
+            &NewProvider {
+                project_id: project.clone(),
+                name: name.parse().unwrap(),
+                resource_uri: format!("urn:orc:test:{name}:{project}"),
+                scope,
+                pricing: PricingStrategy::None,
+            },
+            now,
+        )
+        .await
+}
+
+async fn project(z: &TestZone, org: &str, name: &str) -> orc_zone::model::Project {
+    z.zone
+        .store()
+        .project_by_path(&org.parse().unwrap(), &name.parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// A second project of org `sys`, for the operator's own providers.
+async fn tools(z: &TestZone) -> orc_zone::model::Project {
+    z.zone
+        .store()
+        .create_project(
+            &orc_zone::model::sys_org_id(),
+            &"tools".parse().unwrap(),
+            orc_zone::model::Timestamp::now(),
+        )
+        .await
+        .unwrap()
+}
+
+/// Attack: a tenant registers a provider under the name of the operator's zone-scoped one,
+/// to catch pools meant for it. Names: bare names are the operator's; a tenant's provider
+/// reads `<org>/<project>/<name>` everywhere, and a bare name in a request means the
+/// operator's first.
 #[tokio::test]
-async fn a_tenant_cannot_take_squat_or_block_an_operators_provider_name() {
+async fn a_tenant_cannot_take_a_name_the_operator_uses() {
     let z = TestZone::start().await;
     let t = tenancy(&z).await;
-    let store = z.zone.store();
-    let sys_project = |name: &str| {
-        let store = store.clone();
-        let name = name.to_string();
-        async move {
-            store
-                .project_by_path(&"sys".parse().unwrap(), &name.parse().unwrap())
-                .await
-                .unwrap()
-        }
-    };
-    let web = store
-        .project_by_path(&"acme".parse().unwrap(), &"web".parse().unwrap())
+    let sys = project(&z, "sys", "sys").await;
+    let web = project(&z, "acme", "web").await;
+    let operators = register(&z, &sys.id, "cloud", ProviderScope::Zone)
         .await
         .unwrap();
-    let register = |project: orc_zone::model::ProjectId, name: &str, scope: ProviderScope| {
-        let store = store.clone();
-        let name = name.to_string();
-        async move {
-            store
-                .create_provider(
-                    &NewProvider {
-                        project_id: project,
-                        name: name.parse().unwrap(),
-                        resource_uri: format!("urn:orc:test:{}", orc_zone::model::Timestamp::now().millis()),
-                        scope,
-                        pricing: PricingStrategy::None,
-                    },
-                    orc_zone::model::Timestamp::now(),
-                )
-                .await
-        }
-    };
-
-    // 1. The operator's `cloud`, zone-scoped; a tenant's `cloud` after it.
-    let sys = sys_project("sys").await;
-    let operators = register(sys.id.clone(), "cloud", ProviderScope::Zone)
+    let tenants = register(&z, &web.id, "cloud", ProviderScope::Project)
         .await
         .unwrap();
-    let tenants = register(web.id.clone(), "cloud", ProviderScope::Project)
-        .await
-        .unwrap();
-    let listed = z
-        .get("/api/orgs/acme/projects/web/providers", &t.mia)
-        .await;
+    let listed = z.get("/api/orgs/acme/projects/web/providers", &t.mia).await;
     let names: Vec<(String, String)> = listed
         .body
         .as_array()
@@ -439,72 +471,130 @@ async fn a_tenant_cannot_take_squat_or_block_an_operators_provider_name() {
     assert_eq!(own.status, StatusCode::CREATED, "{}", own.body);
     assert_eq!(own.body["provider_id"], tenants.id.to_string());
     assert_eq!(own.body["provider"], "acme/web/cloud");
-
-    // 2. A tenant registers `later` first; the operator registers it after, in another
-    // project of org sys too, and a bare `later` is the operator's from then on.
-    let squat = register(web.id.clone(), "later", ProviderScope::Project)
-        .await
-        .unwrap();
-    let partner = store
-        .create_project(
-            &orc_zone::model::sys_org_id(),
-            &"tools".parse().unwrap(),
-            orc_zone::model::Timestamp::now(),
+    // Its own project's owner reaches it by its full name; the bare one is the operator's.
+    let pricing = z
+        .put(
+            "/api/orgs/acme/projects/web/providers/cloud/pricing",
+            &t.olivia,
+            json!({ "markup": "0.5" }),
         )
+        .await;
+    assert_eq!(pricing.status, StatusCode::FORBIDDEN, "{}", pricing.body);
+    assert_eq!(
+        pricing.body["error"]["message"],
+        "provider cloud belongs to project sys/sys; change it there; this project's own is \
+         acme/web/cloud"
+    );
+    let own_pricing = z
+        .put(
+            "/api/orgs/acme/projects/web/providers/acme%2Fweb%2Fcloud/pricing",
+            &t.olivia,
+            json!({ "markup": "0.5" }),
+        )
+        .await;
+    assert_eq!(own_pricing.status, StatusCode::OK, "{}", own_pricing.body);
+}
+
+/// Attack: a tenant registers a name first, hoping to keep the operator from it. The
+/// operator registers it anyway, and the bare name is the operator's from then on; within
+/// org `sys`, bare names stay unique.
+#[tokio::test]
+async fn a_tenant_cannot_squat_a_name_before_the_operator_registers_it() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    let web = project(&z, "acme", "web").await;
+    let squat = register(&z, &web.id, "later", ProviderScope::Project)
         .await
         .unwrap();
-    let late = register(partner.id.clone(), "later", ProviderScope::Project)
+    let before = z
+        .post(
+            "/api/orgs/acme/projects/web/pools",
+            &t.mia,
+            pool_on("early", "later"),
+        )
+        .await;
+    assert_eq!(before.status, StatusCode::CREATED, "{}", before.body);
+    assert_eq!(before.body["provider_id"], squat.id.to_string());
+
+    let tools = tools(&z).await;
+    let late = register(&z, &tools.id, "later", ProviderScope::Zone)
         .await
         .expect("the operator registers a name a tenant holds");
-    let again = register(sys.id.clone(), "later", ProviderScope::Project).await;
+    let sys = project(&z, "sys", "sys").await;
+    let again = register(&z, &sys.id, "later", ProviderScope::Project).await;
     assert!(
         matches!(again, Err(orc_zone::store::StoreError::Unique { .. })),
         "bare names are unique across org sys: {again:?}"
     );
-
-    // 3. The tenant's `later` does not block the operator's widening it to the zone.
-    let widened = z
-        .post(
-            "/api/orgs/sys/projects/tools/providers/later/change-scope",
-            &z.admin,
-            json!({ "scope": "zone" }),
-        )
-        .await;
-    assert_eq!(widened.status, StatusCode::OK, "{}", widened.body);
-    assert_eq!(widened.body["id"], late.id.to_string());
-    let bare = z
+    let after = z
         .post(
             "/api/orgs/acme/projects/web/pools",
             &t.mia,
             pool_on("late", "later"),
         )
         .await;
-    assert_eq!(bare.status, StatusCode::CREATED, "{}", bare.body);
-    assert_eq!(bare.body["provider_id"], late.id.to_string());
-    let pricing = z
-        .put(
-            "/api/orgs/acme/projects/web/providers/later/pricing",
-            &t.olivia,
-            json!({ "markup": "0.5" }),
+    assert_eq!(after.status, StatusCode::CREATED, "{}", after.body);
+    assert_eq!(after.body["provider_id"], late.id.to_string());
+    assert_eq!(after.body["provider"], "later");
+    // The tenant's pool keeps the provider it was created on.
+    let early = z
+        .get("/api/orgs/acme/projects/web/pools/early", &t.mia)
+        .await;
+    assert_eq!(early.body["provider_id"], squat.id.to_string());
+    assert_eq!(early.body["provider"], "acme/web/later");
+}
+
+/// Attack: a tenant registers the name of an operator's project-scoped provider, so that
+/// widening it to the zone would clash. Nothing a tenant registers blocks it.
+#[tokio::test]
+async fn a_tenants_provider_cannot_block_the_operators_change_of_scope() {
+    let z = TestZone::start().await;
+    let _t = tenancy(&z).await;
+    let tools = tools(&z).await;
+    let operators = register(&z, &tools.id, "edge", ProviderScope::Project)
+        .await
+        .unwrap();
+    for (org, name) in [("acme", "web"), ("acme", "data")] {
+        let p = project(&z, org, name).await;
+        let tenants = register(&z, &p.id, "edge", ProviderScope::Project)
+            .await
+            .unwrap();
+        // Even one an operator widened before.
+        if name == "data" {
+            let widened = z
+                .post(
+                    "/api/orgs/acme/projects/data/providers/edge/change-scope",
+                    &z.admin,
+                    json!({ "scope": "zone" }),
+                )
+                .await;
+            assert_eq!(widened.status, StatusCode::OK, "{}", widened.body);
+            assert_eq!(widened.body["id"], tenants.id.to_string());
+        }
+    }
+    let widened = z
+        .post(
+            "/api/orgs/sys/projects/tools/providers/edge/change-scope",
+            &z.admin,
+            json!({ "scope": "zone" }),
         )
         .await;
-    assert_eq!(pricing.status, StatusCode::FORBIDDEN, "{}", pricing.body);
-    assert!(
-        pricing.body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .ends_with("this project's own is acme/web/later"),
-        "{}",
-        pricing.body
-    );
-    let own_pricing = z
-        .put(
-            &format!("/api/orgs/acme/projects/web/providers/{}/pricing", squat.id),
-            &t.olivia,
-            json!({ "markup": "0.5" }),
-        )
+    assert_eq!(widened.status, StatusCode::OK, "{}", widened.body);
+    assert_eq!(widened.body["id"], operators.id.to_string());
+    assert_eq!(widened.body["name"], "edge");
+    let listed = z
+        .get("/api/orgs/acme/projects/web/providers", &z.admin)
         .await;
-    assert_eq!(own_pricing.status, StatusCode::OK, "{}", own_pricing.body);
+    let mut names: Vec<&str> = listed
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .filter(|n| n.ends_with("edge"))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["acme/data/edge", "acme/web/edge", "edge"]);
 }
 
 /// Attack: a tenant's provider named `core` would have its pools run as app slots on the
@@ -541,7 +631,17 @@ async fn a_tenant_provider_named_core_is_not_the_zones_core() {
     let clock = ManualClock::new(START);
     let reconciler = reconciler(&t.store, backends, &clock);
     let pool = create_pool(&t, &imposter, "slots", 1).await;
-    drive(&reconciler, &t.store, &pool.id, 4, all_in(NodeState::Running)).await;
+    drive(
+        &reconciler,
+        &t.store,
+        &pool.id,
+        4,
+        all_in(NodeState::Running),
+    )
+    .await;
     assert_eq!(remote.instances().len(), 1);
-    assert!(apps.instances().is_empty(), "nothing ran on the zone's hosts");
+    assert!(
+        apps.instances().is_empty(),
+        "nothing ran on the zone's hosts"
+    );
 }
