@@ -471,7 +471,14 @@ async fn serve_connection<S, B>(
             %peer,
             "a client sent plain text to this TLS port; it was told to use https:// with the zone's CA"
         );
-        let _ = tokio::time::timeout(options.handshake_timeout, refuse_plain(tcp)).await;
+        let _ = within_handshake(
+            refuse_plain(tcp),
+            accepted,
+            &timeouts,
+            slot.admitted,
+            &mut pressure,
+        )
+        .await;
         return;
     }
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.clone());
