@@ -448,7 +448,8 @@ impl TlsArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ListenArgs {
     /// Connections one address (an IPv6 /64) may hold open on each listener; more are
-    /// closed at once [default: a quarter of the listener's 1,024].
+    /// closed at once. Behind a proxy or load balancer that connects from one address,
+    /// raise it to 1024 [default: a quarter of the listener's 1,024].
     #[arg(long, value_name = "N")]
     pub max_connections_per_source: Option<std::num::NonZeroUsize>,
 }
