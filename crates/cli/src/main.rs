@@ -444,6 +444,26 @@ impl TlsArgs {
     }
 }
 
+/// Limits of the zone's listeners, shared by `orc zone serve` and `orc up`.
+#[derive(Debug, Clone, Args)]
+pub struct ListenArgs {
+    /// Connections one address (an IPv6 /64) may hold open on each listener; more are
+    /// closed at once. Behind a proxy or load balancer that connects from one address,
+    /// raise it to 1024 [default: a quarter of the listener's 1,024].
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_source: Option<std::num::NonZeroUsize>,
+}
+
+impl ListenArgs {
+    /// The zone's listener limits for these arguments.
+    pub fn limits(&self) -> orc_zone::zone::ListenLimits {
+        orc_zone::zone::ListenLimits {
+            max_connections_per_source: self.max_connections_per_source.map(|n| n.get()),
+            ..Default::default()
+        }
+    }
+}
+
 /// The access edge's arguments (`orc up`, `orc zone serve`).
 #[derive(Debug, Clone, Args)]
 pub struct EdgeArgs {
@@ -536,6 +556,8 @@ struct ServeArgs {
     join_grace: std::time::Duration,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    listen: ListenArgs,
     #[command(flatten)]
     edge: EdgeArgs,
     #[command(flatten)]
@@ -928,6 +950,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.http_addr = args.http;
     config.grpc_addr = args.grpc;
     config.tls = args.tls.config();
+    config.limits = args.listen.limits();
     config.edge = args.edge.config()?;
     config.web_url = args.edge.web_url.clone();
     config.mesh = args.mesh.options()?;

@@ -81,6 +81,8 @@ pub struct UpArgs {
     #[command(flatten)]
     pub tls: crate::TlsArgs,
     #[command(flatten)]
+    pub listen: crate::ListenArgs,
+    #[command(flatten)]
     pub edge: crate::EdgeArgs,
     #[command(flatten)]
     pub mesh: crate::MeshArgs,
@@ -343,6 +345,7 @@ impl Up {
         config.http_addr = args.http;
         config.grpc_addr = args.grpc;
         config.tls = args.tls.config();
+        config.limits = args.listen.limits();
         config.edge = args.edge.config()?;
         config.web_url = args.edge.web_url.clone();
         config.mesh = args.mesh.options()?;
@@ -1287,6 +1290,9 @@ mod tests {
             tls: crate::TlsArgs {
                 plain: false,
                 tls_names: Vec::new(),
+            },
+            listen: crate::ListenArgs {
+                max_connections_per_source: None,
             },
             edge: crate::EdgeArgs {
                 edge: any,

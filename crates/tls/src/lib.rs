@@ -4,14 +4,17 @@
 //!   signs;
 //! - [`server`]: a rustls server config whose certificate the zone renews while it runs;
 //! - [`client`]: pinning the zone's CA, and [`explain`]ing a failed connection;
-//! - [`serve`]: the listeners' accept loop: TLS (or plain, on loopback), a connection limit,
-//!   handshake, header-read and idle timeouts, HTTP/2 keep-alive, plain-text-on-a-TLS-port
-//!   answered with a clear error, and graceful shutdown.
+//! - [`serve`]: the listeners' accept loop: TLS (or plain, on loopback), connection limits
+//!   (in all, per source, and a reserve for authenticated connections), handshake,
+//!   header-read and idle timeouts that shorten under pressure, HTTP/2 keep-alive,
+//!   plain-text-on-a-TLS-port answered with a clear error, and graceful shutdown;
+//! - [`limits`]: the rules of those limits and timeouts, free of I/O.
 //!
 //! Every TLS config here uses rustls with the ring provider.
 
 pub mod ca;
 pub mod client;
+pub mod limits;
 pub mod serve;
 pub mod server;
 
@@ -23,7 +26,7 @@ pub use ca::{
     CaError, NODE_CERT_LIFETIME, NodeCertificate, NodeIdentity, ServerIdentity, ZoneCa, fingerprint,
 };
 pub use client::{FingerprintPin, PinError, PinnedCa, TlsFailure, explain};
-pub use serve::{ClientCertificate, PeerAddr, ServeOptions, serve};
+pub use serve::{ClientCertificate, ConnectionAuth, PeerAddr, ServeOptions, serve};
 pub use server::{
     RenewingCert, certified, server_config, server_config_with_clients, server_config_with_resolver,
 };

@@ -524,3 +524,365 @@ async fn a_fingerprint_pin_trusts_its_zone_only_and_yields_the_ca_file() {
     );
     assert!(wrong.matched_pem().is_none());
 }
+
+/// Loopback addresses the connection-limit tests connect from.
+const ATTACKERS: [[u8; 4]; 4] = [
+    [127, 0, 0, 2],
+    [127, 0, 0, 3],
+    [127, 0, 0, 4],
+    [127, 0, 0, 5],
+];
+const BYSTANDER: [u8; 4] = [127, 0, 0, 6];
+const LATECOMER: [u8; 4] = [127, 0, 0, 7];
+
+/// Small limits (40 connections, 10 per source) and timeouts long enough that only the
+/// rule a test is about closes a connection within its bounds.
+fn small_and_patient(tls: Option<Arc<rustls::ServerConfig>>) -> ServeOptions {
+    ServeOptions {
+        what: "test listener",
+        tls,
+        max_connections: 40,
+        max_connections_per_source: Some(10),
+        handshake_timeout: Duration::from_secs(600),
+        pressure_handshake_timeout: Duration::from_secs(600),
+        header_read_timeout: Duration::from_secs(600),
+        idle_timeout: Duration::from_secs(600),
+        pressure_idle_timeout: Duration::from_secs(600),
+        reserve_probation: Duration::from_secs(600),
+        ..ServeOptions::default()
+    }
+}
+
+/// A TCP connection to `addr` from the loopback address `source`.
+async fn tcp_from(source: [u8; 4], addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::from((source, 0)))?;
+    socket.connect(addr).await
+}
+
+/// A TLS connection to `addr` from `source`, trusting `ca`.
+async fn tls_from(
+    source: [u8; 4],
+    addr: SocketAddr,
+    ca: &PinnedCa,
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let tcp = tcp_from(source, addr).await?;
+    let connector = tokio_rustls::TlsConnector::from(ca.client_config(&[b"http/1.1"]));
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    connector.connect(name, tcp).await
+}
+
+/// Sends one keep-alive `GET /` (with `authorization` when given) and reads its answer:
+/// the status line and the body, or `None` when the connection ends first.
+async fn request_over<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    io: &mut S,
+    authorization: Option<&str>,
+) -> Option<String> {
+    let auth = authorization
+        .map(|a| format!("authorization: {a}\r\n"))
+        .unwrap_or_default();
+    let head = format!("GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n{auth}\r\n");
+    io.write_all(head.as_bytes()).await.ok()?;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = io.read(&mut buf).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        let Some((head, body)) = text.split_once("\r\n\r\n") else {
+            continue;
+        };
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length: ")
+                    .map(str::to_string)
+            })
+            .and_then(|v| v.trim().parse().ok())?;
+        if body.len() >= length {
+            let status = head.lines().next().unwrap_or("").to_string();
+            return Some(format!("{status}\n{body}"));
+        }
+    }
+}
+
+/// Checks `probe` until it answers, for up to `limit`; panics naming `what`.
+async fn eventually_some<T, F, Fut>(what: &str, limit: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "gave up after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The answer to a `GET /` from `source`, retried (each try bounded) until one comes.
+async fn answered_from(
+    source: [u8; 4],
+    addr: SocketAddr,
+    ca: &PinnedCa,
+    authorization: Option<&str>,
+) -> String {
+    eventually_some(
+        &format!("an answer to {source:?}"),
+        Duration::from_secs(30),
+        || async {
+            tokio::time::timeout(Duration::from_secs(5), async {
+                let mut tls = tls_from(source, addr, ca).await.ok()?;
+                request_over(&mut tls, authorization).await
+            })
+            .await
+            .ok()
+            .flatten()
+        },
+    )
+    .await
+}
+
+/// Counts `io` into `closed` once the server ends it; holds it open until then.
+fn count_when_closed<S>(mut io: S, closed: &Arc<std::sync::atomic::AtomicUsize>)
+where
+    S: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    let closed = closed.clone();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 256];
+        while let Ok(n) = io.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+        closed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    });
+}
+
+fn count(closed: &Arc<std::sync::atomic::AtomicUsize>) -> usize {
+    closed.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Attack: one address opens idle TLS connections until the listener is full. It gets its
+/// share (10 of 40); the rest are closed before any TLS, the refusal is logged naming the
+/// address (not once per connection), and another address is answered.
+#[tokio::test]
+async fn one_address_holding_all_it_can_cannot_keep_another_from_being_answered() {
+    let (logs, _guard) = capture();
+    let ca = ZoneCa::generate().unwrap();
+    let pin = pinned(&ca);
+    let addr = start(hello(), small_and_patient(Some(fresh_tls(&ca)))).await;
+
+    let mut held = Vec::new();
+    let mut refused = 0;
+    for _ in 0..40 {
+        match tls_from(ATTACKERS[0], addr, &pin).await {
+            Ok(stream) => held.push(stream),
+            Err(_) => refused += 1,
+        }
+    }
+    assert_eq!(held.len(), 10, "connections one address holds");
+    assert_eq!(refused, 30);
+
+    let answer = answered_from(ATTACKERS[1], addr, &pin, None).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("hello"), "{answer}");
+
+    // The held connections are still served: the limit refuses, it does not evict.
+    let answer = request_over(&mut held[0], None).await;
+    assert!(answer.is_some_and(|a| a.ends_with("hello")));
+
+    const REFUSAL: &str = "its address holds its share of the connection limit";
+    until_logged(|| logs.text().contains(REFUSAL)).await;
+    let text = logs.text();
+    let warning = text.lines().find(|l| l.contains(REFUSAL)).unwrap();
+    assert!(warning.contains("WARN"), "{warning}");
+    assert!(warning.contains("127.0.0.2"), "{warning}");
+    let warnings = text.matches(REFUSAL).count();
+    assert!(
+        warnings < refused,
+        "{warnings} warnings for {refused} refusals"
+    );
+}
+
+/// Attack: four addresses fill the listener with handshakes they never finish. Under
+/// pressure (three quarters taken) the handshake timeout drops from 600 s to 300 ms, so
+/// stalled handshakes are closed until the listener is below the line, and another
+/// address is answered.
+#[tokio::test]
+async fn unfinished_handshakes_are_closed_sooner_under_pressure() {
+    let ca = ZoneCa::generate().unwrap();
+    let pin = pinned(&ca);
+    let addr = start(
+        hello(),
+        ServeOptions {
+            reserved_for_authenticated: Some(0),
+            pressure_handshake_timeout: Duration::from_millis(300),
+            ..small_and_patient(Some(fresh_tls(&ca)))
+        },
+    )
+    .await;
+    let closed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for source in ATTACKERS {
+        for _ in 0..10 {
+            let mut tcp = tcp_from(source, addr).await.unwrap();
+            tcp.write_all(&[0x16, 0x03, 0x01]).await.unwrap();
+            count_when_closed(tcp, &closed);
+        }
+    }
+    // 40 open, the line at 30: at least 11 go.
+    eventually_some(
+        "stalled handshakes closed below the pressure line",
+        Duration::from_secs(30),
+        || async { (count(&closed) >= 11).then_some(()) },
+    )
+    .await;
+    let answer = answered_from(BYSTANDER, addr, &pin, None).await;
+    assert!(answer.ends_with("hello"), "{answer}");
+}
+
+/// Attack: four addresses fill the listener with finished handshakes and never send a
+/// request. Under pressure such connections are closed after 300 ms instead of 600 s, and
+/// another address is answered.
+#[tokio::test]
+async fn connections_without_a_request_are_closed_sooner_under_pressure() {
+    let ca = ZoneCa::generate().unwrap();
+    let pin = pinned(&ca);
+    let addr = start(
+        hello(),
+        ServeOptions {
+            reserved_for_authenticated: Some(0),
+            pressure_idle_timeout: Duration::from_millis(300),
+            ..small_and_patient(Some(fresh_tls(&ca)))
+        },
+    )
+    .await;
+    let closed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for source in ATTACKERS {
+        for _ in 0..10 {
+            match tls_from(source, addr, &pin).await {
+                Ok(tls) => count_when_closed(tls, &closed),
+                Err(_) => {
+                    closed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        }
+    }
+    eventually_some(
+        "idle connections closed below the pressure line",
+        Duration::from_secs(30),
+        || async { (count(&closed) >= 11).then_some(()) },
+    )
+    .await;
+    let answer = answered_from(BYSTANDER, addr, &pin, None).await;
+    assert!(answer.ends_with("hello"), "{answer}");
+}
+
+/// A service that marks the connection authenticated when the request carries the right
+/// credential, and says whether it did.
+fn gatekeeper() -> impl tower::Service<
+    http::Request<hyper::body::Incoming>,
+    Response = http::Response<String>,
+    Error = Infallible,
+    Future = std::future::Ready<Result<http::Response<String>, Infallible>>,
+> + Clone
++ Send
++ Sync
++ 'static {
+    tower::service_fn(|req: http::Request<hyper::body::Incoming>| {
+        let good = req
+            .headers()
+            .get("authorization")
+            .is_some_and(|v| v == "Bearer good");
+        if good && let Some(auth) = req.extensions().get::<orc_tls::ConnectionAuth>() {
+            auth.mark_authenticated();
+        }
+        let body = if good { "authenticated" } else { "anonymous" };
+        std::future::ready(Ok(http::Response::new(body.to_string())))
+    })
+}
+
+/// Attack: four addresses open every connection they may and sit on them. They hold 36 of
+/// 40; the 4 they take beyond that are in the reserve and closed for not authenticating.
+/// A client that authenticates then gets a reserved slot, and keeps it past the probation
+/// that closes an anonymous latecomer's.
+#[tokio::test]
+async fn an_authenticated_connection_gets_a_slot_when_anonymous_ones_took_all_they_may() {
+    let ca = ZoneCa::generate().unwrap();
+    let pin = pinned(&ca);
+    let addr = start(
+        gatekeeper(),
+        ServeOptions {
+            reserved_for_authenticated: Some(4),
+            reserve_probation: Duration::from_secs(3),
+            ..small_and_patient(Some(fresh_tls(&ca)))
+        },
+    )
+    .await;
+    let closed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for source in ATTACKERS {
+        for _ in 0..10 {
+            match tls_from(source, addr, &pin).await {
+                Ok(tls) => count_when_closed(tls, &closed),
+                Err(_) => {
+                    closed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        }
+    }
+    eventually_some(
+        "the anonymous connections in the reserve closed",
+        Duration::from_secs(30),
+        || async { (count(&closed) >= 4).then_some(()) },
+    )
+    .await;
+
+    let mut member = eventually_some(
+        "an authenticated answer",
+        Duration::from_secs(30),
+        || async {
+            tokio::time::timeout(Duration::from_secs(5), async {
+                let mut tls = tls_from(BYSTANDER, addr, &pin).await.ok()?;
+                let answer = request_over(&mut tls, Some("Bearer good")).await?;
+                answer.ends_with("authenticated").then_some(tls)
+            })
+            .await
+            .ok()
+            .flatten()
+        },
+    )
+    .await;
+
+    // An anonymous latecomer enters the reserve too and is closed when its probation ends
+    // (after its answer, or before on a slow machine), after the member's, which began
+    // earlier, has.
+    let latecomer_closed = match tls_from(LATECOMER, addr, &pin).await {
+        Err(_) => true,
+        Ok(mut latecomer) => match request_over(&mut latecomer, None).await {
+            None => true,
+            Some(answer) => {
+                assert!(answer.ends_with("anonymous"), "{answer}");
+                closed_by_server(&mut latecomer, Duration::from_secs(30)).await
+            }
+        },
+    };
+    assert!(
+        latecomer_closed,
+        "an anonymous connection kept a reserved slot"
+    );
+    let answer = request_over(&mut member, Some("Bearer good")).await;
+    assert!(
+        answer.is_some_and(|a| a.ends_with("authenticated")),
+        "the authenticated connection lost its slot"
+    );
+}

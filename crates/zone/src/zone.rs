@@ -89,11 +89,17 @@ impl Default for TlsConfig {
     }
 }
 
-/// Timeouts and limits of the zone's two listeners.
+/// Timeouts and limits of the zone's listeners (the API, the provider endpoint and the
+/// access edge).
 #[derive(Debug, Clone)]
 pub struct ListenLimits {
     /// Open connections per listener at most. Default 1024.
     pub max_connections: usize,
+    /// Open connections per listener from one source (an IPv4 address, an IPv6 /64) at
+    /// most; `None`: a quarter of `max_connections`. Beyond the connection limits, each
+    /// listener keeps a tenth of its slots for connections that authenticate and shortens
+    /// its handshake and idle timeouts under pressure ([`orc_tls::serve`]).
+    pub max_connections_per_source: Option<usize>,
     /// From accept to a finished TLS handshake. Default 10 s.
     pub handshake_timeout: Duration,
     /// From a request's first byte to the end of its headers. Default 10 s.
@@ -111,6 +117,7 @@ impl Default for ListenLimits {
         let serve = orc_tls::ServeOptions::default();
         ListenLimits {
             max_connections: serve.max_connections,
+            max_connections_per_source: serve.max_connections_per_source,
             handshake_timeout: serve.handshake_timeout,
             header_read_timeout: serve.header_read_timeout,
             idle_timeout: serve.idle_timeout,
@@ -128,6 +135,7 @@ impl ListenLimits {
         orc_tls::ServeOptions {
             tls,
             max_connections: self.max_connections,
+            max_connections_per_source: self.max_connections_per_source,
             handshake_timeout: self.handshake_timeout,
             header_read_timeout: self.header_read_timeout,
             idle_timeout: self.idle_timeout,
@@ -183,7 +191,7 @@ pub struct ZoneConfig {
     pub agent_binary: Option<PathBuf>,
     /// TLS on both listeners.
     pub tls: TlsConfig,
-    /// Timeouts and limits of both listeners.
+    /// Timeouts and limits of the listeners.
     pub limits: ListenLimits,
     /// The access edge; `None` runs none. It needs TLS: a plain zone runs none.
     pub edge: Option<EdgeConfig>,

@@ -81,6 +81,11 @@ pub async fn serve(
         what: "admin page",
         tls: None,
         max_connections: 64,
+        // Only the access edge dials the page, so every connection comes from its address
+        // and none marks itself authenticated: the per-source share and the reserve would
+        // only take slots from the edge.
+        max_connections_per_source: Some(64),
+        reserved_for_authenticated: Some(0),
         ..orc_tls::ServeOptions::default()
     };
     orc_tls::serve(listener, router(view, gate), options, shutdown).await

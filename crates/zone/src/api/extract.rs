@@ -6,7 +6,9 @@
 //! - [`QueryArgs`] reads the query string; query structs hold text that handlers parse with
 //!   [`parse_query_value`], so a bad value names its parameter.
 //! - [`Caller`] authenticates `Authorization: Bearer <token>` against the store and loads the
-//!   caller's memberships once per request.
+//!   caller's memberships once per request; a caller it admits marks the connection
+//!   authenticated ([`orc_tls::ConnectionAuth`]), which keeps it out of the listener's
+//!   limits for unauthenticated connections.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -193,6 +195,9 @@ impl FromRequestParts<ApiState> for Caller {
         }
         let user = state.store.get_user(&token.user_id).await?;
         let memberships = state.store.list_memberships_of_user(&user.id).await?;
+        if let Some(connection) = parts.extensions.get::<orc_tls::ConnectionAuth>() {
+            connection.mark_authenticated();
+        }
         Ok(Caller {
             user,
             token,

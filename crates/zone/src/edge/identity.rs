@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use orc_access::Assertion;
 
@@ -87,9 +87,25 @@ fn kept_as(kind: char, hash: TokenHash) -> String {
     format!("{kind}:{}", hash.to_hex())
 }
 
-/// Who sent `headers`: `None` for nobody; an error page when the store fails or a bearer
-/// is refused. Known credentials are kept for a moment ([`super::recent`]).
+/// Who sent a request with `headers`: `None` for nobody; an error page when the store
+/// fails or a bearer is refused. Known credentials are kept for a moment
+/// ([`super::recent`]). A request from someone marks its connection (in `extensions`)
+/// authenticated ([`orc_tls::ConnectionAuth`]).
 pub(super) async fn identify(
+    edge: &EdgeState,
+    headers: &HeaderMap,
+    extensions: &Extensions,
+) -> Result<Option<Person>, Response> {
+    let found = identify_headers(edge, headers).await?;
+    if found.is_some()
+        && let Some(connection) = extensions.get::<orc_tls::ConnectionAuth>()
+    {
+        connection.mark_authenticated();
+    }
+    Ok(found)
+}
+
+async fn identify_headers(
     edge: &EdgeState,
     headers: &HeaderMap,
 ) -> Result<Option<Person>, Response> {
@@ -298,6 +314,10 @@ fn same_origin(edge: &EdgeState, headers: &HeaderMap) -> bool {
 /// `POST /sign-in`: a token, or a user name and password, for a session cookie.
 pub(super) async fn sign_in(edge: &EdgeState, request: Request) -> Response {
     let client = client_ip(&request);
+    let connection = request
+        .extensions()
+        .get::<orc_tls::ConnectionAuth>()
+        .cloned();
     if !same_origin(edge, request.headers()) {
         return pages::refusal(
             StatusCode::FORBIDDEN,
@@ -393,6 +413,9 @@ pub(super) async fn sign_in(edge: &EdgeState, request: Request) -> Response {
         Ok(started) => started,
         Err(e) => return failed(e),
     };
+    if let Some(connection) = connection {
+        connection.mark_authenticated();
+    }
     tracing::info!(session = %session.id, user = %session.user_id, "signed in at the access edge");
     let target = next.unwrap_or_else(|| format!("{}/", edge.url()));
     let mut response = super::empty(StatusCode::SEE_OTHER);

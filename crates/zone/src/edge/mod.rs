@@ -356,7 +356,7 @@ async fn console_page(
     console: &crate::console::Console,
     request: Request,
 ) -> Response {
-    let person = match identity::identify(edge, request.headers()).await {
+    let person = match identity::identify(edge, request.headers(), request.extensions()).await {
         Ok(Some(person)) => person,
         Ok(None) => {
             let domain = edge.inner.domain.clone();
@@ -419,7 +419,7 @@ impl EdgeState {
 /// The page a signed-in person sees on the zone's own host: who they are, and every
 /// endpoint they may open.
 async fn home(edge: &EdgeState, request: Request) -> Response {
-    let person = match identity::identify(edge, request.headers()).await {
+    let person = match identity::identify(edge, request.headers(), request.extensions()).await {
         Ok(Some(person)) => person,
         Ok(None) => {
             return Redirect::to(&format!("{}/sign-in", edge.url())).into_response();
@@ -541,7 +541,7 @@ async fn endpoint_request(
             Some(&edge.url()),
         )
     })?;
-    let person = match identity::identify(edge, request.headers()).await? {
+    let person = match identity::identify(edge, request.headers(), request.extensions()).await? {
         Some(person) => person,
         None => return Ok(identity::ask_to_sign_in(edge, host, &request)),
     };

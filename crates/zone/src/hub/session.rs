@@ -50,6 +50,9 @@ impl ProviderHub for HubService {
     ) -> Result<Response<Self::AttachStream>, Status> {
         let hub = self.hub.clone();
         let admitted = authenticate(&hub.inner.store, request.metadata(), hub.now()).await?;
+        if let Some(connection) = request.extensions().get::<orc_tls::ConnectionAuth>() {
+            connection.mark_authenticated();
+        }
         // Kept to check the credential again while the stream lives.
         let credentials = request.metadata().clone();
         let inbound: Inbound = Box::pin(request.into_inner());

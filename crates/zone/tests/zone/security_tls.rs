@@ -1,6 +1,7 @@
 //! The zone's listeners under attack (`docs/security.md`): TLS with the zone's own CA on
 //! both ports, clear refusals of a wrong CA and of plain text, plain listeners only on
-//! loopback, and a bounded load with slow and idle connections mixed in.
+//! loopback, a bounded load with slow and idle connections mixed in, and one address that
+//! cannot hold the API or the edge closed.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::time::{Duration, Instant};
@@ -236,5 +237,184 @@ async fn a_bounded_load_with_slow_and_idle_connections_mixed_in() {
         elapsed.as_secs_f64(),
         REQUESTS as f64 / elapsed.as_secs_f64(),
         longest.as_secs_f64()
+    );
+}
+
+/// Opens up to `tries` TLS connections to `addr` from the loopback address `source`
+/// (naming `server` in SNI) and keeps those the zone lets finish the handshake.
+async fn hold_from(
+    source: std::net::IpAddr,
+    addr: std::net::SocketAddr,
+    server: &'static str,
+    ca: &orc_tls::PinnedCa,
+    tries: usize,
+) -> Vec<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let connector = tokio_rustls::TlsConnector::from(ca.client_config(&[b"http/1.1"]));
+    let mut held = Vec::new();
+    for _ in 0..tries {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(std::net::SocketAddr::new(source, 0)).unwrap();
+        let Ok(tcp) = socket.connect(addr).await else {
+            continue;
+        };
+        let name = orc_tls::rustls::pki_types::ServerName::try_from(server).unwrap();
+        if let Ok(tls) = connector.connect(name, tcp).await {
+            held.push(tls);
+        }
+    }
+    held
+}
+
+/// Attack: one address opens idle TLS connections to the API and to the access edge until
+/// each listener is full, to keep everyone else out (it used to hold all 1,024 for as long
+/// as it liked). Each listener gives it its share (10 of 40 here) and closes the rest at
+/// once; another address is answered on both.
+#[tokio::test]
+async fn one_address_cannot_hold_the_api_closed() {
+    let attacker: std::net::IpAddr = [127, 0, 0, 2].into();
+    let other: std::net::IpAddr = [127, 0, 0, 3].into();
+    let z = TestZone::start_with(|config| {
+        config.limits.max_connections = 40;
+        config.limits.max_connections_per_source = Some(10);
+        // Long enough that only the connection limits can let the other address in.
+        config.limits.idle_timeout = Duration::from_secs(600);
+    })
+    .await;
+    let ca = orc_tls::PinnedCa::from_pem(z.zone.ca_pem().unwrap(), "zone").unwrap();
+    let api = hold_from(attacker, z.zone.http_addr(), "127.0.0.1", &ca, 40).await;
+    assert_eq!(api.len(), 10, "API connections one address holds");
+    let edge_addr = z.zone.edge_addr().expect("the test zone runs an edge");
+    let domain = orc_zone::edge::DEFAULT_DOMAIN;
+    let edge = hold_from(attacker, edge_addr, domain, &ca, 40).await;
+    assert_eq!(edge.len(), 10, "edge connections one address holds");
+
+    let client = reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap())
+        .local_address(other)
+        .resolve(domain, edge_addr)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let whoami = format!("{}/api/whoami", z.zone.url());
+    orc_testkit::eventually(
+        "the API answers another address",
+        Duration::from_secs(30),
+        || {
+            let request = client.get(&whoami).bearer_auth(&z.admin).send();
+            async move { request.await.is_ok_and(|a| a.status() == StatusCode::OK) }
+        },
+    )
+    .await;
+    let sign_in = format!("https://{domain}:{}/sign-in", edge_addr.port());
+    orc_testkit::eventually(
+        "the edge answers another address",
+        Duration::from_secs(30),
+        || {
+            let request = client.get(&sign_in).send();
+            async move { request.await.is_ok_and(|a| a.status() == StatusCode::OK) }
+        },
+    )
+    .await;
+    drop((api, edge));
+}
+
+/// Sends `GET path` on a kept-alive HTTP/1 connection (with the bearer token when given)
+/// and returns the status line; `None` when the connection ends first.
+async fn get_kept_alive<S>(io: &mut S, path: &str, token: Option<&str>) -> Option<String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let auth = token
+        .map(|t| format!("authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let head = format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n{auth}\r\n");
+    io.write_all(head.as_bytes()).await.ok()?;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = io.read(&mut buf).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        let Some((head, body)) = text.split_once("\r\n\r\n") else {
+            continue;
+        };
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().to_string())
+            })
+            .and_then(|v| v.parse().ok())?;
+        if body.len() >= length {
+            return head.lines().next().map(str::to_string);
+        }
+    }
+}
+
+/// Under pressure the API tells the listener who authenticated: with 30 signed-in
+/// connections holding three quarters of 40, an anonymous connection with nothing in
+/// flight is closed within seconds, while a signed-in one that went quiet earlier keeps
+/// its connection.
+#[tokio::test]
+async fn an_authenticated_client_keeps_its_connection_when_anonymous_ones_are_cut() {
+    let z = TestZone::start_with(|config| {
+        config.limits.max_connections = 40;
+        config.limits.max_connections_per_source = Some(10);
+    })
+    .await;
+    let ca = orc_tls::PinnedCa::from_pem(z.zone.ca_pem().unwrap(), "zone").unwrap();
+    let api = z.zone.http_addr();
+    let one = |source: [u8; 4]| hold_from(source.into(), api, "127.0.0.1", &ca, 1);
+
+    let mut member = one([127, 0, 0, 6]).await.pop().unwrap();
+    let status = get_kept_alive(&mut member, "/api/whoami", Some(&z.admin)).await;
+    assert_eq!(status.as_deref(), Some("HTTP/1.1 200 OK"));
+    let mut anonymous = one([127, 0, 0, 7]).await.pop().unwrap();
+    let status = get_kept_alive(&mut anonymous, "/api/health", None).await;
+    assert_eq!(status.as_deref(), Some("HTTP/1.1 200 OK"));
+
+    // Under pressure a handshake has 1 s: one that a busy machine makes miss it is retried.
+    let mut signed_in = Vec::new();
+    for source in [[127, 0, 0, 2], [127, 0, 0, 3], [127, 0, 0, 4]] {
+        let mut held = 0;
+        for _ in 0..100 {
+            if held == 10 {
+                break;
+            }
+            let Some(mut tls) = one(source).await.pop() else {
+                continue;
+            };
+            let status = get_kept_alive(&mut tls, "/api/whoami", Some(&z.admin)).await;
+            if status.as_deref() == Some("HTTP/1.1 200 OK") {
+                signed_in.push(tls);
+                held += 1;
+            }
+        }
+    }
+    assert_eq!(signed_in.len(), 30);
+
+    let mut buf = [0u8; 64];
+    let closed = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(n) = anonymous.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the anonymous connection was kept under pressure"
+    );
+    let status = get_kept_alive(&mut member, "/api/whoami", Some(&z.admin)).await;
+    assert_eq!(
+        status.as_deref(),
+        Some("HTTP/1.1 200 OK"),
+        "the signed-in connection was cut"
     );
 }
