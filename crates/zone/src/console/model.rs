@@ -215,11 +215,22 @@ pub struct WizardPage {
 }
 
 impl WizardPage {
-    /// The provider chosen, if it is one the project sees.
+    /// The provider chosen, if it is one the project sees: by its name as listed (bare for
+    /// the operator's, `org/project/name` for any other) or its id; a bare name the operator
+    /// does not use means the project's own provider of that name, as in the API.
     pub fn chosen(&self) -> Option<&ProviderView> {
+        let given = self.input.provider.as_str();
         self.providers
             .iter()
-            .find(|p| p.name == self.input.provider)
+            .find(|p| p.name == given || p.id == given)
+            .or_else(|| {
+                self.providers.iter().find(|p| {
+                    p.name
+                        .strip_prefix(p.project.as_str())
+                        .and_then(|rest| rest.strip_prefix('/'))
+                        == Some(given)
+                })
+            })
     }
 }
 
