@@ -301,14 +301,11 @@ struct SignInForm {
     next: String,
 }
 
-/// Whether a form post came from the edge's own pages (browsers send `Origin` on every
-/// POST; a post from another site is refused, so no page elsewhere can sign a person in or
-/// out).
-fn same_origin(edge: &EdgeState, headers: &HeaderMap) -> bool {
-    match headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
-        None => true,
-        Some(origin) => origin.eq_ignore_ascii_case(&edge.url()),
-    }
+/// Whether a form post came from the edge's own pages ([`super::from_own_pages`]): a post
+/// from another site, or one that names no origin, is refused, so no page elsewhere can sign
+/// a person in or out.
+fn same_origin(edge: &EdgeState, request: &Request) -> bool {
+    super::from_own_pages(&edge.url(), request.method(), request.headers())
 }
 
 /// `POST /sign-in`: a token, or a user name and password, for a session cookie.
@@ -318,7 +315,7 @@ pub(super) async fn sign_in(edge: &EdgeState, request: Request) -> Response {
         .extensions()
         .get::<orc_tls::ConnectionAuth>()
         .cloned();
-    if !same_origin(edge, request.headers()) {
+    if !same_origin(edge, &request) {
         return pages::refusal(
             StatusCode::FORBIDDEN,
             "Sign in here",
@@ -439,7 +436,7 @@ pub(super) async fn sign_in(edge: &EdgeState, request: Request) -> Response {
 
 /// `POST /sign-out`: ends the session and clears the cookie.
 pub(super) async fn sign_out(edge: &EdgeState, request: Request) -> Response {
-    if !same_origin(edge, request.headers()) {
+    if !same_origin(edge, &request) {
         return pages::refusal(
             StatusCode::FORBIDDEN,
             "Sign out here",

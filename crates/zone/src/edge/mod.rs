@@ -666,6 +666,23 @@ async fn org_named(store: &Store, name: &str) -> Result<Option<Org>, StoreError>
     }
 }
 
+/// Whether a request that changes something (any method but GET, HEAD, OPTIONS and TRACE)
+/// came from the pages of `own_origin` (`https://<domain>[:port]`): its `Origin` is that
+/// origin, or, without an `Origin`, the browser says `Sec-Fetch-Site: same-origin`. Every
+/// browser sends one or the other with a form post, so a post without either came from no
+/// page of ours (a script replaying a cookie, or a page elsewhere whose browser hid its
+/// origin) and is refused. Safe methods are always taken.
+pub(crate) fn from_own_pages(own_origin: &str, method: &Method, headers: &HeaderMap) -> bool {
+    if method.is_safe() {
+        return true;
+    }
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    match text(header::ORIGIN.as_str()) {
+        Some(origin) => origin.eq_ignore_ascii_case(own_origin),
+        None => text("sec-fetch-site").is_some_and(|site| site.eq_ignore_ascii_case("same-origin")),
+    }
+}
+
 /// Headers of a response that the edge's pages carry: no caching, no framing, no sniffing.
 fn page_headers(headers: &mut HeaderMap) {
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

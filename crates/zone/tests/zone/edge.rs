@@ -816,3 +816,51 @@ async fn names_outside_the_zone_and_missing_slots_are_told_apart() {
         "slot 7 of a 2-slot pool: {body}"
     );
 }
+
+/// Attack: a page elsewhere (or a script) posts the sign-in or sign-out form without an
+/// `Origin`, to sign a person in as someone else or out. Both forms need the edge's own
+/// origin (or, without one, `Sec-Fetch-Site: same-origin`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_and_sign_out_without_the_edges_origin_are_refused() {
+    let s = setup(SessionPolicy::default()).await;
+    let browser = s.client(&[]);
+    for headers in [vec![], vec![("sec-fetch-site", "same-site")]] {
+        let mut request = browser
+            .post(s.url(DOMAIN, "/sign-in"))
+            .form(&[("token", s.mia.as_str())]);
+        for (name, value) in &headers {
+            request = request.header(*name, *value);
+        }
+        let (status, answered, body) = s.read(request.send().await.unwrap()).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{headers:?}: {body}");
+        assert!(!answered.contains_key(header::SET_COOKIE), "{headers:?}");
+        assert!(body.contains("own sign-in page"), "{body}");
+    }
+    let answer = browser
+        .post(s.url(DOMAIN, "/sign-in"))
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("token", s.mia.as_str())])
+        .send()
+        .await
+        .unwrap();
+    let (status, answered, _) = s.read(answer).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let cookie = format!("__Secure-orc_session={}", cookie_value(&answered).unwrap());
+
+    let answer = browser
+        .post(s.url(DOMAIN, "/sign-out"))
+        .header(header::COOKIE, cookie.clone())
+        .send()
+        .await
+        .unwrap();
+    let (status, answered, _) = s.read(answer).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(!answered.contains_key(header::SET_COOKIE));
+    let home = browser
+        .get(s.url(DOMAIN, "/"))
+        .header(header::COOKIE, cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(s.read(home).await.0, StatusCode::OK, "still signed in");
+}
