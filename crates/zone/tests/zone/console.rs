@@ -412,15 +412,15 @@ async fn an_owner_prices_a_provider_and_manages_members_and_tokens_show_once() {
         .await;
     assert_eq!(p.body["scope"], "zone");
 
-    // Members: the owner grants; a member cannot.
+    // Members: the owner grants to people of the org; a member cannot.
     let (status, _, body) = olivia
         .post(
             "/orgs/acme/members",
-            &[("user", "stan"), ("role", "viewer"), ("project", "data")],
+            &[("user", "vic"), ("role", "viewer"), ("project", "data")],
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert!(body.contains("stan is now viewer"), "{body}");
+    assert!(body.contains("vic is now viewer"), "{body}");
     let (status, _, body) = olivia
         .post(
             "/orgs/acme/members",

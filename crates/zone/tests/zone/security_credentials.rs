@@ -308,3 +308,64 @@ async fn callers_without_the_role_get_403_whatever_the_body() {
     assert_eq!(judged.status, StatusCode::BAD_REQUEST);
     assert_eq!(judged.field(), Some("name"));
 }
+
+/// Attack: a project owner gives the zone's apps user a role (so every app slot's user would
+/// hold it), and uses the grant to learn which user names exist in the zone. The apps user
+/// holds no role whoever asks; an owner grants only to people already in the org, and any
+/// other name reads exactly as one that does not exist.
+#[tokio::test]
+async fn the_apps_user_holds_no_role_and_a_grant_tells_owners_no_names() {
+    let z = TestZone::start().await;
+    let t = tenancy_without_provider(&z).await;
+    let grant = |token: &str, user: &str| {
+        let body = json!({ "user": user, "role": "viewer", "project": "data" });
+        let token = token.to_string();
+        let z = &z;
+        async move { z.post("/api/orgs/acme/memberships", &token, body).await }
+    };
+    let apps = orc_zone::apps::APPS_USER;
+    let by_operator = grant(&z.admin, apps).await;
+    assert_eq!(
+        by_operator.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        by_operator.body
+    );
+    assert_eq!(by_operator.field(), Some("user"));
+    assert!(
+        by_operator.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("apps user"),
+        "{}",
+        by_operator.body
+    );
+
+    // olivia owns acme: stan exists but holds no role in acme, and so does the apps user.
+    let unknown = grant(&t.olivia, "nobody").await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND, "{}", unknown.body);
+    let shown = |answer: &orc_testkit::zone::Answer, name: &str| {
+        answer.body.to_string().replace(name, "NAME")
+    };
+    for existing in ["stan", apps, "admin"] {
+        let answer = grant(&t.olivia, existing).await;
+        assert_eq!(answer.status, unknown.status, "{existing}: {}", answer.body);
+        assert_eq!(
+            shown(&answer, existing),
+            shown(&unknown, "nobody"),
+            "{existing} reads otherwise than a name nobody has"
+        );
+    }
+    let memberships = z.get("/api/orgs/acme/memberships", &t.olivia).await;
+    assert!(
+        !memberships.body.to_string().contains("stan")
+            && !memberships.body.to_string().contains(apps),
+        "{}",
+        memberships.body
+    );
+    // Someone of the org gets the role; an operator gives a newcomer their first.
+    let vic = grant(&t.olivia, "vic").await;
+    assert_eq!(vic.status, StatusCode::CREATED, "{}", vic.body);
+    let stan = grant(&z.admin, "stan").await;
+    assert_eq!(stan.status, StatusCode::CREATED, "{}", stan.body);
+}
