@@ -2671,3 +2671,43 @@ pub async fn app_binaries_belong_to_the_orgs_that_hold_them(db: &TestDb) {
     store.delete_org(&globex).await.unwrap();
     assert!(store.app_binary_digests().await.unwrap().is_empty());
 }
+
+pub async fn a_sole_principal_serves_its_first_provider_only(db: &TestDb) {
+    let store = db.store().await;
+    let (web, first) = tenant(&store).await;
+    let second = store
+        .create_provider(
+            &NewProvider {
+                project_id: web.id.clone(),
+                name: name("second"),
+                resource_uri: "urn:orc:test:second".to_string(),
+                scope: ProviderScope::Project,
+                pricing: PricingStrategy::None,
+            },
+            T0.plus_millis(1),
+        )
+        .await
+        .unwrap();
+    let pool = "pool:pl-000000000007";
+    assert_eq!(store.first_provider_served_by(pool).await.unwrap(), None);
+    assert!(store.claim_sole_provider(&first, pool).await.unwrap());
+    assert!(
+        store.claim_sole_provider(&first, pool).await.unwrap(),
+        "claiming its own again"
+    );
+    assert!(
+        !store.claim_sole_provider(&second.id, pool).await.unwrap(),
+        "a second provider"
+    );
+    assert_eq!(
+        store
+            .first_provider_served_by(pool)
+            .await
+            .unwrap()
+            .map(|p| p.id),
+        Some(first.clone())
+    );
+    // The second stays free for its own credential; a user may serve several.
+    assert!(store.claim_provider(&second.id, "user:u-1").await.unwrap());
+    assert!(!store.claim_sole_provider(&second.id, pool).await.unwrap());
+}

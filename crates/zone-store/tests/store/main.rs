@@ -61,4 +61,5 @@ on_both_engines!(
     sessions_hold_until_signed_out_idle_expired_or_their_token_ends,
     app_registry_tags_move_and_unused_packages_go,
     app_binaries_belong_to_the_orgs_that_hold_them,
+    a_sole_principal_serves_its_first_provider_only,
 );
