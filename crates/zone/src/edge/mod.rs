@@ -332,7 +332,7 @@ async fn own_page(edge: &EdgeState, request: Request) -> Response {
         (Method::GET, "/") => home(edge, request).await,
         (Method::GET, "/sign-in") => {
             let next = query_value(&request, "next");
-            let next = next.filter(|n| edge.allowed_next(n));
+            let next = next.and_then(|n| edge.next_target(&n));
             pages::sign_in(&edge.url(), next.as_deref(), None, StatusCode::OK)
         }
         (Method::POST, "/sign-in") => identity::sign_in(edge, request).await,
@@ -401,18 +401,23 @@ fn query_value(request: &Request, name: &str) -> Option<String> {
 }
 
 impl EdgeState {
-    /// Whether a sign-in may send the browser to `next` afterwards: only https URLs of this
-    /// edge (its domain or a name under it), so the form is no open redirect.
-    fn allowed_next(&self, next: &str) -> bool {
-        let Ok(url) = url::Url::parse(next) else {
-            return false;
-        };
+    /// Where a sign-in may send the browser afterwards, if `next` is such a place: only
+    /// https URLs of this edge (its domain or a name under it), so the form is no open
+    /// redirect, and only text that is whole as it stands: a `next` holding a control
+    /// character (a line break would end the `Location` header) is no place. The URL comes
+    /// back as the URL parser writes it, so it always makes a valid header.
+    fn next_target(&self, next: &str) -> Option<String> {
+        if next.chars().any(char::is_control) {
+            return None;
+        }
+        let url = url::Url::parse(next).ok()?;
         let port_ok = url.port_or_known_default() == Some(self.port());
         let host_ok = url.host_str().is_some_and(|h| {
             let h = h.to_ascii_lowercase();
             h == self.inner.domain || h.ends_with(&format!(".{}", self.inner.domain))
         });
-        url.scheme() == "https" && host_ok && port_ok && url.username().is_empty()
+        let allowed = url.scheme() == "https" && host_ok && port_ok && url.username().is_empty();
+        allowed.then(|| url.to_string())
     }
 }
 

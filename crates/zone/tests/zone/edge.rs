@@ -864,3 +864,43 @@ async fn sign_in_and_sign_out_without_the_edges_origin_are_refused() {
         .unwrap();
     assert_eq!(s.read(home).await.0, StatusCode::OK, "still signed in");
 }
+
+/// Attack: a sign-in link whose `next` holds a line break, to break the redirect's
+/// `Location` (or add a header) after the session is made. Such a `next` is no place to go
+/// back to: the sign-in goes to the home page, with its cookie.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_next_with_a_line_break_signs_in_to_the_home_page() {
+    let s = setup(SessionPolicy::default()).await;
+    for next in [
+        format!("{}\r\nSet-Cookie: planted=1", s.url(SITE, "/")),
+        format!("{}\n", s.url(DOMAIN, "/orgs")),
+        format!("{}\u{7f}", s.url(DOMAIN, "/orgs")),
+    ] {
+        let (status, headers, body) = s.sign_in(&[("token", &s.mia), ("next", &next)]).await;
+        assert_eq!(status, StatusCode::SEE_OTHER, "{next:?}: {body}");
+        assert_eq!(
+            headers.get(header::LOCATION).map(|v| v.to_str().unwrap()),
+            Some(s.url(DOMAIN, "/").as_str()),
+            "{next:?}"
+        );
+        assert!(
+            cookie_value(&headers).is_some(),
+            "{next:?}: no session cookie"
+        );
+        assert!(
+            !headers
+                .get_all(header::SET_COOKIE)
+                .iter()
+                .any(|c| c.to_str().unwrap().contains("planted")),
+            "{headers:?}"
+        );
+    }
+    // A good next is kept as the URL parser writes it.
+    let next = s.url(SITE, "/a path?x=1");
+    let (status, headers, _) = s.sign_in(&[("token", &s.mia), ("next", &next)]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        headers[header::LOCATION],
+        s.url(SITE, "/a%20path?x=1").as_str()
+    );
+}
