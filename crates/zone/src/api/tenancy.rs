@@ -549,10 +549,14 @@ pub(super) async fn create_token(
             "label must be 1 to 100 characters",
         ));
     }
-    if label.chars().any(orc_common::text::is_unsafe) {
+    if label
+        .chars()
+        .any(|c| orc_common::text::is_unsafe(c) || orc_common::text::is_invisible(c))
+    {
         return Err(ApiError::invalid(
             "label",
-            "label must not hold control or bidirectional formatting characters",
+            "label must not hold control, bidirectional formatting or invisible (zero-width) \
+             characters",
         ));
     }
     let now = state.now();
