@@ -2711,3 +2711,31 @@ pub async fn a_sole_principal_serves_its_first_provider_only(db: &TestDb) {
     assert!(store.claim_provider(&second.id, "user:u-1").await.unwrap());
     assert!(!store.claim_sole_provider(&second.id, pool).await.unwrap());
 }
+
+pub async fn mesh_projects_carry_their_org_and_project_names(db: &TestDb) {
+    use orc_zone_store::{MemberKind, NewMeshMember};
+    let store = db.store().await;
+    let (web, _) = tenant(&store).await;
+    let range = orc_mesh::MeshRange::parse("10.88.0.0/16", 24).unwrap();
+    store
+        .ensure_mesh_member(
+            &NewMeshMember {
+                id: "n-1".to_string(),
+                kind: MemberKind::Node,
+                project_id: web.id.clone(),
+                name: "n-1".to_string(),
+                public_key: None,
+            },
+            &range,
+            T0,
+        )
+        .await
+        .unwrap()
+        .expect("an address");
+    let projects = store.mesh_projects().await.unwrap();
+    let names: Vec<(&str, &str)> = projects
+        .iter()
+        .map(|p| (p.org_name.as_str(), p.name.as_str()))
+        .collect();
+    assert_eq!(names, [("acme", "web")]);
+}
