@@ -18,6 +18,9 @@
 //!    part, the lowest slot that answers) and streams the answer back (server-sent events
 //!    included), dropping any `Set-Cookie` for the session cookie.
 //!
+//! Every answer carries [`STRICT_TRANSPORT_SECURITY`] (https only, for the domain and every
+//! name under it, all of which the edge serves over TLS).
+//!
 //! Sessions live in the store ([`crate::store::Store::web_session`]), so every controller of
 //! a zone honours them; the cookie is `__Secure-orc_session`, `Domain=<domain>`, `Secure`,
 //! `HttpOnly`, `SameSite=Lax`. Sign-in takes an API token or a user name and password;
@@ -292,7 +295,23 @@ fn client_ip(request: &Request) -> Option<IpAddr> {
         .map(|peer| peer.0.ip())
 }
 
+/// What every answer of the edge carries: browsers are to reach the domain and every name
+/// under it over https only, for a year. The names under the domain are the edge's own (each
+/// an app it serves over TLS, never in clear), and the session cookie goes to all of them,
+/// so the policy covers them too (`includeSubDomains`); the domain must be the zone's alone.
+pub const STRICT_TRANSPORT_SECURITY: &str = "max-age=31536000; includeSubDomains";
+
 async fn handle(State(edge): State<EdgeState>, request: Request) -> Response {
+    let mut response = answer(&edge, request).await;
+    response.headers_mut().insert(
+        header::STRICT_TRANSPORT_SECURITY,
+        HeaderValue::from_static(STRICT_TRANSPORT_SECURITY),
+    );
+    response
+}
+
+/// The answer to a request of the edge: one of its own pages, or an endpoint's.
+async fn answer(edge: &EdgeState, request: Request) -> Response {
     let Some(host) = request_host(&request) else {
         return pages::refusal(
             StatusCode::BAD_REQUEST,
@@ -302,7 +321,7 @@ async fn handle(State(edge): State<EdgeState>, request: Request) -> Response {
         );
     };
     if host == edge.inner.domain {
-        return own_page(&edge, request).await;
+        return own_page(edge, request).await;
     }
     if !host.ends_with(&format!(".{}", edge.inner.domain)) {
         return pages::refusal(
@@ -315,7 +334,7 @@ async fn handle(State(edge): State<EdgeState>, request: Request) -> Response {
             None,
         );
     }
-    let result = endpoint_request(&edge, &host, request).await;
+    let result = endpoint_request(edge, &host, request).await;
     result.unwrap_or_else(|refused| refused)
 }
 

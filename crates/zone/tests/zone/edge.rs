@@ -904,3 +904,44 @@ async fn a_next_with_a_line_break_signs_in_to_the_home_page() {
         s.url(SITE, "/a%20path?x=1").as_str()
     );
 }
+
+/// Attack: someone on the network answers a browser's first plain-http request to the zone's
+/// domain or an app's name and keeps it off TLS (SSL stripping). Every answer of the edge,
+/// its own pages, refusals and apps' answers alike, tells browsers to use https only, for
+/// the domain and every name under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_of_the_edge_pins_https_for_the_domain_and_its_names() {
+    let s = setup(SessionPolicy::default()).await;
+    let browser = s.client(&[SITE, "nothing--here.acme.orc.localhost"]);
+    let answers = [
+        ("sign-in page", browser.get(s.url(DOMAIN, "/sign-in"))),
+        ("home, signed out", browser.get(s.url(DOMAIN, "/"))),
+        ("an unknown page", browser.get(s.url(DOMAIN, "/nope"))),
+        (
+            "an app's answer",
+            browser.get(s.url(SITE, "/")).bearer_auth(&s.mia),
+        ),
+        (
+            "a name that leads nowhere",
+            browser
+                .get(s.url("nothing--here.acme.orc.localhost", "/"))
+                .bearer_auth(&s.mia),
+        ),
+        (
+            "a refused sign-in",
+            browser
+                .post(s.url(DOMAIN, "/sign-in"))
+                .header(header::ORIGIN, "https://evil.example"),
+        ),
+    ];
+    for (what, request) in answers {
+        let (status, headers, _) = s.read(request.send().await.unwrap()).await;
+        assert_eq!(
+            headers
+                .get(header::STRICT_TRANSPORT_SECURITY)
+                .map(|v| v.to_str().unwrap()),
+            Some("max-age=31536000; includeSubDomains"),
+            "{what} ({status})"
+        );
+    }
+}
