@@ -18,6 +18,30 @@ pub fn is_bidi_control(c: char) -> bool {
     )
 }
 
+/// Whether `c` shows as nothing (or as a blank) while being a character: zero-width spaces,
+/// joiners and non-joiners, the word joiner and invisible operators, the byte-order mark,
+/// the soft hyphen, fillers and tag characters. Two names that differ only in these read
+/// the same, and tag characters can smuggle text past a reader.
+pub fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{115F}'
+            | '\u{1160}'
+            | '\u{17B4}'
+            | '\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200D}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{206A}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{E0000}'..='\u{E007F}'
+    )
+}
+
 /// Whether `c` is unsafe to show as it is: a control character or a bidirectional control.
 pub fn is_unsafe(c: char) -> bool {
     c.is_control() || is_bidi_control(c)
@@ -132,6 +156,19 @@ mod tests {
         assert!(capped.ends_with('…'));
         assert_eq!(clean_line("short", 1024), "short");
         assert_eq!(clean_line("abcdef", 4), "a…");
+    }
+
+    #[test]
+    fn zero_width_and_other_invisible_characters_are_told_apart_from_visible_ones() {
+        for c in [
+            '\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{FEFF}', '\u{00AD}',
+        ] {
+            assert!(is_invisible(c), "{c:?}");
+        }
+        assert!(is_invisible('\u{E0041}'), "a tag character");
+        for c in ['a', ' ', 'é', '\u{2764}', '\u{FE0F}', '\u{3000}'] {
+            assert!(!is_invisible(c), "{c:?}");
+        }
     }
 
     #[test]

@@ -7,13 +7,21 @@
 //! will start again ([`Blobs::runnable`]); a binary that changed on disk does not run.
 //!
 //! Slots that run as a user of their own cannot enter the data dir, so for them a copy is
-//! installed under the runtime root, `<runtime root>/bin/<hex>` (dir 0711, file 0555), and
-//! that copy is what is hashed and started.
+//! installed under the runtime root, in a dir of their pool's own, and that copy is what is
+//! hashed and started: `<runtime root>/bin/<pool>-<zone>/<hex>` ([`InstallFor`]). The dir is
+//! the zone's user's with the pool's gid as its group, mode 0750; each copy likewise, mode
+//! 0550. So the pool's slots (which run with that gid and no other group) read and run their
+//! binaries and can neither change them nor rename them; another pool's slots and other
+//! local users cannot even list the dir, let alone read a binary. `<runtime root>/bin`
+//! itself is 0711 and holds nothing but these dirs (a copy an older zone left there, mode
+//! 0555, is removed at the next install).
 
 use std::collections::BTreeSet;
 use std::fs::DirBuilder;
 use std::io::{Read as _, Write as _};
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::fs::{
+    DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
+};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -47,6 +55,17 @@ pub enum BlobError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Where a binary's copy goes for slots that cannot enter the data dir, and for whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallFor {
+    /// The runtime root (created mode 0711 if missing, refused when not the zone's user's).
+    pub runtime_root: PathBuf,
+    /// The pool's own dir under it: `<runtime root>/bin/<pool>-<zone>`.
+    pub dir: PathBuf,
+    /// The pool's gid: the one group that may enter the dir and read and run the copies.
+    pub gid: u32,
 }
 
 /// Blobs under one dir. Cheap to clone.
@@ -159,12 +178,11 @@ impl Blobs {
     }
 
     /// The file to start for blob `digest`, hashed just now: the blob itself, or, when
-    /// `install_under` names a runtime root (the slot runs as a user of its own), the copy
-    /// installed there.
+    /// `install` says where (the slot runs as a user of its own), the copy installed there.
     pub fn runnable(
         &self,
         digest: &Digest,
-        install_under: Option<&Path>,
+        install: Option<&InstallFor>,
     ) -> Result<PathBuf, BlobError> {
         let blob = self.path(digest);
         if !blob.is_file() {
@@ -172,9 +190,9 @@ impl Blobs {
                 digest: digest.clone(),
             });
         }
-        let path = match install_under {
+        let path = match install {
             None => blob,
-            Some(root) => install(&blob, digest, root)?,
+            Some(to) => install_copy(&blob, digest, to)?,
         };
         let actual = hash_file(&path)?;
         if &actual != digest {
@@ -220,33 +238,60 @@ impl Blobs {
     }
 }
 
-/// Copies `blob` to `<root>/bin/<hex>` (0555) unless a copy with the right digest is there.
-fn install(blob: &Path, digest: &Digest, root: &Path) -> Result<PathBuf, BlobError> {
+/// Copies `blob` into the pool's dir (see the module doc) unless a copy with the right
+/// digest, owner, group and mode is there; returns the copy's path.
+fn install_copy(blob: &Path, digest: &Digest, to: &InstallFor) -> Result<PathBuf, BlobError> {
+    let root = &to.runtime_root;
     crate::run_as::prepare_root(root).map_err(io("cannot prepare the runtime root", root))?;
     let bin = root.join("bin");
-    DirBuilder::new()
-        .mode(0o711)
-        .create(&bin)
-        .or_else(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                Ok(())
-            } else {
-                Err(e)
-            }
-        })
-        .map_err(io("cannot create", &bin))?;
-    let path = bin.join(digest.hex());
-    if path.is_file() && hash_file(&path).is_ok_and(|d| &d == digest) {
+    create_dir(&bin, 0o711)?;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o711))
+        .map_err(io("cannot set the mode of", &bin))?;
+    remove_shared_copies(&bin)?;
+    let dir = &to.dir;
+    create_dir(dir, 0o750)?;
+    let zone_uid = rustix::process::geteuid().as_raw();
+    let meta = std::fs::symlink_metadata(dir).map_err(io("cannot inspect", dir))?;
+    if !meta.is_dir() || meta.uid() != zone_uid {
+        return Err(BlobError::Io {
+            what: "a pool's binaries must be in a dir the zone's user owns, not",
+            path: dir.clone(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        });
+    }
+    if meta.gid() != to.gid {
+        std::os::unix::fs::chown(dir, None, Some(to.gid))
+            .map_err(io("cannot give the pool's group", dir))?;
+    }
+    if meta.mode() & 0o7777 != 0o750 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
+            .map_err(io("cannot set the mode of", dir))?;
+    }
+    let path = dir.join(digest.hex());
+    let in_place = std::fs::symlink_metadata(&path).is_ok_and(|m| {
+        m.is_file() && m.uid() == zone_uid && m.gid() == to.gid && m.mode() & 0o7777 == 0o550
+    });
+    if in_place && hash_file(&path).is_ok_and(|d| &d == digest) {
         return Ok(path);
     }
-    let temp = bin.join(format!(
+    let temp = dir.join(format!(
         ".install-{}-{:016x}",
         digest.short(),
         rand_suffix()
     ));
-    let copied = std::fs::copy(blob, &temp)
-        .and_then(|_| std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o555)))
-        .and_then(|()| std::fs::rename(&temp, &path));
+    let copied = (|| {
+        let mut from = std::fs::File::open(blob)?;
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)?;
+        std::io::copy(&mut from, &mut out)?;
+        out.sync_all()?;
+        std::os::unix::fs::fchown(&out, None, Some(to.gid))?;
+        out.set_permissions(std::fs::Permissions::from_mode(0o550))?;
+        std::fs::rename(&temp, &path)
+    })();
     if let Err(source) = copied {
         let _ = std::fs::remove_file(&temp);
         return Err(BlobError::Io {
@@ -256,6 +301,43 @@ fn install(blob: &Path, digest: &Digest, root: &Path) -> Result<PathBuf, BlobErr
         });
     }
     Ok(path)
+}
+
+/// Creates `dir` with `mode` unless it exists.
+fn create_dir(dir: &Path, mode: u32) -> Result<(), BlobError> {
+    match DirBuilder::new().mode(mode).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(source) => Err(BlobError::Io {
+            what: "cannot create",
+            path: dir.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Removes every file directly in `bin`: copies an older zone shared between pools, readable
+/// by everyone. Pools' dirs stay.
+fn remove_shared_copies(bin: &Path) -> Result<(), BlobError> {
+    let entries = std::fs::read_dir(bin).map_err(io("cannot list", bin))?;
+    for entry in entries.flatten() {
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if !is_dir {
+            let path = entry.path();
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(BlobError::Io {
+                        what: "cannot remove a shared binary copy",
+                        path,
+                        source,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The SHA-256 of a file's content.
@@ -308,10 +390,22 @@ mod tests {
 
         assert_eq!(blobs.runnable(&digest, None).unwrap(), blobs.path(&digest));
         let root = dir.path().join("run");
-        let installed = blobs.runnable(&digest, Some(&root)).unwrap();
-        assert_eq!(installed, root.join("bin").join(digest.hex()));
-        let mode = std::fs::metadata(&installed).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o555);
+        let to = InstallFor {
+            runtime_root: root.clone(),
+            dir: root.join("bin").join("pl-1-0000abcd"),
+            gid: rustix::process::getegid().as_raw(),
+        };
+        let installed = blobs.runnable(&digest, Some(&to)).unwrap();
+        assert_eq!(installed, to.dir.join(digest.hex()));
+        let meta = std::fs::metadata(&installed).unwrap();
+        assert_eq!((meta.mode() & 0o7777, meta.gid()), (0o550, to.gid));
+        let pool_dir = std::fs::metadata(&to.dir).unwrap();
+        assert_eq!((pool_dir.mode() & 0o7777, pool_dir.gid()), (0o750, to.gid));
+        // A copy an older zone shared between pools goes at the next install.
+        let shared = root.join("bin").join(digest.hex());
+        std::fs::write(&shared, &bytes).unwrap();
+        blobs.runnable(&digest, Some(&to)).unwrap();
+        assert!(!shared.exists(), "the shared copy stayed");
 
         // A binary that changed on disk does not run.
         std::fs::set_permissions(blobs.path(&digest), std::fs::Permissions::from_mode(0o600))

@@ -53,7 +53,7 @@ use orc_zone_model::{
 };
 use orc_zone_store::{Kind, Store, StoreError};
 
-pub use blobs::{BlobError, Blobs};
+pub use blobs::{BlobError, Blobs, InstallFor};
 pub use config::{AppBinary, AppsConfig, AppsOptions, ResolveError};
 pub use logs::{Level, LogLine, LogSource};
 pub use params::ParamError;
@@ -596,7 +596,6 @@ impl Apps {
             status: Arc::new(Mutex::new(status)),
             policy: self.inner.config.options.restart,
             stop_grace: self.inner.config.options.stop_grace,
-            run_as: self.inner.config.run_as,
             runtime_root: self.inner.config.runtime_root.clone(),
         };
         let handle = SlotHandle::start(pool.id.clone(), launch, context)?;
@@ -669,8 +668,15 @@ impl Apps {
             .get_org(&project.org_id)
             .await
             .map_err(store_error(format!("org {}", project.org_id)))?;
+        let pool_dir = self.inner.dir.join(pool.id.as_str());
+        let identity = run_as::pool_identity(self.inner.config.run_as, &pool_dir);
+        let install = identity.as_ref().map(|identity| InstallFor {
+            runtime_root: self.inner.config.runtime_root.clone(),
+            dir: run_as::pool_bin_dir(&self.inner.config.runtime_root, &pool.id, &pool_dir),
+            gid: identity.gid,
+        });
         let binary = match &app.digest {
-            Some(digest) => self.registry_binary(&app.package, digest).await,
+            Some(digest) => self.registry_binary(&app.package, digest, install).await,
             None => self.inner.config.resolve(&app.package),
         }
         .map_err(|source| LaunchError::Resolve {
@@ -684,11 +690,7 @@ impl Apps {
         let mut secrets = plan.secrets();
         let mut files = plan.files;
         let mut env = plan.env;
-        let slot_dir = self
-            .inner
-            .dir
-            .join(pool.id.as_str())
-            .join(format!("slot-{}", node.slot));
+        let slot_dir = pool_dir.join(format!("slot-{}", node.slot));
         let runtime_dir = slot_dir.join("run");
         let project_path = format!("{}/{}", org.name, project.name);
         env.insert("ORC_SLOT".into(), node.slot.to_string());
@@ -732,6 +734,7 @@ impl Apps {
         }
         Ok(Launch {
             binary,
+            identity,
             env,
             files,
             runtime_dir,
@@ -741,11 +744,12 @@ impl Apps {
     }
 
     /// The binary of package `digest` of the app `package` names, for the host's platform,
-    /// hashed just now; installed under the runtime root when slots run as their own users.
+    /// hashed just now; installed where `install` says when slots run as their pool's user.
     async fn registry_binary(
         &self,
         package: &str,
         digest: &Digest,
+        install: Option<InstallFor>,
     ) -> Result<AppBinary, ResolveError> {
         let reference = config::parse_package(package)?;
         let unpublished = || ResolveError::NotInstalled {
@@ -785,31 +789,18 @@ impl Apps {
                     package: package.to_string(),
                     platform: host.to_string(),
                 })?;
-        let install_under = self
-            .drops_privileges()
-            .then(|| self.inner.config.runtime_root.clone());
         let blobs = self.inner.blobs.clone();
         let blob = binary.digest.clone();
-        let path =
-            tokio::task::spawn_blocking(move || blobs.runnable(&blob, install_under.as_deref()))
-                .await
-                .map_err(|e| broken(format!("checking the binary: {e}")))?
-                .map_err(|e| broken(e.to_string()))?;
+        let path = tokio::task::spawn_blocking(move || blobs.runnable(&blob, install.as_ref()))
+            .await
+            .map_err(|e| broken(format!("checking the binary: {e}")))?
+            .map_err(|e| broken(e.to_string()))?;
         Ok(AppBinary {
             path,
             args: found.document.manifest.args.clone(),
             env: self.inner.config.env_of(name.as_str()),
             sensitive_params: found.document.manifest.sensitive_params(),
         })
-    }
-
-    /// Whether slots run as users of their own (and so cannot enter the data dir).
-    fn drops_privileges(&self) -> bool {
-        match self.inner.config.run_as {
-            RunAs::ZoneUser => false,
-            RunAs::Auto => rustix::process::geteuid().is_root(),
-            RunAs::Uid { .. } => true,
-        }
     }
 
     /// The zone token of a pool's apps: a token of the apps user, who is a member of the

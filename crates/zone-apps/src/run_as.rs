@@ -10,7 +10,9 @@
 //! Such a process cannot enter the data dir (mode 0700), so its runtime dir moves under a
 //! root of its own ([`DEFAULT_RUNTIME_ROOT`], root-owned, mode 0711: anyone may pass through,
 //! nobody may list it), one dir per slot, mode 0700 and owned by the slot's uid, its files
-//! 0600. The process's working dir is that runtime dir.
+//! 0600. The process's working dir is that runtime dir. The registry binaries its pool runs
+//! are copied under the same root, into a dir of the pool's own ([`pool_bin_dir`]) that only
+//! the pool's gid may enter (see [`crate::blobs`]).
 //!
 //! A pool's uid is its pool dir in the zone's data dir (pool ids are counters, so the same
 //! id exists in every zone of a host) hashed with FNV-1a into the range; when another pool
@@ -72,9 +74,10 @@ pub(crate) enum SlotUser {
 
 impl SlotUser {
     /// The user of slot `slot` of `pool`, whose runtime dir in the data dir is
-    /// `data_runtime_dir` (`<data dir>/apps/<pool id>/slot-<n>/run`).
+    /// `data_runtime_dir` (`<data dir>/apps/<pool id>/slot-<n>/run`): the pool's identity
+    /// ([`pool_identity`]) when it has one, else the zone's user.
     pub fn for_slot(
-        run_as: RunAs,
+        identity: Option<Arc<Identity>>,
         runtime_root: &Path,
         data_runtime_dir: &Path,
         pool: &PoolId,
@@ -84,19 +87,41 @@ impl SlotUser {
             .parent()
             .and_then(Path::parent)
             .unwrap_or(data_runtime_dir);
-        let identity = match run_as {
-            RunAs::ZoneUser => return SlotUser::Zone,
-            RunAs::Auto if !rustix::process::geteuid().is_root() => return SlotUser::Zone,
-            RunAs::Auto => lease_pool_identity(pool_dir),
-            RunAs::Uid { uid, gid } => Arc::new(Identity { uid, gid }),
+        let Some(identity) = identity else {
+            return SlotUser::Zone;
         };
-        // The zone's apps dir in the name keeps two zones of one host (same pool ids) apart.
-        let zone = fnv1a(pool_dir.parent().unwrap_or(pool_dir)) as u32;
         SlotUser::Dropped {
             identity,
-            runtime_dir: runtime_root.join(format!("{pool}-slot-{slot}-{zone:08x}")),
+            runtime_dir: runtime_root
+                .join(format!("{pool}-slot-{slot}-{:08x}", zone_tag(pool_dir))),
         }
     }
+}
+
+/// The identity the slots of the pool whose dir in the data dir is `pool_dir`
+/// (`<data dir>/apps/<pool id>`) run as under `run_as`, leased while the returned value
+/// lives; `None` when they run as the zone's user.
+pub(crate) fn pool_identity(run_as: RunAs, pool_dir: &Path) -> Option<Arc<Identity>> {
+    match run_as {
+        RunAs::ZoneUser => None,
+        RunAs::Auto if !rustix::process::geteuid().is_root() => None,
+        RunAs::Auto => Some(lease_pool_identity(pool_dir)),
+        RunAs::Uid { uid, gid } => Some(Arc::new(Identity { uid, gid })),
+    }
+}
+
+/// The dir under `runtime_root` that holds the copies of the binaries the slots of `pool`
+/// (whose dir in the data dir is `pool_dir`) run: `<runtime root>/bin/<pool>-<zone>`.
+pub(crate) fn pool_bin_dir(runtime_root: &Path, pool: &PoolId, pool_dir: &Path) -> PathBuf {
+    runtime_root
+        .join("bin")
+        .join(format!("{pool}-{:08x}", zone_tag(pool_dir)))
+}
+
+/// A zone's apps dir (the parent of `pool_dir`) hashed, so two zones of one host, whose pool
+/// ids are the same counters, keep their dirs under the runtime root apart.
+fn zone_tag(pool_dir: &Path) -> u32 {
+    fnv1a(pool_dir.parent().unwrap_or(pool_dir)) as u32
 }
 
 /// Pools' identities held by live slots of this process, by pool dir.

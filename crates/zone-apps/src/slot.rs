@@ -34,7 +34,7 @@ use super::config::AppBinary;
 use super::logs::{Level, LogSource, SlotLog};
 use super::params::ParamFile;
 use super::policy::RestartPolicy;
-use super::run_as::{self, Identity, RunAs, SlotUser};
+use super::run_as::{self, Identity, SlotUser};
 use orc_zone_model::{NodeId, PoolId};
 
 /// The `RUST_LOG` an app gets when neither the zone's environment nor the app's config sets
@@ -58,6 +58,9 @@ pub const INHERITED_ENV: &[&str] = &[
 #[derive(Debug, Clone)]
 pub(crate) struct Launch {
     pub binary: AppBinary,
+    /// The pool's identity when its slots run as one (`None`: the zone's user), leased from
+    /// before its binary was installed for it; a slot takes the one of its first launch.
+    pub identity: Option<Arc<Identity>>,
     /// Inline variables (`ORC_SLOT`, `ORC_PARAM_<NAME>`, …); never a secret.
     pub env: BTreeMap<String, String>,
     /// Files written into the runtime dir; their paths go into their variables.
@@ -123,9 +126,7 @@ pub(crate) struct SlotContext {
     pub status: Arc<Mutex<SlotStatus>>,
     pub policy: RestartPolicy,
     pub stop_grace: Duration,
-    /// Who the slot's processes run as, and where their runtime dirs go when that is not
-    /// the zone's user.
-    pub run_as: RunAs,
+    /// Where the slot's runtime dir goes when it does not run as the zone's user.
     pub runtime_root: PathBuf,
 }
 
@@ -179,7 +180,7 @@ impl SlotHandle {
             .unwrap_or_else(PoisonError::into_inner)
             .slot;
         let user = SlotUser::for_slot(
-            context.run_as,
+            launch.identity.clone(),
             &context.runtime_root,
             &launch.runtime_dir,
             &pool_id,

@@ -192,6 +192,17 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 
 impl Fixture {
     async fn pool(&self, name: &str, package: &str) -> (Pool, Node) {
+        self.pool_of(name, package, None).await
+    }
+
+    /// A one-slot pool of `sys/<package>:default`, of the registry's package `digest` when
+    /// one is given.
+    async fn pool_of(
+        &self,
+        name: &str,
+        package: &str,
+        digest: Option<orc_zone_model::registry::Digest>,
+    ) -> (Pool, Node) {
         let new = NewPool {
             project_id: orc_zone_model::sys_project_id(),
             name: name.parse().unwrap(),
@@ -210,7 +221,7 @@ impl Fixture {
                 endpoints: vec![],
                 app: Some(AppSpec {
                     package: format!("sys/{package}:default"),
-                    digest: None,
+                    digest,
                     params: BTreeMap::new(),
                     sensitive: SensitiveParams(BTreeMap::from([(
                         "api_key".to_string(),
@@ -456,4 +467,136 @@ async fn a_process_that_does_not_start_leaves_no_runtime_files() {
         );
     }
     f.apps.shutdown().await;
+}
+
+/// Publishes `script` as `sys/<name>:default`; returns the package's digest.
+async fn publish(f: &Fixture, name: &str, script: &str) -> orc_zone_model::registry::Digest {
+    use orc_zone_model::registry::{
+        AppManifest, AppPackage, BinaryRef, Digest, PackageDocument, Platform,
+    };
+    let binary = script.as_bytes();
+    let blob = Digest::of(binary);
+    f.apps.blobs().put(&blob, binary, 1 << 20).await.unwrap();
+    let document = PackageDocument {
+        manifest: AppManifest::bare(name, "1"),
+        binaries: [(
+            Platform::host().unwrap(),
+            BinaryRef {
+                digest: blob,
+                size: binary.len() as u64,
+            },
+        )]
+        .into(),
+    };
+    let package = AppPackage {
+        org_id: orc_zone_model::sys_org_id(),
+        name: name.parse().unwrap(),
+        digest: document.digest(),
+        document,
+        created_at: Timestamp::now(),
+    };
+    f.store.put_app_package(&package).await.unwrap();
+    package.digest
+}
+
+/// Whether `uid`:`gid` (no other group) can read `path`.
+fn reads_as(path: &Path, uid: u32, gid: u32) -> bool {
+    use std::os::unix::process::CommandExt as _;
+    std::process::Command::new("/bin/cat")
+        .arg(path)
+        .uid(uid)
+        .gid(gid)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+/// Attack: a local user, or another pool's slot, reads an app's binary through the copy the
+/// zone installed for its slots. Each pool's copy is readable by that pool's user alone.
+#[tokio::test]
+async fn a_pools_registry_binary_is_readable_by_that_pools_user_alone() {
+    let f = fixture(RunAs::Auto).await;
+    let script =
+        "#!/bin/sh\necho \"binary: $0\"\ntrap 'exit 0' TERM\nwhile true; do sleep 0.1; done\n";
+    let digest = publish(&f, "reg", script).await;
+    let mut slots = Vec::new();
+    for name in ["first", "second"] {
+        let (pool, node) = f.pool_of(name, "reg", Some(digest.clone())).await;
+        let result = f
+            .apps
+            .deploy_slot(&orc_proto::Deploy {
+                os: orc_proto::OsId::new("none").unwrap(),
+                ..deploy(node.id.as_str(), orc_proto::QuoteToken::new("t").unwrap())
+            })
+            .await;
+        assert!(
+            matches!(result, orc_proto::DeployResult::Deployed(_)),
+            "deploy refused: {result:?}"
+        );
+        let binary = eventually_some("the slot names its binary", WAIT, || async {
+            f.lines(&pool)
+                .iter()
+                .find_map(|l| l.text.strip_prefix("binary: ").map(PathBuf::from))
+        })
+        .await;
+        let pid = f
+            .apps
+            .slots()
+            .await
+            .into_iter()
+            .find(|s| s.node_id == node.id)
+            .and_then(|s| s.pid)
+            .expect("the slot has a process");
+        slots.push((binary, Proc::read(pid)));
+    }
+    let [(first_binary, first), (second_binary, second)] = &slots[..] else {
+        unreachable!()
+    };
+    if !zone_is_root() {
+        // An unprivileged zone runs its slots as itself, from the registry's own file.
+        for binary in [first_binary, second_binary] {
+            assert!(binary.starts_with(&f.data), "{}", binary.display());
+        }
+        assert!(!f.runtime_root.join("bin").exists());
+        f.apps.shutdown().await;
+        return;
+    }
+    let (a, b) = (first.uid(), second.uid());
+    assert_ne!(a, b);
+    assert_ne!(first_binary, second_binary, "two pools share one copy");
+    for (binary, owner, other) in [(first_binary, a, b), (second_binary, b, a)] {
+        assert!(binary.starts_with(f.runtime_root.join("bin")));
+        assert_eq!(
+            binary.file_name().unwrap().to_string_lossy(),
+            digest_hex_of(script)
+        );
+        let file = std::fs::metadata(binary).unwrap();
+        assert_eq!(
+            (file.mode() & 0o7777, file.uid(), file.gid()),
+            (0o550, 0, owner)
+        );
+        let dir = std::fs::metadata(binary.parent().unwrap()).unwrap();
+        assert_eq!(
+            (dir.mode() & 0o7777, dir.uid(), dir.gid()),
+            (0o750, 0, owner)
+        );
+        assert!(
+            reads_as(binary, owner, owner),
+            "its own pool cannot read it"
+        );
+        assert!(!reads_as(binary, other, other), "another pool reads it");
+        assert!(!reads_as(binary, 65534, 65534), "nobody reads it");
+    }
+    // No copy is left where every local user could read it.
+    let shared = f.runtime_root.join("bin").join(digest_hex_of(script));
+    assert!(!shared.exists(), "{} exists", shared.display());
+    f.apps.shutdown().await;
+}
+
+fn digest_hex_of(script: &str) -> String {
+    orc_zone_model::registry::Digest::of(script.as_bytes())
+        .hex()
+        .to_string()
 }

@@ -159,10 +159,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "providers known by id, bare names the operator's",
         include_str!("../migrations/0017_provider_identity.sql"),
     ),
+    (
+        18,
+        "app blob uploads belong to their org",
+        include_str!("../migrations/0018_app_blob_uploads.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 17;
+pub const SCHEMA_VERSION: i64 = 18;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

@@ -253,7 +253,7 @@ impl Store {
                 Ok(MeshProject {
                     id: parsed(row, "projects.id")?,
                     name: text(row, "projects.name")?,
-                    org_name: text(row, "orgs.name")?,
+                    org_name: text(row, "org_name")?,
                     prefix: parsed(row, "mesh_prefixes.prefix")?,
                 })
             })

@@ -170,6 +170,43 @@ impl Store {
         Ok(served_by.as_deref() == Some(principal))
     }
 
+    /// The first provider (by creation) `principal` is the principal of, if any.
+    pub async fn first_provider_served_by(&self, principal: &str) -> StoreResult<Option<Provider>> {
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT {PROVIDER_COLUMNS} FROM providers WHERE served_by = $1 \
+             ORDER BY created_at, id LIMIT 1"
+        ));
+        sqlx::query(sql)
+            .bind(principal)
+            .fetch_optional(self.pool())
+            .await
+            .op("find the provider a principal serves")?
+            .as_ref()
+            .map(provider_from)
+            .transpose()
+    }
+
+    /// As [`Store::claim_provider`], for a principal that may serve one provider only (an
+    /// app pool's): `Ok(true)` when provider `id` is the first `principal` is the principal
+    /// of, becoming it now if it had none and `principal` serves no other; `Ok(false)`
+    /// otherwise.
+    pub async fn claim_sole_provider(&self, id: &ProviderId, principal: &str) -> StoreResult<bool> {
+        sqlx::query(
+            "UPDATE providers SET served_by = $2 WHERE id = $1 AND served_by IS NULL \
+             AND NOT EXISTS (SELECT 1 FROM providers other \
+                 WHERE other.served_by = $2 AND other.id <> $1)",
+        )
+        .bind(id.as_str())
+        .bind(principal)
+        .execute(self.pool())
+        .await
+        .op("claim provider")?;
+        Ok(self
+            .first_provider_served_by(principal)
+            .await?
+            .is_some_and(|first| &first.id == id))
+    }
+
     /// Providers a project may place pools on: its own and every zone-scoped one, by id.
     pub async fn list_providers_for(&self, project_id: &ProjectId) -> StoreResult<Vec<Provider>> {
         let sql = sqlx::AssertSqlSafe(format!(

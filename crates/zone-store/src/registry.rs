@@ -1,9 +1,17 @@
-//! The app registry's records: packages (by org, name and digest) and the tags that point
-//! at them. The binaries a package names are files the zone keeps outside the store.
+//! The app registry's records: packages (by org, name and digest), the tags that point at
+//! them, and which org sent which binary. The binaries themselves are files the zone keeps
+//! outside the store, once per digest.
 //!
 //! A package is written once and never changed (its digest is its content). Moving a tag is
 //! one upsert. A package stays while a tag points at it or a pool records its digest;
 //! [`Store::prune_app_packages`] removes the others.
+//!
+//! A binary belongs to the orgs that hold it, never to the zone: an org holds a binary that
+//! one of its packages names, or that it sent ([`Store::put_app_blob_upload`]) and no package
+//! of it names yet. [`Store::app_blob_of`] answers for one org only, so no org learns what
+//! another sent, and a package can name only binaries its org holds. Keeping a package ends
+//! the uploads it names; an upload no package took up is forgotten by
+//! [`Store::expire_app_blob_uploads`].
 
 use std::collections::BTreeSet;
 
@@ -12,7 +20,7 @@ use orc_zone_model::{Name, OrgId, Timestamp};
 use sqlx::any::AnyRow;
 
 use super::error::OperationExt;
-use super::rows::{parsed, text, time};
+use super::rows::{int, parsed, text, time};
 use super::{Store, StoreError, StoreResult};
 
 fn tag_from(row: &AnyRow) -> StoreResult<AppTag> {
@@ -43,7 +51,8 @@ fn package_from(row: &AnyRow) -> StoreResult<AppPackage> {
 
 impl Store {
     /// Keeps a package; one the registry holds already (same org, name and digest) is left
-    /// as it is. The digest must be the document's.
+    /// as it is. The digest must be the document's. The org's uploads of the binaries it
+    /// names end: from now on the package is what holds them.
     pub async fn put_app_package(&self, package: &AppPackage) -> StoreResult<()> {
         let bytes = package.document.to_bytes();
         if Digest::of(&bytes) != package.digest {
@@ -56,6 +65,7 @@ impl Store {
             column: "app_packages.document".to_string(),
             reason: e.to_string(),
         })?;
+        let mut tx = self.begin("keep an app package").await?;
         sqlx::query(
             "INSERT INTO app_packages (org_id, name, digest, document, created_at) \
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (org_id, name, digest) DO NOTHING",
@@ -65,10 +75,98 @@ impl Store {
         .bind(package.digest.as_str())
         .bind(document)
         .bind(package.created_at.millis())
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await
         .op("keep an app package")?;
+        for binary in package.document.binaries.values() {
+            sqlx::query("DELETE FROM app_blob_uploads WHERE org_id = $1 AND digest = $2")
+                .bind(package.org_id.as_str())
+                .bind(binary.digest.as_str())
+                .execute(&mut *tx)
+                .await
+                .op("end an app binary's upload")?;
+        }
+        tx.commit().await.op("keep an app package")?;
         Ok(())
+    }
+
+    /// Records that `org` sent binary `digest` of `size` bytes at `now`, so that it may name
+    /// it in a package. Sending it again renews the record.
+    pub async fn put_app_blob_upload(
+        &self,
+        org: &OrgId,
+        digest: &Digest,
+        size: u64,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        let size = i64::try_from(size).map_err(|_| StoreError::Corrupt {
+            column: "app_blob_uploads.size".to_string(),
+            reason: format!("{size} bytes does not fit a BIGINT"),
+        })?;
+        sqlx::query(
+            "INSERT INTO app_blob_uploads (org_id, digest, size, created_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (org_id, digest) \
+             DO UPDATE SET size = excluded.size, created_at = excluded.created_at",
+        )
+        .bind(org.as_str())
+        .bind(digest.as_str())
+        .bind(size)
+        .bind(now.millis())
+        .execute(self.pool())
+        .await
+        .op("record an app binary's upload")?;
+        Ok(())
+    }
+
+    /// The size of binary `digest` if `org` holds it: one of its packages names it, or it
+    /// sent it and no package of it names it yet. `None` for a binary only other orgs hold.
+    pub async fn app_blob_of(&self, org: &OrgId, digest: &Digest) -> StoreResult<Option<u64>> {
+        let uploaded =
+            sqlx::query("SELECT size FROM app_blob_uploads WHERE org_id = $1 AND digest = $2")
+                .bind(org.as_str())
+                .bind(digest.as_str())
+                .fetch_optional(self.pool())
+                .await
+                .op("read an app binary's upload")?;
+        if let Some(row) = uploaded {
+            let size = int(&row, "app_blob_uploads.size")?;
+            return u64::try_from(size)
+                .map(Some)
+                .map_err(|e| StoreError::Corrupt {
+                    column: "app_blob_uploads.size".to_string(),
+                    reason: e.to_string(),
+                });
+        }
+        let rows = sqlx::query(
+            "SELECT org_id, name, digest, document, created_at FROM app_packages \
+             WHERE org_id = $1",
+        )
+        .bind(org.as_str())
+        .fetch_all(self.pool())
+        .await
+        .op("read an org's app packages")?;
+        for row in &rows {
+            let package = package_from(row)?;
+            if let Some(binary) = package
+                .document
+                .binaries
+                .values()
+                .find(|b| &b.digest == digest)
+            {
+                return Ok(Some(binary.size));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Forgets the uploads made before `before` that no package took up; returns how many.
+    pub async fn expire_app_blob_uploads(&self, before: Timestamp) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM app_blob_uploads WHERE created_at < $1")
+            .bind(before.millis())
+            .execute(self.pool())
+            .await
+            .op("forget old app binary uploads")?;
+        Ok(done.rows_affected())
     }
 
     /// Points `tag` of app `name` in `org` at `digest` (a package the registry holds);
@@ -231,7 +329,8 @@ impl Store {
         Ok(unused)
     }
 
-    /// The digests of every binary a package the registry holds names.
+    /// The digests of every binary the registry keeps: named by a package, or sent by an org
+    /// whose upload is not yet taken up or forgotten.
     pub async fn app_binary_digests(&self) -> StoreResult<BTreeSet<Digest>> {
         let rows =
             sqlx::query("SELECT org_id, name, digest, document, created_at FROM app_packages")
@@ -242,6 +341,13 @@ impl Store {
         for row in &rows {
             let package = package_from(row)?;
             digests.extend(package.document.binaries.into_values().map(|b| b.digest));
+        }
+        let uploads = sqlx::query("SELECT digest FROM app_blob_uploads")
+            .fetch_all(self.pool())
+            .await
+            .op("list app binary uploads")?;
+        for row in &uploads {
+            digests.insert(parsed(row, "app_blob_uploads.digest")?);
         }
         Ok(digests)
     }

@@ -565,6 +565,7 @@ impl Store {
             ],
             &[
                 "DELETE FROM memberships WHERE org_id = $1",
+                "DELETE FROM app_blob_uploads WHERE org_id = $1",
                 "DELETE FROM app_packages WHERE org_id = $1",
             ],
             "DELETE FROM orgs WHERE id = $1",

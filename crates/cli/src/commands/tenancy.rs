@@ -228,7 +228,7 @@ pub async fn whoami(conn: &ConnArgs) -> anyhow::Result<()> {
         ])
     );
     if me.memberships.is_empty() {
-        outln!("No roles yet: an org owner gives one with `orc member add`.");
+        outln!("No roles yet: a zone operator gives the first one with `orc member add`.");
     } else {
         out!("{}", memberships_table(&me.memberships));
     }

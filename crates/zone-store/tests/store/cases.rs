@@ -2588,3 +2588,154 @@ pub async fn app_registry_tags_move_and_unused_packages_go(db: &TestDb) {
         1
     );
 }
+
+pub async fn app_binaries_belong_to_the_orgs_that_hold_them(db: &TestDb) {
+    let store = db.store().await;
+    let (web, _) = tenant(&store).await;
+    let acme = web.org_id.clone();
+    let globex = store.create_org(&name("globex"), T0).await.unwrap().id;
+    // package_of names the binary whose content is its version.
+    let binary = Digest::of(b"1");
+    assert_eq!(store.app_blob_of(&acme, &binary).await.unwrap(), None);
+
+    // Sent by acme: acme's, not globex's.
+    store
+        .put_app_blob_upload(&acme, &binary, 1, T0)
+        .await
+        .unwrap();
+    assert_eq!(store.app_blob_of(&acme, &binary).await.unwrap(), Some(1));
+    assert_eq!(store.app_blob_of(&globex, &binary).await.unwrap(), None);
+    assert_eq!(
+        store.app_binary_digests().await.unwrap(),
+        [binary.clone()].into(),
+        "an upload keeps its binary on disk"
+    );
+
+    // A package of acme takes the upload up: acme holds the binary through it, and an
+    // expiry of uploads changes nothing for it.
+    let package = package_of(&acme, "api", "1");
+    store.put_app_package(&package).await.unwrap();
+    assert_eq!(
+        store
+            .expire_app_blob_uploads(T0.plus_millis(1))
+            .await
+            .unwrap(),
+        0,
+        "the package ended the upload"
+    );
+    assert_eq!(store.app_blob_of(&acme, &binary).await.unwrap(), Some(1));
+    assert_eq!(store.app_blob_of(&globex, &binary).await.unwrap(), None);
+
+    // globex sends the same content: now globex's too, until its upload is forgotten.
+    store
+        .put_app_blob_upload(&globex, &binary, 1, T0.plus_millis(10))
+        .await
+        .unwrap();
+    assert_eq!(store.app_blob_of(&globex, &binary).await.unwrap(), Some(1));
+    assert_eq!(
+        store
+            .expire_app_blob_uploads(T0.plus_millis(10))
+            .await
+            .unwrap(),
+        0,
+        "an upload is forgotten only once it is older than the cut"
+    );
+    assert_eq!(
+        store
+            .expire_app_blob_uploads(T0.plus_millis(11))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(store.app_blob_of(&globex, &binary).await.unwrap(), None);
+
+    // Without its package and upload, acme no longer holds it, and nothing keeps it.
+    assert_eq!(
+        store
+            .prune_app_packages()
+            .await
+            .unwrap()
+            .iter()
+            .map(|p| &p.digest)
+            .collect::<Vec<_>>(),
+        [&package.digest]
+    );
+    assert_eq!(store.app_blob_of(&acme, &binary).await.unwrap(), None);
+    assert!(store.app_binary_digests().await.unwrap().is_empty());
+
+    // An org with an upload left is deleted with it.
+    store
+        .put_app_blob_upload(&globex, &binary, 1, T0)
+        .await
+        .unwrap();
+    store.delete_org(&globex).await.unwrap();
+    assert!(store.app_binary_digests().await.unwrap().is_empty());
+}
+
+pub async fn a_sole_principal_serves_its_first_provider_only(db: &TestDb) {
+    let store = db.store().await;
+    let (web, first) = tenant(&store).await;
+    let second = store
+        .create_provider(
+            &NewProvider {
+                project_id: web.id.clone(),
+                name: name("second"),
+                resource_uri: "urn:orc:test:second".to_string(),
+                scope: ProviderScope::Project,
+                pricing: PricingStrategy::None,
+            },
+            T0.plus_millis(1),
+        )
+        .await
+        .unwrap();
+    let pool = "pool:pl-000000000007";
+    assert_eq!(store.first_provider_served_by(pool).await.unwrap(), None);
+    assert!(store.claim_sole_provider(&first, pool).await.unwrap());
+    assert!(
+        store.claim_sole_provider(&first, pool).await.unwrap(),
+        "claiming its own again"
+    );
+    assert!(
+        !store.claim_sole_provider(&second.id, pool).await.unwrap(),
+        "a second provider"
+    );
+    assert_eq!(
+        store
+            .first_provider_served_by(pool)
+            .await
+            .unwrap()
+            .map(|p| p.id),
+        Some(first.clone())
+    );
+    // The second stays free for its own credential; a user may serve several.
+    assert!(store.claim_provider(&second.id, "user:u-1").await.unwrap());
+    assert!(!store.claim_sole_provider(&second.id, pool).await.unwrap());
+}
+
+pub async fn mesh_projects_carry_their_org_and_project_names(db: &TestDb) {
+    use orc_zone_store::{MemberKind, NewMeshMember};
+    let store = db.store().await;
+    let (web, _) = tenant(&store).await;
+    let range = orc_mesh::MeshRange::parse("10.88.0.0/16", 24).unwrap();
+    store
+        .ensure_mesh_member(
+            &NewMeshMember {
+                id: "n-1".to_string(),
+                kind: MemberKind::Node,
+                project_id: web.id.clone(),
+                name: "n-1".to_string(),
+                public_key: None,
+            },
+            &range,
+            T0,
+        )
+        .await
+        .unwrap()
+        .expect("an address");
+    let projects = store.mesh_projects().await.unwrap();
+    let names: Vec<(&str, &str)> = projects
+        .iter()
+        .map(|p| (p.org_name.as_str(), p.name.as_str()))
+        .collect();
+    assert_eq!(names, [("acme", "web")]);
+}

@@ -60,4 +60,7 @@ on_both_engines!(
     access_keys_rotate_sealed_and_retire_on_time,
     sessions_hold_until_signed_out_idle_expired_or_their_token_ends,
     app_registry_tags_move_and_unused_packages_go,
+    app_binaries_belong_to_the_orgs_that_hold_them,
+    a_sole_principal_serves_its_first_provider_only,
+    mesh_projects_carry_their_org_and_project_names,
 );

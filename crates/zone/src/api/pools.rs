@@ -408,7 +408,7 @@ pub(super) async fn create_pool(
         Some(package) => {
             check_package(package)?;
             let on_core = provider.is_core();
-            let resolved = resolve_app(&state, package, on_core).await?;
+            let resolved = resolve_app(&state, &caller, package, on_core).await?;
             check_plain_params(package, &resolved.sensitive, &body.params)?;
             if let Some(manifest) = &resolved.manifest {
                 check_manifest_params(package, manifest, &body.params, &body.sensitive_params)?;
@@ -677,7 +677,7 @@ pub(super) async fn reconfigure_pool(
     };
     let provider = state.store.get_provider(&pool.spec.provider_id).await?;
     let on_core = provider.is_core();
-    let resolved = resolve_app(&state, &app.package, on_core).await?;
+    let resolved = resolve_app(&state, &caller, &app.package, on_core).await?;
     check_plain_params(&app.package, &resolved.sensitive, &body.params)?;
     let sensitive = match &body.sensitive_params {
         Some(s) => SensitiveParams(s.clone()),

@@ -9,6 +9,12 @@
 //! org: member or owner org-wide (or a zone operator). Reading needs any role in the org.
 //! Deleting a tag removes the packages nothing uses any more, and their binaries.
 //!
+//! Binaries are kept once per digest, but each org sees and names only the binaries it holds
+//! (its packages name them, or it sent them within the last hour): asking whether the
+//! registry holds a binary, or naming one in a package, answers for the path's org alone,
+//! so an org neither learns what another sent nor builds on it without sending it itself.
+//! A pool on `core` runs a package of an org its creator has a role in.
+//!
 //! The zone also serves the `orc` binary it runs (CLI and agent in one) for anyone to
 //! download, with a `SHA256SUMS`: `GET /downloads/orc/SHA256SUMS` and
 //! `GET /downloads/orc/orc-linux-<arch>`.
@@ -111,19 +117,32 @@ pub(super) async fn get_blob(
     caller: Caller,
     PathArgs((org, digest)): PathArgs<(String, String)>,
 ) -> ApiResult<Json<BlobView>> {
-    visible_org(&state, &caller, &org).await?;
+    let org = visible_org(&state, &caller, &org).await?;
     let digest = parse_digest("digest", &digest)?;
     let blobs = registry(&state)?;
-    match blobs.size(&digest) {
+    match held_blob(&state, blobs, &org, &digest).await? {
         Some(size) => Ok(Json(BlobView {
             digest: digest.to_string(),
             size,
         })),
         None => Err(ApiError::not_found(
             "digest",
-            format!("the registry holds no binary {digest}"),
+            format!("the registry of org {} holds no binary {digest}", org.name),
         )),
     }
+}
+
+/// The size of binary `digest` if `org` holds it and it is on disk.
+async fn held_blob(
+    state: &ApiState,
+    blobs: &Blobs,
+    org: &Org,
+    digest: &Digest,
+) -> ApiResult<Option<u64>> {
+    if state.store.app_blob_of(&org.id, digest).await?.is_none() {
+        return Ok(None);
+    }
+    Ok(blobs.size(digest))
 }
 
 /// Sends a binary. The body is the binary itself; it is kept only if its SHA-256 is
@@ -140,7 +159,7 @@ pub(super) async fn put_blob(
     PathArgs((org, digest)): PathArgs<(String, String)>,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<BlobView>)> {
-    publishing_org(&state, &caller, &org).await?;
+    let org = publishing_org(&state, &caller, &org).await?;
     let digest = parse_digest("digest", &digest)?;
     let blobs = registry(&state)?;
     let stream = body
@@ -161,7 +180,11 @@ pub(super) async fn put_blob(
                 )
             }
         })?;
-    tracing::info!(%digest, size, "registry binary kept");
+    state
+        .store
+        .put_app_blob_upload(&org.id, &digest, size, state.now())
+        .await?;
+    tracing::info!(org = %org.name, %digest, size, "registry binary kept");
     Ok((
         StatusCode::CREATED,
         Json(BlobView {
@@ -202,10 +225,10 @@ pub(super) async fn push_tag(
                     ApiError::invalid(&field, e.to_string())
                 })?;
         let digest = parse_digest(&field, digest)?;
-        let size = blobs.size(&digest).ok_or_else(|| {
+        let size = held_blob(&state, blobs, &org, &digest).await?.ok_or_else(|| {
             ApiError::invalid(
                 &field,
-                format!("the registry holds no binary {digest} for {platform}: send it first (PUT …/registry/blobs/{digest})"),
+                format!("the registry of org {} holds no binary {digest} for {platform}: send it first (PUT …/registry/blobs/{digest})", org.name),
             )
         })?;
         binaries.insert(platform, BinaryRef { digest, size });
@@ -400,14 +423,22 @@ pub(super) async fn delete_tag(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Removes packages nothing uses and binaries no package names. A failure is logged: the
-/// next delete or move tries again.
+/// How long a binary sent to the registry is kept for its org without a package naming it.
+pub const UPLOAD_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Removes packages nothing uses, uploads no package took up within [`UPLOAD_KEPT`], and
+/// binaries neither names. A failure is logged: the next delete or move tries again.
 pub(crate) async fn collect_garbage(state: &ApiState) {
     let Some(blobs) = state.blobs.clone() else {
         return;
     };
     let result = async {
         let pruned = state.store.prune_app_packages().await?;
+        let kept = i64::try_from(UPLOAD_KEPT.as_millis()).unwrap_or(i64::MAX);
+        state
+            .store
+            .expire_app_blob_uploads(state.now().plus_millis(-kept))
+            .await?;
         let keep = state.store.app_binary_digests().await?;
         Ok::<_, StoreError>((pruned, keep))
     }
@@ -440,11 +471,15 @@ pub(crate) struct ResolvedApp {
     pub sensitive: BTreeSet<String>,
 }
 
-/// Resolves `package` (`org/name:tag`) for a pool on `core`: the registry's tag, else an app
-/// the operator configured by name; refused naming the package otherwise. A pool on another
-/// provider only hands the package on, so nothing is resolved for it.
+/// Resolves `package` (`org/name:tag`) for a pool on `core` that `caller` creates or
+/// reconfigures: the registry's tag, else an app the operator configured by name (those are
+/// org `sys`'s); refused naming the package otherwise. The package's org must be one the
+/// caller has a role in (the pool's own org always is); any other reads as not published,
+/// so the answer tells nothing of orgs the caller cannot see. A pool on another provider
+/// only hands the package on, so nothing is resolved for it.
 pub(crate) async fn resolve_app(
     state: &ApiState,
+    caller: &Caller,
     package: &str,
     on_core: bool,
 ) -> ApiResult<ResolvedApp> {
@@ -458,16 +493,23 @@ pub(crate) async fn resolve_app(
     let reference: PackageRef = package
         .parse()
         .map_err(|e: crate::registry::RegistryError| ApiError::invalid("app", e.to_string()))?;
+    let unpublished = || {
+        ApiError::invalid(
+            "app",
+            format!(
+                "app {reference} is not published in this zone's registry: publish it with orc app push {reference}"
+            ),
+        )
+    };
     let org = match state.store.org_by_name(&reference.org).await {
-        Ok(org) => Some(org),
-        Err(StoreError::NotFound { .. }) => None,
+        Ok(org) if caller.sees_org(&org) => org,
+        Ok(_) | Err(StoreError::NotFound { .. }) => return Err(unpublished()),
         Err(e) => return Err(e.into()),
     };
-    if let Some(org) = &org
-        && let Some(tag) = state
-            .store
-            .app_tag(&org.id, &reference.name, &reference.tag)
-            .await?
+    if let Some(tag) = state
+        .store
+        .app_tag(&org.id, &reference.name, &reference.tag)
+        .await?
         && let Some(found) = state
             .store
             .app_package(&org.id, &reference.name, &tag.digest)
@@ -486,12 +528,7 @@ pub(crate) async fn resolve_app(
             sensitive: state.apps.sensitive_params(package),
         });
     }
-    Err(ApiError::invalid(
-        "app",
-        format!(
-            "app {reference} is not published in this zone's registry: publish it with orc app push {reference}"
-        ),
-    ))
+    Err(unpublished())
 }
 
 /// Checks params against the app's manifest: each param the manifest requires is set, each

@@ -321,7 +321,7 @@ pub(super) async fn create_membership(
             None
         }
     };
-    let user = user_named(&state, "user", &body.user).await?;
+    let user = grantee(&state, &caller, &org_row, &body.user).await?;
     let m = state
         .store
         .add_membership(
@@ -334,6 +334,42 @@ pub(super) async fn create_membership(
         .await?;
     let view = membership_view(&state, &m, Some(&user)).await?;
     Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// The user `name` a role in `org` may go to, as `caller` grants it. A zone operator grants
+/// to any user; an owner of the org or of one of its projects only to a user who holds a
+/// role in the org already (an operator gives a user their first). Every other name reads
+/// as one that does not exist, with the same 404, so an owner learns nothing of the zone's
+/// users beyond their org. The apps user never holds a role.
+async fn grantee(state: &ApiState, caller: &Caller, org: &Org, name: &str) -> ApiResult<User> {
+    let missing = || ApiError::not_found("user", format!("user {} not found", quoted(name)));
+    let user = match user_named(state, "user", name).await {
+        Ok(user) => user,
+        Err(e) if e.code == ErrorCode::NotFound => return Err(missing()),
+        Err(e) => return Err(e),
+    };
+    if !caller.is_operator() {
+        let in_org = state
+            .store
+            .list_memberships_of_user(&user.id)
+            .await?
+            .iter()
+            .any(|m| m.org_id == org.id);
+        if !in_org {
+            return Err(missing());
+        }
+    }
+    if user.name.as_str() == orc_zone_apps::APPS_USER {
+        return Err(ApiError::invalid(
+            "user",
+            format!(
+                "user {} is the zone's apps user: app slots use a service credential of their \
+                 own pool, and it holds no role",
+                user.name
+            ),
+        ));
+    }
+    Ok(user)
 }
 
 /// Removes a membership (org owners; project owners for their project).
@@ -513,10 +549,14 @@ pub(super) async fn create_token(
             "label must be 1 to 100 characters",
         ));
     }
-    if label.chars().any(orc_common::text::is_unsafe) {
+    if label
+        .chars()
+        .any(|c| orc_common::text::is_unsafe(c) || orc_common::text::is_invisible(c))
+    {
         return Err(ApiError::invalid(
             "label",
-            "label must not hold control or bidirectional formatting characters",
+            "label must not hold control, bidirectional formatting or invisible (zero-width) \
+             characters",
         ));
     }
     let now = state.now();

@@ -10,7 +10,9 @@
 //! - every read and every change is a request to the zone's JSON API made in process on
 //!   behalf of the person ([`api::ApiAs`]): the API's own checks decide what they may see
 //!   and do, so a viewer's forged form post is refused exactly as `orc` would be;
-//! - a form post is taken only with the edge's own `Origin` (no other site can post one);
+//! - a request that changes something (any method but GET, HEAD, OPTIONS, TRACE) is taken
+//!   only with the edge's own `Origin`, or without one only with `Sec-Fetch-Site:
+//!   same-origin` (no other site, and no script replaying a cookie, can post one);
 //! - no secret reaches a page, a log or a URL: a new API token's value is shown once, in the
 //!   answer to the post that made it; a sensitive param is shown as set, never its value;
 //! - where a node went (cloud, place, plan) shows only to members of org `sys`: the API
@@ -179,11 +181,12 @@ pub async fn handle(
     if path == live::SCRIPT_PATH {
         return live::script();
     }
-    if method == Method::POST && !same_origin(edge_url, request.headers()) {
+    if !crate::edge::from_own_pages(edge_url, &method, request.headers()) {
         return plain_problem(
             StatusCode::FORBIDDEN,
             "Not from here",
-            "Console forms are taken only from the zone's own pages.",
+            "Console forms are taken only from the zone's own pages: this request named \
+             another origin, or none.",
         );
     }
     let caller = match caller_of(&console.state, &person).await {
@@ -350,13 +353,6 @@ fn not_found_refusal() -> ApiRefusal {
 
 async fn not_found(cx: &Cx<'_>) -> Response {
     cx.refused(&not_found_refusal())
-}
-
-fn same_origin(edge_url: &str, headers: &HeaderMap) -> bool {
-    match headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
-        None => true,
-        Some(origin) => origin.eq_ignore_ascii_case(edge_url),
-    }
 }
 
 /// Headers of every console page: no caching (pages can show a token once), no framing,

@@ -301,14 +301,11 @@ struct SignInForm {
     next: String,
 }
 
-/// Whether a form post came from the edge's own pages (browsers send `Origin` on every
-/// POST; a post from another site is refused, so no page elsewhere can sign a person in or
-/// out).
-fn same_origin(edge: &EdgeState, headers: &HeaderMap) -> bool {
-    match headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
-        None => true,
-        Some(origin) => origin.eq_ignore_ascii_case(&edge.url()),
-    }
+/// Whether a form post came from the edge's own pages ([`super::from_own_pages`]): a post
+/// from another site, or one that names no origin, is refused, so no page elsewhere can sign
+/// a person in or out.
+fn same_origin(edge: &EdgeState, request: &Request) -> bool {
+    super::from_own_pages(&edge.url(), request.method(), request.headers())
 }
 
 /// `POST /sign-in`: a token, or a user name and password, for a session cookie.
@@ -318,7 +315,7 @@ pub(super) async fn sign_in(edge: &EdgeState, request: Request) -> Response {
         .extensions()
         .get::<orc_tls::ConnectionAuth>()
         .cloned();
-    if !same_origin(edge, request.headers()) {
+    if !same_origin(edge, &request) {
         return pages::refusal(
             StatusCode::FORBIDDEN,
             "Sign in here",
@@ -348,7 +345,18 @@ pub(super) async fn sign_in(edge: &EdgeState, request: Request) -> Response {
         }
     };
     let form: SignInForm = serde_urlencoded::from_bytes(&body).unwrap_or_default();
-    let next = Some(form.next.clone()).filter(|n| edge.allowed_next(n));
+    let next = edge.next_target(&form.next);
+    // Where the browser goes is settled before anything is made, so a sign-in never ends in
+    // a redirect without a place (or a session without its cookie).
+    let home = format!("{}/", edge.url());
+    let Ok(location) = HeaderValue::from_str(next.as_deref().unwrap_or(&home)) else {
+        return pages::refusal(
+            StatusCode::BAD_REQUEST,
+            "Sign in here",
+            "The page to return to after signing in cannot be written in a redirect.",
+            Some(&edge.url()),
+        );
+    };
     let store = &edge.inner.store;
     let now = edge.now();
     let policy = edge.inner.config.sessions;
@@ -417,7 +425,6 @@ pub(super) async fn sign_in(edge: &EdgeState, request: Request) -> Response {
         connection.mark_authenticated();
     }
     tracing::info!(session = %session.id, user = %session.user_id, "signed in at the access edge");
-    let target = next.unwrap_or_else(|| format!("{}/", edge.url()));
     let mut response = super::empty(StatusCode::SEE_OTHER);
     let cookie = format!(
         "{SESSION_COOKIE}={}; Domain={}; Path=/; Max-Age={}; Secure; HttpOnly; SameSite=Lax",
@@ -426,20 +433,17 @@ pub(super) async fn sign_in(edge: &EdgeState, request: Request) -> Response {
         policy.lifetime.as_secs()
     );
     let headers = response.headers_mut();
-    if let (Ok(cookie), Ok(location)) = (
-        HeaderValue::from_str(&cookie),
-        HeaderValue::from_str(&target),
-    ) {
+    if let Ok(cookie) = HeaderValue::from_str(&cookie) {
         headers.insert(header::SET_COOKIE, cookie);
-        headers.insert(header::LOCATION, location);
     }
+    headers.insert(header::LOCATION, location);
     super::page_headers(headers);
     response
 }
 
 /// `POST /sign-out`: ends the session and clears the cookie.
 pub(super) async fn sign_out(edge: &EdgeState, request: Request) -> Response {
-    if !same_origin(edge, request.headers()) {
+    if !same_origin(edge, &request) {
         return pages::refusal(
             StatusCode::FORBIDDEN,
             "Sign out here",

@@ -18,6 +18,9 @@
 //!    part, the lowest slot that answers) and streams the answer back (server-sent events
 //!    included), dropping any `Set-Cookie` for the session cookie.
 //!
+//! Every answer carries [`STRICT_TRANSPORT_SECURITY`] (https only, for the domain and every
+//! name under it, all of which the edge serves over TLS).
+//!
 //! Sessions live in the store ([`crate::store::Store::web_session`]), so every controller of
 //! a zone honours them; the cookie is `__Secure-orc_session`, `Domain=<domain>`, `Secure`,
 //! `HttpOnly`, `SameSite=Lax`. Sign-in takes an API token or a user name and password;
@@ -292,7 +295,23 @@ fn client_ip(request: &Request) -> Option<IpAddr> {
         .map(|peer| peer.0.ip())
 }
 
+/// What every answer of the edge carries: browsers are to reach the domain and every name
+/// under it over https only, for a year. The names under the domain are the edge's own (each
+/// an app it serves over TLS, never in clear), and the session cookie goes to all of them,
+/// so the policy covers them too (`includeSubDomains`); the domain must be the zone's alone.
+pub const STRICT_TRANSPORT_SECURITY: &str = "max-age=31536000; includeSubDomains";
+
 async fn handle(State(edge): State<EdgeState>, request: Request) -> Response {
+    let mut response = answer(&edge, request).await;
+    response.headers_mut().insert(
+        header::STRICT_TRANSPORT_SECURITY,
+        HeaderValue::from_static(STRICT_TRANSPORT_SECURITY),
+    );
+    response
+}
+
+/// The answer to a request of the edge: one of its own pages, or an endpoint's.
+async fn answer(edge: &EdgeState, request: Request) -> Response {
     let Some(host) = request_host(&request) else {
         return pages::refusal(
             StatusCode::BAD_REQUEST,
@@ -302,7 +321,7 @@ async fn handle(State(edge): State<EdgeState>, request: Request) -> Response {
         );
     };
     if host == edge.inner.domain {
-        return own_page(&edge, request).await;
+        return own_page(edge, request).await;
     }
     if !host.ends_with(&format!(".{}", edge.inner.domain)) {
         return pages::refusal(
@@ -315,7 +334,7 @@ async fn handle(State(edge): State<EdgeState>, request: Request) -> Response {
             None,
         );
     }
-    let result = endpoint_request(&edge, &host, request).await;
+    let result = endpoint_request(edge, &host, request).await;
     result.unwrap_or_else(|refused| refused)
 }
 
@@ -332,7 +351,7 @@ async fn own_page(edge: &EdgeState, request: Request) -> Response {
         (Method::GET, "/") => home(edge, request).await,
         (Method::GET, "/sign-in") => {
             let next = query_value(&request, "next");
-            let next = next.filter(|n| edge.allowed_next(n));
+            let next = next.and_then(|n| edge.next_target(&n));
             pages::sign_in(&edge.url(), next.as_deref(), None, StatusCode::OK)
         }
         (Method::POST, "/sign-in") => identity::sign_in(edge, request).await,
@@ -401,18 +420,23 @@ fn query_value(request: &Request, name: &str) -> Option<String> {
 }
 
 impl EdgeState {
-    /// Whether a sign-in may send the browser to `next` afterwards: only https URLs of this
-    /// edge (its domain or a name under it), so the form is no open redirect.
-    fn allowed_next(&self, next: &str) -> bool {
-        let Ok(url) = url::Url::parse(next) else {
-            return false;
-        };
+    /// Where a sign-in may send the browser afterwards, if `next` is such a place: only
+    /// https URLs of this edge (its domain or a name under it), so the form is no open
+    /// redirect, and only text that is whole as it stands: a `next` holding a control
+    /// character (a line break would end the `Location` header) is no place. The URL comes
+    /// back as the URL parser writes it, so it always makes a valid header.
+    fn next_target(&self, next: &str) -> Option<String> {
+        if next.chars().any(char::is_control) {
+            return None;
+        }
+        let url = url::Url::parse(next).ok()?;
         let port_ok = url.port_or_known_default() == Some(self.port());
         let host_ok = url.host_str().is_some_and(|h| {
             let h = h.to_ascii_lowercase();
             h == self.inner.domain || h.ends_with(&format!(".{}", self.inner.domain))
         });
-        url.scheme() == "https" && host_ok && port_ok && url.username().is_empty()
+        let allowed = url.scheme() == "https" && host_ok && port_ok && url.username().is_empty();
+        allowed.then(|| url.to_string())
     }
 }
 
@@ -663,6 +687,23 @@ async fn org_named(store: &Store, name: &str) -> Result<Option<Org>, StoreError>
         Ok(org) => Ok(Some(org)),
         Err(StoreError::NotFound { .. }) => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+/// Whether a request that changes something (any method but GET, HEAD, OPTIONS and TRACE)
+/// came from the pages of `own_origin` (`https://<domain>[:port]`): its `Origin` is that
+/// origin, or, without an `Origin`, the browser says `Sec-Fetch-Site: same-origin`. Every
+/// browser sends one or the other with a form post, so a post without either came from no
+/// page of ours (a script replaying a cookie, or a page elsewhere whose browser hid its
+/// origin) and is refused. Safe methods are always taken.
+pub(crate) fn from_own_pages(own_origin: &str, method: &Method, headers: &HeaderMap) -> bool {
+    if method.is_safe() {
+        return true;
+    }
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    match text(header::ORIGIN.as_str()) {
+        Some(origin) => origin.eq_ignore_ascii_case(own_origin),
+        None => text("sec-fetch-site").is_some_and(|site| site.eq_ignore_ascii_case("same-origin")),
     }
 }
 

@@ -1,10 +1,13 @@
 //! Forwarding a request to a slot and its answer back.
 //!
 //! What reaches the app: the method, path, query and body as sent; the client's headers
-//! minus hop-by-hop ones, every `X-Orc-Access-Assertion`, `Forwarded` and `X-Forwarded-*`
-//! it sent, the session cookie (other cookies stay) and, when it carried the bearer token,
+//! minus hop-by-hop ones, every `X-Orc-Access-Assertion`, `Forwarded`, `X-Forwarded-*` and
+//! client-address header ([`CLIENT_ADDRESS_HEADERS`]: `X-Real-IP` and its kin) it sent, the
+//! session cookie (other cookies stay) and, when it carried the bearer token,
 //! `Authorization`; plus `Host` as the client named it, `X-Forwarded-Host`,
-//! `X-Forwarded-Proto: https`, `X-Forwarded-For` and the one assertion the edge signed.
+//! `X-Forwarded-Proto: https`, `X-Forwarded-For` and `X-Real-IP` (both the address the
+//! edge's connection came from) and the one assertion the edge signed. So whatever an app
+//! reads as the client's address is what the edge saw, never what the client claimed.
 //! What reaches the client: the app's answer, streamed, minus hop-by-hop headers and any
 //! `Set-Cookie` for the session cookie.
 //!
@@ -102,13 +105,27 @@ fn cookies_without_session(headers: &HeaderMap) -> Option<HeaderValue> {
     }
 }
 
+/// Headers through which proxies and CDNs name a client's address; apps and their
+/// frameworks trust them, so a client's own are dropped. The edge sets `X-Real-IP` itself.
+pub(super) const CLIENT_ADDRESS_HEADERS: [&str; 6] = [
+    "x-real-ip",
+    "true-client-ip",
+    "x-client-ip",
+    "cf-connecting-ip",
+    "x-cluster-client-ip",
+    "fastly-client-ip",
+];
+
 /// The headers the app receives.
 pub(super) fn forwarded_headers(client: &HeaderMap, forward: &Forward) -> HeaderMap {
     let mut headers = client.clone();
     strip_hop_by_hop(&mut headers);
     headers.remove(orc_access::ASSERTION_HEADER);
     headers.remove(header::FORWARDED);
-    for name in ["x-forwarded-for", "x-forwarded-host", "x-forwarded-proto"] {
+    for name in ["x-forwarded-for", "x-forwarded-host", "x-forwarded-proto"]
+        .into_iter()
+        .chain(CLIENT_ADDRESS_HEADERS)
+    {
         headers.remove(name);
     }
     if forward.drop_authorization {
@@ -131,7 +148,8 @@ pub(super) fn forwarded_headers(client: &HeaderMap, forward: &Forward) -> Header
     if let Some(ip) = forward.client
         && let Ok(value) = HeaderValue::from_str(&ip.to_string())
     {
-        headers.insert("x-forwarded-for", value);
+        headers.insert("x-forwarded-for", value.clone());
+        headers.insert("x-real-ip", value);
     }
     if let Ok(value) = HeaderValue::from_str(&forward.assertion) {
         headers.insert(orc_access::ASSERTION_HEADER, value);
@@ -316,5 +334,51 @@ mod tests {
         let cookies: Vec<_> = answer.get_all(header::SET_COOKIE).iter().collect();
         assert_eq!(cookies, [HeaderValue::from_static("a=1; Path=/")]);
         assert!(answer.get(header::CONNECTION).is_none());
+    }
+
+    /// Attack: a client names its own address in `X-Real-IP` (or a CDN's header) to pass an
+    /// app's address check or to be logged as someone else.
+    #[test]
+    fn the_app_reads_the_address_the_edge_saw_never_the_clients_claim() {
+        let claims = [
+            "x-real-ip",
+            "true-client-ip",
+            "x-client-ip",
+            "cf-connecting-ip",
+        ];
+        let mut client = HeaderMap::new();
+        for name in claims {
+            client.append(name, HeaderValue::from_static("10.0.0.1"));
+            client.append(name, HeaderValue::from_static("203.0.113.9"));
+        }
+        client.insert("x-forwarded-for", HeaderValue::from_static("10.0.0.1"));
+        let mut forward = Forward {
+            host: "web--site.acme.orc.localhost".into(),
+            port: 443,
+            client: Some("198.51.100.7".parse().unwrap()),
+            assertion: "signed".into(),
+            drop_authorization: false,
+            pool: "acme/web/site".into(),
+        };
+        let headers = forwarded_headers(&client, &forward);
+        for name in claims {
+            let values: Vec<_> = headers.get_all(name).iter().collect();
+            if name == "x-real-ip" {
+                assert_eq!(values, [HeaderValue::from_static("198.51.100.7")]);
+            } else {
+                assert!(values.is_empty(), "{name}: {values:?}");
+            }
+        }
+        assert_eq!(headers["x-forwarded-for"], "198.51.100.7");
+
+        // Without a peer address the edge vouches for none.
+        forward.client = None;
+        let headers = forwarded_headers(&client, &forward);
+        for name in CLIENT_ADDRESS_HEADERS
+            .into_iter()
+            .chain(["x-forwarded-for"])
+        {
+            assert!(headers.get(name).is_none(), "{name}");
+        }
     }
 }

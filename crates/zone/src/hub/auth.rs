@@ -3,7 +3,9 @@
 //! is owner or member of the project (directly or through an org-wide membership); an app
 //! pool's service credential admits only a stream in the pool's own project. The stream acts
 //! as the token's principal (`user:<id>` or `pool:<id>`), and only that principal may attach
-//! replicas of the resources it registered. Errors never show the token.
+//! replicas of the resources it registered. A pool's principal registers one resource only:
+//! the first it registered is the one it serves from then on ([`serves_one_resource`]), so
+//! an app slot cannot publish further providers in its project. Errors never show the token.
 
 use tonic::Status;
 use tonic::metadata::MetadataMap;
@@ -25,6 +27,12 @@ fn header<'a>(metadata: &'a MetadataMap, key: &'static str) -> Result<&'a str, S
 fn unavailable(error: &StoreError) -> Status {
     tracing::warn!(%error, "store error while authenticating a provider stream");
     Status::unavailable("the zone's store is not available")
+}
+
+/// Whether `principal` may serve one resource only: an app pool's service credential
+/// (`pool:<id>`), which attaches only as the first resource its pool registered.
+pub(crate) fn serves_one_resource(principal: &str) -> bool {
+    principal.starts_with("pool:")
 }
 
 /// What a stream's credentials admit it to.

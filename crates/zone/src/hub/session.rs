@@ -149,7 +149,9 @@ impl Hub {
     }
 
     /// The provider row of the hello's resource URI, created in `project` if absent; only
-    /// the principal that registered a resource may attach replicas of it.
+    /// the principal that registered a resource may attach replicas of it, and an app pool's
+    /// principal only those of the first resource it registered (checked before anything is
+    /// created, and again as it claims the row).
     async fn register_provider(
         &self,
         project: &Project,
@@ -165,6 +167,25 @@ impl Hub {
             tracing::warn!(error = %e, resource = uri, "store error while registering a provider");
             Status::unavailable("the zone's store is not available")
         };
+        let sole = super::auth::serves_one_resource(principal);
+        let only_its_own = |own: &str| {
+            Status::permission_denied(format!(
+                "an app pool's service credential serves the one resource its pool registered \
+                 first ({}); it cannot register or attach as {}",
+                orc_common::text::quoted(own),
+                orc_common::text::quoted(uri)
+            ))
+        };
+        if sole
+            && let Some(own) = store
+                .first_provider_served_by(principal)
+                .await
+                .map_err(unavailable)?
+            && own.resource_uri != uri
+        {
+            tracing::warn!(principal, resource = uri, serves = %own.resource_uri, "a service credential tried to register a second resource");
+            return Err(only_its_own(&own.resource_uri));
+        }
         let found = match store.provider_by_resource(uri).await {
             Ok(p) => Some(p),
             Err(StoreError::NotFound { .. }) => None,
@@ -200,11 +221,22 @@ impl Hub {
                 "resource {uri} belongs to another project"
             )));
         }
-        if !store
-            .claim_provider(&provider.id, principal)
-            .await
-            .map_err(unavailable)?
-        {
+        let claimed = if sole {
+            store.claim_sole_provider(&provider.id, principal).await
+        } else {
+            store.claim_provider(&provider.id, principal).await
+        }
+        .map_err(unavailable)?;
+        if !claimed {
+            if sole
+                && let Some(own) = store
+                    .first_provider_served_by(principal)
+                    .await
+                    .map_err(unavailable)?
+                && own.id != provider.id
+            {
+                return Err(only_its_own(&own.resource_uri));
+            }
             return Err(Status::permission_denied(format!(
                 "resource {uri} is served with another credential; only its own may attach replicas"
             )));

@@ -104,7 +104,7 @@ async fn members_cannot_manage_providers_or_memberships() {
         .post(
             "/api/orgs/acme/memberships",
             &t.olivia,
-            json!({ "user": "stan", "role": "viewer", "project": "web" }),
+            json!({ "user": "mia", "role": "viewer", "project": "data" }),
         )
         .await;
     assert_eq!(by_owner.status, StatusCode::CREATED, "{}", by_owner.body);

@@ -292,6 +292,149 @@ async fn a_pool_on_core_runs_the_digest_its_tag_named_and_its_params_follow_the_
     assert!(!moved.body.to_string().contains("k-secret-1234"));
 }
 
+/// Attack: an org asks whether another org sent a binary, names another org's binary in a
+/// package without sending it, and runs another org's package in a pool on `core`. Each org
+/// sees and uses only what it sent itself; sending the same content makes it its own.
+#[tokio::test]
+async fn an_org_sees_and_uses_only_its_own_binaries_and_packages() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    let secret = b"#!/bin/sh\n# acme's own app\nexec sleep 30\n".to_vec();
+    let d = digest_of(&secret);
+    let (status, body) = put_blob(&z, "acme", &d, &secret, &t.olivia).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let pushed = z
+        .put(
+            "/api/orgs/acme/apps/secret/tags/default",
+            &t.olivia,
+            json!({ "manifest": { "name": "secret", "version": "1" }, "binaries": { host(): d } }),
+        )
+        .await;
+    assert_eq!(pushed.status, StatusCode::OK, "{}", pushed.body);
+
+    let org = z
+        .post("/api/orgs", &z.admin, json!({ "name": "globex" }))
+        .await;
+    assert_eq!(org.status, StatusCode::CREATED, "{}", org.body);
+    let project = z
+        .post(
+            "/api/orgs/globex/projects",
+            &z.admin,
+            json!({ "name": "shop" }),
+        )
+        .await;
+    assert_eq!(project.status, StatusCode::CREATED, "{}", project.body);
+    let gail = z.user("gail").await;
+    z.grant("globex", None, "gail", "owner").await;
+
+    // Whether acme sent it is acme's business.
+    let probe = z
+        .get(&format!("/api/orgs/globex/registry/blobs/{d}"), &gail)
+        .await;
+    assert_eq!(probe.status, StatusCode::NOT_FOUND, "{}", probe.body);
+    let unknown = z
+        .get(
+            &format!(
+                "/api/orgs/globex/registry/blobs/{}",
+                digest_of(b"nobody sent this")
+            ),
+            &gail,
+        )
+        .await;
+    assert_eq!(
+        probe.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace(&d, "D"),
+        unknown.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace(&digest_of(b"nobody sent this"), "D"),
+        "a binary another org sent reads as one nobody sent"
+    );
+    // Naming it in a package without sending it is refused.
+    let tag = "/api/orgs/globex/apps/copy/tags/default";
+    let package =
+        json!({ "manifest": { "name": "copy", "version": "1" }, "binaries": { host(): d } });
+    let borrowed = z.put(tag, &gail, package.clone()).await;
+    assert_eq!(
+        borrowed.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        borrowed.body
+    );
+    assert_eq!(
+        borrowed.field(),
+        Some(&*format!("binaries.{}", host())),
+        "{}",
+        borrowed.body
+    );
+    // A pool on core of globex cannot run acme's package: it reads as unpublished.
+    let pool = |app: &str| {
+        json!({
+            "name": "runs", "provider": "core", "size": 1,
+            "shape": { "cpu": 1, "mem": 1 }, "class": "local", "os": "none",
+            "app": app,
+        })
+    };
+    let pools = "/api/orgs/globex/projects/shop/pools";
+    let foreign = z.post(pools, &gail, pool("acme/secret:default")).await;
+    assert_eq!(foreign.status, StatusCode::BAD_REQUEST, "{}", foreign.body);
+    assert_eq!(foreign.field(), Some("app"));
+    let nowhere = z.post(pools, &gail, pool("nosuch/secret:default")).await;
+    assert_eq!(
+        foreign.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("acme", "ORG"),
+        nowhere.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("nosuch", "ORG"),
+        "another org's package reads as one of an org that does not exist"
+    );
+    assert!(
+        z.get(pools, &gail)
+            .await
+            .body
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "a refused request creates nothing"
+    );
+
+    // globex sends the same content itself: from then on it is globex's too.
+    let (status, body) = put_blob(&z, "globex", &d, &secret, &gail).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let own = z
+        .get(&format!("/api/orgs/globex/registry/blobs/{d}"), &gail)
+        .await;
+    assert_eq!(own.status, StatusCode::OK, "{}", own.body);
+    let copied = z.put(tag, &gail, package).await;
+    assert_eq!(copied.status, StatusCode::OK, "{}", copied.body);
+    let runs = z.post(pools, &gail, pool("globex/copy:default")).await;
+    assert_eq!(runs.status, StatusCode::CREATED, "{}", runs.body);
+    // acme's member runs acme's package in acme.
+    let acme_pool = z
+        .post(
+            "/api/orgs/acme/projects/web/pools",
+            &t.mia,
+            pool("acme/secret:default"),
+        )
+        .await;
+    assert_eq!(acme_pool.status, StatusCode::CREATED, "{}", acme_pool.body);
+
+    // acme deleting its tag leaves globex's binary in place.
+    let deleted = z
+        .delete("/api/orgs/acme/apps/secret/tags/default", &t.olivia)
+        .await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT, "{}", deleted.body);
+    let still = z
+        .get(&format!("/api/orgs/globex/registry/blobs/{d}"), &gail)
+        .await;
+    assert_eq!(still.status, StatusCode::OK, "{}", still.body);
+}
+
 #[tokio::test]
 async fn the_zone_serves_its_orc_binary_with_sha256sums() {
     let dir = tempfile::tempdir().unwrap();

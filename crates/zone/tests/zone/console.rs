@@ -89,6 +89,29 @@ impl Browser {
     async fn post(&self, path: &str, form: &[(&str, &str)]) -> (StatusCode, HeaderMap, String) {
         self.post_from(&self.base.clone(), path, form).await
     }
+
+    /// A request with the cookie and `headers`, and no `Origin`.
+    async fn send_without_origin(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        form: &[(&str, &str)],
+    ) -> (StatusCode, String) {
+        let mut request = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .form(form);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(c) = &self.cookie {
+            request = request.header(header::COOKIE, c);
+        }
+        let answer = request.send().await.unwrap();
+        let status = answer.status();
+        (status, answer.text().await.unwrap())
+    }
 }
 
 fn location(headers: &HeaderMap) -> &str {
@@ -216,6 +239,65 @@ async fn a_member_requests_resizes_and_deletes_a_pool_and_bad_input_creates_noth
     );
 }
 
+/// Attack: a script (or a page whose browser hides where it posts from) replays a person's
+/// session cookie in a form post without `Origin`. Every request that changes something must
+/// come from the console's own origin; a sibling name under the domain (an app) is another.
+#[tokio::test]
+async fn a_change_without_the_consoles_origin_is_refused_whatever_cookie_it_carries() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    let mia = Browser::sign_in(&z, &t.mia).await;
+    for (method, headers) in [
+        (reqwest::Method::POST, vec![]),
+        (reqwest::Method::POST, vec![("sec-fetch-site", "same-site")]),
+        (
+            reqwest::Method::POST,
+            vec![("sec-fetch-site", "cross-site")],
+        ),
+        (reqwest::Method::PUT, vec![]),
+        (reqwest::Method::DELETE, vec![]),
+        (reqwest::Method::PATCH, vec![]),
+    ] {
+        let (status, body) = mia
+            .send_without_origin(
+                method.clone(),
+                "/tokens",
+                &headers,
+                &[("label", "replayed")],
+            )
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::FORBIDDEN,
+            "{method} {headers:?}: {body}"
+        );
+        assert!(
+            body.contains("taken only from the zone&#39;s own pages")
+                || body.contains("taken only from the zone's own pages"),
+            "{body}"
+        );
+    }
+    let listed = z.get("/api/users/mia/tokens", &t.mia).await;
+    assert!(
+        !listed.body.to_string().contains("replayed"),
+        "a refused post made a token: {}",
+        listed.body
+    );
+    // A browser that says the post came from the same origin, without naming it, is taken.
+    let (status, body) = mia
+        .send_without_origin(
+            reqwest::Method::POST,
+            "/tokens",
+            &[("sec-fetch-site", "same-origin")],
+            &[("label", "same origin")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Reading needs no origin.
+    let (status, _, _) = mia.get("/tokens").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
 #[tokio::test]
 async fn a_viewer_sees_but_cannot_change_and_a_stranger_sees_nothing() {
     let z = TestZone::start().await;
@@ -330,15 +412,15 @@ async fn an_owner_prices_a_provider_and_manages_members_and_tokens_show_once() {
         .await;
     assert_eq!(p.body["scope"], "zone");
 
-    // Members: the owner grants; a member cannot.
+    // Members: the owner grants to people of the org; a member cannot.
     let (status, _, body) = olivia
         .post(
             "/orgs/acme/members",
-            &[("user", "stan"), ("role", "viewer"), ("project", "data")],
+            &[("user", "vic"), ("role", "viewer"), ("project", "data")],
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert!(body.contains("stan is now viewer"), "{body}");
+    assert!(body.contains("vic is now viewer"), "{body}");
     let (status, _, body) = olivia
         .post(
             "/orgs/acme/members",

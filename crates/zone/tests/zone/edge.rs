@@ -816,3 +816,132 @@ async fn names_outside_the_zone_and_missing_slots_are_told_apart() {
         "slot 7 of a 2-slot pool: {body}"
     );
 }
+
+/// Attack: a page elsewhere (or a script) posts the sign-in or sign-out form without an
+/// `Origin`, to sign a person in as someone else or out. Both forms need the edge's own
+/// origin (or, without one, `Sec-Fetch-Site: same-origin`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_and_sign_out_without_the_edges_origin_are_refused() {
+    let s = setup(SessionPolicy::default()).await;
+    let browser = s.client(&[]);
+    for headers in [vec![], vec![("sec-fetch-site", "same-site")]] {
+        let mut request = browser
+            .post(s.url(DOMAIN, "/sign-in"))
+            .form(&[("token", s.mia.as_str())]);
+        for (name, value) in &headers {
+            request = request.header(*name, *value);
+        }
+        let (status, answered, body) = s.read(request.send().await.unwrap()).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{headers:?}: {body}");
+        assert!(!answered.contains_key(header::SET_COOKIE), "{headers:?}");
+        assert!(body.contains("own sign-in page"), "{body}");
+    }
+    let answer = browser
+        .post(s.url(DOMAIN, "/sign-in"))
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("token", s.mia.as_str())])
+        .send()
+        .await
+        .unwrap();
+    let (status, answered, _) = s.read(answer).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let cookie = format!("__Secure-orc_session={}", cookie_value(&answered).unwrap());
+
+    let answer = browser
+        .post(s.url(DOMAIN, "/sign-out"))
+        .header(header::COOKIE, cookie.clone())
+        .send()
+        .await
+        .unwrap();
+    let (status, answered, _) = s.read(answer).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(!answered.contains_key(header::SET_COOKIE));
+    let home = browser
+        .get(s.url(DOMAIN, "/"))
+        .header(header::COOKIE, cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(s.read(home).await.0, StatusCode::OK, "still signed in");
+}
+
+/// Attack: a sign-in link whose `next` holds a line break, to break the redirect's
+/// `Location` (or add a header) after the session is made. Such a `next` is no place to go
+/// back to: the sign-in goes to the home page, with its cookie.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_next_with_a_line_break_signs_in_to_the_home_page() {
+    let s = setup(SessionPolicy::default()).await;
+    for next in [
+        format!("{}\r\nSet-Cookie: planted=1", s.url(SITE, "/")),
+        format!("{}\n", s.url(DOMAIN, "/orgs")),
+        format!("{}\u{7f}", s.url(DOMAIN, "/orgs")),
+    ] {
+        let (status, headers, body) = s.sign_in(&[("token", &s.mia), ("next", &next)]).await;
+        assert_eq!(status, StatusCode::SEE_OTHER, "{next:?}: {body}");
+        assert_eq!(
+            headers.get(header::LOCATION).map(|v| v.to_str().unwrap()),
+            Some(s.url(DOMAIN, "/").as_str()),
+            "{next:?}"
+        );
+        assert!(
+            cookie_value(&headers).is_some(),
+            "{next:?}: no session cookie"
+        );
+        assert!(
+            !headers
+                .get_all(header::SET_COOKIE)
+                .iter()
+                .any(|c| c.to_str().unwrap().contains("planted")),
+            "{headers:?}"
+        );
+    }
+    // A good next is kept as the URL parser writes it.
+    let next = s.url(SITE, "/a path?x=1");
+    let (status, headers, _) = s.sign_in(&[("token", &s.mia), ("next", &next)]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        headers[header::LOCATION],
+        s.url(SITE, "/a%20path?x=1").as_str()
+    );
+}
+
+/// Attack: someone on the network answers a browser's first plain-http request to the zone's
+/// domain or an app's name and keeps it off TLS (SSL stripping). Every answer of the edge,
+/// its own pages, refusals and apps' answers alike, tells browsers to use https only, for
+/// the domain and every name under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_of_the_edge_pins_https_for_the_domain_and_its_names() {
+    let s = setup(SessionPolicy::default()).await;
+    let browser = s.client(&[SITE, "nothing--here.acme.orc.localhost"]);
+    let answers = [
+        ("sign-in page", browser.get(s.url(DOMAIN, "/sign-in"))),
+        ("home, signed out", browser.get(s.url(DOMAIN, "/"))),
+        ("an unknown page", browser.get(s.url(DOMAIN, "/nope"))),
+        (
+            "an app's answer",
+            browser.get(s.url(SITE, "/")).bearer_auth(&s.mia),
+        ),
+        (
+            "a name that leads nowhere",
+            browser
+                .get(s.url("nothing--here.acme.orc.localhost", "/"))
+                .bearer_auth(&s.mia),
+        ),
+        (
+            "a refused sign-in",
+            browser
+                .post(s.url(DOMAIN, "/sign-in"))
+                .header(header::ORIGIN, "https://evil.example"),
+        ),
+    ];
+    for (what, request) in answers {
+        let (status, headers, _) = s.read(request.send().await.unwrap()).await;
+        assert_eq!(
+            headers
+                .get(header::STRICT_TRANSPORT_SECURITY)
+                .map(|v| v.to_str().unwrap()),
+            Some("max-age=31536000; includeSubDomains"),
+            "{what} ({status})"
+        );
+    }
+}

@@ -162,6 +162,8 @@ async fn joined_agents_of_a_project_become_each_others_peers_and_part_again() {
     assert_eq!(changed_peers(&changes), (1, 0), "only the new peer travels");
     let names = &changes.mesh_changes.as_ref().unwrap().hosts_set;
     assert_eq!(names.len(), 1, "and only its name: {names:?}");
+    // Host names are <node>.<project>.<org>.internal.
+    assert_eq!(names[0].name, format!("{second}.web.acme.internal"));
     let with_b = follow(&mut held, &changes);
     assert_eq!(with_b.generation, alone.generation + 1);
     assert_eq!(mesh(&with_b).1, [(2, vec![format!("{b_ip}/32")])]);

@@ -562,6 +562,57 @@ async fn oversized_bodies_get_413_and_labels_refuse_control_characters() {
     }
 }
 
+/// Attack: a token label that reads as another (`ci` and `c<ZWSP>i` look the same), or hides
+/// text in invisible characters. Labels refuse zero-width and other invisible characters as
+/// they refuse control and bidirectional ones.
+#[tokio::test]
+async fn token_labels_refuse_zero_width_and_invisible_characters() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    for label in [
+        "c\u{200B}i",
+        "c\u{200C}i",
+        "c\u{200D}i",
+        "c\u{2060}i",
+        "\u{FEFF}ci",
+        "ci\u{E0041}\u{E0042}",
+    ] {
+        let refused = z
+            .post("/api/users/mia/tokens", &t.mia, json!({ "label": label }))
+            .await;
+        assert_eq!(
+            refused.status,
+            StatusCode::BAD_REQUEST,
+            "{label:?}: {}",
+            refused.body
+        );
+        assert_eq!(refused.field(), Some("label"));
+        assert!(
+            refused.body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("invisible"),
+            "{}",
+            refused.body
+        );
+    }
+    let listed = z.get("/api/users/mia/tokens", &t.mia).await;
+    assert_eq!(
+        listed.body.as_array().unwrap().len(),
+        1,
+        "only the tenancy's token: {}",
+        listed.body
+    );
+    let kept = z
+        .post(
+            "/api/users/mia/tokens",
+            &t.mia,
+            json!({ "label": "café laptop ❤️" }),
+        )
+        .await;
+    assert_eq!(kept.status, StatusCode::CREATED, "{}", kept.body);
+}
+
 /// Attack: send a long bad value (with escapes in it) so that the error message repeats it
 /// into the caller's terminal and the zone's log. The message quotes a short, escaped prefix.
 #[tokio::test]

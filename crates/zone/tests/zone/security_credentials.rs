@@ -308,3 +308,160 @@ async fn callers_without_the_role_get_403_whatever_the_body() {
     assert_eq!(judged.status, StatusCode::BAD_REQUEST);
     assert_eq!(judged.field(), Some("name"));
 }
+
+/// Attack: a project owner gives the zone's apps user a role (so every app slot's user would
+/// hold it), and uses the grant to learn which user names exist in the zone. The apps user
+/// holds no role whoever asks; an owner grants only to people already in the org, and any
+/// other name reads exactly as one that does not exist.
+#[tokio::test]
+async fn the_apps_user_holds_no_role_and_a_grant_tells_owners_no_names() {
+    let z = TestZone::start().await;
+    let t = tenancy_without_provider(&z).await;
+    let grant = |token: &str, user: &str| {
+        let body = json!({ "user": user, "role": "viewer", "project": "data" });
+        let token = token.to_string();
+        let z = &z;
+        async move { z.post("/api/orgs/acme/memberships", &token, body).await }
+    };
+    let apps = orc_zone::apps::APPS_USER;
+    let by_operator = grant(&z.admin, apps).await;
+    assert_eq!(
+        by_operator.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        by_operator.body
+    );
+    assert_eq!(by_operator.field(), Some("user"));
+    assert!(
+        by_operator.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("apps user"),
+        "{}",
+        by_operator.body
+    );
+
+    // olivia owns acme: stan exists but holds no role in acme, and so does the apps user.
+    let unknown = grant(&t.olivia, "nobody").await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND, "{}", unknown.body);
+    let shown = |answer: &orc_testkit::zone::Answer, name: &str| {
+        answer.body.to_string().replace(name, "NAME")
+    };
+    for existing in ["stan", apps, "admin"] {
+        let answer = grant(&t.olivia, existing).await;
+        assert_eq!(answer.status, unknown.status, "{existing}: {}", answer.body);
+        assert_eq!(
+            shown(&answer, existing),
+            shown(&unknown, "nobody"),
+            "{existing} reads otherwise than a name nobody has"
+        );
+    }
+    let memberships = z.get("/api/orgs/acme/memberships", &t.olivia).await;
+    assert!(
+        !memberships.body.to_string().contains("stan")
+            && !memberships.body.to_string().contains(apps),
+        "{}",
+        memberships.body
+    );
+    // Someone of the org gets the role; an operator gives a newcomer their first.
+    let vic = grant(&t.olivia, "vic").await;
+    assert_eq!(vic.status, StatusCode::CREATED, "{}", vic.body);
+    let stan = grant(&z.admin, "stan").await;
+    assert_eq!(stan.status, StatusCode::CREATED, "{}", stan.body);
+}
+
+/// Opens a stream with `token` in `project` and says hello as provider `name` of resource
+/// `uri`, as a fake replica would; returns the zone's first answer: the welcome (kept open
+/// while the returned sender lives) or the refusal.
+async fn hello_as(
+    z: &TestZone,
+    token: &str,
+    project: &str,
+    name: &str,
+    uri: &str,
+) -> Result<tokio::sync::mpsc::Sender<orc_proto::pb::ProviderMessage>, tonic::Status> {
+    use tokio_stream::StreamExt as _;
+    let (outbound, rx) = tokio::sync::mpsc::channel(4);
+    let mut inbound = auth_connector(&z.zone, token, project)
+        .connect(ProviderStream::new(rx))
+        .await
+        .map_err(|e| tonic::Status::unknown(e.to_string()))?;
+    let info = orc_provider_sdk::Provider::hello(&FakeProvider::new(FakeCloud::new()));
+    let hello = orc_proto::ProviderMessage {
+        request_id: orc_proto::RequestId::UNSOLICITED,
+        body: orc_proto::ProviderBody::Hello(orc_proto::Hello {
+            provider: orc_proto::ProviderName::new(name).unwrap(),
+            resource_uri: orc_proto::ResourceUri::new(uri).unwrap(),
+            replica: info.replica,
+            version: info.version,
+            protocol_version: orc_proto::PROTOCOL_VERSION,
+        }),
+    };
+    outbound.send(hello.into()).await.unwrap();
+    match tokio::time::timeout(API_WAIT, inbound.next())
+        .await
+        .expect("the zone answers the hello")
+    {
+        Some(Ok(_welcome)) => Ok(outbound),
+        Some(Err(status)) => Err(status),
+        None => panic!("the stream ended without an answer"),
+    }
+}
+
+/// Attack: an app slot uses its pool's service credential to register further providers in
+/// its project (named as it likes), to be chosen for other pools and receive their deploys.
+/// The credential serves the one resource its pool registered first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_credential_serves_only_the_first_resource_its_pool_registered() {
+    let z = TestZone::start().await;
+    let t = tenancy_without_provider(&z).await;
+    let credential = service_credential(&z, &t, "svc").await;
+    let first = hello_as(&z, &credential, "acme/web", "partner", "urn:orc:test:first")
+        .await
+        .expect("the pool's first resource registers");
+
+    for (name, uri) in [
+        ("fake", "urn:orc:test:second"),
+        ("partner", "urn:orc:test:first-too"),
+    ] {
+        let refused = hello_as(&z, &credential, "acme/web", name, uri)
+            .await
+            .expect_err("a second resource registered");
+        assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+        assert!(
+            refused
+                .message()
+                .contains("serves the one resource its pool registered first"),
+            "{}",
+            refused.message()
+        );
+    }
+    let providers = z.get(&format!("{WEB}/providers"), &t.mia).await;
+    let resources: Vec<&str> = providers
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["resource_uri"].as_str())
+        .filter(|uri| uri.starts_with("urn:orc:test:first") || uri.ends_with(":second"))
+        .collect();
+    assert_eq!(
+        resources,
+        ["urn:orc:test:first"],
+        "nothing but the first resource was registered: {}",
+        providers.body
+    );
+    // A second replica of its own resource still joins its group, after a rotation too.
+    let second = hello_as(&z, &credential, "acme/web", "partner", "urn:orc:test:first")
+        .await
+        .expect("a replica of the pool's own resource joins");
+    drop((first, second));
+    let rotated = service_credential_again(&z, "svc").await;
+    hello_as(&z, &rotated, "acme/web", "partner", "urn:orc:test:first")
+        .await
+        .expect("the rotated credential serves the same resource");
+    let refused = hello_as(&z, &rotated, "acme/web", "other", "urn:orc:test:other")
+        .await
+        .expect_err("the rotated credential registered a second resource");
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+}
