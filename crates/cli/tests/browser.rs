@@ -210,6 +210,8 @@ async fn a_person_signs_in_and_walks_the_partners_admin_page_through_the_edge() 
         .await;
     plain.open(&page(Some(serving))).await;
     plain.wait_for_host("orc.localhost").await;
+    // The sign-in page, loaded: a field filled while it still loads would be lost.
+    plain.wait_for_text("Sign in").await;
     plain.fill("#token", &admin_token).await;
     plain.press("Sign in with the token").await;
     plain.wait_for_text("Overview").await;
@@ -239,6 +241,7 @@ async fn a_person_signs_in_and_walks_the_partners_admin_page_through_the_edge() 
     assert!(browser.cookie("__Secure-orc_session").await.is_none());
     browser.open(&page(None)).await;
     browser.wait_for_host("orc.localhost").await;
+    browser.wait_for_text("Sign in").await;
     browser.fill("#user", "vic").await;
     browser.fill("#password", "viewer's long password").await;
     browser.press("Sign in with the password").await;

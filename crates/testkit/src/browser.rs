@@ -536,16 +536,36 @@ impl Browser {
         snapshot
     }
 
-    /// Waits until the page's text contains `text`, at most [`WAIT`].
+    /// Waits until the page's text contains `text`, at most [`WAIT`]; when the time is up,
+    /// panics with the address and the beginning of the text the page shows instead.
     pub async fn wait_for_text(&self, text: &str) {
-        let what = format!("the page to show {text:?}");
-        crate::eventually(&what, WAIT, || async {
-            match self.client.find(Locator::Css("body")).await {
-                Ok(body) => body.text().await.is_ok_and(|t| t.contains(text)),
-                Err(_) => false,
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if self.body_text().await.is_some_and(|t| t.contains(text)) {
+                return;
             }
-        })
-        .await;
+            if tokio::time::Instant::now() >= deadline {
+                let url = self
+                    .client
+                    .current_url()
+                    .await
+                    .map(|u| u.to_string())
+                    .unwrap_or_else(|e| format!("(no address: {e})"));
+                let shown = self.body_text().await.unwrap_or_default();
+                let shown: String = shown.chars().take(600).collect();
+                panic!(
+                    "gave up after {WAIT:?} waiting for the page to show {text:?}; {url} shows: \
+                     {shown:?}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The text of the page's body, if there is a page with a body.
+    async fn body_text(&self) -> Option<String> {
+        let body = self.client.find(Locator::Css("body")).await.ok()?;
+        body.text().await.ok()
     }
 
     /// Waits until the page's URL is on `host`, at most [`WAIT`].
