@@ -826,6 +826,18 @@ pub struct EventScope {
     pub node_id: Option<NodeId>,
 }
 
+impl EventScope {
+    /// The scope of an event about `provider` itself: its org, project and id.
+    pub fn of_provider(provider: &Provider) -> EventScope {
+        EventScope {
+            org_id: Some(provider.org_id.clone()),
+            project_id: Some(provider.project_id.clone()),
+            provider_id: Some(provider.id.clone()),
+            ..EventScope::default()
+        }
+    }
+}
+
 /// Something that happened, in words a tenant or operator may read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {

@@ -76,24 +76,12 @@ impl Store {
         at: Timestamp,
     ) -> StoreResult<Event> {
         let newest = self.list_newest_events(scope, 1).await?;
-        if let Some(last) = newest.into_iter().next()
-            && last.scope == *scope
-            && last.kind == kind
-            && last.words == words
-        {
-            sqlx::query("UPDATE events SET repeats = repeats + 1, last_at = $2 WHERE id = $1")
-                .bind(last.id.as_str())
-                .bind(at.millis())
-                .execute(self.pool())
-                .await
-                .op("count a repeated event")?;
-            return Ok(Event {
-                repeats: last.repeats.saturating_add(1),
-                last_at: Some(at),
-                ..last
-            });
+        match newest.into_iter().next() {
+            Some(last) if last.scope == *scope => {
+                self.repeat_or_record(last, scope, kind, words, at).await
+            }
+            _ => self.record_event(scope, kind, words, at).await,
         }
-        self.record_event(scope, kind, words, at).await
     }
 
     /// Appends an event about a node, unless the node's newest event has the same kind and
@@ -106,34 +94,48 @@ impl Store {
         words: &str,
         at: Timestamp,
     ) -> StoreResult<Event> {
-        if let Some(node) = &scope.node_id {
-            let newest = self
-                .list_newest_events(
-                    &EventScope {
-                        node_id: Some(node.clone()),
-                        ..EventScope::default()
-                    },
-                    1,
-                )
-                .await?;
-            if let Some(last) = newest.into_iter().next()
-                && last.kind == kind
-                && last.words == words
-            {
-                sqlx::query("UPDATE events SET repeats = repeats + 1, last_at = $2 WHERE id = $1")
-                    .bind(last.id.as_str())
-                    .bind(at.millis())
-                    .execute(self.pool())
-                    .await
-                    .op("count a repeated event")?;
-                return Ok(Event {
-                    repeats: last.repeats.saturating_add(1),
-                    last_at: Some(at),
-                    ..last
-                });
-            }
+        let Some(node) = &scope.node_id else {
+            return self.record_event(scope, kind, words, at).await;
+        };
+        let of_node = EventScope {
+            node_id: Some(node.clone()),
+            ..EventScope::default()
+        };
+        match self
+            .list_newest_events(&of_node, 1)
+            .await?
+            .into_iter()
+            .next()
+        {
+            Some(last) => self.repeat_or_record(last, scope, kind, words, at).await,
+            None => self.record_event(scope, kind, words, at).await,
         }
-        self.record_event(scope, kind, words, at).await
+    }
+
+    /// Counts one more repeat of `last` when it has `kind` and `words`, else appends a new
+    /// event.
+    async fn repeat_or_record(
+        &self,
+        last: Event,
+        scope: &EventScope,
+        kind: &str,
+        words: &str,
+        at: Timestamp,
+    ) -> StoreResult<Event> {
+        if last.kind != kind || last.words != words {
+            return self.record_event(scope, kind, words, at).await;
+        }
+        sqlx::query("UPDATE events SET repeats = repeats + 1, last_at = $2 WHERE id = $1")
+            .bind(last.id.as_str())
+            .bind(at.millis())
+            .execute(self.pool())
+            .await
+            .op("count a repeated event")?;
+        Ok(Event {
+            repeats: last.repeats.saturating_add(1),
+            last_at: Some(at),
+            ..last
+        })
     }
 
     /// Events matching every id set in `filter` (an empty filter matches all), oldest

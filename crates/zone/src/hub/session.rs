@@ -526,12 +526,7 @@ impl Hub {
         }
         tracing::warn!(provider = %provider.name, id = %provider.id, "a catalog is refused: {why}");
         let store = self.inner.store.clone();
-        let scope = EventScope {
-            org_id: Some(provider.org_id.clone()),
-            project_id: Some(provider.project_id.clone()),
-            provider_id: Some(provider.id.clone()),
-            ..EventScope::default()
-        };
+        let scope = EventScope::of_provider(provider);
         let words = format!(
             "The catalog of provider {} is refused: {why}.",
             provider.name

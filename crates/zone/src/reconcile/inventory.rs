@@ -166,12 +166,7 @@ async fn screen_sites(
             })
             .collect();
         tracing::warn!(provider = %provider.name, id = %provider.id, sites = ?names, "sites left out: their prefixes overlap sites of another provider");
-        let scope = EventScope {
-            org_id: Some(provider.org_id.clone()),
-            project_id: Some(provider.project_id.clone()),
-            provider_id: Some(provider.id.clone()),
-            ..EventScope::default()
-        };
+        let scope = EventScope::of_provider(provider);
         let words = format!(
             "Sites of provider {} are left out of the mesh: their prefixes overlap sites of \
              another provider: {}.",
