@@ -11,6 +11,11 @@
 //!   127.0.0.1 by Chromium's own rule, `127.0.0.1` and `::1` are used as given, and every
 //!   other name or address is made unresolvable, so neither a page nor the browser's
 //!   background services leave the machine.
+//! - Chromium runs in a network namespace that nothing else changes: a [`Browser`] starts
+//!   only inside [`isolated`], which gives the whole test (its servers, its zone and the
+//!   browser) a namespace of its own with nothing but loopback. Chromium aborts every load
+//!   in flight with `ERR_NETWORK_CHANGED` when an address or a link of its namespace comes
+//!   or goes, which the namespace tests running beside it would otherwise do at any time.
 //! - Everything started here lives in one process group and one temporary directory, both
 //!   removed when the [`Browser`] is dropped, also when the test panics.
 //! - Fail, never skip: a machine without Chromium, chromedriver or `certutil` fails the test,
@@ -23,6 +28,7 @@
 //! # async fn signs_in(zone_ca_pem: &str) {
 //! use orc_testkit::browser::{Browser, SameSite};
 //!
+//! // Inside `orc_testkit::browser::isolated(async { … })`, which a `#[test]` calls.
 //! let browser = Browser::builder("signs_in").trust_ca(zone_ca_pem).start().await;
 //! browser.open("https://orc.localhost:7443/sign-in").await;
 //! browser.fill_labelled("User", "olivia").await;
@@ -38,10 +44,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
+use std::future::Future;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use fantoccini::error::{CmdError, ErrorStatus};
@@ -76,6 +84,61 @@ const CERTUTIL: &str = "/usr/bin/certutil";
 /// release's rules change no test's outcome by themselves.
 const AXE: &str = "axe/node_modules/axe-core/axe.min.js";
 const AXE_VERSION: &str = "4.14.1";
+
+/// The network namespace [`isolated`] made for this process's test, by inode.
+static ISOLATED: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `test` in a network namespace of its own and returns what it returns: the calling
+/// thread leaves the host's namespace for a new one with only loopback up, then builds the
+/// Tokio runtime (two workers) that runs `test`. Every thread and process the test starts
+/// from there (servers, a zone, chromedriver, Chromium) shares the namespace, so they reach
+/// each other on loopback as before, while nothing they do or see touches the host's
+/// network. The namespace ends with the last of them.
+///
+/// A [`Browser`] starts only inside it. Needs root, as the browser tests do in CI; without
+/// it, or without `ip`, the test fails saying so.
+///
+/// ```no_run
+/// #[test]
+/// fn signs_in() {
+///     orc_testkit::browser::isolated(async {
+///         // start servers, then `Browser::builder("signs_in")…`
+///     });
+/// }
+/// ```
+pub fn isolated<F: Future>(test: F) -> F::Output {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).unwrap_or_else(|e| {
+        panic!(
+            "cannot make a network namespace for the browser test ({e}): the browser tests \
+             run as root"
+        )
+    });
+    // A process started from this thread is born in its namespace.
+    let status = Command::new("ip")
+        .args(["link", "set", "lo", "up"])
+        .stdin(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run `ip` ({e}): apt-get install iproute2"));
+    assert!(
+        status.success(),
+        "`ip link set lo up` in the test's network namespace failed: {status}"
+    );
+    ISOLATED.store(network_namespace(), Ordering::SeqCst);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime for the browser test")
+        .block_on(test)
+}
+
+/// The inode of the calling thread's network namespace.
+fn network_namespace() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net")
+        .expect("the thread's network namespace")
+        .ino()
+}
 
 /// How to start a [`Browser`]; from [`Browser::builder`].
 #[derive(Debug, Clone)]
@@ -252,6 +315,13 @@ impl Browser {
 
     async fn start_with(options: BrowserBuilder) -> Browser {
         check_file_name("test name", &options.test);
+        let isolated = ISOLATED.load(Ordering::SeqCst);
+        assert!(
+            isolated != 0 && isolated == network_namespace(),
+            "a Browser starts only inside orc_testkit::browser::isolated: elsewhere, \
+             Chromium shares the host's network and aborts its loads when another test adds \
+             or removes an address"
+        );
         require(CHROMIUM, "chromium", "chromium");
         require(CHROMEDRIVER, "chromedriver", "chromium-driver");
         if !options.trusted.is_empty() {

@@ -11,7 +11,9 @@ use axum::extract::{Form, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use orc_testkit::browser::{Browser, Impact, LoadError, SameSite, WINDOW, group_runs, png_size};
+use orc_testkit::browser::{
+    Browser, Impact, LoadError, SameSite, WINDOW, group_runs, isolated, png_size,
+};
 use orc_tls::{ALPN_HTTP, RenewingCert, ServeOptions, ZoneCa};
 use serde::Deserialize;
 use tokio::net::TcpListener;
@@ -140,170 +142,289 @@ async fn unlabelled() -> Html<String> {
     page("Search", "<form><input name=\"q\"></form>")
 }
 
-#[tokio::test]
-async fn signs_in_on_one_host_and_the_cookie_reaches_another() {
-    let ca = ZoneCa::generate().unwrap();
-    let site = Site::start(&ca).await;
-    let browser = Browser::builder("signs_in_on_one_host_and_the_cookie_reaches_another")
-        .trust_ca(ca.cert_pem())
-        .start()
-        .await;
-
-    browser.open(&site.url(SIGN_IN_HOST, "/sign-in")).await;
-    assert_eq!(browser.title().await, "Sign in");
-    assert_eq!(browser.status().await, Some(200));
-    browser.wait_for_text("Scripts are on.").await;
-    browser.snapshot("sign-in").await;
-    browser.fill_labelled("User", "olivia").await;
-    browser.press("Sign in").await;
-
-    browser.wait_for_host(APP_HOST).await;
-    browser.wait_for_text("Signed in as olivia").await;
-    assert_eq!(browser.url().await.path(), "/");
-    assert_eq!(browser.status().await, Some(200));
-
-    let cookie = browser.cookie(COOKIE).await.expect("the session cookie");
-    assert_eq!(cookie.value, "olivia");
-    assert_eq!(cookie.domain.as_deref(), Some("orc.localhost"));
-    assert_eq!(cookie.path.as_deref(), Some("/"));
-    assert!(cookie.secure, "{cookie:?}");
-    assert!(cookie.http_only, "{cookie:?}");
-    assert_eq!(cookie.same_site, Some(SameSite::Lax));
-    let seen_by_scripts = browser
-        .client()
-        .execute("return document.cookie", Vec::new())
-        .await
-        .unwrap();
-    assert_eq!(
-        seen_by_scripts, "",
-        "an HttpOnly cookie is not the page's to read"
-    );
-
-    let shot = browser.snapshot("signed-in").await;
-    let png = std::fs::read(&shot.png).unwrap();
-    assert_eq!(png_size(&png), Some(WINDOW), "{}", shot.png.display());
-    assert!(png.ends_with(b"IEND\xaeB`\x82"), "a whole PNG");
-    let html = std::fs::read_to_string(&shot.html).unwrap();
-    assert!(html.contains("Signed in as olivia"), "{html}");
-    assert!(
-        shot.png
-            .ends_with("browser/signs_in_on_one_host_and_the_cookie_reaches_another/signed-in.png"),
-        "{}",
-        shot.png.display()
-    );
-    browser.close().await;
-}
-
-#[tokio::test]
-async fn refuses_a_server_whose_certificate_another_ca_signed() {
-    let trusted = ZoneCa::generate().unwrap();
-    let other = ZoneCa::generate().unwrap();
-    let (good, bad) = tokio::join!(Site::start(&trusted), Site::start(&other));
-    let browser = Browser::builder("refuses_a_server_whose_certificate_another_ca_signed")
-        .trust_ca(trusted.cert_pem())
-        .start()
-        .await;
-
-    match browser.try_open(&bad.url(SIGN_IN_HOST, "/sign-in")).await {
-        Err(LoadError::Certificate { reason, .. }) => {
-            assert_eq!(reason, "ERR_CERT_AUTHORITY_INVALID");
-        }
-        other => panic!("the page of an unknown CA loaded or failed otherwise: {other:?}"),
-    }
-    // The same browser loads the trusted CA's server: what failed was the certificate.
-    browser.open(&good.url(SIGN_IN_HOST, "/sign-in")).await;
-    assert_eq!(browser.title().await, "Sign in");
-    // And a port nobody listens on is not a certificate error.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = closed.local_addr().unwrap().port();
-    drop(closed);
-    match browser
-        .try_open(&format!("https://{APP_HOST}:{port}/"))
-        .await
-    {
-        Err(LoadError::Other { reason, .. }) => assert_eq!(reason, "ERR_CONNECTION_REFUSED"),
-        other => panic!("a closed port: {other:?}"),
-    }
-    // Only 127.0.0.1, ::1 and `localhost` names are reached: any other address or name
-    // does not resolve, whoever asks for it.
-    match browser
-        .try_open(&format!("https://127.0.0.2:{}/", good.port))
-        .await
-    {
-        Err(LoadError::Other { reason, .. }) => assert_eq!(reason, "ERR_NAME_NOT_RESOLVED"),
-        other => panic!("127.0.0.2: {other:?}"),
-    }
-}
-
-#[tokio::test]
-async fn signs_in_with_javascript_off() {
-    let ca = ZoneCa::generate().unwrap();
-    let site = Site::start(&ca).await;
-    let browser = Browser::builder("signs_in_with_javascript_off")
-        .trust_ca(ca.cert_pem())
-        .javascript(false)
-        .start()
-        .await;
-
-    browser.open(&site.url(APP_HOST, "/")).await;
-    assert_eq!(browser.text_of("main p").await, "Not signed in");
-    browser.follow("Sign in").await;
-    assert_eq!(browser.title().await, "Sign in");
-    assert_eq!(browser.text_of("#scripts").await, "Scripts are off.");
-    browser.fill("#user", "mia").await;
-    browser.submit("#sign-in").await;
-
-    browser.wait_for_text("Signed in as mia").await;
-    assert_eq!(browser.url().await.host_str(), Some(APP_HOST));
-    assert_eq!(browser.status().await, Some(200));
-    assert_eq!(browser.text_of("#scripts").await, "Scripts are off.");
-    browser.snapshot("signed-in").await;
-
-    browser.open(&site.url(SIGN_IN_HOST, "/")).await;
-    assert_eq!(browser.status().await, Some(404));
-}
-
-#[tokio::test]
-async fn audit_finds_a_missing_label_and_passes_a_clean_page() {
-    let ca = ZoneCa::generate().unwrap();
-    let site = Site::start(&ca).await;
-    let browser = Browser::builder("audit_finds_a_missing_label_and_passes_a_clean_page")
-        .trust_ca(ca.cert_pem())
-        .start()
-        .await;
-
-    browser.open(&site.url(SIGN_IN_HOST, "/sign-in")).await;
-    let clean = browser.audit().await;
-    assert!(clean.violations.is_empty(), "{clean}");
-
-    browser.open(&site.url(SIGN_IN_HOST, "/unlabelled")).await;
-    let seeded = browser.audit().await;
-    let serious = seeded.at_least(Impact::Serious);
-    assert!(
-        serious
-            .iter()
-            .any(|v| v.id == "label" && v.impact == Some(Impact::Critical) && v.nodes == ["input"]),
-        "{seeded}"
-    );
-}
-
-#[tokio::test]
-async fn a_panicking_test_leaves_no_browser_behind() {
-    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
-    let test = tokio::spawn(async move {
-        let browser = Browser::builder("a_panicking_test_leaves_no_browser_behind")
+#[test]
+fn signs_in_on_one_host_and_the_cookie_reaches_another() {
+    isolated(async {
+        let ca = ZoneCa::generate().unwrap();
+        let site = Site::start(&ca).await;
+        let browser = Browser::builder("signs_in_on_one_host_and_the_cookie_reaches_another")
+            .trust_ca(ca.cert_pem())
             .start()
             .await;
-        seen_tx
-            .send((browser.process_group(), browser.scratch_dir().to_path_buf()))
+
+        browser.open(&site.url(SIGN_IN_HOST, "/sign-in")).await;
+        assert_eq!(browser.title().await, "Sign in");
+        assert_eq!(browser.status().await, Some(200));
+        browser.wait_for_text("Scripts are on.").await;
+        browser.snapshot("sign-in").await;
+        browser.fill_labelled("User", "olivia").await;
+        browser.press("Sign in").await;
+
+        browser.wait_for_host(APP_HOST).await;
+        browser.wait_for_text("Signed in as olivia").await;
+        assert_eq!(browser.url().await.path(), "/");
+        assert_eq!(browser.status().await, Some(200));
+
+        let cookie = browser.cookie(COOKIE).await.expect("the session cookie");
+        assert_eq!(cookie.value, "olivia");
+        assert_eq!(cookie.domain.as_deref(), Some("orc.localhost"));
+        assert_eq!(cookie.path.as_deref(), Some("/"));
+        assert!(cookie.secure, "{cookie:?}");
+        assert!(cookie.http_only, "{cookie:?}");
+        assert_eq!(cookie.same_site, Some(SameSite::Lax));
+        let seen_by_scripts = browser
+            .client()
+            .execute("return document.cookie", Vec::new())
+            .await
             .unwrap();
-        panic!("a failing assertion");
+        assert_eq!(
+            seen_by_scripts, "",
+            "an HttpOnly cookie is not the page's to read"
+        );
+
+        let shot = browser.snapshot("signed-in").await;
+        let png = std::fs::read(&shot.png).unwrap();
+        assert_eq!(png_size(&png), Some(WINDOW), "{}", shot.png.display());
+        assert!(png.ends_with(b"IEND\xaeB`\x82"), "a whole PNG");
+        let html = std::fs::read_to_string(&shot.html).unwrap();
+        assert!(html.contains("Signed in as olivia"), "{html}");
+        assert!(
+            shot.png.ends_with(
+                "browser/signs_in_on_one_host_and_the_cookie_reaches_another/signed-in.png"
+            ),
+            "{}",
+            shot.png.display()
+        );
+        browser.close().await;
     });
-    assert!(test.await.unwrap_err().is_panic());
-    let (group, dir) = seen_rx.recv().unwrap();
-    assert!(
-        !group_runs(group),
-        "chromedriver's group {group} still runs"
-    );
-    assert!(!dir.exists(), "{} is left", dir.display());
+}
+
+#[test]
+fn refuses_a_server_whose_certificate_another_ca_signed() {
+    isolated(async {
+        let trusted = ZoneCa::generate().unwrap();
+        let other = ZoneCa::generate().unwrap();
+        let (good, bad) = tokio::join!(Site::start(&trusted), Site::start(&other));
+        let browser = Browser::builder("refuses_a_server_whose_certificate_another_ca_signed")
+            .trust_ca(trusted.cert_pem())
+            .start()
+            .await;
+
+        match browser.try_open(&bad.url(SIGN_IN_HOST, "/sign-in")).await {
+            Err(LoadError::Certificate { reason, .. }) => {
+                assert_eq!(reason, "ERR_CERT_AUTHORITY_INVALID");
+            }
+            other => panic!("the page of an unknown CA loaded or failed otherwise: {other:?}"),
+        }
+        // The same browser loads the trusted CA's server: what failed was the certificate.
+        browser.open(&good.url(SIGN_IN_HOST, "/sign-in")).await;
+        assert_eq!(browser.title().await, "Sign in");
+        // And a port nobody listens on is not a certificate error.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        match browser
+            .try_open(&format!("https://{APP_HOST}:{port}/"))
+            .await
+        {
+            Err(LoadError::Other { reason, .. }) => assert_eq!(reason, "ERR_CONNECTION_REFUSED"),
+            other => panic!("a closed port: {other:?}"),
+        }
+        // Only 127.0.0.1, ::1 and `localhost` names are reached: any other address or name
+        // does not resolve, whoever asks for it.
+        match browser
+            .try_open(&format!("https://127.0.0.2:{}/", good.port))
+            .await
+        {
+            Err(LoadError::Other { reason, .. }) => assert_eq!(reason, "ERR_NAME_NOT_RESOLVED"),
+            other => panic!("127.0.0.2: {other:?}"),
+        }
+    });
+}
+
+#[test]
+fn signs_in_with_javascript_off() {
+    isolated(async {
+        let ca = ZoneCa::generate().unwrap();
+        let site = Site::start(&ca).await;
+        let browser = Browser::builder("signs_in_with_javascript_off")
+            .trust_ca(ca.cert_pem())
+            .javascript(false)
+            .start()
+            .await;
+
+        browser.open(&site.url(APP_HOST, "/")).await;
+        assert_eq!(browser.text_of("main p").await, "Not signed in");
+        browser.follow("Sign in").await;
+        assert_eq!(browser.title().await, "Sign in");
+        assert_eq!(browser.text_of("#scripts").await, "Scripts are off.");
+        browser.fill("#user", "mia").await;
+        browser.submit("#sign-in").await;
+
+        browser.wait_for_text("Signed in as mia").await;
+        assert_eq!(browser.url().await.host_str(), Some(APP_HOST));
+        assert_eq!(browser.status().await, Some(200));
+        assert_eq!(browser.text_of("#scripts").await, "Scripts are off.");
+        browser.snapshot("signed-in").await;
+
+        browser.open(&site.url(SIGN_IN_HOST, "/")).await;
+        assert_eq!(browser.status().await, Some(404));
+    });
+}
+
+#[test]
+fn audit_finds_a_missing_label_and_passes_a_clean_page() {
+    isolated(async {
+        let ca = ZoneCa::generate().unwrap();
+        let site = Site::start(&ca).await;
+        let browser = Browser::builder("audit_finds_a_missing_label_and_passes_a_clean_page")
+            .trust_ca(ca.cert_pem())
+            .start()
+            .await;
+
+        browser.open(&site.url(SIGN_IN_HOST, "/sign-in")).await;
+        let clean = browser.audit().await;
+        assert!(clean.violations.is_empty(), "{clean}");
+
+        browser.open(&site.url(SIGN_IN_HOST, "/unlabelled")).await;
+        let seeded = browser.audit().await;
+        let serious = seeded.at_least(Impact::Serious);
+        assert!(
+            serious.iter().any(|v| v.id == "label"
+                && v.impact == Some(Impact::Critical)
+                && v.nodes == ["input"]),
+            "{seeded}"
+        );
+    });
+}
+
+#[test]
+fn a_panicking_test_leaves_no_browser_behind() {
+    isolated(async {
+        let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+        let test = tokio::spawn(async move {
+            let browser = Browser::builder("a_panicking_test_leaves_no_browser_behind")
+                .start()
+                .await;
+            seen_tx
+                .send((browser.process_group(), browser.scratch_dir().to_path_buf()))
+                .unwrap();
+            panic!("a failing assertion");
+        });
+        assert!(test.await.unwrap_err().is_panic());
+        let (group, dir) = seen_rx.recv().unwrap();
+        assert!(
+            !group_runs(group),
+            "chromedriver's group {group} still runs"
+        );
+        assert!(!dir.exists(), "{} is left", dir.display());
+    });
+}
+
+#[tokio::test]
+#[should_panic(expected = "a Browser starts only inside orc_testkit::browser::isolated")]
+async fn a_browser_outside_its_own_network_namespace_does_not_start() {
+    Browser::builder("a_browser_outside_its_own_network_namespace_does_not_start")
+        .start()
+        .await;
+}
+
+/// Runs `ip args…` in the network namespace `namespace` (an open `/proc/…/ns/net`), from a
+/// thread that enters it for the purpose.
+fn ip_in(namespace: &std::fs::File, args: &[&str]) {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                nix::sched::setns(namespace, nix::sched::CloneFlags::CLONE_NEWNET)
+                    .expect("enter the host's network namespace");
+                let status = std::process::Command::new("ip")
+                    .args(args)
+                    .status()
+                    .expect("run ip");
+                assert!(status.success(), "ip {args:?}: {status}");
+            })
+            .join()
+            .expect("the ip thread")
+    })
+}
+
+/// Removes the veth pair from the host's namespace when dropped, also when the test fails.
+struct HostLink<'a> {
+    host: &'a std::fs::File,
+    name: String,
+}
+
+impl Drop for HostLink<'_> {
+    fn drop(&mut self) {
+        std::thread::scope(|scope| {
+            let _ = scope
+                .spawn(|| {
+                    nix::sched::setns(self.host, nix::sched::CloneFlags::CLONE_NEWNET).ok()?;
+                    std::process::Command::new("ip")
+                        .args(["link", "del", &self.name])
+                        .stderr(std::process::Stdio::null())
+                        .status()
+                        .ok()
+                })
+                .join();
+        });
+    }
+}
+
+#[test]
+fn a_load_survives_the_hosts_network_changing_under_it() {
+    // What the namespace tests beside the browser tests do at any time: an address comes
+    // and goes in the host's namespace while a page is loading.
+    let host = std::fs::File::open("/proc/thread-self/ns/net").expect("the host's namespace");
+    isolated(async {
+        let ca = ZoneCa::generate().unwrap();
+        let site = Site::start(&ca).await;
+        // The page's server takes its time to answer the TLS handshake: the load is still
+        // connecting when the host's network changes.
+        let slow = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let slow_port = slow.local_addr().unwrap().port();
+        let site_port = site.port;
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = slow.accept().await {
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(1500)).await;
+                    let mut server = tokio::net::TcpStream::connect(("127.0.0.1", site_port))
+                        .await
+                        .unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                });
+            }
+        });
+        let browser = Browser::builder("a_load_survives_the_hosts_network_changing_under_it")
+            .trust_ca(ca.cert_pem())
+            .start()
+            .await;
+
+        let link = HostLink {
+            host: &host,
+            name: format!("orcbt{}", std::process::id() % 1_000_000),
+        };
+        let change = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::task::block_in_place(|| {
+                let peer = format!("{}p", link.name);
+                ip_in(
+                    link.host,
+                    &[
+                        "link", "add", &link.name, "type", "veth", "peer", "name", &peer,
+                    ],
+                );
+                ip_in(
+                    link.host,
+                    &["addr", "add", "192.0.2.77/32", "dev", &link.name],
+                );
+                ip_in(link.host, &["link", "set", &link.name, "up"]);
+                ip_in(link.host, &["link", "del", &link.name]);
+            });
+        };
+        let url = format!("https://{SIGN_IN_HOST}:{slow_port}/sign-in");
+        let (loaded, ()) = tokio::join!(browser.try_open(&url), change);
+        loaded.expect("the page loads whatever the host's network does");
+        assert_eq!(browser.title().await, "Sign in");
+    });
 }
