@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use orc_common::Money;
+use orc_common::{Money, RefusalKind};
 use orc_zone_model::{
     ApiToken, Event, Membership, Node, NodeState, Org, Pool, PricingStrategy, Project, Provider,
     SshPublicKey, UsageLine, User,
@@ -534,6 +534,21 @@ pub struct NodeView {
     pub agent: Option<AgentView>,
 }
 
+impl NodeView {
+    /// The kind of the node's last refusal, when the zone named one this build knows.
+    pub fn refusal_kind(&self) -> Option<RefusalKind> {
+        refusal_kind(self.refusal.as_deref())
+    }
+}
+
+/// The kind a view's `refusal` names, when it names one of [`RefusalKind::ALL`].
+fn refusal_kind(name: Option<&str>) -> Option<RefusalKind> {
+    let name = name?;
+    RefusalKind::ALL
+        .into_iter()
+        .find(|kind| kind.as_str() == name)
+}
+
 /// Where a provider put a node, in the cloud's own terms.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PlacedView {
@@ -906,7 +921,18 @@ pub struct LogLineView {
 
 #[cfg(test)]
 mod tests {
-    use super::private_address;
+    use orc_common::RefusalKind;
+
+    use super::{private_address, refusal_kind};
+
+    #[test]
+    fn a_refusal_is_read_as_its_kind_and_an_unknown_one_as_none() {
+        for kind in RefusalKind::ALL {
+            assert_eq!(refusal_kind(Some(kind.as_str())), Some(kind));
+        }
+        assert_eq!(refusal_kind(Some("out_of_coffee")), None);
+        assert_eq!(refusal_kind(None), None);
+    }
 
     #[test]
     fn private_addresses_are_told_from_public_ones() {

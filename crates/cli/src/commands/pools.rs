@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use orc_common::RefusalKind;
 use orc_zone_api_types::views::{
     EndpointView, EventView, NodeView, OrgView, PoolView, ProjectView,
 };
@@ -341,9 +342,17 @@ pub async fn create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Refusal kinds that do not clear by themselves: a node parked with one waits for the
-/// provider's operator or a new catalog, so waiting longer changes nothing.
-const STUCK_REFUSALS: [&str; 2] = ["operator_fix", "unplaceable"];
+/// Whether a node parked with a refusal of `kind` waits for the provider's operator or a
+/// new catalog, so that waiting longer changes nothing.
+fn refusal_is_stuck(kind: RefusalKind) -> bool {
+    match kind {
+        RefusalKind::OperatorFix | RefusalKind::Unplaceable => true,
+        RefusalKind::NoCapacity
+        | RefusalKind::Counting
+        | RefusalKind::Transient
+        | RefusalKind::Failed => false,
+    }
+}
 
 /// Polls the pool until `size` nodes run. On a terminal it shows a progress bar; otherwise
 /// (a log, a pipe, CI) it writes one line to stderr each time the counts or the reason
@@ -405,11 +414,7 @@ async fn wait_for_nodes(
         if pool.nodes.parked > 0 {
             let nodes: Vec<NodeView> = client.get(&format!("{url}/nodes")).await?;
             let parked: Vec<&NodeView> = nodes.iter().filter(|n| n.state == "parked").collect();
-            let is_stuck = |n: &&&NodeView| {
-                n.refusal
-                    .as_deref()
-                    .is_some_and(|r| STUCK_REFUSALS.contains(&r))
-            };
+            let is_stuck = |n: &&&NodeView| n.refusal_kind().is_some_and(refusal_is_stuck);
             stuck = parked.iter().filter(is_stuck).count();
             reason = parked
                 .iter()
