@@ -9,9 +9,10 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use orc_common::RefusalKind;
 use orc_zone_api_types::views::{
-    EndpointView, EventView, NodeView, OrgView, PoolView, ProjectView,
+    CreatePool, EndpointView, EventView, NodeView, OrgView, PoolView, ProjectView, QuoteRequest,
+    ReconfigurePool, ResizePool,
 };
-use serde_json::json;
+use serde::Serialize;
 
 use super::params::{SensitiveParam, parse_param, parse_sensitive, read_sensitive};
 use super::shape::ShapeArgs;
@@ -147,6 +148,13 @@ fn pool_text(p: &PoolView, nodes: &[NodeView]) -> String {
     out
 }
 
+/// What `orc pool show --json` prints: the pool and its nodes.
+#[derive(Serialize)]
+struct PoolWithNodes<'a> {
+    pool: &'a PoolView,
+    nodes: &'a [NodeView],
+}
+
 /// `orc pool show ORG/PROJECT/POOL`.
 pub async fn show(conn: &ConnArgs, pool: &str) -> anyhow::Result<()> {
     let client = client(conn)?;
@@ -155,7 +163,10 @@ pub async fn show(conn: &ConnArgs, pool: &str) -> anyhow::Result<()> {
     let view: PoolView = client.get(&url).await?;
     let nodes: Vec<NodeView> = client.get(&format!("{url}/nodes")).await?;
     if conn.json {
-        return print_json(&json!({ "pool": view, "nodes": nodes }));
+        return print_json(&PoolWithNodes {
+            pool: &view,
+            nodes: &nodes,
+        });
     }
     out!("{}", pool_text(&view, &nodes));
     Ok(())
@@ -300,18 +311,31 @@ pub async fn create(conn: &ConnArgs, args: CreatePoolArgs) -> anyhow::Result<()>
     for path in &args.ssh_keys {
         ssh_keys.extend(read_ssh_keys(path)?);
     }
-    let mut body = args.shape.body_fields();
-    body.extend([
-        ("name".to_string(), json!(name)),
-        ("size".to_string(), json!(args.size)),
-        ("app".to_string(), json!(args.app)),
-        ("params".to_string(), json!(params)),
-        ("sensitive_params".to_string(), json!(sensitive)),
-        ("ssh_keys".to_string(), json!(ssh_keys)),
-        ("endpoints".to_string(), json!(args.endpoints)),
-    ]);
+    let QuoteRequest {
+        provider,
+        shape,
+        class,
+        os,
+        public,
+        placement,
+    } = args.shape.into_quote_request();
+    let request = CreatePool {
+        name: name.clone(),
+        provider,
+        size: args.size,
+        shape,
+        class,
+        os,
+        public,
+        endpoints: args.endpoints,
+        app: args.app,
+        params,
+        sensitive_params: sensitive,
+        placement,
+        ssh_keys,
+    };
     let pool: PoolView = client
-        .post(&format!("{}/pools", project_url(&org, &project)), &body)
+        .post(&format!("{}/pools", project_url(&org, &project)), &request)
         .await?;
     if !args.wait {
         if conn.json {
@@ -476,7 +500,7 @@ pub async fn resize(conn: &ConnArgs, pool: &str, size: u32) -> anyhow::Result<()
                 project_url(&org, &project),
                 segment(&name)
             ),
-            &json!({ "size": size }),
+            &ResizePool { size },
         )
         .await?;
     if conn.json {
@@ -568,11 +592,17 @@ pub async fn reconfigure(conn: &ConnArgs, args: ReconfigureArgs) -> anyhow::Resu
         params.remove(key);
     }
     params.extend(args.params.iter().cloned());
-    let mut body = json!({ "params": params, "generation": current.generation });
-    if !args.sensitive.is_empty() {
-        body["sensitive_params"] = json!(read_sensitive(args.sensitive)?);
-    }
-    let view: PoolView = client.post(&format!("{url}/reconfigure"), &body).await?;
+    let sensitive_params = if args.sensitive.is_empty() {
+        None
+    } else {
+        Some(read_sensitive(args.sensitive)?)
+    };
+    let request = ReconfigurePool {
+        params,
+        sensitive_params,
+        generation: Some(current.generation),
+    };
+    let view: PoolView = client.post(&format!("{url}/reconfigure"), &request).await?;
     if conn.json {
         return print_json(&view);
     }

@@ -1,8 +1,7 @@
 //! Providers: the `orc providers` and `orc sites` tables, `orc provider show`, and
 //! `orc provider change-scope` and `orc provider pricing`.
 
-use orc_zone_api_types::views::{ProviderView, SiteView};
-use serde_json::json;
+use orc_zone_api_types::views::{ChangeScope, ProviderView, SetPricing, SiteView};
 
 use super::{client, object_path, print_json, project_path, project_url};
 use crate::ConnArgs;
@@ -215,7 +214,9 @@ pub async fn change_scope(conn: &ConnArgs, provider: &str, scope: &str) -> anyho
                 project_url(&org, &project),
                 segment(&format!("{org}/{project}/{name}"))
             ),
-            &json!({ "scope": scope }),
+            &ChangeScope {
+                scope: scope.to_string(),
+            },
         )
         .await?;
     if conn.json {
@@ -261,7 +262,7 @@ pub async fn pricing(
                 project_url(&org, &project),
                 segment(&format!("{org}/{project}/{name}"))
             ),
-            &json!({ "markup": markup }),
+            &SetPricing { markup },
         )
         .await?;
     if conn.json {

@@ -32,9 +32,9 @@ pub struct QuoteArgs {
 pub async fn quote(conn: &ConnArgs, args: QuoteArgs) -> anyhow::Result<()> {
     let client = client(conn)?;
     let (org, project) = project_path(&args.project)?;
-    let body = args.shape.body_fields();
+    let request = args.shape.into_quote_request();
     let view: QuoteView = client
-        .post(&format!("{}/quote", project_url(&org, &project)), &body)
+        .post(&format!("{}/quote", project_url(&org, &project)), &request)
         .await?;
     if conn.json {
         print_json(&view)?;

@@ -1,9 +1,9 @@
 //! What `orc pool create` and `orc quote` both ask for: the provider, where (class and
 //! placement) and what kind of node (shape, OS, public address), as one set of options
-//! flattened into both, and the JSON body fields both send for them.
+//! flattened into both, and the quote request both send them as.
 
 use clap::Args;
-use serde_json::{Map, Value, json};
+use orc_zone_api_types::views::{QuoteRequest, ShapeView};
 
 use super::params::{parse_param, placement};
 
@@ -44,23 +44,21 @@ pub struct ShapeArgs {
 }
 
 impl ShapeArgs {
-    /// The body fields of a pool creation or a quote these options give: `provider`,
-    /// `shape`, `class`, `os`, `public` and `placement`.
-    pub fn body_fields(self) -> Map<String, Value> {
-        let mut fields = Map::new();
-        fields.insert("provider".into(), json!(self.provider));
-        fields.insert(
-            "shape".into(),
-            json!({"cpu": self.cpu, "mem": self.mem, "arch": self.arch, "disks": self.disks}),
-        );
-        fields.insert("class".into(), json!(self.class));
-        fields.insert("os".into(), json!(self.os));
-        fields.insert("public".into(), json!(self.public));
-        fields.insert(
-            "placement".into(),
-            json!(placement(self.placement, self.plan)),
-        );
-        fields
+    /// The quote these options ask for; a pool creation sends the same fields.
+    pub fn into_quote_request(self) -> QuoteRequest {
+        QuoteRequest {
+            provider: self.provider,
+            shape: ShapeView {
+                cpu: self.cpu,
+                mem: self.mem,
+                arch: self.arch,
+                disks: self.disks,
+            },
+            class: self.class,
+            os: self.os,
+            public: self.public,
+            placement: placement(self.placement, self.plan),
+        }
     }
 }
 
@@ -92,6 +90,7 @@ mod tests {
     }
 
     use clap::Parser;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -101,14 +100,14 @@ mod tests {
         shape: ShapeArgs,
     }
 
-    /// The body fields of an `orc` command line's shape options, given as one string.
+    /// The JSON quote request of an `orc` command line's shape options, given as one string.
     fn body_of(line: &str) -> Value {
         let line = Line::try_parse_from(std::iter::once("orc").chain(line.split(' '))).unwrap();
-        Value::Object(line.shape.body_fields())
+        serde_json::to_value(line.shape.into_quote_request()).unwrap()
     }
 
     #[test]
-    fn options_become_the_body_fields_and_plan_wins_over_a_placement_plan() {
+    fn options_become_the_request_and_plan_wins_over_a_placement_plan() {
         let body = body_of(concat!(
             "--provider partner --location fsn1 --cpu 2 --mem 4 --arch arm64 --disk 20 ",
             "--disk 40 --os debian-12 --public --placement plan=cx22 --placement zone=a ",

@@ -3,9 +3,9 @@
 
 use clap::Subcommand;
 use orc_zone_api_types::views::{
-    MembershipView, NewTokenView, OrgView, ProjectView, TokenView, UserView, WhoAmIView,
+    CreateMembership, CreateOrg, CreateProject, CreateToken, CreateUser, MembershipView,
+    NewTokenView, OrgView, ProjectView, SetPassword, TokenView, UserView, WhoAmIView,
 };
-use serde_json::json;
 
 use orc_zone_apps::logs::format_time;
 use orc_zone_model::Timestamp;
@@ -251,7 +251,7 @@ pub async fn org(conn: &ConnArgs, command: OrgCommand) -> anyhow::Result<()> {
             out!("{}", t.render());
         }
         OrgCommand::Create { name } => {
-            let org: OrgView = client.post("/api/orgs", &json!({ "name": name })).await?;
+            let org: OrgView = client.post("/api/orgs", &CreateOrg { name }).await?;
             if conn.json {
                 return print_json(&org);
             }
@@ -295,7 +295,7 @@ pub async fn project(conn: &ConnArgs, command: ProjectCommand) -> anyhow::Result
             let made: ProjectView = client
                 .post(
                     &format!("/api/orgs/{}/projects", segment(&org)),
-                    &json!({ "name": name }),
+                    &CreateProject { name },
                 )
                 .await?;
             if conn.json {
@@ -330,7 +330,7 @@ pub async fn user(conn: &ConnArgs, command: UserCommand) -> anyhow::Result<()> {
             out!("{}", t.render());
         }
         UserCommand::Create { name } => {
-            let user: UserView = client.post("/api/users", &json!({ "name": name })).await?;
+            let user: UserView = client.post("/api/users", &CreateUser { name }).await?;
             if conn.json {
                 return print_json(&user);
             }
@@ -367,7 +367,7 @@ pub async fn user(conn: &ConnArgs, command: UserCommand) -> anyhow::Result<()> {
             let _: serde_json::Value = client
                 .put(
                     &format!("/api/users/{}/password", segment(&user)),
-                    &json!({ "password": password }),
+                    &SetPassword { password },
                 )
                 .await?;
             if !conn.json {
@@ -418,7 +418,11 @@ pub async fn member(conn: &ConnArgs, command: MemberCommand) -> anyhow::Result<(
             let made: MembershipView = client
                 .post(
                     &format!("/api/orgs/{}/memberships", segment(&org)),
-                    &json!({ "user": user, "role": role, "project": project }),
+                    &CreateMembership {
+                        user,
+                        role,
+                        project,
+                    },
                 )
                 .await?;
             if conn.json {
@@ -470,13 +474,14 @@ pub async fn token(conn: &ConnArgs, command: TokenCommand) -> anyhow::Result<()>
             days,
             project,
         } => {
-            let mut body = json!({ "label": label, "project": project });
-            if let Some(days) = days {
-                let at = Timestamp::now().millis() + i64::from(days) * 24 * 3600 * 1000;
-                body["expires_at"] = json!(at);
-            }
+            let request = CreateToken {
+                label,
+                expires_at: days
+                    .map(|days| Timestamp::now().millis() + i64::from(days) * 24 * 3600 * 1000),
+                project,
+            };
             let made: NewTokenView = client
-                .post(&format!("/api/users/{}/tokens", segment(&user)), &body)
+                .post(&format!("/api/users/{}/tokens", segment(&user)), &request)
                 .await?;
             if conn.json {
                 return print_json(&made);

@@ -6,10 +6,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use orc_zone_api_types::views::{AccessKeyView, RotatedAccessKeyView};
+use orc_zone_api_types::views::{
+    AccessKeyView, CreateToken, NewTokenView, RotateAccessKey, RotatedAccessKeyView, WhoAmIView,
+};
 
 use anyhow::Context as _;
-use serde_json::{Value, json};
 
 use super::{client, read_secret_file, segment};
 use crate::ConnArgs;
@@ -36,32 +37,27 @@ pub async fn rotate_admin_token(conn: &ConnArgs, data_dir: &Path) -> anyhow::Res
         conn.ca_file = Some(ca);
     }
     let zone = client(&conn)?;
-    let me: Value = zone.get("/api/whoami").await?;
-    let user = me["user"]["name"]
-        .as_str()
-        .context("the zone's whoami answer names no user")?
-        .to_string();
-    let old = me["token_id"]
-        .as_str()
-        .context("the zone's whoami answer names no token")?
-        .to_string();
+    let me: WhoAmIView = zone.get("/api/whoami").await?;
+    let user = me.user.name;
+    let old = me.token_id;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .context("the clock is before 1970")?
         .as_millis() as i64;
     let expires_at = now + ADMIN_TOKEN_DAYS * 24 * 3600 * 1000;
-    let made: Value = zone
+    let made: NewTokenView = zone
         .post(
             &format!("/api/users/{}/tokens", segment(&user)),
-            &json!({ "label": "admin (rotated)", "expires_at": expires_at }),
+            &CreateToken {
+                label: "admin (rotated)".to_string(),
+                expires_at: Some(expires_at),
+                project: None,
+            },
         )
         .await?;
-    let value = made["value"]
-        .as_str()
-        .context("the zone's answer carries no token value")?;
-    orc_zone::zone::write_private_file(&path, value)
+    orc_zone::zone::write_private_file(&path, &made.value)
         .with_context(|| format!("cannot write the new admin token to {}", path.display()))?;
-    let _: Value = zone
+    let _: serde_json::Value = zone
         .delete(&format!(
             "/api/users/{}/tokens/{}",
             segment(&user),
@@ -112,7 +108,9 @@ pub async fn rotate_access_key(conn: &ConnArgs, overlap: Duration) -> anyhow::Re
     let rotated: RotatedAccessKeyView = client(conn)?
         .post(
             "/api/zone/access-keys/rotate",
-            &json!({ "overlap_seconds": overlap.as_secs() }),
+            &RotateAccessKey {
+                overlap_seconds: Some(overlap.as_secs()),
+            },
         )
         .await?;
     if conn.json {
