@@ -1110,6 +1110,7 @@ async fn ensure_app_pool(client: &Client, app: &Published) -> anyhow::Result<(Po
             let body = ReconfigurePool {
                 params: app.app.params.clone(),
                 sensitive_params: Some(app.app.sensitive.0.clone()),
+                sensitive_params_update: None,
                 generation: Some(view.generation),
             };
             let view: PoolView = client

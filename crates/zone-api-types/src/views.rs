@@ -115,6 +115,25 @@ pub struct WhoAmIView {
     #[serde(default)]
     pub default_project: Option<String>,
     pub memberships: Vec<MembershipView>,
+    /// The caller's org-wide role in org `sys` (`owner`, `member`, `viewer`), which reaches
+    /// every project of the zone.
+    #[serde(default)]
+    pub zone_role: Option<String>,
+    /// Every project the caller may open, by path, with their role there.
+    #[serde(default)]
+    pub projects: Vec<ProjectAccessView>,
+}
+
+/// A project a caller may open, and how (`GET /api/whoami`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ProjectAccessView {
+    /// `org/project`.
+    pub project: String,
+    /// The caller's effective role in the project: from the project, its org or the zone.
+    pub role: String,
+    /// The caller's org-wide role in the project's org, if they have one.
+    #[serde(default)]
+    pub org_role: Option<String>,
 }
 
 /// A role of a user in an org (`project` null) or one of its projects.
@@ -858,6 +877,11 @@ pub struct ReconfigurePool {
     /// The full set of sensitive params; absent keeps the current ones.
     #[serde(default)]
     pub sensitive_params: Option<BTreeMap<String, String>>,
+    /// Sensitive params to set, each replacing the current one of its name while the others
+    /// stay as they are (what a form that never shows them sends). Not with
+    /// `sensitive_params`.
+    #[serde(default)]
+    pub sensitive_params_update: Option<BTreeMap<String, String>>,
     /// The generation the change is based on; refused with 409 if the pool moved on.
     #[serde(default)]
     pub generation: Option<u64>,

@@ -2,6 +2,7 @@
 //!
 //! - [`model`]: typed ids, names, and the records the store keeps (orgs, projects, users,
 //!   tokens, providers, pools, nodes, events, usage lines);
+//! - [`access`]: roles, who holds which, and what an authenticated caller is;
 //! - [`gateway`]: site gateways' pools, named and recognised by their provider's id;
 //! - [`pricing`]: what a tenant pays for a node and how its hours become usage lines;
 //! - [`clock`]: the [`Clock`](clock::Clock) seam through which the controller reads time;
@@ -19,6 +20,7 @@
 //! `orc-proto`, which brings tonic); the store, the API types, the app supervisor and the
 //! controller all depend on it.
 
+pub mod access;
 pub mod agent;
 pub mod clock;
 pub mod gateway;

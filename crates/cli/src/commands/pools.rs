@@ -600,6 +600,7 @@ pub async fn reconfigure(conn: &ConnArgs, args: ReconfigureArgs) -> anyhow::Resu
     let request = ReconfigurePool {
         params,
         sensitive_params,
+        sensitive_params_update: None,
         generation: Some(current.generation),
     };
     let view: PoolView = client.post(&format!("{url}/reconfigure"), &request).await?;

@@ -18,7 +18,7 @@ use orc_common::text::quoted;
 use serde::de::DeserializeOwned;
 
 use super::ApiState;
-use super::access::Caller;
+use orc_zone_model::access::Caller;
 use super::error::{ApiError, ErrorCode};
 use crate::model::TokenSecret;
 

@@ -10,7 +10,8 @@ use axum::response::IntoResponse;
 use orc_zone_api_types::views::{AccessKeyView, RotateAccessKey, RotatedAccessKeyView};
 
 use super::ApiState;
-use super::access::Caller;
+use orc_zone_model::access::Caller;
+use super::access::Requirements as _;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::JsonBody;
 use crate::access_keys::{AccessKeyError, AccessKeys, DEFAULT_OVERLAP, MAX_OVERLAP};

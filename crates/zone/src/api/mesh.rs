@@ -19,7 +19,7 @@ use orc_mesh::config::MESH_INTERFACE;
 use orc_zone_store::{MemberKind, MeshMember, NewMeshMember};
 
 use super::ApiState;
-use super::access::Caller;
+use orc_zone_model::access::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs};
 use super::tenancy::{parse_name, project_with_role};

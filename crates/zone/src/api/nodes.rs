@@ -17,7 +17,7 @@ use orc_common::text::quoted;
 use tokio_stream::StreamExt as _;
 
 use super::ApiState;
-use super::access::Caller;
+use orc_zone_model::access::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs};
 use super::tenancy::project_with_role;

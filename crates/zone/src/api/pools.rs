@@ -14,7 +14,7 @@ use orc_common::text::quoted;
 use orc_common::{Architecture, Shape};
 use rust_decimal::Decimal;
 
-use super::access::Caller;
+use orc_zone_model::access::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs, QueryArgs, parse_query_value};
 use super::providers::{site_gateways, visible_provider};
@@ -669,6 +669,16 @@ pub(super) async fn reconfigure_pool(
     if let Some(sensitive) = &body.sensitive_params {
         check_params("sensitive_params", sensitive)?;
     }
+    if let Some(update) = &body.sensitive_params_update {
+        check_params("sensitive_params_update", update)?;
+        if body.sensitive_params.is_some() {
+            return Err(ApiError::invalid(
+                "sensitive_params_update",
+                "give the full set in sensitive_params or the changes in \
+                 sensitive_params_update, not both",
+            ));
+        }
+    }
     let Some(app) = &pool.spec.app else {
         return Err(ApiError::invalid(
             "params",
@@ -679,9 +689,14 @@ pub(super) async fn reconfigure_pool(
     let on_core = provider.is_core();
     let resolved = resolve_app(&state, &caller, &app.package, on_core).await?;
     check_plain_params(&app.package, &resolved.sensitive, &body.params)?;
-    let sensitive = match &body.sensitive_params {
-        Some(s) => SensitiveParams(s.clone()),
-        None => app.sensitive.clone(),
+    let sensitive = match (&body.sensitive_params, &body.sensitive_params_update) {
+        (Some(s), _) => SensitiveParams(s.clone()),
+        (None, Some(update)) => {
+            let mut merged = app.sensitive.0.clone();
+            merged.extend(update.clone());
+            SensitiveParams(merged)
+        }
+        (None, None) => app.sensitive.clone(),
     };
     if let Some(manifest) = &resolved.manifest {
         check_manifest_params(&app.package, manifest, &body.params, &sensitive.0)?;

@@ -10,7 +10,7 @@ use orc_common::text::quoted;
 use rust_decimal::Decimal;
 
 use super::ApiState;
-use super::access::Caller;
+use orc_zone_model::access::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{JsonBody, PathArgs};
 use super::tenancy::project_with_role;

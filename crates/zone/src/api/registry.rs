@@ -29,7 +29,8 @@ use axum::response::{IntoResponse, Response};
 use tokio_stream::StreamExt as _;
 
 use super::ApiState;
-use super::access::Caller;
+use orc_zone_model::access::Caller;
+use super::access::Requirements as _;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs};
 use super::tenancy::{parse_name, visible_org};

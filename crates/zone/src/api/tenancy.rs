@@ -7,12 +7,14 @@ use axum::http::StatusCode;
 use orc_common::text::quoted;
 
 use super::ApiState;
-use super::access::Caller;
+use orc_zone_model::access::Caller;
+use super::access::Requirements as _;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs};
 use super::views::{
     CreateMembership, CreateOrg, CreateProject, CreateToken, CreateUser, MembershipView,
-    NewTokenView, OrgView, ProjectView, SetPassword, TokenView, UserView, WhoAmIView,
+    NewTokenView, OrgView, ProjectAccessView, ProjectView, SetPassword, TokenView, UserView,
+    WhoAmIView,
 };
 use crate::model::{
     ApiToken, MembershipId, Name, Org, Project, ProjectId, Role, Timestamp, TokenId, User,
@@ -80,7 +82,7 @@ async fn user_named(state: &ApiState, field: &str, user: &str) -> ApiResult<User
     }
 }
 
-/// The caller and their memberships.
+/// The caller, their memberships, and every project they may open.
 #[utoipa::path(get, path = "/api/whoami", tag = "users",
     responses((status = 200, body = WhoAmIView), (status = 401, body = ErrorBody)))]
 pub(super) async fn whoami(
@@ -106,7 +108,45 @@ pub(super) async fn whoami(
         token_id: caller.token.id.to_string(),
         default_project,
         memberships,
+        zone_role: caller.zone_role().map(|r| r.to_string()),
+        projects: projects_of(&state, &caller).await?,
     }))
+}
+
+/// Every project `caller` may open, with their roles there, by path: all of the zone's
+/// for a member of org `sys`, else those of the orgs they have a role in.
+async fn projects_of(state: &ApiState, caller: &Caller) -> ApiResult<Vec<ProjectAccessView>> {
+    let orgs = if caller.zone_role().is_some() {
+        state.store.list_orgs().await?
+    } else {
+        let mut ids: Vec<_> = caller.memberships.iter().map(|m| &m.org_id).collect();
+        ids.sort_by_key(|id| id.to_string());
+        ids.dedup();
+        let mut orgs = Vec::new();
+        for id in ids {
+            match state.store.get_org(id).await {
+                Ok(org) => orgs.push(org),
+                Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        orgs
+    };
+    let mut projects = Vec::new();
+    for org in orgs {
+        let org_role = caller.org_role(&org).map(|r| r.to_string());
+        for project in state.store.list_projects(&org.id).await? {
+            if let Some(role) = caller.project_role(&project) {
+                projects.push(ProjectAccessView {
+                    project: format!("{}/{}", org.name, project.name),
+                    role: role.to_string(),
+                    org_role: org_role.clone(),
+                });
+            }
+        }
+    }
+    projects.sort_by(|a, b| a.project.cmp(&b.project));
+    Ok(projects)
 }
 
 /// `org/project` of the project with this id, or `None` once it is deleted.
@@ -652,7 +692,7 @@ async fn token_project(state: &ApiState, user: &User, path: &str) -> ApiResult<P
         Err(e) => return Err(e.into()),
     };
     let roles = state.store.list_memberships_of_user(&user.id).await?;
-    match super::access::project_role_in(&roles, &project) {
+    match orc_zone_model::access::project_role_in(&roles, &project) {
         Some(_) => Ok(project.id),
         None => Err(unusable()),
     }

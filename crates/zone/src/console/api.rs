@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tower::Service as _;
 
-use crate::api::access::Caller;
+use orc_zone_model::access::Caller;
 use crate::api::error::ErrorBody;
 use crate::api::extract::VouchedCaller;
 

@@ -375,20 +375,13 @@ pub fn app_pool(
     }
 }
 
-/// The reconfigure request: plain params as given; sensitive ones only when one was typed,
-/// merged over the values the pool holds (which the zone reads for this and never shows).
-pub fn reconfigure_request(
-    form: &ParamsForm,
-    held_sensitive: &BTreeMap<String, String>,
-) -> ReconfigurePool {
-    let sensitive_params = (!form.sensitive.is_empty()).then(|| {
-        let mut merged = held_sensitive.clone();
-        merged.extend(form.sensitive.clone());
-        merged
-    });
+/// The reconfigure request: plain params as given; of the sensitive ones only those typed
+/// anew, which the zone merges over the values it holds (and never shows).
+pub fn reconfigure_request(form: &ParamsForm) -> ReconfigurePool {
     ReconfigurePool {
         params: form.params.clone(),
-        sensitive_params,
+        sensitive_params: None,
+        sensitive_params_update: (!form.sensitive.is_empty()).then(|| form.sensitive.clone()),
         generation: form.generation,
     }
 }
@@ -585,13 +578,14 @@ mod tests {
             ("generation".to_string(), "4".to_string()),
         ];
         let form = reconfigure(&shown, &typed).unwrap();
-        let mut held = BTreeMap::new();
-        held.insert("hetzner_token".to_string(), "old".to_string());
-        held.insert("vultr_token".to_string(), "kept".to_string());
-        let request = reconfigure_request(&form, &held);
-        let sensitive = request.sensitive_params.unwrap();
-        assert_eq!(sensitive["hetzner_token"], "s3cret");
-        assert_eq!(sensitive["vultr_token"], "kept");
+        let request = reconfigure_request(&form);
+        // Only what was typed: the zone keeps the sensitive params nobody typed anew.
+        assert_eq!(request.sensitive_params, None);
+        let update = request.sensitive_params_update.unwrap();
+        assert_eq!(
+            update.into_iter().collect::<Vec<_>>(),
+            [("hetzner_token".to_string(), "s3cret".to_string())]
+        );
         assert_eq!(request.generation, Some(4));
         assert_eq!(request.params["partner_id"], "p2");
     }

@@ -44,15 +44,14 @@ use self::model::{
     WizardPage,
 };
 use crate::api::ApiState;
-use crate::api::access::{Caller, project_role_in, zone_role_in};
+use orc_zone_model::access::{Caller, zone_role_in};
 use crate::api::views::{
     CreateMembership, CreateToken, EventView, MembershipView, NewTokenView, NodeView, OrgView,
     PoolEndpointsView, PoolView, ProjectView, ProviderView, QuoteView, SetPricing, TokenView,
-    UsageView,
+    UsageView, WhoAmIView,
 };
 use crate::edge::Person;
-use crate::model::{ApiToken, Month, Timestamp, TokenHash, TokenId};
-use orc_zone_model::session::SignedInWith;
+use crate::model::{ApiToken, Month, Role, Timestamp, TokenHash, TokenId};
 
 /// The newest log lines of an app pool its page shows.
 const LOG_LINES_SHOWN: usize = 200;
@@ -115,49 +114,30 @@ fn unseg(text: &str) -> String {
 /// The API caller a signed-in person is: their token when they came with one (a bearer, or
 /// a session made with a token), else the user with a stand-in token that only names the
 /// session.
-async fn caller_of(state: &ApiState, person: &Person) -> Result<Caller, Response> {
-    let token = match (
-        &person.token,
-        person.session.as_ref().map(|s| &s.signed_in_with),
-    ) {
-        (Some(token), _) => token.clone(),
-        (None, Some(SignedInWith::Token(id))) => match state.store.get_token(id).await {
-            Ok(token) => token,
-            Err(e) => return Err(store_failure(&e)),
-        },
-        _ => ApiToken {
-            id: TokenId::from_counter(0),
-            user_id: person.user.id.clone(),
-            label: "web session".to_string(),
-            hash: TokenHash::from_hex(&"0".repeat(64))
-                .unwrap_or_else(|| crate::model::TokenSecret::from_presented(String::new()).hash()),
-            created_at: person
-                .session
-                .as_ref()
-                .map_or(Timestamp::from_unix_millis(0), |s| s.created_at),
-            expires_at: None,
-            revoked_at: None,
-            service_pool: None,
-            default_project: None,
-        },
-    };
-    Ok(Caller {
+fn caller_of(person: &Person) -> Caller {
+    let token = person.token.clone().unwrap_or_else(|| ApiToken {
+        id: TokenId::from_counter(0),
+        user_id: person.user.id.clone(),
+        label: "web session".to_string(),
+        hash: TokenHash::from_hex(&"0".repeat(64))
+            .unwrap_or_else(|| crate::model::TokenSecret::from_presented(String::new()).hash()),
+        created_at: person
+            .session
+            .as_ref()
+            .map_or(Timestamp::from_unix_millis(0), |s| s.created_at),
+        expires_at: None,
+        revoked_at: None,
+        service_pool: None,
+        default_project: None,
+    });
+    Caller {
         user: person.user.clone(),
         token,
         memberships: person.memberships.clone(),
-    })
+    }
 }
 
-fn store_failure(error: &crate::store::StoreError) -> Response {
-    tracing::warn!(error = %error, "the console could not read the store");
-    plain_problem(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "Try again shortly",
-        "The zone could not look this up right now; try again shortly.",
-    )
-}
-
-/// A refusal in a bare frame (before the person is known, or when the store fails).
+/// A refusal in a bare frame (before the person is known).
 fn plain_problem(status: StatusCode, title: &str, message: &str) -> Response {
     let frame = Frame {
         user: String::new(),
@@ -189,10 +169,7 @@ pub async fn handle(
              another origin, or none.",
         );
     }
-    let caller = match caller_of(&console.state, &person).await {
-        Ok(caller) => caller,
-        Err(response) => return response,
-    };
+    let caller = caller_of(&person);
     let query = request.uri().query().unwrap_or("").to_string();
     let body = if method == Method::POST {
         match axum::body::to_bytes(request.into_body(), MAX_FORM_BYTES).await {
@@ -212,6 +189,7 @@ pub async fn handle(
         console,
         api: ApiAs::new(console.router.clone(), caller.clone()),
         caller,
+        me: tokio::sync::OnceCell::new(),
         query,
         body,
     };
@@ -248,6 +226,8 @@ struct Cx<'a> {
     console: &'a Console,
     api: ApiAs,
     caller: Caller,
+    /// The caller as the API describes them, once asked ([`Cx::me`]).
+    me: tokio::sync::OnceCell<WhoAmIView>,
     query: String,
     body: Vec<(String, String)>,
 }
@@ -267,27 +247,25 @@ impl Cx<'_> {
         forms::value(&self.body, name).unwrap_or("").to_string()
     }
 
+    /// Who the caller is to the API (`GET /api/whoami`): asked once per request.
+    async fn me(&self) -> Result<&WhoAmIView, Response> {
+        self.me
+            .get_or_try_init(|| async {
+                self.api
+                    .get::<WhoAmIView>("/api/whoami")
+                    .await
+                    .map_err(|e| self.refused(&e))
+            })
+            .await
+    }
+
     /// The frame of a page: who, the projects they may open, the current one.
     async fn frame(&self, section: Section, current: Option<Current>) -> Result<Frame, Response> {
-        let store = &self.console.state.store;
-        let mut projects = Vec::new();
-        let orgs = store.list_orgs().await.map_err(|e| store_failure(&e))?;
-        for org in orgs {
-            for project in store
-                .list_projects(&org.id)
-                .await
-                .map_err(|e| store_failure(&e))?
-            {
-                if project_role_in(&self.caller.memberships, &project).is_some() {
-                    projects.push(format!("{}/{}", org.name, project.name));
-                }
-            }
-        }
-        projects.sort();
+        let me = self.me().await?;
         Ok(Frame {
             user: self.caller.user.name.to_string(),
-            zone_member: zone_role_in(&self.caller.memberships).is_some(),
-            projects,
+            zone_member: me.zone_role.is_some(),
+            projects: me.projects.iter().map(|p| p.project.clone()).collect(),
             current,
             section,
         })
@@ -298,27 +276,19 @@ impl Cx<'_> {
     async fn current(&self, org: &str, project: &str) -> Result<Current, Response> {
         let path = format!("/api/orgs/{}/projects/{}", seg(org), seg(project));
         let _: ProjectView = self.api.get(&path).await.map_err(|e| self.refused(&e))?;
-        let store = &self.console.state.store;
-        let (role, org_wide) = match (org.parse(), project.parse()) {
-            (Ok(o), Ok(p)) => {
-                let row = store
-                    .project_by_path(&o, &p)
-                    .await
-                    .map_err(|e| store_failure(&e))?;
-                let org_row = store.org_by_name(&o).await.map_err(|e| store_failure(&e))?;
-                (
-                    project_role_in(&self.caller.memberships, &row),
-                    self.caller.org_role(&org_row).is_some(),
-                )
-            }
-            _ => (None, false),
-        };
-        let role = role.ok_or_else(|| self.refused(&not_found_refusal()))?;
+        let wanted = format!("{org}/{project}");
+        let access = self
+            .me()
+            .await?
+            .projects
+            .iter()
+            .find(|p| p.project == wanted)
+            .ok_or_else(|| self.refused(&not_found_refusal()))?;
         Ok(Current {
             org: org.to_string(),
             project: project.to_string(),
-            role: role.to_string(),
-            org_wide,
+            role: access.role.clone(),
+            org_wide: access.org_role.is_some(),
         })
     }
 
@@ -803,16 +773,7 @@ async fn reconfigure(cx: &Cx<'_>, current: Current, pool: &str) -> PageResult {
         Ok(form) => form,
         Err(failed) => return reconfigure_page(cx, current, pool, Some(failed)).await,
     };
-    // The values the pool holds for its sensitive params, merged under any typed anew; read
-    // here, sent back to the API in process, never shown.
-    let held = match (current.org.parse(), current.project.parse(), pool.parse()) {
-        (Ok(o), Ok(p), Ok(n)) => match cx.console.state.store.pool_by_path(&o, &p, &n).await {
-            Ok(row) => row.spec.app.map(|a| a.sensitive.0).unwrap_or_default(),
-            Err(e) => return Err(store_failure(&e)),
-        },
-        _ => BTreeMap::new(),
-    };
-    let body = forms::reconfigure_request(&form, &held);
+    let body = forms::reconfigure_request(&form);
     let path = format!("{}/pools/{}/reconfigure", api_project(&current), seg(pool));
     let answer: Result<PoolView, ApiRefusal> = cx.api.send(Method::POST, &path, &body).await;
     match answer {
@@ -1229,15 +1190,13 @@ async fn members_page(
         .get(&format!("/api/orgs/{}/projects", seg(org)))
         .await
         .map_err(|e| cx.refused(&e))?;
-    let store = &cx.console.state.store;
-    let org_row = match org.parse() {
-        Ok(name) => store
-            .org_by_name(&name)
-            .await
-            .map_err(|e| store_failure(&e))?,
-        Err(_) => return Err(not_found(cx).await),
-    };
-    let manages = cx.caller.owns_in(&org_row) || cx.caller.is_operator();
+    let owns_in_org = cx
+        .me()
+        .await?
+        .memberships
+        .iter()
+        .any(|m| m.org == org && m.role == Role::Owner.to_string());
+    let manages = owns_in_org || cx.caller.is_operator();
     let frame = cx.frame(Section::Members, None).await?;
     let page = MembersPage {
         org: org.to_string(),

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use orc_access::Assertion;
 
 use super::{EdgeState, client_ip, pages};
-use crate::api::access::zone_role_in;
+use orc_zone_model::access::zone_role_in;
 use crate::model::{ApiToken, Membership, Org, Timestamp, TokenHash, TokenSecret, User};
 use orc_zone_model::session::{SessionSecret, SignedInWith, WebSession};
 
@@ -37,7 +37,7 @@ pub struct Person {
     pub memberships: Vec<Membership>,
     /// Came with `Authorization: Bearer` (the header is then not forwarded).
     pub by_bearer: bool,
-    /// The token used as a bearer, if one was.
+    /// The token the person came with: as a bearer, or to sign in to the session.
     pub token: Option<ApiToken>,
     /// The session the cookie carries, if it was one.
     pub session: Option<WebSession>,
@@ -196,11 +196,15 @@ async fn look_up(edge: &EdgeState, credential: Credential) -> Result<Option<Pers
         .list_memberships_of_user(&user.id)
         .await
         .map_err(failed)?;
+    let token = match &session.signed_in_with {
+        SignedInWith::Token(id) => Some(store.get_token(id).await.map_err(failed)?),
+        SignedInWith::Password => None,
+    };
     Ok(Some(Person {
         user,
         memberships,
         by_bearer: false,
-        token: None,
+        token,
         session: Some(session),
     }))
 }

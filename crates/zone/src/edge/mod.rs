@@ -7,7 +7,7 @@
 //!    token>` (scripts and the CLI); nobody gets the sign-in page (a browser) or a 401;
 //! 2. reads the name against the org's pools, and checks the right `access_service` on the
 //!    pool's project: project owners and members, and `sys` org owners and members
-//!    ([`crate::api::access::project_role_in`] at least member). Viewers get a 403; a person
+//!    ([`orc_zone_model::access::project_role_in`] at least member). Viewers get a 403; a person
 //!    with no role there gets the same 404 as a name that leads nowhere;
 //! 3. drops every header the client sent that the app must not trust or see
 //!    (`X-Orc-Access-Assertion`, `Authorization` when it carried the token, the session
@@ -50,7 +50,7 @@ pub use certs::EdgeCerts;
 pub use identity::{Person, SESSION_COOKIE};
 
 use crate::access_keys::AccessKeys;
-use crate::api::access::{project_role_in, rank};
+use orc_zone_model::access::{project_role_in, rank};
 use crate::model::{Name, Org, Pool, PoolId, Project, Role, Timestamp};
 use crate::store::{Store, StoreError};
 pub use orc_zone_model::session::SessionPolicy;

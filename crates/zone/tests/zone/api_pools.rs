@@ -565,3 +565,52 @@ async fn pool_lifecycle_events_are_recorded() {
     .collect();
     assert_eq!(pool_events, expected);
 }
+
+#[tokio::test]
+async fn a_sensitive_param_typed_anew_replaces_only_itself() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    let mut body = pool_body("svc", 1);
+    body["app"] = json!("acme/svc:1");
+    body["sensitive_params"] = json!({ "api_key": "first-key", "db_password": "kept-pass" });
+    let created = z.post(POOLS, &t.mia, body).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+
+    let changed = z
+        .post(
+            &format!("{POOLS}/svc/reconfigure"),
+            &t.mia,
+            json!({ "params": {}, "sensitive_params_update": { "api_key": "second-key" } }),
+        )
+        .await;
+    assert_eq!(changed.status, StatusCode::OK, "{}", changed.body);
+    assert_eq!(
+        changed.body["app"]["sensitive_params"],
+        json!(["api_key", "db_password"])
+    );
+    assert!(!changed.body.to_string().contains("-key"));
+    let name = |text: &str| text.parse().unwrap();
+    let pool = z
+        .zone
+        .store()
+        .pool_by_path(&name("acme"), &name("web"), &name("svc"))
+        .await
+        .unwrap();
+    let held = pool.spec.app.unwrap().sensitive.0;
+    assert_eq!(held["api_key"], "second-key");
+    assert_eq!(held["db_password"], "kept-pass");
+
+    let both = z
+        .post(
+            &format!("{POOLS}/svc/reconfigure"),
+            &t.mia,
+            json!({
+                "params": {},
+                "sensitive_params": { "api_key": "x" },
+                "sensitive_params_update": { "api_key": "y" }
+            }),
+        )
+        .await;
+    assert_eq!(both.status, StatusCode::BAD_REQUEST, "{}", both.body);
+    assert_eq!(both.field(), Some("sensitive_params_update"));
+}

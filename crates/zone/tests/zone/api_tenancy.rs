@@ -333,3 +333,58 @@ async fn a_token_names_its_default_project() {
     let me = z.get("/api/whoami", &token).await;
     assert_eq!(me.body["default_project"], serde_json::Value::Null);
 }
+
+#[tokio::test]
+async fn whoami_lists_the_projects_a_caller_may_open_with_their_roles() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    z.post("/api/orgs", &z.admin, json!({ "name": "zeta" }))
+        .await;
+    z.post(
+        "/api/orgs/zeta/projects",
+        &z.admin,
+        json!({ "name": "lab" }),
+    )
+    .await;
+    let projects = |body: &serde_json::Value| -> Vec<(String, String, Option<String>)> {
+        body["projects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["project"].as_str().unwrap().to_string(),
+                    p["role"].as_str().unwrap().to_string(),
+                    p["org_role"].as_str().map(str::to_string),
+                )
+            })
+            .collect()
+    };
+    let owned = |p: &str, role: &str, org: Option<&str>| {
+        (p.to_string(), role.to_string(), org.map(str::to_string))
+    };
+
+    // An org owner: every project of the org, and nothing of another org.
+    let olivia = z.get("/api/whoami", &t.olivia).await;
+    assert_eq!(olivia.status, StatusCode::OK, "{}", olivia.body);
+    assert_eq!(olivia.body["zone_role"], serde_json::Value::Null);
+    assert_eq!(
+        projects(&olivia.body),
+        [
+            owned("acme/data", "owner", Some("owner")),
+            owned("acme/web", "owner", Some("owner")),
+        ]
+    );
+    // A project member: that project only, with no org-wide role.
+    let mia = z.get("/api/whoami", &t.mia).await;
+    assert_eq!(projects(&mia.body), [owned("acme/web", "member", None)]);
+    // Someone with no role anywhere: nothing.
+    let stan = z.get("/api/whoami", &t.stan).await;
+    assert_eq!(projects(&stan.body), []);
+    // The operator: every project of the zone, as owner, `sys` included.
+    let admin = z.get("/api/whoami", &z.admin).await;
+    assert_eq!(admin.body["zone_role"], "owner");
+    let paths: Vec<String> = projects(&admin.body).into_iter().map(|p| p.0).collect();
+    assert_eq!(paths, ["acme/data", "acme/web", "sys/sys", "zeta/lab"]);
+    assert!(projects(&admin.body).iter().all(|p| p.1 == "owner"));
+}
