@@ -468,11 +468,11 @@ impl ListenArgs {
 #[derive(Debug, Clone, Args)]
 pub struct EdgeArgs {
     /// Where the access edge listens (HTTPS): pools' http endpoints and the sign-in page.
-    #[arg(long, value_name = "ADDR", default_value = orc_zone::edge::DEFAULT_EDGE_ADDR)]
+    #[arg(long, value_name = "ADDR", default_value = orc_web::edge::DEFAULT_EDGE_ADDR)]
     pub edge: SocketAddr,
     /// The zone domain: the edge's pages are at https://DOMAIN, an org's endpoints at
     /// <project>--<pool>.<org>.DOMAIN.
-    #[arg(long, value_name = "DOMAIN", default_value = orc_zone::edge::DEFAULT_DOMAIN)]
+    #[arg(long, value_name = "DOMAIN", default_value = orc_web::edge::DEFAULT_DOMAIN)]
     pub edge_domain: String,
     /// The port the edge's URLs carry, when a load balancer in front listens on another
     /// [default: the --edge port].
@@ -490,7 +490,7 @@ pub struct EdgeArgs {
 
 impl EdgeArgs {
     /// The zone's edge config for these arguments; `None` for `--no-edge`.
-    pub fn config(&self) -> anyhow::Result<Option<orc_zone::edge::EdgeConfig>> {
+    pub fn config(&self) -> anyhow::Result<Option<orc_web::edge::EdgeConfig>> {
         if let Some(url) = &self.web_url
             && orc_access::KeysUrl::parse(url).is_err()
         {
@@ -514,7 +514,7 @@ impl EdgeArgs {
                 self.edge_domain
             );
         }
-        Ok(Some(orc_zone::edge::EdgeConfig {
+        Ok(Some(orc_web::edge::EdgeConfig {
             addr: self.edge,
             domain,
             public_port: self.edge_public_port,

@@ -1130,7 +1130,7 @@ async fn ensure_app_pool(client: &Client, app: &Published) -> anyhow::Result<(Po
                     arch: None,
                     disks: Vec::new(),
                 },
-                class: orc_zone::apps::LOCAL_SITE.to_string(),
+                class: orc_zone::model::CORE_LOCAL_SITE.to_string(),
                 os: "none".to_string(),
                 public: false,
                 endpoints: Vec::new(),
@@ -1297,7 +1297,7 @@ mod tests {
             },
             edge: crate::EdgeArgs {
                 edge: any,
-                edge_domain: orc_zone::edge::DEFAULT_DOMAIN.to_string(),
+                edge_domain: orc_web::edge::DEFAULT_DOMAIN.to_string(),
                 edge_public_port: None,
                 no_edge: false,
                 web_url: None,

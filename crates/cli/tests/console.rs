@@ -15,7 +15,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use orc_testkit::browser::{Browser, Impact, isolated};
-use orc_zone::console::sample::cloud_words_in;
+use orc_testkit::console_sample::cloud_words_in;
 use support::up::Up;
 
 /// Checks the page against axe-core's rules: nothing serious or critical.

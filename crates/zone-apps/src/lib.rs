@@ -46,10 +46,12 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use orc_zone_model::endpoints::EndpointDirectory;
 use orc_zone_model::registry::{Digest, Platform};
 use orc_zone_model::{
-    ModelError, Name, NewProvider, Node, NodeId, NodeState, Pool, PoolId, PricingStrategy,
-    Provider, ProviderScope, Timestamp, TokenSecret, UserId, sys_org_id, sys_project_id,
+    CORE_LOCAL_SITE, ModelError, Name, NewProvider, Node, NodeId, NodeState, Pool, PoolId,
+    PricingStrategy, Provider, ProviderScope, Timestamp, TokenSecret, UserId, sys_org_id,
+    sys_project_id,
 };
 use orc_zone_store::{Kind, Store, StoreError};
 
@@ -68,8 +70,6 @@ use slot::{Launch, SlotContext, SlotHandle};
 pub const CORE_PROVIDER: &str = orc_zone_model::CORE_PROVIDER_NAME;
 /// Resource URI of the `core` provider row.
 pub const CORE_RESOURCE_URI: &str = "urn:orc:core";
-/// The site every `core` node is at.
-pub const LOCAL_SITE: &str = "local";
 /// The user whose tokens apps get to dial the zone.
 pub const APPS_USER: &str = "sys-apps";
 /// How long a `core` offer is honoured.
@@ -519,7 +519,7 @@ impl Apps {
                     Ok(token) => orc_proto::QuoteReply::Offer(orc_proto::Offer {
                         site: site(),
                         price: None,
-                        words: format!("{package} · {LOCAL_SITE}"),
+                        words: format!("{package} · {CORE_LOCAL_SITE}"),
                         quote_token: token,
                         expires: SystemTime::now() + OFFER_VALIDITY,
                     }),
@@ -973,7 +973,7 @@ pub fn http_env(name: &str) -> String {
 }
 
 fn site() -> orc_proto::SiteName {
-    orc_proto::SiteName::new(LOCAL_SITE).expect("the local site name is not empty")
+    orc_proto::SiteName::new(CORE_LOCAL_SITE).expect("the local site name is not empty")
 }
 
 fn refusal_reply(kind: orc_proto::RefusalKind, words: &str) -> orc_proto::QuoteReply {
@@ -1124,5 +1124,11 @@ async fn ensure_apps_user(store: &Store) -> Result<UserId, AppsError> {
             what: "reading the apps user",
             source,
         }),
+    }
+}
+
+impl EndpointDirectory for Apps {
+    fn http_endpoints(&self, pool: &PoolId) -> Vec<(u32, String, SocketAddr)> {
+        Apps::http_endpoints(self, pool)
     }
 }

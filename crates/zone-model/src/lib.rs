@@ -5,6 +5,7 @@
 //! - [`access`]: roles, who holds which, and what an authenticated caller is;
 //! - [`gateway`]: site gateways' pools, named and recognised by their provider's id;
 //! - [`pricing`]: what a tenant pays for a node and how its hours become usage lines;
+//! - [`endpoints`]: where app pools' slots serve http, and the URL of an edge name;
 //! - [`clock`]: the [`Clock`](clock::Clock) seam through which the controller reads time;
 //! - [`ssh`]: the OpenSSH public keys a tenant has installed on a pool's nodes;
 //! - [`agent`]: a node's agent: its certificate, facts and config generations;
@@ -23,6 +24,7 @@
 pub mod access;
 pub mod agent;
 pub mod clock;
+pub mod endpoints;
 pub mod gateway;
 pub mod join;
 pub mod model;

@@ -636,6 +636,9 @@ impl Provider {
 /// The name of the zone's own provider of app pools, registered in `sys/sys`.
 pub const CORE_PROVIDER_NAME: &str = "core";
 
+/// The site, and the only class, of every node of the `core` provider: the zone's hosts.
+pub const CORE_LOCAL_SITE: &str = "local";
+
 /// What a new provider record holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewProvider {

@@ -9,6 +9,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use zeroize::Zeroizing;
+
 use crate::model::{Timestamp, TokenHash, TokenId, TokenSecret, UserId};
 
 orc_common::string_id!(
@@ -145,5 +147,26 @@ mod tests {
             format!("{:?}", SessionSecret::generate()),
             "SessionSecret(<redacted>)"
         );
+    }
+}
+
+/// One of the access edge's signing keys, as the store keeps it (opened).
+#[derive(Clone)]
+pub struct StoredAccessKey {
+    pub kid: String,
+    /// PKCS#8 DER, opened.
+    pub pkcs8: Zeroizing<Vec<u8>>,
+    pub created_at: Timestamp,
+    /// `None`: the current key; else published until then.
+    pub retire_at: Option<Timestamp>,
+}
+
+impl fmt::Debug for StoredAccessKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoredAccessKey")
+            .field("kid", &self.kid)
+            .field("created_at", &self.created_at)
+            .field("retire_at", &self.retire_at)
+            .finish_non_exhaustive()
     }
 }

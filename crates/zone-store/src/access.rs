@@ -4,32 +4,12 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use orc_zone_model::Timestamp;
+use orc_zone_model::session::StoredAccessKey;
 use zeroize::Zeroizing;
 
 use super::error::OperationExt;
 use super::rows::{opt_time, text, time};
 use super::{Store, StoreError, StoreResult};
-
-/// One stored signing key.
-#[derive(Clone)]
-pub struct StoredAccessKey {
-    pub kid: String,
-    /// PKCS#8 DER, opened.
-    pub pkcs8: Zeroizing<Vec<u8>>,
-    pub created_at: Timestamp,
-    /// `None`: the current key; else published until then.
-    pub retire_at: Option<Timestamp>,
-}
-
-impl std::fmt::Debug for StoredAccessKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoredAccessKey")
-            .field("kid", &self.kid)
-            .field("created_at", &self.created_at)
-            .field("retire_at", &self.retire_at)
-            .finish_non_exhaustive()
-    }
-}
 
 fn context(kid: &str) -> String {
     format!("access key {kid}")

@@ -56,7 +56,6 @@ use sqlx::{Any, AnyPool, Executor, SqlSafeStr, Transaction};
 
 use orc_zone_model::{Timestamp, sys_org_id, sys_project_id};
 
-pub use access::StoredAccessKey;
 pub use agents::AgentUpdate;
 use error::OperationExt;
 pub use error::{Kind, StoreError};

@@ -7,7 +7,7 @@
 //!   token: identifying the person, the API requests the page makes in process (each with
 //!   its store reads and access checks), rendering and TLS;
 //! - `render`: the pure view alone, from fixed view models of the same size
-//!   (`orc_zone::console::sample`).
+//!   (`orc_testkit::console_sample`).
 //!
 //! `ORC_BENCH_CONSOLE_REQUESTS` (default 200) timed requests per page after 20 to warm up;
 //! p50, p95 and p99 for each. The store is SQLite in a temp dir, as `orc up` runs it.
@@ -16,7 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-use orc_zone::console::sample;
+use orc_testkit::console_sample as sample;
 use orc_zone::model::{
     Name, NewPool, NewProvider, PoolSpec, PricingStrategy, ProviderScope, Role, Timestamp,
 };
@@ -51,8 +51,8 @@ fn main() {
 
     // The pure views, from models of the same size, each built once.
     {
-        use orc_zone::console::model::Section;
-        use orc_zone::console::views;
+        use orc_web::console::model::Section;
+        use orc_web::console::views;
         let c = sample::current("member");
         let f = |s: Section| sample::frame("mia", false, s, &c);
         let pools = sample::pools_page(20, 10);

@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use orc_zone::edge::{EdgeCerts, EdgeConfig, EdgeState, EndpointDirectory};
+use orc_web::edge::{EdgeCerts, EdgeConfig, EdgeState, EndpointDirectory};
 use orc_zone::model::{
     Endpoint, Name, NewPool, NewProvider, PoolId, PoolSpec, PricingStrategy, ProviderScope, Role,
     Timestamp,
@@ -165,7 +165,7 @@ fn main() {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 let edge = listener.local_addr().unwrap();
                 let mut state = EdgeState::new(
-                    store,
+                    Arc::new(orc_zone::web::StoreForEdge(store)),
                     keys,
                     directory,
                     issuer,
@@ -186,7 +186,7 @@ fn main() {
                     tls: Some(certs.server_config()),
                     ..orc_tls::ServeOptions::default()
                 };
-                tokio::spawn(orc_zone::edge::serve(
+                tokio::spawn(orc_web::edge::serve(
                     listener,
                     state,
                     options,

@@ -6,9 +6,8 @@
 //! - [`hub`]: the zone's side of the provider protocol, over gRPC;
 //! - [`reconcile`]: the node state machine (pure) and the passes that carry it out;
 //! - [`api`]: the HTTP/JSON API's handlers and its OpenAPI document;
-//! - [`edge`]: the access edge, the HTTPS reverse proxy in front of pools' http endpoints;
-//! - [`console`]: the web console on the edge's own host, an in-process client of [`api`];
-//! - [`passwords`]: users' password hashes;
+//! - [`web`]: the zone's side of the web layer (`orc-web`: the access edge and the
+//!   console): the store as the edge uses it, the API as the console calls it;
 //! - [`zone`]: [`Zone`](zone::Zone), every part assembled on a data dir and stopped together.
 //!
 //! The layers below live in their own crates and are re-exported here under the paths
@@ -17,16 +16,13 @@
 //! provider's supervisor) and [`api::views`] (`orc-zone-api-types`). None of them may import
 //! this crate. See `docs/zone/controller.md`.
 
-pub mod access_keys;
 pub mod agents;
 pub mod api;
 pub mod backend;
-pub mod console;
-pub mod edge;
 pub mod hub;
 pub mod mesh;
-pub mod passwords;
 pub mod reconcile;
+pub mod web;
 pub mod zone;
 
 pub use orc_zone_apps as apps;

@@ -34,7 +34,6 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::access_keys::AccessKeys;
 use crate::agents::{AgentBinary, AgentBootstrap, AgentHub, AgentHubOptions, ExecError, ExecEvent};
 use crate::api::views::ReplicaView;
 use crate::api::{
@@ -42,12 +41,16 @@ use crate::api::{
 };
 use crate::apps::{Apps, AppsConfig, AppsError, ZoneEndpoint};
 use crate::backend::Backends;
-use crate::edge::{EdgeCerts, EdgeConfig, EdgeState};
+use orc_web::access_keys::AccessKeys;
+use orc_web::console::Console;
+use orc_web::edge::{EdgeCerts, EdgeConfig, EdgeState};
+
 use crate::hub::{Hub, HubOptions};
 use crate::mesh::{MeshChange, MeshHandle, MeshOptions, MeshSignal};
 use crate::model::{Name, Pool, Provider, Role, TokenSecret, sys_org_id};
 use crate::reconcile::{ReconcileOptions, ReconcilerHandle, Reconcilers, SharedClock, SystemClock};
 use crate::store::{SealingKey, Store, StoreError, sqlite_url};
+use crate::web::{ApiInProcess, StoreForEdge};
 
 /// Default address of the HTTP API.
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:7070";
@@ -277,7 +280,7 @@ pub enum ZoneError {
     Apps(#[source] AppsError),
     /// The access edge's keys could not be read or made.
     #[error("the access keys cannot be used")]
-    AccessKeys(#[source] crate::access_keys::AccessKeyError),
+    AccessKeys(#[source] orc_web::access_keys::AccessKeyError),
     /// The mesh range overlaps another range, or no longer holds a project's prefix.
     #[error("the mesh range cannot be used")]
     MeshRange(#[source] crate::mesh::MeshRangeError),
@@ -371,8 +374,9 @@ impl Zone {
             }
         }
         tighten_files(&data_dir)?;
+        let edge_store: Arc<dyn orc_web::store::EdgeStore> = Arc::new(StoreForEdge(store.clone()));
         let access_keys =
-            match AccessKeys::load(store.clone(), crate::model::Timestamp::now()).await {
+            match AccessKeys::load(edge_store.clone(), crate::model::Timestamp::now()).await {
                 Ok(keys) => Arc::new(keys),
                 Err(e) => {
                     store.close().await;
@@ -545,7 +549,7 @@ impl Zone {
                     config.tls.cert_lifetime,
                 ));
                 let edge_state = EdgeState::new(
-                    store.clone(),
+                    edge_store.clone(),
                     access_keys.clone(),
                     Arc::new(apps.clone()),
                     web_url.clone(),
@@ -559,15 +563,20 @@ impl Zone {
                     endpoints: Arc::new(apps.clone()),
                 };
                 // The console on the edge's host calls the same API, edge links included.
-                let edge_state = edge_state.with_console(state.clone().with_edge(links.clone()));
-                let task = tokio::spawn(crate::edge::serve(
+                let console_api = state.clone().with_edge(links.clone());
+                let console = Console::new(
+                    Arc::new(ApiInProcess(api::router(console_api.clone()))),
+                    move || console_api.now(),
+                );
+                let edge_state = edge_state.with_console(console);
+                let task = tokio::spawn(orc_web::edge::serve(
                     listener,
                     edge_state,
                     config.limits.serve_options(Some(certs.server_config())),
                     wait_for_stop(stopped.clone()),
                 ));
-                let sweeper = tokio::spawn(crate::edge::sweep_sessions(
-                    store.clone(),
+                let sweeper = tokio::spawn(orc_web::edge::sweep_sessions(
+                    edge_store.clone(),
                     Duration::from_secs(3600),
                 ));
                 Some(RunningEdge {

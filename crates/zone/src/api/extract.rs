@@ -18,9 +18,9 @@ use orc_common::text::quoted;
 use serde::de::DeserializeOwned;
 
 use super::ApiState;
-use orc_zone_model::access::Caller;
 use super::error::{ApiError, ErrorCode};
 use crate::model::TokenSecret;
+use orc_zone_model::access::Caller;
 
 /// The largest request body the API reads, in bytes; a larger one is answered 413.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;

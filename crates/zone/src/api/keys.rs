@@ -10,12 +10,12 @@ use axum::response::IntoResponse;
 use orc_zone_api_types::views::{AccessKeyView, RotateAccessKey, RotatedAccessKeyView};
 
 use super::ApiState;
-use orc_zone_model::access::Caller;
 use super::access::Requirements as _;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::JsonBody;
-use crate::access_keys::{AccessKeyError, AccessKeys, DEFAULT_OVERLAP, MAX_OVERLAP};
 use crate::model::EventScope;
+use orc_web::access_keys::{AccessKeyError, AccessKeys, DEFAULT_OVERLAP, MAX_OVERLAP};
+use orc_zone_model::access::Caller;
 
 fn keys(state: &ApiState) -> ApiResult<&AccessKeys> {
     state.access_keys.as_deref().ok_or_else(|| {
@@ -28,7 +28,11 @@ fn keys(state: &ApiState) -> ApiResult<&AccessKeys> {
 
 fn failed(error: AccessKeyError) -> ApiError {
     match error {
-        AccessKeyError::Store(e) => ApiError::from(e),
+        // The zone's store stands behind the keys: its errors keep their meaning.
+        AccessKeyError::Store(failure) => match failure.0.downcast::<crate::store::StoreError>() {
+            Ok(e) => ApiError::from(*e),
+            Err(other) => ApiError::internal(other.as_ref()),
+        },
         other => ApiError::internal(&other),
     }
 }

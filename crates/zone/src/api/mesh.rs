@@ -19,7 +19,6 @@ use orc_mesh::config::MESH_INTERFACE;
 use orc_zone_store::{MemberKind, MeshMember, NewMeshMember};
 
 use super::ApiState;
-use orc_zone_model::access::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs};
 use super::tenancy::{parse_name, project_with_role};
@@ -29,6 +28,7 @@ use super::views::{
 };
 use crate::mesh::MeshChange;
 use crate::model::{EventScope, NodeId, Org, Project, Role};
+use orc_zone_model::access::Caller;
 
 /// A peer whose last handshake is older than this is not counted as up. WireGuard renews a
 /// session every 2 min while traffic flows and keep-alives hold idle paths open, so a live

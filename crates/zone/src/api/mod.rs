@@ -129,7 +129,7 @@ pub struct ApiState {
     apps: Arc<AppsConfig>,
     pub(crate) mesh: Arc<crate::mesh::MeshOptions>,
     pub(crate) mesh_signal: crate::mesh::MeshSignal,
-    pub(crate) access_keys: Option<Arc<crate::access_keys::AccessKeys>>,
+    pub(crate) access_keys: Option<Arc<orc_web::access_keys::AccessKeys>>,
     pub(crate) edge: Option<Arc<EdgeLinks>>,
     /// The app registry's binaries; `None` when the zone keeps no registry.
     pub(crate) blobs: Option<crate::apps::Blobs>,
@@ -143,7 +143,7 @@ pub struct EdgeLinks {
     /// The port the edge's URLs carry.
     pub port: u16,
     /// Where app slots serve their http endpoints.
-    pub endpoints: Arc<dyn crate::edge::EndpointDirectory>,
+    pub endpoints: Arc<dyn orc_zone_model::endpoints::EndpointDirectory>,
 }
 
 impl fmt::Debug for EdgeLinks {
@@ -159,7 +159,7 @@ impl EdgeLinks {
     pub fn url_of(&self, name: &orc_access::names::EdgeName, org: &str) -> String {
         format!(
             "{}/",
-            crate::edge::host_url(&name.host(org, &self.domain), self.port)
+            orc_zone_model::endpoints::host_url(&name.host(org, &self.domain), self.port)
         )
     }
 }
@@ -203,7 +203,7 @@ impl ApiState {
     }
 
     /// The access edge's keys: published at the JWKS path, rotated by operators.
-    pub fn with_access_keys(mut self, keys: Arc<crate::access_keys::AccessKeys>) -> Self {
+    pub fn with_access_keys(mut self, keys: Arc<orc_web::access_keys::AccessKeys>) -> Self {
         self.access_keys = Some(keys);
         self
     }

@@ -17,7 +17,6 @@ use orc_common::text::quoted;
 use tokio_stream::StreamExt as _;
 
 use super::ApiState;
-use orc_zone_model::access::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs};
 use super::tenancy::project_with_role;
@@ -26,6 +25,7 @@ use crate::agents::{ExecError, ExecEvent, ExecStream};
 use crate::model::{EventScope, JoinTokenId, Node, NodeId, NodeState, Org, Project, Role};
 use crate::store::{NewJoinToken, StoreError};
 use orc_zone_model::JoinTtl;
+use orc_zone_model::access::Caller;
 
 /// The longest `orc exec` may run.
 pub const MAX_EXEC_SECONDS: u32 = 3600;

@@ -14,7 +14,6 @@ use orc_common::text::quoted;
 use orc_common::{Architecture, Shape};
 use rust_decimal::Decimal;
 
-use orc_zone_model::access::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs, QueryArgs, parse_query_value};
 use super::providers::{site_gateways, visible_provider};
@@ -34,6 +33,7 @@ use crate::model::{
 };
 use crate::pricing::{markup_at_admission, tenant_price};
 use crate::store::StoreError;
+use orc_zone_model::access::Caller;
 
 /// The most nodes one pool may ask for.
 pub const MAX_POOL_SIZE: u32 = 10_000;

@@ -10,7 +10,6 @@ use orc_common::text::quoted;
 use rust_decimal::Decimal;
 
 use super::ApiState;
-use orc_zone_model::access::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{JsonBody, PathArgs};
 use super::tenancy::project_with_role;
@@ -22,6 +21,7 @@ use crate::model::{
     Role, sys_project_id,
 };
 use crate::store::StoreError;
+use orc_zone_model::access::Caller;
 use orc_zone_model::gateway::{gateway_pool_site, is_gateway_pool_of};
 
 /// The provider `text` names among those visible to `project` (`field` names where the

@@ -29,7 +29,6 @@ use axum::response::{IntoResponse, Response};
 use tokio_stream::StreamExt as _;
 
 use super::ApiState;
-use orc_zone_model::access::Caller;
 use super::access::Requirements as _;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs};
@@ -44,6 +43,7 @@ use crate::registry::{
     valid_tag,
 };
 use crate::store::StoreError;
+use orc_zone_model::access::Caller;
 
 /// The largest binary the registry takes.
 pub use crate::apps::blobs::MAX_BLOB_BYTES;

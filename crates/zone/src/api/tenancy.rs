@@ -7,7 +7,6 @@ use axum::http::StatusCode;
 use orc_common::text::quoted;
 
 use super::ApiState;
-use orc_zone_model::access::Caller;
 use super::access::Requirements as _;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs};
@@ -21,6 +20,7 @@ use crate::model::{
     sys_org_id, sys_project_id,
 };
 use crate::store::StoreError;
+use orc_zone_model::access::Caller;
 
 /// Parses a name given in `field`, naming the field if it is not a DNS label.
 pub(super) fn parse_name(field: &str, text: &str) -> ApiResult<Name> {
@@ -503,7 +503,7 @@ pub(super) async fn set_password(
 ) -> ApiResult<StatusCode> {
     let user = password_owner(&state, &caller, &user).await?;
     let body = body.parse()?;
-    let hash = crate::passwords::hash_blocking(body.password)
+    let hash = orc_web::passwords::hash_blocking(body.password)
         .await
         .map_err(|e| ApiError::invalid("password", e.to_string()))?;
     state.store.set_password_hash(&user.id, Some(&hash)).await?;

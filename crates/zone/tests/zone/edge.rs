@@ -13,7 +13,7 @@ use std::time::Duration;
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use orc_access::{KeySource, Verifier, VerifierOptions};
-use orc_zone::edge::{EdgeCerts, EdgeConfig, EdgeState, EndpointDirectory, SessionPolicy};
+use orc_web::edge::{EdgeCerts, EdgeConfig, EdgeState, EndpointDirectory, SessionPolicy};
 use orc_zone::model::{PoolId, Timestamp};
 use reqwest::StatusCode;
 use reqwest::header::{self, HeaderValue};
@@ -240,7 +240,7 @@ async fn setup(policy: SessionPolicy) -> Setup {
         ..EdgeConfig::default()
     };
     let state = EdgeState::new(
-        z.zone.store().clone(),
+        Arc::new(orc_zone::web::StoreForEdge(z.zone.store().clone())),
         z.zone.access_keys().clone(),
         slots,
         z.zone.url(),
@@ -260,7 +260,7 @@ async fn setup(policy: SessionPolicy) -> Setup {
         tls: Some(certs.server_config()),
         ..orc_tls::ServeOptions::default()
     };
-    tokio::spawn(orc_zone::edge::serve(
+    tokio::spawn(orc_web::edge::serve(
         listener,
         state,
         options,

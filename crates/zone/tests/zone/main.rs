@@ -20,7 +20,6 @@ mod api_quote;
 mod api_registry;
 mod api_tenancy;
 mod console;
-mod console_pages;
 mod edge;
 mod hub_failover;
 mod mesh;

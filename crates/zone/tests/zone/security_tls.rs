@@ -284,7 +284,7 @@ async fn one_address_cannot_hold_the_api_closed() {
     let api = hold_from(attacker, z.zone.http_addr(), "127.0.0.1", &ca, 40).await;
     assert_eq!(api.len(), 10, "API connections one address holds");
     let edge_addr = z.zone.edge_addr().expect("the test zone runs an edge");
-    let domain = orc_zone::edge::DEFAULT_DOMAIN;
+    let domain = orc_web::edge::DEFAULT_DOMAIN;
     let edge = hold_from(attacker, edge_addr, domain, &ca, 40).await;
     assert_eq!(edge.len(), 10, "edge connections one address holds");
 

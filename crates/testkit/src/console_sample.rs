@@ -1,4 +1,4 @@
-//! Fixed view models of every console page, for the golden files and the benchmark (any
+//! Fixed view models of every console page of `orc-web`, for the golden files and the benchmark (any
 //! number of pools and nodes), and the words no tenant's page may hold.
 //!
 //! The samples carry where nodes went (cloud, place, plan) as the API gives it to members
@@ -7,12 +7,12 @@
 
 use std::collections::BTreeMap;
 
-use super::model::{
+use orc_web::console::model::{
     Current, Frame, MembersPage, MeshPage, PoolPage, PoolsPage, ProjectsPage, ProviderCard,
     ProvidersPage, ReconfigurePage, Section, TokensPage, UsagePage, WizardInput, WizardPage,
 };
-use super::{forms, usage_model, views};
-use crate::api::views::{
+use orc_web::console::{forms, usage_model, views};
+use orc_zone_api_types::views::{
     AgentView, AppView, CatalogView, ClassView, EventView, MembershipView, MoneyView, NodeCounts,
     NodeView, OfferingView, OrgView, OsView, ParkedView, PlacedView, PoolView, PricingView,
     ProjectView, ProviderView, QuoteView, ReplicaView, ShapeView, TokenView, UsageLineView,
@@ -219,7 +219,7 @@ pub fn pool(name: &str, size: u32) -> PoolView {
         app: None,
         placement: BTreeMap::new(),
         ssh_keys: Vec::new(),
-        address: Some(crate::api::views::PoolAddressView {
+        address: Some(orc_zone_api_types::views::PoolAddressView {
             ipv4: "198.18.0.7".into(),
             site: "eu-central-a".into(),
         }),
@@ -484,7 +484,7 @@ pub fn providers_page() -> ProvidersPage {
     ProvidersPage {
         cards: vec![ProviderCard {
             provider: partner(Some("0")),
-            sites: vec![crate::api::views::SiteView {
+            sites: vec![orc_zone_api_types::views::SiteView {
                 site: "eu-central-a".into(),
                 public_ipv4: Some("198.18.0.5".into()),
                 private_prefix: Some("10.1.0.0/24".into()),
@@ -530,8 +530,8 @@ pub fn usage_page(lines: u32) -> UsagePage {
         .filter(|_| lines > 0)
         .collect(),
     };
-    let month = crate::pricing::month_of(crate::model::Timestamp(NOW_MS));
-    let unpriced = vec![super::model::UnpricedNode {
+    let month = orc_zone_model::pricing::month_of(orc_zone_model::Timestamp(NOW_MS));
+    let unpriced = vec![orc_web::console::model::UnpricedNode {
         pool: "batch".into(),
         node: "n-300".into(),
         line: "4 vCPU · 8 GiB · eu-central".into(),
@@ -625,9 +625,9 @@ pub fn reconfigure_page() -> ReconfigurePage {
 }
 
 /// Params as an app's manifest declares them.
-pub fn manifest_params() -> Vec<crate::registry::ManifestParam> {
+pub fn manifest_params() -> Vec<orc_zone_model::registry::ManifestParam> {
     let param = |name: &str, help: &str, default: Option<&str>, sensitive, json, required| {
-        crate::registry::ManifestParam {
+        orc_zone_model::registry::ManifestParam {
             name: name.into(),
             help: help.into(),
             default: default.map(str::to_string),
@@ -673,13 +673,13 @@ pub fn manifest_params() -> Vec<crate::registry::ManifestParam> {
 }
 
 /// The form that runs an app, with a size of 0 refused.
-pub fn app_pool_page() -> super::model::AppPoolPage {
+pub fn app_pool_page() -> orc_web::console::model::AppPoolPage {
     let mut errors = BTreeMap::new();
     errors.insert(
         "size".to_string(),
         "A pool here takes 1 to 1000 nodes, not 0.".to_string(),
     );
-    super::model::AppPoolPage {
+    orc_web::console::model::AppPoolPage {
         packages: vec!["acme/batch:1.2".into(), "sys/orc-prov-partner:0.1.0".into()],
         package: "sys/orc-prov-partner:0.1.0".into(),
         description: "Places nodes on the cheapest cloud.".into(),
@@ -694,7 +694,7 @@ pub fn app_pool_page() -> super::model::AppPoolPage {
 /// member of `sys`: (name, HTML). Pools and nodes as the benchmark asks.
 /// A project's mesh of two nodes and a workstation just connected.
 pub fn mesh_page() -> MeshPage {
-    use crate::api::views::{
+    use orc_zone_api_types::views::{
         ConnectedWorkstation, MeshMemberView, MeshPeerView, MeshView, WorkstationView,
     };
     let member = |id: &str, kind: &str, address: &str, state: &str| MeshMemberView {
@@ -755,8 +755,8 @@ pub fn mesh_page() -> MeshPage {
 }
 
 /// A node's page after a token was minted and a command ran.
-pub fn node_page() -> super::model::NodePage {
-    use crate::api::views::{CreatedJoinToken, JoinTokenView};
+pub fn node_page() -> orc_web::console::model::NodePage {
+    use orc_zone_api_types::views::{CreatedJoinToken, JoinTokenView};
     let token = |id: &str, state: &str, by: &str| JoinTokenView {
         id: id.into(),
         node_id: "n-000000000031".into(),
@@ -770,7 +770,7 @@ pub fn node_page() -> super::model::NodePage {
         product_uuid: None,
     };
     let node = nodes(1).remove(0);
-    super::model::NodePage {
+    orc_web::console::model::NodePage {
         pool: "web".into(),
         node,
         tokens: vec![
@@ -785,7 +785,7 @@ pub fn node_page() -> super::model::NodePage {
         command: "ip -4 addr".into(),
         timeout: "60".into(),
         ttl: "3600".into(),
-        exec: Some(super::model::ExecResult {
+        exec: Some(orc_web::console::model::ExecResult {
             argv: vec!["ip".into(), "-4".into(), "addr".into()],
             stdout: "1: lo    inet 127.0.0.1/8 scope host lo\n2: eth0    inet 10.128.1.3/24\n"
                 .into(),

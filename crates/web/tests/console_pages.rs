@@ -3,7 +3,7 @@
 //! no cloud, plan, city or cloud location on any page a tenant sees, even when the models
 //! the views are handed carry where nodes went.
 
-use orc_zone::console::sample;
+use orc_testkit::console_sample as sample;
 
 /// One tag per line, so a golden file's diff shows what changed.
 fn readable(html: &str) -> String {
@@ -83,12 +83,12 @@ fn an_execs_lines_become_each_streams_text_and_its_exit() {
         r#"{"type":"exit","code":3,"error":null}"#,
         "\n"
     );
-    let result = orc_zone::console::exec_result(vec!["sh".into()], lines.as_bytes());
+    let result = orc_web::console::exec_result(vec!["sh".into()], lines.as_bytes());
     assert_eq!(result.stdout, "hello\n");
     assert_eq!(result.stderr, "oops\n");
     assert_eq!(result.code, Some(3));
     assert!(!result.truncated && result.error.is_none());
-    let killed = orc_zone::console::exec_result(
+    let killed = orc_web::console::exec_result(
         vec!["sleep".into()],
         br#"{"type":"exit","code":null,"error":"killed after 60 s"}"#,
     );

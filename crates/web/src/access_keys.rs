@@ -7,14 +7,16 @@
 //! longer published and the next rotation deletes it. The JWKS is read from the store on
 //! each request, so every controller of the zone publishes the same keys.
 
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use orc_access::{Assertion, KeyRing, SigningKey};
 use serde_json::Value;
 
 use crate::model::Timestamp;
-use crate::store::{Store, StoreError, StoredAccessKey};
+use orc_zone_model::session::StoredAccessKey;
+
+use crate::store::{EdgeStore, StoreFailure};
 
 /// The longest overlap a rotation may ask for.
 pub const MAX_OVERLAP: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -26,7 +28,7 @@ pub const DEFAULT_OVERLAP: Duration = Duration::from_secs(3600);
 #[derive(Debug, thiserror::Error)]
 pub enum AccessKeyError {
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(#[from] StoreFailure),
     #[error(transparent)]
     Key(#[from] orc_access::keys::KeyError),
     #[error("the store holds access keys but none is current")]
@@ -43,11 +45,16 @@ pub struct Rotated {
 }
 
 /// The zone's access keys.
-#[derive(Debug)]
 pub struct AccessKeys {
-    store: Store,
+    store: Arc<dyn EdgeStore>,
     /// The ring as this controller last read or changed it; it signs.
     ring: RwLock<KeyRing>,
+}
+
+impl std::fmt::Debug for AccessKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessKeys").finish_non_exhaustive()
+    }
 }
 
 fn secs(at: Timestamp) -> u64 {
@@ -78,7 +85,10 @@ fn ring_of(keys: &[StoredAccessKey]) -> Result<Option<KeyRing>, AccessKeyError> 
 
 impl AccessKeys {
     /// The keys of the store, with a first one made and stored when there is none.
-    pub async fn load(store: Store, now: Timestamp) -> Result<AccessKeys, AccessKeyError> {
+    pub async fn load(
+        store: Arc<dyn EdgeStore>,
+        now: Timestamp,
+    ) -> Result<AccessKeys, AccessKeyError> {
         let ring = match ring_of(&store.access_keys(now).await?)? {
             Some(ring) => ring,
             None => {

@@ -17,7 +17,9 @@ use super::model::{
     WizardPage,
 };
 use super::seg;
-use crate::api::views::{EventView, MoneyView, NodeView, PoolView, ProviderView, QuoteView};
+use orc_zone_api_types::views::{
+    EventView, MoneyView, NodeView, PoolView, ProviderView, QuoteView,
+};
 
 /// The pages' one style sheet.
 pub const STYLE: &str = "\
@@ -1191,7 +1193,7 @@ pub fn node(frame: &Frame, current: &Current, view: &NodePage) -> String {
 
 /// The wg-quick file of a workstation just connected, with a line for the private key only
 /// the workstation holds.
-pub fn wg_quick_text(connected: &crate::api::views::ConnectedWorkstation) -> String {
+pub fn wg_quick_text(connected: &orc_zone_api_types::views::ConnectedWorkstation) -> String {
     let mut text = format!(
         "[Interface]\nPrivateKey = <the private key whose public half you gave>\nAddress = {}\nMTU = 1340\n",
         connected.interface_address

@@ -27,31 +27,31 @@ pub mod api;
 pub mod forms;
 mod live;
 pub mod model;
-pub mod sample;
 pub mod views;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+pub use self::api::ZoneApi;
 use self::api::{ApiAs, ApiRefusal};
 use self::model::{
     Current, FieldErrors, Frame, MembersPage, PoolPage, PoolsPage, ProjectsPage, ProviderCard,
     ProvidersPage, ReconfigurePage, Section, TokensPage, UnpricedNode, UsagePage, WizardInput,
     WizardPage,
 };
-use crate::api::ApiState;
-use orc_zone_model::access::{Caller, zone_role_in};
-use crate::api::views::{
+use crate::edge::Person;
+use crate::model::{ApiToken, Month, Role, Timestamp, TokenHash, TokenId};
+use orc_zone_api_types::views::{
     CreateMembership, CreateToken, EventView, MembershipView, NewTokenView, NodeView, OrgView,
     PoolEndpointsView, PoolView, ProjectView, ProviderView, QuoteView, SetPricing, TokenView,
     UsageView, WhoAmIView,
 };
-use crate::edge::Person;
-use crate::model::{ApiToken, Month, Role, Timestamp, TokenHash, TokenId};
+use orc_zone_model::access::{Caller, zone_role_in};
 
 /// The newest log lines of an app pool its page shows.
 const LOG_LINES_SHOWN: usize = 200;
@@ -59,11 +59,11 @@ const LOG_LINES_SHOWN: usize = 200;
 /// The largest form the console reads.
 const MAX_FORM_BYTES: usize = 256 * 1024;
 
-/// What the console needs: the API it calls on people's behalf.
+/// What the console needs: the API it calls on people's behalf, and the time.
 #[derive(Clone)]
 pub struct Console {
-    state: ApiState,
-    router: axum::Router,
+    api: Arc<dyn ZoneApi>,
+    clock: Arc<dyn Fn() -> Timestamp + Send + Sync>,
 }
 
 impl std::fmt::Debug for Console {
@@ -73,11 +73,14 @@ impl std::fmt::Debug for Console {
 }
 
 impl Console {
-    /// A console over the zone's API.
-    pub fn new(state: ApiState) -> Console {
+    /// A console over the zone's `api`, reading the time from `clock`.
+    pub fn new(
+        api: Arc<dyn ZoneApi>,
+        clock: impl Fn() -> Timestamp + Send + Sync + 'static,
+    ) -> Console {
         Console {
-            router: crate::api::router(state.clone()),
-            state,
+            api,
+            clock: Arc::new(clock),
         }
     }
 }
@@ -187,7 +190,7 @@ pub async fn handle(
     };
     let cx = Cx {
         console,
-        api: ApiAs::new(console.router.clone(), caller.clone()),
+        api: ApiAs::new(console.api.clone(), caller.clone()),
         caller,
         me: tokio::sync::OnceCell::new(),
         query,
@@ -567,7 +570,7 @@ async fn pool_page(
         .query_value("level")
         .filter(|l| matches!(l.as_str(), "error" | "warn" | "info" | "debug" | "trace"))
         .unwrap_or_else(|| "info".to_string());
-    let logs: Option<Vec<crate::api::views::LogLineView>> = if view.app.is_some() {
+    let logs: Option<Vec<orc_zone_api_types::views::LogLineView>> = if view.app.is_some() {
         cx.api
             .get(&format!(
                 "{}/pools/{}/logs?level={log_level}",
@@ -576,7 +579,7 @@ async fn pool_page(
             ))
             .await
             .ok()
-            .map(|mut lines: Vec<crate::api::views::LogLineView>| {
+            .map(|mut lines: Vec<orc_zone_api_types::views::LogLineView>| {
                 let keep = lines.len().saturating_sub(LOG_LINES_SHOWN);
                 lines.drain(..keep);
                 lines
@@ -613,7 +616,11 @@ async fn resize(cx: &Cx<'_>, current: Current, pool: &str) -> PageResult {
     let path = format!("{}/pools/{}/resize", api_project(&current), seg(pool));
     let answer: Result<PoolView, ApiRefusal> = cx
         .api
-        .send(Method::POST, &path, &crate::api::views::ResizePool { size })
+        .send(
+            Method::POST,
+            &path,
+            &orc_zone_api_types::views::ResizePool { size },
+        )
         .await;
     match answer {
         Ok(_) => Ok(see_other(&format!("{}/pools/{}", current.url(), seg(pool)))),
@@ -639,7 +646,7 @@ async fn wizard_page(
     // Pools on `core` run apps; the wizard requests nodes.
     let providers: Vec<ProviderView> = providers
         .into_iter()
-        .filter(|p| p.name != crate::backend::CORE_PROVIDER)
+        .filter(|p| p.name != orc_zone_model::CORE_PROVIDER_NAME)
         .collect();
     let mut page = WizardPage {
         providers,
@@ -796,7 +803,7 @@ async fn manifest_of(
 ) -> Option<crate::registry::AppManifest> {
     let (org, rest) = package.split_once('/')?;
     let (name, tag) = rest.split_once(':').unwrap_or((rest, "latest"));
-    let detail: crate::api::views::RegistryAppDetail = cx
+    let detail: orc_zone_api_types::views::RegistryAppDetail = cx
         .api
         .get(&format!("/api/orgs/{}/apps/{}", seg(org), seg(name)))
         .await
@@ -813,7 +820,10 @@ async fn manifest_of(
 
 /// The pool form's fields for an app pool: as its package's manifest declares them, or as
 /// the pool holds them when the registry has no manifest for it.
-async fn shown_params(cx: &Cx<'_>, app: &crate::api::views::AppView) -> Vec<model::ParamField> {
+async fn shown_params(
+    cx: &Cx<'_>,
+    app: &orc_zone_api_types::views::AppView,
+) -> Vec<model::ParamField> {
     match manifest_of(cx, &app.package, app.digest.as_deref()).await {
         Some(manifest) => {
             forms::manifest_fields(&manifest.params, &app.params, &app.sensitive_params)
@@ -834,7 +844,7 @@ async fn app_pool_page(
     }
     let mut packages = Vec::new();
     for org in orgs {
-        let apps: Vec<crate::api::views::RegistryAppView> = cx
+        let apps: Vec<orc_zone_api_types::views::RegistryAppView> = cx
             .api
             .get(&format!("/api/orgs/{}/apps", seg(&org)))
             .await
@@ -944,7 +954,7 @@ async fn providers_page(
         .map_err(|e| cx.refused(&e))?;
     let mut cards = Vec::new();
     for p in providers {
-        let sites: Vec<crate::api::views::SiteView> = cx
+        let sites: Vec<orc_zone_api_types::views::SiteView> = cx
             .api
             .get(&format!(
                 "{}/providers/{}/sites",
@@ -980,7 +990,7 @@ async fn change_provider(
         == "scope"
     {
         let scope = cx.form("scope");
-        let body = crate::api::views::ChangeScope {
+        let body = orc_zone_api_types::views::ChangeScope {
             scope: scope.clone(),
         };
         let shown = if scope == "zone" {
@@ -1034,7 +1044,7 @@ async fn change_provider(
 }
 
 async fn usage_page(cx: &Cx<'_>, current: Current) -> PageResult {
-    let now = cx.console.state.now();
+    let now = (cx.console.clock)();
     let month = match cx.query_value("month") {
         Some(m) => m,
         None => crate::pricing::month_of(now).to_string(),
@@ -1334,7 +1344,7 @@ async fn revoke_token(cx: &Cx<'_>, id: &str) -> PageResult {
 /// and the forms' values and problems.
 #[derive(Default)]
 struct NodeExtras {
-    created: Option<crate::api::views::CreatedJoinToken>,
+    created: Option<orc_zone_api_types::views::CreatedJoinToken>,
     exec: Option<model::ExecResult>,
     command: String,
     timeout: String,
@@ -1361,7 +1371,7 @@ async fn node_page(
             field: None,
         }));
     };
-    let tokens: Vec<crate::api::views::JoinTokenView> = cx
+    let tokens: Vec<orc_zone_api_types::views::JoinTokenView> = cx
         .api
         .get(&format!(
             "{}/nodes/{}/join-tokens",
@@ -1413,7 +1423,7 @@ async fn run_command(cx: &Cx<'_>, current: Current, pool: &str, node: &str) -> P
         return node_page(cx, current, pool, node, extras).await;
     };
     let path = format!("{}/nodes/{}/exec", api_project(&current), seg(node));
-    let body = crate::api::views::ExecRequest {
+    let body = orc_zone_api_types::views::ExecRequest {
         argv: argv.clone(),
         timeout_seconds: Some(timeout),
     };
@@ -1441,8 +1451,8 @@ pub fn exec_result(argv: Vec<String>, ndjson: &[u8]) -> model::ExecResult {
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
     for line in ndjson.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        match serde_json::from_slice::<crate::api::views::ExecLine>(line) {
-            Ok(crate::api::views::ExecLine::Output { stream, data }) => {
+        match serde_json::from_slice::<orc_zone_api_types::views::ExecLine>(line) {
+            Ok(orc_zone_api_types::views::ExecLine::Output { stream, data }) => {
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(data.as_bytes())
                     .unwrap_or_default();
@@ -1457,7 +1467,7 @@ pub fn exec_result(argv: Vec<String>, ndjson: &[u8]) -> model::ExecResult {
                 }
                 target.extend_from_slice(&bytes[..bytes.len().min(room)]);
             }
-            Ok(crate::api::views::ExecLine::Exit { code, error }) => {
+            Ok(orc_zone_api_types::views::ExecLine::Exit { code, error }) => {
                 result.code = code;
                 result.error = error;
             }
@@ -1480,7 +1490,7 @@ async fn mint_join_token(cx: &Cx<'_>, current: Current, pool: &str, node: &str) 
         return node_page(cx, current, pool, node, extras).await;
     };
     let path = format!("{}/nodes/{}/join-tokens", api_project(&current), seg(node));
-    let body = crate::api::views::CreateJoinToken {
+    let body = orc_zone_api_types::views::CreateJoinToken {
         ttl_seconds: Some(ttl),
         product_uuid: None,
     };
@@ -1502,7 +1512,7 @@ async fn mint_join_token(cx: &Cx<'_>, current: Current, pool: &str, node: &str) 
 /// What the mesh page shows besides the mesh.
 #[derive(Default)]
 struct MeshExtras {
-    connected: Option<crate::api::views::ConnectedWorkstation>,
+    connected: Option<orc_zone_api_types::views::ConnectedWorkstation>,
     name: String,
     public_key: String,
     errors: FieldErrors,
@@ -1510,7 +1520,7 @@ struct MeshExtras {
 }
 
 async fn mesh_page(cx: &Cx<'_>, current: Current, extras: MeshExtras) -> PageResult {
-    let mesh: crate::api::views::MeshView = cx
+    let mesh: orc_zone_api_types::views::MeshView = cx
         .api
         .get(&format!("{}/mesh", api_project(&current)))
         .await
@@ -1536,7 +1546,7 @@ async fn connect_workstation(cx: &Cx<'_>, current: Current) -> PageResult {
         public_key: cx.form("public_key").trim().to_string(),
         ..MeshExtras::default()
     };
-    let body = crate::api::views::ConnectWorkstation {
+    let body = orc_zone_api_types::views::ConnectWorkstation {
         name: extras.name.clone(),
         public_key: extras.public_key.clone(),
     };

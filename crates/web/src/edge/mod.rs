@@ -21,7 +21,7 @@
 //! Every answer carries [`STRICT_TRANSPORT_SECURITY`] (https only, for the domain and every
 //! name under it, all of which the edge serves over TLS).
 //!
-//! Sessions live in the store ([`crate::store::Store::web_session`]), so every controller of
+//! Sessions live in the store ([`EdgeStore::web_session`]), so every controller of
 //! a zone honours them; the cookie is `__Secure-orc_session`, `Domain=<domain>`, `Secure`,
 //! `HttpOnly`, `SameSite=Lax`. Sign-in takes an API token or a user name and password;
 //! failed sign-ins are limited per client address.
@@ -50,9 +50,10 @@ pub use certs::EdgeCerts;
 pub use identity::{Person, SESSION_COOKIE};
 
 use crate::access_keys::AccessKeys;
+use crate::model::{Name, Org, Pool, Project, Role, Timestamp};
+use crate::store::{EdgeStore, StoreFailure};
 use orc_zone_model::access::{project_role_in, rank};
-use crate::model::{Name, Org, Pool, PoolId, Project, Role, Timestamp};
-use crate::store::{Store, StoreError};
+pub use orc_zone_model::endpoints::{EndpointDirectory, host_url};
 pub use orc_zone_model::session::SessionPolicy;
 
 /// Default address of the edge.
@@ -92,18 +93,6 @@ impl Default for EdgeConfig {
     }
 }
 
-/// Where the slots of app pools serve their http endpoints.
-pub trait EndpointDirectory: Send + Sync + 'static {
-    /// `(slot, endpoint, address)` of every slot of `pool` that serves one, by slot.
-    fn http_endpoints(&self, pool: &PoolId) -> Vec<(u32, String, SocketAddr)>;
-}
-
-impl EndpointDirectory for crate::apps::Apps {
-    fn http_endpoints(&self, pool: &PoolId) -> Vec<(u32, String, SocketAddr)> {
-        crate::apps::Apps::http_endpoints(self, pool)
-    }
-}
-
 type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
 /// What every request of the edge shares.
@@ -113,7 +102,7 @@ pub struct EdgeState {
 }
 
 struct Inner {
-    store: Store,
+    store: Arc<dyn EdgeStore>,
     keys: Arc<AccessKeys>,
     endpoints: Arc<dyn EndpointDirectory>,
     /// The zone's web URL, written as `iss` in assertions.
@@ -153,7 +142,7 @@ impl EdgeState {
     /// An edge over `store` that signs with `keys` as `issuer` (the zone's web URL) and
     /// finds slots through `endpoints`; `port` is the port its URLs carry.
     pub fn new(
-        store: Store,
+        store: Arc<dyn EdgeStore>,
         keys: Arc<AccessKeys>,
         endpoints: Arc<dyn EndpointDirectory>,
         issuer: String,
@@ -189,9 +178,9 @@ impl EdgeState {
     }
 
     /// The web console on the edge's own host, over the zone's API.
-    pub fn with_console(mut self, api: crate::api::ApiState) -> Self {
+    pub fn with_console(mut self, console: crate::console::Console) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.console = Some(crate::console::Console::new(api));
+            inner.console = Some(console);
         }
         self
     }
@@ -218,15 +207,6 @@ impl EdgeState {
     /// The zone domain, lower case.
     pub fn domain(&self) -> &str {
         &self.inner.domain
-    }
-}
-
-/// `https://<host>[:port]`, the port left out when it is 443.
-pub fn host_url(host: &str, port: u16) -> String {
-    if port == 443 {
-        format!("https://{host}")
-    } else {
-        format!("https://{host}:{port}")
     }
 }
 
@@ -257,7 +237,7 @@ pub const ENDED_SESSIONS_KEPT: Duration = Duration::from_secs(24 * 3600);
 /// Every `every`, deletes the sessions that ended or expired more than
 /// [`ENDED_SESSIONS_KEPT`] ago, so the table holds live sessions and a day of history.
 /// Runs until its task is dropped; several controllers sweeping at once is harmless.
-pub async fn sweep_sessions(store: Store, every: Duration) {
+pub async fn sweep_sessions(store: Arc<dyn EdgeStore>, every: Duration) {
     loop {
         tokio::time::sleep(every).await;
         let before = Timestamp::now()
@@ -467,11 +447,11 @@ pub struct Reachable {
 async fn reachable_endpoints(
     edge: &EdgeState,
     person: &Person,
-) -> Result<Vec<Reachable>, StoreError> {
-    let store = &edge.inner.store;
+) -> Result<Vec<Reachable>, StoreFailure> {
+    let store = edge.inner.store.as_ref();
     let mut list = Vec::new();
-    for org in store.list_orgs().await? {
-        for project in store.list_projects(&org.id).await? {
+    for org in store.orgs().await? {
+        for project in store.projects(&org.id).await? {
             if !may_open(project_role_in(&person.memberships, &project)) {
                 continue;
             }
@@ -502,9 +482,9 @@ fn may_open(role: Option<Role>) -> bool {
     role.is_some_and(|r| rank(r) >= rank(Role::Member))
 }
 
-async fn http_pools(store: &Store, project: &Project) -> Result<Vec<Pool>, StoreError> {
+async fn http_pools(store: &dyn EdgeStore, project: &Project) -> Result<Vec<Pool>, StoreFailure> {
     Ok(store
-        .list_pools(&project.id)
+        .pools(&project.id)
         .await?
         .into_iter()
         .filter(|p| !p.deleting && !p.spec.http_endpoints().is_empty())
@@ -541,7 +521,7 @@ fn no_endpoint(edge: &EdgeState, host: &str) -> Response {
     )
 }
 
-fn store_failure(error: &StoreError) -> Response {
+fn store_failure(error: &StoreFailure) -> Response {
     tracing::warn!(error = %error, "the access edge could not read the store");
     pages::refusal(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -657,17 +637,17 @@ async fn endpoint_request(
 
 /// An org's pools that serve http endpoints (kept for [`recent::ORG_TTL_MS`]); `None` when
 /// there is no such org.
-async fn org_pools(edge: &EdgeState, name: &str) -> Result<Option<OrgPools>, StoreError> {
+async fn org_pools(edge: &EdgeState, name: &str) -> Result<Option<OrgPools>, StoreFailure> {
     let now = edge.now();
     if let Some(kept) = edge.inner.orgs.get(name, now) {
         return Ok(kept);
     }
-    let store = &edge.inner.store;
+    let store = edge.inner.store.as_ref();
     let found = match org_named(store, name).await? {
         None => None,
         Some(org) => {
             let mut pools = Vec::new();
-            for project in store.list_projects(&org.id).await? {
+            for project in store.projects(&org.id).await? {
                 for pool in http_pools(store, &project).await? {
                     pools.push((project.clone(), pool));
                 }
@@ -679,15 +659,11 @@ async fn org_pools(edge: &EdgeState, name: &str) -> Result<Option<OrgPools>, Sto
     Ok(found)
 }
 
-async fn org_named(store: &Store, name: &str) -> Result<Option<Org>, StoreError> {
+async fn org_named(store: &dyn EdgeStore, name: &str) -> Result<Option<Org>, StoreFailure> {
     let Ok(name) = name.parse::<Name>() else {
         return Ok(None);
     };
-    match store.org_by_name(&name).await {
-        Ok(org) => Ok(Some(org)),
-        Err(StoreError::NotFound { .. }) => Ok(None),
-        Err(e) => Err(e),
-    }
+    store.org_by_name(&name).await
 }
 
 /// Whether a request that changes something (any method but GET, HEAD, OPTIONS and TRACE)

@@ -17,8 +17,8 @@ use axum::response::{IntoResponse, Response};
 use orc_access::Assertion;
 
 use super::{EdgeState, client_ip, pages};
-use orc_zone_model::access::zone_role_in;
 use crate::model::{ApiToken, Membership, Org, Timestamp, TokenHash, TokenSecret, User};
+use orc_zone_model::access::zone_role_in;
 use orc_zone_model::session::{SessionSecret, SignedInWith, WebSession};
 
 /// The session cookie. `__Secure-`: browsers accept it only with `Secure`, over https.
@@ -140,9 +140,9 @@ enum Credential {
 
 /// Who `credential` belongs to, from the store.
 async fn look_up(edge: &EdgeState, credential: Credential) -> Result<Option<Person>, Response> {
-    let store = &edge.inner.store;
+    let store = edge.inner.store.as_ref();
     let now = edge.now();
-    let failed = |e: crate::store::StoreError| super::store_failure(&e);
+    let failed = |e: crate::store::StoreFailure| super::store_failure(&e);
     let secret = match credential {
         Credential::Session(secret) => secret,
         Credential::Bearer(secret) => {
@@ -163,11 +163,8 @@ async fn look_up(edge: &EdgeState, credential: Credential) -> Result<Option<Pers
                  endpoints.",
                 ));
             }
-            let user = store.get_user(&token.user_id).await.map_err(failed)?;
-            let memberships = store
-                .list_memberships_of_user(&user.id)
-                .await
-                .map_err(failed)?;
+            let user = store.user(&token.user_id).await.map_err(failed)?;
+            let memberships = store.memberships_of(&user.id).await.map_err(failed)?;
             return Ok(Some(Person {
                 user,
                 memberships,
@@ -191,13 +188,10 @@ async fn look_up(edge: &EdgeState, credential: Credential) -> Result<Option<Pers
             .await
             .map_err(failed)?;
     }
-    let user = store.get_user(&session.user_id).await.map_err(failed)?;
-    let memberships = store
-        .list_memberships_of_user(&user.id)
-        .await
-        .map_err(failed)?;
+    let user = store.user(&session.user_id).await.map_err(failed)?;
+    let memberships = store.memberships_of(&user.id).await.map_err(failed)?;
     let token = match &session.signed_in_with {
-        SignedInWith::Token(id) => Some(store.get_token(id).await.map_err(failed)?),
+        SignedInWith::Token(id) => Some(store.token(id).await.map_err(failed)?),
         SignedInWith::Password => None,
     };
     Ok(Some(Person {
@@ -361,10 +355,10 @@ pub(super) async fn sign_in(edge: &EdgeState, request: Request) -> Response {
             Some(&edge.url()),
         );
     };
-    let store = &edge.inner.store;
+    let store = edge.inner.store.as_ref();
     let now = edge.now();
     let policy = edge.inner.config.sessions;
-    let failed = |e: crate::store::StoreError| super::store_failure(&e);
+    let failed = |e: crate::store::StoreFailure| super::store_failure(&e);
     let refuse = |message: &str| {
         if let Some(ip) = client {
             edge.inner.sign_ins.failed(ip, edge.now());

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::views::{
+use orc_zone_api_types::views::{
     ConnectedWorkstation, CreatedJoinToken, EventView, JoinTokenView, MembershipView, MeshView,
     NodeView, OrgView, PoolEndpointsView, PoolView, ProjectView, ProviderView, QuoteView,
     TokenView, UsageView,
@@ -107,7 +107,7 @@ pub struct PoolPage {
     pub notice: Option<String>,
     /// An app pool's kept log lines at `log_level` or more severe, newest last, when the
     /// person may read them (owners and members).
-    pub logs: Option<Vec<crate::api::views::LogLineView>>,
+    pub logs: Option<Vec<orc_zone_api_types::views::LogLineView>>,
     pub log_level: String,
 }
 
@@ -239,7 +239,7 @@ impl WizardPage {
 pub struct ProviderCard {
     pub provider: ProviderView,
     /// The provider's sites as the project sees them (`orc sites`).
-    pub sites: Vec<crate::api::views::SiteView>,
+    pub sites: Vec<orc_zone_api_types::views::SiteView>,
     /// Registered in this project (scope and pricing are changed here).
     pub home: bool,
     pub errors: FieldErrors,

@@ -6,8 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::{FieldErrors, ParamField, WizardInput};
-use crate::api::views::{CatalogView, CreatePool, QuoteRequest, ReconfigurePool, ShapeView};
 use crate::registry::ManifestParam;
+use orc_zone_api_types::views::{
+    CatalogView, CreatePool, QuoteRequest, ReconfigurePool, ShapeView,
+};
 
 /// The most nodes a pool takes from a console form. Larger pools are rare enough, and a
 /// typo of an extra zero costly enough, that they go through the API or `orc` on purpose.
@@ -353,7 +355,7 @@ pub fn app_pool(
     match size {
         Some(size) if errors.is_empty() => Ok(CreatePool {
             name: name.trim().to_string(),
-            provider: crate::backend::CORE_PROVIDER.to_string(),
+            provider: orc_zone_model::CORE_PROVIDER_NAME.to_string(),
             size,
             shape: ShapeView {
                 cpu: 1,
@@ -361,7 +363,7 @@ pub fn app_pool(
                 arch: None,
                 disks: Vec::new(),
             },
-            class: crate::apps::LOCAL_SITE.to_string(),
+            class: orc_zone_model::CORE_LOCAL_SITE.to_string(),
             os: "none".to_string(),
             public: false,
             endpoints: Vec::new(),
@@ -442,7 +444,7 @@ pub fn join_ttl(errors: &mut FieldErrors, text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::views::{ClassView, OsView};
+    use orc_zone_api_types::views::{ClassView, OsView};
 
     fn catalog() -> CatalogView {
         CatalogView {
