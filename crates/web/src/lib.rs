@@ -6,6 +6,8 @@
 //!   process ([`console::ZoneApi`]), so a page can do no more than `orc` could;
 //! - [`access_keys`]: the edge's signing keys and the JWKS that publishes them;
 //! - [`passwords`]: users' password hashes;
+//! - [`visitor`]: who a request comes from, and whether a change came from the zone's own
+//!   pages;
 //! - [`store`]: [`EdgeStore`](store::EdgeStore), what the edge keeps in the zone's store,
 //!   as the operations it needs.
 //!
@@ -18,5 +20,6 @@ pub mod console;
 pub mod edge;
 pub mod passwords;
 pub mod store;
+pub mod visitor;
 
 use orc_zone_model::{model, pricing, registry};

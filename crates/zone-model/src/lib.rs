@@ -6,7 +6,6 @@
 //! - [`gateway`]: site gateways' pools, named and recognised by their provider's id;
 //! - [`pricing`]: what a tenant pays for a node and how its hours become usage lines;
 //! - [`endpoints`]: where app pools' slots serve http, and the URL of an edge name;
-//! - [`clock`]: the [`Clock`](clock::Clock) seam through which the controller reads time;
 //! - [`ssh`]: the OpenSSH public keys a tenant has installed on a pool's nodes;
 //! - [`agent`]: a node's agent: its certificate, facts and config generations;
 //! - [`join`]: join tokens, which admit one named node once and pin the zone's CA;
@@ -14,7 +13,7 @@
 //! - [`registry`]: app packages (manifest and one binary per platform) and their digests.
 //!
 //! Nothing here does I/O, spawns a task or reads a clock on its own (fresh token values come
-//! from the thread's CSPRNG): every function takes the time it needs (only [`Clock`](clock::Clock) implementations and
+//! from the thread's CSPRNG): every function takes the time it needs (only [`Clock`](orc_common::time::Clock) implementations and
 //! [`Timestamp::now`](model::Timestamp::now) read the wall clock, for callers that choose
 //! them; decisions take an injected clock's time, never those). This crate must never depend
 //! on the store, the API, the hub or any runtime (tokio, sqlx, axum, tonic, and so not
@@ -23,7 +22,6 @@
 
 pub mod access;
 pub mod agent;
-pub mod clock;
 pub mod endpoints;
 pub mod gateway;
 pub mod join;

@@ -633,6 +633,9 @@ impl Provider {
     }
 }
 
+/// Name of the first operator the zone creates.
+pub const ADMIN_USER: &str = "admin";
+
 /// The name of the zone's own provider of app pools, registered in `sys/sys`.
 pub const CORE_PROVIDER_NAME: &str = "core";
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use orc_common::time::ManualClock;
 use orc_common::{Money, Shape};
 use orc_proto::{
     ClassId, DeployResult, DestroyResult, Offer, OsId, Purpose, Quote, QuoteReply, QuoteToken,
@@ -27,7 +28,7 @@ use orc_zone::hub::{Hub, HubOptions};
 use orc_zone::model::{
     Name, NewPool, NewProvider, PoolSpec, PricingStrategy, Provider, ProviderScope, Role, Timestamp,
 };
-use orc_zone::reconcile::{ManualClock, ReconcileOptions, Reconciler};
+use orc_zone::reconcile::{ReconcileOptions, Reconciler};
 use orc_zone::store::Store;
 use rust_decimal::Decimal;
 use tokio::runtime::Runtime;

@@ -43,8 +43,8 @@ use tokio::task::JoinHandle;
 use crate::agents::AgentHub;
 use crate::model::{NodeId, ProjectId, Timestamp};
 use crate::model::{Provider, ProviderId};
-use crate::reconcile::SharedClock;
 use crate::store::{Store, StoreResult};
+use orc_common::time::SharedClock;
 use orc_zone_model::gateway::gateway_site;
 
 /// Settings of the mesh reconciler.

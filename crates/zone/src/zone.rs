@@ -48,16 +48,15 @@ use orc_web::edge::{EdgeCerts, EdgeConfig, EdgeState};
 use crate::hub::{Hub, HubOptions};
 use crate::mesh::{MeshChange, MeshHandle, MeshOptions, MeshSignal};
 use crate::model::{Name, Pool, Provider, Role, TokenSecret, sys_org_id};
-use crate::reconcile::{ReconcileOptions, ReconcilerHandle, Reconcilers, SharedClock, SystemClock};
+use crate::reconcile::{ReconcileOptions, ReconcilerHandle, Reconcilers};
 use crate::store::{SealingKey, Store, StoreError, sqlite_url};
 use crate::web::{ApiInProcess, StoreForEdge};
+use orc_common::time::{SharedClock, SystemClock};
 
 /// Default address of the HTTP API.
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:7070";
 /// Default address of the providers' gRPC endpoint.
 pub const DEFAULT_GRPC_ADDR: &str = "127.0.0.1:7400";
-/// Name of the first operator the zone creates.
-pub const ADMIN_USER: &str = "admin";
 /// File in the data dir holding the admin token.
 pub const ADMIN_TOKEN_FILE: &str = "admin-token";
 /// File in the data dir holding the API's URL.
@@ -1069,13 +1068,15 @@ const ADMIN_TOKEN_RENEW_DAYS: i64 = 30;
 async fn ensure_admin(store: &Store, data_dir: &Path) -> Result<(TokenSecret, bool), ZoneError> {
     let path = data_dir.join(ADMIN_TOKEN_FILE);
     let now = crate::model::Timestamp::now();
-    let name: Name = ADMIN_USER.parse().map_err(|e: crate::model::ModelError| {
-        ZoneError::Store(StoreError::Invalid {
-            kind: crate::store::Kind::User,
-            id: ADMIN_USER.to_string(),
-            reason: e.to_string(),
-        })
-    })?;
+    let name: Name = crate::model::ADMIN_USER
+        .parse()
+        .map_err(|e: crate::model::ModelError| {
+            ZoneError::Store(StoreError::Invalid {
+                kind: crate::store::Kind::User,
+                id: crate::model::ADMIN_USER.to_string(),
+                reason: e.to_string(),
+            })
+        })?;
     let user = match store.user_by_name(&name).await {
         Ok(u) => u,
         Err(StoreError::NotFound { .. }) => {

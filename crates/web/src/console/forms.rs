@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::model::{FieldErrors, ParamField, WizardInput};
+use super::model::{FieldErrors, ParamField, WizardInput, is_json};
 use crate::registry::ManifestParam;
 use orc_zone_api_types::views::{
     CatalogView, CreatePool, QuoteRequest, ReconfigurePool, ShapeView,
@@ -184,13 +184,6 @@ pub fn create_pool(
         }),
         _ => Err(errors),
     }
-}
-
-/// Whether a param's value is a JSON document (an object or a list): shown as a text area
-/// and checked before it is sent.
-pub fn is_json(value: &str) -> bool {
-    let t = value.trim_start();
-    t.starts_with('{') || t.starts_with('[')
 }
 
 /// The pool form's fields for an app's params with no manifest to describe them: plain ones

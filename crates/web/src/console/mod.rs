@@ -44,8 +44,8 @@ use self::model::{
     ProvidersPage, ReconfigurePage, Section, TokensPage, UnpricedNode, UsagePage, WizardInput,
     WizardPage,
 };
-use crate::edge::Person;
 use crate::model::{ApiToken, Month, Role, Timestamp, TokenHash, TokenId};
+use crate::visitor::{Person, from_own_pages};
 use orc_zone_api_types::views::{
     CreateMembership, CreateToken, EventView, MembershipView, NewTokenView, NodeView, OrgView,
     PoolEndpointsView, PoolView, ProjectView, ProviderView, QuoteView, SetPricing, TokenView,
@@ -164,7 +164,7 @@ pub async fn handle(
     if path == live::SCRIPT_PATH {
         return live::script();
     }
-    if !crate::edge::from_own_pages(edge_url, &method, request.headers()) {
+    if !from_own_pages(edge_url, &method, request.headers()) {
         return plain_problem(
             StatusCode::FORBIDDEN,
             "Not from here",

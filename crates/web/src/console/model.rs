@@ -141,7 +141,7 @@ impl ParamField {
             } else {
                 value.to_string()
             },
-            json: !sensitive && super::forms::is_json(value),
+            json: !sensitive && is_json(value),
             sensitive,
             set,
             help: String::new(),
@@ -345,4 +345,11 @@ pub struct MeshPage {
     pub name: String,
     pub public_key: String,
     pub errors: FieldErrors,
+}
+
+/// Whether a param's value is a JSON document (an object or a list): shown as a text area
+/// and checked before it is sent.
+pub fn is_json(value: &str) -> bool {
+    let t = value.trim_start();
+    t.starts_with('{') || t.starts_with('[')
 }

@@ -17,9 +17,9 @@ use axum::response::{IntoResponse, Response};
 use orc_access::Assertion;
 
 use super::{EdgeState, client_ip, pages};
-use crate::model::{ApiToken, Membership, Org, Timestamp, TokenHash, TokenSecret, User};
-use orc_zone_model::access::zone_role_in;
-use orc_zone_model::session::{SessionSecret, SignedInWith, WebSession};
+use crate::model::{Org, Timestamp, TokenHash, TokenSecret};
+use crate::visitor::Person;
+use orc_zone_model::session::{SessionSecret, SignedInWith};
 
 /// The session cookie. `__Secure-`: browsers accept it only with `Secure`, over https.
 pub const SESSION_COOKIE: &str = "__Secure-orc_session";
@@ -29,35 +29,6 @@ const TOUCH_EVERY_MS: i64 = 60_000;
 
 /// The largest sign-in form read.
 const MAX_FORM_BYTES: usize = 16 * 1024;
-
-/// Someone the edge knows.
-#[derive(Debug, Clone)]
-pub struct Person {
-    pub user: User,
-    pub memberships: Vec<Membership>,
-    /// Came with `Authorization: Bearer` (the header is then not forwarded).
-    pub by_bearer: bool,
-    /// The token the person came with: as a bearer, or to sign in to the session.
-    pub token: Option<ApiToken>,
-    /// The session the cookie carries, if it was one.
-    pub session: Option<WebSession>,
-}
-
-impl Person {
-    /// The assertion's subject: `token:<id>` for a bearer, else `user:<name>`.
-    fn subject(&self) -> String {
-        match &self.token {
-            Some(token) if self.by_bearer => format!("token:{}", token.id),
-            _ => format!("user:{}", self.user.name),
-        }
-    }
-
-    /// Whether the person has any role in `org` or the zone.
-    pub fn sees_org(&self, org: &Org) -> bool {
-        zone_role_in(&self.memberships).is_some()
-            || self.memberships.iter().any(|m| m.org_id == org.id)
-    }
-}
 
 /// The value of the session cookie among the request's cookies.
 fn session_cookie(headers: &HeaderMap) -> Option<String> {

@@ -47,7 +47,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use orc_access::names::{self, EdgeName, EdgePool, NameError};
 
 pub use certs::EdgeCerts;
-pub use identity::{Person, SESSION_COOKIE};
+pub use identity::SESSION_COOKIE;
+
+use crate::visitor::{Person, from_own_pages};
 
 use crate::access_keys::AccessKeys;
 use crate::model::{Name, Org, Pool, Project, Role, Timestamp};
@@ -664,23 +666,6 @@ async fn org_named(store: &dyn EdgeStore, name: &str) -> Result<Option<Org>, Sto
         return Ok(None);
     };
     store.org_by_name(&name).await
-}
-
-/// Whether a request that changes something (any method but GET, HEAD, OPTIONS and TRACE)
-/// came from the pages of `own_origin` (`https://<domain>[:port]`): its `Origin` is that
-/// origin, or, without an `Origin`, the browser says `Sec-Fetch-Site: same-origin`. Every
-/// browser sends one or the other with a form post, so a post without either came from no
-/// page of ours (a script replaying a cookie, or a page elsewhere whose browser hid its
-/// origin) and is refused. Safe methods are always taken.
-pub(crate) fn from_own_pages(own_origin: &str, method: &Method, headers: &HeaderMap) -> bool {
-    if method.is_safe() {
-        return true;
-    }
-    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    match text(header::ORIGIN.as_str()) {
-        Some(origin) => origin.eq_ignore_ascii_case(own_origin),
-        None => text("sec-fetch-site").is_some_and(|site| site.eq_ignore_ascii_case("same-origin")),
-    }
 }
 
 /// Headers of a response that the edge's pages carry: no caching, no framing, no sniffing.

@@ -6,7 +6,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{DOCTYPE, Markup, html};
 
-use super::{Person, Reachable};
+use super::Reachable;
+use crate::visitor::Person;
 
 const STYLE: &str = "\
 body{font-family:system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f7f9}\

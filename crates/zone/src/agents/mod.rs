@@ -51,8 +51,8 @@ use tokio::time::Instant;
 use tonic::Status;
 
 use crate::model::{NodeId, Timestamp};
-use crate::reconcile::{SharedClock, SystemClock};
 use crate::store::{AgentUpdate, Store};
+use orc_common::time::{SharedClock, SystemClock};
 use orc_zone_model::{InterfaceAddress, NodeAgent, NodeFacts};
 
 /// Largest agent message the zone accepts (an exec output chunk is far smaller).

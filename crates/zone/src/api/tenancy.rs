@@ -780,7 +780,7 @@ pub(super) async fn delete_user(
             "you cannot delete yourself; another zone operator can",
         ));
     }
-    if [crate::zone::ADMIN_USER, orc_zone_apps::APPS_USER].contains(&user.name.as_str()) {
+    if [crate::model::ADMIN_USER, orc_zone_apps::APPS_USER].contains(&user.name.as_str()) {
         return Err(ApiError::new(
             ErrorCode::Conflict,
             format!("user {} is the zone's own and cannot be deleted", user.name),

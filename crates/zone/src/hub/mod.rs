@@ -44,8 +44,8 @@ use tonic::Status;
 
 use crate::backend::{BackendError, NodeBackend};
 use crate::model::{Name, Provider, ProviderId, Timestamp};
-use crate::reconcile::{SharedClock, SystemClock};
 use crate::store::Store;
+use orc_common::time::{SharedClock, SystemClock};
 
 /// Largest provider message the hub accepts (an inventory of ~100,000 nodes).
 pub const MAX_MESSAGE_BYTES: usize = 16 << 20;

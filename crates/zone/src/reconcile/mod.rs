@@ -44,7 +44,7 @@ use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub use inventory::{Inventoried, apply_inventory};
-pub use orc_zone_model::clock::{Clock, ManualClock, SharedClock, SystemClock};
+use orc_common::time::SharedClock;
 pub use usage::accrue_usage;
 
 use crate::agents::AgentBootstrap;

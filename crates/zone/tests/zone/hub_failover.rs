@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::hub_support::*;
+use orc_common::time::ManualClock;
 use orc_proto::Role;
 use orc_provider_sdk::fake::FakeCloud;
 use orc_testkit::{eventually, eventually_some};
 use orc_zone::backend::Backends;
 use orc_zone::model::NodeState;
-use orc_zone::reconcile::ManualClock;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hub_pool_of_three_gets_quotes_and_deploys_and_runs() {

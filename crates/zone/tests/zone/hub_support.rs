@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use orc_common::time::ManualClock;
 use orc_provider_sdk::fake::{FakeCloud, FakeConfig, FakeProvider};
 use orc_provider_sdk::{GrpcConnector, ProviderRunner, RunnerOptions, ZoneCredentials};
 use orc_testkit::eventually;
@@ -15,7 +16,7 @@ use orc_zone::hub::{Hub, HubOptions};
 use orc_zone::model::{
     Name, NewPool, Node, NodeState, PoolSpec, Project, Provider, Role, Timestamp,
 };
-use orc_zone::reconcile::{ManualClock, ReconcileOptions, Reconciler};
+use orc_zone::reconcile::{ReconcileOptions, Reconciler};
 use orc_zone::store::Store;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;

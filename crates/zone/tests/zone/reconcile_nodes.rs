@@ -6,11 +6,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::hub_support::*;
+use orc_common::time::ManualClock;
 use orc_proto::{Inventory, InventoryNode, Refusal, RefusalKind as WireKind};
 use orc_provider_sdk::fake::FakeCloud;
 use orc_zone::backend::Backends;
 use orc_zone::model::{Markup, Node, NodeState, PricingStrategy, RefusalKind, Timestamp};
-use orc_zone::reconcile::{ManualClock, apply_inventory};
+use orc_zone::reconcile::apply_inventory;
 use rust_decimal::Decimal;
 
 async fn nodes(t: &Tenant, pool: &orc_zone::model::PoolId) -> Vec<Node> {
@@ -155,7 +156,7 @@ async fn waits_for_a_configuration_change(wire: WireKind, kind: RefusalKind) {
 }
 
 fn clock_now(clock: &ManualClock) -> Timestamp {
-    use orc_zone::reconcile::Clock;
+    use orc_common::time::Clock;
     clock.now()
 }
 

@@ -319,7 +319,7 @@ fn offer(node: &orc_proto::NodeId, usd: &str) -> ProviderBody {
 async fn only_the_replica_a_request_went_to_can_answer_it() {
     let dir = tempfile::tempdir().unwrap();
     let t = tenant(&dir).await;
-    let clock = orc_zone::reconcile::ManualClock::new(START);
+    let clock = orc_common::time::ManualClock::new(START);
     let server = HubServer::start(&t.store, &clock, None).await;
     let mut serving = RawReplica::connect(&server.endpoint(), &t.token, 0).await;
     assert!(matches!(
@@ -393,7 +393,7 @@ async fn node_events(
 async fn deploy_progress_goes_only_to_the_providers_own_nodes_as_one_clean_line() {
     let dir = tempfile::tempdir().unwrap();
     let t = tenant(&dir).await;
-    let clock = orc_zone::reconcile::ManualClock::new(START);
+    let clock = orc_common::time::ManualClock::new(START);
     let server = HubServer::start(&t.store, &clock, None).await;
     let mut replica = RawReplica::connect(&server.endpoint(), &t.token, 0).await;
     replica.next().await;

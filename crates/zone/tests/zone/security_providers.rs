@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use orc_common::time::ManualClock;
 use orc_proto::{Inventory, InventorySite, PoolAddress, PoolPath, SiteName};
 use orc_provider_sdk::fake::{FakeCloud, FakeConfig};
 use orc_zone::backend::Backends;
@@ -15,7 +16,7 @@ use orc_zone::model::{
     AgentState, EventScope, NewPool, NewProvider, NodeState, PricingStrategy, Provider,
     ProviderScope, sys_project_id,
 };
-use orc_zone::reconcile::{ManualClock, apply_inventory};
+use orc_zone::reconcile::apply_inventory;
 use orc_zone::store::Store;
 use orc_zone_model::gateway::gateway_pool_name;
 use orc_zone_model::{InterfaceAddress, NodeAgent, NodeFacts};
