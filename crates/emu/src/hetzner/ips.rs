@@ -7,8 +7,6 @@
 //! option restores the older `"server"` with `assignee_id: null`). Floating IPs can be
 //! assigned to a server in the same network zone as their home location.
 
-use std::collections::BTreeMap;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -23,7 +21,7 @@ use super::wire::{
     Update, check_labels, check_name, required,
 };
 use super::world::{
-    Family, FloatingIp, PrimaryIp, Status, World, default_ptr_v4, ip_matches, ptr_list, ts,
+    Family, FloatingIp, PrimaryIp, Status, default_ptr_v4, ip_matches, ptr_list, ts,
 };
 use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, PathId, created, decode};
 
@@ -56,16 +54,6 @@ fn primary_json(ctx: &Ctx<'_>, p: &PrimaryIp) -> Value {
 }
 
 impl Resource for PrimaryIp {
-    const KIND: &'static str = "primary IP";
-    const ONE: &'static str = "primary_ip";
-    const MANY: &'static str = "primary_ips";
-
-    fn all(world: &World) -> &BTreeMap<u64, PrimaryIp> {
-        &world.primary_ips
-    }
-    fn all_mut(world: &mut World) -> &mut BTreeMap<u64, PrimaryIp> {
-        &mut world.primary_ips
-    }
     fn to_json(&self, ctx: &Ctx<'_>) -> Value {
         primary_json(ctx, self)
     }
@@ -402,16 +390,6 @@ fn floating_json(ctx: &Ctx<'_>, f: &FloatingIp) -> Value {
 }
 
 impl Resource for FloatingIp {
-    const KIND: &'static str = "floating IP";
-    const ONE: &'static str = "floating_ip";
-    const MANY: &'static str = "floating_ips";
-
-    fn all(world: &World) -> &BTreeMap<u64, FloatingIp> {
-        &world.floating_ips
-    }
-    fn all_mut(world: &mut World) -> &mut BTreeMap<u64, FloatingIp> {
-        &mut world.floating_ips
-    }
     fn to_json(&self, ctx: &Ctx<'_>) -> Value {
         floating_json(ctx, self)
     }

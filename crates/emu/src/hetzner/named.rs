@@ -20,9 +20,19 @@ use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, Hz, PathId, ok};
 
 pub(crate) type Labels = BTreeMap<String, String>;
 
-pub(crate) trait Named {
+pub(crate) trait Named: Sized {
     /// The message of the 409 when the name is taken.
     const TAKEN: &'static str;
+    /// The kind as the API's messages name it (`primary IP`).
+    const KIND: &'static str;
+    /// The key of one resource in an answer (`primary_ip`).
+    const ONE: &'static str;
+    /// The key of a page of them (`primary_ips`).
+    const MANY: &'static str;
+
+    /// The account's resources of this kind, by id.
+    fn all(world: &World) -> &BTreeMap<u64, Self>;
+    fn all_mut(world: &mut World) -> &mut BTreeMap<u64, Self>;
 
     fn id(&self) -> u64;
     fn name(&self) -> &str;
@@ -37,18 +47,8 @@ pub(crate) trait Named {
     }
 }
 
-/// A kind of named resource as the API serves it.
-pub(crate) trait Resource: Named + Sized {
-    /// The kind as the API's messages name it (`primary IP`).
-    const KIND: &'static str;
-    /// The key of one resource in an answer (`primary_ip`).
-    const ONE: &'static str;
-    /// The key of a page of them (`primary_ips`).
-    const MANY: &'static str;
-
-    /// The account's resources of this kind, by id.
-    fn all(world: &World) -> &BTreeMap<u64, Self>;
-    fn all_mut(world: &mut World) -> &mut BTreeMap<u64, Self>;
+/// What a kind of named resource shows and accepts as the API serves it.
+pub(crate) trait Resource: Named {
     /// The resource as the API shows it.
     fn to_json(&self, ctx: &Ctx<'_>) -> Value;
     /// Refuses a name this kind does not accept.
@@ -58,7 +58,7 @@ pub(crate) trait Resource: Named + Sized {
 }
 
 /// The resource `id` of kind `T`, or `404 not_found` naming the kind.
-pub(crate) fn find<'w, T: Resource>(ctx: &'w Ctx<'_>, id: u64) -> Result<&'w T, ApiError> {
+pub(crate) fn find<'w, T: Named>(ctx: &'w Ctx<'_>, id: u64) -> Result<&'w T, ApiError> {
     T::all(ctx.world)
         .get(&id)
         .ok_or_else(|| ApiError::not_found(T::KIND, id))
@@ -169,13 +169,24 @@ fn rename_and_relabel<T: Named>(
     Ok(Some(item))
 }
 
+/// `Named` for a kind kept in `World::$all`, called `$kind` in messages and `$one` in
+/// answers.
 macro_rules! named {
-    ($ty:ty, $taken:literal) => {
-        named!($ty, $taken, json!({"fields": [{"name": "name"}]}));
+    ($ty:ty, $all:ident, $kind:literal, $one:literal, $taken:literal) => {
+        named!($ty, $all, $kind, $one, $taken, json!({"fields": [{"name": "name"}]}));
     };
-    ($ty:ty, $taken:literal, $details:expr) => {
+    ($ty:ty, $all:ident, $kind:literal, $one:literal, $taken:literal, $details:expr) => {
         impl Named for $ty {
             const TAKEN: &'static str = $taken;
+            const KIND: &'static str = $kind;
+            const ONE: &'static str = $one;
+            const MANY: &'static str = stringify!($all);
+            fn all(world: &World) -> &BTreeMap<u64, Self> {
+                &world.$all
+            }
+            fn all_mut(world: &mut World) -> &mut BTreeMap<u64, Self> {
+                &mut world.$all
+            }
             fn id(&self) -> u64 {
                 self.id
             }
@@ -202,9 +213,46 @@ macro_rules! named {
 }
 
 // The live API answers a taken server name with empty details.
-named!(Server, "server name is already used", json!({}));
-named!(PrimaryIp, "primary IP name is already used");
-named!(FloatingIp, "floating IP name is already used");
-named!(Network, "network name is already used");
-named!(SshKey, "SSH key with the same name already exists");
-named!(Volume, "volume name is already used");
+named!(
+    Server,
+    servers,
+    "server",
+    "server",
+    "server name is already used",
+    json!({})
+);
+named!(
+    PrimaryIp,
+    primary_ips,
+    "primary IP",
+    "primary_ip",
+    "primary IP name is already used"
+);
+named!(
+    FloatingIp,
+    floating_ips,
+    "floating IP",
+    "floating_ip",
+    "floating IP name is already used"
+);
+named!(
+    Network,
+    networks,
+    "network",
+    "network",
+    "network name is already used"
+);
+named!(
+    SshKey,
+    ssh_keys,
+    "SSH key",
+    "ssh_key",
+    "SSH key with the same name already exists"
+);
+named!(
+    Volume,
+    volumes,
+    "volume",
+    "volume",
+    "volume name is already used"
+);

@@ -6,7 +6,6 @@
 //! A server attaching gets the lowest free host of a subnet whose `network_zone` contains
 //! its location (never the network address, the gateway or the broadcast address).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
@@ -299,16 +298,6 @@ fn check_route(net: &Network, req: RouteReq) -> Result<Route, ApiError> {
 }
 
 impl Resource for Network {
-    const KIND: &'static str = "network";
-    const ONE: &'static str = "network";
-    const MANY: &'static str = "networks";
-
-    fn all(world: &World) -> &BTreeMap<u64, Network> {
-        &world.networks
-    }
-    fn all_mut(world: &mut World) -> &mut BTreeMap<u64, Network> {
-        &mut world.networks
-    }
     fn to_json(&self, ctx: &Ctx<'_>) -> Value {
         network_json(ctx.world, self)
     }

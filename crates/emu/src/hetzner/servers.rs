@@ -17,7 +17,6 @@
 //! location) sold out → `412 resource_unavailable "error during placement"`; then the
 //! account's server limit (`403 resource_limit_exceeded`) and name uniqueness (`409`).
 
-use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use axum::extract::State;
@@ -36,7 +35,7 @@ use super::wire::{
     Protection, Rebuild, check_hostname, check_labels, required,
 };
 use super::world::{
-    Event, Family, PrimaryIp, PrivateNet, Server, Status, World, default_ptr_v4, ip_matches, ts,
+    Event, Family, PrimaryIp, PrivateNet, Server, Status, default_ptr_v4, ip_matches, ts,
 };
 use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, PathId, created, decode, ok};
 
@@ -138,16 +137,6 @@ pub(crate) fn server_json(ctx: &Ctx<'_>, s: &Server) -> Value {
 }
 
 impl Resource for Server {
-    const KIND: &'static str = "server";
-    const ONE: &'static str = "server";
-    const MANY: &'static str = "servers";
-
-    fn all(world: &World) -> &BTreeMap<u64, Server> {
-        &world.servers
-    }
-    fn all_mut(world: &mut World) -> &mut BTreeMap<u64, Server> {
-        &mut world.servers
-    }
     fn to_json(&self, ctx: &Ctx<'_>) -> Value {
         server_json(ctx, self)
     }

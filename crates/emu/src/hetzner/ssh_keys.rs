@@ -5,8 +5,6 @@
 //! hex. A key is accepted only when its blob decodes and names the same key type as the
 //! text before it, so a truncated or mistyped key is refused with `422 invalid_input`.
 
-use std::collections::BTreeMap;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -17,7 +15,7 @@ use serde_json::{Value, json};
 use super::named::{Resource, ensure_name_free, find, list_page};
 use super::pagination::{ListQuery, Listing};
 use super::wire::{CreateSshKey, check_labels, check_name, required};
-use super::world::{SshKey, World, ts};
+use super::world::{SshKey, ts};
 use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, PathId, created};
 
 /// The fingerprint of an OpenSSH public key line, or why it is not one.
@@ -57,16 +55,6 @@ fn key_json(k: &SshKey) -> Value {
 }
 
 impl Resource for SshKey {
-    const KIND: &'static str = "SSH key";
-    const ONE: &'static str = "ssh_key";
-    const MANY: &'static str = "ssh_keys";
-
-    fn all(world: &World) -> &BTreeMap<u64, SshKey> {
-        &world.ssh_keys
-    }
-    fn all_mut(world: &mut World) -> &mut BTreeMap<u64, SshKey> {
-        &mut world.ssh_keys
-    }
     fn to_json(&self, _: &Ctx<'_>) -> Value {
         key_json(self)
     }

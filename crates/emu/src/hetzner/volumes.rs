@@ -4,8 +4,6 @@
 //! Rules kept: size is 10 to 10240 GB and only grows; a volume attaches to one server of
 //! its own location; an attached or protected volume cannot be deleted.
 
-use std::collections::BTreeMap;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -17,7 +15,7 @@ use super::pagination::{ListQuery, Listing};
 use super::wire::{
     AttachVolume, CreateVolume, Protection, ResizeVolume, check_labels, check_name, required,
 };
-use super::world::{Volume, World, ts};
+use super::world::{Volume, ts};
 use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, PathId, created, decode};
 
 const MIN_SIZE: u64 = 10;
@@ -40,16 +38,6 @@ fn volume_json(ctx: &Ctx<'_>, v: &Volume) -> Value {
 }
 
 impl Resource for Volume {
-    const KIND: &'static str = "volume";
-    const ONE: &'static str = "volume";
-    const MANY: &'static str = "volumes";
-
-    fn all(world: &World) -> &BTreeMap<u64, Volume> {
-        &world.volumes
-    }
-    fn all_mut(world: &mut World) -> &mut BTreeMap<u64, Volume> {
-        &mut world.volumes
-    }
     fn to_json(&self, ctx: &Ctx<'_>) -> Value {
         volume_json(ctx, self)
     }
