@@ -35,7 +35,7 @@ use orc_partner::params::{Config, MapSource, load_config};
 use orc_partner::quote::{Purpose, QuoteRequest, quote};
 use orc_partner::validate::{Drafts, validate_drafts};
 use orc_partner::{QuoteState, explain, seed};
-use orc_provider_sdk::process;
+use orc_provider_sdk::process::{self, ZoneArgs};
 use orc_provider_sdk::{RunnerOptions, run_provider};
 
 const DEFAULT_SEED_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../emu/seed");
@@ -106,28 +106,14 @@ enum Command {
     },
     /// Run the partner provider: dial the zone and answer its requests.
     Serve {
-        /// The zone's provider endpoint, e.g. https://zone.internal:7400.
-        #[arg(long, env = "ORC_ZONE_ENDPOINT")]
-        zone: String,
+        #[command(flatten)]
+        zone: ZoneArgs,
         /// Seconds between two catalog reads while serving.
         #[arg(long, default_value_t = 600)]
         refresh_secs: u64,
         /// Seconds between two inventory passes while serving (sites, nodes, reverse DNS).
         #[arg(long, env = "ORC_INVENTORY_SECS", default_value_t = 60)]
         inventory_secs: u64,
-        /// This replica's slot in its app pool.
-        #[arg(long, env = "ORC_SLOT", default_value_t = 0)]
-        slot: u32,
-        /// File holding the zone API token the stream authenticates with.
-        #[arg(long, env = "ORC_ZONE_TOKEN_FILE", requires = "project")]
-        token_file: Option<PathBuf>,
-        /// The project (`<org>/<project>`) the partner registers in.
-        #[arg(long, env = "ORC_ZONE_PROJECT", requires = "token_file")]
-        project: Option<String>,
-        /// The zone's CA certificate (its ca.pem), which an https:// endpoint must present
-        /// a certificate signed by.
-        #[arg(long, env = "ORC_ZONE_CA_FILE")]
-        zone_ca_file: Option<PathBuf>,
     },
     /// Time the quote engine; the last line is `ns_per_quote N`.
     BenchQuote {
@@ -277,17 +263,9 @@ where
             zone,
             refresh_secs,
             inventory_secs,
-            slot,
-            token_file,
-            project,
-            zone_ca_file,
         } => {
-            let access = process::zone_access(
-                token_file.as_deref(),
-                project.as_deref(),
-                zone_ca_file.as_deref(),
-            )?;
-            serve(&zone, refresh_secs, inventory_secs, slot, access)
+            let access = zone.access()?;
+            serve(&zone.zone, refresh_secs, inventory_secs, zone.slot, access)
         }
     }
 }

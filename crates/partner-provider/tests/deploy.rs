@@ -10,6 +10,8 @@ use std::sync::Arc;
 use deploy_support::*;
 use orc_proto::{DestroyResult, NodeId, Quote, QuoteReply, RefusalKind};
 use orc_provider_sdk::Provider;
+use orc_testkit::emu::{EmuControl, Fault};
+use orc_testkit::proto::quote_in;
 use support::*;
 
 fn with_disks(q: Quote, disks: &[u32]) -> Quote {
@@ -25,10 +27,14 @@ async fn extra_disks_come_and_go_with_their_node_on_both_clouds() {
     let p = provider(config(&source(&emu, "a")));
     let h = place(
         &p,
-        with_disks(quote("n-disk-h", "eu-central", 2, 4), &[20, 30]),
+        with_disks(quote_in(POOL, "n-disk-h", "eu-central", 2, 4), &[20, 30]),
     )
     .await;
-    let v = place(&p, with_disks(quote("n-disk-v", "us-east", 2, 4), &[40])).await;
+    let v = place(
+        &p,
+        with_disks(quote_in(POOL, "n-disk-v", "us-east", 2, 4), &[40]),
+    )
+    .await;
     assert!(h.instance_ref.as_str().starts_with("hetzner:"));
     assert!(v.instance_ref.as_str().starts_with("vultr:"));
     let volumes = hetzner(&emu)
@@ -54,7 +60,7 @@ async fn extra_disks_come_and_go_with_their_node_on_both_clouds() {
     // Deploying again makes no second disk.
     let o = offer(
         &p,
-        with_disks(quote("n-disk-h", "eu-central", 2, 4), &[20, 30]),
+        with_disks(quote_in(POOL, "n-disk-h", "eu-central", 2, 4), &[20, 30]),
     )
     .await;
     deployed(deploy(&p, "n-disk-h", o.quote_token).await);
@@ -91,14 +97,15 @@ async fn extra_disks_come_and_go_with_their_node_on_both_clouds() {
 async fn a_failure_after_the_node_or_a_disk_converges() {
     let emu = emulators().await;
     let p = provider(config(&source(&emu, "a")));
-    let root = vultr_root(&emu);
-    let o = offer(&p, with_disks(quote("n-dv", "us-east", 2, 4), &[10, 15])).await;
-    control(
-        &root,
-        "/_emu/faults",
-        serde_json::json!({"path": "/v2/blocks/", "method": "POST", "status": 503, "count": 5}),
+    let control = EmuControl::vultr(&emu);
+    let o = offer(
+        &p,
+        with_disks(quote_in(POOL, "n-dv", "us-east", 2, 4), &[10, 15]),
     )
     .await;
+    control
+        .fault(Fault::new("/v2/blocks/", 503, 5).method("POST"))
+        .await;
     let r = refusal(deploy(&p, "n-dv", o.quote_token.clone()).await);
     assert_eq!(r.kind, RefusalKind::Transient, "{r}");
     assert_eq!(
@@ -106,7 +113,7 @@ async fn a_failure_after_the_node_or_a_disk_converges() {
         1,
         "created, not attached"
     );
-    clear_faults(&root).await;
+    control.clear_faults().await;
     let done = deployed(deploy(&p, "n-dv", o.quote_token.clone()).await);
     deployed(deploy(&p, "n-dv", o.quote_token).await);
     let blocks = vultr(&emu).list_blocks().await.unwrap();
@@ -118,17 +125,18 @@ async fn a_failure_after_the_node_or_a_disk_converges() {
             .all(|b| b.attached_to_instance.as_deref() == Some(id))
     );
 
-    let hroot = hetzner_root(&emu);
-    let o = offer(&p, with_disks(quote("n-dh", "eu-central", 2, 4), &[10])).await;
-    control(
-        &hroot,
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/volumes", "method": "POST", "status": 503, "count": 5}),
+    let hetzner_control = EmuControl::hetzner(&emu);
+    let o = offer(
+        &p,
+        with_disks(quote_in(POOL, "n-dh", "eu-central", 2, 4), &[10]),
     )
     .await;
+    hetzner_control
+        .fault(Fault::new("/v1/volumes", 503, 5).method("POST"))
+        .await;
     let r = refusal(deploy(&p, "n-dh", o.quote_token.clone()).await);
     assert_eq!(r.kind, RefusalKind::Transient, "{r}");
-    clear_faults(&hroot).await;
+    hetzner_control.clear_faults().await;
     deployed(deploy(&p, "n-dh", o.quote_token.clone()).await);
     deployed(deploy(&p, "n-dh", o.quote_token).await);
     assert_eq!(hetzner(&emu).list_volumes(None).await.unwrap().len(), 1);
@@ -139,24 +147,21 @@ async fn a_failure_after_the_node_or_a_disk_converges() {
 async fn one_pools_nodes_land_on_two_clouds_when_a_stockout_moves_one() {
     let emu = emulators().await;
     let p = provider(config(&source(&emu, "a")));
-    let first = place(&p, quote("n-pool-1", "eu-central", 2, 4)).await;
+    let first = place(&p, quote_in(POOL, "n-pool-1", "eu-central", 2, 4)).await;
     assert_eq!(first.site.as_str(), "eu-central-a");
-    let o = offer(&p, quote("n-pool-2", "eu-central", 2, 4)).await;
+    let o = offer(&p, quote_in(POOL, "n-pool-2", "eu-central", 2, 4)).await;
     let token = orc_partner_provider::token::OfferToken::decode(o.quote_token.as_str()).unwrap();
     for location in ["fsn1", "nbg1"] {
-        control(
-            &hetzner_root(&emu),
-            "/_emu/sold-out",
-            serde_json::json!({"plan": token.plan, "location": location, "sold_out": true}),
-        )
-        .await;
+        EmuControl::hetzner(&emu)
+            .sold_out(&token.plan, location, true)
+            .await;
     }
     let r = refusal(deploy(&p, "n-pool-2", o.quote_token).await);
     assert_eq!(r.kind, RefusalKind::NoCapacity);
     // The zone quotes the node again; each refused site sits out, so it moves on.
     let mut refused_sites = vec![o.site.as_str().to_string()];
     let moved = loop {
-        let again = offer(&p, quote("n-pool-2", "eu-central", 2, 4)).await;
+        let again = offer(&p, quote_in(POOL, "n-pool-2", "eu-central", 2, 4)).await;
         assert!(!refused_sites.contains(&again.site.as_str().to_string()));
         match deploy(&p, "n-pool-2", again.quote_token).await {
             orc_proto::DeployResult::Deployed(done) => break done,
@@ -183,19 +188,20 @@ async fn refused_creates_tell_the_operator_why() {
     let emu = emulators().await;
     let p = provider(config(&source(&emu, "a")));
     let (logs, _guard) = capture();
-    let root = hetzner_root(&emu);
+    let control = EmuControl::hetzner(&emu);
 
-    let o = offer(&p, quote("n-rejected", "eu-central", 2, 4)).await;
+    let o = offer(&p, quote_in(POOL, "n-rejected", "eu-central", 2, 4)).await;
     let site = o.site.as_str().to_string();
-    control(
-        &root,
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/servers", "method": "POST", "status": 422,
-            "count": 1, "code": "invalid_input", "message": "unsupported server type"}),
-    )
-    .await;
+    control
+        .fault(
+            Fault::new("/v1/servers", 422, 1)
+                .method("POST")
+                .code("invalid_input")
+                .message("unsupported server type"),
+        )
+        .await;
     let r = refusal(deploy(&p, "n-rejected", o.quote_token).await);
-    clear_faults(&root).await;
+    control.clear_faults().await;
     assert_eq!(r.kind, RefusalKind::Failed, "{r}");
     assert_eq!(
         r.words,
@@ -218,14 +224,9 @@ async fn refused_creates_tell_the_operator_why() {
         "the cloud's words go to DEBUG"
     );
 
-    let o = offer(&p, quote("n-no-room", "eu-central", 2, 4)).await;
+    let o = offer(&p, quote_in(POOL, "n-no-room", "eu-central", 2, 4)).await;
     let token = orc_partner_provider::token::OfferToken::decode(o.quote_token.as_str()).unwrap();
-    control(
-        &root,
-        "/_emu/sold-out",
-        serde_json::json!({"plan": token.plan, "location": token.location, "sold_out": true}),
-    )
-    .await;
+    control.sold_out(&token.plan, &token.location, true).await;
     let r = refusal(deploy(&p, "n-no-room", o.quote_token).await);
     assert_eq!(r.kind, RefusalKind::NoCapacity, "{r}");
     let line = logs
@@ -243,7 +244,7 @@ async fn refused_creates_tell_the_operator_why() {
         line.contains("node=n-no-room") && line.contains(&format!("site={}", token.site)),
         "{line}"
     );
-    let again = offer(&p, quote("n-no-room", "eu-central", 2, 4)).await;
+    let again = offer(&p, quote_in(POOL, "n-no-room", "eu-central", 2, 4)).await;
     assert_ne!(again.site.as_str(), token.site, "the site sits out quotes");
 }
 
@@ -274,7 +275,7 @@ async fn caps_hold_under_fifty_concurrent_quotes_and_deploys() {
         let p = p.clone();
         tasks.push(tokio::spawn(async move {
             let node = format!("n-cc-{i}");
-            match p.quote(quote(&node, "eu-central", 2, 4)).await {
+            match p.quote(quote_in(POOL, &node, "eu-central", 2, 4)).await {
                 QuoteReply::Offer(o) => Some(deploy(&p, &node, o.quote_token).await),
                 QuoteReply::Refused(r) => {
                     assert_eq!(r.kind, RefusalKind::NoCapacity, "{r}");
@@ -333,7 +334,7 @@ async fn deploys_report_progress_in_tenant_words() {
     conn.welcome(orc_proto::Role::Serving).await.unwrap();
     let mut notes = Vec::new();
     for node in ["n-prog-1", "n-prog-2"] {
-        let q = with_disks(quote(node, "eu-central", 2, 4), &[10]);
+        let q = with_disks(quote_in(POOL, node, "eu-central", 2, 4), &[10]);
         let o = match conn.quote(q).await.unwrap() {
             QuoteReply::Offer(o) => o,
             QuoteReply::Refused(r) => panic!("refused: {r}"),
@@ -389,16 +390,13 @@ async fn an_interrupted_destroy_converges_on_retry() {
     let p = provider(config(&source(&emu, "a")));
     place(
         &p,
-        with_disks(quote("n-int", "eu-central", 2, 4), &[10, 10]),
+        with_disks(quote_in(POOL, "n-int", "eu-central", 2, 4), &[10, 10]),
     )
     .await;
-    let root = hetzner_root(&emu);
-    control(
-        &root,
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/servers/", "method": "DELETE", "status": 503, "count": 5}),
-    )
-    .await;
+    let control = EmuControl::hetzner(&emu);
+    control
+        .fault(Fault::new("/v1/servers/", 503, 5).method("DELETE"))
+        .await;
     let first = p.destroy(NodeId::new("n-int").unwrap()).await;
     assert!(
         matches!(&first, DestroyResult::Refused(r) if r.kind == RefusalKind::Transient),
@@ -413,7 +411,7 @@ async fn an_interrupted_destroy_converges_on_retry() {
         hetzner(&emu).list_volumes(None).await.unwrap().is_empty(),
         "the disks went first"
     );
-    clear_faults(&root).await;
+    control.clear_faults().await;
     for _ in 0..2 {
         assert_eq!(
             p.destroy(NodeId::new("n-int").unwrap()).await,

@@ -12,17 +12,11 @@ use std::net::IpAddr;
 use deploy_support::*;
 use orc_cloud::HcloudServerId;
 use orc_cloud::vultr::InstanceFilter;
-use orc_proto::{DestroyResult, NodeId, PoolPath, Quote, RefusalKind};
+use orc_proto::{DestroyResult, NodeId, RefusalKind};
 use orc_provider_sdk::Provider;
+use orc_testkit::emu::{EmuControl, Fault};
+use orc_testkit::proto::{gateway_quote, public_quote, quote_in};
 use support::*;
-
-fn public(q: Quote, pool: &str) -> Quote {
-    Quote {
-        public: true,
-        pool: PoolPath::new(pool).unwrap(),
-        ..q
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hetzner_gateway_takes_the_site_addresses_and_its_replacement_keeps_them() {
@@ -31,7 +25,7 @@ async fn a_hetzner_gateway_takes_the_site_addresses_and_its_replacement_keeps_th
     let p = provider(config(&source(&emu, "a")));
     place(
         &p,
-        public(quote("n-pub", "eu-central", 2, 4), "acme/web/api"),
+        public_quote("acme/web/api", "n-pub", "eu-central", 2, 4),
     )
     .await;
     let h = hetzner(&emu);
@@ -87,11 +81,7 @@ async fn a_hetzner_gateway_takes_the_site_addresses_and_its_replacement_keeps_th
 async fn a_vultr_gateway_takes_the_site_addresses_and_its_replacement_keeps_them() {
     let emu = emulators().await;
     let p = provider(config(&source(&emu, "a")));
-    place(
-        &p,
-        public(quote("n-pub-v", "us-east", 2, 4), "acme/web/api"),
-    )
-    .await;
+    place(&p, public_quote("acme/web/api", "n-pub-v", "us-east", 2, 4)).await;
     let v = vultr(&emu);
     let reserved = v.list_reserved_ips().await.unwrap();
     let stable = reserved
@@ -144,7 +134,10 @@ async fn gateways_ignore_caps_and_a_shape_change_lists_the_old_ones() {
             .param("hetzner_max_nodes", "0")
             .param("hetzner_max_monthly_spend", "0"),
     ));
-    match capped.quote(quote("n-capped", "eu-nordic", 2, 4)).await {
+    match capped
+        .quote(quote_in(POOL, "n-capped", "eu-nordic", 2, 4))
+        .await
+    {
         orc_proto::QuoteReply::Offer(o) => assert_ne!(o.site.as_str(), "eu-nordic-a"),
         orc_proto::QuoteReply::Refused(r) => assert_eq!(r.kind, RefusalKind::NoCapacity),
     }
@@ -196,34 +189,28 @@ async fn gateways_ignore_caps_and_a_shape_change_lists_the_old_ones() {
 async fn a_failure_after_the_gateway_and_address_steps_converges() {
     let emu = emulators().await;
     let base = census(&emu).await;
-    let root = hetzner_root(&emu);
+    let control = EmuControl::hetzner(&emu);
     let p = provider(config(&source(&emu, "a")));
-    place(&p, quote("n-first", "eu-central", 2, 4)).await;
+    place(&p, quote_in(POOL, "n-first", "eu-central", 2, 4)).await;
     let o = offer(&p, gateway_quote("gw-f", "eu-central", "eu-central-a")).await;
-    control(
-        &root,
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/servers/", "method": "POST", "status": 503, "count": 5}),
-    )
-    .await;
+    control
+        .fault(Fault::new("/v1/servers/", 503, 5).method("POST"))
+        .await;
     let r = refusal(deploy_os(&p, "gw-f", o.quote_token.clone(), "gateway").await);
     assert_eq!(r.kind, RefusalKind::Transient, "{r}");
-    clear_faults(&root).await;
+    control.clear_faults().await;
     let first = deployed(deploy_os(&p, "gw-f", o.quote_token.clone(), "gateway").await);
     let again = deployed(deploy_os(&p, "gw-f", o.quote_token, "gateway").await);
     assert_eq!(first.instance_ref, again.instance_ref);
 
-    let q = public(quote("n-pub-f", "eu-central", 2, 4), "acme/shop/web");
+    let q = public_quote("acme/shop/web", "n-pub-f", "eu-central", 2, 4);
     let o = offer(&p, q).await;
-    control(
-        &root,
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/floating_ips/", "method": "POST", "status": 503, "count": 5}),
-    )
-    .await;
+    control
+        .fault(Fault::new("/v1/floating_ips/", 503, 5).method("POST"))
+        .await;
     let r = refusal(deploy(&p, "n-pub-f", o.quote_token.clone()).await);
     assert_eq!(r.kind, RefusalKind::Transient, "{r}");
-    clear_faults(&root).await;
+    control.clear_faults().await;
     deployed(deploy(&p, "n-pub-f", o.quote_token.clone()).await);
     deployed(deploy(&p, "n-pub-f", o.quote_token).await);
     let h = hetzner(&emu);
@@ -252,8 +239,8 @@ async fn pool_addresses_hold_the_limit_and_go_with_the_pools_last_node() {
         &source(&emu, "a").param("hetzner_pool_ipv4_limit", "1"),
     ));
     assert_eq!(p.catalog().await.availability.public_ipv4_offered, 11);
-    place(&p, public(quote("n-a1", "eu-central", 2, 4), "acme/a/web")).await;
-    place(&p, public(quote("n-a2", "eu-central", 2, 4), "acme/a/web")).await;
+    place(&p, public_quote("acme/a/web", "n-a1", "eu-central", 2, 4)).await;
+    place(&p, public_quote("acme/a/web", "n-a2", "eu-central", 2, 4)).await;
     let h = hetzner(&emu);
     assert_eq!(
         h.list_floating_ips(None).await.unwrap().len(),
@@ -261,7 +248,7 @@ async fn pool_addresses_hold_the_limit_and_go_with_the_pools_last_node() {
         "one per pool"
     );
 
-    let o = offer(&p, public(quote("n-b1", "eu-central", 2, 4), "acme/b/web")).await;
+    let o = offer(&p, public_quote("acme/b/web", "n-b1", "eu-central", 2, 4)).await;
     let r = refusal(deploy(&p, "n-b1", o.quote_token).await);
     assert_eq!(r.kind, RefusalKind::NoCapacity, "{r}");
     assert_eq!(
@@ -281,7 +268,7 @@ async fn pool_addresses_hold_the_limit_and_go_with_the_pools_last_node() {
         h.list_floating_ips(None).await.unwrap().is_empty(),
         "released with the last node"
     );
-    let o = offer(&p, public(quote("n-b1", "eu-central", 2, 4), "acme/b/web")).await;
+    let o = offer(&p, public_quote("acme/b/web", "n-b1", "eu-central", 2, 4)).await;
     deployed(deploy(&p, "n-b1", o.quote_token).await);
     let held = p
         .pool_addresses(orc_partner::ids::Cloud::Hetzner)
@@ -301,7 +288,7 @@ async fn a_public_pools_nodes_deployed_at_once_share_one_address() {
         let class = class.to_string();
         tasks.push(tokio::spawn(async move {
             let node = format!("n-burst-{i}");
-            place(&p, public(quote(&node, &class, 2, 4), "acme/burst/web")).await
+            place(&p, public_quote("acme/burst/web", &node, &class, 2, 4)).await
         }));
     }
     for task in tasks {

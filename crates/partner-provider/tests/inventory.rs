@@ -18,14 +18,15 @@ use orc_cloud::{
     HcloudServerId, HetznerClient, HetznerConfig, VultrClient, VultrConfig, VultrInstanceId,
     VultrOsId,
 };
-use orc_common::{Architecture, Shape};
 use orc_emu::RunningEmulators;
 use orc_partner::ids::Cloud;
 use orc_partner_provider::PartnerProvider;
 use orc_partner_provider::clouds::{hetzner, vultr};
 use orc_partner_provider::naming::{Marks, Prefix, ResourceKind, ResourceMarks, pool_label};
-use orc_proto::{ClassId, NodeId, OsId, PoolPath, Purpose, Quote, QuoteReply, Role};
+use orc_proto::{Purpose, Quote, QuoteReply, Role};
 use orc_provider_sdk::Provider;
+use orc_testkit::emu::{EmuControl, Fault};
+use orc_testkit::proto::{gateway_quote, public_quote, quote_in};
 use support::*;
 
 const CHILD: &str = "zone-1";
@@ -177,28 +178,8 @@ impl Clouds {
     }
 }
 
-fn quote(node: &str, class: &str) -> Quote {
-    Quote {
-        pool: PoolPath::new("acme/web/api").unwrap(),
-        node_id: NodeId::new(node).unwrap(),
-        purpose: Purpose::Tenant,
-        shape: Shape {
-            vcpus: 2,
-            memory_gib: 4,
-            arch: Architecture::X86_64,
-            disks_gib: vec![],
-        },
-        class: ClassId::new(class).unwrap(),
-        os: OsId::new("ubuntu-24.04").unwrap(),
-        pinned_site: None,
-        public: false,
-        placement: Default::default(),
-        preview: false,
-    }
-}
-
 async fn offered_site(p: &PartnerProvider, node: &str, class: &str) -> String {
-    match p.quote(quote(node, class)).await {
+    match p.quote(quote_in(POOL, node, class, 2, 4)).await {
         QuoteReply::Offer(o) => o.site.as_str().to_string(),
         QuoteReply::Refused(r) => panic!("refused: {r}"),
     }
@@ -343,28 +324,22 @@ async fn a_cloud_that_cannot_be_listed_sends_no_inventory_and_the_guard_says_inc
     assert_eq!(node_ids(&p.inventory().await.unwrap()), ["n-a"]);
     assert!(!p.site_guard_incomplete());
 
-    control(
-        &vultr_root(&emu),
-        "/_emu/faults",
-        serde_json::json!({"path": "/v2/instances", "method": "GET", "status": 500, "count": 20}),
-    )
-    .await;
+    EmuControl::vultr(&emu)
+        .fault(Fault::new("/v2/instances", 500, 20).method("GET"))
+        .await;
     assert_eq!(
         p.inventory().await,
         None,
         "one cloud unreadable: no inventory"
     );
     assert!(p.site_guard_incomplete());
-    clear_faults(&vultr_root(&emu)).await;
+    EmuControl::vultr(&emu).clear_faults().await;
     p.inventory().await.unwrap();
     assert!(!p.site_guard_incomplete());
 
-    control(
-        &hetzner_root(&emu),
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/primary_ips", "method": "GET", "status": 503, "count": 20}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .fault(Fault::new("/v1/primary_ips", 503, 20).method("GET"))
+        .await;
     assert_eq!(
         p.inventory().await,
         None,
@@ -376,7 +351,7 @@ async fn a_cloud_that_cannot_be_listed_sends_no_inventory_and_the_guard_says_inc
         1,
         "the live sites stay as the last complete pass found them"
     );
-    clear_faults(&hetzner_root(&emu)).await;
+    EmuControl::hetzner(&emu).clear_faults().await;
 
     assert_eq!(node_ids(&p.inventory().await.unwrap()), ["n-a"]);
     assert!(!p.site_guard_incomplete());
@@ -388,12 +363,9 @@ async fn the_unreadable_cloud_line_is_logged() {
     no_rate_limits(&emu).await;
     let (logs, _guard) = capture();
     let p = provider(config(&source(&emu, "a")));
-    control(
-        &hetzner_root(&emu),
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/servers", "method": "GET", "status": 503, "count": 20}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .fault(Fault::new("/v1/servers", 503, 20).method("GET"))
+        .await;
     assert_eq!(p.inventory().await, None);
     assert_eq!(
         logs.count("One cloud's inventory could not be read"),
@@ -613,12 +585,9 @@ async fn reverse_dns_is_set_once_and_a_failed_record_is_retried() {
     )
     .await
     .unwrap();
-    control(
-        &hetzner_root(&emu),
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/floating_ips/", "method": "POST", "status": 503, "count": 20}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .fault(Fault::new("/v1/floating_ips/", 503, 20).method("POST"))
+        .await;
     p.inventory()
         .await
         .expect("a reverse DNS failure does not hold the inventory back");
@@ -629,7 +598,7 @@ async fn reverse_dns_is_set_once_and_a_failed_record_is_retried() {
             "pool-acme-web-api-eu-central-a.cloud.example.com".to_string()
         )])
     );
-    clear_faults(&hetzner_root(&emu)).await;
+    EmuControl::hetzner(&emu).clear_faults().await;
     p.clients().reset_counts();
     p.inventory().await.unwrap();
     assert_eq!(counted(&p, "floating_ips.change_dns_ptr"), 1);
@@ -651,18 +620,15 @@ async fn a_reverse_dns_failure_is_logged_once_while_it_lasts() {
     c.hetzner_stable("orc-partner-hetzner-a", "eu-central-a", "fsn1")
         .await;
     let p = provider(config(&source(&emu, "a").param("ptr_domain", DOMAIN)));
-    control(
-        &hetzner_root(&emu),
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/primary_ips/", "method": "POST", "status": 503, "count": 50}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .fault(Fault::new("/v1/primary_ips/", 503, 50).method("POST"))
+        .await;
     let (logs, _guard) = capture();
     p.inventory().await.unwrap();
     p.inventory().await.unwrap();
     let line = "Some addresses' reverse DNS could not be set yet";
     assert_eq!(logs.count(line), 1, "{}", logs.text());
-    clear_faults(&hetzner_root(&emu)).await;
+    EmuControl::hetzner(&emu).clear_faults().await;
     p.inventory().await.unwrap();
     assert_eq!(
         logs.count("Every address's reverse DNS is set now"),
@@ -724,9 +690,9 @@ async fn a_gateway_name_in_reverse_dns_makes_its_site_live_where_the_address_is(
 /// Lifts both emulators' rate limits, so a count never includes a retry after a 429 caused
 /// by the other providers of the same test sharing the account.
 async fn no_rate_limits(emu: &RunningEmulators) {
-    let limit = serde_json::json!({"limit": 1_000_000, "remaining": 1_000_000, "per_seconds": 1});
-    control(&vultr_root(emu), "/_emu/rate-limit", limit.clone()).await;
-    control(&hetzner_root(emu), "/_emu/rate-limit", limit).await;
+    for control in [EmuControl::vultr(emu), EmuControl::hetzner(emu)] {
+        control.rate_limit(1_000_000, 1.0, Some(1_000_000)).await;
+    }
 }
 
 /// A serving provider whose first catalog read is done and counters are zero.
@@ -810,12 +776,9 @@ async fn through_the_runner_an_unreadable_cloud_sends_nothing_until_it_reads_aga
     let c = clouds(&emu);
     c.hetzner_node("orc-partner-hetzner-a", "n-a", "eu-central-a", "fsn1")
         .await;
-    control(
-        &hetzner_root(&emu),
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/servers", "method": "GET", "status": 503, "count": 1000}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .fault(Fault::new("/v1/servers", 503, 1000).method("GET"))
+        .await;
     let (harness, connector) = ZoneHarness::in_memory();
     let options = RunnerOptions {
         inventory_interval: Some(std::time::Duration::from_millis(50)),
@@ -842,7 +805,7 @@ async fn through_the_runner_an_unreadable_cloud_sends_nothing_until_it_reads_aga
         tokio::time::timeout(std::time::Duration::from_millis(300), conn.next_inventory()).await;
     assert!(silent.is_err(), "an inventory arrived: {silent:?}");
 
-    clear_faults(&hetzner_root(&emu)).await;
+    EmuControl::hetzner(&emu).clear_faults().await;
     let inventory = tokio::time::timeout(std::time::Duration::from_secs(10), conn.next_inventory())
         .await
         .unwrap()
@@ -879,24 +842,6 @@ async fn place(p: &PartnerProvider, q: Quote) -> orc_proto::Deployed {
     }
 }
 
-fn public_quote(node: &str, class: &str, pool: &str) -> Quote {
-    Quote {
-        public: true,
-        pool: PoolPath::new(pool).unwrap(),
-        ..quote(node, class)
-    }
-}
-
-fn gateway_quote(node: &str, class: &str, site: &str) -> Quote {
-    Quote {
-        pool: PoolPath::new(format!("sys/sys/gw-{site}")).unwrap(),
-        purpose: Purpose::Gateway,
-        os: OsId::new("gateway").unwrap(),
-        pinned_site: Some(orc_proto::SiteName::new(site).unwrap()),
-        ..quote(node, class)
-    }
-}
-
 /// Sites opened and public pools placed by the deploy path on both clouds: one pass reports
 /// every node and gateway, each site with its stable IPv4 and prefix, each pool address, and
 /// names every address; the next pass sets nothing.
@@ -906,10 +851,14 @@ async fn what_the_deploy_path_opens_is_reported_and_named() {
     no_rate_limits(&emu).await;
     let c = clouds(&emu);
     let p = provider(config(&source(&emu, "a").param("ptr_domain", DOMAIN)));
-    let h_node = place(&p, public_quote("n-pub-h", "eu-central", "acme/web/api")).await;
+    let h_node = place(
+        &p,
+        public_quote("acme/web/api", "n-pub-h", "eu-central", 2, 4),
+    )
+    .await;
     assert_eq!(h_node.site.as_str(), "eu-central-a");
     let h_gw = place(&p, gateway_quote("n-gw-h", "eu-central", "eu-central-a")).await;
-    let v_node = place(&p, public_quote("n-pub-v", "us-east", "acme/db/main")).await;
+    let v_node = place(&p, public_quote("acme/db/main", "n-pub-v", "us-east", 2, 4)).await;
     assert_eq!(v_node.site.as_str(), "us-east-b");
     let v_gw = place(&p, gateway_quote("n-gw-v", "us-east", "us-east-b")).await;
 
@@ -1016,12 +965,9 @@ async fn the_admin_page_shows_what_the_last_pass_listed() {
     assert!(addresses.contains(&pool_ip.to_string()), "{addresses}");
     assert!(addresses.contains("acme/web/api"), "{addresses}");
 
-    control(
-        &hetzner_root(&emu),
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/servers", "method": "GET", "status": 500, "count": 20}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .fault(Fault::new("/v1/servers", 500, 20).method("GET"))
+        .await;
     assert_eq!(p.inventory().await, None);
     let snapshot = view.snapshot();
     let page = snapshot.page();

@@ -5,6 +5,7 @@ mod support;
 
 use std::process::{Command, Output};
 
+use orc_testkit::emu::EmuControl;
 use support::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_orc-prov-partner");
@@ -69,15 +70,10 @@ async fn two_by_four_in_us_east_lands_on_vultr() {
         outcome["candidates"][0]["verdict"]["exclusion"]["reason"],
         "no_exact_plan"
     );
-    let log = reqwest::get(format!("{}/_emu/counters", vultr_root(&emu)))
-        .await
-        .unwrap()
-        .json::<serde_json::Value>()
-        .await
-        .unwrap();
+    let counters = EmuControl::vultr(&emu).counters().await;
     assert!(
-        log["total"].as_u64().unwrap() > 0,
-        "the catalog was read live: {log}"
+        counters.total > 0,
+        "the catalog was read live: {counters:?}"
     );
 }
 
@@ -88,12 +84,9 @@ async fn a_sold_out_plan_moves_the_node() {
     let before = json(&run_quote(env(&emu, Some("1.08"), true), &args).await);
     assert_eq!(before["decision"]["site"], "eu-central-a", "{before}");
     let plan = before["decision"]["plan"].as_str().unwrap().to_string();
-    control(
-        &hetzner_root(&emu),
-        "/_emu/sold-out",
-        serde_json::json!({"plan": plan, "location": "fsn1", "sold_out": true}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .sold_out(&plan, "fsn1", true)
+        .await;
     let after = json(&run_quote(env(&emu, Some("1.08"), true), &args).await);
     assert_ne!(after["decision"]["site"], "eu-central-a", "{after}");
     assert_eq!(after["decision"]["decision"], "offer", "{after}");

@@ -8,39 +8,21 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use orc_common::{Architecture, Money, Shape};
+use orc_common::Money;
 use orc_partner::ids::{Cloud, SiteName};
 use orc_partner::params::MapSource;
 use orc_partner_provider::token::OfferToken;
 use orc_partner_provider::{PartnerOptions, PartnerProvider};
 use orc_proto::{
-    Bootstrap, ClassId, Deploy, DeployResult, DestroyResult, NodeId, OsId, PoolPath, Purpose,
-    Quote, QuoteReply, QuoteToken, RefusalKind, Role,
+    Bootstrap, Deploy, DeployResult, DestroyResult, NodeId, OsId, Quote, QuoteReply, QuoteToken,
+    RefusalKind, Role,
 };
 use orc_provider_sdk::conformance::{ConformanceSetup, run_all};
 use orc_provider_sdk::{ProgressSink, Provider};
+use orc_testkit::emu::{EmuControl, Fault};
+use orc_testkit::proto::quote;
 use rust_decimal::Decimal;
 use support::*;
-
-fn quote(node: &str, class: &str, cpu: u32, mem: u32) -> Quote {
-    Quote {
-        pool: PoolPath::new("p-1").unwrap(),
-        node_id: NodeId::new(node).unwrap(),
-        purpose: Purpose::Tenant,
-        shape: Shape {
-            vcpus: cpu,
-            memory_gib: mem,
-            arch: Architecture::X86_64,
-            disks_gib: vec![],
-        },
-        class: ClassId::new(class).unwrap(),
-        os: OsId::new("ubuntu-24.04").unwrap(),
-        pinned_site: None,
-        public: false,
-        placement: Default::default(),
-        preview: false,
-    }
-}
 
 async fn offer(p: &PartnerProvider, q: Quote) -> orc_proto::Offer {
     match p.quote(q).await {
@@ -161,12 +143,9 @@ async fn a_stockout_cools_the_site_down_and_moves_the_node() {
         (offered.cloud, offered.location.as_str()),
         (Cloud::Hetzner, "fsn1")
     );
-    control(
-        &hetzner_root(&emu),
-        "/_emu/sold-out",
-        serde_json::json!({"plan": offered.plan, "location": "fsn1", "sold_out": true}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .sold_out(&offered.plan, "fsn1", true)
+        .await;
     match deploy(&p, "n-stock", first.quote_token).await {
         DeployResult::Refused(r) => {
             assert_eq!(r.kind, RefusalKind::NoCapacity);
@@ -195,12 +174,9 @@ async fn a_failure_after_create_and_a_retried_deploy_leave_one_instance() {
     let emu = emulators().await;
     let p = provider(config(&source(&emu, "a")));
     let first = offer(&p, quote("n-fault", "eu-central", 2, 4)).await;
-    control(
-        &hetzner_root(&emu),
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/actions", "method": "GET", "status": 503, "count": 3}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .fault(Fault::new("/v1/actions", 503, 3).method("GET"))
+        .await;
     match deploy(&p, "n-fault", first.quote_token.clone()).await {
         DeployResult::Refused(r) => assert_eq!(r.kind, RefusalKind::Transient, "{r}"),
         DeployResult::Deployed(d) => panic!("the injected failure was not seen: {d:?}"),
@@ -210,7 +186,7 @@ async fn a_failure_after_create_and_a_retried_deploy_leave_one_instance() {
         1,
         "the server was created"
     );
-    clear_faults(&hetzner_root(&emu)).await;
+    EmuControl::hetzner(&emu).clear_faults().await;
     let again = deployed(deploy(&p, "n-fault", first.quote_token.clone()).await);
     let twice = deployed(deploy(&p, "n-fault", first.quote_token).await);
     assert_eq!(again.instance_ref, twice.instance_ref);
@@ -400,12 +376,9 @@ async fn sites_whose_location_is_not_sold_are_tracked_per_change() {
     assert!(live.refresh(&clients, &cfg, at).await.is_empty());
     let baseline = live.unsold_sites();
     assert!(!baseline.contains(&SiteName::new("eu-central-b").unwrap()));
-    control(
-        &hetzner_root(&emu),
-        "/_emu/locations",
-        serde_json::json!({"location": "nbg1", "disabled": true}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .location_disabled("nbg1", true)
+        .await;
     assert_eq!(logs.count(left_out), 0, "{}", logs.text());
     live.refresh(&clients, &cfg, at).await;
     let mut expected = baseline.clone();
@@ -425,12 +398,9 @@ async fn sites_whose_location_is_not_sold_are_tracked_per_change() {
         .unwrap()
         .to_string();
     assert!(line.contains(" INFO "), "{line}");
-    control(
-        &hetzner_root(&emu),
-        "/_emu/locations",
-        serde_json::json!({"location": "nbg1", "disabled": false}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .location_disabled("nbg1", false)
+        .await;
     live.refresh(&clients, &cfg, at).await;
     assert_eq!(live.unsold_sites(), baseline);
     assert_eq!(logs.count(back), 1, "{}", logs.text());
@@ -443,14 +413,11 @@ async fn an_unreadable_cloud_sends_no_inventory() {
     let p = provider(config(&source(&emu, "a")));
     let o = offer(&p, quote("n-inv", "us-east", 2, 4)).await;
     deployed(deploy(&p, "n-inv", o.quote_token).await);
-    control(
-        &hetzner_root(&emu),
-        "/_emu/faults",
-        serde_json::json!({"path": "/v1/servers", "method": "GET", "status": 503, "count": 3}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .fault(Fault::new("/v1/servers", 503, 3).method("GET"))
+        .await;
     assert_eq!(p.inventory().await, None);
-    clear_faults(&hetzner_root(&emu)).await;
+    EmuControl::hetzner(&emu).clear_faults().await;
     assert_eq!(p.inventory().await.unwrap().nodes.len(), 1);
 }
 
@@ -463,41 +430,21 @@ async fn two_replicas_racing_on_one_node_make_one_server() {
     let a = provider(config(&source(&emu, "a")));
     let b = provider(config(&source(&emu, "a")));
     let o = offer(&a, quote("n-race", "eu-central", 2, 4)).await;
-    control(
-        &hetzner_root(&emu),
-        "/_emu/latency",
-        serde_json::json!({"ms": 150}),
-    )
-    .await;
+    EmuControl::hetzner(&emu).latency(150).await;
     let (first, second) = tokio::join!(
         deploy(&a, "n-race", o.quote_token.clone()),
         deploy(&b, "n-race", o.quote_token.clone())
     );
-    control(
-        &hetzner_root(&emu),
-        "/_emu/latency",
-        serde_json::json!({"ms": 0}),
-    )
-    .await;
+    EmuControl::hetzner(&emu).latency(0).await;
     let (first, second) = (deployed(first), deployed(second));
     assert_eq!(first.instance_ref, second.instance_ref);
     assert_eq!(count_node(&emu, "n-race").await, 1);
-    let log: serde_json::Value = reqwest::get(format!("{}/_emu/requests", hetzner_root(&emu)))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let entries = log
-        .as_array()
-        .or_else(|| log["requests"].as_array())
-        .cloned()
-        .unwrap_or_default();
-    let conflicts = entries
+    let log = EmuControl::hetzner(&emu).requests().await;
+    let conflicts = log
         .iter()
-        .filter(|r| r["method"] == "POST" && r["path"] == "/v1/servers" && r["status"] == 409)
+        .filter(|r| r.method == "POST" && r.path == "/v1/servers" && r.status == 409)
         .count();
-    assert_eq!(conflicts, 1, "the race was not run: {log}");
+    assert_eq!(conflicts, 1, "the race was not run: {log:?}");
     let h = orc_cloud::HetznerClient::new(
         orc_cloud::HetznerConfig::new(TOKEN).with_base_url(emu.hetzner_url().unwrap()),
     )

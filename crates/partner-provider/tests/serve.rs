@@ -6,23 +6,13 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use orc_common::{Architecture, Shape};
-use orc_proto::{ClassId, NodeId, OsId, PoolPath, Purpose, Quote, QuoteReply, Role};
+use orc_proto::{QuoteReply, Role};
 use orc_provider_sdk::harness::ZoneHarness;
+use orc_testkit::emu::EmuControl;
+use orc_testkit::proto::quote;
 use support::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_orc-prov-partner");
-
-async fn emulator_requests(root: &str) -> u64 {
-    reqwest::get(format!("{root}/_emu/counters"))
-        .await
-        .unwrap()
-        .json::<serde_json::Value>()
-        .await
-        .unwrap()["total"]
-        .as_u64()
-        .unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_says_hello_stands_by_then_serves() {
@@ -70,31 +60,12 @@ async fn serve_says_hello_stands_by_then_serves() {
     // Hello and catalog need no cloud read; that a standby never reads however long it waits
     // is proven on tokio's paused clock (`a_standby_sends_no_request_however_long_it_waits`).
     conn.welcome(Role::Standby).await.unwrap();
-    let standing =
-        emulator_requests(&hetzner_root(&emu)).await + emulator_requests(&vultr_root(&emu)).await;
+    let standing = EmuControl::hetzner(&emu).counters().await.total
+        + EmuControl::vultr(&emu).counters().await.total;
     assert_eq!(standing, 0, "a standby reads no cloud account");
 
     conn.change_role(Role::Serving).await.unwrap();
-    let reply = conn
-        .quote(Quote {
-            pool: PoolPath::new("p-1").unwrap(),
-            node_id: NodeId::new("n-serve").unwrap(),
-            purpose: Purpose::Tenant,
-            shape: Shape {
-                vcpus: 2,
-                memory_gib: 4,
-                arch: Architecture::X86_64,
-                disks_gib: vec![],
-            },
-            class: ClassId::new("us-east").unwrap(),
-            os: OsId::new("ubuntu-24.04").unwrap(),
-            pinned_site: None,
-            public: false,
-            placement: Default::default(),
-            preview: false,
-        })
-        .await
-        .unwrap();
+    let reply = conn.quote(quote("n-serve", "us-east", 2, 4)).await.unwrap();
     match reply {
         QuoteReply::Offer(offer) => assert_eq!(offer.site.as_str(), "us-east-b"),
         QuoteReply::Refused(r) => panic!("refused: {r}"),

@@ -14,6 +14,8 @@ use orc_partner::ids::Timestamp;
 use orc_partner_provider::naming::{CLOSED_KEY, Prefix};
 use orc_proto::{DestroyResult, NodeId, RefusalKind};
 use orc_provider_sdk::Provider;
+use orc_testkit::emu::{EmuControl, Fault};
+use orc_testkit::proto::{gateway_quote, quote_in};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -22,7 +24,7 @@ async fn a_site_opens_once_however_often_it_is_asked() {
     let base = census(&emu).await;
     let p = provider(config(&source(&emu, "a")));
     for node in ["n-h1", "n-h2"] {
-        let done = place(&p, quote(node, "eu-central", 2, 4)).await;
+        let done = place(&p, quote_in(POOL, node, "eu-central", 2, 4)).await;
         assert_eq!(done.site.as_str(), "eu-central-a");
         assert!(
             public_of(&done).is_empty(),
@@ -31,12 +33,12 @@ async fn a_site_opens_once_however_often_it_is_asked() {
         );
     }
     for node in ["n-v1", "n-v2"] {
-        let done = place(&p, quote(node, "us-east", 2, 4)).await;
+        let done = place(&p, quote_in(POOL, node, "us-east", 2, 4)).await;
         assert_eq!(done.site.as_str(), "us-east-b");
     }
     let cold = provider(config(&source(&emu, "a")));
-    place(&cold, quote("n-h3", "eu-central", 2, 4)).await;
-    place(&cold, quote("n-v3", "us-east", 2, 4)).await;
+    place(&cold, quote_in(POOL, "n-h3", "eu-central", 2, 4)).await;
+    place(&cold, quote_in(POOL, "n-v3", "us-east", 2, 4)).await;
     assert_eq!(
         added(&emu, &base).await,
         expect(&[
@@ -118,8 +120,8 @@ async fn a_failure_after_each_site_step_converges_on_retry() {
     let emu = emulators().await;
     let base = census(&emu).await;
     let p = provider(config(&source(&emu, "a")));
-    let hroot = hetzner_root(&emu);
-    let vroot = vultr_root(&emu);
+    let hetzner_control = EmuControl::hetzner(&emu);
+    let vultr_control = EmuControl::vultr(&emu);
     let cases: [(&str, &str, &str, &str, &str, &str); 6] = [
         // node, class, emulator, path, method: the request after the step that just ran.
         (
@@ -172,22 +174,21 @@ async fn a_failure_after_each_site_step_converges_on_retry() {
         ),
     ];
     for (node, class, which, path, method, site) in cases {
-        let root = if which == "h" { &hroot } else { &vroot };
+        let control = if which == "h" {
+            &hetzner_control
+        } else {
+            &vultr_control
+        };
         let pinned = orc_proto::Quote {
             pinned_site: Some(orc_proto::SiteName::new(site).unwrap()),
-            ..quote(node, class, 2, 4)
+            ..quote_in(POOL, node, class, 2, 4)
         };
         let o = offer(&p, pinned).await;
         assert_eq!(o.site.as_str(), site, "{node}");
-        control(
-            root,
-            "/_emu/faults",
-            serde_json::json!({"path": path, "method": method, "status": 503, "count": 5}),
-        )
-        .await;
+        control.fault(Fault::new(path, 503, 5).method(method)).await;
         let r = refusal(deploy(&p, node, o.quote_token.clone()).await);
         assert_eq!(r.kind, RefusalKind::Transient, "{node}: {r}");
-        clear_faults(root).await;
+        control.clear_faults().await;
         let first = deployed(deploy(&p, node, o.quote_token.clone()).await);
         let again = deployed(deploy(&p, node, o.quote_token).await);
         assert_eq!(first.instance_ref, again.instance_ref, "{node}");
@@ -212,7 +213,7 @@ async fn a_failure_after_each_site_step_converges_on_retry() {
 async fn a_network_that_lost_its_route_gets_it_back() {
     let emu = emulators().await;
     let p = provider(config(&source(&emu, "a")));
-    place(&p, quote("n-route-1", "eu-central", 2, 4)).await;
+    place(&p, quote_in(POOL, "n-route-1", "eu-central", 2, 4)).await;
     let h = hetzner(&emu);
     let network = h.list_networks(Some("orc-kind=network")).await.unwrap()[0].clone();
     let route = network.routes[0].clone();
@@ -226,7 +227,7 @@ async fn a_network_that_lost_its_route_gets_it_back() {
             .is_empty()
     );
     let cold = provider(config(&source(&emu, "a")));
-    place(&cold, quote("n-route-2", "eu-central", 2, 4)).await;
+    place(&cold, quote_in(POOL, "n-route-2", "eu-central", 2, 4)).await;
     let routes = h.get_network(network.id).await.unwrap().unwrap().routes;
     assert_eq!(routes, vec![route]);
     assert_eq!(h.list_networks(None).await.unwrap().len(), 1);
@@ -264,9 +265,9 @@ async fn the_last_node_closes_the_site_and_the_address_is_kept_seven_days() {
     let emu = emulators().await;
     let p = provider(config(&source(&emu, "a")));
     for node in ["n-keep-1", "n-keep-2"] {
-        place(&p, quote(node, "eu-central", 2, 4)).await;
+        place(&p, quote_in(POOL, node, "eu-central", 2, 4)).await;
     }
-    place(&p, quote("n-keep-v", "us-east", 2, 4)).await;
+    place(&p, quote_in(POOL, "n-keep-v", "us-east", 2, 4)).await;
     let open = stable_labels(&emu).await;
     assert_eq!(open.len(), 2);
     assert!(open.iter().all(|(_, closed)| closed.is_none()), "{open:?}");
@@ -283,15 +284,12 @@ async fn the_last_node_closes_the_site_and_the_address_is_kept_seven_days() {
     assert!(closed.iter().all(|(_, c)| c.is_some()), "{closed:?}");
 
     // Six days on, both addresses are still held; a returning site takes its own back.
-    control(
-        &hetzner_root(&emu),
-        "/_emu/clock/advance",
-        serde_json::json!({"seconds": 6 * 86_400}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .advance_clock(6.0 * 86_400.0)
+        .await;
     let six_days = Timestamp::now().plus(Duration::from_secs(6 * 86_400));
     assert!(p.release_closed_addresses(six_days).await.is_empty());
-    place(&p, quote("n-keep-3", "eu-central", 2, 4)).await;
+    place(&p, quote_in(POOL, "n-keep-3", "eu-central", 2, 4)).await;
     let back = stable_labels(&emu).await;
     let hetzner_ip = open
         .iter()
@@ -304,12 +302,9 @@ async fn the_last_node_closes_the_site_and_the_address_is_kept_seven_days() {
     assert_eq!(destroy("n-keep-3").await, DestroyResult::Destroyed);
 
     // Seven days after the last close, both are released; the networks stay.
-    control(
-        &hetzner_root(&emu),
-        "/_emu/clock/advance",
-        serde_json::json!({"seconds": 7 * 86_400 + 60}),
-    )
-    .await;
+    EmuControl::hetzner(&emu)
+        .advance_clock(7.0 * 86_400.0 + 60.0)
+        .await;
     let later = Timestamp::now().plus(Duration::from_secs(7 * 86_400 + 60));
     let mut released = p.release_closed_addresses(later).await;
     released.sort();
@@ -340,12 +335,12 @@ async fn the_last_node_closes_the_site_and_the_address_is_kept_seven_days() {
 async fn a_retired_cloud_places_nothing_new_destroys_through_it_and_lists_what_it_leaves() {
     let emu = emulators().await;
     let active = provider(config(&source(&emu, "a")));
-    let held = place(&active, quote("n-old", "eu-central", 2, 4)).await;
+    let held = place(&active, quote_in(POOL, "n-old", "eu-central", 2, 4)).await;
     assert!(held.instance_ref.as_str().starts_with("hetzner:"));
-    let late = offer(&active, quote("n-late", "eu-central", 2, 4)).await;
+    let late = offer(&active, quote_in(POOL, "n-late", "eu-central", 2, 4)).await;
 
     let retired = provider(config(&source(&emu, "a").param("hetzner_enabled", "false")));
-    let moved = offer(&retired, quote("n-new", "eu-central", 2, 4)).await;
+    let moved = offer(&retired, quote_in(POOL, "n-new", "eu-central", 2, 4)).await;
     assert_eq!(
         moved.site.as_str(),
         "eu-central-c",
@@ -389,7 +384,7 @@ async fn a_retired_cloud_places_nothing_new_destroys_through_it_and_lists_what_i
 async fn a_gateway_alone_does_not_keep_a_site_open() {
     let emu = emulators().await;
     let p = provider(config(&source(&emu, "a")));
-    place(&p, quote("n-lone", "eu-central", 2, 4)).await;
+    place(&p, quote_in(POOL, "n-lone", "eu-central", 2, 4)).await;
     p.destroy(NodeId::new("n-lone").unwrap()).await;
     let closed = stable_labels(&emu).await;
     assert!(closed[0].1.is_some(), "{closed:?}");

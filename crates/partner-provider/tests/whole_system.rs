@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use orc_emu::{ClockMode, EmuConfig, Timings};
 use orc_proto::Role;
+use orc_testkit::EmuControl;
 use orc_zone::zone::{Zone, ZoneConfig};
 use serde_json::{Value, json};
 
@@ -97,21 +98,13 @@ async fn cloud_instances(http: &reqwest::Client, emu: &orc_emu::RunningEmulators
 }
 
 /// Requests both emulators have answered so far.
-async fn cloud_requests(http: &reqwest::Client, emu: &orc_emu::RunningEmulators) -> u64 {
+async fn cloud_requests(emu: &orc_emu::RunningEmulators) -> u64 {
     let mut total = 0;
     for handle in [emu.hetzner.as_ref(), emu.vultr.as_ref()]
         .into_iter()
         .flatten()
     {
-        let counters: Value = http
-            .get(format!("{}/_emu/counters", handle.root_url()))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        total += counters["total"].as_u64().unwrap();
+        total += EmuControl::new(handle.root_url()).counters().await.total;
     }
     total
 }
@@ -169,10 +162,10 @@ async fn sigkill_of_the_serving_replica_loses_and_duplicates_nothing() {
         first.text().await.unwrap()
     );
     // Becoming serving reads the catalogs and takes an inventory; let that settle first.
-    let mut before = cloud_requests(&http, &emu).await;
+    let mut before = cloud_requests(&emu).await;
     eventually("the clouds to go quiet", async || {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = cloud_requests(&http, &emu).await;
+        let now = cloud_requests(&emu).await;
         let quiet = now == before;
         before = now;
         quiet.then_some(())
@@ -192,7 +185,7 @@ async fn sigkill_of_the_serving_replica_loses_and_duplicates_nothing() {
         assert_eq!(offer["site"], "eu-central-a", "{offer}");
     }
     assert_eq!(
-        cloud_requests(&http, &emu).await,
+        cloud_requests(&emu).await,
         before,
         "a quote sent a cloud request"
     );

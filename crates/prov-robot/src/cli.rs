@@ -26,7 +26,7 @@ use orc_provider_sdk::machine::{
     AdapterOptions, MachineAdapter, MachineKey, MachineProvider, OfferQuery, PowerAction,
     hostname_for,
 };
-use orc_provider_sdk::process::{self, OfferFormat};
+use orc_provider_sdk::process::{self, OfferFormat, ZoneArgs};
 use orc_provider_sdk::secret::Secret;
 use orc_provider_sdk::{HelloInfo, RunnerOptions, run_provider};
 
@@ -65,25 +65,11 @@ enum Command {
     Serve {
         #[command(flatten)]
         account: AccountArgs,
-        /// The zone's provider endpoint, e.g. https://zone.internal:7400.
-        #[arg(long, env = "ORC_ZONE_ENDPOINT")]
-        zone: String,
+        #[command(flatten)]
+        zone: ZoneArgs,
         /// The provider's name at the zone.
         #[arg(long, env = "ORC_PARAM_NAME", default_value = "robot")]
         name: String,
-        /// This replica's slot in its app pool.
-        #[arg(long, env = "ORC_SLOT", default_value_t = 0)]
-        slot: u32,
-        /// File holding the zone API token the stream authenticates with.
-        #[arg(long, env = "ORC_ZONE_TOKEN_FILE", requires = "project")]
-        token_file: Option<PathBuf>,
-        /// The project (`<org>/<project>`) the provider registers in.
-        #[arg(long, env = "ORC_ZONE_PROJECT", requires = "token_file")]
-        project: Option<String>,
-        /// The zone's CA certificate (its ca.pem), which an https:// endpoint must present
-        /// a certificate signed by.
-        #[arg(long, env = "ORC_ZONE_CA_FILE")]
-        zone_ca_file: Option<PathBuf>,
     },
     /// Print the account's free servers as offers.
     Offers {
@@ -214,18 +200,10 @@ where
             account: args,
             zone,
             name,
-            slot,
-            token_file,
-            project,
-            zone_ca_file,
         } => {
-            let access = process::zone_access(
-                token_file.as_deref(),
-                project.as_deref(),
-                zone_ca_file.as_deref(),
-            )?;
+            let access = zone.access()?;
             let account = read_account(&args)?;
-            serve(account, args.api_url, &zone, &name, slot, access)
+            serve(account, args.api_url, &zone.zone, &name, zone.slot, access)
         }
     }
 }

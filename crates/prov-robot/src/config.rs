@@ -14,9 +14,9 @@
 //! naming its field.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use orc_cloud::RobotKeyFingerprint;
+use orc_provider_sdk::config::{ConfigError, FieldError};
 use orc_provider_sdk::secret::SecretRef;
 use serde::Deserialize;
 
@@ -76,49 +76,8 @@ struct RawAccount {
     install: Option<String>,
 }
 
-/// One problem of a config, naming the field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    /// The field, as spelled in the JSON (`rescue_key`, `products.AX52.vcpus`).
-    pub field: String,
-    /// What is wrong with it.
-    pub problem: String,
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.problem)
-    }
-}
-
-/// Why an account config was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// The text is not a JSON object of the expected shape.
-    #[error("the Robot account config is not valid JSON of the expected shape: {0}")]
-    Syntax(String),
-    /// One or more fields are wrong.
-    #[error("the Robot account config is invalid: {}", join(.0))]
-    Fields(Vec<FieldError>),
-}
-
-fn join(errors: &[FieldError]) -> String {
-    errors
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-impl ConfigError {
-    /// The fields named by this error.
-    pub fn fields(&self) -> Vec<&str> {
-        match self {
-            ConfigError::Syntax(_) => Vec::new(),
-            ConfigError::Fields(errors) => errors.iter().map(|e| e.field.as_str()).collect(),
-        }
-    }
-}
+/// What this config is called in its errors.
+const CONFIG: &str = "the Robot account config";
 
 fn is_fingerprint(text: &str) -> bool {
     let parts: Vec<&str> = text.split(':').collect();
@@ -141,7 +100,10 @@ pub fn parse_account(text: &str) -> Result<RobotAccount, ConfigError> {
     let raw: RawAccount = serde_json::from_str(text).map_err(|e| {
         // serde_json's message names the field or position, never a value of a secret
         // reference's target: the config holds references only.
-        ConfigError::Syntax(e.to_string())
+        ConfigError::Syntax {
+            config: CONFIG,
+            message: e.to_string(),
+        }
     })?;
     validate(raw)
 }
@@ -257,7 +219,10 @@ fn validate(raw: RawAccount) -> Result<RobotAccount, ConfigError> {
             products: raw.products,
             install,
         }),
-        _ => Err(ConfigError::Fields(errors)),
+        _ => Err(ConfigError::Fields {
+            config: CONFIG,
+            errors,
+        }),
     }
 }
 
@@ -329,7 +294,7 @@ mod tests {
         );
         let err = parse_account(r#"{"user":"u","token":"x"}"#).unwrap_err();
         assert!(
-            matches!(err, ConfigError::Syntax(ref m) if m.contains("token")),
+            matches!(err, ConfigError::Syntax { ref message, .. } if message.contains("token")),
             "{err}"
         );
     }

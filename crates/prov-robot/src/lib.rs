@@ -22,7 +22,7 @@ pub mod rescue_key;
 pub mod script;
 pub use orc_ssh as ssh;
 
-pub use config::{ConfigError, InstallMode, RobotAccount, parse_account};
+pub use config::{InstallMode, RobotAccount, parse_account};
 pub use machines::{BootstrapError, BootstrapReport, RobotMachines, SshOptions};
 pub use products::{ProductSpec, ProductTable};
 pub use script::{BootstrapParams, RescueLayout};

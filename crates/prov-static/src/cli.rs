@@ -17,7 +17,7 @@ use std::sync::Arc;
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 use orc_provider_sdk::machine::{AdapterOptions, MachineAdapter, MachineKey};
-use orc_provider_sdk::process;
+use orc_provider_sdk::process::{self, ZoneArgs};
 use orc_provider_sdk::{RunnerOptions, run_provider};
 
 use crate::config::{StaticAccount, parse_account};
@@ -53,25 +53,11 @@ enum Command {
     Serve {
         #[command(flatten)]
         hosts: HostsArgs,
-        /// The zone's provider endpoint, e.g. https://zone.internal:7400.
-        #[arg(long, env = "ORC_ZONE_ENDPOINT")]
-        zone: String,
+        #[command(flatten)]
+        zone: ZoneArgs,
         /// The provider's name at the zone.
         #[arg(long, env = "ORC_PARAM_NAME", default_value = "static")]
         name: String,
-        /// This replica's slot in its app pool.
-        #[arg(long, env = "ORC_SLOT", default_value_t = 0)]
-        slot: u32,
-        /// File holding the zone API token the stream authenticates with.
-        #[arg(long, env = "ORC_ZONE_TOKEN_FILE", requires = "project")]
-        token_file: Option<PathBuf>,
-        /// The project (`<org>/<project>`) the provider registers in.
-        #[arg(long, env = "ORC_ZONE_PROJECT", requires = "token_file")]
-        project: Option<String>,
-        /// The zone's CA certificate (its ca.pem), which an https:// endpoint must present
-        /// a certificate signed by.
-        #[arg(long, env = "ORC_ZONE_CA_FILE")]
-        zone_ca_file: Option<PathBuf>,
     },
     /// Reach every host now and print its claim, or why it did not answer.
     #[command(after_help = "Example: orc-prov-static hosts --hosts-file hosts.json")]
@@ -154,22 +140,10 @@ where
             println!("released host {host} from {key}");
             Ok(())
         }
-        Command::Serve {
-            hosts,
-            zone,
-            name,
-            slot,
-            token_file,
-            project,
-            zone_ca_file,
-        } => {
-            let access = process::zone_access(
-                token_file.as_deref(),
-                project.as_deref(),
-                zone_ca_file.as_deref(),
-            )?;
+        Command::Serve { hosts, zone, name } => {
+            let access = zone.access()?;
             let account = read_hosts(&hosts)?;
-            serve(account, &zone, &name, slot, access)
+            serve(account, &zone.zone, &name, zone.slot, access)
         }
     }
 }

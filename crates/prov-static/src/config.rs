@@ -17,9 +17,9 @@
 //! price. Validation reports every problem at once, each naming its field.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 use orc_common::{Architecture, Currency};
+use orc_provider_sdk::config::{ConfigError, FieldError};
 use orc_provider_sdk::secret::SecretRef;
 use rust_decimal::Decimal;
 use serde::Deserialize;
@@ -95,49 +95,8 @@ struct RawHost {
     hourly: Option<Decimal>,
 }
 
-/// One problem of a config, naming the field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    /// The field, as spelled in the JSON (`ssh_key`, `hosts[1].host_key`).
-    pub field: String,
-    /// What is wrong with it.
-    pub problem: String,
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.problem)
-    }
-}
-
-/// Why a host list was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// The text is not a JSON object of the expected shape.
-    #[error("the static host list is not valid JSON of the expected shape: {0}")]
-    Syntax(String),
-    /// One or more fields are wrong.
-    #[error("the static host list is invalid: {}", join(.0))]
-    Fields(Vec<FieldError>),
-}
-
-fn join(errors: &[FieldError]) -> String {
-    errors
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-impl ConfigError {
-    /// The fields named by this error.
-    pub fn fields(&self) -> Vec<&str> {
-        match self {
-            ConfigError::Syntax(_) => Vec::new(),
-            ConfigError::Fields(errors) => errors.iter().map(|e| e.field.as_str()).collect(),
-        }
-    }
-}
+/// What this config is called in its errors.
+const CONFIG: &str = "the static host list";
 
 /// Lowercase letters, digits and `-`, starting with a letter or digit: host names, plans
 /// and locations, which show in the zone and in host names.
@@ -181,7 +140,10 @@ fn is_os(text: &str) -> bool {
 pub fn parse_account(text: &str) -> Result<StaticAccount, ConfigError> {
     let raw: RawAccount = serde_json::from_str(text).map_err(|e| {
         // serde_json's message names the field or position; the config holds no secret.
-        ConfigError::Syntax(e.to_string())
+        ConfigError::Syntax {
+            config: CONFIG,
+            message: e.to_string(),
+        }
     })?;
     validate(raw)
 }
@@ -360,7 +322,10 @@ fn validate(raw: RawAccount) -> Result<StaticAccount, ConfigError> {
             location_titles: raw.locations,
             hosts: hosts.into_iter().map(|(_, h)| h).collect(),
         }),
-        _ => Err(ConfigError::Fields(errors)),
+        _ => Err(ConfigError::Fields {
+            config: CONFIG,
+            errors,
+        }),
     }
 }
 
@@ -436,7 +401,7 @@ mod tests {
         assert_eq!(err.fields(), ["hosts"]);
         let err = parse_account(r#"{"ssh_key":"env://K","hosts":[],"extra":1}"#).unwrap_err();
         assert!(
-            matches!(err, ConfigError::Syntax(ref m) if m.contains("extra")),
+            matches!(err, ConfigError::Syntax { ref message, .. } if message.contains("extra")),
             "{err}"
         );
     }

@@ -14,5 +14,5 @@ pub mod config;
 pub mod machines;
 pub mod script;
 
-pub use config::{ConfigError, Host, StaticAccount, parse_account};
+pub use config::{Host, StaticAccount, parse_account};
 pub use machines::{Claim, HostStatus, SshOptions, StaticMachines};

@@ -6,14 +6,13 @@
 //! `ORC_PARAM_ACCOUNT` or `ORC_PARAM_ACCOUNT_FILE` (the account JSON), `ORC_PARAM_API_URL`
 //! (default the real API) and `ORC_PARAM_NAME` (default `vultr`).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use orc_provider_sdk::machine::{AdapterOptions, MachineAdapter, MachineProvider, OfferQuery};
-use orc_provider_sdk::process::{self, OfferFormat};
+use orc_provider_sdk::process::{self, OfferFormat, ZoneArgs};
 use orc_provider_sdk::{RunnerOptions, run_provider};
 
 use crate::config::Account;
@@ -37,22 +36,8 @@ struct Cli {
 enum Command {
     /// Dial the zone and serve the account's machines.
     Serve {
-        /// The zone's provider endpoint (`http://HOST:PORT`).
-        #[arg(long, env = "ORC_ZONE_ENDPOINT")]
-        zone: String,
-        /// Replica slot within the provider's app.
-        #[arg(long, env = "ORC_SLOT", default_value_t = 0)]
-        slot: u32,
-        /// File with the zone token.
-        #[arg(long, env = "ORC_ZONE_TOKEN_FILE", requires = "project")]
-        token_file: Option<PathBuf>,
-        /// The project the zone token belongs to.
-        #[arg(long, env = "ORC_ZONE_PROJECT", requires = "token_file")]
-        project: Option<String>,
-        /// The zone's CA certificate (its ca.pem), which an https:// endpoint must present
-        /// a certificate signed by.
-        #[arg(long, env = "ORC_ZONE_CA_FILE")]
-        zone_ca_file: Option<PathBuf>,
+        #[command(flatten)]
+        zone: ZoneArgs,
         /// Seconds between reads of the offers.
         #[arg(long, default_value_t = 300)]
         refresh_secs: u64,
@@ -80,20 +65,9 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     match Cli::parse_from(args).command {
-        Command::Serve {
-            zone,
-            slot,
-            token_file,
-            project,
-            zone_ca_file,
-            refresh_secs,
-        } => {
-            let access = process::zone_access(
-                token_file.as_deref(),
-                project.as_deref(),
-                zone_ca_file.as_deref(),
-            )?;
-            serve(&zone, slot, access, refresh_secs)
+        Command::Serve { zone, refresh_secs } => {
+            let access = zone.access()?;
+            serve(&zone.zone, zone.slot, access, refresh_secs)
         }
         Command::Offers { location, json } => {
             let machines = machines_from_env()?;

@@ -11,11 +11,12 @@
 //!
 //! Provider binaries share their process glue (runtime, zone credentials, logging, hello,
 //! offer listings) through [`process`], and their building blocks with each other: one
-//! serving-role gate ([`role`]), one quote-token codec ([`token`]) and one cloud-init
-//! builder ([`cloud_init`]).
+//! serving-role gate ([`role`]), one quote-token codec ([`token`]), one cloud-init
+//! builder ([`cloud_init`]) and one way to refuse a config ([`config`]).
 
 pub mod backoff;
 pub mod cloud_init;
+pub mod config;
 #[cfg(feature = "testing")]
 pub mod conformance;
 #[cfg(feature = "testing")]

@@ -3,8 +3,8 @@
 //! A provider binary is a thin shell: it parses its arguments, builds its
 //! [`Provider`](crate::Provider) and hands it to the runner. What surrounds that is the same in every
 //! provider process and lives here once: the async runtime, the host name a replica reports,
-//! the zone credentials the app runner hands over (`ORC_ZONE_TOKEN_FILE` and
-//! `ORC_ZONE_PROJECT`), logging to stderr, the hello of a provider that serves one cloud
+//! the arguments of `serve` that say how to reach the zone ([`ZoneArgs`]) and the zone
+//! credentials the app runner hands over (`ORC_ZONE_TOKEN_FILE` and `ORC_ZONE_PROJECT`), logging to stderr, the hello of a provider that serves one cloud
 //! account, string params with a default, and the listing of machine offers for operators.
 //!
 //! Invariants: the zone token is read from its file and goes straight into
@@ -142,17 +142,38 @@ pub struct ZoneAccess {
     pub ca: Option<orc_tls::PinnedCa>,
 }
 
-/// [`zone_credentials`] and [`zone_ca`] together (`ORC_ZONE_TOKEN_FILE`,
-/// `ORC_ZONE_PROJECT`, `ORC_ZONE_CA_FILE`).
-pub fn zone_access(
-    token_file: Option<&Path>,
-    project: Option<&str>,
-    ca_file: Option<&Path>,
-) -> Result<ZoneAccess, ProcessError> {
-    Ok(ZoneAccess {
-        credentials: zone_credentials(token_file, project)?,
-        ca: zone_ca(ca_file)?,
-    })
+/// How a provider's `serve` reaches the zone: what the zone's app runner hands a provider
+/// process (`ORC_ZONE_ENDPOINT`, `ORC_SLOT`, `ORC_ZONE_TOKEN_FILE`, `ORC_ZONE_PROJECT`,
+/// `ORC_ZONE_CA_FILE`), or the same as flags. Every provider's command line takes it with
+/// `#[command(flatten)]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ZoneArgs {
+    /// The zone's provider endpoint, e.g. https://zone.internal:7400.
+    #[arg(long, env = "ORC_ZONE_ENDPOINT")]
+    pub zone: String,
+    /// This replica's slot in its app pool.
+    #[arg(long, env = "ORC_SLOT", default_value_t = 0)]
+    pub slot: u32,
+    /// File holding the zone API token the stream authenticates with.
+    #[arg(long, env = "ORC_ZONE_TOKEN_FILE", requires = "project")]
+    pub token_file: Option<PathBuf>,
+    /// The project (`<org>/<project>`) the provider registers in.
+    #[arg(long, env = "ORC_ZONE_PROJECT", requires = "token_file")]
+    pub project: Option<String>,
+    /// The zone's CA certificate (its ca.pem), which an https:// endpoint must present
+    /// a certificate signed by.
+    #[arg(long, env = "ORC_ZONE_CA_FILE")]
+    pub zone_ca_file: Option<PathBuf>,
+}
+
+impl ZoneArgs {
+    /// [`zone_credentials`] and [`zone_ca`] of these arguments together.
+    pub fn access(&self) -> Result<ZoneAccess, ProcessError> {
+        Ok(ZoneAccess {
+            credentials: zone_credentials(self.token_file.as_deref(), self.project.as_deref())?,
+            ca: zone_ca(self.zone_ca_file.as_deref())?,
+        })
+    }
 }
 
 /// Reads the zone's CA certificate from the file the app runner hands a provider

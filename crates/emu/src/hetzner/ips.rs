@@ -13,8 +13,8 @@ use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use super::known_action;
-use super::named::{ensure_name_free, rename_and_relabel};
-use super::pagination::{ListQuery, SortValue, page_of, sort_items};
+use super::named::{Resource, ensure_name_free, find, list_page};
+use super::pagination::{ListQuery, Listing};
 use super::servers::set_ptr;
 use super::wire::{
     AssignFloatingIp, AssignPrimaryIp, CreateFloatingIp, CreatePrimaryIp, DnsPtr, Protection,
@@ -23,7 +23,7 @@ use super::wire::{
 use super::world::{
     Family, FloatingIp, PrimaryIp, Status, default_ptr_v4, ip_matches, ptr_list, ts,
 };
-use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, PathId, created, decode, ok};
+use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, PathId, created, decode};
 
 fn primary_json(ctx: &Ctx<'_>, p: &PrimaryIp) -> Value {
     let assignee_type = if p.assignee.is_some() || ctx.hz.options.legacy_assignee_type {
@@ -53,11 +53,18 @@ fn primary_json(ctx: &Ctx<'_>, p: &PrimaryIp) -> Value {
     v
 }
 
-fn find_primary<'w>(ctx: &'w Ctx<'_>, id: u64) -> Result<&'w PrimaryIp, ApiError> {
-    ctx.world
-        .primary_ips
-        .get(&id)
-        .ok_or_else(|| ApiError::not_found("primary IP", id))
+impl Resource for PrimaryIp {
+    fn to_json(&self, ctx: &Ctx<'_>) -> Value {
+        primary_json(ctx, self)
+    }
+    fn check_name(name: &str) -> Result<(), ApiError> {
+        check_name(name, 255)
+    }
+    fn apply_update(&mut self, update: &Update) {
+        if let Some(auto_delete) = update.auto_delete {
+            self.auto_delete = auto_delete;
+        }
+    }
 }
 
 fn family_field(kind: Option<String>) -> Result<Family, ApiError> {
@@ -234,60 +241,16 @@ pub(crate) async fn create_primary(
             }
             None => Value::Null,
         };
-        let p = find_primary(ctx, id)?;
+        let p = find::<PrimaryIp>(ctx, id)?;
         created(json!({"primary_ip": primary_json(ctx, p), "action": action}))
     })
 }
 
 pub(crate) async fn list_primary(State(hz): Hs, account: Account, q: ListQuery) -> ApiResult {
-    let selector = q.selector()?;
-    let sorts = q.sort(&["id", "created"])?;
-    let name = q.get("name").map(str::to_string);
-    let ip = q.get("ip").map(str::to_string);
-    hz.with_world(&account, |ctx| {
-        let mut ips: Vec<&PrimaryIp> = ctx
-            .world
-            .primary_ips
-            .values()
-            .filter(|p| name.as_deref().is_none_or(|n| p.name == n))
-            .filter(|p| ip.as_deref().is_none_or(|i| p.ip == i))
-            .filter(|p| selector.as_ref().is_none_or(|s| s.matches(&p.labels)))
-            .collect();
-        sort_items(&mut ips, &sorts, |p, f| match f {
-            "created" => SortValue::Time(p.created),
-            _ => SortValue::Int(p.id),
-        });
-        let items = ips.iter().map(|p| primary_json(ctx, p)).collect();
-        page_of(&q, "primary_ips", items)
-    })
-}
-
-pub(crate) async fn get_primary(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
-    hz.with_world(&account, |ctx| {
-        let p = find_primary(ctx, id)?;
-        ok(json!({"primary_ip": primary_json(ctx, p)}))
-    })
-}
-
-pub(crate) async fn update_primary(
-    State(hz): Hs,
-    account: Account,
-    PathId(id): PathId,
-    Body(b): Body<Update>,
-) -> ApiResult {
-    check_labels(&b.labels)?;
-    if let Some(n) = &b.name {
-        check_name(n, 255)?;
-    }
-    hz.with_world(&account, |ctx| {
-        find_primary(ctx, id)?;
-        if let Some(p) = rename_and_relabel(&mut ctx.world.primary_ips, id, b.name, b.labels)?
-            && let Some(a) = b.auto_delete
-        {
-            p.auto_delete = a;
-        }
-        let p = find_primary(ctx, id)?;
-        ok(json!({"primary_ip": primary_json(ctx, p)}))
+    let listing = Listing::parse(&q, &["id", "created"])?;
+    let ip = q.get("ip");
+    list_page(&hz, &account, &q, listing, |p: &PrimaryIp| {
+        ip.is_none_or(|i| p.ip == i)
     })
 }
 
@@ -297,7 +260,7 @@ pub(crate) async fn delete_primary(
     PathId(id): PathId,
 ) -> ApiResult {
     hz.with_world(&account, |ctx| {
-        let p = find_primary(ctx, id)?;
+        let p = find::<PrimaryIp>(ctx, id)?;
         if p.protect_delete {
             return Err(ApiError::protected("primary IP"));
         }
@@ -322,7 +285,7 @@ pub(crate) async fn primary_action(
 ) -> ApiResult {
     let quick = hz.core.timings.quick;
     hz.with_world(&account, |ctx| {
-        let p = find_primary(ctx, id)?.clone();
+        let p = find::<PrimaryIp>(ctx, id)?.clone();
         known_action(
             &name,
             &["assign", "unassign", "change_dns_ptr", "change_protection"],
@@ -426,11 +389,18 @@ fn floating_json(ctx: &Ctx<'_>, f: &FloatingIp) -> Value {
     })
 }
 
-fn find_floating<'w>(ctx: &'w Ctx<'_>, id: u64) -> Result<&'w FloatingIp, ApiError> {
-    ctx.world
-        .floating_ips
-        .get(&id)
-        .ok_or_else(|| ApiError::not_found("floating IP", id))
+impl Resource for FloatingIp {
+    fn to_json(&self, ctx: &Ctx<'_>) -> Value {
+        floating_json(ctx, self)
+    }
+    fn check_name(name: &str) -> Result<(), ApiError> {
+        check_name(name, 255)
+    }
+    fn apply_update(&mut self, update: &Update) {
+        if let Some(description) = &update.description {
+            self.description = Some(description.clone());
+        }
+    }
 }
 
 fn zone_of(ctx: &Ctx<'_>, location: &str) -> String {
@@ -535,59 +505,14 @@ pub(crate) async fn create_floating(
             }
             None => Value::Null,
         };
-        let f = find_floating(ctx, id)?;
+        let f = find::<FloatingIp>(ctx, id)?;
         created(json!({"floating_ip": floating_json(ctx, f), "action": action}))
     })
 }
 
 pub(crate) async fn list_floating(State(hz): Hs, account: Account, q: ListQuery) -> ApiResult {
-    let selector = q.selector()?;
-    let sorts = q.sort(&["id", "created"])?;
-    let name = q.get("name").map(str::to_string);
-    hz.with_world(&account, |ctx| {
-        let mut ips: Vec<&FloatingIp> = ctx
-            .world
-            .floating_ips
-            .values()
-            .filter(|f| name.as_deref().is_none_or(|n| f.name == n))
-            .filter(|f| selector.as_ref().is_none_or(|s| s.matches(&f.labels)))
-            .collect();
-        sort_items(&mut ips, &sorts, |f, k| match k {
-            "created" => SortValue::Time(f.created),
-            _ => SortValue::Int(f.id),
-        });
-        let items = ips.iter().map(|f| floating_json(ctx, f)).collect();
-        page_of(&q, "floating_ips", items)
-    })
-}
-
-pub(crate) async fn get_floating(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
-    hz.with_world(&account, |ctx| {
-        let f = find_floating(ctx, id)?;
-        ok(json!({"floating_ip": floating_json(ctx, f)}))
-    })
-}
-
-pub(crate) async fn update_floating(
-    State(hz): Hs,
-    account: Account,
-    PathId(id): PathId,
-    Body(b): Body<Update>,
-) -> ApiResult {
-    check_labels(&b.labels)?;
-    if let Some(n) = &b.name {
-        check_name(n, 255)?;
-    }
-    hz.with_world(&account, |ctx| {
-        find_floating(ctx, id)?;
-        if let Some(f) = rename_and_relabel(&mut ctx.world.floating_ips, id, b.name, b.labels)?
-            && let Some(d) = b.description
-        {
-            f.description = Some(d);
-        }
-        let f = find_floating(ctx, id)?;
-        ok(json!({"floating_ip": floating_json(ctx, f)}))
-    })
+    let listing = Listing::parse(&q, &["id", "created"])?;
+    list_page(&hz, &account, &q, listing, |_: &FloatingIp| true)
 }
 
 pub(crate) async fn delete_floating(
@@ -596,7 +521,7 @@ pub(crate) async fn delete_floating(
     PathId(id): PathId,
 ) -> ApiResult {
     hz.with_world(&account, |ctx| {
-        let f = find_floating(ctx, id)?;
+        let f = find::<FloatingIp>(ctx, id)?;
         if f.protect_delete {
             return Err(ApiError::protected("floating IP"));
         }
@@ -621,7 +546,7 @@ pub(crate) async fn floating_action(
 ) -> ApiResult {
     let quick = hz.core.timings.quick;
     hz.with_world(&account, |ctx| {
-        let f = find_floating(ctx, id)?.clone();
+        let f = find::<FloatingIp>(ctx, id)?.clone();
         known_action(
             &name,
             &["assign", "unassign", "change_dns_ptr", "change_protection"],

@@ -7,7 +7,8 @@
 //! Layout: this module builds the router, checks the token and holds the extractors that
 //! turn every malformed request into the API's own error envelope; `world` keeps the
 //! per-account state, `catalog` the seed catalogue, and one module per resource family
-//! holds its handlers.
+//! holds its handlers; `named` holds the get, update and list that the six named resource
+//! kinds share.
 //!
 //! Invariants:
 //! - Routing comes before authentication: an unknown path is `404 not_found` with or without
@@ -48,7 +49,7 @@ use crate::control::EmuCore;
 use crate::server::FlavorApp;
 
 use catalog::Catalog;
-use world::{Store, World};
+use world::{FloatingIp, Network, PrimaryIp, Server, SshKey, Store, Volume, World};
 
 /// Switches for behaviour that differs between old and new Hetzner clients.
 #[derive(Debug, Clone)]
@@ -489,15 +490,15 @@ pub fn app(core: Arc<EmuCore>, options: Options) -> FlavorApp {
         .route(&v1("/servers"), get(servers::list).post(servers::create))
         .route(
             &v1("/servers/{id}"),
-            get(servers::get_one)
-                .put(servers::update)
+            get(named::get_one::<Server>)
+                .put(named::update::<Server>)
                 .delete(servers::delete),
         )
         .route(&v1("/ssh_keys"), get(ssh_keys::list).post(ssh_keys::create))
         .route(
             &v1("/ssh_keys/{id}"),
-            get(ssh_keys::get_one)
-                .put(ssh_keys::update)
+            get(named::get_one::<SshKey>)
+                .put(named::update::<SshKey>)
                 .delete(ssh_keys::delete),
         )
         .route(
@@ -506,8 +507,8 @@ pub fn app(core: Arc<EmuCore>, options: Options) -> FlavorApp {
         )
         .route(
             &v1("/primary_ips/{id}"),
-            get(ips::get_primary)
-                .put(ips::update_primary)
+            get(named::get_one::<PrimaryIp>)
+                .put(named::update::<PrimaryIp>)
                 .delete(ips::delete_primary),
         )
         .route(
@@ -516,22 +517,22 @@ pub fn app(core: Arc<EmuCore>, options: Options) -> FlavorApp {
         )
         .route(
             &v1("/floating_ips/{id}"),
-            get(ips::get_floating)
-                .put(ips::update_floating)
+            get(named::get_one::<FloatingIp>)
+                .put(named::update::<FloatingIp>)
                 .delete(ips::delete_floating),
         )
         .route(&v1("/networks"), get(networks::list).post(networks::create))
         .route(
             &v1("/networks/{id}"),
-            get(networks::get_one)
-                .put(networks::update)
+            get(named::get_one::<Network>)
+                .put(named::update::<Network>)
                 .delete(networks::delete),
         )
         .route(&v1("/volumes"), get(volumes::list).post(volumes::create))
         .route(
             &v1("/volumes/{id}"),
-            get(volumes::get_one)
-                .put(volumes::update)
+            get(named::get_one::<Volume>)
+                .put(named::update::<Volume>)
                 .delete(volumes::delete),
         );
     let router = actions::resource_action_routes(router, &v1)

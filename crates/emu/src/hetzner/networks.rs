@@ -15,15 +15,15 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
-use super::named::{ensure_name_free, rename_and_relabel};
+use super::named::{Resource, ensure_name_free, find, list_page};
 use super::not_found_route;
-use super::pagination::{ListQuery, SortValue, page_of, sort_items};
+use super::pagination::{ListQuery, Listing};
 use super::wire::{
     CreateNetwork, IpRange, Protection, RouteReq, SubnetReq, Update, check_labels, check_name,
     required,
 };
 use super::world::{Network, Route, Subnet, World, ts};
-use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, PathId, created, decode, ok};
+use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, PathId, created, decode};
 
 /// An IPv4 block `addr/prefix` whose host bits are zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,11 +297,18 @@ fn check_route(net: &Network, req: RouteReq) -> Result<Route, ApiError> {
     })
 }
 
-fn find<'w>(ctx: &'w Ctx<'_>, id: u64) -> Result<&'w Network, ApiError> {
-    ctx.world
-        .networks
-        .get(&id)
-        .ok_or_else(|| ApiError::not_found("network", id))
+impl Resource for Network {
+    fn to_json(&self, ctx: &Ctx<'_>) -> Value {
+        network_json(ctx.world, self)
+    }
+    fn check_name(name: &str) -> Result<(), ApiError> {
+        check_name(name, 63)
+    }
+    fn apply_update(&mut self, update: &Update) {
+        if let Some(expose) = update.expose_routes_to_vswitch {
+            self.expose_routes_to_vswitch = expose;
+        }
+    }
 }
 
 pub(crate) async fn create(
@@ -350,60 +357,13 @@ pub(crate) async fn create(
 }
 
 pub(crate) async fn list(State(hz): Hs, account: Account, q: ListQuery) -> ApiResult {
-    let selector = q.selector()?;
-    let sorts = q.sort(&["id", "name", "created"])?;
-    let name = q.get("name").map(str::to_string);
-    hz.with_world(&account, |ctx| {
-        let mut nets: Vec<&Network> = ctx
-            .world
-            .networks
-            .values()
-            .filter(|n| name.as_deref().is_none_or(|x| n.name == x))
-            .filter(|n| selector.as_ref().is_none_or(|s| s.matches(&n.labels)))
-            .collect();
-        sort_items(&mut nets, &sorts, |n, f| match f {
-            "name" => SortValue::Text(n.name.clone()),
-            "created" => SortValue::Time(n.created),
-            _ => SortValue::Int(n.id),
-        });
-        let items = nets.iter().map(|n| network_json(ctx.world, n)).collect();
-        page_of(&q, "networks", items)
-    })
-}
-
-pub(crate) async fn get_one(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
-    hz.with_world(&account, |ctx| {
-        let n = find(ctx, id)?;
-        ok(json!({"network": network_json(ctx.world, n)}))
-    })
-}
-
-pub(crate) async fn update(
-    State(hz): Hs,
-    account: Account,
-    PathId(id): PathId,
-    Body(b): Body<Update>,
-) -> ApiResult {
-    check_labels(&b.labels)?;
-    if let Some(n) = &b.name {
-        check_name(n, 63)?;
-    }
-    hz.with_world(&account, |ctx| {
-        find(ctx, id)?;
-        let Some(n) = rename_and_relabel(&mut ctx.world.networks, id, b.name, b.labels)? else {
-            return Err(ApiError::not_found("network", id));
-        };
-        if let Some(e) = b.expose_routes_to_vswitch {
-            n.expose_routes_to_vswitch = e;
-        }
-        let n = find(ctx, id)?;
-        ok(json!({"network": network_json(ctx.world, n)}))
-    })
+    let listing = Listing::parse(&q, &["id", "name", "created"])?;
+    list_page(&hz, &account, &q, listing, |_: &Network| true)
 }
 
 pub(crate) async fn delete(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     hz.with_world(&account, |ctx| {
-        let n = find(ctx, id)?;
+        let n = find::<Network>(ctx, id)?;
         if n.protect_delete {
             return Err(ApiError::protected("network"));
         }
@@ -425,7 +385,7 @@ pub(crate) async fn action(
 ) -> ApiResult {
     let quick = hz.core.timings.quick;
     hz.with_world(&account, |ctx| {
-        let net = find(ctx, id)?.clone();
+        let net = find::<Network>(ctx, id)?.clone();
         let command: &'static str = match name.as_str() {
             "add_subnet" => "add_subnet",
             "delete_subnet" => "delete_subnet",

@@ -183,6 +183,24 @@ impl ListQuery {
     }
 }
 
+/// What every list of named resources takes from its query: the label selector and the
+/// sort criteria.
+#[derive(Debug)]
+pub(crate) struct Listing {
+    pub selector: Option<Selector>,
+    pub sorts: Vec<SortBy>,
+}
+
+impl Listing {
+    /// `label_selector`, then `sort` (each field one of `sort_fields`), checked in that order.
+    pub fn parse(q: &ListQuery, sort_fields: &[&str]) -> Result<Listing, ApiError> {
+        Ok(Listing {
+            selector: q.selector()?,
+            sorts: q.sort(sort_fields)?,
+        })
+    }
+}
+
 /// Sorts `items` by the criteria, then by `id` ascending as the tie-break.
 pub(crate) fn sort_items<T>(
     items: &mut [T],

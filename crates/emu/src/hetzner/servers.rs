@@ -27,12 +27,12 @@ use serde_json::{Value, json};
 
 use super::catalog::ServerType;
 use super::known_action;
-use super::named::{ensure_name_free, rename_and_relabel};
+use super::named::{Resource, ensure_name_free, find, list_page};
 use super::networks::allocate_ip;
-use super::pagination::{ListQuery, SortValue, page_of, sort_items};
+use super::pagination::{ListQuery, Listing};
 use super::wire::{
     AttachToNetwork, ChangeType, CreateServer, DnsPtr, EnableRescue, IdOrName, NetworkRef,
-    Protection, Rebuild, Update, check_hostname, check_labels, required,
+    Protection, Rebuild, check_hostname, check_labels, required,
 };
 use super::world::{
     Event, Family, PrimaryIp, PrivateNet, Server, Status, default_ptr_v4, ip_matches, ts,
@@ -48,13 +48,6 @@ fn random_password() -> String {
         .take(20)
         .map(char::from)
         .collect()
-}
-
-fn find<'w>(ctx: &'w Ctx<'_>, id: u64) -> Result<&'w Server, ApiError> {
-    ctx.world
-        .servers
-        .get(&id)
-        .ok_or_else(|| ApiError::not_found("server", id))
 }
 
 fn server_mut<'w>(ctx: &'w mut Ctx<'_>, id: u64) -> Result<&'w mut Server, ApiError> {
@@ -141,6 +134,15 @@ pub(crate) fn server_json(ctx: &Ctx<'_>, s: &Server) -> Value {
         v["datacenter"] = cat.datacenter_json(&s.location, &faults);
     }
     v
+}
+
+impl Resource for Server {
+    fn to_json(&self, ctx: &Ctx<'_>) -> Value {
+        server_json(ctx, self)
+    }
+    fn check_name(name: &str) -> Result<(), ApiError> {
+        check_hostname(name)
+    }
 }
 
 fn resolve_ssh_keys(ctx: &Ctx<'_>, keys: &[IdOrName], field: &str) -> Result<(), ApiError> {
@@ -455,7 +457,7 @@ pub(crate) async fn create(
             s.timeline = events;
         }
         let root_password = ssh_keys.is_empty().then(random_password);
-        let server = json!(server_json(ctx, find(ctx, id)?));
+        let server = json!(server_json(ctx, find::<Server>(ctx, id)?));
         created(json!({
             "server": server,
             "action": ctx.action_json(create_action),
@@ -469,55 +471,19 @@ pub(crate) async fn list(State(hz): Hs, account: Account, q: ListQuery) -> ApiRe
     let selector = q.selector()?;
     let statuses = q.all_of("status", &Status::ALL)?;
     let sorts = q.sort(&["id", "name", "created"])?;
-    let name = q.get("name").map(str::to_string);
-    hz.with_world(&account, |ctx| {
-        let mut servers: Vec<&Server> = ctx
-            .world
-            .servers
-            .values()
-            .filter(|s| name.as_deref().is_none_or(|n| s.name == n))
-            .filter(|s| selector.as_ref().is_none_or(|sel| sel.matches(&s.labels)))
-            .filter(|s| statuses.is_empty() || statuses.iter().any(|x| x == s.status.as_str()))
-            .collect();
-        sort_items(&mut servers, &sorts, |s, f| match f {
-            "name" => SortValue::Text(s.name.clone()),
-            "created" => SortValue::Time(s.created),
-            _ => SortValue::Int(s.id),
-        });
-        let items = servers.iter().map(|s| server_json(ctx, s)).collect();
-        page_of(&q, "servers", items)
-    })
-}
-
-pub(crate) async fn get_one(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
-    hz.with_world(&account, |ctx| {
-        let s = find(ctx, id)?;
-        ok(json!({"server": server_json(ctx, s)}))
-    })
-}
-
-pub(crate) async fn update(
-    State(hz): Hs,
-    account: Account,
-    PathId(id): PathId,
-    Body(b): Body<Update>,
-) -> ApiResult {
-    check_labels(&b.labels)?;
-    if let Some(n) = &b.name {
-        check_hostname(n)?;
-    }
-    hz.with_world(&account, |ctx| {
-        find(ctx, id)?;
-        rename_and_relabel(&mut ctx.world.servers, id, b.name, b.labels)?;
-        let s = find(ctx, id)?;
-        ok(json!({"server": server_json(ctx, s)}))
-    })
+    list_page(
+        &hz,
+        &account,
+        &q,
+        Listing { selector, sorts },
+        |s: &Server| statuses.is_empty() || statuses.iter().any(|x| x == s.status.as_str()),
+    )
 }
 
 pub(crate) async fn delete(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     let power = hz.core.timings.power;
     hz.with_world(&account, |ctx| {
-        let s = find(ctx, id)?;
+        let s = find::<Server>(ctx, id)?;
         if s.protect_delete {
             return Err(ApiError::protected("server"));
         }
@@ -563,7 +529,7 @@ pub(crate) async fn action(
 ) -> ApiResult {
     let t = hz.core.timings;
     hz.with_world(&account, |ctx| {
-        let server = find(ctx, id)?.clone();
+        let server = find::<Server>(ctx, id)?.clone();
         let known = [
             "poweron",
             "poweroff",

@@ -12,11 +12,11 @@ use base64::Engine;
 use md5::{Digest, Md5};
 use serde_json::{Value, json};
 
-use super::named::{ensure_name_free, rename_and_relabel};
-use super::pagination::{ListQuery, SortValue, page_of, sort_items};
-use super::wire::{CreateSshKey, Update, check_labels, check_name, required};
+use super::named::{Resource, ensure_name_free, find, list_page};
+use super::pagination::{ListQuery, Listing};
+use super::wire::{CreateSshKey, check_labels, check_name, required};
 use super::world::{SshKey, ts};
-use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, PathId, created, ok};
+use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, PathId, created};
 
 /// The fingerprint of an OpenSSH public key line, or why it is not one.
 pub(crate) fn fingerprint(public_key: &str) -> Result<String, String> {
@@ -54,11 +54,13 @@ fn key_json(k: &SshKey) -> Value {
     })
 }
 
-fn find<'w>(ctx: &'w Ctx<'_>, id: u64) -> Result<&'w SshKey, ApiError> {
-    ctx.world
-        .ssh_keys
-        .get(&id)
-        .ok_or_else(|| ApiError::not_found("SSH key", id))
+impl Resource for SshKey {
+    fn to_json(&self, _: &Ctx<'_>) -> Value {
+        key_json(self)
+    }
+    fn check_name(name: &str) -> Result<(), ApiError> {
+        check_name(name, 255)
+    }
 }
 
 pub(crate) async fn create(
@@ -101,53 +103,16 @@ pub(crate) async fn create(
 }
 
 pub(crate) async fn list(State(hz): Hs, account: Account, q: ListQuery) -> ApiResult {
-    let selector = q.selector()?;
-    let sorts = q.sort(&["id", "name"])?;
-    let name = q.get("name").map(str::to_string);
-    let fp = q.get("fingerprint").map(str::to_string);
-    hz.with_world(&account, |ctx| {
-        let mut keys: Vec<&SshKey> = ctx
-            .world
-            .ssh_keys
-            .values()
-            .filter(|k| name.as_deref().is_none_or(|n| k.name == n))
-            .filter(|k| fp.as_deref().is_none_or(|f| k.fingerprint == f))
-            .filter(|k| selector.as_ref().is_none_or(|s| s.matches(&k.labels)))
-            .collect();
-        sort_items(&mut keys, &sorts, |k, f| match f {
-            "name" => SortValue::Text(k.name.clone()),
-            _ => SortValue::Int(k.id),
-        });
-        page_of(&q, "ssh_keys", keys.iter().map(|k| key_json(k)).collect())
-    })
-}
-
-pub(crate) async fn get_one(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
-    hz.with_world(&account, |ctx| {
-        ok(json!({"ssh_key": key_json(find(ctx, id)?)}))
-    })
-}
-
-pub(crate) async fn update(
-    State(hz): Hs,
-    account: Account,
-    PathId(id): PathId,
-    Body(b): Body<Update>,
-) -> ApiResult {
-    check_labels(&b.labels)?;
-    if let Some(n) = &b.name {
-        check_name(n, 255)?;
-    }
-    hz.with_world(&account, |ctx| {
-        find(ctx, id)?;
-        rename_and_relabel(&mut ctx.world.ssh_keys, id, b.name, b.labels)?;
-        ok(json!({"ssh_key": key_json(find(ctx, id)?)}))
+    let listing = Listing::parse(&q, &["id", "name"])?;
+    let fingerprint = q.get("fingerprint");
+    list_page(&hz, &account, &q, listing, |k: &SshKey| {
+        fingerprint.is_none_or(|f| k.fingerprint == f)
     })
 }
 
 pub(crate) async fn delete(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     hz.with_world(&account, |ctx| {
-        find(ctx, id)?;
+        find::<SshKey>(ctx, id)?;
         ctx.world.ssh_keys.remove(&id);
         Ok(StatusCode::NO_CONTENT.into_response())
     })

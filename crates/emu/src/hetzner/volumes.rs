@@ -10,14 +10,13 @@ use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use super::known_action;
-use super::named::{ensure_name_free, rename_and_relabel};
-use super::pagination::{ListQuery, SortValue, page_of, sort_items};
+use super::named::{Resource, ensure_name_free, find, list_page};
+use super::pagination::{ListQuery, Listing};
 use super::wire::{
-    AttachVolume, CreateVolume, Protection, ResizeVolume, Update, check_labels, check_name,
-    required,
+    AttachVolume, CreateVolume, Protection, ResizeVolume, check_labels, check_name, required,
 };
 use super::world::{Volume, ts};
-use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, PathId, created, decode, ok};
+use super::{Account, ApiError, ApiResult, Body, Ctx, Hs, IdAndName, PathId, created, decode};
 
 const MIN_SIZE: u64 = 10;
 const MAX_SIZE: u64 = 10_240;
@@ -38,11 +37,13 @@ fn volume_json(ctx: &Ctx<'_>, v: &Volume) -> Value {
     })
 }
 
-fn find<'w>(ctx: &'w Ctx<'_>, id: u64) -> Result<&'w Volume, ApiError> {
-    ctx.world
-        .volumes
-        .get(&id)
-        .ok_or_else(|| ApiError::not_found("volume", id))
+impl Resource for Volume {
+    fn to_json(&self, ctx: &Ctx<'_>) -> Value {
+        volume_json(ctx, self)
+    }
+    fn check_name(name: &str) -> Result<(), ApiError> {
+        check_name(name, 64)
+    }
 }
 
 fn check_size(size: u64) -> Result<(), ApiError> {
@@ -148,7 +149,7 @@ pub(crate) async fn create(
             }
             next.push(ctx.action_json(a));
         }
-        let v = find(ctx, id)?;
+        let v = find::<Volume>(ctx, id)?;
         created(json!({
             "volume": volume_json(ctx, v),
             "action": ctx.action_json(create_action),
@@ -158,57 +159,16 @@ pub(crate) async fn create(
 }
 
 pub(crate) async fn list(State(hz): Hs, account: Account, q: ListQuery) -> ApiResult {
-    let selector = q.selector()?;
-    let sorts = q.sort(&["id", "name", "created"])?;
+    let listing = Listing::parse(&q, &["id", "name", "created"])?;
     let statuses = q.all_of("status", &["available", "creating"])?;
-    let name = q.get("name").map(str::to_string);
-    hz.with_world(&account, |ctx| {
-        let mut vols: Vec<&Volume> = ctx
-            .world
-            .volumes
-            .values()
-            .filter(|v| name.as_deref().is_none_or(|n| v.name == n))
-            .filter(|v| selector.as_ref().is_none_or(|s| s.matches(&v.labels)))
-            .filter(|_| statuses.is_empty() || statuses.iter().any(|s| s == "available"))
-            .collect();
-        sort_items(&mut vols, &sorts, |v, f| match f {
-            "name" => SortValue::Text(v.name.clone()),
-            "created" => SortValue::Time(v.created),
-            _ => SortValue::Int(v.id),
-        });
-        let items = vols.iter().map(|v| volume_json(ctx, v)).collect();
-        page_of(&q, "volumes", items)
-    })
-}
-
-pub(crate) async fn get_one(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
-    hz.with_world(&account, |ctx| {
-        let v = find(ctx, id)?;
-        ok(json!({"volume": volume_json(ctx, v)}))
-    })
-}
-
-pub(crate) async fn update(
-    State(hz): Hs,
-    account: Account,
-    PathId(id): PathId,
-    Body(b): Body<Update>,
-) -> ApiResult {
-    check_labels(&b.labels)?;
-    if let Some(n) = &b.name {
-        check_name(n, 64)?;
-    }
-    hz.with_world(&account, |ctx| {
-        find(ctx, id)?;
-        rename_and_relabel(&mut ctx.world.volumes, id, b.name, b.labels)?;
-        let v = find(ctx, id)?;
-        ok(json!({"volume": volume_json(ctx, v)}))
-    })
+    // Every volume is `available` as soon as it is made.
+    let available = statuses.is_empty() || statuses.iter().any(|s| s == "available");
+    list_page(&hz, &account, &q, listing, |_: &Volume| available)
 }
 
 pub(crate) async fn delete(State(hz): Hs, account: Account, PathId(id): PathId) -> ApiResult {
     hz.with_world(&account, |ctx| {
-        let v = find(ctx, id)?;
+        let v = find::<Volume>(ctx, id)?;
         if v.protect_delete {
             return Err(ApiError::protected("volume"));
         }
@@ -233,7 +193,7 @@ pub(crate) async fn action(
 ) -> ApiResult {
     let quick = hz.core.timings.quick;
     hz.with_world(&account, |ctx| {
-        let v = find(ctx, id)?.clone();
+        let v = find::<Volume>(ctx, id)?.clone();
         known_action(&name, &["attach", "detach", "resize", "change_protection"])?;
         ctx.ensure_unlocked("volume", id)?;
         let me = (id, "volume");

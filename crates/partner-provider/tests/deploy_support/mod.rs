@@ -8,50 +8,15 @@ use std::collections::BTreeMap;
 use orc_cloud::hetzner::{ServerFilter, SshKeyFilter};
 use orc_cloud::vultr::InstanceFilter;
 use orc_cloud::{HetznerClient, HetznerConfig, VultrClient, VultrConfig};
-use orc_common::{Architecture, Shape};
 use orc_emu::RunningEmulators;
 use orc_partner_provider::PartnerProvider;
-use orc_proto::{
-    Bootstrap, ClassId, Deploy, DeployResult, NodeId, OsId, PoolPath, Purpose, Quote, QuoteReply,
-    QuoteToken, SiteName,
-};
+use orc_proto::{Bootstrap, Deploy, DeployResult, NodeId, OsId, Quote, QuoteReply, QuoteToken};
 use orc_provider_sdk::{ProgressSink, Provider};
 
 use crate::support::TOKEN;
 
 pub const KEY: &str =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHkxbq0XPwVbYb2oZfhIfxXvqqxVGbAIbR2l4vXQdQ5Y ops@example";
-
-pub fn quote(node: &str, class: &str, cpu: u32, mem: u32) -> Quote {
-    Quote {
-        pool: PoolPath::new("acme/web/api").unwrap(),
-        node_id: NodeId::new(node).unwrap(),
-        purpose: Purpose::Tenant,
-        shape: Shape {
-            vcpus: cpu,
-            memory_gib: mem,
-            arch: Architecture::X86_64,
-            disks_gib: vec![],
-        },
-        class: ClassId::new(class).unwrap(),
-        os: OsId::new("ubuntu-24.04").unwrap(),
-        pinned_site: None,
-        public: false,
-        placement: Default::default(),
-        preview: false,
-    }
-}
-
-/// A gateway quote for `site` as the zone sends it (system pool `sys/sys/gw-<site>`).
-pub fn gateway_quote(node: &str, class: &str, site: &str) -> Quote {
-    Quote {
-        pool: PoolPath::new(format!("sys/sys/gw-{site}")).unwrap(),
-        purpose: Purpose::Gateway,
-        os: OsId::new("gateway").unwrap(),
-        pinned_site: Some(SiteName::new(site).unwrap()),
-        ..quote(node, class, 1, 1)
-    }
-}
 
 pub async fn offer(p: &PartnerProvider, q: Quote) -> orc_proto::Offer {
     match p.quote(q).await {

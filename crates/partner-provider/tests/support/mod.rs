@@ -15,12 +15,11 @@ use orc_partner_provider::{PartnerOptions, PartnerProvider, ReplicaInfo};
 
 pub const TOKEN: &str = "demo-token";
 
+/// The pool tenant nodes of these tests belong to, unless a test says otherwise.
+pub const POOL: &str = "acme/web/api";
+
 pub async fn emulators() -> RunningEmulators {
     EmuConfig::for_tests().start().await.unwrap()
-}
-
-pub fn hetzner_root(emu: &RunningEmulators) -> String {
-    emu.hetzner.as_ref().unwrap().root_url()
 }
 
 pub fn vultr_root(emu: &RunningEmulators) -> String {
@@ -87,26 +86,6 @@ pub async fn count_node(emu: &RunningEmulators, node: &str) -> usize {
         .await
         .unwrap();
     servers.len() + instances.len()
-}
-
-/// POSTs a control request to an emulator root.
-pub async fn control(root: &str, path: &str, body: serde_json::Value) {
-    let answer = reqwest::Client::new()
-        .post(format!("{root}{path}"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert!(answer.status().is_success(), "{path}: {}", answer.status());
-}
-
-pub async fn clear_faults(root: &str) {
-    let answer = reqwest::Client::new()
-        .delete(format!("{root}/_emu/faults"))
-        .send()
-        .await
-        .unwrap();
-    assert!(answer.status().is_success());
 }
 
 pub type Shared<T> = Arc<T>;
