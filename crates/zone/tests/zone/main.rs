@@ -29,3 +29,4 @@ mod security;
 mod security_credentials;
 mod security_providers;
 mod security_tls;
+mod zone_parts;

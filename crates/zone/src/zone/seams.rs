@@ -1,0 +1,102 @@
+//! How the API reaches the zone's other parts: the hub's replicas and catalogs, app slots'
+//! registrations and logs, nodes' agents.
+
+use std::time::Duration;
+
+use crate::agents::{AgentHub, ExecError, ExecEvent};
+use crate::api::views::ReplicaView;
+use crate::api::{AgentAccess, LogLineView, LogSource, LogsFuture, ProviderDirectory};
+use crate::apps::Apps;
+use crate::hub::Hub;
+use crate::model::{Pool, Provider};
+
+/// The API's view of the hub's replicas and catalogs.
+pub(super) struct HubDirectory(pub(super) Hub);
+
+impl ProviderDirectory for HubDirectory {
+    fn replicas(&self, provider: &Provider) -> Vec<ReplicaView> {
+        self.0
+            .replicas_of(provider)
+            .into_iter()
+            .map(|r| ReplicaView {
+                host: r.host,
+                pid: r.pid,
+                slot: r.slot,
+                role: r.role.to_string(),
+                connected_since: r.connected_since.millis(),
+            })
+            .collect()
+    }
+
+    fn catalog(&self, provider: &Provider) -> Option<orc_proto::Catalog> {
+        self.0.catalog(provider).map(|c| c.catalog)
+    }
+}
+
+/// Which app slots are attached to the hub as provider replicas, for rolling replacements.
+pub(super) struct HubRegistrations(pub(super) Hub);
+
+impl crate::apps::Registrations for HubRegistrations {
+    fn attached(&self, pool: &crate::model::PoolId) -> Vec<(u32, bool)> {
+        self.0.attached_of(&format!("pool:{pool}"))
+    }
+}
+
+/// The API's way to nodes' agents.
+pub(super) struct AgentDirectory {
+    pub(super) hub: AgentHub,
+    pub(super) endpoint: String,
+}
+
+impl AgentAccess for AgentDirectory {
+    fn live(&self, node: &crate::model::NodeId) -> Option<crate::model::Timestamp> {
+        self.hub.live(node).map(|l| l.last_contact)
+    }
+
+    fn exec(
+        &self,
+        node: &crate::model::NodeId,
+        argv: Vec<String>,
+        timeout: Duration,
+    ) -> Result<tokio::sync::mpsc::Receiver<ExecEvent>, ExecError> {
+        self.hub.exec(node, argv, timeout)
+    }
+
+    fn ca_fingerprint(&self) -> Option<String> {
+        self.hub.ca_fingerprint()
+    }
+
+    fn endpoint(&self) -> String {
+        self.endpoint.clone()
+    }
+
+    fn mesh_of(&self, node: &crate::model::NodeId) -> orc_mesh::MeshConfig {
+        self.hub.mesh_of(node)
+    }
+
+    fn mesh_status(&self, node: &crate::model::NodeId) -> Option<crate::agents::MeshStatusReport> {
+        self.hub.mesh_status(node)
+    }
+}
+
+/// The API's view of the app slots' logs.
+pub(super) struct AppsLogs(pub(super) Apps);
+
+impl LogSource for AppsLogs {
+    fn logs<'a>(&'a self, pool: &'a Pool, slot: Option<u32>, level: &'a str) -> LogsFuture<'a> {
+        Box::pin(async move {
+            let min_level = level.parse().map_err(|e| format!("{e}"))?;
+            Ok(self
+                .0
+                .logs(&pool.id, slot, min_level)
+                .into_iter()
+                .map(|line| LogLineView {
+                    at: line.at.millis(),
+                    slot: line.slot,
+                    level: line.level.as_str().to_string(),
+                    message: line.text,
+                })
+                .collect())
+        })
+    }
+}
