@@ -35,9 +35,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::agents::{AgentBinary, AgentBootstrap, AgentHub, AgentHubOptions, ExecError, ExecEvent};
-use crate::api::views::ReplicaView;
+use crate::api::views::{LogLineView, ReplicaView};
 use crate::api::{
-    self, AgentAccess, ApiLimits, ApiState, LogLineView, LogSource, LogsFuture, ProviderDirectory,
+    self, AgentAccess, ApiLimits, ApiState, LogSource, LogsFuture, ProviderDirectory,
 };
 use crate::apps::{Apps, AppsConfig, AppsError, ZoneEndpoint};
 use crate::backend::Backends;

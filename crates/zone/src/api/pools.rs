@@ -14,18 +14,18 @@ use orc_common::text::quoted;
 use orc_common::{Architecture, Shape};
 use rust_decimal::Decimal;
 
+use super::ApiState;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs, QueryArgs, parse_query_value};
 use super::providers::{site_gateways, visible_provider};
 use super::registry::{check_manifest_params, resolve_app};
 use super::tenancy::{parse_name, project_with_role};
 use super::views::{
-    AgentView, CreatePool, EndpointAccessView, EndpointView, EventView, EventsQuery, NodeView,
-    NodesQuery, ParkedView, PlacedView, PoolEndpointsView, PoolView, QuoteRequest, QuoteView,
-    ReconfigurePool, ResizePool, ShapeView, SlotEndpointView, UsageLineView, UsageQuery, UsageView,
-    private_address,
+    AgentView, CreatePool, EndpointAccessView, EndpointView, EventView, EventsQuery, LogLineView,
+    NodeView, NodesQuery, ParkedView, PlacedView, PoolEndpointsView, PoolView, QuoteRequest,
+    QuoteView, ReconfigurePool, ResizePool, ShapeView, SlotEndpointView, UsageLineView, UsageQuery,
+    UsageView, private_address,
 };
-use super::{ApiState, LogLineView};
 use crate::backend::NodeBackend;
 use crate::model::{
     AppSpec, Endpoint, EventId, EventScope, Month, NodeId, NodeState, Org, Pool, PoolSpec, Project,
@@ -298,7 +298,7 @@ fn check_package(package: &str) -> ApiResult<()> {
 }
 
 /// The endpoints an app's manifest declares, as a pool's.
-fn manifest_endpoints(manifest: &crate::registry::AppManifest) -> Vec<Endpoint> {
+fn manifest_endpoints(manifest: &orc_zone_model::registry::AppManifest) -> Vec<Endpoint> {
     let mut out: Vec<Endpoint> = manifest
         .endpoints
         .iter()
