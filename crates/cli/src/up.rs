@@ -34,12 +34,12 @@ use orc_zone::apps::AppsConfig;
 #[cfg(test)]
 use orc_zone::model::Endpoint;
 use orc_zone::model::{AppSpec, Name, NodeState, Pool, SensitiveParams};
-use orc_zone::registry::{AppManifest, PackageRef, Platform};
 use orc_zone::store::Store;
 use orc_zone_api_types::views::{
     AppTagView, ChangeScope, CreatePool, PoolView, ProviderView, ReconfigurePool, SetPricing,
     ShapeView,
 };
+use orc_zone_model::registry::{AppManifest, PackageRef, Platform};
 
 use crate::client::{CallError, Client, segment};
 use crate::commands::app::{BinaryArg, publish};
@@ -1122,7 +1122,7 @@ async fn ensure_app_pool(client: &Client, app: &Published) -> anyhow::Result<(Po
         Err(CallError::Api { status, .. }) if status == reqwest::StatusCode::NOT_FOUND => {
             let body = CreatePool {
                 name: app.pool.to_string(),
-                provider: orc_zone::backend::CORE_PROVIDER.to_string(),
+                provider: orc_zone_apps::CORE_PROVIDER.to_string(),
                 size: app.size,
                 shape: ShapeView {
                     cpu: 1,

@@ -6,6 +6,7 @@
 //! different ideas and never share a name.
 
 use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -116,6 +117,27 @@ impl fmt::Display for RefusalKind {
     }
 }
 
+/// A word that names no [`RefusalKind`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} is not a valid refusal kind", crate::text::quoted(.value))]
+pub struct UnknownRefusalKind {
+    pub value: String,
+}
+
+impl FromStr for RefusalKind {
+    type Err = UnknownRefusalKind;
+
+    /// The kind named by its snake_case name, as [`RefusalKind::as_str`] writes it.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RefusalKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == s)
+            .ok_or_else(|| UnknownRefusalKind {
+                value: s.to_string(),
+            })
+    }
+}
+
 impl Purpose {
     /// The lower-case name (`tenant`, `gateway`).
     pub fn as_str(self) -> &'static str {
@@ -171,5 +193,16 @@ mod tests {
             "\"gateway\""
         );
         assert_eq!(Role::Standby.to_string(), "standby");
+    }
+
+    #[test]
+    fn a_kind_parses_from_its_name_and_nothing_else() {
+        for kind in RefusalKind::ALL {
+            assert_eq!(kind.as_str().parse::<RefusalKind>(), Ok(kind));
+        }
+        assert_eq!(
+            "sleeping".parse::<RefusalKind>().unwrap_err().to_string(),
+            "\"sleeping\" is not a valid refusal kind"
+        );
     }
 }

@@ -18,7 +18,7 @@ pub use ids::{
     ClassId, EmptyId, InstanceRef, MalformedId, NodeId, OsId, PoolPath, ProviderName, QuoteToken,
     ResourceUri, SiteName,
 };
-pub use kinds::{Purpose, RefusalKind, Role, Whereabouts, ZoneAction};
+pub use kinds::{Purpose, RefusalKind, Role, UnknownRefusalKind, Whereabouts, ZoneAction};
 pub use money::{Currency, Money, MoneyError, Period};
 pub use secret::Secret;
 pub use shape::{Architecture, Shape};

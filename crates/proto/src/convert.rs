@@ -172,6 +172,95 @@ fn enum_value<E: TryFrom<i32>>(value: i32, field: &str) -> Result<E> {
     E::try_from(value).map_err(|_| ConvertError::invalid(field, format!("unknown value {value}")))
 }
 
+// ------------------------------------------------------------------ enums
+
+/// A generated enum's `UNSPECIFIED` value, which no domain value stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the value is unspecified")]
+pub struct Unspecified;
+
+/// A wire enum field as its domain value: an unknown number is invalid, `UNSPECIFIED` is
+/// missing.
+fn wire_enum<W, D>(value: i32, field: &str) -> Result<D>
+where
+    W: TryFrom<i32>,
+    D: TryFrom<W, Error = Unspecified>,
+{
+    D::try_from(enum_value::<W>(value, field)?).map_err(|Unspecified| ConvertError::missing(field))
+}
+
+impl TryFrom<pb::Role> for Role {
+    type Error = Unspecified;
+    fn try_from(r: pb::Role) -> std::result::Result<Role, Unspecified> {
+        match r {
+            pb::Role::Unspecified => Err(Unspecified),
+            pb::Role::Serving => Ok(Role::Serving),
+            pb::Role::Standby => Ok(Role::Standby),
+        }
+    }
+}
+
+impl From<Role> for pb::Role {
+    fn from(r: Role) -> pb::Role {
+        match r {
+            Role::Serving => pb::Role::Serving,
+            Role::Standby => pb::Role::Standby,
+        }
+    }
+}
+
+impl TryFrom<pb::RefusalKind> for RefusalKind {
+    type Error = Unspecified;
+    fn try_from(k: pb::RefusalKind) -> std::result::Result<RefusalKind, Unspecified> {
+        match k {
+            pb::RefusalKind::Unspecified => Err(Unspecified),
+            pb::RefusalKind::NoCapacity => Ok(RefusalKind::NoCapacity),
+            pb::RefusalKind::Counting => Ok(RefusalKind::Counting),
+            pb::RefusalKind::Transient => Ok(RefusalKind::Transient),
+            pb::RefusalKind::OperatorFix => Ok(RefusalKind::OperatorFix),
+            pb::RefusalKind::Failed => Ok(RefusalKind::Failed),
+            pb::RefusalKind::Unplaceable => Ok(RefusalKind::Unplaceable),
+        }
+    }
+}
+
+impl From<RefusalKind> for pb::RefusalKind {
+    fn from(k: RefusalKind) -> pb::RefusalKind {
+        match k {
+            RefusalKind::NoCapacity => pb::RefusalKind::NoCapacity,
+            RefusalKind::Counting => pb::RefusalKind::Counting,
+            RefusalKind::Transient => pb::RefusalKind::Transient,
+            RefusalKind::OperatorFix => pb::RefusalKind::OperatorFix,
+            RefusalKind::Failed => pb::RefusalKind::Failed,
+            RefusalKind::Unplaceable => pb::RefusalKind::Unplaceable,
+        }
+    }
+}
+
+impl TryFrom<pb::NodeState> for NodeState {
+    type Error = Unspecified;
+    fn try_from(s: pb::NodeState) -> std::result::Result<NodeState, Unspecified> {
+        match s {
+            pb::NodeState::Unspecified => Err(Unspecified),
+            pb::NodeState::Provisioning => Ok(NodeState::Provisioning),
+            pb::NodeState::Running => Ok(NodeState::Running),
+            pb::NodeState::Stopped => Ok(NodeState::Stopped),
+            pb::NodeState::Deleting => Ok(NodeState::Deleting),
+        }
+    }
+}
+
+impl From<NodeState> for pb::NodeState {
+    fn from(s: NodeState) -> pb::NodeState {
+        match s {
+            NodeState::Provisioning => pb::NodeState::Provisioning,
+            NodeState::Running => pb::NodeState::Running,
+            NodeState::Stopped => pb::NodeState::Stopped,
+            NodeState::Deleting => pb::NodeState::Deleting,
+        }
+    }
+}
+
 // ------------------------------------------------------------------ shared values
 
 impl TryFrom<pb::Money> for Money {
@@ -208,52 +297,13 @@ impl From<Money> for pb::Money {
     }
 }
 
-fn role(value: i32, field: &str) -> Result<Role> {
-    match enum_value::<pb::Role>(value, field)? {
-        pb::Role::Unspecified => Err(ConvertError::missing(field)),
-        pb::Role::Serving => Ok(Role::Serving),
-        pb::Role::Standby => Ok(Role::Standby),
-    }
-}
-
-impl From<Role> for pb::Role {
-    fn from(r: Role) -> pb::Role {
-        match r {
-            Role::Serving => pb::Role::Serving,
-            Role::Standby => pb::Role::Standby,
-        }
-    }
-}
-
 impl TryFrom<pb::Refusal> for Refusal {
     type Error = ConvertError;
     fn try_from(r: pb::Refusal) -> Result<Refusal> {
-        let kind = match enum_value::<pb::RefusalKind>(r.kind, "kind")? {
-            pb::RefusalKind::Unspecified => return Err(ConvertError::missing("kind")),
-            pb::RefusalKind::NoCapacity => RefusalKind::NoCapacity,
-            pb::RefusalKind::Counting => RefusalKind::Counting,
-            pb::RefusalKind::Transient => RefusalKind::Transient,
-            pb::RefusalKind::OperatorFix => RefusalKind::OperatorFix,
-            pb::RefusalKind::Failed => RefusalKind::Failed,
-            pb::RefusalKind::Unplaceable => RefusalKind::Unplaceable,
-        };
         Ok(Refusal {
-            kind,
+            kind: wire_enum::<pb::RefusalKind, _>(r.kind, "kind")?,
             words: words(r.words, "words")?,
         })
-    }
-}
-
-impl From<RefusalKind> for pb::RefusalKind {
-    fn from(k: RefusalKind) -> pb::RefusalKind {
-        match k {
-            RefusalKind::NoCapacity => pb::RefusalKind::NoCapacity,
-            RefusalKind::Counting => pb::RefusalKind::Counting,
-            RefusalKind::Transient => pb::RefusalKind::Transient,
-            RefusalKind::OperatorFix => pb::RefusalKind::OperatorFix,
-            RefusalKind::Failed => pb::RefusalKind::Failed,
-            RefusalKind::Unplaceable => pb::RefusalKind::Unplaceable,
-        }
     }
 }
 
@@ -605,16 +655,6 @@ impl From<Deployed> for pb::DeployDone {
     }
 }
 
-fn node_state(value: i32, field: &str) -> Result<NodeState> {
-    match enum_value::<pb::NodeState>(value, field)? {
-        pb::NodeState::Unspecified => Err(ConvertError::missing(field)),
-        pb::NodeState::Provisioning => Ok(NodeState::Provisioning),
-        pb::NodeState::Running => Ok(NodeState::Running),
-        pb::NodeState::Stopped => Ok(NodeState::Stopped),
-        pb::NodeState::Deleting => Ok(NodeState::Deleting),
-    }
-}
-
 impl TryFrom<pb::InventoryNode> for InventoryNode {
     type Error = ConvertError;
     fn try_from(n: pb::InventoryNode) -> Result<InventoryNode> {
@@ -622,7 +662,7 @@ impl TryFrom<pb::InventoryNode> for InventoryNode {
             node_id: id(n.node_id, "node_id")?,
             site: site(n.site, "site")?,
             instance_ref: id(optional_words(n.instance_ref), "instance_ref")?,
-            state: node_state(n.state, "state")?,
+            state: wire_enum::<pb::NodeState, _>(n.state, "state")?,
         })
     }
 }
@@ -687,12 +727,7 @@ impl From<Inventory> for pb::Inventory {
                 .nodes
                 .into_iter()
                 .map(|n| {
-                    let state = match n.state {
-                        NodeState::Provisioning => pb::NodeState::Provisioning,
-                        NodeState::Running => pb::NodeState::Running,
-                        NodeState::Stopped => pb::NodeState::Stopped,
-                        NodeState::Deleting => pb::NodeState::Deleting,
-                    };
+                    let state = pb::NodeState::from(n.state);
                     pb::InventoryNode {
                         node_id: n.node_id.into(),
                         site: n.site.into(),
@@ -893,10 +928,10 @@ impl TryFrom<pb::ZoneMessage> for ZoneMessage {
         use pb::zone_message::Body;
         let body = match m.body.ok_or_else(|| ConvertError::missing("body"))? {
             Body::Welcome(w) => ZoneBody::Welcome {
-                role: role(w.role, "welcome.role")?,
+                role: wire_enum::<pb::Role, _>(w.role, "welcome.role")?,
             },
             Body::RoleChange(r) => ZoneBody::RoleChange {
-                role: role(r.role, "role_change.role")?,
+                role: wire_enum::<pb::Role, _>(r.role, "role_change.role")?,
             },
             Body::Quote(q) => ZoneBody::Quote(Quote::try_from(q).map_err(|e| e.within("quote"))?),
             Body::Deploy(d) => {

@@ -21,13 +21,13 @@ use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 use orc_cloud::RobotServerNumber;
 use orc_cloud::robot::ROBOT_DEFAULT_URL;
+use orc_common::Secret;
 use orc_proto::{ProviderName, ResourceUri};
 use orc_provider_sdk::machine::{
     AdapterOptions, MachineAdapter, MachineKey, MachineProvider, OfferQuery, PowerAction,
     hostname_for,
 };
 use orc_provider_sdk::process::{self, OfferFormat, ZoneArgs};
-use orc_provider_sdk::secret::Secret;
 use orc_provider_sdk::{HelloInfo, RunnerOptions, run_provider};
 
 use crate::config::{RobotAccount, parse_account};

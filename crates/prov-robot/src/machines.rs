@@ -25,13 +25,13 @@ use std::time::{Duration, Instant};
 
 use orc_cloud::robot::{ResetType, RobotServer};
 use orc_cloud::{CloudError, RateQuota, RobotClient, RobotConfig, RobotServerNumber};
+use orc_common::Secret;
 use orc_common::{Currency, Money, Period};
 use orc_provider_sdk::machine::{
     CatalogEntry, Install, Machine, MachineCatalog, MachineError, MachineKey, MachineOffer,
     MachineProvider, MachineSpec, MachineState, OfferQuery, PowerAction,
 };
 use orc_provider_sdk::provider::ProgressSink;
-use orc_provider_sdk::secret::Secret;
 use rust_decimal::Decimal;
 
 use crate::config::RobotAccount;

@@ -24,7 +24,7 @@
 //! here-documents whose delimiters they may not contain, so no input can end a quote or
 //! start a command.
 
-use orc_provider_sdk::secret::Secret;
+use orc_common::Secret;
 
 /// Where things are on the rescue system and in the installed system. The defaults are
 /// Hetzner's rescue system; tests point them into a scratch directory.

@@ -6,6 +6,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use orc_common::Secret;
 use orc_proto::NodeId;
 use orc_prov_robot::machines::{CLAIM_PREFIX, reset_for};
 use orc_prov_robot::ssh::Scripted;
@@ -14,7 +15,6 @@ use orc_provider_sdk::ProgressSink;
 use orc_provider_sdk::machine::{
     Install, MachineError, MachineKey, MachineProvider, MachineSpec, OfferQuery, PowerAction,
 };
-use orc_provider_sdk::secret::Secret;
 use support::*;
 
 fn key(text: &str) -> MachineKey {

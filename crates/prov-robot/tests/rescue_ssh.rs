@@ -20,10 +20,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use orc_common::Secret;
 use orc_prov_robot::ssh::{SshError, SshExecutor, SshOutput, SshTarget};
 use orc_prov_robot::{BootstrapParams, RobotMachines, RusshExecutor, SshOptions};
 use orc_provider_sdk::machine::{MachineKey, MachineProvider, MachineSpec};
-use orc_provider_sdk::secret::Secret;
 use support::*;
 
 fn sh(program: &str, args: &[&str]) -> Result<String, String> {

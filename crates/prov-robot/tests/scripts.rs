@@ -7,11 +7,11 @@ mod support;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use orc_common::Secret;
 use orc_prov_robot::script::{
     self, BootstrapParams, FIRST_BOOT_PATH, FIRST_BOOT_UNIT, JOIN_TOKEN_PATH, install_script,
     token_command,
 };
-use orc_provider_sdk::secret::Secret;
 use support::*;
 
 /// A first-boot script with the things that would break a careless here-document: quotes,

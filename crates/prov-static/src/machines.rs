@@ -18,13 +18,13 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use orc_common::Secret;
 use orc_common::{Money, Period};
 use orc_provider_sdk::ProgressSink;
 use orc_provider_sdk::machine::{
     CatalogEntry, Install, Machine, MachineCatalog, MachineError, MachineKey, MachineOffer,
     MachineProvider, MachineSpec, MachineState, OfferQuery, PowerAction,
 };
-use orc_provider_sdk::secret::Secret;
 use orc_ssh::{RusshExecutor, SshError, SshExecutor, SshOutput, SshTarget};
 
 use crate::config::{DEFAULT_OS, Host, StaticAccount};

@@ -13,6 +13,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use orc_common::Secret;
 use orc_emu::netns::Fabric;
 use orc_emu::static_hosts::StaticHosts;
 use orc_prov_static::{Claim, SshOptions, StaticMachines, parse_account};
@@ -20,7 +21,6 @@ use orc_provider_sdk::ProgressSink;
 use orc_provider_sdk::machine::{
     Install, MachineError, MachineKey, MachineProvider, MachineSpec, OfferQuery,
 };
-use orc_provider_sdk::secret::Secret;
 use orc_ssh::{RusshExecutor, SshError, SshExecutor, SshOutput, SshTarget};
 
 const TOKEN: &str = "orcjoin.static-t0ken-that-must-never-leak";

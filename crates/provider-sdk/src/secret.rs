@@ -15,6 +15,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use orc_common::Secret;
+
 /// The schemes a [`SecretRef`] accepts, in the words of error messages.
 pub const ACCEPTED_SCHEMES: &str = "env://NAME, file:///absolute/path, param://name";
 
@@ -71,8 +73,6 @@ pub enum SecretResolveError {
     #[error("secret from {reference} is empty")]
     Empty { reference: String },
 }
-
-pub use orc_common::Secret;
 
 impl SecretRef {
     /// Parses `env://NAME` or `file:///absolute/path`.

@@ -20,7 +20,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use orc_provider_sdk::secret::Secret;
+use orc_common::Secret;
 use russh::ChannelMsg;
 use russh::client::{self, Handle};
 use russh::keys::{HashAlg, PrivateKeyWithHashAlg, PublicKeyOrCertificate, decode_secret_key};

@@ -562,10 +562,7 @@ impl NodeView {
 
 /// The kind a view's `refusal` names, when it names one of [`RefusalKind::ALL`].
 fn refusal_kind(name: Option<&str>) -> Option<RefusalKind> {
-    let name = name?;
-    RefusalKind::ALL
-        .into_iter()
-        .find(|kind| kind.as_str() == name)
+    name?.parse().ok()
 }
 
 /// Where a provider put a node, in the cloud's own terms.

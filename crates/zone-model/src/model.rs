@@ -15,7 +15,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub use orc_common::{MalformedId, NodeId, Timestamp, Whereabouts};
-use orc_common::{Money, Shape, string_id};
+use orc_common::{Money, RefusalKind, Shape, string_id};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -302,25 +302,6 @@ word_enum!(
         Joined => "joined",
         /// Attached, and has applied the config generation the zone wants.
         Ready => "ready",
-    }
-);
-
-word_enum!(
-    /// The kind of a provider's refusal, which decides how the zone retries.
-    RefusalKind, "refusal kind" {
-        /// No capacity: park and retry later.
-        NoCapacity => "no_capacity",
-        /// The provider is still counting its usage: retry in 5 s.
-        Counting => "counting",
-        /// A passing failure: back off and retry.
-        Transient => "transient",
-        /// Needs the provider's operator: park until its config changes.
-        OperatorFix => "operator_fix",
-        /// Failed: the node takes its normal backoff.
-        Failed => "failed",
-        /// Nothing the provider offers can ever take the request as asked: refused when a
-        /// pool is created; a node parks until the provider's catalog changes.
-        Unplaceable => "unplaceable",
     }
 );
 
@@ -945,9 +926,6 @@ mod tests {
     fn words_round_trip() {
         for state in NodeState::ALL {
             assert_eq!(state.as_str().parse::<NodeState>().unwrap(), *state);
-        }
-        for kind in RefusalKind::ALL {
-            assert_eq!(kind.as_str().parse::<RefusalKind>().unwrap(), *kind);
         }
         assert_eq!(
             "sleeping".parse::<NodeState>().unwrap_err().to_string(),

@@ -27,13 +27,13 @@
 
 mod access;
 mod agents;
+mod billed_usage;
 mod error;
 mod events;
-mod ext_api;
-mod ext_hub;
 mod joins;
 mod mesh;
 mod nodes;
+mod nodes_by_state;
 mod pools;
 mod providers;
 mod registry;

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use orc_common::{Money, Period};
+use orc_common::{Money, Period, RefusalKind};
 use sqlx::AnyConnection;
 use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
@@ -23,8 +23,7 @@ use super::rows::{to_json, uint32, uint64};
 use super::usage::record_usage_on;
 use super::{BATCH_ROWS, Engine, Kind, Store, StoreError, StoreResult};
 use orc_zone_model::{
-    Expected, NewUsage, Node, NodeId, NodeState, NodeStatus, PoolId, RefusalKind, Timestamp,
-    Whereabouts,
+    Expected, NewUsage, Node, NodeId, NodeState, NodeStatus, PoolId, Timestamp, Whereabouts,
 };
 
 pub(crate) const NODE_COLUMNS: &str = "id, pool_id, slot, state, state_words, refusal, site, \

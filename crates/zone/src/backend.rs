@@ -28,8 +28,6 @@ use orc_zone_apps::Apps;
 
 use crate::model::{NodeId, Provider, Timestamp};
 
-pub use orc_zone_apps::CORE_PROVIDER;
-
 /// Why a backend could not get an answer for a request. A refusal by the provider is not an
 /// error: it comes back inside the reply.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

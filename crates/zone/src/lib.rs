@@ -26,5 +26,5 @@ pub mod web;
 pub mod zone;
 
 pub use orc_zone_apps as apps;
-pub use orc_zone_model::{model, pricing, registry};
+pub use orc_zone_model::{model, pricing};
 pub use orc_zone_store as store;

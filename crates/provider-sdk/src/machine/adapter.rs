@@ -42,7 +42,7 @@ use super::offer::{
 use super::{MachineError, words};
 use crate::provider::{HelloInfo, ProgressSink, Provider};
 use crate::role::RoleGate;
-use crate::secret::Secret;
+use orc_common::Secret;
 
 /// Settings of a [`MachineAdapter`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -120,7 +120,7 @@ impl fmt::Debug for MachineSpec {
 pub struct Install {
     /// The zone's bootstrap as it came with the deploy: a first-boot script that carries the
     /// node's join token (`orc_proto::bootstrap` takes it apart).
-    pub bootstrap: crate::secret::Secret,
+    pub bootstrap: orc_common::Secret,
     /// The machine's host name ([`hostname_for`]).
     pub hostname: String,
     /// OpenSSH public keys to install for root.

@@ -2,15 +2,14 @@
 
 use std::collections::BTreeMap;
 
-use orc_common::{Architecture, Currency, Money, Period, Shape};
+use orc_common::{Architecture, Currency, Money, Period, RefusalKind, Shape};
 use orc_zone_model::registry::{
     AppManifest, AppPackage, BinaryRef, Digest, PackageDocument, Platform,
 };
 use orc_zone_model::{
     AppSpec, Endpoint, EventScope, Expected, Markup, Month, Name, NewPool, NewProvider, NewUsage,
     Node, NodeId, NodeState, NodeStatus, PoolSpec, PricingStrategy, Project, ProviderId,
-    ProviderScope, RefusalKind, Role, SensitiveParams, Timestamp, TokenSecret, sys_org_id,
-    sys_project_id,
+    ProviderScope, Role, SensitiveParams, Timestamp, TokenSecret, sys_org_id, sys_project_id,
 };
 use orc_zone_store::{Kind, SCHEMA_VERSION, StatusWrite, Store, StoreError};
 use rust_decimal::Decimal;

@@ -51,7 +51,7 @@ use crate::model::{Provider, Timestamp};
 use crate::store::Store;
 use error::{ApiError, ErrorCode};
 pub use orc_zone_api_types::views;
-pub use orc_zone_api_types::views::LogLineView;
+use views::LogLineView;
 use views::{CatalogView, ReplicaView};
 
 /// What the API learns about connected providers from the hub.

@@ -38,12 +38,12 @@ use super::views::{
 };
 use crate::apps::{BlobError, Blobs};
 use crate::model::{Name, Org, Role};
-use crate::registry::{
+use crate::store::StoreError;
+use orc_zone_model::access::Caller;
+use orc_zone_model::registry::{
     AppManifest, AppPackage, AppTag, BinaryRef, Digest, PackageDocument, PackageRef, Platform,
     valid_tag,
 };
-use crate::store::StoreError;
-use orc_zone_model::access::Caller;
 
 /// The largest binary the registry takes.
 pub use crate::apps::blobs::MAX_BLOB_BYTES;
@@ -222,7 +222,7 @@ pub(super) async fn push_tag(
         let platform: Platform =
             platform
                 .parse()
-                .map_err(|e: crate::registry::RegistryError| {
+                .map_err(|e: orc_zone_model::registry::RegistryError| {
                     ApiError::invalid(&field, e.to_string())
                 })?;
         let digest = parse_digest(&field, digest)?;
@@ -276,8 +276,8 @@ pub(super) async fn push_tag(
     }))
 }
 
-fn registry_invalid(e: &crate::registry::RegistryError) -> ApiError {
-    use crate::registry::RegistryError as E;
+fn registry_invalid(e: &orc_zone_model::registry::RegistryError) -> ApiError {
+    use orc_zone_model::registry::RegistryError as E;
     let field = match e {
         E::ManifestField { field, .. } => format!("manifest.{field}"),
         E::Manifest { .. } => "manifest".to_string(),
@@ -491,9 +491,12 @@ pub(crate) async fn resolve_app(
             sensitive: state.apps.sensitive_params(package),
         });
     }
-    let reference: PackageRef = package
-        .parse()
-        .map_err(|e: crate::registry::RegistryError| ApiError::invalid("app", e.to_string()))?;
+    let reference: PackageRef =
+        package
+            .parse()
+            .map_err(|e: orc_zone_model::registry::RegistryError| {
+                ApiError::invalid("app", e.to_string())
+            })?;
     let unpublished = || {
         ApiError::invalid(
             "app",

@@ -48,7 +48,7 @@ use orc_common::time::SharedClock;
 pub use usage::accrue_usage;
 
 use crate::agents::AgentBootstrap;
-use crate::backend::{BackendError, Backends, CORE_PROVIDER, NodeBackend};
+use crate::backend::{BackendError, Backends, NodeBackend};
 use crate::model::{
     EventScope, Expected, Node, NodeId, NodeState, NodeStatus, Org, Pool, PoolId, Project,
     ProjectId, Provider, ProviderId, Timestamp,
@@ -56,6 +56,7 @@ use crate::model::{
 use crate::pricing::{is_gateway, markup_at_admission};
 use crate::store::{StatusWrite, Store, StoreError, StoreResult};
 use nodes::{Step, plan};
+use orc_zone_apps::CORE_PROVIDER;
 use orc_zone_model::gateway::{gateway_pool_site, is_gateway_pool_of};
 
 /// Settings of the reconcilers. `Default` gives the production values.

@@ -24,10 +24,11 @@
 
 use std::time::Duration;
 
-use orc_proto::{Deployed, Offer, Refusal, RefusalKind as WireRefusal};
+use orc_common::RefusalKind;
+use orc_proto::{Deployed, Offer, Refusal};
 
 use super::ReconcileOptions;
-use crate::model::{Node, NodeState, NodeStatus, RefusalKind, Timestamp};
+use crate::model::{Node, NodeState, NodeStatus, Timestamp};
 use crate::pricing::tenant_price;
 
 /// Words a tenant reads while a lost node is being replaced.
@@ -152,18 +153,6 @@ pub fn plan(
     }
 }
 
-/// The zone's kind for a wire refusal kind.
-pub fn refusal_kind(kind: WireRefusal) -> RefusalKind {
-    match kind {
-        WireRefusal::NoCapacity => RefusalKind::NoCapacity,
-        WireRefusal::Counting => RefusalKind::Counting,
-        WireRefusal::Transient => RefusalKind::Transient,
-        WireRefusal::OperatorFix => RefusalKind::OperatorFix,
-        WireRefusal::Failed => RefusalKind::Failed,
-        WireRefusal::Unplaceable => RefusalKind::Unplaceable,
-    }
-}
-
 /// The status after a refusal of a quote or deploy (the node is quoted again later) or of a
 /// destroy (`destroying` is kept and the destroy sent again later).
 pub fn after_refusal(
@@ -174,7 +163,7 @@ pub fn after_refusal(
     now: Timestamp,
 ) -> NodeStatus {
     let mut status = claimed.clone();
-    let kind = refusal_kind(refusal.kind);
+    let kind = refusal.kind;
     status.refusal = Some(kind);
     status.state_words = Some(refusal.words.clone());
     status.attempts = claimed.attempts.saturating_add(1);

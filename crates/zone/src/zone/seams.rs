@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use crate::agents::{AgentHub, ExecError, ExecEvent};
-use crate::api::views::ReplicaView;
-use crate::api::{AgentAccess, LogLineView, LogSource, LogsFuture, ProviderDirectory};
+use crate::api::views::{LogLineView, ReplicaView};
+use crate::api::{AgentAccess, LogSource, LogsFuture, ProviderDirectory};
 use crate::apps::Apps;
 use crate::hub::Hub;
 use crate::model::{Pool, Provider};

@@ -6,11 +6,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::hub_support::*;
+use orc_common::RefusalKind;
 use orc_common::time::ManualClock;
-use orc_proto::{Inventory, InventoryNode, Refusal, RefusalKind as WireKind};
+use orc_proto::{Inventory, InventoryNode, Refusal};
 use orc_provider_sdk::fake::FakeCloud;
 use orc_zone::backend::Backends;
-use orc_zone::model::{Markup, Node, NodeState, PricingStrategy, RefusalKind, Timestamp};
+use orc_zone::model::{Markup, Node, NodeState, PricingStrategy, Timestamp};
 use orc_zone::reconcile::apply_inventory;
 use rust_decimal::Decimal;
 
@@ -28,12 +29,12 @@ async fn reconcile_refusal_kinds_drive_node_states_and_retry_times() {
     let backend = Direct::new(&cloud);
     let reconciler = reconciler(&t.store, Backends::single(backend.clone()), &clock);
     let cases = [
-        (WireKind::NoCapacity, NodeState::Parked, 60_000),
-        (WireKind::Counting, NodeState::Pending, 5_000),
-        (WireKind::Transient, NodeState::Pending, 2_000),
-        (WireKind::OperatorFix, NodeState::Parked, 30_000),
-        (WireKind::Failed, NodeState::Pending, 2_000),
-        (WireKind::Unplaceable, NodeState::Parked, 30_000),
+        (RefusalKind::NoCapacity, NodeState::Parked, 60_000),
+        (RefusalKind::Counting, NodeState::Pending, 5_000),
+        (RefusalKind::Transient, NodeState::Pending, 2_000),
+        (RefusalKind::OperatorFix, NodeState::Parked, 30_000),
+        (RefusalKind::Failed, NodeState::Pending, 2_000),
+        (RefusalKind::Unplaceable, NodeState::Parked, 30_000),
     ];
     let mut pools = Vec::new();
     for (i, (kind, _, _)) in cases.iter().enumerate() {
@@ -97,15 +98,15 @@ async fn reconcile_refusal_kinds_drive_node_states_and_retry_times() {
 
 #[tokio::test]
 async fn reconcile_operator_fix_waits_for_a_configuration_change() {
-    waits_for_a_configuration_change(WireKind::OperatorFix, RefusalKind::OperatorFix).await;
+    waits_for_a_configuration_change(RefusalKind::OperatorFix).await;
 }
 
 #[tokio::test]
 async fn reconcile_unplaceable_waits_for_a_new_catalog() {
-    waits_for_a_configuration_change(WireKind::Unplaceable, RefusalKind::Unplaceable).await;
+    waits_for_a_configuration_change(RefusalKind::Unplaceable).await;
 }
 
-async fn waits_for_a_configuration_change(wire: WireKind, kind: RefusalKind) {
+async fn waits_for_a_configuration_change(kind: RefusalKind) {
     let dir = tempfile::tempdir().unwrap();
     let t = tenant(&dir).await;
     let provider = provider_row(&t).await;
@@ -117,7 +118,7 @@ async fn waits_for_a_configuration_change(wire: WireKind, kind: RefusalKind) {
     let class = orc_proto::ClassId::new("eu-central").unwrap();
     cloud.refuse_class(
         class.clone(),
-        Some(Refusal::new(wire, "The provider cannot take this now.")),
+        Some(Refusal::new(kind, "The provider cannot take this now.")),
     );
     reconciler.pass().await.unwrap();
     reconciler.settle().await.unwrap();
@@ -522,7 +523,7 @@ async fn reconcile_a_deploy_refused_for_capacity_is_quoted_again_soon() {
     let backend = Direct::new(&cloud);
     let reconciler = reconciler(&t.store, Backends::single(backend.clone()), &clock);
     cloud.push_deploy_fault(orc_provider_sdk::fake::DeployFault::RefuseBeforeCreate(
-        Refusal::new(WireKind::NoCapacity, "sold out there"),
+        Refusal::new(RefusalKind::NoCapacity, "sold out there"),
     ));
     let pool = create_pool(&t, &provider, "web", 1).await;
     // Quote, then deploy (refused).

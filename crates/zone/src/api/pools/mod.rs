@@ -30,7 +30,8 @@ use super::views::{
     ReconfigurePool, ResizePool, ShapeView, SlotEndpointView, UsageLineView, UsageQuery, UsageView,
     private_address,
 };
-use super::{ApiState, LogLineView};
+use super::ApiState;
+use super::views::LogLineView;
 use crate::backend::NodeBackend;
 use crate::model::{
     AppSpec, Endpoint, EventId, EventScope, Month, NodeId, NodeState, Org, Pool, PoolSpec, Project,

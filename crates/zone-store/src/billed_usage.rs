@@ -1,13 +1,12 @@
-//! Store queries of the hub and the reconcilers that the core store does not have.
+//! What a node has been billed so far, read from its usage lines.
 //!
-//! Read-only helpers over the existing schema: the nodes of a provider in given states
-//! (inventory) and what a node has been billed so far (the usage lines
-//! themselves are the billing mark, so accrual is idempotent across restarts).
+//! Read-only, over the existing schema (no migration). The usage lines themselves are the
+//! billing mark, so accrual is idempotent across restarts.
 
 use super::error::OperationExt;
 use super::rows::{decimal, time};
 use super::{Store, StoreResult};
-use orc_zone_model::{Node, NodeId, NodeState, ProviderId, Timestamp};
+use orc_zone_model::{NodeId, Timestamp};
 use rust_decimal::Decimal;
 
 /// What a node has been billed so far: when its first usage line was opened and the hours
@@ -19,28 +18,6 @@ pub struct BilledUsage {
 }
 
 impl Store {
-    /// Live nodes (not ended) of every pool of `provider_id` whose state is one of `states`,
-    /// by pool then slot.
-    pub async fn nodes_of_provider_in(
-        &self,
-        provider_id: &ProviderId,
-        states: &[NodeState],
-    ) -> StoreResult<Vec<Node>> {
-        let mut out = Vec::new();
-        for pool in self.list_all_pools().await? {
-            if &pool.spec.provider_id != provider_id {
-                continue;
-            }
-            out.extend(
-                self.list_nodes_by_pool(&pool.id, false)
-                    .await?
-                    .into_iter()
-                    .filter(|n| states.contains(&n.status.state)),
-            );
-        }
-        Ok(out)
-    }
-
     /// What `node_id` has been billed on its lines described `description`: `None` before
     /// the first such line.
     pub async fn billed_usage(
