@@ -207,7 +207,9 @@ pub(in crate::api) fn check_package(package: &str) -> ApiResult<()> {
 }
 
 /// The endpoints an app's manifest declares, as a pool's.
-pub(in crate::api) fn manifest_endpoints(manifest: &orc_zone_model::registry::AppManifest) -> Vec<Endpoint> {
+pub(in crate::api) fn manifest_endpoints(
+    manifest: &orc_zone_model::registry::AppManifest,
+) -> Vec<Endpoint> {
     let mut out: Vec<Endpoint> = manifest
         .endpoints
         .iter()

@@ -19,19 +19,19 @@ use orc_common::text::quoted;
 use orc_common::{Architecture, Shape};
 use rust_decimal::Decimal;
 
+use super::ApiState;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs, QueryArgs, parse_query_value};
 use super::providers::{site_gateways, visible_provider};
 use super::registry::{check_manifest_params, resolve_app};
 use super::tenancy::{parse_name, project_with_role};
+use super::views::LogLineView;
 use super::views::{
     AgentView, CreatePool, EndpointAccessView, EndpointView, EventView, EventsQuery, NodeView,
     NodesQuery, ParkedView, PlacedView, PoolEndpointsView, PoolView, QuoteRequest, QuoteView,
     ReconfigurePool, ResizePool, ShapeView, SlotEndpointView, UsageLineView, UsageQuery, UsageView,
     private_address,
 };
-use super::ApiState;
-use super::views::LogLineView;
 use crate::backend::NodeBackend;
 use crate::model::{
     AppSpec, Endpoint, EventId, EventScope, Month, NodeId, NodeState, Org, Pool, PoolSpec, Project,
