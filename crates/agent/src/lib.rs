@@ -118,7 +118,7 @@ pub async fn run(
         None
     };
     tokio::pin!(shutdown);
-    let mut backoff = Backoff::new(options.max_backoff);
+    let mut backoff = Redials::new(options.max_backoff);
     loop {
         let credentials = match state.credentials()? {
             Some(c) if !options.token_file.exists() => c,
@@ -289,29 +289,34 @@ enum Outcome {
     Broken(String),
 }
 
-struct Backoff {
-    next: Duration,
-    max: Duration,
+/// The waits between dials of the zone: they grow while dials fail, and start again from the
+/// first once one attaches.
+struct Redials {
+    backoff: orc_common::Backoff,
+    attempt: u32,
 }
 
-impl Backoff {
+impl Redials {
+    /// From 1 s, doubling to `max`.
     fn new(max: Duration) -> Self {
-        Backoff {
-            next: Duration::from_secs(1).min(max),
-            max,
+        Redials {
+            backoff: orc_common::Backoff {
+                initial: Duration::from_secs(1).min(max),
+                max,
+            },
+            attempt: 0,
         }
     }
 
     fn reset(&mut self) {
-        self.next = Duration::from_secs(1).min(self.max);
+        self.attempt = 0;
     }
 
-    /// The wait before the next dial, with up to a quarter of jitter.
+    /// The wait before the next dial, its upper half jittered ([`orc_common::Backoff`]).
     fn next(&mut self) -> Duration {
-        let base = self.next;
-        self.next = (self.next * 2).min(self.max);
-        let jitter = base.mul_f64(rand::random::<f64>() * 0.25);
-        base + jitter
+        let wait = self.backoff.delay(self.attempt, rand::random::<f64>());
+        self.attempt = self.attempt.saturating_add(1);
+        wait
     }
 }
 
@@ -353,7 +358,7 @@ impl<'a> Session<'a> {
         facts
     }
 
-    async fn run(mut self, backoff: &mut Backoff) -> Outcome {
+    async fn run(mut self, backoff: &mut Redials) -> Outcome {
         let c = &self.credentials;
         let Some(ca) = PinnedCa::from_pem(&c.ca_pem, "the agent's state dir") else {
             return Outcome::Unknown("the pinned CA in the state dir is unreadable".into());
@@ -674,17 +679,17 @@ mod tests {
 
     #[test]
     fn backoff_doubles_to_its_ceiling() {
-        let mut backoff = Backoff::new(Duration::from_secs(30));
+        let mut backoff = Redials::new(Duration::from_secs(30));
         let waits: Vec<_> = (0..7).map(|_| backoff.next()).collect();
-        let bases = [1, 2, 4, 8, 16, 30, 30];
-        for (wait, base) in waits.iter().zip(bases) {
-            let base = Duration::from_secs(base);
+        let ceilings = [1, 2, 4, 8, 16, 30, 30];
+        for (wait, ceiling) in waits.iter().zip(ceilings) {
+            let ceiling = Duration::from_secs(ceiling);
             assert!(
-                *wait >= base && *wait <= base + base / 4,
-                "{wait:?} vs {base:?}"
+                *wait >= ceiling / 2 && *wait <= ceiling,
+                "{wait:?} vs {ceiling:?}"
             );
         }
         backoff.reset();
-        assert!(backoff.next() < Duration::from_secs(2));
+        assert!(backoff.next() <= Duration::from_secs(1));
     }
 }

@@ -4,6 +4,7 @@
 //! Nothing here does I/O or depends on an async runtime, so every crate may use it and its
 //! tests run in milliseconds.
 
+pub mod backoff;
 pub mod fault;
 pub mod ids;
 pub mod kinds;
@@ -13,6 +14,7 @@ pub mod shape;
 pub mod text;
 pub mod time;
 
+pub use backoff::Backoff;
 pub use fault::{CloudFault, FaultClass};
 pub use ids::{
     ClassId, EmptyId, InstanceRef, MalformedId, NodeId, OsId, PoolPath, ProviderName, QuoteToken,

@@ -32,10 +32,10 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
-use crate::backoff::Backoff;
 use crate::harness::{ZoneConn, ZoneHarness, deploy_outcome};
 use crate::provider::Provider;
 use crate::runner::{ProviderRunner, RunnerOptions};
+use orc_common::Backoff;
 
 /// Counts the instances a cloud holds for a node, by reading the cloud directly.
 pub type InstanceCounter =

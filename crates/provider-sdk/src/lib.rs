@@ -14,7 +14,6 @@
 //! serving-role gate ([`role`]), one quote-token codec ([`token`]), one cloud-init
 //! builder ([`cloud_init`]) and one way to refuse a config ([`config`]).
 
-pub mod backoff;
 pub mod cloud_init;
 pub mod config;
 #[cfg(feature = "testing")]
@@ -33,7 +32,6 @@ mod session;
 pub mod token;
 pub mod transport;
 
-pub use backoff::Backoff;
 pub use provider::{HelloInfo, ProgressSink, Provider};
 pub use role::{ReplicaRole, RoleGate};
 pub use runner::{ProviderRunner, RunnerError, RunnerOptions, RunnerStatus, run_provider};

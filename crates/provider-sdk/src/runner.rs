@@ -34,13 +34,13 @@ use tokio::sync::{OnceCell, mpsc, watch};
 use tokio::time::{Instant, Interval, MissedTickBehavior, interval_at, sleep, timeout};
 use tokio_stream::StreamExt;
 
-use crate::backoff::Backoff;
 use crate::provider::{ProgressSink, Provider};
 use crate::session::{SessionState, Step};
 use crate::transport::{
     ConnectError, Connector, GrpcConnector, InvalidEndpoint, ProviderStream, ZoneCredentials,
     ZoneStream,
 };
+use orc_common::Backoff;
 
 /// Hello and catalog are queued before the stream opens; the channel must hold both.
 const MIN_OUTBOUND_BUFFER: usize = 2;

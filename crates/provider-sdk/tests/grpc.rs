@@ -5,10 +5,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use orc_common::Backoff;
 use orc_proto::Role;
 use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
 use orc_provider_sdk::harness::ZoneHarness;
-use orc_provider_sdk::{Backoff, ProviderRunner, RunnerOptions, RunnerStatus};
+use orc_provider_sdk::{ProviderRunner, RunnerOptions, RunnerStatus};
 use tokio::sync::watch;
 use tokio::time::{sleep, timeout};
 

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use orc_common::Backoff;
 use orc_common::Shape;
 use orc_proto::{
     Bootstrap, ClassId, Deploy, DeployResult, NodeId, OsId, PoolPath, ProviderBody, Purpose, Quote,
@@ -12,7 +13,7 @@ use orc_proto::{
 };
 use orc_provider_sdk::fake::{DeployFault, FakeCloud, FakeProvider};
 use orc_provider_sdk::harness::{InMemoryConnector, ZoneConn, ZoneHarness, deploy_outcome};
-use orc_provider_sdk::{Backoff, ProviderRunner, RunnerOptions, RunnerStatus};
+use orc_provider_sdk::{ProviderRunner, RunnerOptions, RunnerStatus};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout};

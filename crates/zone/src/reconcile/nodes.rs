@@ -59,11 +59,11 @@ fn millis(d: Duration) -> i64 {
 
 /// The retry delay after `attempts` failed attempts: `initial · 2^attempts`, capped.
 pub fn backoff(options: &ReconcileOptions, attempts: u32) -> Duration {
-    let factor = 1u32.checked_shl(attempts.min(20)).unwrap_or(u32::MAX);
-    options
-        .backoff_initial
-        .saturating_mul(factor)
-        .min(options.backoff_max)
+    orc_common::Backoff {
+        initial: options.backoff_initial,
+        max: options.backoff_max,
+    }
+    .ceiling(attempts)
 }
 
 /// What to do with a due node. `markup` is what an admitted node records (from the

@@ -54,7 +54,7 @@ pub fn start_replica(
     ));
     let options = orc_provider_sdk::RunnerOptions {
         keepalive_interval: Duration::from_millis(500),
-        backoff: orc_provider_sdk::Backoff {
+        backoff: orc_common::Backoff {
             initial: Duration::from_millis(50),
             max: Duration::from_millis(200),
         },

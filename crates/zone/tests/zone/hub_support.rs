@@ -189,7 +189,7 @@ impl Replica {
         let options = RunnerOptions {
             keepalive_interval: Duration::from_millis(500),
             keepalive_timeout: Duration::from_secs(5),
-            backoff: orc_provider_sdk::Backoff {
+            backoff: orc_common::Backoff {
                 initial: Duration::from_millis(50),
                 max: Duration::from_millis(200),
             },

@@ -1,12 +1,15 @@
-//! Capped exponential backoff with jitter, as a pure function of the attempt number.
+//! Capped exponential backoff, as a pure function of the attempt number: the one every retry
+//! of the workspace uses (providers' and agents' reconnects, the reconcilers' retries).
 //!
-//! The delay before attempt `n` (0-based) is `min(max, initial · 2ⁿ)`, of which the upper
-//! half is jittered: the result lies in `[d/2, d]`. Jitter spreads the reconnects of many
-//! replicas after a zone restart; the fixed lower half keeps a replica from hammering.
+//! The delay before attempt `n` (0-based) is `min(max, initial · 2ⁿ)` ([`Backoff::ceiling`]);
+//! with jitter, the upper half is jittered: the result lies in `[d/2, d]`
+//! ([`Backoff::delay`]). Jitter spreads the reconnects of many replicas or agents after a
+//! zone restart; the fixed lower half keeps one from hammering. The caller draws the jitter,
+//! so this stays pure.
 
 use std::time::Duration;
 
-/// Reconnect backoff settings.
+/// Backoff settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
     /// Delay before the first retry, before jitter.
