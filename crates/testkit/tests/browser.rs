@@ -329,23 +329,32 @@ async fn a_browser_outside_its_own_network_namespace_does_not_start() {
         .await;
 }
 
-/// Runs `ip args…` in the network namespace `namespace` (an open `/proc/…/ns/net`), from a
-/// thread that enters it for the purpose.
-fn ip_in(namespace: &std::fs::File, args: &[&str]) {
+/// `ip args…` run in the network namespace `namespace` (an open `/proc/…/ns/net`), from a
+/// thread that enters it for the purpose; `None` when it could not be entered or run.
+fn try_ip_in(namespace: &std::fs::File, args: &[&str]) -> Option<std::process::ExitStatus> {
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
-                nix::sched::setns(namespace, nix::sched::CloneFlags::CLONE_NEWNET)
-                    .expect("enter the host's network namespace");
-                let status = std::process::Command::new("ip")
+                nix::sched::setns(namespace, nix::sched::CloneFlags::CLONE_NEWNET).ok()?;
+                std::process::Command::new("ip")
                     .args(args)
+                    .stderr(std::process::Stdio::null())
                     .status()
-                    .expect("run ip");
-                assert!(status.success(), "ip {args:?}: {status}");
+                    .ok()
             })
             .join()
-            .expect("the ip thread")
+            .ok()
+            .flatten()
     })
+}
+
+/// Runs `ip args…` in `namespace`; panics when it fails.
+fn ip_in(namespace: &std::fs::File, args: &[&str]) {
+    let status = try_ip_in(namespace, args);
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "ip {args:?} in the host's namespace: {status:?}"
+    );
 }
 
 /// Removes the veth pair from the host's namespace when dropped, also when the test fails.
@@ -356,18 +365,7 @@ struct HostLink<'a> {
 
 impl Drop for HostLink<'_> {
     fn drop(&mut self) {
-        std::thread::scope(|scope| {
-            let _ = scope
-                .spawn(|| {
-                    nix::sched::setns(self.host, nix::sched::CloneFlags::CLONE_NEWNET).ok()?;
-                    std::process::Command::new("ip")
-                        .args(["link", "del", &self.name])
-                        .stderr(std::process::Stdio::null())
-                        .status()
-                        .ok()
-                })
-                .join();
-        });
+        let _ = try_ip_in(self.host, &["link", "del", &self.name]);
     }
 }
 
