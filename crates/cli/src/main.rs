@@ -1,22 +1,14 @@
 //! `orc`: runs a zone (`orc zone serve`, `orc up`) and talks to a zone's API (`orc pools`,
-//! `orc pool create`, `orc quote`, …). A thin layer: argument parsing here, calls in
-//! [`commands`] (one module per resource), HTTP in [`client`], tables in [`table`]. See
-//! `docs/cli.md`.
+//! `orc pool create`, `orc quote`, …). This file is the command line and nothing else: what
+//! talks to a zone is `orc-client` (one module per resource), what starts something on this
+//! machine is `orc-launch`. See `docs/cli.md`.
 
-#[macro_use]
-mod output;
-mod client;
-mod commands;
-mod table;
-mod up;
-
-use std::io::IsTerminal as _;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
+use orc_client::{ConnArgs, commands};
+use orc_launch::up;
 
 /// orc: a small cloud platform.
 #[derive(Debug, Parser)]
@@ -26,28 +18,6 @@ struct Cli {
     conn: ConnArgs,
     #[command(subcommand)]
     command: Command,
-}
-
-/// How to reach a zone.
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Zone connection (every command)")]
-pub struct ConnArgs {
-    /// The zone's API URL [default: <data dir>/zone-url, else https://127.0.0.1:7070].
-    #[arg(long, global = true, env = "ORC_URL")]
-    pub url: Option<String>,
-    /// A file holding the API token [default: $ORC_TOKEN, else <data dir>/admin-token].
-    #[arg(long, global = true, env = "ORC_TOKEN_FILE", value_name = "PATH")]
-    pub token_file: Option<PathBuf>,
-    /// Refused: every user of the machine can read a command line.
-    #[arg(long, global = true, hide = true)]
-    pub token: Option<String>,
-    /// The zone's CA certificate to trust [default: <data dir>/ca.pem]; `orc zone ca` on
-    /// the zone's machine prints it.
-    #[arg(long, global = true, env = "ORC_CA_FILE", value_name = "PATH")]
-    pub ca_file: Option<PathBuf>,
-    /// Print JSON instead of tables.
-    #[arg(long, global = true)]
-    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -110,7 +80,7 @@ enum Command {
     #[command(
         after_help = "Example: orc agent --zone https://zone.example.net:7400 --node n-7 \\\n    --join-token-file /etc/orc/join-token"
     )]
-    Agent(commands::agent::AgentArgs),
+    Agent(orc_launch::agent::AgentArgs),
     /// List the providers a project may use (default: your own project).
     #[command(after_help = "Example: orc providers acme/web")]
     Providers {
@@ -356,7 +326,7 @@ enum JoinCommand {
 enum ZoneCommand {
     /// Run the zone controller until Ctrl-C.
     #[command(after_help = "Example: orc zone serve --tls-name zone.example.net")]
-    Serve(ServeArgs),
+    Serve(orc_launch::serve::ServeArgs),
     /// Print the zone's CA certificate (PEM, on stdout) and its fingerprint (on stderr), for
     /// clients on other machines to pin with --ca-file.
     #[command(after_help = "Example: orc zone ca > zone-ca.pem")]
@@ -385,183 +355,6 @@ enum ZoneCommand {
         #[arg(long, default_value = "1h", value_parser = commands::agent::parse_ttl)]
         overlap: std::time::Duration,
     },
-}
-
-/// The zone's mesh range, shared by `orc zone serve` and `orc up`.
-#[derive(Debug, Clone, Args)]
-pub struct MeshArgs {
-    /// The range the zone gives each project's mesh a prefix from. It must not overlap the
-    /// sites' networks, nor any network the nodes or the people on the mesh use.
-    #[arg(long, value_name = "CIDR", default_value = orc_mesh::range::DEFAULT_RANGE)]
-    pub mesh_range: ipnet::Ipv4Net,
-    /// The prefix length of each project's mesh (24: 253 nodes and workstations).
-    #[arg(long, value_name = "LEN", default_value_t = orc_mesh::range::DEFAULT_PROJECT_PREFIX_LEN)]
-    pub mesh_project_prefix: u8,
-}
-
-impl MeshArgs {
-    /// The zone's mesh options for these arguments; the partner's site range is reserved,
-    /// since this zone runs the partner.
-    pub fn options(&self) -> anyhow::Result<orc_zone::mesh::MeshOptions> {
-        let range = orc_mesh::MeshRange::new(self.mesh_range, self.mesh_project_prefix)
-            .with_context(|| {
-                format!(
-                    "--mesh-range {} --mesh-project-prefix {}",
-                    self.mesh_range, self.mesh_project_prefix
-                )
-            })?;
-        let site_range = orc_partner_provider::naming::SITE_RANGE
-            .parse()
-            .expect("the partner's site range is a CIDR");
-        Ok(orc_zone::mesh::MeshOptions {
-            range,
-            reserved: vec![("the partner's site range".to_string(), site_range)],
-            ..Default::default()
-        })
-    }
-}
-
-/// TLS of the zone's listeners, shared by `orc zone serve` and `orc up`.
-#[derive(Debug, Clone, Args)]
-pub struct TlsArgs {
-    /// Serve plain HTTP and h2c instead of TLS: allowed only when both addresses are loopback.
-    #[arg(long)]
-    pub plain: bool,
-    /// A DNS name or address the server certificate also carries (repeatable): the names
-    /// clients on other machines dial.
-    #[arg(long = "tls-name", value_name = "NAME")]
-    pub tls_names: Vec<String>,
-}
-
-impl TlsArgs {
-    /// The zone's TLS config for these arguments.
-    pub fn config(&self) -> orc_zone::zone::TlsConfig {
-        orc_zone::zone::TlsConfig {
-            plain: self.plain,
-            names: self.tls_names.clone(),
-            ..Default::default()
-        }
-    }
-}
-
-/// Limits of the zone's listeners, shared by `orc zone serve` and `orc up`.
-#[derive(Debug, Clone, Args)]
-pub struct ListenArgs {
-    /// Connections one address (an IPv6 /64) may hold open on each listener; more are
-    /// closed at once. Behind a proxy or load balancer that connects from one address,
-    /// raise it to 1024 [default: a quarter of the listener's 1,024].
-    #[arg(long, value_name = "N")]
-    pub max_connections_per_source: Option<std::num::NonZeroUsize>,
-}
-
-impl ListenArgs {
-    /// The zone's listener limits for these arguments.
-    pub fn limits(&self) -> orc_zone::zone::ListenLimits {
-        orc_zone::zone::ListenLimits {
-            max_connections_per_source: self.max_connections_per_source.map(|n| n.get()),
-            ..Default::default()
-        }
-    }
-}
-
-/// The access edge's arguments (`orc up`, `orc zone serve`).
-#[derive(Debug, Clone, Args)]
-pub struct EdgeArgs {
-    /// Where the access edge listens (HTTPS): pools' http endpoints and the sign-in page.
-    #[arg(long, value_name = "ADDR", default_value = orc_web::edge::DEFAULT_EDGE_ADDR)]
-    pub edge: SocketAddr,
-    /// The zone domain: the edge's pages are at https://DOMAIN, an org's endpoints at
-    /// <project>--<pool>.<org>.DOMAIN.
-    #[arg(long, value_name = "DOMAIN", default_value = orc_web::edge::DEFAULT_DOMAIN)]
-    pub edge_domain: String,
-    /// The port the edge's URLs carry, when a load balancer in front listens on another
-    /// [default: the --edge port].
-    #[arg(long, value_name = "PORT")]
-    pub edge_public_port: Option<u16>,
-    /// Run no access edge.
-    #[arg(long, conflicts_with_all = ["edge", "edge_domain", "edge_public_port"])]
-    pub no_edge: bool,
-    /// The zone's web URL as people and apps reach it (https://zone.example.net:7070): the
-    /// issuer of the edge's assertions; apps' access_keys_url is it with
-    /// /.well-known/orc-access/jwks.json [default: the API's own URL].
-    #[arg(long, env = "ORC_WEB_URL", value_name = "URL")]
-    pub web_url: Option<String>,
-}
-
-impl EdgeArgs {
-    /// The zone's edge config for these arguments; `None` for `--no-edge`.
-    pub fn config(&self) -> anyhow::Result<Option<orc_web::edge::EdgeConfig>> {
-        if let Some(url) = &self.web_url
-            && orc_access::KeysUrl::parse(url).is_err()
-        {
-            anyhow::bail!("--web-url {url:?} must be an https:// URL with a host");
-        }
-        if self.no_edge {
-            return Ok(None);
-        }
-        let domain = self.edge_domain.trim_end_matches('.').to_ascii_lowercase();
-        let valid = !domain.is_empty()
-            && domain.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && label
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            });
-        if !valid {
-            anyhow::bail!(
-                "--edge-domain {:?} is not a DNS name (labels of letters, digits and -)",
-                self.edge_domain
-            );
-        }
-        Ok(Some(orc_web::edge::EdgeConfig {
-            addr: self.edge,
-            domain,
-            public_port: self.edge_public_port,
-            ..Default::default()
-        }))
-    }
-}
-
-/// Arguments of `orc zone serve`.
-#[derive(Debug, Args)]
-struct ServeArgs {
-    /// Where the zone keeps its files [default: $ORC_DATA_DIR, else ~/.local/share/orc].
-    #[arg(long, env = "ORC_DATA_DIR")]
-    data_dir: Option<PathBuf>,
-    /// A file holding the PostgreSQL URL (postgres://USER:PASSWORD@HOST:PORT/DB) to keep the
-    /// store in instead of SQLite in the data dir [default: $ORC_DATABASE_URL].
-    #[arg(long, env = "ORC_DATABASE_URL_FILE", value_name = "PATH")]
-    database_url_file: Option<PathBuf>,
-    /// Refused: the URL carries a password, and every user can read a command line.
-    #[arg(long, hide = true)]
-    database_url: Option<String>,
-    /// The sealing key's file [default: <data dir>/sealing-key, made on first start]. Every
-    /// controller of one store needs the same key.
-    #[arg(long, env = "ORC_SEALING_KEY_FILE", value_name = "PATH")]
-    sealing_key_file: Option<PathBuf>,
-    /// Where the HTTP API listens.
-    #[arg(long, default_value = orc_zone::zone::DEFAULT_HTTP_ADDR)]
-    http: SocketAddr,
-    /// Where providers dial in (gRPC).
-    #[arg(long, default_value = orc_zone::zone::DEFAULT_GRPC_ADDR)]
-    grpc: SocketAddr,
-    /// The URL nodes' agents dial (`https://zone.example.net:7400`): the gRPC endpoint as
-    /// the nodes' network reaches it [default: the --grpc address].
-    #[arg(long, env = "ORC_AGENT_URL", value_name = "URL")]
-    agent_url: Option<String>,
-    /// A deployed node whose agent has not joined this long after it runs is replaced (`0`
-    /// never replaces one).
-    #[arg(long, default_value = "10m", value_parser = commands::agent::parse_ttl)]
-    join_grace: std::time::Duration,
-    #[command(flatten)]
-    tls: TlsArgs,
-    #[command(flatten)]
-    listen: ListenArgs,
-    #[command(flatten)]
-    edge: EdgeArgs,
-    #[command(flatten)]
-    mesh: MeshArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -645,67 +438,9 @@ enum ProviderCommand {
     },
 }
 
-/// The first argument under which `orc` runs the embedded partner provider, so that
-/// `orc up` works where only `orc` was built: `orc prov-partner serve …` is
-/// `orc-prov-partner serve …`.
-pub const EMBEDDED_PARTNER: &str = "prov-partner";
-
-/// A provider process `orc` embeds: `orc ARG …` runs `BINARY …`.
-#[derive(Debug)]
-pub struct Embedded {
-    /// The first argument of `orc` that selects it (`prov-hetzner`).
-    pub arg: &'static str,
-    /// The binary it stands for (`orc-prov-hetzner`), also its app name.
-    pub binary: &'static str,
-    main_from: fn(Vec<std::ffi::OsString>) -> anyhow::Result<()>,
-}
-
-/// Every provider `orc` embeds, so that `orc up` and `orc zone serve` work where only `orc`
-/// was built.
-pub const EMBEDDED: [Embedded; 5] = [
-    Embedded {
-        arg: EMBEDDED_PARTNER,
-        binary: "orc-prov-partner",
-        main_from: orc_partner_provider::cli::main_from::<_, std::ffi::OsString>,
-    },
-    Embedded {
-        arg: "prov-hetzner",
-        binary: "orc-prov-hetzner",
-        main_from: orc_prov_hetzner::cli::main_from::<_, std::ffi::OsString>,
-    },
-    Embedded {
-        arg: "prov-vultr",
-        binary: "orc-prov-vultr",
-        main_from: orc_prov_vultr::cli::main_from::<_, std::ffi::OsString>,
-    },
-    Embedded {
-        arg: "prov-robot",
-        binary: "orc-prov-robot",
-        main_from: orc_prov_robot::cli::main_from::<_, std::ffi::OsString>,
-    },
-    Embedded {
-        arg: "prov-static",
-        binary: "orc-prov-static",
-        main_from: orc_prov_static::cli::main_from::<_, std::ffi::OsString>,
-    },
-];
-
 fn main() -> ExitCode {
-    let first = std::env::args_os().nth(1);
-    if let Some(embedded) = EMBEDDED
-        .iter()
-        .find(|e| first.as_deref() == Some(std::ffi::OsStr::new(e.arg)))
-    {
-        let args = std::iter::once(embedded.binary.into())
-            .chain(std::env::args_os().skip(2))
-            .collect();
-        return match (embedded.main_from)(args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::FAILURE
-            }
-        };
+    if let Some(code) = orc_launch::embedded::run_embedded(std::env::args_os()) {
+        return code;
     }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -753,10 +488,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Up(args) => up::run(args).await,
         Command::Zone {
             command: ZoneCommand::Serve(args),
-        } => serve(args).await,
+        } => orc_launch::serve::serve(args).await,
         Command::Zone {
             command: ZoneCommand::Ca { data_dir },
-        } => print_ca(data_dir),
+        } => commands::zone::print_ca(data_dir),
         Command::Zone {
             command: ZoneCommand::AccessKeys,
         } => commands::zone::access_keys(&conn).await,
@@ -765,10 +500,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => commands::zone::rotate_access_key(&conn, overlap).await,
         Command::Zone {
             command: ZoneCommand::RotateAdminToken { data_dir },
-        } => {
-            let dir = data_dir.unwrap_or_else(orc_zone::zone::default_data_dir);
-            commands::zone::rotate_admin_token(&conn, &dir).await
-        }
+        } => commands::zone::rotate_admin_token(&conn, data_dir).await,
         Command::Pools { project } => commands::pools::list(&conn, project.as_deref()).await,
         Command::Pool { command } => match command {
             PoolCommand::Show { pool } => commands::pools::show(&conn, &pool).await,
@@ -821,8 +553,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             } => commands::agent::join_revoke(&conn, &node, &token, project.as_deref()).await,
         },
         Command::Agent(args) => {
-            init_tracing();
-            commands::agent::run_agent(args).await
+            orc_launch::init_tracing();
+            orc_launch::agent::run_agent(args).await
         }
         Command::Providers { project } => {
             commands::providers::list(&conn, project.as_deref()).await
@@ -907,105 +639,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             AppCommand::Delete { package } => commands::app::delete(&conn, &package).await,
         },
     }
-}
-
-/// `orc zone ca`: the CA certificate on stdout, so `orc zone ca > zone-ca.pem` copies it.
-fn print_ca(data_dir: Option<PathBuf>) -> anyhow::Result<()> {
-    let dir = data_dir.unwrap_or_else(orc_zone::zone::default_data_dir);
-    let path = dir.join(orc_zone::zone::CA_CERT_FILE);
-    let ca = orc_tls::PinnedCa::from_file(&path).with_context(|| {
-        format!(
-            "no zone CA in {}: a zone makes it on its first start (unless it runs with --plain)",
-            dir.display()
-        )
-    })?;
-    out!("{}", ca.pem());
-    eprintln!("fingerprint {}", ca.fingerprint());
-    Ok(())
-}
-
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    init_tracing();
-    let data_dir = args
-        .data_dir
-        .unwrap_or_else(orc_zone::zone::default_data_dir);
-    let mut config = orc_zone::zone::ZoneConfig::new(&data_dir);
-    if args.database_url.is_some() {
-        anyhow::bail!(
-            "--database-url would put the database password on the command line, where every \
-             user of this machine can read it; set ORC_DATABASE_URL or give \
-             --database-url-file PATH"
-        );
-    }
-    config.database_url = match &args.database_url_file {
-        Some(path) => Some(
-            commands::read_secret_file(path)
-                .with_context(|| format!("cannot read the database URL from {}", path.display()))?,
-        ),
-        None => std::env::var("ORC_DATABASE_URL")
-            .ok()
-            .filter(|u| !u.is_empty()),
-    };
-    config.sealing_key_file = args.sealing_key_file;
-    config.http_addr = args.http;
-    config.grpc_addr = args.grpc;
-    config.tls = args.tls.config();
-    config.limits = args.listen.limits();
-    config.edge = args.edge.config()?;
-    config.web_url = args.edge.web_url.clone();
-    config.mesh = args.mesh.options()?;
-    config.agent_url = args.agent_url;
-    config.reconcile.join_grace = Some(args.join_grace).filter(|g| !g.is_zero());
-    // Nodes install the agent this zone runs as.
-    config.agent_binary = std::env::current_exe().ok();
-    let zone = orc_zone::zone::Zone::start(config).await?;
-    outln!("zone API:    {}", zone.url());
-    outln!("providers:   {} (gRPC)", zone.grpc_url());
-    match zone.ca_file() {
-        Some(ca) => outln!("CA:          {} (clients pin it)", ca.display()),
-        None => outln!("TLS:         off (--plain, loopback only)"),
-    }
-    outln!("data dir:    {}", zone.data_dir().display());
-    let token_file = zone.data_dir().join(orc_zone::zone::ADMIN_TOKEN_FILE);
-    if zone.admin_token_is_new() && std::io::stdout().is_terminal() {
-        outln!(
-            "admin token: {} (saved in {}; shown only this once)",
-            zone.admin_token().expose(),
-            token_file.display()
-        );
-    } else {
-        outln!("admin token: in {}", token_file.display());
-    }
-    outln!("Ctrl-C stops the zone.");
-    tokio::signal::ctrl_c().await?;
-    outln!("stopping…");
-    zone.shutdown().await;
-    Ok(())
-}
-
-/// Completes at the first SIGINT (Ctrl-C) or SIGTERM.
-pub(crate) async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut interrupt), Ok(mut terminate)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        // Without signal handlers the process still ends by the default action.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
-    }
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ORC_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
 }
 
 #[cfg(test)]

@@ -107,7 +107,7 @@ async fn pools_nodes_and_providers_print_stable_tables() {
     golden("pools", &stdout(&orc(&env, &["pools", "acme/web"]).await));
     golden("pools-all", &stdout(&orc(&env, &["pools"]).await));
     // No replica of `fake` is connected: nodes wait in pending or quoting, so their table
-    // (golden-tested from fixed views in the binary's unit tests) is checked by shape here.
+    // (golden-tested from fixed views in orc-client's unit tests) is checked by shape here.
     let nodes = stdout(&orc(&env, &["nodes", "acme/web/db"]).await);
     let lines: Vec<&str> = nodes.lines().collect();
     assert_eq!(

@@ -129,9 +129,75 @@ impl Clock for ManualClock {
 /// A shared clock handle.
 pub type SharedClock = Arc<dyn Clock>;
 
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a timestamp (UTC, RFC 3339 with milliseconds).
+pub fn format_time(at: Timestamp) -> String {
+    let millis = at.0.rem_euclid(1000);
+    let secs = at.0.div_euclid(1000);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 → the proleptic Gregorian (year, month 1–12, day 1–31). Howard
+/// Hinnant's `civil_from_days`.
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (
+        year,
+        u32::try_from(month).unwrap_or(1),
+        u32::try_from(day).unwrap_or(1),
+    )
+}
+
+/// A proleptic Gregorian date → days since 1970-01-01. Howard Hinnant's `days_from_civil`.
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let m = i64::from(month);
+    let y = if m <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_print_in_utc_with_milliseconds() {
+        assert_eq!(format_time(Timestamp(0)), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            format_time(Timestamp(1_795_976_631_123)),
+            "2026-11-29T18:23:51.123Z"
+        );
+        assert_eq!(format_time(Timestamp(-1)), "1969-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn civil_dates_and_day_numbers_round_trip() {
+        for days in [-800_000, -1, 0, 59, 60, 11_016, 20_454, 2_932_896] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
+        }
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(days_from_civil(2000, 2, 29), 11_016);
+        assert_eq!(civil_from_days(11_017), (2000, 3, 1));
+    }
 
     #[test]
     fn arithmetic_saturates_and_never_runs_backwards() {

@@ -16,6 +16,7 @@ use std::str::FromStr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use orc_common::time::format_time;
 use serde::{Deserialize, Serialize};
 
 use orc_zone_model::{NodeId, Timestamp};
@@ -283,35 +284,6 @@ impl LogFile {
     }
 }
 
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a timestamp (UTC).
-pub fn format_time(at: Timestamp) -> String {
-    let millis = at.millis().rem_euclid(1000);
-    let secs = at.millis().div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
 /// The log of one slot of one pool: a bounded ring and a file. Shared by the tasks that
 /// read the slot's output; survives process restarts and replacements of the slot.
 #[derive(Debug)]
@@ -480,14 +452,5 @@ mod tests {
         let text = cut("é".repeat(MAX_LINE_BYTES));
         assert!(text.len() <= MAX_LINE_BYTES + '…'.len_utf8());
         assert!(text.ends_with('…'));
-    }
-
-    #[test]
-    fn times_format_as_utc() {
-        assert_eq!(format_time(Timestamp(0)), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            format_time(Timestamp(1_795_976_631_123)),
-            "2026-11-29T18:23:51.123Z"
-        );
     }
 }

@@ -12,6 +12,7 @@
 //! - a public pool's node has one more line, its IPv4 address, at rate 0;
 //! - gateways (pools named `gw-*` in org `sys`) are never billed to a tenant.
 
+use orc_common::time::{civil_from_days, days_from_civil};
 use orc_common::{Money, Period, Shape};
 use rust_decimal::Decimal;
 
@@ -78,36 +79,11 @@ pub fn millis_of(hours: Decimal) -> i64 {
     i64::try_from(millis).unwrap_or(i64::MAX)
 }
 
-/// Days since 1970-01-01 → (year, month 1–12). Howard Hinnant's civil-from-days.
-fn civil_from_days(days: i64) -> (i64, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, u32::try_from(month).unwrap_or(1))
-}
-
-/// (year, month) → days since 1970-01-01 of its first day. Hinnant's days-from-civil.
-fn days_from_civil(year: i64, month: u32) -> i64 {
-    let m = i64::from(month);
-    let y = if m <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 const DAY_MS: i64 = 86_400_000;
 
 /// The UTC month of an instant.
 pub fn month_of(at: Timestamp) -> Month {
-    let (year, month) = civil_from_days(at.millis().div_euclid(DAY_MS));
+    let (year, month, _) = civil_from_days(at.millis().div_euclid(DAY_MS));
     format!("{year:04}-{month:02}")
         .parse()
         .unwrap_or_else(|_| unreachable!("year and month are in range"))
@@ -115,13 +91,13 @@ pub fn month_of(at: Timestamp) -> Month {
 
 /// The first instant of the month after the one holding `at`.
 pub fn next_month_start(at: Timestamp) -> Timestamp {
-    let (year, month) = civil_from_days(at.millis().div_euclid(DAY_MS));
+    let (year, month, _) = civil_from_days(at.millis().div_euclid(DAY_MS));
     let (year, month) = if month == 12 {
         (year + 1, 1)
     } else {
         (year, month + 1)
     };
-    Timestamp(days_from_civil(year, month).saturating_mul(DAY_MS))
+    Timestamp(days_from_civil(year, month, 1).saturating_mul(DAY_MS))
 }
 
 /// Whose usage a node's hours go to, and at what rate.

@@ -19,14 +19,8 @@ use crate::store::StoreError;
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:7070";
 /// Default address of the providers' gRPC endpoint.
 pub const DEFAULT_GRPC_ADDR: &str = "127.0.0.1:7400";
-/// File in the data dir holding the admin token.
-pub const ADMIN_TOKEN_FILE: &str = "admin-token";
-/// File in the data dir holding the API's URL.
-pub const ZONE_URL_FILE: &str = "zone-url";
 /// File in the data dir holding the sealing key, unless the config names another.
 pub const SEALING_KEY_FILE: &str = "sealing-key";
-/// File in the data dir holding the CA certificate clients pin.
-pub const CA_CERT_FILE: &str = "ca.pem";
 /// File in the data dir holding the CA's key.
 pub const CA_KEY_FILE: &str = "ca-key.pem";
 
@@ -107,21 +101,6 @@ impl ListenLimits {
             ..orc_tls::ServeOptions::default()
         }
     }
-}
-
-/// The data dir used when none is given: `$ORC_DATA_DIR`, else `$XDG_DATA_HOME/orc`, else
-/// `$HOME/.local/share/orc`, else `./.orc`.
-pub fn default_data_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("ORC_DATA_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir).join("orc");
-    }
-    if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(home).join(".local/share/orc");
-    }
-    PathBuf::from(".orc")
 }
 
 /// How to run a zone.

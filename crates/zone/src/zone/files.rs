@@ -1,10 +1,11 @@
 //! The data dir's files: the dir itself (private to the zone's user), the files in it, and
 //! the first operator with the admin token file.
 
-use std::io::Write;
 use std::path::Path;
 
-use super::config::{ADMIN_TOKEN_FILE, ZoneError};
+use orc_zone_api_types::data_dir::{ADMIN_TOKEN_FILE, open_private, write_private_file};
+
+use super::config::ZoneError;
 use crate::model::{Name, Role, TokenSecret, sys_org_id};
 use crate::store::{Store, StoreError};
 
@@ -77,19 +78,6 @@ pub(super) fn touch_private(path: &Path) -> Result<(), ZoneError> {
             path: path.to_path_buf(),
             source,
         })
-}
-
-/// Opens `path` for writing, creating it 0600 if it is missing (and emptying it when
-/// `truncate`).
-fn open_private(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(truncate);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    options.open(path)
 }
 
 /// How long the admin token the zone writes lives (the API's maximum).
@@ -166,19 +154,4 @@ pub(super) async fn ensure_admin(
         source,
     })?;
     Ok((secret, true))
-}
-
-/// Writes `text` and a newline to `path`, 0600, replacing it in one rename so a reader (the
-/// CLI reading `admin-token`) sees the old content or the new, never half of it.
-pub fn write_private_file(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("new");
-    let mut file = open_private(&tmp, true)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    writeln!(file, "{text}")?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
 }

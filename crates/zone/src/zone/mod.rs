@@ -35,11 +35,12 @@ use std::time::Duration;
 use orc_common::time::{SharedClock, SystemClock};
 use orc_tls::ZoneCa;
 use orc_web::access_keys::AccessKeys;
+use orc_zone_api_types::data_dir::{CA_CERT_FILE, ZONE_URL_FILE, write_private_file};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use self::config::*;
-pub use self::files::{prepare_data_dir, write_private_file};
+pub use self::files::prepare_data_dir;
 use self::parts::{
     AgentSupply, ApiParts, Hubs, ListenerTls, Listeners, RunningEdge, StorePart, api_state,
     check_plain_on_loopback, dialable, load_ca, wait_for_stop,

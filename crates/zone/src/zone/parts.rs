@@ -15,11 +15,12 @@ use orc_web::access_keys::AccessKeys;
 use orc_web::console::Console;
 use orc_web::edge::{EdgeCerts, EdgeConfig, EdgeState};
 use orc_web::store::EdgeStore;
+use orc_zone_api_types::data_dir::CA_CERT_FILE;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::config::{CA_CERT_FILE, CA_KEY_FILE, SEALING_KEY_FILE, ZoneConfig, ZoneError};
+use super::config::{CA_KEY_FILE, SEALING_KEY_FILE, ZoneConfig, ZoneError};
 use super::files::{ensure_admin, tighten_files, touch_private};
 use super::seams::{AgentDirectory, AppsLogs, HubDirectory};
 use crate::agents::{AgentBinary, AgentBootstrap, AgentHub};

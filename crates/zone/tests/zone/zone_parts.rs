@@ -2,7 +2,8 @@
 //! lives in it, and the listeners.
 
 use orc_zone::zone::parts::{Listeners, StorePart, load_ca};
-use orc_zone::zone::{ADMIN_TOKEN_FILE, ZoneConfig, ZoneError, prepare_data_dir};
+use orc_zone::zone::{ZoneConfig, ZoneError, prepare_data_dir};
+use orc_zone_api_types::data_dir::ADMIN_TOKEN_FILE;
 
 #[tokio::test]
 async fn the_store_part_opens_alone_and_keeps_its_operator_across_starts() {

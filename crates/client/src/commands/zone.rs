@@ -1,11 +1,15 @@
 //! `orc zone rotate-admin-token`: replaces the token in the zone's `admin-token` file with a
 //! new one and revokes the old, through the API, so a zone that is running never stops
 //! accepting its operator. The token itself is never printed. `orc zone access-keys` and
-//! `orc zone rotate-access-key`: the access edge's signing keys.
+//! `orc zone rotate-access-key`: the access edge's signing keys. `orc zone ca`: the zone's
+//! CA certificate, read from its data dir on the zone's machine.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
+use orc_zone_api_types::data_dir::{
+    ADMIN_TOKEN_FILE, CA_CERT_FILE, ZONE_URL_FILE, default_data_dir, write_private_file,
+};
 use orc_zone_api_types::views::{
     AccessKeyView, CreateToken, NewTokenView, RotateAccessKey, RotatedAccessKeyView, WhoAmIView,
 };
@@ -19,9 +23,26 @@ use crate::table::Table;
 /// How long the new admin token lives: the API's maximum.
 const ADMIN_TOKEN_DAYS: i64 = 365;
 
-/// Rotates the admin token kept in `<data_dir>/admin-token`.
-pub async fn rotate_admin_token(conn: &ConnArgs, data_dir: &Path) -> anyhow::Result<()> {
-    let path = data_dir.join(orc_zone::zone::ADMIN_TOKEN_FILE);
+/// `orc zone ca`: the CA certificate on stdout, so `orc zone ca > zone-ca.pem` copies it.
+pub fn print_ca(data_dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let dir = data_dir.unwrap_or_else(default_data_dir);
+    let path = dir.join(CA_CERT_FILE);
+    let ca = orc_tls::PinnedCa::from_file(&path).with_context(|| {
+        format!(
+            "no zone CA in {}: a zone makes it on its first start (unless it runs with --plain)",
+            dir.display()
+        )
+    })?;
+    out!("{}", ca.pem());
+    eprintln!("fingerprint {}", ca.fingerprint());
+    Ok(())
+}
+
+/// Rotates the admin token kept in `<data_dir>/admin-token` (the default data dir when
+/// `None`).
+pub async fn rotate_admin_token(conn: &ConnArgs, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let data_dir = data_dir.unwrap_or_else(default_data_dir);
+    let path = data_dir.join(ADMIN_TOKEN_FILE);
     // Fail early, naming the file, when there is no token to rotate.
     read_secret_file(&path)
         .with_context(|| format!("cannot read the admin token from {}", path.display()))?;
@@ -30,9 +51,9 @@ pub async fn rotate_admin_token(conn: &ConnArgs, data_dir: &Path) -> anyhow::Res
     conn.token_file = Some(path.clone());
     // The zone of this data dir, unless the caller named another way to reach it.
     if conn.url.is_none() {
-        conn.url = super::read_trimmed(&data_dir.join(orc_zone::zone::ZONE_URL_FILE));
+        conn.url = super::read_trimmed(&data_dir.join(ZONE_URL_FILE));
     }
-    let ca = data_dir.join(orc_zone::zone::CA_CERT_FILE);
+    let ca = data_dir.join(CA_CERT_FILE);
     if conn.ca_file.is_none() && ca.exists() {
         conn.ca_file = Some(ca);
     }
@@ -55,7 +76,7 @@ pub async fn rotate_admin_token(conn: &ConnArgs, data_dir: &Path) -> anyhow::Res
             },
         )
         .await?;
-    orc_zone::zone::write_private_file(&path, &made.value)
+    write_private_file(&path, &made.value)
         .with_context(|| format!("cannot write the new admin token to {}", path.display()))?;
     let _: serde_json::Value = zone
         .delete(&format!(
@@ -89,7 +110,7 @@ fn access_keys_table(keys: &[AccessKeyView]) -> String {
 }
 
 fn when(millis: i64) -> String {
-    orc_zone_apps::logs::format_time(orc_zone_model::Timestamp(millis))
+    orc_common::time::format_time(orc_common::Timestamp(millis))
 }
 
 /// `orc zone access-keys`: the access edge's keys still published.

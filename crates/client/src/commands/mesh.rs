@@ -97,7 +97,7 @@ pub(crate) fn status_table(mesh: &MeshView) -> String {
             bytes_text(m.rx_bytes),
             bytes_text(m.tx_bytes),
             m.reported_at.map_or("-".to_string(), |at| {
-                orc_zone_apps::logs::format_time(orc_zone_model::Timestamp(at))
+                orc_common::time::format_time(orc_common::Timestamp(at))
             }),
         ]);
     }
@@ -246,7 +246,7 @@ pub async fn connect(
     let url = format!("{}/mesh/workstations", project_url(&org, &project));
     let connected: ConnectedWorkstation = client.post(&url, &body).await?;
     let written = wg_quick_file(&connected, &path, &engine.encode(private)).and_then(|text| {
-        orc_zone::zone::write_private_file(output, text.trim_end())
+        orc_zone_api_types::data_dir::write_private_file(output, text.trim_end())
             .with_context(|| format!("cannot write {}", output.display()))
     });
     if let Err(e) = written {

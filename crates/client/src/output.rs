@@ -17,6 +17,7 @@ pub fn write_out(text: &str) {
 }
 
 /// `print!` that survives a closed pipe.
+#[macro_export]
 macro_rules! out {
     ($($arg:tt)*) => {
         $crate::output::write_out(&format!($($arg)*))
@@ -24,6 +25,7 @@ macro_rules! out {
 }
 
 /// `println!` that survives a closed pipe.
+#[macro_export]
 macro_rules! outln {
     () => {
         $crate::output::write_out("\n")

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::bail;
 use orc_zone_api_types::views::EventView;
 
-use orc_zone_apps::logs::format_time;
+use orc_common::time::format_time;
 use orc_zone_model::Timestamp;
 
 use super::{client, print_json, project_path, project_url};

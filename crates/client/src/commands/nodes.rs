@@ -58,7 +58,7 @@ fn agent_text(n: &NodeView) -> String {
 
 fn contact_text(n: &NodeView) -> String {
     n.agent.as_ref().map_or("-".to_string(), |agent| {
-        orc_zone_apps::logs::format_time(orc_zone_model::Timestamp(agent.last_contact))
+        orc_common::time::format_time(orc_common::Timestamp(agent.last_contact))
     })
 }
 

@@ -7,7 +7,7 @@ use orc_zone_api_types::views::{
     NewTokenView, OrgView, ProjectView, SetPassword, TokenView, UserView, WhoAmIView,
 };
 
-use orc_zone_apps::logs::format_time;
+use orc_common::time::format_time;
 use orc_zone_model::Timestamp;
 
 use super::{client, print_json, project_path};

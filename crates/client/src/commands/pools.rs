@@ -138,7 +138,7 @@ fn pool_text(p: &PoolView, nodes: &[NodeView]) -> String {
     pairs.push(("generation", p.generation.to_string()));
     pairs.push((
         "created",
-        orc_zone_apps::logs::format_time(orc_zone_model::Timestamp(p.created_at)),
+        orc_common::time::format_time(orc_common::Timestamp(p.created_at)),
     ));
     let mut out = crate::table::fields(&pairs);
     if !nodes.is_empty() {

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use orc_zone_api_types::views::LogLineView;
 
-use orc_zone_apps::logs::format_time;
+use orc_common::time::format_time;
 use orc_zone_model::Timestamp;
 
 use super::{client, object_path, print_json, project_url};

@@ -3,8 +3,8 @@
 //!
 //! This module holds what every verb shares: finding the zone and its token (`--url`,
 //! `--token`, else the files a running zone writes in its data dir), parsing `ORG/PROJECT`
-//! and `ORG/PROJECT/NAME` paths, and printing JSON. Argument parsing stays in `main.rs`;
-//! HTTP in [`crate::client`]; table layout in [`crate::table`].
+//! and `ORG/PROJECT/NAME` paths, and printing JSON. Argument parsing is the `orc` binary's
+//! (`crates/cli/src/main.rs`); HTTP in [`crate::client`]; table layout in [`crate::table`].
 
 pub mod agent;
 pub mod app;
@@ -35,7 +35,7 @@ use crate::client::{Client, segment};
 const DEFAULT_URL: &str = "https://127.0.0.1:7070";
 
 fn data_dir() -> PathBuf {
-    orc_zone::zone::default_data_dir()
+    orc_zone_api_types::data_dir::default_data_dir()
 }
 
 fn read_trimmed(path: &std::path::Path) -> Option<String> {
@@ -63,7 +63,7 @@ pub fn client(conn: &ConnArgs) -> anyhow::Result<Client> {
     let url = conn
         .url
         .clone()
-        .or_else(|| read_trimmed(&dir.join(orc_zone::zone::ZONE_URL_FILE)))
+        .or_else(|| read_trimmed(&dir.join(orc_zone_api_types::data_dir::ZONE_URL_FILE)))
         .unwrap_or_else(|| DEFAULT_URL.to_string());
     if !(url.starts_with("https://") || url.starts_with("http://")) {
         bail!(
@@ -72,21 +72,22 @@ pub fn client(conn: &ConnArgs) -> anyhow::Result<Client> {
             url.trim_start_matches("//")
         );
     }
-    let token =
-        match &conn.token_file {
-            // A named file that cannot be read is not silently replaced by another token.
-            Some(path) => Some(read_secret_file(path).map_err(|e| {
+    let token = match &conn.token_file {
+        // A named file that cannot be read is not silently replaced by another token.
+        Some(path) => {
+            Some(read_secret_file(path).map_err(|e| {
                 anyhow::anyhow!("cannot read the token file {}: {e}", path.display())
-            })?),
-            None => std::env::var("ORC_TOKEN")
-                .ok()
-                .filter(|t| !t.is_empty())
-                .or_else(|| read_trimmed(&dir.join(orc_zone::zone::ADMIN_TOKEN_FILE))),
-        };
+            })?)
+        }
+        None => std::env::var("ORC_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty())
+            .or_else(|| read_trimmed(&dir.join(orc_zone_api_types::data_dir::ADMIN_TOKEN_FILE))),
+    };
     let ca = match &conn.ca_file {
         Some(path) => Some(orc_tls::PinnedCa::from_file(path)?),
         None => {
-            let local = dir.join(orc_zone::zone::CA_CERT_FILE);
+            let local = dir.join(orc_zone_api_types::data_dir::CA_CERT_FILE);
             if local.exists() {
                 Some(orc_tls::PinnedCa::from_file(&local)?)
             } else {

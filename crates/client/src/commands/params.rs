@@ -25,7 +25,7 @@ pub fn parse_param(text: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))
 }
 
-/// Where a sensitive param's value comes from.
+/// Where a sensitive param's value comes from. Its `Debug` never shows an inline value.
 #[derive(Clone, PartialEq, Eq)]
 pub enum SensitiveSource {
     Inline(String),
@@ -40,14 +40,19 @@ pub struct SensitiveParam {
     pub source: SensitiveSource,
 }
 
+impl std::fmt::Debug for SensitiveSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SensitiveSource::Inline(_) => f.write_str("<inline>"),
+            SensitiveSource::File(path) => write!(f, "@{}", path.display()),
+            SensitiveSource::Stdin => f.write_str("-"),
+        }
+    }
+}
+
 impl std::fmt::Debug for SensitiveParam {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let source = match &self.source {
-            SensitiveSource::Inline(_) => "<inline>".to_string(),
-            SensitiveSource::File(path) => format!("@{}", path.display()),
-            SensitiveSource::Stdin => "-".to_string(),
-        };
-        write!(f, "{}={source}", self.name)
+        write!(f, "{}={:?}", self.name, self.source)
     }
 }
 

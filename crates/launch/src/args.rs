@@ -1,0 +1,143 @@
+//! The arguments `orc zone serve` and `orc up` share: the mesh range, TLS, the listeners'
+//! limits and the access edge, each turned into the zone's own config.
+
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
+use clap::Args;
+
+/// The zone's mesh range, shared by `orc zone serve` and `orc up`.
+#[derive(Debug, Clone, Args)]
+pub struct MeshArgs {
+    /// The range the zone gives each project's mesh a prefix from. It must not overlap the
+    /// sites' networks, nor any network the nodes or the people on the mesh use.
+    #[arg(long, value_name = "CIDR", default_value = orc_mesh::range::DEFAULT_RANGE)]
+    pub mesh_range: ipnet::Ipv4Net,
+    /// The prefix length of each project's mesh (24: 253 nodes and workstations).
+    #[arg(long, value_name = "LEN", default_value_t = orc_mesh::range::DEFAULT_PROJECT_PREFIX_LEN)]
+    pub mesh_project_prefix: u8,
+}
+
+impl MeshArgs {
+    /// The zone's mesh options for these arguments; the partner's site range is reserved,
+    /// since this zone runs the partner.
+    pub fn options(&self) -> anyhow::Result<orc_zone::mesh::MeshOptions> {
+        let range = orc_mesh::MeshRange::new(self.mesh_range, self.mesh_project_prefix)
+            .with_context(|| {
+                format!(
+                    "--mesh-range {} --mesh-project-prefix {}",
+                    self.mesh_range, self.mesh_project_prefix
+                )
+            })?;
+        let site_range = orc_partner_provider::naming::SITE_RANGE
+            .parse()
+            .expect("the partner's site range is a CIDR");
+        Ok(orc_zone::mesh::MeshOptions {
+            range,
+            reserved: vec![("the partner's site range".to_string(), site_range)],
+            ..Default::default()
+        })
+    }
+}
+
+/// TLS of the zone's listeners, shared by `orc zone serve` and `orc up`.
+#[derive(Debug, Clone, Args)]
+pub struct TlsArgs {
+    /// Serve plain HTTP and h2c instead of TLS: allowed only when both addresses are loopback.
+    #[arg(long)]
+    pub plain: bool,
+    /// A DNS name or address the server certificate also carries (repeatable): the names
+    /// clients on other machines dial.
+    #[arg(long = "tls-name", value_name = "NAME")]
+    pub tls_names: Vec<String>,
+}
+
+impl TlsArgs {
+    /// The zone's TLS config for these arguments.
+    pub fn config(&self) -> orc_zone::zone::TlsConfig {
+        orc_zone::zone::TlsConfig {
+            plain: self.plain,
+            names: self.tls_names.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Limits of the zone's listeners, shared by `orc zone serve` and `orc up`.
+#[derive(Debug, Clone, Args)]
+pub struct ListenArgs {
+    /// Connections one address (an IPv6 /64) may hold open on each listener; more are
+    /// closed at once. Behind a proxy or load balancer that connects from one address,
+    /// raise it to 1024 [default: a quarter of the listener's 1,024].
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_source: Option<std::num::NonZeroUsize>,
+}
+
+impl ListenArgs {
+    /// The zone's listener limits for these arguments.
+    pub fn limits(&self) -> orc_zone::zone::ListenLimits {
+        orc_zone::zone::ListenLimits {
+            max_connections_per_source: self.max_connections_per_source.map(|n| n.get()),
+            ..Default::default()
+        }
+    }
+}
+
+/// The access edge's arguments (`orc up`, `orc zone serve`).
+#[derive(Debug, Clone, Args)]
+pub struct EdgeArgs {
+    /// Where the access edge listens (HTTPS): pools' http endpoints and the sign-in page.
+    #[arg(long, value_name = "ADDR", default_value = orc_web::edge::DEFAULT_EDGE_ADDR)]
+    pub edge: SocketAddr,
+    /// The zone domain: the edge's pages are at https://DOMAIN, an org's endpoints at
+    /// <project>--<pool>.<org>.DOMAIN.
+    #[arg(long, value_name = "DOMAIN", default_value = orc_web::edge::DEFAULT_DOMAIN)]
+    pub edge_domain: String,
+    /// The port the edge's URLs carry, when a load balancer in front listens on another
+    /// [default: the --edge port].
+    #[arg(long, value_name = "PORT")]
+    pub edge_public_port: Option<u16>,
+    /// Run no access edge.
+    #[arg(long, conflicts_with_all = ["edge", "edge_domain", "edge_public_port"])]
+    pub no_edge: bool,
+    /// The zone's web URL as people and apps reach it (https://zone.example.net:7070): the
+    /// issuer of the edge's assertions; apps' access_keys_url is it with
+    /// /.well-known/orc-access/jwks.json [default: the API's own URL].
+    #[arg(long, env = "ORC_WEB_URL", value_name = "URL")]
+    pub web_url: Option<String>,
+}
+
+impl EdgeArgs {
+    /// The zone's edge config for these arguments; `None` for `--no-edge`.
+    pub fn config(&self) -> anyhow::Result<Option<orc_web::edge::EdgeConfig>> {
+        if let Some(url) = &self.web_url
+            && orc_access::KeysUrl::parse(url).is_err()
+        {
+            anyhow::bail!("--web-url {url:?} must be an https:// URL with a host");
+        }
+        if self.no_edge {
+            return Ok(None);
+        }
+        let domain = self.edge_domain.trim_end_matches('.').to_ascii_lowercase();
+        let valid = !domain.is_empty()
+            && domain.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            });
+        if !valid {
+            anyhow::bail!(
+                "--edge-domain {:?} is not a DNS name (labels of letters, digits and -)",
+                self.edge_domain
+            );
+        }
+        Ok(Some(orc_web::edge::EdgeConfig {
+            addr: self.edge,
+            domain,
+            public_port: self.edge_public_port,
+            ..Default::default()
+        }))
+    }
+}
