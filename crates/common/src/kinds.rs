@@ -14,18 +14,18 @@ use serde::{Deserialize, Serialize};
 /// What the zone has made of a replica of a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Role {
+pub enum ReplicaRole {
     /// The replica is handed all work of its resource.
     Serving,
     /// Another replica serves; this one waits and must not touch any cloud account.
     Standby,
 }
 
-impl fmt::Display for Role {
+impl fmt::Display for ReplicaRole {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Role::Serving => "serving",
-            Role::Standby => "standby",
+            ReplicaRole::Serving => "serving",
+            ReplicaRole::Standby => "standby",
         })
     }
 }
@@ -192,7 +192,7 @@ mod tests {
             serde_json::to_string(&Purpose::Gateway).unwrap(),
             "\"gateway\""
         );
-        assert_eq!(Role::Standby.to_string(), "standby");
+        assert_eq!(ReplicaRole::Standby.to_string(), "standby");
     }
 
     #[test]

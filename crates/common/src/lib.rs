@@ -20,7 +20,7 @@ pub use ids::{
     ClassId, EmptyId, InstanceRef, MalformedId, NodeId, OsId, PoolPath, ProviderName, QuoteToken,
     ResourceUri, SiteName,
 };
-pub use kinds::{Purpose, RefusalKind, Role, UnknownRefusalKind, Whereabouts, ZoneAction};
+pub use kinds::{Purpose, RefusalKind, ReplicaRole, UnknownRefusalKind, Whereabouts, ZoneAction};
 pub use money::{Currency, Money, MoneyError, Period};
 pub use secret::Secret;
 pub use shape::{Architecture, Shape};

@@ -22,7 +22,9 @@ pub mod workstation;
 pub use changes::MeshChanges;
 pub use config::MeshConfig;
 pub use key::PublicKey;
-pub use plan::{Member, PoolAddress, Project, Role, Site, SiteRef, World, plan, plan_workstation};
+pub use plan::{
+    Member, MemberKind, PoolAddress, Project, Site, SiteRef, World, plan, plan_workstation,
+};
 pub use range::MeshRange;
 
 #[cfg(test)]

@@ -84,7 +84,7 @@ impl std::fmt::Display for SiteRef {
 
 /// What a member is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Role {
+pub enum MemberKind {
     /// A tenant node of a project's pool (`<org>/<project>/<pool>`).
     Node { project: String, pool: String },
     /// The gateway of its site.
@@ -100,7 +100,7 @@ pub struct Member {
     pub id: String,
     /// The name under which it resolves (the node's name).
     pub name: String,
-    pub role: Role,
+    pub kind: MemberKind,
     /// The site it sits at behind a gateway; `None` for nodes with a public address, and
     /// for workstations.
     pub site: Option<SiteRef>,
@@ -115,7 +115,7 @@ pub struct Member {
 /// A public pool's address at a site.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolAddress {
-    /// `<org>/<project>/<pool>`, as in [`Role::Node`].
+    /// `<org>/<project>/<pool>`, as in [`MemberKind::Node`].
     pub pool: String,
     pub at: SiteRef,
     pub address: Ipv4Addr,
@@ -129,7 +129,7 @@ pub fn plan(world: &World) -> BTreeMap<String, MeshConfig> {
     world
         .members
         .iter()
-        .filter(|m| !matches!(m.role, Role::Workstation { .. }))
+        .filter(|m| !matches!(m.kind, MemberKind::Workstation { .. }))
         .map(|m| (m.id.clone(), index.config_of(m)))
         .collect()
 }
@@ -139,7 +139,7 @@ pub fn plan_workstation(world: &World, id: &str) -> Option<MeshConfig> {
     let member = world
         .members
         .iter()
-        .find(|m| m.id == id && matches!(m.role, Role::Workstation { .. }))?;
+        .find(|m| m.id == id && matches!(m.kind, MemberKind::Workstation { .. }))?;
     Some(Index::new(world).config_of(member))
 }
 
@@ -213,7 +213,8 @@ impl<'w> Vantage<'w> {
     fn of(member: &'w Member) -> Vantage<'w> {
         Vantage {
             provider: member.site.as_ref().map(|s| s.provider.as_str()),
-            behind_nat: member.site.is_some() || matches!(member.role, Role::Workstation { .. }),
+            behind_nat: member.site.is_some()
+                || matches!(member.kind, MemberKind::Workstation { .. }),
         }
     }
 
@@ -228,11 +229,11 @@ impl<'w> Index<'w> {
         let mut by_project: BTreeMap<&str, Vec<&Member>> = BTreeMap::new();
         let mut gateways = BTreeMap::new();
         for member in &world.members {
-            match &member.role {
-                Role::Node { project, .. } | Role::Workstation { project } => {
+            match &member.kind {
+                MemberKind::Node { project, .. } | MemberKind::Workstation { project } => {
                     by_project.entry(project).or_default().push(member);
                 }
-                Role::Gateway => {
+                MemberKind::Gateway => {
                     if let Some(site) = &member.site {
                         gateways.insert(site, member);
                     }
@@ -254,9 +255,9 @@ impl<'w> Index<'w> {
     }
 
     fn config_of(&self, member: &'w Member) -> MeshConfig {
-        match &member.role {
-            Role::Gateway => self.gateway_config(member),
-            Role::Node { project, .. } | Role::Workstation { project } => {
+        match &member.kind {
+            MemberKind::Gateway => self.gateway_config(member),
+            MemberKind::Node { project, .. } | MemberKind::Workstation { project } => {
                 self.project_config(member, project)
             }
         }
@@ -270,7 +271,7 @@ impl<'w> Index<'w> {
     /// Where a member sends to `to`; `backbone`: the backbone joins the two.
     fn endpoint(&self, backbone: bool, to: &Member) -> Option<SocketAddrV4> {
         let underlay = to.underlay?;
-        if matches!(to.role, Role::Workstation { .. }) {
+        if matches!(to.kind, MemberKind::Workstation { .. }) {
             return None;
         }
         match &to.site {
@@ -354,7 +355,7 @@ impl<'w> Index<'w> {
             .map_or(&[][..], Vec::as_slice);
         let mut hosts: Vec<HostEntry> = members
             .iter()
-            .filter(|m| matches!(m.role, Role::Node { .. }))
+            .filter(|m| matches!(m.kind, MemberKind::Node { .. }))
             .filter_map(|m| {
                 Some(HostEntry {
                     name: format!("{}.{}.{}.internal", m.name, project.name, project.org),
@@ -411,7 +412,9 @@ impl<'w> Index<'w> {
                 .world
                 .members
                 .iter()
-                .filter(|m| matches!(m.role, Role::Node { .. }) && m.site.as_ref() == Some(at))
+                .filter(|m| {
+                    matches!(m.kind, MemberKind::Node { .. }) && m.site.as_ref() == Some(at)
+                })
                 .filter_map(|m| {
                     let underlay = m.underlay?;
                     Some(UdpForward {
@@ -458,7 +461,7 @@ impl<'w> Index<'w> {
             .world
             .members
             .iter()
-            .filter(|m| matches!(&m.role, Role::Node { pool, .. } if *pool == address.pool))
+            .filter(|m| matches!(&m.kind, MemberKind::Node { pool, .. } if *pool == address.pool))
             .filter(|m| Self::on_backbone(gateway, m))
             .filter_map(|m| m.underlay)
             .collect();

@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use crate::config::{BACKBONE_INTERFACE, ForwardPort, MESH_INTERFACE, MeshConfig};
 use crate::key::PublicKey;
 use crate::plan::{
-    Member, PoolAddress, Project, Role, Site, SiteRef, World, disjoint_sites, forward_port, plan,
-    plan_workstation,
+    Member, MemberKind, PoolAddress, Project, Site, SiteRef, World, disjoint_sites, forward_port,
+    plan, plan_workstation,
 };
 use crate::workstation::wg_quick;
 
@@ -42,7 +42,7 @@ fn node(
     Member {
         id: id.into(),
         name: id.into(),
-        role: Role::Node {
+        kind: MemberKind::Node {
             project: project.into(),
             pool: format!("acme/{project}/pool"),
         },
@@ -57,7 +57,7 @@ fn gateway(id: &str, site: (&str, &str), underlay: &str, k: u8) -> Member {
     Member {
         id: id.into(),
         name: id.into(),
-        role: Role::Gateway,
+        kind: MemberKind::Gateway,
         site: Some(at(site)),
         underlay: Some(ip(underlay)),
         mesh_address: None,
@@ -105,7 +105,7 @@ fn world() -> World {
             Member {
                 id: "ws-1".into(),
                 name: "ws-1".into(),
-                role: Role::Workstation {
+                kind: MemberKind::Workstation {
                     project: "web".into(),
                 },
                 site: None,
@@ -255,7 +255,11 @@ fn a_gateway_peers_with_the_other_sites_and_forwards_its_own() {
 
     // A gateway never holds a project key.
     let text = serde_json::to_string(&plans["gw-eu"]).unwrap();
-    for member in world.members.iter().filter(|m| m.role != Role::Gateway) {
+    for member in world
+        .members
+        .iter()
+        .filter(|m| m.kind != MemberKind::Gateway)
+    {
         let key = member.key.unwrap().to_string();
         assert!(
             !text.contains(&key),
@@ -427,15 +431,15 @@ proptest! {
         let project_of: BTreeMap<PublicKey, String> = base
             .members
             .iter()
-            .filter_map(|m| match &m.role {
-                Role::Node { project, .. } | Role::Workstation { project } => {
+            .filter_map(|m| match &m.kind {
+                MemberKind::Node { project, .. } | MemberKind::Workstation { project } => {
                     Some((m.key.unwrap(), project.clone()))
                 }
-                Role::Gateway => None,
+                MemberKind::Gateway => None,
             })
             .collect();
         for member in &base.members {
-            if let Role::Node { project, .. } = &member.role {
+            if let MemberKind::Node { project, .. } = &member.kind {
                 let config = &plan(&base)[&member.id];
                 for peer in config.interface(MESH_INTERFACE).unwrap().peers.iter() {
                     prop_assert_eq!(&project_of[&peer.public_key], project);
@@ -451,7 +455,7 @@ fn world_with(mask: u8, moved: bool) -> World {
     let mut w = world();
     let mut bit = 0;
     w.members.retain(|m| {
-        if matches!(m.role, Role::Gateway) || m.id == "n-hz" {
+        if matches!(m.kind, MemberKind::Gateway) || m.id == "n-hz" {
             return true;
         }
         bit += 1;

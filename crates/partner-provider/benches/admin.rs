@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
 use orc_common::ManualClock;
+use orc_common::ReplicaRole;
 use orc_partner::admin::{forms, views};
 use orc_partner::ids::Timestamp;
 use orc_partner::maps::BUILTIN_REGIONS;
@@ -19,7 +20,6 @@ use orc_partner::params::{MapSource, load_config};
 use orc_partner_provider::admin::AdminView;
 use orc_partner_provider::testing::{TestState, WorldSize, seed_catalogs, world};
 use orc_partner_provider::{PartnerOptions, PartnerProvider, ReplicaInfo};
-use orc_provider_sdk::ReplicaRole;
 
 const START: i64 = 1_800_000_000;
 
@@ -76,7 +76,7 @@ fn provider() -> PartnerProvider {
         200
     );
     provider.install_for_tests(TestState {
-        role: ReplicaRole::Serving,
+        role: Some(ReplicaRole::Serving),
         catalogs: seed_catalogs(at),
         quotes: world.quotes,
         seen: world.seen,

@@ -13,7 +13,7 @@ use std::net::IpAddr;
 use orc_cloud::CloudError;
 use orc_common::FaultClass;
 use orc_partner::ids::Cloud;
-use orc_proto::NodeState;
+use orc_proto::InstanceState;
 
 use crate::clients::CloudClients;
 use crate::clouds::{Held, Mark};
@@ -45,7 +45,7 @@ pub struct Owned {
     pub addresses: Vec<IpAddr>,
     /// The address on the site's private network, once the cloud shows it.
     pub private: Option<IpAddr>,
-    pub state: NodeState,
+    pub state: InstanceState,
 }
 
 /// The partner's instances in `cloud` with `mark`, with their locations: one listing.

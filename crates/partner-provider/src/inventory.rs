@@ -283,12 +283,12 @@ async fn list_all(shared: &Shared) -> PassListing {
 }
 
 /// The words for an instance's state on the admin page.
-fn state_words(state: proto::NodeState) -> &'static str {
+fn state_words(state: proto::InstanceState) -> &'static str {
     match state {
-        proto::NodeState::Provisioning => "provisioning",
-        proto::NodeState::Running => "running",
-        proto::NodeState::Stopped => "stopped",
-        proto::NodeState::Deleting => "deleting",
+        proto::InstanceState::Provisioning => "provisioning",
+        proto::InstanceState::Running => "running",
+        proto::InstanceState::Stopped => "stopped",
+        proto::InstanceState::Deleting => "deleting",
     }
 }
 

@@ -179,7 +179,7 @@ impl PartnerProvider {
             instances::list_at_site(&self.shared.clients, open.cloud, &open.site, ownership)
                 .await?;
         let Some(gateway) = at_site.iter().find(|o| {
-            o.marks.purpose == Purpose::Gateway && o.state != orc_proto::NodeState::Deleting
+            o.marks.purpose == Purpose::Gateway && o.state != orc_proto::InstanceState::Deleting
         }) else {
             return Ok(());
         };
@@ -250,7 +250,7 @@ impl PartnerProvider {
         let live = members.iter().any(|o| {
             o.marks.purpose == Purpose::Tenant
                 && o.marks.site == site
-                && o.state != orc_proto::NodeState::Deleting
+                && o.state != orc_proto::InstanceState::Deleting
                 && !gone.contains(&o.instance_ref)
         });
         if live {

@@ -536,10 +536,10 @@ impl Provider for PartnerProvider {
         self.report_inventory().await
     }
 
-    fn on_role(&self, role: proto::Role) {
+    fn on_role(&self, role: proto::ReplicaRole) {
         match role {
-            proto::Role::Serving => self.become_serving(),
-            proto::Role::Standby => {
+            proto::ReplicaRole::Serving => self.become_serving(),
+            proto::ReplicaRole::Standby => {
                 let changed = self.shared.role.stand_by();
                 self.shared.sites.clear();
                 if changed {

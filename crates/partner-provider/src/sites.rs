@@ -533,7 +533,7 @@ impl PartnerProvider {
         let found = instances::list_at_site(&self.shared.clients, cloud, site, ownership).await?;
         Ok(found.iter().any(|o| {
             o.marks.purpose == Purpose::Tenant
-                && o.state != orc_proto::NodeState::Deleting
+                && o.state != orc_proto::InstanceState::Deleting
                 && !gone.contains(&o.instance_ref)
         }))
     }

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
 use orc_common::Purpose;
+use orc_common::ReplicaRole;
 use orc_partner::admin::{
     AddressKind, CloudSeen, InventorySeen, SeenAddress, SeenInstance, SeenNetwork,
 };
@@ -17,7 +18,6 @@ use orc_partner::maps::Site;
 use orc_partner::params::Config;
 use orc_partner::seed;
 use orc_partner::state::{CloudUsage, LiveSite, QuoteState, Reservation};
-use orc_provider_sdk::ReplicaRole;
 use rust_decimal::Decimal;
 
 use crate::naming;
@@ -41,7 +41,8 @@ pub fn seed_catalogs(at: Timestamp) -> Catalogs {
 /// What a test puts into a provider.
 #[derive(Debug, Clone)]
 pub struct TestState {
-    pub role: ReplicaRole,
+    /// `None`: no role yet.
+    pub role: Option<ReplicaRole>,
     pub catalogs: Catalogs,
     pub quotes: QuoteState,
     pub seen: InventorySeen,
@@ -55,13 +56,13 @@ impl PartnerProvider {
     pub fn install_for_tests(&self, state: TestState) {
         let shared = &self.shared;
         match state.role {
-            ReplicaRole::Serving => {
+            Some(ReplicaRole::Serving) => {
                 shared.role.serve();
             }
-            ReplicaRole::StandingBy => {
+            Some(ReplicaRole::Standby) => {
                 shared.role.stand_by();
             }
-            ReplicaRole::Unset => {}
+            None => {}
         }
         shared.catalogs.install(state.catalogs);
         shared.quotes.with(|quotes| *quotes = state.quotes);

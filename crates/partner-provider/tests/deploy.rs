@@ -256,7 +256,7 @@ async fn caps_hold_under_fifty_concurrent_quotes_and_deploys() {
             .param("hetzner_max_nodes", "4")
             .param("vultr_max_nodes", "3"),
     )));
-    p.on_role(orc_proto::Role::Serving);
+    p.on_role(orc_proto::ReplicaRole::Serving);
     tokio::time::timeout(std::time::Duration::from_secs(10), async {
         while [
             orc_partner::ids::Cloud::Hetzner,
@@ -331,7 +331,7 @@ async fn deploys_report_progress_in_tenant_words() {
         let _ = stopped.await;
     }));
     let conn = harness.accept().await.unwrap();
-    conn.welcome(orc_proto::Role::Serving).await.unwrap();
+    conn.welcome(orc_proto::ReplicaRole::Serving).await.unwrap();
     let mut notes = Vec::new();
     for node in ["n-prog-1", "n-prog-2"] {
         let q = with_disks(quote_in(POOL, node, "eu-central", 2, 4), &[10]);

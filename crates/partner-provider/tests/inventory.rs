@@ -23,7 +23,7 @@ use orc_partner::ids::Cloud;
 use orc_partner_provider::PartnerProvider;
 use orc_partner_provider::clouds::{hetzner, vultr};
 use orc_partner_provider::naming::{Marks, Prefix, ResourceKind, ResourceMarks, pool_label};
-use orc_proto::{Purpose, Quote, QuoteReply, Role};
+use orc_proto::{Purpose, Quote, QuoteReply, ReplicaRole};
 use orc_provider_sdk::Provider;
 use orc_testkit::emu::{EmuControl, Fault};
 use orc_testkit::proto::{gateway_quote, public_quote, quote_in};
@@ -384,7 +384,7 @@ async fn a_standby_lists_nothing_and_sends_no_inventory() {
     c.hetzner_node("orc-partner-hetzner-a", "n-a", "eu-central-a", "fsn1")
         .await;
     let p = provider(config(&source(&emu, "a")));
-    p.on_role(Role::Standby);
+    p.on_role(ReplicaRole::Standby);
     assert_eq!(p.inventory().await, None);
     assert!(
         p.clients().request_counts().is_empty(),
@@ -394,7 +394,7 @@ async fn a_standby_lists_nothing_and_sends_no_inventory() {
         !p.is_serving(),
         "an inventory pass is not work that promotes"
     );
-    p.on_role(Role::Serving);
+    p.on_role(ReplicaRole::Serving);
     assert_eq!(node_ids(&p.inventory().await.unwrap()), ["n-a"]);
 }
 
@@ -697,7 +697,7 @@ async fn no_rate_limits(emu: &RunningEmulators) {
 
 /// A serving provider whose first catalog read is done and counters are zero.
 async fn serving(p: PartnerProvider) -> PartnerProvider {
-    p.on_role(Role::Serving);
+    p.on_role(ReplicaRole::Serving);
     tokio::time::timeout(
         std::time::Duration::from_secs(10),
         p.catalogs().first_read(),
@@ -792,7 +792,7 @@ async fn through_the_runner_an_unreadable_cloud_sends_nothing_until_it_reads_aga
         let _ = stopped.await;
     }));
     let conn = harness.accept().await.unwrap();
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
 
     tokio::time::timeout(std::time::Duration::from_secs(20), async {
         while !p.site_guard_incomplete() {

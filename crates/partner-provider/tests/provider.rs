@@ -15,7 +15,7 @@ use orc_partner_provider::token::OfferToken;
 use orc_partner_provider::{PartnerOptions, PartnerProvider};
 use orc_proto::{
     Bootstrap, Deploy, DeployResult, DestroyResult, NodeId, OsId, Quote, QuoteReply, QuoteToken,
-    RefusalKind, Role,
+    RefusalKind, ReplicaRole,
 };
 use orc_provider_sdk::conformance::{ConformanceSetup, run_all};
 use orc_provider_sdk::{ProgressSink, Provider};
@@ -216,7 +216,7 @@ async fn another_installations_instances_are_never_reported_or_touched() {
 async fn a_standby_reads_no_cloud_account() {
     let emu = emulators().await;
     let p = provider(config(&source(&emu, "a")));
-    p.on_role(Role::Standby);
+    p.on_role(ReplicaRole::Standby);
     let catalog = p.catalog().await;
     assert!(catalog.classes.iter().any(|c| c.title == "Europe Central"));
     assert!(catalog.os.iter().any(|o| o.title == "Ubuntu 24.04 LTS"));
@@ -266,14 +266,14 @@ async fn a_standby_sends_no_request_however_long_it_waits() {
             .var("ORC_HETZNER_ENDPOINT", "http://127.0.0.1:9/v1")
             .var("ORC_VULTR_ENDPOINT", "http://127.0.0.1:9"),
     ));
-    p.on_role(Role::Standby);
+    p.on_role(ReplicaRole::Standby);
     p.catalog().await;
     assert!(p.inventory().await.is_none());
     let interval = PartnerOptions::default().refresh_interval;
     tokio::time::sleep(interval * 3).await;
     assert!(p.clients().request_counts().is_empty());
     assert!(!p.is_serving());
-    p.on_role(Role::Standby);
+    p.on_role(ReplicaRole::Standby);
     tokio::time::sleep(interval * 3).await;
     assert!(p.clients().request_counts().is_empty());
 }
@@ -290,7 +290,7 @@ async fn a_capped_cloud_is_counted_on_becoming_serving() {
     let fresh = provider(config(
         &source(&emu, "capped").param("vultr_max_nodes", "1"),
     ));
-    fresh.on_role(Role::Serving);
+    fresh.on_role(ReplicaRole::Serving);
     tokio::time::timeout(Duration::from_secs(10), async {
         while fresh.quote_state().count_status(Cloud::Vultr)
             != Some(orc_partner::state::CountStatus::Counted)
@@ -311,7 +311,7 @@ async fn a_capped_cloud_is_counted_on_becoming_serving() {
 async fn request_costs_match_the_documented_figures() {
     let emu = emulators().await;
     let p = provider(config(&source(&emu, "a")));
-    p.on_role(Role::Serving);
+    p.on_role(ReplicaRole::Serving);
     tokio::time::timeout(Duration::from_secs(10), p.catalogs().first_read())
         .await
         .unwrap();

@@ -6,7 +6,7 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use orc_proto::{QuoteReply, Role};
+use orc_proto::{QuoteReply, ReplicaRole};
 use orc_provider_sdk::harness::ZoneHarness;
 use orc_testkit::emu::EmuControl;
 use orc_testkit::proto::quote;
@@ -59,12 +59,12 @@ async fn serve_says_hello_stands_by_then_serves() {
 
     // Hello and catalog need no cloud read; that a standby never reads however long it waits
     // is proven on tokio's paused clock (`a_standby_sends_no_request_however_long_it_waits`).
-    conn.welcome(Role::Standby).await.unwrap();
+    conn.welcome(ReplicaRole::Standby).await.unwrap();
     let standing = EmuControl::hetzner(&emu).counters().await.total
         + EmuControl::vultr(&emu).counters().await.total;
     assert_eq!(standing, 0, "a standby reads no cloud account");
 
-    conn.change_role(Role::Serving).await.unwrap();
+    conn.change_role(ReplicaRole::Serving).await.unwrap();
     let reply = conn.quote(quote("n-serve", "us-east", 2, 4)).await.unwrap();
     match reply {
         QuoteReply::Offer(offer) => assert_eq!(offer.site.as_str(), "us-east-b"),

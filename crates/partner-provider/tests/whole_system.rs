@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use orc_emu::{ClockMode, EmuConfig, Timings};
-use orc_proto::Role;
+use orc_proto::ReplicaRole;
 use orc_testkit::EmuControl;
 use orc_zone::zone::{Zone, ZoneConfig};
 use serde_json::{Value, json};
@@ -238,7 +238,7 @@ async fn sigkill_of_the_serving_replica_loses_and_duplicates_nothing() {
         .hub()
         .replicas()
         .into_iter()
-        .find(|r| r.role == Role::Serving)
+        .find(|r| r.role == ReplicaRole::Serving)
         .expect("a serving replica");
     let index = replicas
         .iter()
@@ -266,7 +266,7 @@ async fn sigkill_of_the_serving_replica_loses_and_duplicates_nothing() {
 
     eventually("the standby to serve", async || {
         let rows = zone.hub().replicas();
-        (rows.len() == 1 && rows[0].role == Role::Serving && rows[0].pid != serving.pid)
+        (rows.len() == 1 && rows[0].role == ReplicaRole::Serving && rows[0].pid != serving.pid)
             .then_some(())
     })
     .await;

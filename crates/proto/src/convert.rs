@@ -189,22 +189,22 @@ where
     D::try_from(enum_value::<W>(value, field)?).map_err(|Unspecified| ConvertError::missing(field))
 }
 
-impl TryFrom<pb::Role> for Role {
+impl TryFrom<pb::Role> for ReplicaRole {
     type Error = Unspecified;
-    fn try_from(r: pb::Role) -> std::result::Result<Role, Unspecified> {
+    fn try_from(r: pb::Role) -> std::result::Result<ReplicaRole, Unspecified> {
         match r {
             pb::Role::Unspecified => Err(Unspecified),
-            pb::Role::Serving => Ok(Role::Serving),
-            pb::Role::Standby => Ok(Role::Standby),
+            pb::Role::Serving => Ok(ReplicaRole::Serving),
+            pb::Role::Standby => Ok(ReplicaRole::Standby),
         }
     }
 }
 
-impl From<Role> for pb::Role {
-    fn from(r: Role) -> pb::Role {
+impl From<ReplicaRole> for pb::Role {
+    fn from(r: ReplicaRole) -> pb::Role {
         match r {
-            Role::Serving => pb::Role::Serving,
-            Role::Standby => pb::Role::Standby,
+            ReplicaRole::Serving => pb::Role::Serving,
+            ReplicaRole::Standby => pb::Role::Standby,
         }
     }
 }
@@ -237,26 +237,26 @@ impl From<RefusalKind> for pb::RefusalKind {
     }
 }
 
-impl TryFrom<pb::NodeState> for NodeState {
+impl TryFrom<pb::NodeState> for InstanceState {
     type Error = Unspecified;
-    fn try_from(s: pb::NodeState) -> std::result::Result<NodeState, Unspecified> {
+    fn try_from(s: pb::NodeState) -> std::result::Result<InstanceState, Unspecified> {
         match s {
             pb::NodeState::Unspecified => Err(Unspecified),
-            pb::NodeState::Provisioning => Ok(NodeState::Provisioning),
-            pb::NodeState::Running => Ok(NodeState::Running),
-            pb::NodeState::Stopped => Ok(NodeState::Stopped),
-            pb::NodeState::Deleting => Ok(NodeState::Deleting),
+            pb::NodeState::Provisioning => Ok(InstanceState::Provisioning),
+            pb::NodeState::Running => Ok(InstanceState::Running),
+            pb::NodeState::Stopped => Ok(InstanceState::Stopped),
+            pb::NodeState::Deleting => Ok(InstanceState::Deleting),
         }
     }
 }
 
-impl From<NodeState> for pb::NodeState {
-    fn from(s: NodeState) -> pb::NodeState {
+impl From<InstanceState> for pb::NodeState {
+    fn from(s: InstanceState) -> pb::NodeState {
         match s {
-            NodeState::Provisioning => pb::NodeState::Provisioning,
-            NodeState::Running => pb::NodeState::Running,
-            NodeState::Stopped => pb::NodeState::Stopped,
-            NodeState::Deleting => pb::NodeState::Deleting,
+            InstanceState::Provisioning => pb::NodeState::Provisioning,
+            InstanceState::Running => pb::NodeState::Running,
+            InstanceState::Stopped => pb::NodeState::Stopped,
+            InstanceState::Deleting => pb::NodeState::Deleting,
         }
     }
 }

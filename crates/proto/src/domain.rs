@@ -18,7 +18,7 @@ use crate::ids::{
     SiteName,
 };
 
-pub use orc_common::kinds::{Purpose, RefusalKind, Role, Whereabouts, ZoneAction};
+pub use orc_common::kinds::{Purpose, RefusalKind, ReplicaRole, Whereabouts, ZoneAction};
 
 /// A refusal: the kind the zone acts on and the provider's generic words for the tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -222,9 +222,10 @@ pub struct Destroy {
     pub node_id: NodeId,
 }
 
-/// The state of a node as the provider sees it.
+/// The state of a node's instance as its provider sees it (the zone's own life of a node is the
+/// model's `NodeState`; the wire keeps the name `NodeState`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum NodeState {
+pub enum InstanceState {
     Provisioning,
     Running,
     Stopped,
@@ -237,7 +238,7 @@ pub struct InventoryNode {
     pub node_id: NodeId,
     pub site: SiteName,
     pub instance_ref: InstanceRef,
-    pub state: NodeState,
+    pub state: InstanceState,
 }
 
 /// One open site in an inventory report.
@@ -319,8 +320,8 @@ pub struct ZoneMessage {
 /// What the zone sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ZoneBody {
-    Welcome { role: Role },
-    RoleChange { role: Role },
+    Welcome { role: ReplicaRole },
+    RoleChange { role: ReplicaRole },
     Quote(Quote),
     Deploy(Deploy),
     Destroy(Destroy),

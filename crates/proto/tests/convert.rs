@@ -119,7 +119,7 @@ fn provider_messages() -> Vec<ProviderMessage> {
                 node_id: node("n1"),
                 site: SiteName::new("eu-central-a").unwrap(),
                 instance_ref: InstanceRef::new("i-1").unwrap(),
-                state: NodeState::Running,
+                state: InstanceState::Running,
             }],
             sites: vec![
                 InventorySite {
@@ -211,10 +211,10 @@ fn a_placement_key_outside_the_alphabet_is_refused_by_name() {
 fn zone_messages() -> Vec<ZoneMessage> {
     [
         ZoneBody::Welcome {
-            role: Role::Serving,
+            role: ReplicaRole::Serving,
         },
         ZoneBody::RoleChange {
-            role: Role::Standby,
+            role: ReplicaRole::Standby,
         },
         ZoneBody::Quote(quote()),
         ZoneBody::Quote(Quote {
@@ -656,7 +656,7 @@ fn an_inventory_of_ten_thousand_nodes_fits_tonics_default_limit() {
             node_id: node(&format!("0b7e2a4c-8d1f-4f6a-9c3e-{n:012}")),
             site: SiteName::new("eu-central-a").unwrap(),
             instance_ref: InstanceRef::new(format!("hcloud:{:09}", 100_000_000 + n)).unwrap(),
-            state: NodeState::Running,
+            state: InstanceState::Running,
         })
         .collect();
     let wire = pb::ProviderMessage::from(ProviderMessage {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use orc_common::{Architecture, Shape};
 use orc_emu::EmuConfig;
-use orc_proto::{Quote, QuoteReply, Role};
+use orc_proto::{Quote, QuoteReply, ReplicaRole};
 use orc_provider_sdk::harness::ZoneHarness;
 use orc_testkit::EmuControl;
 use orc_testkit::proto::{quote, shape};
@@ -59,7 +59,7 @@ async fn serve_reads_the_app_runner_variables_and_serves_after_standby() {
     assert_eq!(conn.hello().replica.slot, 2);
     assert_eq!(conn.catalog().classes.len(), 6);
 
-    conn.welcome(Role::Standby).await.unwrap();
+    conn.welcome(ReplicaRole::Standby).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         control.counters().await.total,
@@ -67,7 +67,7 @@ async fn serve_reads_the_app_runner_variables_and_serves_after_standby() {
         "a standby reads no cloud account"
     );
 
-    conn.change_role(Role::Serving).await.unwrap();
+    conn.change_role(ReplicaRole::Serving).await.unwrap();
     let reply = conn
         .quote(Quote {
             shape: Shape {

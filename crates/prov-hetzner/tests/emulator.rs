@@ -11,7 +11,7 @@ use orc_common::Currency;
 use orc_emu::{EmuConfig, RunningEmulators};
 use orc_proto::{
     Bootstrap, Deploy, DeployResult, DestroyResult, NodeId, ProviderName, QuoteReply, RefusalKind,
-    Replica, ResourceUri, Role,
+    Replica, ReplicaRole, ResourceUri,
 };
 use orc_prov_hetzner::machines::{KEY_LABEL, MANAGED_LABEL};
 use orc_prov_hetzner::{Account, HetznerMachines, HetznerOptions};
@@ -377,7 +377,7 @@ async fn deploys_a_directly_placed_pool_through_the_zone_harness() {
             .iter()
             .any(|o| o.id.as_str() == "ubuntu-24.04")
     );
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
 
     let mut placed = quote("e2e-node-1", "nbg1", 2, 4);
     placed.placement.insert("plan".into(), "cpx22".into());

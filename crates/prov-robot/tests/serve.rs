@@ -7,7 +7,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 
-use orc_proto::{NodeId, OsId, Quote, QuoteReply, Role};
+use orc_proto::{NodeId, OsId, Quote, QuoteReply, ReplicaRole};
 use orc_provider_sdk::harness::ZoneHarness;
 use support::*;
 
@@ -62,7 +62,7 @@ async fn serve_dials_the_zone_and_quotes_a_product_placement() {
         .map(|c| c.id.as_str())
         .collect();
     assert_eq!(classes, ["fsn1", "hel1", "nbg1"]);
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
 
     let quote = Quote {
         os: OsId::new("Ubuntu-2404-noble-amd64-base.tar.gz").unwrap(),

@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use orc_emu::EmuConfig;
-use orc_proto::{QuoteReply, Role};
+use orc_proto::{QuoteReply, ReplicaRole};
 use orc_provider_sdk::harness::ZoneHarness;
 use orc_testkit::EmuControl;
 use orc_testkit::proto::quote;
@@ -58,7 +58,7 @@ async fn serve_reads_the_app_runner_variables_and_serves_after_standby() {
     assert_eq!(conn.hello().replica.slot, 2);
     assert_eq!(conn.catalog().classes.len(), 32);
 
-    conn.welcome(Role::Standby).await.unwrap();
+    conn.welcome(ReplicaRole::Standby).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         control.counters().await.total,
@@ -66,7 +66,7 @@ async fn serve_reads_the_app_runner_variables_and_serves_after_standby() {
         "a standby reads no cloud account"
     );
 
-    conn.change_role(Role::Serving).await.unwrap();
+    conn.change_role(ReplicaRole::Serving).await.unwrap();
     let reply = conn.quote(quote("n-serve", "sjc", 2, 4)).await.unwrap();
     match reply {
         QuoteReply::Offer(offer) => assert_eq!(offer.site.as_str(), "sjc"),

@@ -11,7 +11,7 @@ use orc_common::Currency;
 use orc_emu::{EmuConfig, RunningEmulators};
 use orc_proto::{
     Bootstrap, Deploy, DeployResult, DestroyResult, NodeId, ProviderName, QuoteReply, RefusalKind,
-    Replica, ResourceUri, Role,
+    Replica, ReplicaRole, ResourceUri,
 };
 use orc_prov_vultr::machines::{KEY_TAG_PREFIX, MANAGED_TAG};
 use orc_prov_vultr::{Account, VultrMachines, VultrOptions};
@@ -416,7 +416,7 @@ async fn deploys_a_directly_placed_pool_through_the_zone_harness() {
             .iter()
             .any(|o| o.id.as_str() == "debian-12")
     );
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
 
     let mut placed = quote("e2e-node-1", "ewr", 2, 4);
     placed.placement.insert("plan".into(), "vhf-2c-4gb".into());

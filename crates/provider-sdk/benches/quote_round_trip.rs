@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use orc_common::Shape;
-use orc_proto::{ClassId, NodeId, OsId, PoolPath, Purpose, Quote, QuoteReply, Role, ZoneBody};
+use orc_proto::{
+    ClassId, NodeId, OsId, PoolPath, Purpose, Quote, QuoteReply, ReplicaRole, ZoneBody,
+};
 use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
 use orc_provider_sdk::harness::ZoneHarness;
 use orc_provider_sdk::{ProviderRunner, RunnerOptions};
@@ -56,7 +58,7 @@ fn main() {
             ProviderRunner::new(&endpoint, provider, RunnerOptions::default()).expect("runner");
         let _runner = tokio::spawn(runner.run_until(std::future::pending()));
         let conn = Arc::new(harness.accept().await.expect("provider stream"));
-        conn.welcome(Role::Serving).await.expect("welcome");
+        conn.welcome(ReplicaRole::Serving).await.expect("welcome");
 
         for n in 0..500 {
             conn.quote(quote(n)).await.expect("warm-up quote");

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use orc_proto::{
     Bootstrap, Deploy, DeployResult, Deployed, DestroyResult, Inventory, NodeId, Quote, QuoteReply,
-    RefusalKind, Role, ZoneBody,
+    RefusalKind, ReplicaRole, ZoneBody,
 };
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -223,7 +223,7 @@ impl Case<'_> {
         let conn = self
             .step("accept the provider's stream", harness.accept())
             .await?;
-        self.step("welcome the provider", conn.welcome(Role::Serving))
+        self.step("welcome the provider", conn.welcome(ReplicaRole::Serving))
             .await?;
         Ok(Rig {
             harness,
@@ -580,7 +580,7 @@ where
         .await?;
     case.step(
         "welcome the reconnected provider",
-        rig.conn.welcome(Role::Serving),
+        rig.conn.welcome(ReplicaRole::Serving),
     )
     .await?;
     let resent = case

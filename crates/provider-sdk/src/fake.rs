@@ -20,9 +20,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use orc_common::{Money, Whereabouts};
 use orc_proto::{
     Availability, Catalog, ClassAvailability, ClassId, ClassInfo, Deploy, DeployResult, Deployed,
-    DestroyResult, InstanceRef, Inventory, InventoryNode, InventorySite, NodeId, NodeState, Offer,
-    OsId, OsInfo, ProviderName, Quote, QuoteReply, QuoteToken, Refusal, RefusalKind, Replica,
-    ResourceUri, Role, SiteName,
+    DestroyResult, InstanceRef, InstanceState, Inventory, InventoryNode, InventorySite, NodeId,
+    Offer, OsId, OsInfo, ProviderName, Quote, QuoteReply, QuoteToken, Refusal, RefusalKind,
+    Replica, ReplicaRole, ResourceUri, SiteName,
 };
 use rust_decimal::Decimal;
 
@@ -206,7 +206,7 @@ pub const OFFER_EXPIRES: Duration = Duration::from_secs(2_000_000_000);
 pub struct FakeProvider {
     cloud: Arc<FakeCloud>,
     config: FakeConfig,
-    roles: Mutex<Vec<Role>>,
+    roles: Mutex<Vec<ReplicaRole>>,
 }
 
 impl FakeProvider {
@@ -230,7 +230,7 @@ impl FakeProvider {
     }
 
     /// Every role the zone has given this replica, in order.
-    pub fn roles(&self) -> Vec<Role> {
+    pub fn roles(&self) -> Vec<ReplicaRole> {
         self.roles
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -470,7 +470,7 @@ impl Provider for FakeProvider {
                 node_id: i.node_id.clone(),
                 site: i.site.clone(),
                 instance_ref: i.instance_ref.clone(),
-                state: NodeState::Running,
+                state: InstanceState::Running,
             })
             .collect();
         let sites: BTreeSet<SiteName> = state
@@ -493,7 +493,7 @@ impl Provider for FakeProvider {
         })
     }
 
-    fn on_role(&self, role: Role) {
+    fn on_role(&self, role: ReplicaRole) {
         self.roles
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

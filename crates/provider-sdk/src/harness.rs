@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use orc_proto::{
     Catalog, ConvertError, Deploy, DeployProgress, DeployResult, Destroy, DestroyResult, Hello,
-    Inventory, NodeId, ProviderBody, ProviderMessage, Quote, QuoteReply, RequestId, Role, ZoneBody,
-    ZoneMessage, pb,
+    Inventory, NodeId, ProviderBody, ProviderMessage, Quote, QuoteReply, ReplicaRole, RequestId,
+    ZoneBody, ZoneMessage, pb,
 };
 use pb::provider_hub_server::{ProviderHub, ProviderHubServer};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -387,12 +387,12 @@ impl ZoneConn {
     }
 
     /// Sends `Welcome` with `role`.
-    pub async fn welcome(&self, role: Role) -> Result<(), HarnessError> {
+    pub async fn welcome(&self, role: ReplicaRole) -> Result<(), HarnessError> {
         self.send(ZoneBody::Welcome { role }).await
     }
 
     /// Sends `RoleChange` with `role`.
-    pub async fn change_role(&self, role: Role) -> Result<(), HarnessError> {
+    pub async fn change_role(&self, role: ReplicaRole) -> Result<(), HarnessError> {
         self.send(ZoneBody::RoleChange { role }).await
     }
 

@@ -33,7 +33,7 @@ pub mod token;
 pub mod transport;
 
 pub use provider::{HelloInfo, ProgressSink, Provider};
-pub use role::{ReplicaRole, RoleGate};
+pub use role::RoleGate;
 pub use runner::{ProviderRunner, RunnerError, RunnerOptions, RunnerStatus, run_provider};
 pub use transport::{
     ConnectError, Connector, GrpcConnector, InvalidCredentials, InvalidEndpoint, ZoneCredentials,

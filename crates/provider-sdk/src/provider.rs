@@ -9,7 +9,7 @@ use std::future::Future;
 
 use orc_proto::{
     Catalog, Deploy, DeployProgress, DeployResult, DestroyResult, Inventory, NodeId, ProviderBody,
-    ProviderName, Quote, QuoteReply, Replica, RequestId, ResourceUri, Role, pb,
+    ProviderName, Quote, QuoteReply, Replica, ReplicaRole, RequestId, ResourceUri, pb,
 };
 use tokio::sync::mpsc;
 
@@ -57,7 +57,7 @@ pub trait Provider: Send + Sync + 'static {
 
     /// The zone made this replica serving or standby. Called on welcome and on every role
     /// change, before any work of the new role arrives.
-    fn on_role(&self, role: Role) {
+    fn on_role(&self, role: ReplicaRole) {
         let _ = role;
     }
 }

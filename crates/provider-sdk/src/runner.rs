@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use orc_proto::{
     DeployResult, DestroyResult, NodeId, PROTOCOL_VERSION, ProviderBody, ProviderMessage,
-    RequestId, Role, pb,
+    ReplicaRole, RequestId, pb,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -97,7 +97,7 @@ pub struct RunnerStatus {
     /// A stream to the zone is open.
     pub connected: bool,
     /// The role of the last welcome or role change; kept while reconnecting.
-    pub role: Option<Role>,
+    pub role: Option<ReplicaRole>,
     /// Streams opened since start.
     pub streams_opened: u64,
     /// Connections tried since start, whether or not they opened a stream.

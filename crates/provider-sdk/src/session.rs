@@ -15,8 +15,8 @@
 use std::time::Duration;
 
 use orc_proto::{
-    ConvertError, Deploy, NodeId, ProviderBody, Quote, QuoteReply, Refusal, RefusalKind, RequestId,
-    Role, ZoneBody, ZoneMessage, pb,
+    ConvertError, Deploy, NodeId, ProviderBody, Quote, QuoteReply, Refusal, RefusalKind,
+    ReplicaRole, RequestId, ZoneBody, ZoneMessage, pb,
 };
 
 /// What the runner does about one message from the zone.
@@ -24,7 +24,7 @@ use orc_proto::{
 pub(crate) enum Step {
     /// Take on `role`, and run inventory passes every `inventory` from now (`None`: none).
     AdoptRole {
-        role: Role,
+        role: ReplicaRole,
         inventory: Option<Duration>,
     },
     Quote {
@@ -75,7 +75,7 @@ fn rejection(message: &pb::ZoneMessage) -> Option<ProviderBody> {
 #[derive(Debug, Clone)]
 pub(crate) struct SessionState {
     inventory_interval: Option<Duration>,
-    role: Option<Role>,
+    role: Option<ReplicaRole>,
 }
 
 impl SessionState {
@@ -112,8 +112,8 @@ impl SessionState {
             ZoneBody::Welcome { role } | ZoneBody::RoleChange { role } => {
                 self.role = Some(role);
                 let inventory = match role {
-                    Role::Serving => self.inventory_interval,
-                    Role::Standby => None,
+                    ReplicaRole::Serving => self.inventory_interval,
+                    ReplicaRole::Standby => None,
                 };
                 Step::AdoptRole { role, inventory }
             }
@@ -150,13 +150,13 @@ mod tests {
         let step = state.on_zone_message(wire(
             0,
             ZoneBody::Welcome {
-                role: Role::Standby,
+                role: ReplicaRole::Standby,
             },
         ));
         assert_eq!(
             step,
             Step::AdoptRole {
-                role: Role::Standby,
+                role: ReplicaRole::Standby,
                 inventory: None
             }
         );
@@ -164,13 +164,13 @@ mod tests {
         let step = state.on_zone_message(wire(
             0,
             ZoneBody::RoleChange {
-                role: Role::Serving,
+                role: ReplicaRole::Serving,
             },
         ));
         assert_eq!(
             step,
             Step::AdoptRole {
-                role: Role::Serving,
+                role: ReplicaRole::Serving,
                 inventory: Some(MINUTE)
             }
         );
@@ -178,13 +178,13 @@ mod tests {
         let step = without.on_zone_message(wire(
             0,
             ZoneBody::Welcome {
-                role: Role::Serving,
+                role: ReplicaRole::Serving,
             },
         ));
         assert_eq!(
             step,
             Step::AdoptRole {
-                role: Role::Serving,
+                role: ReplicaRole::Serving,
                 inventory: None
             }
         );

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use orc_common::Backoff;
-use orc_proto::Role;
+use orc_proto::ReplicaRole;
 use orc_provider_sdk::fake::{FakeCloud, FakeProvider};
 use orc_provider_sdk::harness::ZoneHarness;
 use orc_provider_sdk::{ProviderRunner, RunnerOptions, RunnerStatus};
@@ -65,13 +65,16 @@ async fn the_runner_waits_for_a_zone_that_starts_later() {
     assert!(!status.borrow().connected);
     let harness = harness_on(address).await;
     let conn = timeout(STEP, harness.accept()).await.unwrap().unwrap();
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
     assert_eq!(conn.hello().provider.as_str(), "fake");
     let mut status = status.clone();
-    timeout(STEP, status.wait_for(|s| s.role == Some(Role::Serving)))
-        .await
-        .unwrap()
-        .unwrap();
+    timeout(
+        STEP,
+        status.wait_for(|s| s.role == Some(ReplicaRole::Serving)),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert!(status.borrow().connected);
     task.abort();
 }
@@ -87,18 +90,21 @@ async fn the_runner_reconnects_to_a_restarted_zone() {
         .unwrap();
     let (status, task) = start(address);
     let conn = timeout(STEP, harness.accept()).await.unwrap().unwrap();
-    conn.welcome(Role::Standby).await.unwrap();
+    conn.welcome(ReplicaRole::Standby).await.unwrap();
     drop(conn);
     drop(harness);
 
     let restarted = harness_on(address).await;
     let conn = timeout(STEP, restarted.accept()).await.unwrap().unwrap();
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
     let mut status = status.clone();
-    timeout(STEP, status.wait_for(|s| s.role == Some(Role::Serving)))
-        .await
-        .unwrap()
-        .unwrap();
+    timeout(
+        STEP,
+        status.wait_for(|s| s.role == Some(ReplicaRole::Serving)),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(status.borrow().streams_opened, 2);
     task.abort();
 }
@@ -130,8 +136,8 @@ async fn a_standby_replica_takes_over_and_finds_the_serving_replicas_work() {
     let b = timeout(STEP, harness.accept()).await.unwrap().unwrap();
     assert_eq!(a.hello().resource_uri, b.hello().resource_uri);
     assert_eq!((a.hello().replica.slot, b.hello().replica.slot), (0, 1));
-    a.welcome(Role::Serving).await.unwrap();
-    b.welcome(Role::Standby).await.unwrap();
+    a.welcome(ReplicaRole::Serving).await.unwrap();
+    b.welcome(ReplicaRole::Standby).await.unwrap();
 
     let quote = orc_proto::Quote {
         pool: orc_proto::PoolPath::new("acme/web/app").unwrap(),
@@ -166,10 +172,13 @@ async fn a_standby_replica_takes_over_and_finds_the_serving_replicas_work() {
     // as it would for an answer it never received.
     first_task.abort();
     a.drop_stream().await;
-    b.change_role(Role::Serving).await.unwrap();
+    b.change_role(ReplicaRole::Serving).await.unwrap();
     assert_eq!(b.deploy(deploy).await.unwrap().result, done);
     assert_eq!(cloud.creates(), 1);
-    assert_eq!(first.roles(), vec![Role::Serving]);
-    assert_eq!(second.roles(), vec![Role::Standby, Role::Serving]);
+    assert_eq!(first.roles(), vec![ReplicaRole::Serving]);
+    assert_eq!(
+        second.roles(),
+        vec![ReplicaRole::Standby, ReplicaRole::Serving]
+    );
     second_task.abort();
 }

@@ -9,7 +9,7 @@ use orc_common::Backoff;
 use orc_common::Shape;
 use orc_proto::{
     Bootstrap, ClassId, Deploy, DeployResult, NodeId, OsId, PoolPath, ProviderBody, Purpose, Quote,
-    QuoteReply, Refusal, RefusalKind, Role, ZoneBody,
+    QuoteReply, Refusal, RefusalKind, ReplicaRole, ZoneBody,
 };
 use orc_provider_sdk::fake::{DeployFault, FakeCloud, FakeProvider};
 use orc_provider_sdk::harness::{InMemoryConnector, ZoneConn, ZoneHarness, deploy_outcome};
@@ -125,7 +125,7 @@ async fn reconnects_with_capped_jittered_backoff_and_resets_after_welcome() {
     assert_eq!(conn.hello().protocol_version, orc_proto::PROTOCOL_VERSION);
 
     // A welcomed stream resets the backoff: the next attempt comes within the first delay.
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
     sleep(Duration::from_secs(1)).await;
     let dropped_at = Instant::now();
     conn.drop_stream().await;
@@ -144,7 +144,7 @@ async fn a_silent_zone_counts_as_a_dropped_stream() {
     let harness = harness.echo_keepalives(false);
     let running = start(connector.clone(), FakeCloud::new(), options());
     let conn = harness.accept().await.unwrap();
-    conn.welcome(Role::Standby).await.unwrap();
+    conn.welcome(ReplicaRole::Standby).await.unwrap();
     let welcomed_at = Instant::now();
     let second = harness.accept().await.unwrap();
     let silent_for = connector.attempts()[1] - welcomed_at;
@@ -160,7 +160,7 @@ async fn a_silent_zone_counts_as_a_dropped_stream() {
         conn.keepalives_received()
     );
     conn.closed().await;
-    assert_eq!(running.provider.roles(), vec![Role::Standby]);
+    assert_eq!(running.provider.roles(), vec![ReplicaRole::Standby]);
     drop(second);
     running.stop().await;
 }
@@ -170,7 +170,7 @@ async fn keepalives_hold_a_quiet_stream_open() {
     let (harness, connector) = ZoneHarness::in_memory();
     let running = start(connector.clone(), FakeCloud::new(), options());
     let conn = harness.accept().await.unwrap();
-    conn.welcome(Role::Standby).await.unwrap();
+    conn.welcome(ReplicaRole::Standby).await.unwrap();
     sleep(Duration::from_secs(300)).await;
     assert_eq!(connector.attempts().len(), 1);
     assert!(running.status.borrow().connected);
@@ -189,7 +189,7 @@ async fn concurrent_requests_are_answered_by_request_id() {
     cloud.set_deploy_delay(Duration::from_secs(5));
     let running = start(connector, Arc::clone(&cloud), options());
     let conn = harness.accept().await.unwrap();
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
 
     let slow = conn
         .request(ZoneBody::Deploy(deploy_request(&conn, "slow").await))
@@ -239,13 +239,13 @@ async fn standby_sends_no_inventory_until_made_serving() {
     let (harness, connector) = ZoneHarness::in_memory();
     let running = start(connector, FakeCloud::new(), options());
     let conn = harness.accept().await.unwrap();
-    conn.welcome(Role::Standby).await.unwrap();
+    conn.welcome(ReplicaRole::Standby).await.unwrap();
     assert!(
         timeout(Duration::from_secs(600), conn.next_inventory())
             .await
             .is_err()
     );
-    conn.change_role(Role::Serving).await.unwrap();
+    conn.change_role(ReplicaRole::Serving).await.unwrap();
     let inventory = timeout(Duration::from_secs(1), conn.next_inventory())
         .await
         .unwrap();
@@ -257,8 +257,11 @@ async fn standby_sends_no_inventory_until_made_serving() {
         .unwrap()
         .unwrap();
     assert_eq!(Instant::now() - before, Duration::from_secs(60));
-    assert_eq!(running.provider.roles(), vec![Role::Standby, Role::Serving]);
-    assert_eq!(running.status.borrow().role, Some(Role::Serving));
+    assert_eq!(
+        running.provider.roles(),
+        vec![ReplicaRole::Standby, ReplicaRole::Serving]
+    );
+    assert_eq!(running.status.borrow().role, Some(ReplicaRole::Serving));
     running.stop().await;
 }
 
@@ -269,7 +272,7 @@ async fn an_unreadable_inventory_is_not_sent() {
     cloud.set_inventory_unreadable(true);
     let running = start(connector, Arc::clone(&cloud), options());
     let conn = harness.accept().await.unwrap();
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
     assert!(
         timeout(Duration::from_secs(150), conn.next_inventory())
             .await
@@ -290,7 +293,7 @@ async fn a_deploy_resent_after_reconnect_joins_the_running_one() {
     cloud.set_deploy_delay(Duration::from_secs(10));
     let running = start(connector, Arc::clone(&cloud), options());
     let conn = harness.accept().await.unwrap();
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
     let deploy = deploy_request(&conn, "n1").await;
     let mut in_flight = conn
         .request(ZoneBody::Deploy(deploy.clone()))
@@ -305,7 +308,7 @@ async fn a_deploy_resent_after_reconnect_joins_the_running_one() {
     assert!(in_flight.finish().await.is_err());
 
     let conn = harness.accept().await.unwrap();
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
     let outcome = conn.deploy(deploy.clone()).await.unwrap();
     let DeployResult::Deployed(done) = outcome.result else {
         panic!("deploy refused: {:?}", outcome.result);
@@ -328,7 +331,7 @@ async fn a_failure_after_create_is_healed_by_the_next_deploy() {
     cloud.push_deploy_fault(DeployFault::FailAfterCreate(transient.clone()));
     let running = start(connector, Arc::clone(&cloud), options());
     let conn = harness.accept().await.unwrap();
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
     let deploy = deploy_request(&conn, "n1").await;
     assert_eq!(
         conn.deploy(deploy.clone()).await.unwrap().result,
@@ -352,7 +355,7 @@ async fn the_catalog_is_sent_again_on_its_interval() {
     };
     let running = start(connector, Arc::clone(&cloud), opts);
     let conn = harness.accept().await.unwrap();
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
     assert!(
         conn.catalog()
             .availability
@@ -385,7 +388,7 @@ async fn every_refusal_kind_reaches_the_zone_unchanged() {
     let cloud = FakeCloud::new();
     let running = start(connector, Arc::clone(&cloud), options());
     let conn = harness.accept().await.unwrap();
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
     for kind in RefusalKind::ALL {
         let refusal = Refusal::new(kind, format!("Words for {kind}."));
         let id = format!("refused-{kind}");
@@ -442,7 +445,7 @@ async fn an_unreadable_quote_is_refused_not_left_waiting() {
     let (harness, connector) = ZoneHarness::in_memory();
     let running = start(connector, FakeCloud::new(), options());
     let conn = harness.accept().await.unwrap();
-    conn.welcome(Role::Serving).await.unwrap();
+    conn.welcome(ReplicaRole::Serving).await.unwrap();
     let mut wire = orc_proto::pb::Quote::from(quote("n1"));
     wire.shape = None;
     let pending = conn

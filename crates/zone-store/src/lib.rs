@@ -61,7 +61,7 @@ use error::OperationExt;
 pub use error::{Kind, StoreError};
 pub use joins::NewJoinToken;
 pub use mesh::{
-    MemberKind, MeshMember, MeshNode, MeshPoolAddress, MeshProject, MeshSite, NewMeshMember,
+    MeshMember, MeshMemberKind, MeshNode, MeshPoolAddress, MeshProject, MeshSite, NewMeshMember,
 };
 pub use nodes::{BatchOutcome, StatusWrite};
 pub use pools::PoolChange;

@@ -24,16 +24,16 @@ use orc_zone_model::{
 
 /// What a mesh member is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum MemberKind {
+pub enum MeshMemberKind {
     Node,
     Workstation,
 }
 
-impl MemberKind {
+impl MeshMemberKind {
     fn as_str(self) -> &'static str {
         match self {
-            MemberKind::Node => "node",
-            MemberKind::Workstation => "workstation",
+            MeshMemberKind::Node => "node",
+            MeshMemberKind::Workstation => "workstation",
         }
     }
 }
@@ -43,7 +43,7 @@ impl MemberKind {
 pub struct MeshMember {
     /// The node id, or the workstation's id.
     pub id: String,
-    pub kind: MemberKind,
+    pub kind: MeshMemberKind,
     pub project_id: ProjectId,
     /// The node's or workstation's name.
     pub name: String,
@@ -104,7 +104,7 @@ pub struct MeshPoolAddress {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewMeshMember {
     pub id: String,
-    pub kind: MemberKind,
+    pub kind: MeshMemberKind,
     pub project_id: ProjectId,
     pub name: String,
     pub public_key: Option<String>,
@@ -119,8 +119,8 @@ fn corrupt(column: &str, reason: impl std::fmt::Display) -> StoreError {
 
 fn member_from(row: &AnyRow) -> StoreResult<MeshMember> {
     let kind = match text(row, "mesh_members.kind")?.as_str() {
-        "node" => MemberKind::Node,
-        "workstation" => MemberKind::Workstation,
+        "node" => MeshMemberKind::Node,
+        "workstation" => MeshMemberKind::Workstation,
         other => {
             return Err(corrupt(
                 "mesh_members.kind",

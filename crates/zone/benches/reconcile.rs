@@ -283,7 +283,7 @@ async fn failover_once(store: &Store, token: &str) -> Duration {
     wait_until(|| {
         hub.replicas()
             .iter()
-            .any(|r| r.role == orc_proto::Role::Serving)
+            .any(|r| r.role == orc_proto::ReplicaRole::Serving)
     })
     .await;
     let second = replica(&cloud, &endpoint, token, 1);

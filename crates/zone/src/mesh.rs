@@ -35,8 +35,10 @@ use std::time::Duration;
 
 use ipnet::Ipv4Net;
 use orc_mesh::config::ForwardPort;
-use orc_mesh::{Member, MeshConfig, MeshRange, PoolAddress, Project, Role, Site, SiteRef, World};
-use orc_zone_store::{MemberKind, MeshNode, NewMeshMember};
+use orc_mesh::{
+    Member, MemberKind, MeshConfig, MeshRange, PoolAddress, Project, Site, SiteRef, World,
+};
+use orc_zone_store::{MeshMemberKind, MeshNode, NewMeshMember};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
@@ -267,7 +269,7 @@ async fn pass_over(
         }
         let new = NewMeshMember {
             id: id.clone(),
-            kind: MemberKind::Node,
+            kind: MeshMemberKind::Node,
             project_id: node.project_id.clone(),
             name: node.node_id.to_string(),
             public_key: None,
@@ -282,7 +284,7 @@ async fn pass_over(
     }
     let gone: Vec<String> = members
         .iter()
-        .filter(|m| m.kind == MemberKind::Node && !live.contains(&m.id))
+        .filter(|m| m.kind == MeshMemberKind::Node && !live.contains(&m.id))
         .map(|m| m.id.clone())
         .collect();
     if !gone.is_empty() {
@@ -415,7 +417,7 @@ impl Inputs {
                 world_members.push(Member {
                     id: node.node_id.to_string(),
                     name: node.node_id.to_string(),
-                    role: Role::Gateway,
+                    kind: MemberKind::Gateway,
                     site,
                     underlay,
                     mesh_address: None,
@@ -425,7 +427,7 @@ impl Inputs {
         }
         for member in members {
             match member.kind {
-                MemberKind::Node => {
+                MeshMemberKind::Node => {
                     let Some(node) = by_id.get(member.id.as_str()) else {
                         continue;
                     };
@@ -437,7 +439,7 @@ impl Inputs {
                     world_members.push(Member {
                         id: member.id.clone(),
                         name: member.name.clone(),
-                        role: Role::Node {
+                        kind: MemberKind::Node {
                             project: member.project_id.to_string(),
                             pool: pool_path(node),
                         },
@@ -447,10 +449,10 @@ impl Inputs {
                         key: key_of(node),
                     });
                 }
-                MemberKind::Workstation => world_members.push(Member {
+                MeshMemberKind::Workstation => world_members.push(Member {
                     id: member.id.clone(),
                     name: member.name.clone(),
-                    role: Role::Workstation {
+                    kind: MemberKind::Workstation {
                         project: member.project_id.to_string(),
                     },
                     site: None,

@@ -9,12 +9,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use orc_common::ReplicaRole;
 use orc_partner::admin::{InventorySeen, PageRole, PageState, ReplicaFacts};
 use orc_partner::catalog::Catalogs;
 use orc_partner::ids::{Cloud, Timestamp};
 use orc_partner::params::Config;
 use orc_partner::state::QuoteState;
-use orc_provider_sdk::ReplicaRole;
 
 use crate::naming;
 use crate::provider::{PartnerProvider, Shared};
@@ -115,9 +115,9 @@ impl AdminView {
     /// The replica's role.
     pub fn role(&self) -> PageRole {
         match self.shared.role.current() {
-            ReplicaRole::Serving => PageRole::Serving,
-            ReplicaRole::StandingBy => PageRole::StandingBy,
-            ReplicaRole::Unset => PageRole::Waiting,
+            Some(ReplicaRole::Serving) => PageRole::Serving,
+            Some(ReplicaRole::Standby) => PageRole::StandingBy,
+            None => PageRole::Waiting,
         }
     }
 

@@ -31,7 +31,7 @@ use orc_common::{Architecture, FaultClass};
 use orc_partner::catalog::{CatalogSnapshot, Image, LastAnswer, Plan, PlanPrice};
 use orc_partner::ids::{Cloud, ImageId, LocationId, PlanId, Timestamp};
 use orc_partner::secret::Secret;
-use orc_proto::NodeState;
+use orc_proto::InstanceState;
 use rust_decimal::Decimal;
 
 use super::{
@@ -130,16 +130,16 @@ pub fn resource_marks_of(labels: &BTreeMap<String, String>) -> Option<ResourceMa
 }
 
 /// A server's state in protocol terms.
-fn state(status: hetzner::ServerStatus) -> NodeState {
+fn state(status: hetzner::ServerStatus) -> InstanceState {
     match status {
-        hetzner::ServerStatus::Running => NodeState::Running,
+        hetzner::ServerStatus::Running => InstanceState::Running,
         hetzner::ServerStatus::Initializing
         | hetzner::ServerStatus::Starting
         | hetzner::ServerStatus::Migrating
         | hetzner::ServerStatus::Rebuilding
-        | hetzner::ServerStatus::Unknown => NodeState::Provisioning,
-        hetzner::ServerStatus::Stopping | hetzner::ServerStatus::Off => NodeState::Stopped,
-        hetzner::ServerStatus::Deleting => NodeState::Deleting,
+        | hetzner::ServerStatus::Unknown => InstanceState::Provisioning,
+        hetzner::ServerStatus::Stopping | hetzner::ServerStatus::Off => InstanceState::Stopped,
+        hetzner::ServerStatus::Deleting => InstanceState::Deleting,
     }
 }
 

@@ -31,7 +31,7 @@ use orc_partner::catalog::{CatalogSnapshot, Image, LastAnswer, Plan, PlanPrice};
 use orc_partner::ids::{Cloud, ImageId, LocationId, PlanId, Timestamp};
 use orc_partner::secret::Secret;
 use orc_partner::seed::VULTR_BLOCK_STORAGE_USD_PER_GIB_MONTH;
-use orc_proto::NodeState;
+use orc_proto::InstanceState;
 use rust_decimal::Decimal;
 
 use super::{
@@ -114,13 +114,13 @@ pub fn resource_marks_of(text: &str) -> Option<ResourceMarks> {
 }
 
 /// An instance's state in protocol terms.
-fn state(status: InstanceStatus, power: PowerStatus) -> NodeState {
+fn state(status: InstanceStatus, power: PowerStatus) -> InstanceState {
     match (status, power) {
-        (InstanceStatus::Active, PowerStatus::Running) => NodeState::Running,
+        (InstanceStatus::Active, PowerStatus::Running) => InstanceState::Running,
         (InstanceStatus::Active, PowerStatus::Stopped)
         | (InstanceStatus::Suspended, PowerStatus::Running)
         | (InstanceStatus::Suspended, PowerStatus::Stopped)
-        | (InstanceStatus::Suspended, PowerStatus::Unknown) => NodeState::Stopped,
+        | (InstanceStatus::Suspended, PowerStatus::Unknown) => InstanceState::Stopped,
         (InstanceStatus::Active, PowerStatus::Unknown)
         | (InstanceStatus::Pending, PowerStatus::Running)
         | (InstanceStatus::Pending, PowerStatus::Stopped)
@@ -130,7 +130,7 @@ fn state(status: InstanceStatus, power: PowerStatus) -> NodeState {
         | (InstanceStatus::Resizing, PowerStatus::Unknown)
         | (InstanceStatus::Unknown, PowerStatus::Running)
         | (InstanceStatus::Unknown, PowerStatus::Stopped)
-        | (InstanceStatus::Unknown, PowerStatus::Unknown) => NodeState::Provisioning,
+        | (InstanceStatus::Unknown, PowerStatus::Unknown) => InstanceState::Provisioning,
     }
 }
 

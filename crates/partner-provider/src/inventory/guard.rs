@@ -196,7 +196,7 @@ mod tests {
     use std::net::Ipv4Addr;
 
     use orc_partner::params::{MapSource, load_config};
-    use orc_proto::NodeState;
+    use orc_proto::InstanceState;
 
     use super::*;
     use crate::instances::Owned;
@@ -239,7 +239,7 @@ mod tests {
                 instance_ref: format!("{cloud}:{site}-{location}"),
                 addresses: vec![],
                 private: None,
-                state: NodeState::Running,
+                state: InstanceState::Running,
             },
             location: location.to_string(),
         }

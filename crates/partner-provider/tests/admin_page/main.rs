@@ -14,9 +14,9 @@ use std::time::Duration;
 use base64::Engine as _;
 use orc_access::testing::{headers, hostile_requests};
 use orc_access::{Assertion, SigningKey};
+use orc_common::ReplicaRole;
 use orc_partner::params::load_config;
 use orc_partner_provider::testing::WorldSize;
-use orc_provider_sdk::ReplicaRole;
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use support::*;
@@ -86,7 +86,7 @@ async fn every_view_of_a_serving_replica_matches_its_golden_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_shows_the_banner_and_only_what_needs_no_cloud_account() {
     let page = Page::start(Setup {
-        role: ReplicaRole::StandingBy,
+        role: Some(ReplicaRole::Standby),
         ..Setup::default()
     })
     .await;
@@ -387,7 +387,7 @@ async fn page_requests_change_nothing_and_call_no_cloud() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_overview_goes_live_with_server_sent_events() {
     let page = Page::start(Setup {
-        role: ReplicaRole::StandingBy,
+        role: Some(ReplicaRole::Standby),
         size: WorldSize {
             sites: 2,
             nodes: 2,

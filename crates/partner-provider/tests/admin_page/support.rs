@@ -10,12 +10,12 @@ use axum::Router;
 use axum::routing::get;
 use orc_access::{Assertion, JWKS_PATH, KeyRing, SigningKey};
 use orc_common::ManualClock;
+use orc_common::ReplicaRole;
 use orc_partner::ids::Timestamp;
 use orc_partner::params::{Config, MapSource, load_config};
 use orc_partner_provider::admin::{Gate, server};
 use orc_partner_provider::testing::{TestState, WorldSize, seed_catalogs, world};
 use orc_partner_provider::{PartnerOptions, PartnerProvider, ReplicaInfo};
-use orc_provider_sdk::ReplicaRole;
 use orc_tls::{PinnedCa, ZoneCa};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
@@ -30,7 +30,7 @@ pub const START: i64 = 1_800_000_000;
 #[derive(Debug, Clone, Copy)]
 pub struct Setup {
     pub access_keys: bool,
-    pub role: ReplicaRole,
+    pub role: Option<ReplicaRole>,
     pub retire_vultr: bool,
     pub size: WorldSize,
 }
@@ -39,7 +39,7 @@ impl Default for Setup {
     fn default() -> Self {
         Setup {
             access_keys: true,
-            role: ReplicaRole::Serving,
+            role: Some(ReplicaRole::Serving),
             retire_vultr: false,
             size: WorldSize {
                 sites: 5,

@@ -27,8 +27,9 @@ use std::time::{Duration, SystemTime};
 
 use orc_common::{Money, Whereabouts};
 use orc_proto::{
-    Catalog, Deploy, DeployResult, Deployed, DestroyResult, InstanceRef, Inventory, InventoryNode,
-    InventorySite, NodeId, NodeState, Quote, QuoteReply, Refusal, RefusalKind, Role, SiteName,
+    Catalog, Deploy, DeployResult, Deployed, DestroyResult, InstanceRef, InstanceState, Inventory,
+    InventoryNode, InventorySite, NodeId, Quote, QuoteReply, Refusal, RefusalKind, ReplicaRole,
+    SiteName,
 };
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -314,10 +315,10 @@ pub fn inventory_of(machines: &[Machine]) -> Inventory {
             site,
             instance_ref,
             state: match machine.state {
-                MachineState::Provisioning => NodeState::Provisioning,
-                MachineState::Running => NodeState::Running,
-                MachineState::Stopped => NodeState::Stopped,
-                MachineState::Deleting => NodeState::Deleting,
+                MachineState::Provisioning => InstanceState::Provisioning,
+                MachineState::Running => InstanceState::Running,
+                MachineState::Stopped => InstanceState::Stopped,
+                MachineState::Deleting => InstanceState::Deleting,
             },
         });
     }
@@ -413,10 +414,10 @@ impl<M: MachineProvider> Provider for MachineAdapter<M> {
         self.report_inventory().await
     }
 
-    fn on_role(&self, role: Role) {
+    fn on_role(&self, role: ReplicaRole) {
         match role {
-            Role::Serving => self.become_serving(),
-            Role::Standby => self.stand_by(),
+            ReplicaRole::Serving => self.become_serving(),
+            ReplicaRole::Standby => self.stand_by(),
         }
     }
 }
@@ -718,7 +719,7 @@ mod tests {
     async fn a_standby_replica_reads_nothing_and_a_failed_first_read_is_transient() {
         let memory = memory();
         let adapter = adapter(&memory);
-        adapter.on_role(Role::Standby);
+        adapter.on_role(ReplicaRole::Standby);
         let catalog = adapter.catalog().await;
         assert_eq!(catalog.classes.len(), 2);
         assert!(catalog.availability.classes.iter().all(|c| !c.can_place));

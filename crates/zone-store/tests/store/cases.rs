@@ -2106,7 +2106,7 @@ pub async fn node_agents_join_report_and_renew(db: &TestDb) {
 }
 
 pub async fn mesh_addresses_are_unique_and_quarantined_before_reuse(db: &TestDb) {
-    use orc_zone_store::{MemberKind, NewMeshMember};
+    use orc_zone_store::{MeshMemberKind, NewMeshMember};
     let store = db.store().await;
     let (web, _) = tenant(&store).await;
     let api = store
@@ -2116,7 +2116,7 @@ pub async fn mesh_addresses_are_unique_and_quarantined_before_reuse(db: &TestDb)
     let range = orc_mesh::MeshRange::parse("10.88.0.0/16", 30).unwrap();
     let member = |id: &str, project: &Project| NewMeshMember {
         id: id.to_string(),
-        kind: MemberKind::Node,
+        kind: MeshMemberKind::Node,
         project_id: project.id.clone(),
         name: id.to_string(),
         public_key: None,
@@ -2185,7 +2185,7 @@ pub async fn mesh_addresses_are_unique_and_quarantined_before_reuse(db: &TestDb)
         .ensure_mesh_member(
             &NewMeshMember {
                 id: "ws-ann".to_string(),
-                kind: MemberKind::Workstation,
+                kind: MeshMemberKind::Workstation,
                 project_id: spare.id.clone(),
                 name: "ann-laptop".to_string(),
                 public_key: None,
@@ -2712,7 +2712,7 @@ pub async fn a_sole_principal_serves_its_first_provider_only(db: &TestDb) {
 }
 
 pub async fn mesh_projects_carry_their_org_and_project_names(db: &TestDb) {
-    use orc_zone_store::{MemberKind, NewMeshMember};
+    use orc_zone_store::{MeshMemberKind, NewMeshMember};
     let store = db.store().await;
     let (web, _) = tenant(&store).await;
     let range = orc_mesh::MeshRange::parse("10.88.0.0/16", 24).unwrap();
@@ -2720,7 +2720,7 @@ pub async fn mesh_projects_carry_their_org_and_project_names(db: &TestDb) {
         .ensure_mesh_member(
             &NewMeshMember {
                 id: "n-1".to_string(),
-                kind: MemberKind::Node,
+                kind: MeshMemberKind::Node,
                 project_id: web.id.clone(),
                 name: "n-1".to_string(),
                 public_key: None,

@@ -16,7 +16,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use orc_mesh::config::MESH_INTERFACE;
-use orc_zone_store::{MemberKind, MeshMember, NewMeshMember};
+use orc_zone_store::{MeshMember, MeshMemberKind, NewMeshMember};
 
 use super::ApiState;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
@@ -127,7 +127,7 @@ pub(super) async fn mesh_status(
         }
     }
     let mut seen: BTreeMap<String, NodeMesh> = BTreeMap::new();
-    for member in members.iter().filter(|m| m.kind == MemberKind::Node) {
+    for member in members.iter().filter(|m| m.kind == MeshMemberKind::Node) {
         let Ok(id) = member.id.parse::<NodeId>() else {
             continue;
         };
@@ -164,7 +164,7 @@ pub(super) async fn mesh_status(
     let mut views = Vec::new();
     for member in &members {
         let view = match member.kind {
-            MemberKind::Node => {
+            MeshMemberKind::Node => {
                 let node = nodes.get(&member.id);
                 let agent = rows.get(&member.id);
                 let mesh = seen.get(&member.id);
@@ -205,7 +205,7 @@ pub(super) async fn mesh_status(
                     reported_at: report.map(|r| r.received.millis()),
                 }
             }
-            MemberKind::Workstation => {
+            MeshMemberKind::Workstation => {
                 let key: Option<orc_mesh::PublicKey> =
                     member.public_key.as_deref().and_then(|k| k.parse().ok());
                 let peers = key.map_or(0, |key| {
@@ -266,7 +266,7 @@ pub(super) async fn list_workstations(
     let mut views: Vec<WorkstationView> = project_members(&state, &project_row)
         .await?
         .iter()
-        .filter(|m| m.kind == MemberKind::Workstation)
+        .filter(|m| m.kind == MeshMemberKind::Workstation)
         .map(workstation_view)
         .collect();
     views.sort_by(|a, b| a.name.cmp(&b.name));
@@ -301,7 +301,7 @@ pub(super) async fn connect_workstation(
     let members = project_members(&state, &project_row).await?;
     if members
         .iter()
-        .any(|m| m.kind == MemberKind::Workstation && m.name == name.as_str())
+        .any(|m| m.kind == MeshMemberKind::Workstation && m.name == name.as_str())
     {
         return Err(ApiError::new(
             ErrorCode::Conflict,
@@ -324,7 +324,7 @@ pub(super) async fn connect_workstation(
     }
     let new = NewMeshMember {
         id: workstation_id(&project_row, name.as_str()),
-        kind: MemberKind::Workstation,
+        kind: MeshMemberKind::Workstation,
         project_id: project_row.id.clone(),
         name: name.to_string(),
         public_key: Some(key.to_string()),
@@ -406,7 +406,7 @@ pub(super) async fn disconnect_workstation(
     let member = project_members(&state, &project_row)
         .await?
         .into_iter()
-        .find(|m| m.kind == MemberKind::Workstation && m.name == name)
+        .find(|m| m.kind == MeshMemberKind::Workstation && m.name == name)
         .ok_or_else(|| {
             ApiError::not_found(
                 "name",

@@ -36,7 +36,7 @@ use std::time::Duration;
 use orc_proto::pb::provider_hub_server::ProviderHubServer;
 use orc_proto::{
     Catalog, Deploy, DeployResult, DestroyResult, Hello, NodeId, ProviderBody, Quote, QuoteReply,
-    RequestId, Role, ZoneBody, ZoneMessage, pb,
+    ReplicaRole, RequestId, ZoneBody, ZoneMessage, pb,
 };
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -117,7 +117,7 @@ pub struct ReplicaStatus {
     pub slot: u32,
     /// The provider's software version.
     pub version: String,
-    pub role: Role,
+    pub role: ReplicaRole,
     pub connected_since: Timestamp,
 }
 
@@ -139,7 +139,7 @@ struct Attached {
     principal: String,
     hello: Hello,
     since: Timestamp,
-    role: Role,
+    role: ReplicaRole,
     outbound: Outbound,
 }
 
@@ -166,7 +166,9 @@ struct Group {
 
 impl Group {
     fn serving(&self) -> Option<&Attached> {
-        self.replicas.iter().find(|r| r.role == Role::Serving)
+        self.replicas
+            .iter()
+            .find(|r| r.role == ReplicaRole::Serving)
     }
 
     /// Sends every request in flight to the serving replica, which from now on is the only
@@ -303,7 +305,7 @@ impl Hub {
             .values()
             .flat_map(|g| g.replicas.iter())
             .filter(|r| r.principal == principal)
-            .map(|r| (r.hello.replica.pid, r.role == Role::Serving))
+            .map(|r| (r.hello.replica.pid, r.role == ReplicaRole::Serving))
             .collect()
     }
 
@@ -400,7 +402,7 @@ impl Hub {
 
 fn replica_rows(group: &Group) -> Vec<ReplicaStatus> {
     let mut rows: Vec<&Attached> = group.replicas.iter().collect();
-    rows.sort_by_key(|r| (r.role != Role::Serving, r.stream));
+    rows.sort_by_key(|r| (r.role != ReplicaRole::Serving, r.stream));
     rows.into_iter()
         .map(|r| ReplicaStatus {
             provider_id: group.provider.id.clone(),

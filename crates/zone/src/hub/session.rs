@@ -6,7 +6,8 @@ use std::pin::Pin;
 
 use orc_proto::pb::provider_hub_server::ProviderHub;
 use orc_proto::{
-    Hello, ProviderBody, ProviderMessage, RequestId, Role, ZoneBody, check_protocol_version, pb,
+    Hello, ProviderBody, ProviderMessage, ReplicaRole, RequestId, ZoneBody, check_protocol_version,
+    pb,
 };
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -253,7 +254,7 @@ impl Hub {
         hello: Hello,
         stream: u64,
         outbound: Outbound,
-    ) -> Role {
+    ) -> ReplicaRole {
         let now = self.now();
         let mut state = self.state();
         let group = state
@@ -270,9 +271,9 @@ impl Hub {
         group.provider = provider.clone();
         group.config_changed_at = now;
         let role = if group.serving().is_some() {
-            Role::Standby
+            ReplicaRole::Standby
         } else {
-            Role::Serving
+            ReplicaRole::Serving
         };
         send(
             &outbound,
@@ -287,7 +288,7 @@ impl Hub {
             role,
             outbound,
         });
-        if role == Role::Serving {
+        if role == ReplicaRole::Serving {
             group.resend_in_flight();
         }
         role
@@ -304,16 +305,16 @@ impl Hub {
             return;
         };
         let gone = group.replicas.remove(index);
-        if gone.role != Role::Serving {
+        if gone.role != ReplicaRole::Serving {
             return;
         }
         if let Some(next) = group.replicas.first_mut() {
-            next.role = Role::Serving;
+            next.role = ReplicaRole::Serving;
             send(
                 &next.outbound,
                 RequestId::UNSOLICITED,
                 ZoneBody::RoleChange {
-                    role: Role::Serving,
+                    role: ReplicaRole::Serving,
                 },
             );
             tracing::info!(

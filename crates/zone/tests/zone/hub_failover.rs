@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::hub_support::*;
 use orc_common::time::ManualClock;
-use orc_proto::Role;
+use orc_proto::ReplicaRole;
 use orc_provider_sdk::fake::FakeCloud;
 use orc_testkit::{eventually, eventually_some};
 use orc_zone::backend::Backends;
@@ -64,14 +64,14 @@ async fn hub_killing_the_serving_replica_promotes_the_standby_and_resends() {
     let cloud = FakeCloud::new();
     let mut first = Replica::start(&cloud, 0, &server.endpoint(), &t.token);
     eventually("first replica serves", HUB_WAIT, || async {
-        role_is(&server.hub, 0, Role::Serving)
+        role_is(&server.hub, 0, ReplicaRole::Serving)
     })
     .await;
     let second = Replica::start(&cloud, 1, &server.endpoint(), &t.token);
     let provider = registered(&server.hub, &t.store, 2).await;
-    assert!(role_is(&server.hub, 1, Role::Standby));
+    assert!(role_is(&server.hub, 1, ReplicaRole::Standby));
     let rows = server.hub.replicas();
-    assert_eq!(rows[0].role, Role::Serving, "serving listed first");
+    assert_eq!(rows[0].role, ReplicaRole::Serving, "serving listed first");
 
     let pool = create_pool(&t, &provider, "web", 3).await;
     let reconciler = reconciler(
@@ -96,7 +96,7 @@ async fn hub_killing_the_serving_replica_promotes_the_standby_and_resends() {
     .await;
     first.kill();
     eventually("standby promoted", HUB_WAIT, || async {
-        role_is(&server.hub, 1, Role::Serving)
+        role_is(&server.hub, 1, ReplicaRole::Serving)
     })
     .await;
     reconciler.settle().await.unwrap();
@@ -116,7 +116,10 @@ async fn hub_killing_the_serving_replica_promotes_the_standby_and_resends() {
         );
     }
     assert_eq!(cloud.creates(), 3, "nothing created twice");
-    assert_eq!(second.provider.roles(), vec![Role::Standby, Role::Serving]);
+    assert_eq!(
+        second.provider.roles(),
+        vec![ReplicaRole::Standby, ReplicaRole::Serving]
+    );
     assert_eq!(server.hub.replicas().len(), 1);
     server.stop().await;
 }
@@ -288,21 +291,21 @@ async fn hub_silent_serving_stream_is_dropped_and_the_standby_promoted() {
         .await
         .expect("stream accepted");
     eventually("mute replica serves", HUB_WAIT, || async {
-        role_is(&hub, 7, Role::Serving)
+        role_is(&hub, 7, ReplicaRole::Serving)
     })
     .await;
     let cloud = FakeCloud::new();
     let _standby = Replica::start(&cloud, 1, &endpoint, &t.token);
     eventually("standby attached", HUB_WAIT, || async {
-        role_is(&hub, 1, Role::Standby)
+        role_is(&hub, 1, ReplicaRole::Standby)
     })
     .await;
 
     eventually("standby promoted", HUB_WAIT, || async {
-        role_is(&hub, 1, Role::Serving)
+        role_is(&hub, 1, ReplicaRole::Serving)
     })
     .await;
-    assert!(!role_is(&hub, 7, Role::Serving));
+    assert!(!role_is(&hub, 7, ReplicaRole::Serving));
     // The mute replica's stream was ended by the zone after its welcome.
     let mut messages = 0;
     while let Some(Ok(_)) = inbound.next().await {

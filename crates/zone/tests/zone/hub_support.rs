@@ -403,7 +403,7 @@ pub async fn operator_provider(t: &Tenant, provider: &str) -> Provider {
         .expect("provider")
 }
 
-pub fn role_is(hub: &Hub, slot: u32, role: orc_proto::Role) -> bool {
+pub fn role_is(hub: &Hub, slot: u32, role: orc_proto::ReplicaRole) -> bool {
     hub.replicas()
         .iter()
         .any(|r| r.slot == slot && r.role == role)

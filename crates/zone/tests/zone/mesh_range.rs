@@ -3,7 +3,7 @@
 
 use orc_zone::mesh::MeshOptions;
 use orc_zone::model::{Timestamp, sys_project_id};
-use orc_zone::store::{MemberKind, NewMeshMember};
+use orc_zone::store::{MeshMemberKind, NewMeshMember};
 use orc_zone::zone::{Zone, ZoneConfig};
 
 /// The error and every cause, one per line.
@@ -54,7 +54,7 @@ async fn a_mesh_range_that_no_longer_holds_a_project_prefix_is_refused() {
     let zone = Zone::start(ZoneConfig::ephemeral(&dir)).await.unwrap();
     let member = NewMeshMember {
         id: "ws-ann".into(),
-        kind: MemberKind::Workstation,
+        kind: MeshMemberKind::Workstation,
         project_id: sys_project_id(),
         name: "ann".into(),
         public_key: None,

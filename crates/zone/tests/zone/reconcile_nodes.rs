@@ -328,7 +328,7 @@ async fn reconcile_complete_inventory_marks_missing_running_nodes_lost() {
             site: orc_proto::SiteName::new(kept.status.site.clone().unwrap()).unwrap(),
             instance_ref: orc_proto::InstanceRef::new(kept.status.instance_ref.clone().unwrap())
                 .unwrap(),
-            state: orc_proto::NodeState::Running,
+            state: orc_proto::InstanceState::Running,
         }],
         sites: vec![],
         pool_addresses: vec![],
@@ -384,7 +384,7 @@ fn listing(nodes: &[&Node]) -> Inventory {
                     node.status.instance_ref.clone().unwrap(),
                 )
                 .unwrap(),
-                state: orc_proto::NodeState::Running,
+                state: orc_proto::InstanceState::Running,
             })
             .collect(),
         sites: vec![],

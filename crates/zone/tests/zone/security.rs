@@ -325,14 +325,14 @@ async fn only_the_replica_a_request_went_to_can_answer_it() {
     assert!(matches!(
         serving.next().await.body,
         ZoneBody::Welcome {
-            role: orc_proto::Role::Serving
+            role: orc_proto::ReplicaRole::Serving
         }
     ));
     let mut standby = RawReplica::connect(&server.endpoint(), &t.token, 1).await;
     assert!(matches!(
         standby.next().await.body,
         ZoneBody::Welcome {
-            role: orc_proto::Role::Standby
+            role: orc_proto::ReplicaRole::Standby
         }
     ));
     let provider = registered(&server.hub, &t.store, 2).await;
