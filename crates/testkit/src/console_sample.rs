@@ -18,6 +18,7 @@ use orc_zone_api_types::views::{
     ProjectView, ProviderView, QuoteView, ReplicaView, ShapeView, TokenView, UsageLineView,
     UsageView,
 };
+use orc_zone_model::{AgentState, NodeState};
 
 /// 2026-12-06 10:00:00 UTC, the samples' "now".
 pub const NOW_MS: i64 = 1_796_551_200_000;
@@ -212,8 +213,8 @@ pub fn pool(name: &str, size: u32) -> PoolView {
             arch: None,
             disks: vec![100],
         },
-        class: "eu-central".into(),
-        os: "ubuntu-24.04".into(),
+        class: "eu-central".parse().unwrap(),
+        os: "ubuntu-24.04".parse().unwrap(),
         public: true,
         endpoints: Vec::new(),
         app: None,
@@ -246,7 +247,11 @@ pub fn nodes(count: u32) -> Vec<NodeView> {
             NodeView {
                 id: format!("n-{}", 100 + slot),
                 slot,
-                state: if deploying { "deploying" } else { "running" }.into(),
+                state: if deploying {
+                    NodeState::Deploying
+                } else {
+                    NodeState::Running
+                },
                 words: Some("2 vCPU · 4 GiB · eu-central".into()),
                 refusal: None,
                 site: Some("eu-central-a".into()),
@@ -266,7 +271,7 @@ pub fn nodes(count: u32) -> Vec<NodeView> {
                 updated_at: NOW_MS - 60_000,
                 ended_at: None,
                 agent: (!deploying).then(|| AgentView {
-                    state: "ready".into(),
+                    state: AgentState::Ready,
                     connected: true,
                     version: "0.1.0".into(),
                     last_contact: NOW_MS - 5_000,

@@ -1,13 +1,17 @@
 //! The JSON shapes of the API: request bodies (`deny_unknown_fields`, so a misspelt field is
 //! named in a 400) and the views answers are made of. Ids are the store's typed ids as text;
 //! times are UTC milliseconds since the Unix epoch; money is decimal text, never a float.
+//! What the zone has already parsed reaches a client typed (a pool's class and OS, a node's
+//! and an agent's state), so nothing downstream compares strings. A refusal's kind stays text
+//! with a typed reader ([`NodeView::refusal_kind`]): a client built before a new kind reads
+//! it as unknown instead of failing the whole answer.
 
 use std::collections::BTreeMap;
 
-use orc_common::{Money, RefusalKind};
+use orc_common::{ClassId, Money, OsId, RefusalKind};
 use orc_zone_model::{
-    ApiToken, Event, Membership, Node, NodeState, Org, Pool, PricingStrategy, Project, Provider,
-    SshPublicKey, UsageLine, User,
+    AgentState, ApiToken, Event, Membership, Node, NodeState, Org, Pool, PricingStrategy, Project,
+    Provider, SshPublicKey, UsageLine, User,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -385,8 +389,12 @@ pub struct PoolView {
     pub provider_id: String,
     pub size: u32,
     pub shape: ShapeView,
-    pub class: String,
-    pub os: String,
+    /// The region class id (`eu-central`).
+    #[schema(value_type = String)]
+    pub class: ClassId,
+    /// The OS id (`debian-12`).
+    #[schema(value_type = String)]
+    pub os: OsId,
     pub public: bool,
     pub endpoints: Vec<EndpointView>,
     pub app: Option<AppView>,
@@ -526,7 +534,8 @@ pub struct NodeView {
     pub id: String,
     pub slot: u32,
     /// `pending`, `quoting`, `deploying`, `running`, `destroying`, `ended`, `parked` or `lost`.
-    pub state: String,
+    #[schema(value_type = String)]
+    pub state: NodeState,
     /// The provider's generic words about the state.
     pub words: Option<String>,
     /// The kind of the last refusal, if any.
@@ -554,6 +563,22 @@ pub struct NodeView {
 }
 
 impl NodeView {
+    /// The node's state as people read it: a running node is `joined` once its agent holds
+    /// a certificate, `ready` while the agent is attached with the zone's config applied;
+    /// any other node is its state.
+    pub fn shown_state(&self) -> &'static str {
+        match &self.agent {
+            Some(agent) if self.state == NodeState::Running => {
+                if agent.state == AgentState::Ready && agent.connected {
+                    "ready"
+                } else {
+                    "joined"
+                }
+            }
+            _ => self.state.as_str(),
+        }
+    }
+
     /// The kind of the node's last refusal, when the zone named one this build knows.
     pub fn refusal_kind(&self) -> Option<RefusalKind> {
         refusal_kind(self.refusal.as_deref())
@@ -612,7 +637,7 @@ impl From<&Node> for NodeView {
         NodeView {
             id: n.id.to_string(),
             slot: n.slot,
-            state: s.state.to_string(),
+            state: s.state,
             words: s.state_words.clone(),
             refusal: s.refusal.map(|r| r.to_string()),
             site: s.site.clone(),
@@ -981,7 +1006,8 @@ mod tests {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct AgentView {
     /// `joined` (holds a certificate) or `ready` (attached, config applied).
-    pub state: String,
+    #[schema(value_type = String)]
+    pub state: AgentState,
     /// Whether the agent's stream is open to this zone now.
     pub connected: bool,
     /// The agent's software version.
@@ -1003,7 +1029,7 @@ impl AgentView {
     /// The view of `agent`; `live` is the last contact of its open stream, if it has one.
     pub fn of(agent: &orc_zone_model::NodeAgent, live: Option<i64>) -> AgentView {
         AgentView {
-            state: agent.state.to_string(),
+            state: agent.state,
             connected: live.is_some(),
             version: agent.version.clone(),
             last_contact: live.unwrap_or(agent.last_contact_at.millis()),

@@ -215,8 +215,8 @@ impl Fixture {
                     arch: Architecture::X86_64,
                     disks_gib: vec![],
                 },
-                region_class: "local".to_string(),
-                os: "none".to_string(),
+                region_class: "local".parse().unwrap(),
+                os: "none".parse().unwrap(),
                 public: false,
                 endpoints: vec![],
                 app: Some(AppSpec {

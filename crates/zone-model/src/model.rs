@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
+use orc_common::{ClassId, Money, OsId, RefusalKind, Shape, string_id};
 pub use orc_common::{MalformedId, NodeId, Timestamp, Whereabouts};
-use orc_common::{Money, RefusalKind, Shape, string_id};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -674,9 +674,9 @@ pub struct PoolSpec {
     pub provider_id: ProviderId,
     pub shape: Shape,
     /// Region class id (`eu-central`).
-    pub region_class: String,
-    /// OS id.
-    pub os: String,
+    pub region_class: ClassId,
+    /// OS id (`debian-12`).
+    pub os: OsId,
     pub public: bool,
     pub endpoints: Vec<Endpoint>,
     pub app: Option<AppSpec>,

@@ -131,8 +131,8 @@ fn main() {
                             arch: Default::default(),
                             disks_gib: vec![],
                         },
-                        region_class: "eu-central".into(),
-                        os: "debian-12".into(),
+                        region_class: "eu-central".parse().unwrap(),
+                        os: "debian-12".parse().unwrap(),
                         public: false,
                         endpoints: vec![Endpoint {
                             name: "www".into(),

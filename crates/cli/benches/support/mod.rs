@@ -183,7 +183,7 @@ pub async fn running_sites(zone: &Zone, count: usize, sites: usize) -> Sites {
     for (i, name) in names.iter().enumerate() {
         let size = count / sites + usize::from(i < count % sites);
         let mut spec = bench_spec(provider.id.clone());
-        spec.region_class = name.clone();
+        spec.region_class = name.parse().unwrap();
         let pool = zone
             .store()
             .create_pool(
@@ -270,8 +270,8 @@ fn bench_spec(provider_id: orc_zone::model::ProviderId) -> orc_zone::model::Pool
             arch: orc_common::Architecture::X86_64,
             disks_gib: Vec::new(),
         },
-        region_class: "eu-central".into(),
-        os: "debian-12".into(),
+        region_class: "eu-central".parse().unwrap(),
+        os: "debian-12".parse().unwrap(),
         public: false,
         endpoints: Vec::new(),
         app: None,

@@ -32,21 +32,6 @@ fn placed_text(n: &NodeView) -> String {
     }
 }
 
-/// A running node's state as its agent makes it: `joined` once the agent holds its
-/// certificate, `ready` while it is attached with the zone's config applied.
-fn state_text(n: &NodeView) -> String {
-    match &n.agent {
-        Some(agent) if n.state == "running" => {
-            if agent.state == "ready" && agent.connected {
-                "ready".to_string()
-            } else {
-                "joined".to_string()
-            }
-        }
-        _ => n.state.clone(),
-    }
-}
-
 /// The agent's version, marked when its stream is closed.
 fn agent_text(n: &NodeView) -> String {
     match &n.agent {
@@ -92,7 +77,7 @@ pub(crate) fn nodes_table(nodes: &[NodeView]) -> String {
         let mut row = vec![
             n.slot.to_string(),
             n.id.clone(),
-            state_text(n),
+            n.shown_state().to_string(),
             dash(n.site.as_deref()),
             dash(n.private_address.as_deref()),
             dash(n.gateway.as_deref()),
@@ -149,7 +134,7 @@ pub(crate) mod golden {
         NodeView {
             id: id.to_string(),
             slot,
-            state: state.to_string(),
+            state: state.parse().unwrap(),
             words: None,
             refusal: None,
             site: None,
@@ -188,7 +173,7 @@ pub(crate) mod golden {
         parked.refusal = Some("no_capacity".into());
         let pending = node(3, "n-00000000000p", "pending");
         let agent = |state: &str, connected: bool| AgentView {
-            state: state.into(),
+            state: state.parse().unwrap(),
             connected,
             version: "0.1.0".into(),
             last_contact: 1_767_225_600_000,

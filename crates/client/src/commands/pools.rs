@@ -36,7 +36,7 @@ fn shape_text(p: &PoolView) -> String {
 
 /// The class, with a direct placement after it: `fsn1 · plan=cx23`.
 fn class_text(p: &PoolView) -> String {
-    let mut text = p.class.clone();
+    let mut text = p.class.to_string();
     for (key, value) in &p.placement {
         text.push_str(&format!(" · {key}={value}"));
     }
@@ -58,7 +58,7 @@ fn pools_table(pools: &[PoolView]) -> String {
             p.nodes.parked.to_string(),
             shape_text(p),
             class_text(p),
-            p.os.clone(),
+            p.os.to_string(),
             status_text(p),
         ]);
     }
@@ -93,7 +93,7 @@ fn pool_text(p: &PoolView, nodes: &[NodeView]) -> String {
         ("size", p.size.to_string()),
         ("shape", shape_text(p)),
         ("class", class_text(p)),
-        ("os", p.os.clone()),
+        ("os", p.os.to_string()),
         ("public", if p.public { "yes" } else { "no" }.to_string()),
     ];
     if let Some(a) = &p.address {
@@ -437,7 +437,10 @@ async fn wait_for_nodes(
         let mut stuck = 0;
         if pool.nodes.parked > 0 {
             let nodes: Vec<NodeView> = client.get(&format!("{url}/nodes")).await?;
-            let parked: Vec<&NodeView> = nodes.iter().filter(|n| n.state == "parked").collect();
+            let parked: Vec<&NodeView> = nodes
+                .iter()
+                .filter(|n| n.state == orc_zone_model::NodeState::Parked)
+                .collect();
             let is_stuck = |n: &&&NodeView| n.refusal_kind().is_some_and(refusal_is_stuck);
             stuck = parked.iter().filter(is_stuck).count();
             reason = parked
@@ -649,8 +652,8 @@ mod golden {
                 arch: Some("x86_64".into()),
                 disks: Vec::new(),
             },
-            class: "local".into(),
-            os: "host".into(),
+            class: "local".parse().unwrap(),
+            os: "host".parse().unwrap(),
             public: false,
             endpoints: Vec::new(),
             app: None,
@@ -703,8 +706,8 @@ mod golden {
                 arch: Some("x86_64".into()),
                 disks: vec![20],
             },
-            class: "eu-central".into(),
-            os: "debian-12".into(),
+            class: "eu-central".parse().unwrap(),
+            os: "debian-12".parse().unwrap(),
             public: true,
             endpoints: vec![EndpointView {
                 name: "http".into(),

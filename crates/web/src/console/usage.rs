@@ -85,7 +85,7 @@ pub fn unpriced_nodes(
                         / rust_decimal::Decimal::from(3_600_000))
                     .to_string(),
                 ),
-                running: n.ended_at.is_none() && n.state == "running",
+                running: n.ended_at.is_none() && n.state == orc_zone_model::NodeState::Running,
             })
         })
         .collect()

@@ -348,22 +348,7 @@ pub fn price_line(pool: &PoolView) -> String {
         arch: Default::default(),
         disks_gib: Vec::new(),
     };
-    crate::pricing::price_line(&shape, &pool.class)
-}
-
-/// A running node's state as its agent makes it: `ready` while its agent is attached with
-/// the zone's config applied, `joined` before.
-fn node_state(n: &NodeView) -> String {
-    match &n.agent {
-        Some(agent) if n.state == "running" => {
-            if agent.state == "ready" && agent.connected {
-                "ready".to_string()
-            } else {
-                "joined".to_string()
-            }
-        }
-        _ => n.state.clone(),
-    }
+    crate::pricing::price_line(&shape, pool.class.as_str())
 }
 
 fn agent_text(n: &NodeView) -> String {
@@ -398,7 +383,7 @@ pub fn pool_progress(frame: &Frame, pool: &PoolView, nodes: &[NodeView]) -> Mark
                         tr {
                             td { (n.slot) }
                             td { a href={ (node_url(pool, &n.id)) } { code { (n.id) } } }
-                            td { (node_state(n)) }
+                            td { (n.shown_state()) }
                             td { (n.site.clone().unwrap_or_else(|| "-".into())) }
                             td { (price_line(pool)) }
                             td { (node_price(n)) }
@@ -1116,7 +1101,7 @@ pub fn node(frame: &Frame, current: &Current, view: &NodePage) -> String {
         h1 { "Node " code { (n.id) } }
         p { "Slot " (n.slot) " of pool " a href=(pool_url(current, &view.pool)) { (current.path()) "/" (view.pool) } }
         dl.card {
-            dt { "State" } dd { (node_state(n)) }
+            dt { "State" } dd { (n.shown_state()) }
             dt { "Site" } dd { (n.site.clone().unwrap_or_else(|| "-".into())) }
             dt { "Private address" } dd { (n.private_address.clone().unwrap_or_else(|| "-".into())) }
             dt { "Price" } dd { (node_price(n)) }

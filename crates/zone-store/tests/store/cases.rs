@@ -40,8 +40,8 @@ fn spec(provider_id: &ProviderId) -> PoolSpec {
     PoolSpec {
         provider_id: provider_id.clone(),
         shape: shape(),
-        region_class: "eu-central".to_string(),
-        os: "debian-12".to_string(),
+        region_class: "eu-central".parse().unwrap(),
+        os: "debian-12".parse().unwrap(),
         public: false,
         endpoints: vec![],
         app: None,
@@ -1006,7 +1006,7 @@ pub async fn pool_reconfigure_is_compare_and_set(db: &TestDb) {
     pool_of(&store, &project, &provider, "web", 1).await;
     let pool = store.list_pools(&project.id).await.unwrap().remove(0);
     let mut new_spec = pool.spec.clone();
-    new_spec.os = "ubuntu-24.04".to_string();
+    new_spec.os = "ubuntu-24.04".parse().unwrap();
     let updated = store
         .reconfigure_pool(&pool.id, 1, &new_spec, T0.plus_millis(1))
         .await

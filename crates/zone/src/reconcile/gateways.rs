@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use orc_common::{Architecture, Shape};
+use orc_common::{Architecture, ClassId, OsId, Shape};
 
 use crate::backend::{Backends, NodeBackend};
 use crate::model::{NewPool, PoolSpec, Provider, ProviderId, Timestamp, sys_project_id};
@@ -30,7 +30,7 @@ pub struct GatewayChanges {
     pub closed: Vec<String>,
 }
 
-fn gateway_spec(provider: &ProviderId, class: &str) -> PoolSpec {
+fn gateway_spec(provider: &ProviderId, class: &ClassId) -> PoolSpec {
     PoolSpec {
         provider_id: provider.clone(),
         shape: Shape {
@@ -39,8 +39,8 @@ fn gateway_spec(provider: &ProviderId, class: &str) -> PoolSpec {
             arch: Architecture::X86_64,
             disks_gib: Vec::new(),
         },
-        region_class: class.to_string(),
-        os: GATEWAY_OS.to_string(),
+        region_class: class.clone(),
+        os: OsId::new(GATEWAY_OS).expect("the gateway OS id is not empty"),
         public: false,
         endpoints: Vec::new(),
         app: None,
@@ -96,11 +96,15 @@ pub async fn gateway_pass(
                 tracing::warn!(site = %site.site, provider = %provider.name, pool = %name, "A sys/sys pool that is no gateway holds the gateway pool's name; the site gets no gateway");
             }
             None => {
+                let Ok(class) = ClassId::new(site.class.as_str()) else {
+                    tracing::warn!(site = %site.site, provider = %provider.name, "The site names no region class; the site gets no gateway");
+                    continue;
+                };
                 let new = NewPool {
                     project_id: sys_project_id(),
                     name,
                     size: 1,
-                    spec: gateway_spec(&provider.id, &site.class),
+                    spec: gateway_spec(&provider.id, &class),
                 };
                 match store.create_pool(&new, now).await {
                     Ok(_) => changes.opened.push(site.site.clone()),

@@ -37,8 +37,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use orc_proto::{
-    Bootstrap, ClassId, Deploy, DeployResult, DestroyResult, OsId, Purpose, Quote, QuoteReply,
-    QuoteToken, SiteName,
+    Bootstrap, Deploy, DeployResult, DestroyResult, Purpose, Quote, QuoteReply, QuoteToken,
+    SiteName,
 };
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
@@ -523,18 +523,18 @@ impl Reconciler {
     }
 
     fn send_deploy(&self, node: Node, context: Arc<PoolContext>, quote_token: String) {
-        let deploy = (|| {
-            Some(Deploy {
-                node_id: node.id.clone(),
-                quote_token: QuoteToken::new(quote_token).ok()?,
-                os: OsId::new(context.pool.spec.os.as_str()).ok()?,
-                ssh_keys: context.pool.spec.ssh_keys.clone(),
-                bootstrap: Bootstrap::default(),
-            })
-        })();
-        let Some(mut deploy) = deploy else {
+        let Ok(quote_token) = QuoteToken::new(quote_token) else {
+            // An offer whose token is empty cannot be accepted: ask for another.
+            tracing::warn!(node = %node.id, "the provider's offer carried no quote token; quoting again");
             self.send_quote(node, context);
             return;
+        };
+        let mut deploy = Deploy {
+            node_id: node.id.clone(),
+            quote_token,
+            os: context.pool.spec.os.clone(),
+            ssh_keys: context.pool.spec.ssh_keys.clone(),
+            bootstrap: Bootstrap::default(),
         };
         let (backends, provider) = (self.shared.backends.clone(), context.provider.clone());
         // App slots of `core` run on this host and need no agent.
@@ -932,7 +932,7 @@ fn context_subject(context: &PoolContext, node: &Node) -> Option<crate::pricing:
         node_id: node.id.clone(),
         description: crate::pricing::price_line(
             &context.pool.spec.shape,
-            &context.pool.spec.region_class,
+            context.pool.spec.region_class.as_str(),
         ),
         rate,
         public_ipv4: context.pool.spec.public,
@@ -950,9 +950,8 @@ fn build_quote(context: &PoolContext, node: &Node) -> Result<Quote, String> {
             Purpose::Tenant
         },
         shape: spec.shape.clone(),
-        class: ClassId::new(spec.region_class.as_str())
-            .map_err(|e| format!("pool {}: {e}", context.pool.id))?,
-        os: OsId::new(spec.os.as_str()).map_err(|e| format!("pool {}: {e}", context.pool.id))?,
+        class: spec.region_class.clone(),
+        os: spec.os.clone(),
         pinned_site: context
             .pin
             .as_deref()

@@ -75,22 +75,23 @@ pub(in crate::api) fn parse_shape(shape: &ShapeView) -> ApiResult<Shape> {
     })
 }
 
-/// Checks class and OS against the provider's catalog when one is known.
-pub(in crate::api) fn check_catalog(
+/// Parses a request's class and OS, once, and checks them against the provider's catalog
+/// when one is known. Everything after this carries the typed ids.
+pub(in crate::api) fn parse_class_and_os(
     state: &ApiState,
     provider: &Provider,
     class: &str,
     os: &str,
-) -> ApiResult<()> {
-    if class.trim().is_empty() {
+) -> ApiResult<(ClassId, OsId)> {
+    let (Some(class_id), true) = (ClassId::new(class).ok(), !class.trim().is_empty()) else {
         return Err(ApiError::invalid("class", "class must name a region class"));
-    }
-    if os.trim().is_empty() {
+    };
+    let (Some(os_id), true) = (OsId::new(os).ok(), !os.trim().is_empty()) else {
         return Err(ApiError::invalid(
             "os",
             "os must name an operating system id",
         ));
-    }
+    };
     if let Some(catalog) = state.directory.catalog(provider) {
         if !catalog.classes.iter().any(|c| c.id.as_str() == class) {
             let known: BTreeSet<&str> = catalog.classes.iter().map(|c| c.id.as_str()).collect();
@@ -115,7 +116,7 @@ pub(in crate::api) fn check_catalog(
             ));
         }
     }
-    Ok(())
+    Ok((class_id, os_id))
 }
 
 pub(in crate::api) fn valid_param_name(name: &str) -> bool {

@@ -16,7 +16,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use orc_common::text::quoted;
-use orc_common::{Architecture, Shape};
+use orc_common::{Architecture, ClassId, OsId, Shape};
 use rust_decimal::Decimal;
 
 use super::ApiState;
@@ -153,7 +153,7 @@ pub(in crate::api) async fn create_pool(
     let provider = visible_provider(&state, &project, "provider", &body.provider)
         .await
         .map_err(|e| ApiError::invalid("provider", e.message))?;
-    check_catalog(&state, &provider, &body.class, &body.os)?;
+    let (class, os) = parse_class_and_os(&state, &provider, &body.class, &body.os)?;
     let endpoints = parse_endpoints(&body.endpoints)?;
     let ssh_keys = parse_ssh_keys(&body.ssh_keys)?;
     check_params("params", &body.params)?;
@@ -198,8 +198,8 @@ pub(in crate::api) async fn create_pool(
             &state,
             format!("{}/{}/{}", org.name, project.name, name),
             shape.clone(),
-            &body.class,
-            &body.os,
+            &class,
+            &os,
             body.public,
             &body.placement,
         )
@@ -213,8 +213,8 @@ pub(in crate::api) async fn create_pool(
         spec: PoolSpec {
             provider_id: provider.id.clone(),
             shape,
-            region_class: body.class.clone(),
-            os: body.os.clone(),
+            region_class: class,
+            os,
             public: body.public,
             endpoints,
             app,

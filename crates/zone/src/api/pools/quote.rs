@@ -39,7 +39,7 @@ pub(in crate::api) async fn quote(
             "provider core runs apps on the zone host; its slots are not quoted in advance",
         ));
     }
-    check_catalog(&state, &provider, &body.class, &body.os)?;
+    let (class, os) = parse_class_and_os(&state, &provider, &body.class, &body.os)?;
     check_placement(&body.placement)?;
     let Some(backends) = &state.backends else {
         return Err(ApiError::new(
@@ -51,8 +51,8 @@ pub(in crate::api) async fn quote(
         &state,
         format!("{}/{}/quote-preview", org_row.name, project_row.name),
         shape,
-        &body.class,
-        &body.os,
+        &class,
+        &os,
         body.public,
         &body.placement,
     )
@@ -68,8 +68,8 @@ pub(in crate::api) async fn preview_quote(
     state: &ApiState,
     pool: String,
     shape: Shape,
-    class: &str,
-    os: &str,
+    class: &ClassId,
+    os: &OsId,
     public: bool,
     placement: &BTreeMap<String, String>,
 ) -> ApiResult<orc_proto::Quote> {
@@ -79,8 +79,8 @@ pub(in crate::api) async fn preview_quote(
         node_id: node,
         purpose: orc_proto::Purpose::Tenant,
         shape,
-        class: proto_id("class", class.to_string(), orc_proto::ClassId::new)?,
-        os: proto_id("os", os.to_string(), orc_proto::OsId::new)?,
+        class: class.clone(),
+        os: os.clone(),
         pinned_site: None,
         public,
         placement: placement.clone(),
