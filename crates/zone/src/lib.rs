@@ -22,6 +22,7 @@ pub mod backend;
 pub mod hub;
 pub mod mesh;
 pub mod reconcile;
+mod streams;
 pub mod web;
 pub mod zone;
 

@@ -48,7 +48,6 @@ use orc_proto::agent_pb::{self, agent_hub_server::AgentHubServer};
 use orc_tls::ZoneCa;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::time::Instant;
-use tonic::Status;
 
 use crate::model::{NodeId, Timestamp};
 use crate::store::{AgentUpdate, Store};
@@ -142,7 +141,7 @@ pub struct AgentLive {
     pub last_contact: Timestamp,
 }
 
-type Outbound = mpsc::UnboundedSender<Result<agent_pb::ZoneMessage, Status>>;
+type Outbound = crate::streams::Outbound<agent_pb::ZoneMessage>;
 
 /// A node's open stream.
 struct Attached {

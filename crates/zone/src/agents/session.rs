@@ -2,7 +2,6 @@
 //! hello, send the welcome and the config, then route what the agent sends until the stream
 //! ends, falls silent, or a newer stream of the node replaces it.
 
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -11,7 +10,6 @@ use orc_proto::agent_pb::{self, agent_hub_server, agent_message, zone_message};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_stream::wrappers::UnboundedReceiverStream;
-use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::join::{timestamp_of, utc_minute};
@@ -21,6 +19,7 @@ use super::{
 };
 use crate::model::{AgentState, NodeState};
 use crate::store::StoreError;
+use crate::streams::{Ending, Next, StreamLoop, first_message};
 use orc_zone_model::{AgentConfig, NodeAgent};
 
 /// The tonic service behind [`AgentHub::grpc_service`].
@@ -34,7 +33,7 @@ impl std::fmt::Debug for AgentHubService {
     }
 }
 
-type Inbound = Pin<Box<dyn Stream<Item = Result<agent_pb::AgentMessage, Status>> + Send>>;
+type Inbound = crate::streams::Inbound<agent_pb::AgentMessage>;
 
 fn unavailable(error: &StoreError) -> Status {
     tracing::warn!(%error, "store error on an agent stream");
@@ -87,6 +86,14 @@ impl agent_hub_server::AgentHub for AgentHubService {
         tokio::spawn(async move { hub.run_session(agent, inbound, outbound).await });
         Ok(Response::new(UnboundedReceiverStream::new(rx)))
     }
+}
+
+/// What a session waits for besides the agent's messages and the keep-alive tick.
+enum SessionEvent {
+    /// A config sent was not acknowledged in time: its row is written anyway.
+    WriteDue,
+    /// The zone's mesh plan changed: the agent may need a new config.
+    Refresh,
 }
 
 /// How a session ended.
@@ -176,8 +183,16 @@ impl AgentHub {
             refresh: &refresh,
             outbound: &outbound,
         };
+        let options = &self.inner.options;
+        let mut stream_loop = StreamLoop::new(
+            inbound,
+            outbound.clone(),
+            self.inner.closing.subscribe(),
+            options.keepalive_interval,
+            options.keepalive_timeout,
+        );
         let end = self
-            .route_messages(&mut agent, &session, &mut inbound)
+            .route_messages(&mut agent, &session, &mut stream_loop)
             .await;
         let execs = {
             let mut state = self.state();
@@ -212,14 +227,7 @@ impl AgentHub {
     }
 
     async fn read_hello(&self, inbound: &mut Inbound) -> Result<agent_pb::Hello, Status> {
-        let first = tokio::time::timeout(self.inner.options.hello_timeout, inbound.next())
-            .await
-            .map_err(|_| Status::deadline_exceeded("no hello within the hello timeout"))?;
-        let message = match first {
-            Some(Ok(m)) => m,
-            Some(Err(status)) => return Err(status),
-            None => return Err(Status::cancelled("the stream ended before its hello")),
-        };
+        let message = first_message(inbound, self.inner.options.hello_timeout).await?;
         let Some(agent_message::Body::Hello(hello)) = message.body else {
             return Err(Status::invalid_argument(
                 "the first message of a stream must be a hello",
@@ -378,36 +386,29 @@ impl AgentHub {
         &self,
         agent: &mut NodeAgent,
         session: &Session<'_>,
-        inbound: &mut Inbound,
+        stream_loop: &mut StreamLoop<agent_pb::AgentMessage, agent_pb::ZoneMessage>,
     ) -> End {
         let (stream, outbound) = (session.stream, session.outbound);
         let options = &self.inner.options;
-        let mut closing = self.inner.closing.subscribe();
-        let mut keepalive = tokio::time::interval(options.keepalive_interval);
-        keepalive.tick().await;
-        let mut last_heard = Instant::now();
         let mut last_written = Instant::now();
-        let mut refresh = false;
         // When the row of a config sent is written if no acknowledgement came first.
         let mut unwritten: Option<Instant> = None;
         loop {
-            let silent_until = last_heard + options.keepalive_timeout;
-            let write_due = async {
-                match unwritten {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
+            let own = async move {
+                let write_due = async move {
+                    match unwritten {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = write_due => SessionEvent::WriteDue,
+                    () = session.refresh.notified() => SessionEvent::Refresh,
                 }
             };
-            let received = tokio::select! {
-                _ = closing.wait_for(|c| *c) => return End::Quiet("the zone is stopping"),
-                // The response stream is dropped when the agent's connection goes away.
-                _ = outbound.closed() => {
-                    if !self.is_current(agent, stream) {
-                        return End::Quiet("a newer connection of the node replaced it");
-                    }
-                    return End::Gone("its connection closed");
-                }
-                _ = keepalive.tick() => {
+            let body = match stream_loop.next(own).await {
+                Next::Message(m) => m.body,
+                Next::Tick => {
                     let _ = outbound.send(Ok(message(zone_message::Body::KeepAlive(
                         agent_pb::KeepAlive {},
                     ))));
@@ -416,37 +417,34 @@ impl AgentHub {
                     }
                     continue;
                 }
-                _ = tokio::time::sleep_until(silent_until) => {
-                    return End::Gone("silent past the keep-alive timeout");
-                }
-                () = write_due => {
+                Next::Own(SessionEvent::WriteDue) => {
                     unwritten = None;
                     self.write_ack(agent);
                     continue;
                 }
-                _ = session.refresh.notified() => {
-                    // Sent below: no other branch's future may live across that await.
-                    refresh = true;
-                    None
+                Next::Own(SessionEvent::Refresh) => {
+                    if self.refresh_config(agent, session) && unwritten.is_none() {
+                        unwritten = Some(Instant::now() + WRITE_DEFER);
+                    }
+                    continue;
                 }
-                received = inbound.next() => received,
-            };
-            if refresh {
-                refresh = false;
-                if self.refresh_config(agent, session) && unwritten.is_none() {
-                    unwritten = Some(Instant::now() + WRITE_DEFER);
+                Next::End(Ending::Closing) => return End::Quiet("the zone is stopping"),
+                // The response stream is dropped when the agent's connection goes away.
+                Next::End(Ending::Disconnected) => {
+                    if !self.is_current(agent, stream) {
+                        return End::Quiet("a newer connection of the node replaced it");
+                    }
+                    return End::Gone("its connection closed");
                 }
-                continue;
-            }
-            let body = match received {
-                None => return End::Gone("the agent closed its stream"),
-                Some(Err(status)) => {
+                Next::End(Ending::Silent) => {
+                    return End::Gone("silent past the keep-alive timeout");
+                }
+                Next::End(Ending::PeerClosed) => return End::Gone("the agent closed its stream"),
+                Next::End(Ending::Broke(status)) => {
                     tracing::debug!(node = %agent.node_id, %status, "agent stream error");
                     return End::Gone("the stream broke");
                 }
-                Some(Ok(m)) => m.body,
             };
-            last_heard = Instant::now();
             let now = self.now();
             agent.last_contact_at = now;
             if let Some(a) = self.state().attached.get_mut(&agent.node_id)

@@ -39,8 +39,7 @@ use orc_proto::{
     ReplicaRole, RequestId, ZoneBody, ZoneMessage, pb,
 };
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, watch};
-use tonic::Status;
+use tokio::sync::{oneshot, watch};
 
 use crate::backend::{BackendError, NodeBackend};
 use crate::model::{Name, Provider, ProviderId, Timestamp};
@@ -130,7 +129,7 @@ pub struct CatalogStatus {
     pub config_changed_at: Timestamp,
 }
 
-type Outbound = mpsc::UnboundedSender<Result<pb::ZoneMessage, Status>>;
+type Outbound = crate::streams::Outbound<pb::ZoneMessage>;
 
 /// A replica's open stream.
 struct Attached {

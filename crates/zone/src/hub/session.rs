@@ -2,17 +2,13 @@
 //! the replica in its group, then route what the provider sends until the stream ends or
 //! falls silent; on the way out, promote a standby if this replica was serving.
 
-use std::pin::Pin;
-
 use orc_proto::pb::provider_hub_server::ProviderHub;
 use orc_proto::{
     Hello, ProviderBody, ProviderMessage, ReplicaRole, RequestId, ZoneBody, check_protocol_version,
     pb,
 };
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 use tokio_stream::wrappers::UnboundedReceiverStream;
-use tokio_stream::{Stream, StreamExt};
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -22,6 +18,7 @@ use crate::backend::BackendError;
 use crate::model::{
     EventScope, Name, NewProvider, PricingStrategy, Project, Provider, ProviderScope,
 };
+use crate::streams::{Ending, Next, StreamLoop, first_message};
 
 /// Why a catalog that declares site gateways is refused from a provider outside org `sys`.
 const CATALOG_REFUSED_GATEWAYS: &str = "it declares site gateways, which only a zone-scoped \
@@ -39,7 +36,7 @@ impl std::fmt::Debug for HubService {
     }
 }
 
-type Inbound = Pin<Box<dyn Stream<Item = Result<pb::ProviderMessage, Status>> + Send>>;
+type Inbound = crate::streams::Inbound<pb::ProviderMessage>;
 
 #[tonic::async_trait]
 impl ProviderHub for HubService {
@@ -112,8 +109,16 @@ impl Hub {
             %role,
             "provider replica attached"
         );
+        let options = &self.inner.options;
+        let mut stream_loop = StreamLoop::new(
+            inbound,
+            outbound,
+            self.inner.closing.subscribe(),
+            options.reauth_interval,
+            options.keepalive_timeout,
+        );
         let end = self
-            .route_messages(&provider, stream, &credentials, &mut inbound, &outbound)
+            .route_messages(&provider, stream, &credentials, &mut stream_loop)
             .await;
         tracing::info!(
             provider = %provider.name,
@@ -126,14 +131,7 @@ impl Hub {
     }
 
     async fn read_hello(&self, inbound: &mut Inbound) -> Result<Hello, Status> {
-        let first = tokio::time::timeout(self.inner.options.hello_timeout, inbound.next())
-            .await
-            .map_err(|_| Status::deadline_exceeded("no hello within the hello timeout"))?;
-        let message = match first {
-            Some(Ok(m)) => m,
-            Some(Err(status)) => return Err(status),
-            None => return Err(Status::cancelled("the stream ended before its hello")),
-        };
+        let message = first_message(inbound, self.inner.options.hello_timeout).await?;
         let message = ProviderMessage::try_from(message)
             .map_err(|e| Status::invalid_argument(format!("the first message is invalid: {e}")))?;
         match message.body {
@@ -329,20 +327,16 @@ impl Hub {
     }
 
     /// Handles the stream's messages until it ends or falls silent; returns why it ended.
+    /// Routes what the provider sends until its stream ends; answers why it ended. A
+    /// revoked or expired credential, or a role taken away, ends the stream at the next
+    /// tick, when the credential is checked again.
     async fn route_messages(
         &self,
         provider: &Provider,
         stream: u64,
         credentials: &MetadataMap,
-        inbound: &mut Inbound,
-        outbound: &Outbound,
+        stream_loop: &mut StreamLoop<pb::ProviderMessage, pb::ZoneMessage>,
     ) -> &'static str {
-        let silence = self.inner.options.keepalive_timeout;
-        // A revoked or expired token, or a role taken away, ends the stream at the next check.
-        let mut recheck = tokio::time::interval(self.inner.options.reauth_interval);
-        recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        recheck.tick().await;
-        let mut closing = self.inner.closing.subscribe();
         // Progress notes are recorded one after another, in the order the stream sent them,
         // by a task of this stream's own; it ends with the stream.
         let (notes, queued) = mpsc::channel(PROGRESS_QUEUE);
@@ -351,37 +345,37 @@ impl Hub {
             provider.id.clone(),
             queued,
         ));
-        let mut last_heard = Instant::now();
         loop {
-            if *closing.borrow_and_update() {
-                return "the zone is shutting down";
-            }
-            let deadline = last_heard + silence;
-            let next = tokio::select! {
-                next = inbound.next() => next,
-                () = tokio::time::sleep_until(deadline) => return "silent past the keep-alive timeout",
-                () = outbound.closed() => return "the zone closed the stream",
-                _ = closing.changed() => return "the zone is shutting down",
-                _ = recheck.tick() => {
+            let raw = match stream_loop.next(std::future::pending::<()>()).await {
+                Next::Message(raw) => raw,
+                Next::Own(()) => continue,
+                Next::Tick => {
                     match authenticate(&self.inner.store, credentials, self.now()).await {
                         Ok(_) => continue,
                         Err(status) if status.code() == tonic::Code::Unavailable => continue,
                         Err(status) => {
-                            let _ = outbound.send(Err(Status::unauthenticated(format!(
-                                "the stream's credential no longer admits it: {}",
-                                status.message()
-                            ))));
+                            let _ =
+                                stream_loop
+                                    .outbound()
+                                    .send(Err(Status::unauthenticated(format!(
+                                        "the stream's credential no longer admits it: {}",
+                                        status.message()
+                                    ))));
                             return "its credential was revoked, expired or lost its role";
                         }
                     }
                 }
+                Next::End(ending) => {
+                    return match ending {
+                        Ending::Closing => "the zone is shutting down",
+                        Ending::Disconnected => "the zone closed the stream",
+                        Ending::Silent => "silent past the keep-alive timeout",
+                        Ending::PeerClosed => "the provider closed the stream",
+                        Ending::Broke(_) => "the stream failed",
+                    };
+                }
             };
-            last_heard = Instant::now();
-            let raw = match next {
-                Some(Ok(raw)) => raw,
-                Some(Err(_)) => return "the stream failed",
-                None => return "the provider closed the stream",
-            };
+            let outbound = stream_loop.outbound();
             let request_id = RequestId(raw.request_id);
             match ProviderMessage::try_from(raw) {
                 Ok(message) => self.handle_message(provider, stream, message, outbound, &notes),
