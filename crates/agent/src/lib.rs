@@ -6,13 +6,15 @@
 //!    the state dir ([`state`]); the token is never logged or passed on a command line.
 //! 2. **Attach.** With its certificate it keeps one stream open to the zone: hello with its
 //!    facts and the config generation it applied, keep-alives both ways, the config the zone
-//!    wants (applied, then acknowledged), `orc exec` commands ([`exec`]), and a certificate
-//!    renewal a third of its life before it expires. A broken stream is dialled again with
+//!    wants (each kind of assignment in it applied, then the generation acknowledged; the
+//!    mesh is the one kind today, in `assignment.rs`), `orc exec` commands ([`exec`]), and a
+//!    certificate renewal a third of its life before it expires. A broken stream is dialled again with
 //!    backoff (1 s doubling to 30 s, with jitter); a zone restart is a reconnect.
 //! 3. **Rejoin.** When the zone no longer knows the certificate (the node joined again
 //!    elsewhere, or its agent row was replaced), the agent rejoins if a new token file is
 //!    there, and otherwise says what to do and keeps trying.
 
+mod assignment;
 pub mod connect;
 pub mod exec;
 pub mod facts;
@@ -30,16 +32,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::StreamExt as _;
 use tonic::Code;
 
+use assignment::{Assignments, NotApplied};
 use state::{AppliedConfig, Credentials, Membership, StateDir, StateError};
 
 /// The default state dir.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/orc/agent";
 /// The default join token file.
 pub const DEFAULT_TOKEN_FILE: &str = "/etc/orc/join-token";
-
-/// How often the agent looks at its mesh interfaces and reports them to the
-/// zone when anything changed (a handshake, traffic, a peer).
-const MESH_STATUS_INTERVAL: Duration = Duration::from_secs(10);
 
 /// How to run an agent.
 #[derive(Debug, Clone)]
@@ -411,13 +410,8 @@ impl<'a> Session<'a> {
         let mut execs: BTreeMap<u64, oneshot::Sender<()>> = BTreeMap::new();
         let mut renewing: Option<NodeIdentity> = None;
         let mut welcomed = false;
-        let mut mesh_generation = applied.generation;
-        // The generation and mesh of the config received last on this stream: what the
-        // zone's changes apply to.
-        let mut last_config: Option<(u64, orc_mesh::MeshConfig)> = None;
-        let mut mesh_reported: Option<agent_pb::MeshStatus> = None;
-        let mut mesh_tick = tokio::time::interval(MESH_STATUS_INTERVAL);
-        mesh_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // What the zone assigns this node, kind by kind, as this stream received it.
+        let mut assigned = Assignments::new(applied.generation);
         loop {
             let received = tokio::select! {
                 _ = keepalive.tick() => {
@@ -439,11 +433,8 @@ impl<'a> Session<'a> {
                     let _ = tx.send(message(agent_message::Body::Facts(now))).await;
                     continue;
                 }
-                _ = mesh_tick.tick() => {
-                    if let Some(status) = self.mesh_status(mesh_generation)
-                        && mesh_reported.as_ref() != Some(&status)
-                    {
-                        mesh_reported = Some(status.clone());
+                () = assigned.mesh.tick() => {
+                    if let Some(status) = assigned.mesh.report(self.mesh.as_deref()) {
                         let _ = tx.send(message(agent_message::Body::MeshStatus(status))).await;
                     }
                     continue;
@@ -472,7 +463,7 @@ impl<'a> Session<'a> {
                     keepalive.tick().await;
                 }
                 Some(zone_message::Body::Config(config)) => {
-                    let (applied, out_of_step) = self.apply(config, &mut last_config).await;
+                    let (applied, out_of_step) = self.apply(config, &mut assigned).await;
                     if out_of_step {
                         let _ = tx
                             .send(message(agent_message::Body::Applied(applied.clone())))
@@ -485,10 +476,9 @@ impl<'a> Session<'a> {
                         .send(message(agent_message::Body::Applied(applied)))
                         .await;
                     if ok {
-                        mesh_generation = generation;
+                        // Report what the applied config changed at once.
+                        assigned.mesh.applied(generation);
                     }
-                    // Report what the applied config changed at once.
-                    mesh_tick.reset_immediately();
                 }
                 Some(zone_message::Body::ExecStart(start)) => {
                     execs.retain(|_, cancel| !cancel.is_closed());
@@ -554,87 +544,27 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// What the mesh's interfaces see now, for the config `generation` applied; `None` when
-    /// the mesh does not run.
-    fn mesh_status(&self, generation: u64) -> Option<agent_pb::MeshStatus> {
-        let mesh = self.mesh.as_ref()?;
-        let interfaces = mesh
-            .stats()
-            .into_iter()
-            .map(|(name, mut peers)| {
-                peers.sort_by_key(|p| p.public_key);
-                agent_pb::InterfaceStatus {
-                    name,
-                    peers: peers
-                        .into_iter()
-                        .map(|p| agent_pb::PeerStatus {
-                            public_key: p.public_key.to_vec(),
-                            last_handshake: p
-                                .last_handshake
-                                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                                .map_or(0, |d| d.as_secs().max(1)),
-                            rx_bytes: p.rx_bytes,
-                            tx_bytes: p.tx_bytes,
-                        })
-                        .collect(),
-                }
-            })
-            .collect();
-        Some(agent_pb::MeshStatus {
-            applied_generation: generation,
-            interfaces,
-        })
-    }
-
-    /// Applies `config`, whose mesh is whole or changes to the one `received` last on this
-    /// stream (which becomes this one). `true` besides: the changes do not follow the config
+    /// Applies `config`: each kind of assignment takes its part, then the node's identity
+    /// and labels are kept. `true` besides: a kind's changes do not follow what this stream
     /// received last, so the stream is out of step and must start again.
     async fn apply(
         &mut self,
         config: agent_pb::Config,
-        received: &mut Option<(u64, orc_mesh::MeshConfig)>,
+        assigned: &mut Assignments,
     ) -> (agent_pb::Applied, bool) {
-        let wanted = match (&config.mesh_changes, &config.mesh) {
-            (Some(changes), _) => match received.take() {
-                Some((base, old)) if base == changes.base_generation => {
-                    orc_mesh::MeshChanges::try_from(changes)
-                        .map_err(|e| e.to_string())
-                        .and_then(|c| c.apply(&old).map_err(|e| e.to_string()))
-                }
-                last => {
-                    let error = format!(
-                        "config generation {} changes generation {}, but the config received \
-                         last on this stream is {}",
-                        config.generation,
-                        changes.base_generation,
-                        last.map_or_else(|| "none".to_string(), |(g, _)| g.to_string())
-                    );
+        let generation = config.generation;
+        if let Err(not_applied) = assigned.mesh.apply(self.mesh.as_deref_mut(), &config).await {
+            let (error, out_of_step) = match not_applied {
+                NotApplied::OutOfStep(error) => {
                     tracing::warn!(%error, "starting the stream again");
-                    let applied = agent_pb::Applied {
-                        generation: config.generation,
-                        error,
-                    };
-                    return (applied, true);
+                    (error, true)
                 }
-            },
-            (None, Some(wire)) => orc_mesh::MeshConfig::try_from(wire).map_err(|e| e.to_string()),
-            (None, None) => Ok(orc_mesh::MeshConfig::default()),
-        };
-        if let Ok(wanted) = &wanted {
-            *received = Some((config.generation, wanted.clone()));
-        }
-        let mesh_error = match (&mut self.mesh, wanted) {
-            (Some(mesh), Ok(wanted)) => mesh.apply(&wanted).await.err().map(|e| e.to_string()),
-            (Some(_), Err(e)) => Some(e),
-            (None, _) => None,
-        };
-        if let Some(error) = mesh_error {
-            tracing::warn!(generation = config.generation, %error, "the mesh config could not be applied");
-            let applied = agent_pb::Applied {
-                generation: config.generation,
-                error,
+                NotApplied::Failed(error) => {
+                    tracing::warn!(generation, %error, "the mesh config could not be applied");
+                    (error, false)
+                }
             };
-            return (applied, false);
+            return (agent_pb::Applied { generation, error }, out_of_step);
         }
         let identity = config.identity.unwrap_or_default();
         let applied = AppliedConfig {
