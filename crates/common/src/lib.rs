@@ -1,11 +1,14 @@
 //! Pure vocabulary shared by every orc crate: money, node shapes, typed identifiers, time
-//! and its clock, secrets, and cloud failures in neutral words.
+//! and its clock, secrets, and cloud failures in neutral words; with the feature `html`, the
+//! one frame of the server-rendered pages (module `html`).
 //!
-//! Nothing here does I/O or depends on an async runtime, so every crate may use it and its
-//! tests run in milliseconds.
+//! Nothing here does I/O or depends on an async runtime or a web framework, so every crate
+//! may use it and its tests run in milliseconds.
 
 pub mod backoff;
 pub mod fault;
+#[cfg(feature = "html")]
+pub mod html;
 pub mod ids;
 pub mod kinds;
 pub mod money;

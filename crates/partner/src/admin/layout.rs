@@ -1,26 +1,30 @@
-//! The frame every page shares (document, head, navigation, standby banner, footer) and the
-//! small formatting helpers the views use for times, money and lists.
+//! What every view of the page shares (navigation, standby banner, footer, style sheet),
+//! inside the frame of all of orc's pages ([`orc_common::html`]), and the small formatting
+//! helpers the views use for times, money and lists.
 //!
 //! Every link is relative: the access edge passes paths through unchanged, and the page is
 //! reached under several host names (the pool's and each slot's).
 
 use chrono::{DateTime, Utc};
-use maud::{DOCTYPE, Markup, PreEscaped, html};
+use maud::{Markup, html};
+use orc_common::html::Shell;
 use rust_decimal::Decimal;
 
 use super::model::{PageRole, PageState};
 use crate::ids::Timestamp;
 
-/// The page's small style sheet.
-pub const STYLE: &str = "\
-:root{color-scheme:light dark;font-family:system-ui,-apple-system,sans-serif;line-height:1.45}\
+/// The page's style sheet: the shared rules, then the page's own (the reader's light or dark
+/// scheme, a wide column, the banner, the state colours and the footer). The content security
+/// policy allows exactly this text, by its hash.
+pub const STYLE: &str = orc_common::style_sheet!(
+    ":root{color-scheme:light dark}\
 body{margin:0 auto;max-width:78rem;padding:0 1rem 2rem}\
 header{border-bottom:1px solid #8886;margin-bottom:1rem}\
 header p{margin:.75rem 0 0}\
 nav ul{list-style:none;display:flex;flex-wrap:wrap;gap:.25rem 1.25rem;padding:0;margin:.5rem 0}\
 nav a[aria-current=page]{font-weight:700;text-decoration:none}\
-table{border-collapse:collapse;margin:.5rem 0 1.25rem}\
-th,td{border-bottom:1px solid #8886;padding:.3rem .6rem;text-align:left;vertical-align:top}\
+table{margin:.5rem 0 1.25rem}\
+th,td{border-bottom:1px solid #8886}\
 thead th{border-bottom-width:2px}\
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}\
 .banner{border:2px solid #a66a00;border-radius:.3rem;padding:.5rem 1rem;margin:1rem 0}\
@@ -29,14 +33,12 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}\
 .good{color:#1b6e20}\
 @media (prefers-color-scheme:dark){.warn{color:#ffb74d}.bad,.error{color:#ff8a80}.good{color:#81c784}}\
 form{margin:1rem 0}\
-label{display:block;font-weight:600;margin-top:.6rem}\
-input,select{font:inherit}\
-textarea{font-family:ui-monospace,monospace;width:100%;min-height:9rem}\
+textarea{min-height:9rem}\
 .error{margin:.2rem 0}\
-button{display:block;font:inherit;margin-top:1rem;padding:.3rem 1rem}\
-code,pre{font-family:ui-monospace,monospace}\
+button{display:block;margin-top:1rem;padding:.3rem 1rem}\
 pre{white-space:pre-wrap;background:#8881;padding:.5rem}\
-footer{border-top:1px solid #8886;margin-top:2rem;padding-top:.5rem;font-size:.9rem}";
+footer{border-top:1px solid #8886;margin-top:2rem;padding-top:.5rem;font-size:.9rem}"
+);
 
 /// The six views, in navigation order: (path relative to the page's root, title).
 pub const VIEWS: [(&str, &str); 6] = [
@@ -48,49 +50,43 @@ pub const VIEWS: [(&str, &str); 6] = [
     ("validate", "Validate"),
 ];
 
-/// One view's page: the frame with navigation, the standby banner where the replica is not
-/// serving, and `body`.
+/// One view's page in the pages' shared frame ([`Shell`]): navigation, the standby banner
+/// where the replica is not serving, and `body`; the footer says which replica made it.
 pub fn page(state: &PageState, current: &str, body: Markup) -> String {
     let partner = &state.config.partner_id;
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (current) " · partner " (partner) " · orc" }
-                style { (PreEscaped(STYLE)) }
-            }
-            body {
-                header {
-                    p { "Partner " strong { (partner) } " · " code { (state.replica.resource_uri) } " · read-only" }
-                    nav aria-label="Views" {
-                        ul {
-                            @for (href, title) in VIEWS {
-                                li {
-                                    a href=(href) aria-current=[(title == current).then_some("page")] { (title) }
-                                }
-                            }
+    let title_suffix = format!("partner {partner} · orc");
+    Shell {
+        title: current,
+        title_suffix: &title_suffix,
+        style: STYLE,
+        scripts: &[],
+        header: Some(html! {
+            p { "Partner " strong { (partner) } " · " code { (state.replica.resource_uri) } " · read-only" }
+            nav aria-label="Views" {
+                ul {
+                    @for (href, title) in VIEWS {
+                        li {
+                            a href=(href) aria-current=[(title == current).then_some("page")] { (title) }
                         }
                     }
                 }
-                main {
-                    @if !state.role.reads_clouds() {
-                        (standby_banner(state))
-                    }
-                    h1 { (current) }
-                    (body)
-                }
-                footer {
-                    "Replica " (state.replica.host) ", process " (state.replica.pid) ", slot "
-                    (state.replica.slot) " · version " (state.replica.version)
-                    " · page made " (when(state.now))
-                    ". This page changes nothing; params change only through the partner pool's form."
-                }
             }
-        }
+        }),
+        main: html! {
+            @if !state.role.reads_clouds() {
+                (standby_banner(state))
+            }
+            h1 { (current) }
+            (body)
+        },
+        footer: Some(html! {
+            "Replica " (state.replica.host) ", process " (state.replica.pid) ", slot "
+            (state.replica.slot) " · version " (state.replica.version)
+            " · page made " (when(state.now))
+            ". This page changes nothing; params change only through the partner pool's form."
+        }),
     }
-    .into_string()
+    .render()
 }
 
 /// The banner of a replica that reads no cloud account.
@@ -111,24 +107,19 @@ fn standby_banner(state: &PageState) -> Markup {
 
 /// A standalone page with no navigation: refusals and the closed page.
 pub fn bare_page(title: &str, body: Markup) -> String {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · partner admin · orc" }
-                style { (PreEscaped(STYLE)) }
-            }
-            body {
-                main {
-                    h1 { (title) }
-                    (body)
-                }
-            }
-        }
+    Shell {
+        title,
+        title_suffix: "partner admin · orc",
+        style: STYLE,
+        scripts: &[],
+        header: None,
+        main: html! {
+            h1 { (title) }
+            (body)
+        },
+        footer: None,
     }
-    .into_string()
+    .render()
 }
 
 /// A time as `2027-01-15 08:00:00 UTC`.

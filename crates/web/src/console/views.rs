@@ -8,7 +8,8 @@
 
 use std::str::FromStr;
 
-use maud::{DOCTYPE, Markup, PreEscaped, html};
+use maud::{Markup, html};
+use orc_common::html::Shell;
 use rust_decimal::{Decimal, RoundingStrategy};
 
 use super::model::{
@@ -21,9 +22,10 @@ use orc_zone_api_types::views::{
     EventView, MoneyView, NodeView, PoolView, ProviderView, QuoteView,
 };
 
-/// The pages' one style sheet.
-pub const STYLE: &str = "\
-body{font-family:system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f7f9;line-height:1.45}\
+/// The console's style sheet: the shared rules, then the zone's colours, the header's
+/// project switcher, the sections, cards, form fields and notices.
+pub const STYLE: &str = orc_common::style_sheet!(
+    "body{color:#1b1f24;background:#f6f7f9}\
 header{background:#1b2a41;color:#fff;padding:.6rem 1.5rem;display:flex;flex-wrap:wrap;gap:.8rem;\
 align-items:center;justify-content:space-between}\
 header a{color:#fff}header form{margin:0;display:flex;gap:.4rem;align-items:center}\
@@ -33,65 +35,58 @@ nav.sections a[aria-current=page]{font-weight:700;text-decoration:none;color:#1b
 main{max-width:72rem;margin:1rem auto;padding:0 1.5rem}\
 h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:1.6rem}\
 .card{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:.8rem 1.1rem;margin:1rem 0}\
-label,legend{display:block;font-weight:600;margin:.6rem 0 .2rem}\
 fieldset{border:1px solid #d0d7de;border-radius:4px;margin:.8rem 0}\
 fieldset label{font-weight:400;display:inline}\
 input[type=text],input[type=number],input[type=password],select,textarea{box-sizing:border-box;\
-padding:.4rem;border:1px solid #6e7781;border-radius:4px;font:inherit}\
-textarea{width:100%;min-height:7rem;font-family:ui-monospace,monospace}\
+padding:.4rem;border:1px solid #6e7781;border-radius:4px}\
+textarea{min-height:7rem}\
 button{margin-top:.8rem;padding:.4rem 1rem;border:0;border-radius:4px;background:#0a58ca;\
-color:#fff;font:inherit;cursor:pointer}\
+color:#fff}\
 button.danger{background:#b3261e}header button{margin:0;background:#3d4f6b}\
 .field-error{color:#a40e26;font-weight:600;margin:.2rem 0}\
 .notice{background:#dafbe1;border:1px solid #1a7f37;padding:.5rem .8rem;border-radius:4px}\
 .problem{background:#ffebe9;border:1px solid #cf222e;color:#82071e;padding:.5rem .8rem;\
 border-radius:4px}\
 .secret{font-family:ui-monospace,monospace;background:#fff8c5;padding:.4rem;word-break:break-all}\
-table{border-collapse:collapse;width:100%;background:#fff;margin:.5rem 0 1rem}\
-th,td{text-align:left;padding:.4rem .6rem;border-bottom:1px solid #d0d7de;vertical-align:top}\
-.muted{color:#57606a}\
-.visually-hidden{position:absolute;left:-9999px}";
+table{width:100%;background:#fff;margin:.5rem 0 1rem}\
+th,td{border-bottom:1px solid #d0d7de}\
+.muted{color:#57606a}"
+);
 
-/// A whole page: the frame (header with the project switcher and sign-out, the project's
-/// sections) around `content`.
+/// A whole page in the pages' shared frame ([`Shell`]): the header with the project
+/// switcher and sign-out, the project's sections, then `content`. It loads the one script,
+/// `/console/live.js`, which keeps a pool's nodes current while the page is open.
 pub fn page(frame: &Frame, title: &str, content: Markup) -> String {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · orc console" }
-                style { (PreEscaped(STYLE)) }
-                script src="/console/live.js" defer {}
-            }
-            body {
-                header {
-                    a href="/orgs" { strong { "orc" } " console" }
-                    form method="get" action="/orgs/switch" {
-                        label for="switch-project" { "Project" }
-                        select #switch-project name="to" {
-                            @for p in &frame.projects {
-                                option value=(p)
-                                    selected[frame.current.as_ref().is_some_and(|c| &c.path() == p)]
-                                    { (p) }
-                            }
-                        }
-                        button type="submit" { "Open" }
-                    }
-                    form method="post" action="/sign-out" {
-                        span { "Signed in as " (frame.user) }
-                        button type="submit" { "Sign out" }
+    Shell {
+        title,
+        title_suffix: "orc console",
+        style: STYLE,
+        scripts: &[super::live::SCRIPT_PATH],
+        header: Some(html! {
+            a href="/orgs" { strong { "orc" } " console" }
+            form method="get" action="/orgs/switch" {
+                label for="switch-project" { "Project" }
+                select #switch-project name="to" {
+                    @for p in &frame.projects {
+                        option value=(p)
+                            selected[frame.current.as_ref().is_some_and(|c| &c.path() == p)]
+                            { (p) }
                     }
                 }
-                main {
-                    (sections(frame))
-                    (content)
-                }
+                button type="submit" { "Open" }
             }
-        }
+            form method="post" action="/sign-out" {
+                span { "Signed in as " (frame.user) }
+                button type="submit" { "Sign out" }
+            }
+        }),
+        main: html! {
+            (sections(frame))
+            (content)
+        },
+        footer: None,
     }
-    .into_string()
+    .render()
 }
 
 fn sections(frame: &Frame) -> Markup {

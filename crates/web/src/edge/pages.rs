@@ -1,60 +1,55 @@
 //! The edge's own pages: sign-in, the signed-in home with the endpoints a person may open,
-//! and refusals. Server rendered (`maud` escapes every value), no JavaScript, one small
-//! inline style sheet.
+//! and refusals. Server rendered (`maud` escapes every value) in the pages' shared frame
+//! ([`orc_common::html::Shell`]), no JavaScript, one small inline style sheet.
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use maud::{DOCTYPE, Markup, html};
+use maud::{Markup, html};
+use orc_common::html::Shell;
 
 use super::Reachable;
 use crate::visitor::Person;
 
-const STYLE: &str = "\
-body{font-family:system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f7f9}\
+/// The edge's style sheet: the shared rules, then the zone's colours, a narrow column and
+/// the sign-in cards.
+const STYLE: &str = orc_common::style_sheet!(
+    "body{color:#1b1f24;background:#f6f7f9}\
 header{background:#1b2a41;color:#fff;padding:.8rem 1.5rem;display:flex;align-items:center;\
 justify-content:space-between}\
 header a{color:#fff}main{max-width:44rem;margin:2rem auto;padding:0 1.5rem}\
 h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:1.8rem}\
 form.card{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:1rem 1.2rem;\
 margin:1rem 0}\
-label{display:block;font-weight:600;margin:.6rem 0 .2rem}\
 input[type=text],input[type=password]{width:100%;box-sizing:border-box;padding:.45rem;\
-border:1px solid #8c959f;border-radius:4px;font:inherit}\
+border:1px solid #8c959f;border-radius:4px}\
 button{margin-top:.9rem;padding:.45rem 1rem;border:0;border-radius:4px;background:#1f6feb;\
-color:#fff;font:inherit;cursor:pointer}\
+color:#fff}\
 header button{margin:0;background:#3d4f6b}\
 .error{background:#ffebe9;border:1px solid #cf222e;color:#82071e;padding:.6rem .8rem;\
 border-radius:4px}\
-table{border-collapse:collapse;width:100%;background:#fff}\
-th,td{text-align:left;padding:.45rem .6rem;border-bottom:1px solid #d0d7de}\
-code{font-size:.95em}\
-.visually-hidden{position:absolute;left:-9999px}";
+table{width:100%;background:#fff}\
+th,td{border-bottom:1px solid #d0d7de}"
+);
 
 fn layout(title: &str, edge_url: &str, signed_in: Option<&Person>, content: Markup) -> String {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · orc" }
-                style { (maud::PreEscaped(STYLE)) }
-            }
-            body {
-                header {
-                    a href={ (edge_url) "/" } { strong { "orc" } " zone" }
-                    @if let Some(person) = signed_in {
-                        form method="post" action={ (edge_url) "/sign-out" } {
-                            span { "Signed in as " (person.user.name) " " }
-                            button type="submit" { "Sign out" }
-                        }
-                    }
+    Shell {
+        title,
+        title_suffix: "orc",
+        style: STYLE,
+        scripts: &[],
+        header: Some(html! {
+            a href={ (edge_url) "/" } { strong { "orc" } " zone" }
+            @if let Some(person) = signed_in {
+                form method="post" action={ (edge_url) "/sign-out" } {
+                    span { "Signed in as " (person.user.name) " " }
+                    button type="submit" { "Sign out" }
                 }
-                main { (content) }
             }
-        }
+        }),
+        main: content,
+        footer: None,
     }
-    .into_string()
+    .render()
 }
 
 /// The sign-in page: an API token, or a user name and password.
