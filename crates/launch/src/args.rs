@@ -1,10 +1,46 @@
-//! The arguments `orc zone serve` and `orc up` share: the mesh range, TLS, the listeners'
-//! limits and the access edge, each turned into the zone's own config.
+//! The arguments `orc zone serve` and `orc up` share ([`ZoneArgs`]: where the zone
+//! listens, TLS, the listeners' limits, the access edge and the mesh range), each turned into
+//! the zone's own config.
 
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
 use clap::Args;
+use orc_zone::zone::ZoneConfig;
+
+/// Where a zone listens and how: what `orc zone serve` and `orc up` both take.
+#[derive(Debug, Clone, Args)]
+pub struct ZoneArgs {
+    /// Where the HTTP API listens.
+    #[arg(long, default_value = orc_zone::zone::DEFAULT_HTTP_ADDR)]
+    pub http: SocketAddr,
+    /// Where providers dial in (gRPC).
+    #[arg(long, default_value = orc_zone::zone::DEFAULT_GRPC_ADDR)]
+    pub grpc: SocketAddr,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
+    pub listen: ListenArgs,
+    #[command(flatten)]
+    pub edge: EdgeArgs,
+    #[command(flatten)]
+    pub mesh: MeshArgs,
+}
+
+impl ZoneArgs {
+    /// Puts what these arguments say into `config`: the two listeners, their TLS and limits,
+    /// the access edge, the web URL and the mesh.
+    pub fn configure(&self, config: &mut ZoneConfig) -> anyhow::Result<()> {
+        config.http_addr = self.http;
+        config.grpc_addr = self.grpc;
+        config.tls = self.tls.config();
+        config.limits = self.listen.limits();
+        config.edge = self.edge.config()?;
+        config.web_url = self.edge.web_url.clone();
+        config.mesh = self.mesh.options()?;
+        Ok(())
+    }
+}
 
 /// The zone's mesh range, shared by `orc zone serve` and `orc up`.
 #[derive(Debug, Clone, Args)]

@@ -2,14 +2,13 @@
 //! the environment, until Ctrl-C.
 
 use std::io::IsTerminal as _;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Args;
 use orc_client::outln;
 
-use crate::args::{EdgeArgs, ListenArgs, MeshArgs, TlsArgs};
+use crate::args::ZoneArgs;
 
 /// Arguments of `orc zone serve`.
 #[derive(Debug, Args)]
@@ -28,12 +27,6 @@ pub struct ServeArgs {
     /// controller of one store needs the same key.
     #[arg(long, env = "ORC_SEALING_KEY_FILE", value_name = "PATH")]
     pub sealing_key_file: Option<PathBuf>,
-    /// Where the HTTP API listens.
-    #[arg(long, default_value = orc_zone::zone::DEFAULT_HTTP_ADDR)]
-    pub http: SocketAddr,
-    /// Where providers dial in (gRPC).
-    #[arg(long, default_value = orc_zone::zone::DEFAULT_GRPC_ADDR)]
-    pub grpc: SocketAddr,
     /// The URL nodes' agents dial (`https://zone.example.net:7400`): the gRPC endpoint as
     /// the nodes' network reaches it [default: the --grpc address].
     #[arg(long, env = "ORC_AGENT_URL", value_name = "URL")]
@@ -43,13 +36,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "10m", value_parser = orc_client::commands::agent::parse_ttl)]
     pub join_grace: std::time::Duration,
     #[command(flatten)]
-    pub tls: TlsArgs,
-    #[command(flatten)]
-    pub listen: ListenArgs,
-    #[command(flatten)]
-    pub edge: EdgeArgs,
-    #[command(flatten)]
-    pub mesh: MeshArgs,
+    pub zone: ZoneArgs,
 }
 
 /// `orc zone serve`: runs the zone until Ctrl-C.
@@ -76,13 +63,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .filter(|u| !u.is_empty()),
     };
     config.sealing_key_file = args.sealing_key_file;
-    config.http_addr = args.http;
-    config.grpc_addr = args.grpc;
-    config.tls = args.tls.config();
-    config.limits = args.listen.limits();
-    config.edge = args.edge.config()?;
-    config.web_url = args.edge.web_url.clone();
-    config.mesh = args.mesh.options()?;
+    args.zone.configure(&mut config)?;
     config.agent_url = args.agent_url;
     config.reconcile.join_grace = Some(args.join_grace).filter(|g| !g.is_zero());
     // Nodes install the agent this zone runs as.

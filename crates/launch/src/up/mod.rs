@@ -29,7 +29,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use orc_emu::RunningEmulators;
 use orc_zone::model::Pool;
 
-use crate::args::{EdgeArgs, ListenArgs, MeshArgs, TlsArgs};
+use crate::args::ZoneArgs;
 use orc_client::client::Client;
 use orc_zone::zone::{Zone, ZoneConfig};
 use tokio::signal::unix::{SignalKind, signal};
@@ -69,20 +69,8 @@ pub struct UpArgs {
     /// Where the zone keeps its files [default: $ORC_DATA_DIR, else ~/.local/share/orc].
     #[arg(long, env = "ORC_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Where the HTTP API listens.
-    #[arg(long, default_value = orc_zone::zone::DEFAULT_HTTP_ADDR)]
-    pub http: SocketAddr,
-    /// Where providers dial in (gRPC).
-    #[arg(long, default_value = orc_zone::zone::DEFAULT_GRPC_ADDR)]
-    pub grpc: SocketAddr,
     #[command(flatten)]
-    pub tls: TlsArgs,
-    #[command(flatten)]
-    pub listen: ListenArgs,
-    #[command(flatten)]
-    pub edge: EdgeArgs,
-    #[command(flatten)]
-    pub mesh: MeshArgs,
+    pub zone: ZoneArgs,
     /// Where the Hetzner Cloud emulator listens.
     #[arg(long, default_value = "127.0.0.1:4010")]
     pub hetzner_emu: SocketAddr,

@@ -37,16 +37,16 @@ impl Up {
         check_data_dir(&data_dir)?;
         let (partner, partner_args) = partner_binary(args.partner_bin.as_deref())?;
         for (what, addr) in [
-            ("the zone API", args.http),
-            ("the provider endpoint", args.grpc),
+            ("the zone API", args.zone.http),
+            ("the provider endpoint", args.zone.grpc),
             ("the Hetzner Cloud emulator", args.hetzner_emu),
             ("the Vultr emulator", args.vultr_emu),
             ("the Robot emulator", args.robot_emu),
         ] {
             check_port(what, addr)?;
         }
-        if !args.edge.no_edge && !args.tls.plain {
-            check_port("the access edge", args.edge.edge)?;
+        if !args.zone.edge.no_edge && !args.zone.tls.plain {
+            check_port("the access edge", args.zone.edge.edge)?;
         }
 
         let fabric = if args.netns {
@@ -168,13 +168,7 @@ impl Up {
             });
         }
         let mut config = ZoneConfig::new(&data_dir);
-        config.http_addr = args.http;
-        config.grpc_addr = args.grpc;
-        config.tls = args.tls.config();
-        config.limits = args.listen.limits();
-        config.edge = args.edge.config()?;
-        config.web_url = args.edge.web_url.clone();
-        config.mesh = args.mesh.options()?;
+        args.zone.configure(&mut config)?;
         // The emulators' inventory is complete and read every few seconds: a node missing
         // from it is gone, and its slot need not wait the minutes a real cloud's may.
         config.reconcile.lost_replace_after = UP_LOST_REPLACE_AFTER;
@@ -183,7 +177,7 @@ impl Up {
         if let Some(fabric) = &fabric {
             // Nodes reach the zone through the fabric's uplink, at the host's end of it; a
             // node whose agent does not join is replaced, as on a real cloud.
-            config.grpc_addr = SocketAddr::from((fabric.host_address(), args.grpc.port()));
+            config.grpc_addr = SocketAddr::from((fabric.host_address(), args.zone.grpc.port()));
             config.reconcile.join_grace = Some(Duration::from_secs(600));
             config.mesh.reserved.push((
                 "the emulated internet".to_string(),

@@ -12,6 +12,7 @@ use super::providers::partner_app;
 use super::publish::{name, partner_manifest, standalone_manifest};
 use super::start::{check_port, running_nodes};
 use super::*;
+use crate::args::{EdgeArgs, ListenArgs, MeshArgs, TlsArgs};
 
 /// The params the partner declares sensitive: its cloud keys, as its manifest says.
 fn partner_sensitive_params() -> BTreeSet<String> {
@@ -94,21 +95,27 @@ fn args(dir: &Path, partner: &Path) -> UpArgs {
     let any = SocketAddr::from(([127, 0, 0, 1], 0));
     UpArgs {
         data_dir: Some(dir.join("data")),
-        http: any,
-        grpc: any,
-        tls: TlsArgs {
-            plain: false,
-            tls_names: Vec::new(),
-        },
-        listen: ListenArgs {
-            max_connections_per_source: None,
-        },
-        edge: EdgeArgs {
-            edge: any,
-            edge_domain: orc_web::edge::DEFAULT_DOMAIN.to_string(),
-            edge_public_port: None,
-            no_edge: false,
-            web_url: None,
+        zone: ZoneArgs {
+            http: any,
+            grpc: any,
+            tls: TlsArgs {
+                plain: false,
+                tls_names: Vec::new(),
+            },
+            listen: ListenArgs {
+                max_connections_per_source: None,
+            },
+            edge: EdgeArgs {
+                edge: any,
+                edge_domain: orc_web::edge::DEFAULT_DOMAIN.to_string(),
+                edge_public_port: None,
+                no_edge: false,
+                web_url: None,
+            },
+            mesh: MeshArgs {
+                mesh_range: orc_mesh::range::DEFAULT_RANGE.parse().unwrap(),
+                mesh_project_prefix: orc_mesh::range::DEFAULT_PROJECT_PREFIX_LEN,
+            },
         },
         hetzner_emu: any,
         vultr_emu: any,
@@ -117,10 +124,6 @@ fn args(dir: &Path, partner: &Path) -> UpArgs {
         providers_bin: Some(partner.to_path_buf()),
         partner_wait: 30,
         netns: false,
-        mesh: MeshArgs {
-            mesh_range: orc_mesh::range::DEFAULT_RANGE.parse().unwrap(),
-            mesh_project_prefix: orc_mesh::range::DEFAULT_PROJECT_PREFIX_LEN,
-        },
     }
 }
 
@@ -248,15 +251,9 @@ async fn up_starts_the_zone_with_the_partner_pool_and_resumes_without_duplicates
     let http = up.zone.http_addr();
     up.shutdown().await;
 
-    let again = Up::start(
-        &UpArgs {
-            http,
-            ..args(dir.path(), &partner)
-        },
-        &report,
-    )
-    .await
-    .unwrap();
+    let mut same_address = args(dir.path(), &partner);
+    same_address.zone.http = http;
+    let again = Up::start(&same_address, &report).await.unwrap();
     assert!(!again.pool_created);
     wait_until_running(again.zone.store(), &pool).await;
     let pools = again
