@@ -13,9 +13,6 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::model::{Current, Frame, Section};
 use super::{Cx, PageResult, pool_and_nodes, views};
 
-/// Where the script is served.
-pub const SCRIPT_PATH: &str = "/console/live.js";
-
 /// How often a stream looks at the pool again.
 const EVERY: Duration = Duration::from_secs(2);
 

@@ -111,7 +111,7 @@ pub fn owns_path(path: &str) -> bool {
         || path.starts_with("/orgs/")
         || path == "/tokens"
         || path.starts_with("/tokens/")
-        || path == live::SCRIPT_PATH
+        || path == views::LIVE_SCRIPT_PATH
 }
 
 /// A path segment, percent-encoded where it is not a plain name character.
@@ -181,7 +181,7 @@ pub async fn handle(
 ) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_string();
-    if path == live::SCRIPT_PATH {
+    if path == views::LIVE_SCRIPT_PATH {
         return live::script();
     }
     if !from_own_pages(edge_url, &method, request.headers()) {

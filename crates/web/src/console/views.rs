@@ -53,6 +53,9 @@ th,td{border-bottom:1px solid #d0d7de}\
 .muted{color:#57606a}"
 );
 
+/// Where the pages' one script is served (`live.rs` answers it).
+pub const LIVE_SCRIPT_PATH: &str = "/console/live.js";
+
 /// A whole page in the pages' shared frame ([`Shell`]): the header with the project
 /// switcher and sign-out, the project's sections, then `content`. It loads the one script,
 /// `/console/live.js`, which keeps a pool's nodes current while the page is open.
@@ -61,7 +64,7 @@ pub fn page(frame: &Frame, title: &str, content: Markup) -> String {
         title,
         title_suffix: "orc console",
         style: STYLE,
-        scripts: &[super::live::SCRIPT_PATH],
+        scripts: &[LIVE_SCRIPT_PATH],
         header: Some(html! {
             a href="/orgs" { strong { "orc" } " console" }
             form method="get" action="/orgs/switch" {
