@@ -157,12 +157,12 @@ async fn pool_create_waits_for_running_nodes_and_quotes_show_the_markup() {
             "No capacity in US East right now.",
         )),
     );
+    // Without ORG/PROJECT, the token's project asks (the operator's is sys/sys).
     let refused = orc(
         &zone,
         &dir,
         &[
             "quote",
-            "sys/sys",
             "--provider",
             "fake",
             "--class",
@@ -665,6 +665,38 @@ async fn orc_agent_joins_and_orc_exec_runs_commands_on_the_node() {
     assert_eq!(String::from_utf8_lossy(&out.stderr), "oops\n");
     let ok = orc(&zone, &dir, &["exec", &node, "--", "echo", "fine"]).await;
     assert_eq!(stdout(&ok), "fine\n");
+    // `orc exec … | head -1`: the reader leaving early is no error.
+    let mut cut_short = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
+    cut_short
+        .args(["exec", &node, "--", "sh", "-c", "seq 1 100000"])
+        .env("ORC_URL", zone.url())
+        .env("ORC_TOKEN", zone.admin_token().expose())
+        .env("ORC_DATA_DIR", &dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let (first, cut_short) = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead as _;
+        let mut child = cut_short.spawn().unwrap();
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        (first, child.wait_with_output().unwrap())
+    })
+    .await
+    .unwrap();
+    assert_eq!(first, "1\n");
+    assert!(
+        cut_short.status.success(),
+        "{:?}: {}",
+        cut_short.status,
+        String::from_utf8_lossy(&cut_short.stderr)
+    );
+    assert!(
+        cut_short.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&cut_short.stderr)
+    );
     let unknown = orc(&zone, &dir, &["exec", "n-zzzzzzzzzzzz", "--", "true"]).await;
     assert!(!unknown.status.success());
     assert!(
@@ -686,6 +718,10 @@ async fn orc_agent_joins_and_orc_exec_runs_commands_on_the_node() {
     let output = agent.wait_with_output().unwrap();
     let log = String::from_utf8_lossy(&output.stderr);
     assert!(log.contains("joined the zone"), "{log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "a log that goes to no terminal has no colour codes: {log}"
+    );
     assert!(
         !log.contains(&token.trim()[40..]),
         "the agent never logs its token: {log}"

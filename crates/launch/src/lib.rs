@@ -33,12 +33,14 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Logs to stderr at `$ORC_LOG` (default `info`), once per process.
+/// Logs to stderr at `$ORC_LOG` (default `info`), once per process; coloured only on a
+/// terminal, so a log file or a journal gets plain text.
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ORC_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }

@@ -185,7 +185,8 @@ pub fn zone_ca(path: Option<&Path>) -> Result<Option<orc_tls::PinnedCa>, Process
 }
 
 /// Installs the process-wide log subscriber: formatted lines on stderr, filtered by
-/// `RUST_LOG` (default `info`). Stdout stays free for command output.
+/// `RUST_LOG` (default `info`), coloured only on a terminal. Stdout stays free for command
+/// output.
 ///
 /// # Panics
 ///
@@ -197,6 +198,8 @@ pub fn init_stderr_tracing() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)),
         )
         .with_writer(io::stderr)
+        // Colours only for a person at a terminal: a slot's log or a file gets plain text.
+        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
         .init();
 }
 

@@ -66,11 +66,17 @@ pub async fn exec(
                     let data = base64::engine::general_purpose::STANDARD
                         .decode(data)
                         .context("the zone sent output that is not base64")?;
-                    if stream == "stderr" {
-                        stderr.write_all(&data)?;
+                    let written = if stream == "stderr" {
+                        stderr.write_all(&data)
                     } else {
-                        stdout.write_all(&data)?;
-                        stdout.flush()?;
+                        stdout.write_all(&data).and_then(|()| stdout.flush())
+                    };
+                    match written {
+                        Ok(()) => {}
+                        // `orc exec … | head`: the reader has what it wanted. Dropping the
+                        // answer hangs up, and the zone stops the command.
+                        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                        Err(e) => return Err(e).context("cannot write the command's output"),
                     }
                 }
                 ExecLine::Exit { code, error } => exit = Some((code, error)),

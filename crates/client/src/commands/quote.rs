@@ -5,7 +5,7 @@ use clap::Args;
 use orc_zone_api_types::views::QuoteView;
 
 use super::shape::ShapeArgs;
-use super::{client, print_json, project_path, project_url};
+use super::{client, print_json, project_of, project_url};
 use crate::ConnArgs;
 use crate::table::fields;
 
@@ -22,8 +22,8 @@ use crate::table::fields;
     mut_arg("public", |a| a.help("Quote for a public pool"))
 )]
 pub struct QuoteArgs {
-    /// ORG/PROJECT asking.
-    pub project: String,
+    /// ORG/PROJECT asking [default: the token's project].
+    pub project: Option<String>,
     #[command(flatten)]
     pub shape: ShapeArgs,
 }
@@ -31,7 +31,7 @@ pub struct QuoteArgs {
 /// `orc quote`.
 pub async fn quote(conn: &ConnArgs, args: QuoteArgs) -> anyhow::Result<()> {
     let client = client(conn)?;
-    let (org, project) = project_path(&args.project)?;
+    let (org, project) = project_of(&client, args.project.as_deref()).await?;
     let request = args.shape.into_quote_request();
     let view: QuoteView = client
         .post(&format!("{}/quote", project_url(&org, &project)), &request)

@@ -105,6 +105,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
+        // `orc up 2> up.log` keeps plain text; colours are for a terminal.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
     let spinner = ProgressBar::new_spinner();
