@@ -146,6 +146,20 @@ pub fn overview(state: &PageState) -> String {
     page(state, "Overview", body)
 }
 
+/// `1 node`, `2 nodes`, `0 nodes`.
+fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// What a use is measured against: `of 10`, or `(no cap)`.
+fn of_cap(cap: Option<String>) -> String {
+    cap.map_or_else(|| "(no cap)".to_string(), |cap| format!("of {cap}"))
+}
+
 fn opt<T: std::fmt::Display>(value: &Option<T>, none: &str) -> String {
     value
         .as_ref()
@@ -482,17 +496,18 @@ fn cloud_children(state: &PageState, cloud: Cloud) -> Markup {
                     tr {
                         th scope="row" { "Nodes held" }
                         td { @match seen {
-                            Some(s) => { (s.tenant_nodes()) " tenant nodes, " (s.gateways()) " site gateways" }
+                            Some(s) => { (counted(s.tenant_nodes(), "tenant node")) ", " (counted(s.gateways(), "site gateway")) }
                             None => "unknown",
                         } }
                     }
                     tr {
                         th scope="row" { "Caps used" }
                         td {
-                            "nodes " (usage.tenant_nodes) " of " (opt(&cc.max_nodes, "no cap"))
-                            "; monthly spend " (amount(usage.monthly_spend_usd)) " USD of "
-                            (cc.max_monthly_spend.map_or("no cap".to_string(), |m| format!("{} USD", amount(m))))
-                            " (reservations included); "
+                            (counted(usage.tenant_nodes as usize, "node")) " "
+                            (of_cap(cc.max_nodes.map(|n| n.to_string())))
+                            "; monthly spend " (amount(usage.monthly_spend_usd)) " USD "
+                            (of_cap(cc.max_monthly_spend.map(|m| format!("{} USD", amount(m)))))
+                            ", reservations included; "
                             (count_words(state.quotes.count_status(cloud), cc.is_capped(), state.now))
                         }
                     }

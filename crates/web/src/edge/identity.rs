@@ -124,12 +124,14 @@ async fn look_up(edge: &EdgeState, credential: Credential) -> Result<Option<Pers
             else {
                 return Err(unauthenticated(
                     edge,
+                    AGAIN,
                     "The bearer token is unknown, revoked or expired.",
                 ));
             };
             if token.service_pool.is_some() {
                 return Err(unauthenticated(
                     edge,
+                    AGAIN,
                     "A pool's service credential opens only that pool's provider stream, not \
                  endpoints.",
                 ));
@@ -174,13 +176,13 @@ async fn look_up(edge: &EdgeState, credential: Credential) -> Result<Option<Pers
     }))
 }
 
-fn unauthenticated(edge: &EdgeState, why: &str) -> Response {
-    let mut response = pages::refusal(
-        StatusCode::UNAUTHORIZED,
-        "Sign in again",
-        why,
-        Some(&edge.url()),
-    );
+/// The heading for a visitor who brought a credential the edge does not take.
+const AGAIN: &str = "Sign in again";
+/// The heading for a visitor who brought none.
+const FIRST: &str = "Sign in";
+
+fn unauthenticated(edge: &EdgeState, title: &str, why: &str) -> Response {
+    let mut response = pages::refusal(StatusCode::UNAUTHORIZED, title, why, Some(&edge.url()));
     response.headers_mut().insert(
         header::WWW_AUTHENTICATE,
         HeaderValue::from_static("Bearer realm=\"orc\""),
@@ -200,6 +202,7 @@ pub(super) fn ask_to_sign_in(edge: &EdgeState, host: &str, request: &Request) ->
     if !wants_page {
         return unauthenticated(
             edge,
+            FIRST,
             "Sign in at the zone's edge, or send Authorization: Bearer with an API token.",
         );
     }

@@ -348,6 +348,8 @@ async fn members_get_in_with_one_signed_assertion_and_nothing_of_theirs_reaches_
         .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
     assert!(headers.contains_key(header::WWW_AUTHENTICATE));
+    // Someone who never signed in is asked to sign in, not to sign in again.
+    assert!(body.contains("<h1>Sign in</h1>"), "{body}");
     assert!(s.seen.lock().unwrap().is_empty(), "nothing reached the app");
 
     // The sign-in page, then a sign-in with mia's token: a cookie with every flag, and the
@@ -544,7 +546,9 @@ async fn members_get_in_with_one_signed_assertion_and_nothing_of_theirs_reaches_
         .send()
         .await
         .unwrap();
-    assert_eq!(s.read(answer).await.0, StatusCode::UNAUTHORIZED);
+    let (status, _, body) = s.read(answer).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(body.contains("<h1>Sign in again</h1>"), "{body}");
     let (status, _, _) = s.sign_in(&[("token", service.expose())]).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 
