@@ -13,6 +13,7 @@ use orc_zone_model::{
     AgentState, ApiToken, Event, Membership, Node, NodeState, Org, Pool, PricingStrategy, Project,
     Provider, SshPublicKey, UsageLine, User,
 };
+use rust_decimal::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -165,10 +166,25 @@ impl MembershipView {
     }
 }
 
+/// Decimal places of every amount of money in an answer. Amounts are kept exactly in the
+/// store and rounded only here, half to even: at 8 places, a sum of up to a million shown
+/// amounts is within half a cent of the exact sum, so totals agree to the currency's minor
+/// unit.
+pub const MONEY_DECIMALS: u32 = 8;
+
+/// An amount of money as the API writes it: at most [`MONEY_DECIMALS`] places, no trailing
+/// zeros (`"0.0115"`, `"12"`, `"0.00003733"`).
+pub fn money_text(amount: Decimal) -> String {
+    amount
+        .round_dp_with_strategy(MONEY_DECIMALS, RoundingStrategy::MidpointNearestEven)
+        .normalize()
+        .to_string()
+}
+
 /// Money: a decimal amount in a currency per period.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct MoneyView {
-    /// Decimal text, e.g. `"0.0123"`.
+    /// Decimal text with at most 8 places, e.g. `"0.0123"` (see [`MONEY_DECIMALS`]).
     pub amount: String,
     /// ISO 4217 code.
     pub currency: String,
@@ -179,7 +195,7 @@ pub struct MoneyView {
 impl From<&Money> for MoneyView {
     fn from(m: &Money) -> Self {
         MoneyView {
-            amount: m.amount.to_string(),
+            amount: money_text(m.amount),
             currency: m.currency.as_str().to_string(),
             period: m.period.to_string(),
         }
@@ -712,7 +728,7 @@ pub struct UsageLineView {
     /// Decimal hours.
     pub hours: String,
     pub rate: MoneyView,
-    /// Decimal total in the rate's currency.
+    /// Decimal total in the rate's currency, at most 8 places.
     pub amount: String,
     /// The node still runs: `hours` and `amount` include its time up to this answer, beyond
     /// what the zone has written so far (it writes once an hour).
@@ -731,7 +747,7 @@ impl From<&UsageLine> for UsageLineView {
             description: u.description.clone(),
             hours: u.hours.to_string(),
             rate: MoneyView::from(&u.rate),
-            amount: u.amount.to_string(),
+            amount: money_text(u.amount),
             accruing: false,
         }
     }
@@ -742,7 +758,8 @@ impl From<&UsageLine> for UsageLineView {
 pub struct UsageView {
     pub month: String,
     pub lines: Vec<UsageLineView>,
-    /// Totals per currency (decimal text), by currency code.
+    /// Totals per currency (decimal text, at most 8 places), by currency code: the exact
+    /// sum of the lines, rounded once.
     pub totals: BTreeMap<String, String>,
 }
 
@@ -970,6 +987,19 @@ mod tests {
     use orc_common::RefusalKind;
 
     use super::{private_address, refusal_kind};
+
+    #[test]
+    fn money_is_written_with_at_most_eight_places_and_no_trailing_zeros() {
+        use super::money_text;
+        let text = |s: &str| money_text(s.parse().unwrap());
+        assert_eq!(text("0.0000373326392465753424657534"), "0.00003733");
+        assert_eq!(text("0.0115000"), "0.0115");
+        assert_eq!(text("12.000"), "12");
+        assert_eq!(text("0"), "0");
+        // Half to even, so rounding does not drift one way over many lines.
+        assert_eq!(text("0.000000125"), "0.00000012");
+        assert_eq!(text("0.000000135"), "0.00000014");
+    }
 
     #[test]
     fn a_refusal_is_read_as_its_kind_and_an_unknown_one_as_none() {

@@ -226,7 +226,7 @@ async fn offers_are_unpriced_without_a_strategy_and_marked_up_with_one() {
     assert_eq!(body["markup"], "0.15");
     assert_eq!(
         body["price"],
-        json!({ "amount": "0.1150", "currency": "USD", "period": "hour" })
+        json!({ "amount": "0.115", "currency": "USD", "period": "hour" })
     );
 
     s.store
@@ -238,7 +238,7 @@ async fn offers_are_unpriced_without_a_strategy_and_marked_up_with_one() {
         .await
         .unwrap();
     let (_, body) = quote(&s, request("eu-central", "debian-12")).await;
-    assert_eq!(body["price"]["amount"], "0.10");
+    assert_eq!(body["price"]["amount"], "0.1");
 }
 
 #[tokio::test]
@@ -418,10 +418,10 @@ async fn usage_counts_running_nodes_to_date() {
     assert_eq!(running["node_id"], change.created[0].id.as_str());
     assert_eq!(running["pool"], "web");
     assert_eq!(running["hours"], "0.25");
-    assert_eq!(running["amount"], "0.0200");
+    assert_eq!(running["amount"], "0.02");
     assert_eq!(running["accruing"], true);
     let stopped = &lines[1];
     assert_eq!(stopped["hours"], "0");
     assert_eq!(stopped["accruing"], false);
-    assert_eq!(usage["totals"]["USD"], "0.0200");
+    assert_eq!(usage["totals"]["USD"], "0.02");
 }

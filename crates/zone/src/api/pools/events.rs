@@ -139,7 +139,7 @@ pub(in crate::api) async fn usage(
             .collect(),
         totals: totals
             .into_iter()
-            .map(|(c, a)| (c, a.to_string()))
+            .map(|(c, a)| (c, orc_zone_api_types::views::money_text(a)))
             .collect(),
     }))
 }
