@@ -67,8 +67,8 @@ pub enum NetnsError {
         "materialised mode needs root (network namespaces, veths and bridges); run as root or drop --netns"
     )]
     NotRoot,
-    #[error("materialised mode needs `{0}` (Debian package {1})")]
-    Missing(&'static str, &'static str),
+    #[error("{}", missing_words(.0))]
+    Missing(Vec<Tool>),
     #[error(
         "every fabric slot is taken ({SLOTS} fabrics run on this host, or left namespaces behind: `ip netns list`)"
     )]
@@ -282,28 +282,120 @@ pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// Fails unless what materialised mode needs is here: root and the tools it runs.
+/// A program materialised mode runs, and the Debian package that has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tool {
+    pub name: &'static str,
+    pub package: &'static str,
+    /// What runs it.
+    pub for_what: &'static str,
+}
+
+/// Every program materialised mode runs, on the host or inside a server's namespace.
+pub const TOOLS: [Tool; 8] = [
+    Tool {
+        name: "ip",
+        package: "iproute2",
+        for_what: "namespaces, veths and bridges",
+    },
+    Tool {
+        name: "nsenter",
+        package: "util-linux",
+        for_what: "commands inside a server",
+    },
+    Tool {
+        name: "unshare",
+        package: "util-linux",
+        for_what: "a server's own mounts",
+    },
+    Tool {
+        name: "ssh-keygen",
+        package: "openssh-client",
+        for_what: "SSH keys",
+    },
+    Tool {
+        name: "sshd",
+        package: "openssh-server",
+        for_what: "rescue systems and static hosts",
+    },
+    Tool {
+        name: "curl",
+        package: "curl",
+        for_what: "node bootstraps fetching the agent",
+    },
+    Tool {
+        name: "iptables",
+        package: "iptables",
+        for_what: "gateways masquerading their site",
+    },
+    Tool {
+        name: "nft",
+        package: "nftables",
+        for_what: "gateway agents' NAT and forwarding",
+    },
+];
+
+/// The tools of [`TOOLS`] that `present` does not find.
+pub fn missing_tools(present: impl Fn(&str) -> bool) -> Vec<Tool> {
+    TOOLS
+        .into_iter()
+        .filter(|tool| !present(tool.name))
+        .collect()
+}
+
+/// One message naming every missing tool, and the one command that installs them all.
+fn missing_words(missing: &[Tool]) -> String {
+    let tools: Vec<String> = missing
+        .iter()
+        .map(|t| {
+            format!(
+                "`{}` ({}, Debian package {})",
+                t.name, t.for_what, t.package
+            )
+        })
+        .collect();
+    let mut packages: Vec<&str> = Vec::new();
+    for tool in missing {
+        if !packages.contains(&tool.package) {
+            packages.push(tool.package);
+        }
+    }
+    format!(
+        "materialised mode needs {} tool(s) this machine lacks: {}; install them with \
+         `apt-get install {}`",
+        missing.len(),
+        tools.join(", "),
+        packages.join(" ")
+    )
+}
+
+/// Whether `tool` is a file in a directory of `PATH`, or of the system's `sbin` and `bin`
+/// directories (root's tools are there even when `PATH` leaves them out).
+fn on_path(tool: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
+        .any(|dir| dir.join(tool).is_file())
+}
+
+/// Fails unless what materialised mode needs is here: root and every tool it runs, all
+/// missing ones named at once.
 pub fn check_prerequisites() -> Result<(), NetnsError> {
     if !is_root() {
         return Err(NetnsError::NotRoot);
     }
-    for (tool, package) in [
-        ("ip", "iproute2"),
-        ("nsenter", "util-linux"),
-        ("unshare", "util-linux"),
-        ("ssh-keygen", "openssh-client"),
-    ] {
-        let found = std::env::var_os("PATH")
-            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()));
-        if !found {
-            return Err(NetnsError::Missing(tool, package));
+    let missing = missing_tools(|tool| {
+        if tool == "sshd" {
+            Path::new(SSHD).is_file()
+        } else {
+            on_path(tool)
         }
+    });
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(NetnsError::Missing(missing))
     }
-    // The rescue systems of dedicated servers run it.
-    if !Path::new(SSHD).is_file() {
-        return Err(NetnsError::Missing(SSHD, "openssh-server"));
-    }
-    Ok(())
 }
 
 /// The SSH server a dedicated server's rescue system runs.
@@ -1083,6 +1175,32 @@ impl Drop for Fabric {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_missing_tool_is_named_at_once_with_the_command_that_installs_them() {
+        assert!(missing_tools(|_| true).is_empty());
+        let missing = missing_tools(|tool| !["iptables", "nft", "sshd"].contains(&tool));
+        let words = NetnsError::Missing(missing).to_string();
+        for tool in [
+            "`iptables`",
+            "`nft`",
+            "`sshd`",
+            "nftables",
+            "openssh-server",
+        ] {
+            assert!(words.contains(tool), "{words}");
+        }
+        assert!(words.contains("needs 3 tool(s)"), "{words}");
+        assert!(
+            words.ends_with("`apt-get install openssh-server iptables nftables`"),
+            "{words}"
+        );
+        let all = NetnsError::Missing(missing_tools(|_| false)).to_string();
+        assert!(
+            all.contains("apt-get install iproute2 util-linux openssh-client"),
+            "util-linux is named once: {all}"
+        );
+    }
 
     #[test]
     fn slots_give_disjoint_reserved_addresses() {
