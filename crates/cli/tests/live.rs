@@ -443,12 +443,45 @@ async fn a_tenant_works_in_their_own_project() {
     assert!(me.contains("\nproject:  acme/web\n"), "{me}");
     let providers = stdout(&orc_as(zone, dir, &token, &["providers"]).await);
     assert!(providers.contains("fake"), "{providers}");
+    // One pricing rule everywhere: a tenant sees that nodes are priced, never the markup.
+    assert!(
+        providers
+            .lines()
+            .any(|row| row.starts_with("fake ") && row.contains(" priced ")),
+        "{providers}"
+    );
     // A tenant sees neither the operator's markup nor where the provider's replicas run.
     let seen: serde_json::Value = serde_json::from_str(&stdout(
         &orc_as(zone, dir, &token, &["--json", "provider", "show", "fake"]).await,
     ))
     .unwrap();
     assert_eq!(seen["pricing"]["markup"], serde_json::Value::Null, "{seen}");
+    assert_eq!(seen["pricing"]["priced"], true, "{seen}");
+    let quoted: serde_json::Value = serde_json::from_str(&stdout(
+        &orc_as(
+            zone,
+            dir,
+            &token,
+            &[
+                "--json",
+                "quote",
+                "--provider",
+                "fake",
+                "--class",
+                "eu-central",
+                "--cpu",
+                "2",
+                "--mem",
+                "4",
+                "--os",
+                "debian-12",
+            ],
+        )
+        .await,
+    ))
+    .unwrap();
+    assert!(quoted["price"]["amount"].is_string(), "{quoted}");
+    assert_eq!(quoted["markup"], serde_json::Value::Null, "{quoted}");
     assert_eq!(seen["replicas"][0]["host"], "", "{seen}");
     assert_eq!(seen["replicas"][0]["pid"], 0, "{seen}");
     let operator: serde_json::Value = serde_json::from_str(&stdout(

@@ -415,7 +415,9 @@ pub fn partner(markup: Option<&str>) -> ProviderView {
         project: "sys/sys".into(),
         resource_uri: "urn:orc:partner:p1".into(),
         scope: "zone".into(),
+        // Priced; its markup shows only where given (its own project's view).
         pricing: PricingView {
+            priced: true,
             markup: markup.map(str::to_string),
         },
         replicas: vec![

@@ -202,18 +202,40 @@ impl From<&Money> for MoneyView {
     }
 }
 
-/// A provider's pricing strategy; `markup` null means none (its nodes are unpriced).
+/// A provider's pricing, by one rule everywhere (providers, quotes, nodes): every project
+/// sees whether its nodes are `priced`; only the provider's own project and the zone's
+/// operators see the `markup`, since a tenant's prices already include it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct PricingView {
-    /// Decimal text (`"0.15"` = 15 %), or null for no strategy.
+    /// Whether new nodes of the provider carry a price (false: unpriced, not free).
+    #[serde(default)]
+    pub priced: bool,
+    /// Decimal text (`"0.15"` = 15 %); null when there is none, or for a project that
+    /// only uses the provider.
     pub markup: Option<String>,
+}
+
+impl PricingView {
+    /// How people read it: `markup 0.15`, `priced` (the markup is not theirs to see) or
+    /// `unpriced`.
+    pub fn words(&self) -> String {
+        match (&self.markup, self.priced) {
+            (Some(markup), _) => format!("markup {markup}"),
+            (None, true) => "priced".to_string(),
+            (None, false) => "unpriced".to_string(),
+        }
+    }
 }
 
 impl From<PricingStrategy> for PricingView {
     fn from(p: PricingStrategy) -> Self {
         match p {
-            PricingStrategy::None => PricingView { markup: None },
+            PricingStrategy::None => PricingView {
+                priced: false,
+                markup: None,
+            },
             PricingStrategy::Markup(m) => PricingView {
+                priced: true,
                 markup: Some(m.value().to_string()),
             },
         }
@@ -564,7 +586,8 @@ pub struct NodeView {
     pub gateway: Option<String>,
     /// Null: unpriced (not zero).
     pub price: Option<MoneyView>,
-    /// The markup recorded at admission, or null.
+    /// The markup recorded at admission; null when there was none, or for a project that
+    /// only uses the provider (the price includes it).
     pub markup: Option<String>,
     pub attempts: u32,
     /// Where the provider put the node; only zone operators (`sys` members) see it.
@@ -775,7 +798,8 @@ pub struct QuoteView {
     /// What the tenant would pay (the provider's price with the markup); null when the
     /// provider has no pricing strategy or gave no price (unpriced, not zero).
     pub price: Option<MoneyView>,
-    /// The markup that would be recorded, or null.
+    /// The markup that would be recorded; null when there is none, or for a project that
+    /// only uses the provider (the price includes it).
     pub markup: Option<String>,
     /// The refusal's kind (`no_capacity`, `counting`, `transient`, `operator_fix`, `failed`,
     /// `unplaceable`).

@@ -10,7 +10,7 @@ use crate::table::Table;
 
 fn providers_table(providers: &[ProviderView]) -> String {
     let mut t = Table::new(&[
-        "PROVIDER", "PROJECT", "SCOPE", "MARKUP", "SERVING", "STANDBY", "RESOURCE",
+        "PROVIDER", "PROJECT", "SCOPE", "PRICING", "SERVING", "STANDBY", "RESOURCE",
     ]);
     for p in providers {
         let serving = p.replicas.iter().filter(|r| r.role == "serving").count();
@@ -19,10 +19,7 @@ fn providers_table(providers: &[ProviderView]) -> String {
             p.name.clone(),
             p.project.clone(),
             p.scope.clone(),
-            p.pricing
-                .markup
-                .clone()
-                .unwrap_or_else(|| "none".to_string()),
+            p.pricing.words(),
             serving.to_string(),
             standby.to_string(),
             p.resource_uri.clone(),
@@ -57,11 +54,11 @@ pub async fn list(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> 
 pub(crate) fn provider_text(p: &ProviderView) -> String {
     let serving = p.replicas.iter().filter(|r| r.role == "serving").count();
     let mut out = format!(
-        "provider:  {}\nproject:   {} ({} scope)\nmarkup:    {}\nreplicas:  {serving} serving, {} standing by\n",
+        "provider:  {}\nproject:   {} ({} scope)\npricing:   {}\nreplicas:  {serving} serving, {} standing by\n",
         p.name,
         p.project,
         p.scope,
-        p.pricing.markup.as_deref().unwrap_or("none"),
+        p.pricing.words(),
         p.replicas.len() - serving,
     );
     let Some(catalog) = &p.catalog else {
@@ -300,6 +297,7 @@ mod golden {
                 resource_uri: format!("urn:orc:{name}:zone-1"),
                 scope: scope.into(),
                 pricing: PricingView {
+                    priced: markup.is_some(),
                     markup: markup.map(str::to_string),
                 },
                 replicas: Vec::new(),
@@ -324,12 +322,16 @@ mod golden {
                 connected_since: 0,
             },
         ];
+        // Seen from another project: priced, its markup not shown.
+        let mut shared = provider("shared", "ops/ops", "zone", None);
+        shared.pricing.priced = true;
         check_golden(
             "providers-replicas",
             &providers_table(&[
                 provider("core", "sys/sys", "zone", None),
                 partner,
                 provider("lab", "acme/web", "project", Some("0")),
+                shared,
             ]),
         );
     }
@@ -358,7 +360,10 @@ mod golden {
             project: "sys/sys".into(),
             resource_uri: "urn:orc:partner:zone-1".into(),
             scope: "zone".into(),
-            pricing: PricingView { markup: None },
+            pricing: PricingView {
+                priced: false,
+                markup: None,
+            },
             replicas: vec![ReplicaView {
                 host: String::new(),
                 pid: 0,

@@ -67,10 +67,11 @@ fn quote_text(view: &QuoteView) -> String {
                     None => "unpriced".to_string(),
                 },
             ));
-            pairs.push((
-                "markup",
-                view.markup.clone().unwrap_or_else(|| "none".into()),
-            ));
+            // Shown only where the zone shows it: to the provider's own project and the
+            // operators. A tenant's price already includes it.
+            if let Some(markup) = &view.markup {
+                pairs.push(("markup", markup.clone()));
+            }
         }
         _ => {
             pairs.push(("reason", view.words.clone()));

@@ -857,10 +857,11 @@ fn provider_card(current: &Current, card: &ProviderCard, operator: bool) -> Mark
                 dt { "Scope" } dd { @if p.scope == "zone" { "Global (every project of the zone)" } @else { "Project " (p.project) } }
                 dt { "Replicas" } dd { (serving) " serving, " (standby) " standing by" }
                 dt { "Resource URI" } dd { code { (p.resource_uri) } }
-                dt { "Pricing strategy" } dd {
-                    @match &p.pricing.markup {
-                        Some(m) => { "markup " (m) }
-                        None => @if card.home { "none (its nodes are unpriced)" } @else { "set by its operator" },
+                dt { "Pricing" } dd {
+                    @match (&p.pricing.markup, p.pricing.priced) {
+                        (Some(m), _) => { "markup " (m) " (prices include it)" }
+                        (None, true) => "priced by its operator (prices include its markup)",
+                        (None, false) => "unpriced: its nodes carry no price",
                     }
                 }
             }

@@ -35,8 +35,10 @@ pub(in crate::api) async fn list_nodes(
         .into_iter()
         .map(|a| (a.node_id.clone(), a))
         .collect();
-    // Where a node went is the zone operators' to see; a tenant sees the neutral site.
+    // Where a node went is the zone operators' to see; a tenant sees the neutral site. The
+    // markup is its provider's project's and the operators': a tenant's price includes it.
     let operator = caller.zone_role().is_some();
+    let sees_markup = provider.project_id == pool.project_id || caller.is_operator();
     Ok(Json(
         nodes
             .iter()
@@ -49,6 +51,9 @@ pub(in crate::api) async fn list_nodes(
                     .and_then(|site| gateways.get(site).cloned().flatten());
                 if operator {
                     view.placed = PlacedView::of(n);
+                }
+                if !sees_markup {
+                    view.markup = None;
                 }
                 view.agent = agents.get(&n.id).map(|agent| {
                     let live = state.agents.as_ref().and_then(|a| a.live(&n.id));

@@ -59,7 +59,9 @@ pub(in crate::api) async fn quote(
     .await?;
     let reply = backends.quote(&provider, request).await?;
     let name = crate::api::providers::provider_full_name(&state, &provider).await?;
-    Ok(Json(quote_view(&provider, &name, reply)))
+    // Prices include the markup; only the provider's own project and the operators see it.
+    let sees_markup = provider.project_id == project_row.id || caller.is_operator();
+    Ok(Json(quote_view(&provider, &name, reply, sees_markup)))
 }
 
 /// A preview quote for a fresh node id of `pool` (`org/project/name`): the provider answers
@@ -131,8 +133,13 @@ pub(in crate::api) async fn check_placeable(
 }
 
 /// The tenant's view of a provider's quote reply, with the provider's pricing strategy;
-/// `name` is the provider's full name.
-pub fn quote_view(provider: &Provider, name: &str, reply: orc_proto::QuoteReply) -> QuoteView {
+/// `name` is the provider's full name. The markup is shown only when `sees_markup`.
+pub fn quote_view(
+    provider: &Provider,
+    name: &str,
+    reply: orc_proto::QuoteReply,
+    sees_markup: bool,
+) -> QuoteView {
     match reply {
         orc_proto::QuoteReply::Offer(offer) => {
             let markup = markup_at_admission(provider.pricing);
@@ -143,7 +150,7 @@ pub fn quote_view(provider: &Provider, name: &str, reply: orc_proto::QuoteReply)
                 words: offer.words,
                 site: Some(offer.site.to_string()),
                 price: price.as_ref().map(crate::api::views::MoneyView::from),
-                markup: markup.map(|m| m.to_string()),
+                markup: markup.filter(|_| sees_markup).map(|m| m.to_string()),
                 refusal: None,
             }
         }
