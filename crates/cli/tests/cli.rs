@@ -425,6 +425,15 @@ async fn sites_list_what_the_provider_reported() {
     let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(parsed[0]["public_ipv4"], "192.0.2.1");
     assert_eq!(parsed[1]["reported"], true);
+    // `--json` carries what the table's STATUS says.
+    assert_eq!(parsed[1]["status"], "open", "{json}");
+
+    // `core` has no replicas and reports no inventory: it is the zone, always there.
+    let shown = stdout(&orc(&env, &["provider", "show", "core", "--project", "sys/sys"]).await);
+    assert!(
+        shown.contains("\nreplicas:  built into the zone"),
+        "{shown}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

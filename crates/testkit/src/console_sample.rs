@@ -420,6 +420,7 @@ pub fn partner(markup: Option<&str>) -> ProviderView {
             priced: true,
             markup: markup.map(str::to_string),
         },
+        builtin: false,
         replicas: vec![
             ReplicaView {
                 host: String::new(),
@@ -496,6 +497,7 @@ pub fn providers_page() -> ProvidersPage {
                 public_ipv4: Some("198.18.0.5".into()),
                 private_prefix: Some("10.1.0.0/24".into()),
                 reported: true,
+                status: "open".into(),
                 tenant_nodes: 3,
                 gateway: Some("running".into()),
             }],

@@ -215,6 +215,21 @@ pub struct PricingView {
     pub markup: Option<String>,
 }
 
+impl ProviderView {
+    /// Its replicas as people read them: `1 serving, 1 standing by`, or `built into the
+    /// zone` for `core`.
+    pub fn replicas_words(&self) -> String {
+        if self.builtin {
+            return "built into the zone (its app slots run on the zone's host)".to_string();
+        }
+        let serving = self.replicas.iter().filter(|r| r.role == "serving").count();
+        format!(
+            "{serving} serving, {} standing by",
+            self.replicas.len() - serving
+        )
+    }
+}
+
 impl PricingView {
     /// How people read it: `markup 0.15`, `priced` (the markup is not theirs to see) or
     /// `unpriced`.
@@ -305,6 +320,10 @@ pub struct ProviderView {
     /// `project` or `zone`.
     pub scope: String,
     pub pricing: PricingView,
+    /// The zone's own `core` provider: it has no replicas to connect, and runs app slots on
+    /// the zone's host at its one site, `local`, which is always open.
+    #[serde(default)]
+    pub builtin: bool,
     /// Connected replicas: serving first, then standbys, each by slot.
     pub replicas: Vec<ReplicaView>,
     /// Null until a replica has reported one.
@@ -327,6 +346,7 @@ impl ProviderView {
             resource_uri: p.resource_uri.clone(),
             scope: p.scope.to_string(),
             pricing: p.pricing.into(),
+            builtin: p.is_core(),
             replicas,
             catalog,
             created_at: p.created_at.millis(),
@@ -482,6 +502,9 @@ pub struct SiteView {
     pub private_prefix: Option<String>,
     /// Whether the provider's last complete inventory listed the site as open.
     pub reported: bool,
+    /// `open` (reported open, or the zone's own `local` site) or `not reported yet`: what
+    /// `orc sites` shows.
+    pub status: String,
     /// Tenant nodes at the site (deploying to destroying).
     pub tenant_nodes: u64,
     /// The state of the site's gateway node, or `None` when it has none.

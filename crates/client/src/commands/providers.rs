@@ -15,13 +15,19 @@ fn providers_table(providers: &[ProviderView]) -> String {
     for p in providers {
         let serving = p.replicas.iter().filter(|r| r.role == "serving").count();
         let standby = p.replicas.len() - serving;
+        // `core` has no replicas to count: it is the zone itself.
+        let (serving, standby) = if p.builtin {
+            ("built in".to_string(), "-".to_string())
+        } else {
+            (serving.to_string(), standby.to_string())
+        };
         t.row(vec![
             p.name.clone(),
             p.project.clone(),
             p.scope.clone(),
             p.pricing.words(),
-            serving.to_string(),
-            standby.to_string(),
+            serving,
+            standby,
             p.resource_uri.clone(),
         ]);
     }
@@ -52,14 +58,13 @@ pub async fn list(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> 
 /// What `orc provider show` prints: the provider, then each class with what a tenant may
 /// ask for, then its OS ids.
 pub(crate) fn provider_text(p: &ProviderView) -> String {
-    let serving = p.replicas.iter().filter(|r| r.role == "serving").count();
     let mut out = format!(
-        "provider:  {}\nproject:   {} ({} scope)\npricing:   {}\nreplicas:  {serving} serving, {} standing by\n",
+        "provider:  {}\nproject:   {} ({} scope)\npricing:   {}\nreplicas:  {}\n",
         p.name,
         p.project,
         p.scope,
         p.pricing.words(),
-        p.replicas.len() - serving,
+        p.replicas_words(),
     );
     let Some(catalog) = &p.catalog else {
         out.push_str("No catalog yet: no replica has connected and reported one.\n");
@@ -139,12 +144,7 @@ fn sites_table(sites: &[SiteView]) -> String {
             s.private_prefix.clone().unwrap_or_else(|| "-".to_string()),
             s.tenant_nodes.to_string(),
             s.gateway.clone().unwrap_or_else(|| "-".to_string()),
-            if s.reported {
-                "open"
-            } else {
-                "not reported yet"
-            }
-            .to_string(),
+            s.status.clone(),
         ]);
     }
     t.render()
@@ -300,6 +300,7 @@ mod golden {
                     priced: markup.is_some(),
                     markup: markup.map(str::to_string),
                 },
+                builtin: name == "core",
                 replicas: Vec::new(),
                 catalog: None,
                 created_at: 0,
@@ -364,6 +365,7 @@ mod golden {
                 priced: false,
                 markup: None,
             },
+            builtin: false,
             replicas: vec![ReplicaView {
                 host: String::new(),
                 pid: 0,

@@ -847,15 +847,13 @@ pub fn wizard(frame: &Frame, current: &Current, view: &WizardPage) -> String {
 fn provider_card(current: &Current, card: &ProviderCard, operator: bool) -> Markup {
     let p = &card.provider;
     let base = format!("{}/providers/{}", current.url(), seg(&p.name));
-    let serving = p.replicas.iter().filter(|r| r.role == "serving").count();
-    let standby = p.replicas.len() - serving;
     let id = format!("provider-{}", p.name);
     html! {
         section.card aria-labelledby=(id) {
             h2 id=(id) { (p.name) }
             dl {
                 dt { "Scope" } dd { @if p.scope == "zone" { "Global (every project of the zone)" } @else { "Project " (p.project) } }
-                dt { "Replicas" } dd { (serving) " serving, " (standby) " standing by" }
+                dt { "Replicas" } dd { (p.replicas_words()) }
                 dt { "Resource URI" } dd { code { (p.resource_uri) } }
                 dt { "Pricing" } dd {
                     @match (&p.pricing.markup, p.pricing.priced) {

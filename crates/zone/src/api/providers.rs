@@ -348,6 +348,7 @@ pub(super) async fn list_sites(
         public_ipv4: None,
         private_prefix: None,
         reported: false,
+        status: String::new(),
         tenant_nodes: 0,
         gateway: None,
     };
@@ -393,6 +394,16 @@ pub(super) async fn list_sites(
     let gateways = site_gateways(&state, &p).await?;
     for (site, view) in &mut sites {
         view.gateway = gateways.get(site).map(|n| n.status.state.to_string());
+        // `core` reports no inventory: its one site is the zone's own host, always there.
+        if p.is_core() && site.as_str() == orc_zone_model::CORE_LOCAL_SITE {
+            view.reported = true;
+        }
+        view.status = if view.reported {
+            "open"
+        } else {
+            "not reported yet"
+        }
+        .to_string();
     }
     Ok(Json(sites.into_values().collect()))
 }

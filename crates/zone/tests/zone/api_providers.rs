@@ -200,7 +200,7 @@ async fn sites_show_what_the_provider_reported_to_projects_that_see_it() {
         sites.body,
         json!([{
             "site": "eu-central-a", "public_ipv4": "192.0.2.1",
-            "private_prefix": "10.64.0.0/16", "reported": true, "tenant_nodes": 0,
+            "private_prefix": "10.64.0.0/16", "reported": true, "status": "open", "tenant_nodes": 0,
             "gateway": null
         }])
     );
