@@ -772,9 +772,16 @@ impl Driver {
         let log = dir.path().join("chromedriver.log");
         let stderr = File::create(dir.path().join("stderr.log")).expect("a file for stderr");
         let home = dir.path().join("home");
+        // The port comes from the kernel here, free at this moment in this namespace: with
+        // `--port=0`, chromedriver picks one itself and now and then one already taken
+        // (`bind() failed: Address already in use`).
+        let port = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .expect("a free loopback port for chromedriver");
         let mut command = Command::new(CHROMEDRIVER);
         command
-            .arg("--port=0")
+            .arg(format!("--port={port}"))
             .arg(format!("--log-path={}", log.display()))
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
