@@ -72,7 +72,7 @@ Output, in $STAGE_DIR:
   manifest.json, SHA256SUMS (sha256sum format, of every other file there).
 
 The push runs:
-  orc --url https://<zone> app push <org>/orc-prov-partner:default \
+  orc --url https://<zone> registry push <org>/orc-prov-partner:default \
     --binary linux/amd64=<path> [--binary linux/arm64=<path>] --manifest <stage>/manifest.json
 EOF
 }
@@ -300,6 +300,6 @@ say "staged the manifest $STAGE/manifest.json (from $MANIFEST) and $STAGE/SHA256
 if [[ -n $PUSH_URL ]]; then
   ref=$ORG/$APP_NAME:$APP_TAG
   say "pushing $ref to $ZONE_URL"
-  "$ORC" --url "$ZONE_URL" app push "$ref" "${PUSH_ARGS[@]}" --manifest "$STAGE/manifest.json"
+  "$ORC" --url "$ZONE_URL" registry push "$ref" "${PUSH_ARGS[@]}" --manifest "$STAGE/manifest.json"
   say "pushed $ref to $ZONE_URL"
 fi

@@ -396,7 +396,7 @@ test_push_with_orc_bin() {
   expect_rc 0
   local stage=$TMP/target/package/orc-prov-partner
   expect_orc orcbin/orc-stub
-  expect_argv --url https://zone.example:7070 app push sys/orc-prov-partner:default \
+  expect_argv --url https://zone.example:7070 registry push sys/orc-prov-partner:default \
     --binary "linux/amd64=$stage/orc-prov-partner-linux-amd64" \
     --binary "linux/arm64=$stage/orc-prov-partner-linux-arm64" \
     --manifest "$stage/manifest.json"
@@ -412,7 +412,7 @@ test_push_one_platform_with_orc_on_path() {
   expect_rc 0
   local stage=$TMP/target/package/orc-prov-partner
   expect_orc pathbin/orc
-  expect_argv --url https://zone.example app push acme/orc-prov-partner:default \
+  expect_argv --url https://zone.example registry push acme/orc-prov-partner:default \
     --binary "linux/amd64=$stage/orc-prov-partner-linux-amd64" --manifest "$stage/manifest.json"
   expect_no_out "$TOKEN"
 }
@@ -450,7 +450,7 @@ test_download_checked_and_kept() {
   [[ $(stat -c %a "$kept") == 755 ]] || fail "the kept CLI has mode $(stat -c %a "$kept")"
   [[ $(ls -A "$TMP/mycache") == orc ]] || fail "the cache holds: $(ls -A "$TMP/mycache")"
   expect_orc mycache/orc
-  expect_argv --url "$ZONE" app push sys/orc-prov-partner:default \
+  expect_argv --url "$ZONE" registry push sys/orc-prov-partner:default \
     --binary "linux/amd64=$TMP/target/package/orc-prov-partner/orc-prov-partner-linux-amd64" \
     --manifest "$TMP/target/package/orc-prov-partner/manifest.json"
   grep -qx "GET /downloads/orc/SHA256SUMS HTTP/1.1" "$TMP/served.log" || fail "served: $(cat "$TMP/served.log")"
@@ -613,7 +613,7 @@ print(pool["app"]["digest"], pool["nodes"]["running"])') == "$pushed 2" ]]; do
 
 # The digest or version of sys/orc-prov-partner:default in the registry of `orc up`'s zone.
 registry_tag() {
-  "$1" app list sys --json | python3 -c '
+  "$1" registry list sys --json | python3 -c '
 import json, sys
 for app in json.load(sys.stdin):
     for tag in app["tags"]:

@@ -36,10 +36,15 @@ enum Command {
         /// ORG/PROJECT
         project: Option<String>,
     },
-    /// The zone's app registry: publish, list, show and delete `org/name:tag` packages.
+    /// A project's applications, from `orch.pkl` files: write, check and deploy them.
     App {
         #[command(subcommand)]
         command: AppCommand,
+    },
+    /// The zone's app registry: publish, list, show and delete `org/name:tag` packages.
+    Registry {
+        #[command(subcommand)]
+        command: RegistryCommand,
     },
     /// Show, create, resize, reconfigure or delete a pool.
     Pool {
@@ -192,38 +197,84 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum AppCommand {
+    /// Write a starter app file that `orc app check` passes: one HTTP service.
+    #[command(
+        after_help = "Example: orc app init --name web --image acme/web:1 --replicas 3 --port 8080 --health /healthz"
+    )]
+    Init {
+        /// The app's name, also its service's.
+        #[arg(long, default_value = "web")]
+        name: String,
+        /// The image: ORG/NAME:TAG in the zone's registry, or a full reference
+        /// [default: a placeholder to edit]
+        #[arg(long)]
+        image: Option<String>,
+        /// How many replicas.
+        #[arg(long, default_value_t = 2)]
+        replicas: u32,
+        /// The port the image's HTTP server listens on.
+        #[arg(long, default_value_t = 8080)]
+        port: u16,
+        /// The path that answers when a replica is ready.
+        #[arg(long, default_value = "/healthz", conflicts_with = "no_health")]
+        health: String,
+        /// Check readiness with a TCP connection instead of an HTTP path.
+        #[arg(long)]
+        no_health: bool,
+        /// Where to write.
+        #[arg(long, default_value = orc_client::commands::app::DEFAULT_FILE)]
+        file: PathBuf,
+        /// Replace the file if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Evaluate and check an app file without deploying it; every problem names the file,
+    /// line and field. With --json, print the checked app as the zone receives it.
+    #[command(after_help = "Example: orc app check orch.pkl")]
+    Check {
+        /// The app file [default: orch.pkl]
+        file: Option<PathBuf>,
+    },
+    /// Print the schema app files amend (`modulepath:/orc/App.pkl`), every setting with its
+    /// type, default and meaning.
+    #[command(after_help = "Example: orc app schema > orc/App.pkl")]
+    Schema,
+}
+
+#[derive(Debug, Subcommand)]
+enum RegistryCommand {
     /// Publish an app as ORG/NAME:TAG: each platform's binary (sent only when the registry
     /// lacks it) and the manifest. Pushing a tag again moves it. The token may come from
     /// ORC_REGISTRY_TOKEN.
     #[command(
-        after_help = "Example: orc app push sys/orc-prov-partner:default \\\n    --binary linux/amd64=target/release/orc-prov-partner \\\n    --manifest crates/partner-provider/orc-app.json"
+        after_help = "Example: orc registry push sys/orc-prov-partner:default \\\n    --binary linux/amd64=target/release/orc-prov-partner \\\n    --manifest crates/partner-provider/orc-app.json"
     )]
     Push {
         /// ORG/NAME:TAG (the tag `default` when left out)
         package: String,
         /// PLATFORM=PATH, once per platform (linux/amd64, linux/arm64)
         #[arg(long = "binary", value_name = "PLATFORM=PATH", required = true)]
-        binaries: Vec<commands::app::BinaryArg>,
+        binaries: Vec<commands::registry::BinaryArg>,
         /// The app's manifest (JSON: name, version, args, params, endpoints); without one,
         /// the app declares nothing and its version is the tag.
         #[arg(long, value_name = "FILE")]
         manifest: Option<PathBuf>,
     },
     /// List the apps of an org's registry with their tags.
-    #[command(after_help = "Example: orc app list sys")]
+    #[command(after_help = "Example: orc registry list sys")]
     List {
         /// ORG [default: the token's project's org]
         org: Option<String>,
     },
     /// Show an app's packages: tags, version, binaries, params, endpoints and the pools
     /// that run each.
-    #[command(after_help = "Example: orc app show sys/orc-prov-partner")]
+    #[command(after_help = "Example: orc registry show sys/orc-prov-partner")]
     Show {
         /// ORG/NAME
         app: String,
     },
     /// Delete a tag. Packages that no tag names and no pool runs go with their binaries.
-    #[command(after_help = "Example: orc app delete sys/orc-prov-partner:previous")]
+    #[command(after_help = "Example: orc registry delete sys/orc-prov-partner:previous")]
     Delete {
         /// ORG/NAME:TAG
         package: String,
@@ -629,14 +680,41 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Endpoints { pool } => commands::endpoints::show(&conn, &pool).await,
         Command::App { command } => match command {
-            AppCommand::Push {
+            AppCommand::Init {
+                name,
+                image,
+                replicas,
+                port,
+                health,
+                no_health,
+                file,
+                force,
+            } => commands::app::init(&commands::app::InitArgs {
+                file,
+                name,
+                image,
+                replicas,
+                port,
+                health: (!no_health).then_some(health),
+                force,
+            }),
+            AppCommand::Check { file } => commands::app::check(file.as_deref(), conn.json),
+            AppCommand::Schema => {
+                commands::app::schema();
+                Ok(())
+            }
+        },
+        Command::Registry { command } => match command {
+            RegistryCommand::Push {
                 package,
                 binaries,
                 manifest,
-            } => commands::app::push(&conn, &package, &binaries, manifest.as_deref()).await,
-            AppCommand::List { org } => commands::app::list(&conn, org.as_deref()).await,
-            AppCommand::Show { app } => commands::app::show(&conn, &app).await,
-            AppCommand::Delete { package } => commands::app::delete(&conn, &package).await,
+            } => commands::registry::push(&conn, &package, &binaries, manifest.as_deref()).await,
+            RegistryCommand::List { org } => commands::registry::list(&conn, org.as_deref()).await,
+            RegistryCommand::Show { app } => commands::registry::show(&conn, &app).await,
+            RegistryCommand::Delete { package } => {
+                commands::registry::delete(&conn, &package).await
+            }
         },
     }
 }

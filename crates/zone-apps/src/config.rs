@@ -104,7 +104,7 @@ pub enum ResolveError {
     NotSys { package: String },
     /// Neither published in the registry nor configured by name.
     #[error(
-        "app {package} is not published in this zone's registry (orc app push) nor configured on it"
+        "app {package} is not published in this zone's registry (orc registry push) nor configured on it"
     )]
     NotInstalled { package: String },
     /// The package has no binary for the platform the zone runs apps on.
@@ -233,7 +233,7 @@ mod tests {
         ));
         assert_eq!(
             config.resolve("sys/nope").unwrap_err().to_string(),
-            "app sys/nope is not published in this zone's registry (orc app push) nor configured on it"
+            "app sys/nope is not published in this zone's registry (orc registry push) nor configured on it"
         );
     }
 }

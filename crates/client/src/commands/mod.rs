@@ -19,6 +19,7 @@ pub mod pools;
 pub mod prompt;
 pub mod providers;
 pub mod quote;
+pub mod registry;
 pub mod shape;
 pub mod tenancy;
 pub mod usage;

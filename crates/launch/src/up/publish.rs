@@ -13,7 +13,7 @@ use orc_zone_api_types::views::{
 use orc_zone_model::registry::{AppManifest, PackageRef, Platform};
 
 use orc_client::client::{CallError, Client, segment};
-use orc_client::commands::app::{BinaryArg, publish};
+use orc_client::commands::registry::{BinaryArg, publish};
 use orc_zone::zone::Zone;
 
 use super::PARTNER_POOL;

@@ -501,7 +501,7 @@ pub(crate) async fn resolve_app(
         ApiError::invalid(
             "app",
             format!(
-                "app {reference} is not published in this zone's registry: publish it with orc app push {reference}"
+                "app {reference} is not published in this zone's registry: publish it with orc registry push {reference}"
             ),
         )
     };

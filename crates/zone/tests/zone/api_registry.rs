@@ -243,7 +243,7 @@ async fn a_pool_on_core_runs_the_digest_its_tag_named_and_its_params_follow_the_
         refused.body["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("orc app push sys/nothing:default"),
+            .contains("orc registry push sys/nothing:default"),
         "{}",
         refused.body
     );
