@@ -81,7 +81,7 @@ fn evaluate(path: &Path) -> Result<(serde_json::Value, String), AppFileError> {
     };
     let source = std::fs::read_to_string(path)
         .map_err(|error| whole(format!("cannot read it: {error}"), None))?;
-    let mut evaluator = Evaluator::with_capabilities(Host::default());
+    let mut evaluator = Evaluator::with_capabilities(Host);
     evaluator.set_allowed_resources(vec!["file:".into(), "env:".into(), "prop:".into()]);
     evaluator.set_offline(true);
     evaluator.set_base_path(path.parent().unwrap_or(Path::new(".")));

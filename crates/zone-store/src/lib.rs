@@ -30,6 +30,7 @@ mod agents;
 mod billed_usage;
 mod error;
 mod events;
+mod images;
 mod joins;
 mod mesh;
 mod nodes;
@@ -59,6 +60,7 @@ use orc_zone_model::{Timestamp, sys_org_id, sys_project_id};
 pub use agents::AgentUpdate;
 use error::OperationExt;
 pub use error::{Kind, StoreError};
+pub use images::ImageManifestRow;
 pub use joins::NewJoinToken;
 pub use mesh::{
     MeshMember, MeshMemberKind, MeshNode, MeshPoolAddress, MeshProject, MeshSite, NewMeshMember,
@@ -163,10 +165,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "app blob uploads belong to their org",
         include_str!("../migrations/0018_app_blob_uploads.sql"),
     ),
+    (
+        19,
+        "images: manifests, their references and tags",
+        include_str!("../migrations/0019_images.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 18;
+pub const SCHEMA_VERSION: i64 = 19;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

@@ -159,6 +159,17 @@ impl Store {
         Ok(None)
     }
 
+    /// Forgets `org`'s upload of binary `digest` (a package or manifest may still hold it).
+    pub async fn forget_app_blob_upload(&self, org: &OrgId, digest: &Digest) -> StoreResult<()> {
+        sqlx::query("DELETE FROM app_blob_uploads WHERE org_id = $1 AND digest = $2")
+            .bind(org.as_str())
+            .bind(digest.as_str())
+            .execute(self.pool())
+            .await
+            .op("forget an app binary upload")?;
+        Ok(())
+    }
+
     /// Forgets the uploads made before `before` that no package took up; returns how many.
     pub async fn expire_app_blob_uploads(&self, before: Timestamp) -> StoreResult<u64> {
         let done = sqlx::query("DELETE FROM app_blob_uploads WHERE created_at < $1")

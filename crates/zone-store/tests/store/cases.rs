@@ -2738,3 +2738,77 @@ pub async fn mesh_projects_carry_their_org_and_project_names(db: &TestDb) {
         .collect();
     assert_eq!(names, [("acme", "web")]);
 }
+
+pub async fn images_keep_manifests_tags_and_what_they_name(db: &TestDb) {
+    use orc_zone_store::ImageManifestRow;
+    let store = db.store().await;
+    let (web, _provider) = tenant(&store).await;
+    let org = web.org_id.clone();
+    let repo = name("shop");
+    let config = Digest::of(b"config");
+    let layer = Digest::of(b"layer");
+    let manifest = ImageManifestRow {
+        digest: Digest::of(b"manifest"),
+        media_type: "application/vnd.oci.image.manifest.v1+json".into(),
+        size: 8,
+    };
+    store
+        .put_app_blob_upload(&org, &layer, 5, T0)
+        .await
+        .unwrap();
+    let refs = vec![(config.clone(), 6), (layer.clone(), 5), (layer.clone(), 5)];
+    store
+        .put_image_manifest(&org, &repo, &manifest, &refs, T0)
+        .await
+        .unwrap();
+    // Keeping it again changes nothing; the upload it took up has ended.
+    store
+        .put_image_manifest(&org, &repo, &manifest, &refs, T0)
+        .await
+        .unwrap();
+    assert_eq!(store.app_blob_of(&org, &layer).await.unwrap(), None);
+    assert_eq!(store.image_blob_of(&org, &layer).await.unwrap(), Some(5));
+    assert_eq!(
+        store.image_blob_of(&org, &manifest.digest).await.unwrap(),
+        Some(8)
+    );
+    assert_eq!(
+        store
+            .image_manifest(&org, &repo, &manifest.digest)
+            .await
+            .unwrap(),
+        Some(manifest.clone())
+    );
+    for tag in ["2", "1"] {
+        store
+            .set_image_tag(&org, &repo, tag, &manifest.digest, T0)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        store.list_image_tags(&org, &repo).await.unwrap(),
+        ["1", "2"]
+    );
+    assert_eq!(
+        store.image_tag(&org, &repo, "1").await.unwrap(),
+        Some(manifest.digest.clone())
+    );
+    assert_eq!(
+        store.list_image_repositories(&org).await.unwrap(),
+        std::slice::from_ref(&repo)
+    );
+    let all = store.image_blob_digests().await.unwrap();
+    assert!(all.contains(&config) && all.contains(&layer) && all.contains(&manifest.digest));
+
+    assert!(store.delete_image_tag(&org, &repo, "2").await.unwrap());
+    assert!(!store.delete_image_tag(&org, &repo, "2").await.unwrap());
+    assert!(
+        store
+            .delete_image_manifest(&org, &repo, &manifest.digest)
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.image_tag(&org, &repo, "1").await.unwrap(), None);
+    assert!(!store.image_repository_exists(&org, &repo).await.unwrap());
+    assert!(store.image_blob_digests().await.unwrap().is_empty());
+}

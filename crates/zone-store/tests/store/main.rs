@@ -63,4 +63,5 @@ on_both_engines!(
     app_binaries_belong_to_the_orgs_that_hold_them,
     a_sole_principal_serves_its_first_provider_only,
     mesh_projects_carry_their_org_and_project_names,
+    images_keep_manifests_tags_and_what_they_name,
 );

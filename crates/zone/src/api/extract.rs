@@ -176,34 +176,45 @@ impl FromRequestParts<ApiState> for Caller {
             .ok_or_else(|| {
                 ApiError::unauthenticated("the Authorization header must be \"Bearer TOKEN\"")
             })?;
-        let secret = TokenSecret::from_presented(value.to_string());
-        let now = state.now();
-        let token = state
-            .store
-            .authenticate_token(&secret, now)
-            .await?
-            .ok_or_else(|| ApiError::unauthenticated("the token is unknown, revoked or expired"))?;
-        if let Some(pool) = &token.service_pool {
-            // A service credential's only use is its app pool's provider stream.
-            return Err(ApiError::new(
-                ErrorCode::Forbidden,
-                format!(
-                    "this is the service credential of app pool {pool}: it opens only that \
-                     pool's provider stream, nothing on the API"
-                ),
-            ));
-        }
-        let user = state.store.get_user(&token.user_id).await?;
-        let memberships = state.store.list_memberships_of_user(&user.id).await?;
-        if let Some(connection) = parts.extensions.get::<orc_tls::ConnectionAuth>() {
-            connection.mark_authenticated();
-        }
-        Ok(Caller {
-            user,
-            token,
-            memberships,
-        })
+        caller_of_token(state, parts, value).await
     }
+}
+
+/// The caller a presented API token identifies: the bearer of `Authorization: Bearer`, and
+/// the password of the registry's `Authorization: Basic`. A service credential opens nothing
+/// here.
+pub(crate) async fn caller_of_token(
+    state: &ApiState,
+    parts: &Parts,
+    value: &str,
+) -> Result<Caller, ApiError> {
+    let secret = TokenSecret::from_presented(value.to_string());
+    let now = state.now();
+    let token = state
+        .store
+        .authenticate_token(&secret, now)
+        .await?
+        .ok_or_else(|| ApiError::unauthenticated("the token is unknown, revoked or expired"))?;
+    if let Some(pool) = &token.service_pool {
+        // A service credential's only use is its app pool's provider stream.
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "this is the service credential of app pool {pool}: it opens only that \
+                 pool's provider stream, nothing on the API"
+            ),
+        ));
+    }
+    let user = state.store.get_user(&token.user_id).await?;
+    let memberships = state.store.list_memberships_of_user(&user.id).await?;
+    if let Some(connection) = parts.extensions.get::<orc_tls::ConnectionAuth>() {
+        connection.mark_authenticated();
+    }
+    Ok(Caller {
+        user,
+        token,
+        memberships,
+    })
 }
 
 /// A caller the zone itself has already identified (the web console's signed-in person),

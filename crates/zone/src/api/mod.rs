@@ -27,6 +27,7 @@ pub mod extract;
 mod keys;
 mod mesh;
 pub mod nodes;
+pub mod oci;
 mod pools;
 mod providers;
 pub mod registry;
@@ -346,6 +347,14 @@ pub fn router(state: ApiState) -> Router {
                 )),
         )
         .route("/downloads/orc/{file}", get(rg::download))
+        .route("/v2", axum::routing::any(oci::serve))
+        .route("/v2/", axum::routing::any(oci::serve))
+        .route(
+            "/v2/{*path}",
+            axum::routing::any(oci::serve).layer(axum::extract::DefaultBodyLimit::max(
+                usize::try_from(registry::MAX_BLOB_BYTES).unwrap_or(usize::MAX),
+            )),
+        )
         .route(&format!("{project}/providers"), get(pv::list_providers))
         .route(
             &format!("{project}/providers/{{provider}}"),

@@ -427,6 +427,9 @@ pub(super) async fn delete_tag(
 /// How long a binary sent to the registry is kept for its org without a package naming it.
 pub const UPLOAD_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
 
+/// How long an image upload may stay open between its requests.
+pub const UPLOAD_SESSION_KEPT: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 /// Removes packages nothing uses, uploads no package took up within [`UPLOAD_KEPT`], and
 /// binaries neither names. A failure is logged: the next delete or move tries again.
 pub(crate) async fn collect_garbage(state: &ApiState) {
@@ -440,13 +443,18 @@ pub(crate) async fn collect_garbage(state: &ApiState) {
             .store
             .expire_app_blob_uploads(state.now().plus_millis(-kept))
             .await?;
-        let keep = state.store.app_binary_digests().await?;
+        let mut keep = state.store.app_binary_digests().await?;
+        keep.extend(state.store.image_blob_digests().await?);
         Ok::<_, StoreError>((pruned, keep))
     }
     .await;
     match result {
         Ok((pruned, keep)) => {
-            let removed = tokio::task::spawn_blocking(move || blobs.remove_except(&keep)).await;
+            let removed = tokio::task::spawn_blocking(move || {
+                blobs.expire_uploads(UPLOAD_SESSION_KEPT);
+                blobs.remove_except(&keep)
+            })
+            .await;
             match removed {
                 Ok(Ok(n)) => tracing::info!(
                     packages = pruned.len(),

@@ -13,6 +13,7 @@ mod access_keys;
 mod agents;
 mod api_auth;
 mod api_e2e;
+mod api_images;
 mod api_openapi;
 mod api_pools;
 mod api_providers;
