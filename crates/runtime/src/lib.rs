@@ -1,0 +1,16 @@
+//! The agent's side of apps.
+//!
+//! - [`containerd`]: containerd over its gRPC API (containers, tasks), from our own
+//!   wire-compatible protos compiled with `protox`.
+//! - [`daemon`]: a containerd of the agent's own (root, state, socket, config), started and
+//!   supervised, or the host's at a given socket.
+//! - [`image`]: images pulled by digest from a registry (or read from an OCI layout), every
+//!   blob checked against its digest, layers unpacked once each.
+//! - [`spec`]: the OCI runtime spec of a replica.
+//!
+//! Nothing here decides what runs: the agent's assignment does.
+
+pub mod containerd;
+pub mod daemon;
+pub mod image;
+pub mod spec;
