@@ -1415,3 +1415,148 @@ pub struct RegistryAppDetail {
     pub name: String,
     pub packages: Vec<PackageView>,
 }
+
+/// A plan or deploy request: the app file, evaluated and checked by the client (the zone
+/// checks it again).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DeployApp {
+    /// The app as `orc app check --json` prints it.
+    #[schema(value_type = Object)]
+    pub app: serde_json::Value,
+}
+
+/// A rollback request.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RollbackApp {
+    /// The revision whose app and image digests to deploy again.
+    pub revision: u64,
+}
+
+/// A workload's image and the digest it resolved to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ImageView {
+    /// The service or worker.
+    pub workload: String,
+    /// The reference in the app file.
+    pub reference: String,
+    /// The manifest digest.
+    pub digest: String,
+}
+
+/// One changed field between two revisions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ChangeView {
+    /// The field, e.g. `services["web"].replicas`.
+    pub field: String,
+    /// What it was; absent when new.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// What it becomes; absent when it goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+}
+
+/// A workload that cannot be placed, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BlockedView {
+    /// The service or worker.
+    pub workload: String,
+    /// `no_nodes`, `label_mismatch`, `missing_capacity` or `volume_node_lost`.
+    pub code: String,
+    /// The reason in words.
+    pub reason: String,
+}
+
+/// What a deploy would do.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AppPlanView {
+    /// The app.
+    pub app: String,
+    /// The revision running now, if any.
+    pub current_revision: Option<u64>,
+    /// Whether deploying changes nothing (the same resolved app runs).
+    pub noop: bool,
+    /// What changes.
+    pub changes: Vec<ChangeView>,
+    /// Each workload's image, resolved.
+    pub images: Vec<ImageView>,
+    /// Workloads that could not be placed now.
+    pub blocked: Vec<BlockedView>,
+}
+
+/// An app of a project.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ProjectAppView {
+    /// Its name.
+    pub name: String,
+    /// Its newest revision.
+    pub revision: u64,
+    /// That revision's deployment state: PENDING, DEPLOYING, HEALTHY, BLOCKED or FAILED.
+    pub state: String,
+    /// Why it is blocked or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Replicas ready.
+    pub ready: u32,
+    /// Replicas asked for.
+    pub replicas: u32,
+    /// When its state last changed (ms since the epoch).
+    pub updated_at: i64,
+}
+
+/// One replica of an app.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AppReplicaView {
+    /// The service or worker.
+    pub workload: String,
+    /// Its slot, from 0.
+    pub slot: u32,
+    /// The revision it runs.
+    pub revision: u64,
+    /// Its node; absent while it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Its state as its node reports it (`pending` before any report).
+    pub state: String,
+    /// Whether its readiness check passes.
+    pub ready: bool,
+    /// How often it was started again.
+    pub restarts: u32,
+}
+
+/// An app with its replicas.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AppStatusView {
+    /// The app.
+    pub app: ProjectAppView,
+    /// Each workload's image.
+    pub images: Vec<ImageView>,
+    /// Each replica.
+    pub replicas: Vec<AppReplicaView>,
+}
+
+/// A revision of an app.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AppRevisionView {
+    /// Its number.
+    pub number: u64,
+    /// `sha256:` of the resolved app.
+    pub digest: String,
+    /// `deploy`, or `rollback:N`.
+    pub origin: String,
+    /// Its deployment's state.
+    pub state: String,
+    /// Why it is blocked or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Who made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
+    /// When (ms since the epoch).
+    pub created_at: i64,
+    /// Each workload's image.
+    pub images: Vec<ImageView>,
+    /// The resolved app, as deployed.
+    #[schema(value_type = Object)]
+    pub app: serde_json::Value,
+}

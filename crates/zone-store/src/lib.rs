@@ -27,6 +27,7 @@
 
 mod access;
 mod agents;
+mod apps;
 mod billed_usage;
 mod error;
 mod events;
@@ -58,6 +59,7 @@ use sqlx::{Any, AnyPool, Executor, SqlSafeStr, Transaction};
 use orc_zone_model::{Timestamp, sys_org_id, sys_project_id};
 
 pub use agents::AgentUpdate;
+pub use apps::{AppReplicaRow, AppRevisionRow};
 use error::OperationExt;
 pub use error::{Kind, StoreError};
 pub use images::ImageManifestRow;
@@ -170,10 +172,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "images: manifests, their references and tags",
         include_str!("../migrations/0019_images.sql"),
     ),
+    (
+        21,
+        "apps: revisions, deployments' states, replicas' placement",
+        include_str!("../migrations/0021_apps.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 19;
+pub const SCHEMA_VERSION: i64 = 21;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

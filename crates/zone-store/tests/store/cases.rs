@@ -2812,3 +2812,86 @@ pub async fn images_keep_manifests_tags_and_what_they_name(db: &TestDb) {
     assert!(!store.image_repository_exists(&org, &repo).await.unwrap());
     assert!(store.image_blob_digests().await.unwrap().is_empty());
 }
+
+pub async fn apps_keep_revisions_states_and_placements(db: &TestDb) {
+    use orc_zone_store::AppReplicaRow;
+    let store = db.store().await;
+    let (web, _provider) = tenant(&store).await;
+    let project = web.id.clone();
+    let app = name("shop");
+    let digest = |n: u8| format!("sha256:{}", format!("{n:02x}").repeat(32));
+    let first = store
+        .create_app_revision(
+            &project,
+            &app,
+            &digest(1),
+            "{\"v\":1}",
+            "deploy",
+            "DEPLOYING",
+            None,
+            Some("olivia"),
+            T0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.number, 1);
+    let second = store
+        .create_app_revision(
+            &project,
+            &app,
+            &digest(2),
+            "{\"v\":2}",
+            "deploy",
+            "BLOCKED",
+            Some("no_nodes"),
+            None,
+            T0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(second.number, 2);
+    let history = store.list_app_revisions(&project, &app).await.unwrap();
+    let states: Vec<(u64, &str)> = history
+        .iter()
+        .map(|r| (r.number, r.state.as_str()))
+        .collect();
+    assert_eq!(states, [(2, "BLOCKED"), (1, "SUPERSEDED")]);
+    store
+        .set_app_revision_state(&project, &app, 2, "HEALTHY", None, T0)
+        .await
+        .unwrap();
+    let listed = store.list_apps(&project).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!((listed[0].number, listed[0].state.as_str()), (2, "HEALTHY"));
+    assert_eq!(
+        store
+            .app_revision(&project, &app, 1)
+            .await
+            .unwrap()
+            .map(|r| r.document),
+        Some("{\"v\":1}".to_string())
+    );
+
+    let node: NodeId = "n-000000000001".parse().unwrap();
+    let rows = vec![AppReplicaRow {
+        workload: "web".into(),
+        slot: 0,
+        revision: 2,
+        node_id: Some(node.clone()),
+        state: "pending".into(),
+        ready: true,
+        restarts: 3,
+        updated_at: T0,
+    }];
+    store
+        .replace_app_replicas(&project, &app, &rows)
+        .await
+        .unwrap();
+    assert_eq!(store.list_app_replicas(&project, &app).await.unwrap(), rows);
+    let on_nodes = store.app_replicas_on_nodes(&project).await.unwrap();
+    assert_eq!(on_nodes, [(app.clone(), "web".to_string(), 0, 2, node)]);
+
+    assert!(store.delete_app(&project, &app).await.unwrap());
+    assert!(!store.delete_app(&project, &app).await.unwrap());
+    assert!(store.list_apps(&project).await.unwrap().is_empty());
+}

@@ -22,6 +22,7 @@
 //! `orc-zone-api-types`, re-exported as [`views`] and in [`error`].
 
 pub mod access;
+mod apps;
 pub mod error;
 pub mod extract;
 mod keys;
@@ -355,6 +356,23 @@ pub fn router(state: ApiState) -> Router {
                 usize::try_from(registry::MAX_BLOB_BYTES).unwrap_or(usize::MAX),
             )),
         )
+        .route(
+            &format!("{project}/apps"),
+            get(apps::list_apps).post(apps::deploy_app),
+        )
+        .route(&format!("{project}/apps/plan"), post(apps::plan_app))
+        .route(
+            &format!("{project}/apps/{{app}}"),
+            get(apps::get_app).delete(apps::remove_app),
+        )
+        .route(
+            &format!("{project}/apps/{{app}}/revisions"),
+            get(apps::list_revisions),
+        )
+        .route(
+            &format!("{project}/apps/{{app}}/rollback"),
+            post(apps::rollback_app),
+        )
         .route(&format!("{project}/providers"), get(pv::list_providers))
         .route(
             &format!("{project}/providers/{{provider}}"),
@@ -556,6 +574,8 @@ impl Modify for BearerAuth {
         mesh::mesh_status, mesh::list_workstations, mesh::connect_workstation,
         mesh::disconnect_workstation,
         keys::jwks, keys::list_access_keys, keys::rotate_access_key,
+        apps::plan_app, apps::deploy_app, apps::list_apps, apps::get_app, apps::list_revisions,
+        apps::rollback_app, apps::remove_app,
         registry::get_blob, registry::put_blob, registry::push_tag, registry::list_apps,
         registry::get_app, registry::delete_tag, registry::download,
     ),

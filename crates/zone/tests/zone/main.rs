@@ -11,6 +11,7 @@ mod hub_support;
 
 mod access_keys;
 mod agents;
+mod api_apps;
 mod api_auth;
 mod api_e2e;
 mod api_images;

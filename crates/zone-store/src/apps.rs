@@ -1,0 +1,381 @@
+//! Apps on a project's nodes: each app, its revisions with their deployments' states, and
+//! where its replicas are placed.
+//!
+//! A revision's document (the checked app with its images resolved) is written once and
+//! never changed; its digest is the document's. Making a revision and superseding the ones
+//! still in flight is one transaction, so two deploys never share a number.
+
+use orc_zone_model::{Name, NodeId, ProjectId, Timestamp};
+use sqlx::any::AnyRow;
+
+use super::error::OperationExt;
+use super::rows::{big, flag, opt_parsed, opt_text, parsed, text, time, uint32, uint64};
+use super::{Store, StoreResult};
+
+/// A revision as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppRevisionRow {
+    /// The app.
+    pub app: Name,
+    /// Its number, from 1.
+    pub number: u64,
+    /// `sha256:` of the document.
+    pub digest: String,
+    /// The resolved app, JSON.
+    pub document: String,
+    /// `deploy`, or `rollback:N`.
+    pub origin: String,
+    /// The deployment's state (`PENDING`, `DEPLOYING`, …).
+    pub state: String,
+    /// Why it is blocked or failed.
+    pub reason: Option<String>,
+    /// Who made it (a user name).
+    pub created_by: Option<String>,
+    /// When it was made.
+    pub created_at: Timestamp,
+    /// When its state last changed.
+    pub updated_at: Timestamp,
+}
+
+/// Where one replica is and how it fares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppReplicaRow {
+    /// The service or worker.
+    pub workload: String,
+    /// Its slot, from 0.
+    pub slot: u32,
+    /// The revision it runs.
+    pub revision: u64,
+    /// Its node; `None` while it has none.
+    pub node_id: Option<NodeId>,
+    /// Its state, as its node reports it (`pending` before any report).
+    pub state: String,
+    /// Whether its probe passes.
+    pub ready: bool,
+    /// How often it was started again.
+    pub restarts: u32,
+    /// When this row last changed.
+    pub updated_at: Timestamp,
+}
+
+const REVISION_COLUMNS: &str = "app, number, digest, document, origin, state, reason, \
+    created_by, created_at, updated_at";
+
+fn revision_from(row: &AnyRow) -> StoreResult<AppRevisionRow> {
+    Ok(AppRevisionRow {
+        app: parsed(row, "app_revisions.app")?,
+        number: uint64(row, "app_revisions.number")?,
+        digest: text(row, "app_revisions.digest")?,
+        document: text(row, "app_revisions.document")?,
+        origin: text(row, "app_revisions.origin")?,
+        state: text(row, "app_revisions.state")?,
+        reason: opt_text(row, "app_revisions.reason")?,
+        created_by: opt_text(row, "app_revisions.created_by")?,
+        created_at: time(row, "app_revisions.created_at")?,
+        updated_at: time(row, "app_revisions.updated_at")?,
+    })
+}
+
+/// The states a revision leaves when a newer one is made.
+const IN_FLIGHT: &str = "('PENDING', 'DEPLOYING', 'BLOCKED')";
+
+impl Store {
+    /// Makes revision `next` of app `app` in `project` (the app too, when it is new) with
+    /// `document` and `state`; the revisions still in flight become `SUPERSEDED`. Returns the
+    /// revision.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_app_revision(
+        &self,
+        project: &ProjectId,
+        app: &Name,
+        digest: &str,
+        document: &str,
+        origin: &str,
+        state: &str,
+        reason: Option<&str>,
+        created_by: Option<&str>,
+        now: Timestamp,
+    ) -> StoreResult<AppRevisionRow> {
+        let mut tx = self.begin("make an app revision").await?;
+        let current = sqlx::query("SELECT revision FROM apps WHERE project_id = $1 AND name = $2")
+            .bind(project.as_str())
+            .bind(app.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .op("read an app")?;
+        let number = match current {
+            Some(row) => uint64(&row, "apps.revision")? + 1,
+            None => {
+                sqlx::query(
+                    "INSERT INTO apps (project_id, name, revision, created_at, updated_at) \
+                     VALUES ($1, $2, 0, $3, $3)",
+                )
+                .bind(project.as_str())
+                .bind(app.as_str())
+                .bind(now.millis())
+                .execute(&mut *tx)
+                .await
+                .op("make an app")?;
+                1
+            }
+        };
+        let sql = sqlx::AssertSqlSafe(format!(
+            "UPDATE app_revisions SET state = 'SUPERSEDED', updated_at = $3 \
+             WHERE project_id = $1 AND app = $2 AND state IN {IN_FLIGHT}"
+        ));
+        sqlx::query(sql)
+            .bind(project.as_str())
+            .bind(app.as_str())
+            .bind(now.millis())
+            .execute(&mut *tx)
+            .await
+            .op("supersede an app's revisions")?;
+        sqlx::query(
+            "INSERT INTO app_revisions (project_id, app, number, digest, document, origin, \
+             state, reason, created_by, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+        )
+        .bind(project.as_str())
+        .bind(app.as_str())
+        .bind(big(number))
+        .bind(digest)
+        .bind(document)
+        .bind(origin)
+        .bind(state)
+        .bind(reason)
+        .bind(created_by)
+        .bind(now.millis())
+        .execute(&mut *tx)
+        .await
+        .op("keep an app revision")?;
+        sqlx::query(
+            "UPDATE apps SET revision = $3, updated_at = $4 WHERE project_id = $1 AND name = $2",
+        )
+        .bind(project.as_str())
+        .bind(app.as_str())
+        .bind(big(number))
+        .bind(now.millis())
+        .execute(&mut *tx)
+        .await
+        .op("move an app to its new revision")?;
+        tx.commit().await.op("make an app revision")?;
+        Ok(AppRevisionRow {
+            app: app.clone(),
+            number,
+            digest: digest.to_string(),
+            document: document.to_string(),
+            origin: origin.to_string(),
+            state: state.to_string(),
+            reason: reason.map(str::to_string),
+            created_by: created_by.map(str::to_string),
+            created_at: now,
+            updated_at: now,
+        })
+    }
+
+    /// Revision `number` of `app`.
+    pub async fn app_revision(
+        &self,
+        project: &ProjectId,
+        app: &Name,
+        number: u64,
+    ) -> StoreResult<Option<AppRevisionRow>> {
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT {REVISION_COLUMNS} FROM app_revisions \
+             WHERE project_id = $1 AND app = $2 AND number = $3"
+        ));
+        let row = sqlx::query(sql)
+            .bind(project.as_str())
+            .bind(app.as_str())
+            .bind(big(number))
+            .fetch_optional(self.pool())
+            .await
+            .op("read an app revision")?;
+        row.as_ref().map(revision_from).transpose()
+    }
+
+    /// Every revision of `app`, newest first.
+    pub async fn list_app_revisions(
+        &self,
+        project: &ProjectId,
+        app: &Name,
+    ) -> StoreResult<Vec<AppRevisionRow>> {
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT {REVISION_COLUMNS} FROM app_revisions \
+             WHERE project_id = $1 AND app = $2 ORDER BY number DESC"
+        ));
+        let rows = sqlx::query(sql)
+            .bind(project.as_str())
+            .bind(app.as_str())
+            .fetch_all(self.pool())
+            .await
+            .op("list an app's revisions")?;
+        rows.iter().map(revision_from).collect()
+    }
+
+    /// Each app of `project` with its newest revision, by name.
+    pub async fn list_apps(&self, project: &ProjectId) -> StoreResult<Vec<AppRevisionRow>> {
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT {} FROM app_revisions r JOIN apps a \
+             ON a.project_id = r.project_id AND a.name = r.app AND a.revision = r.number \
+             WHERE r.project_id = $1 ORDER BY r.app",
+            REVISION_COLUMNS
+                .split(", ")
+                .map(|c| format!("r.{c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        let rows = sqlx::query(sql)
+            .bind(project.as_str())
+            .fetch_all(self.pool())
+            .await
+            .op("list a project's apps")?;
+        rows.iter().map(revision_from).collect()
+    }
+
+    /// Sets the state of revision `number` of `app`.
+    pub async fn set_app_revision_state(
+        &self,
+        project: &ProjectId,
+        app: &Name,
+        number: u64,
+        state: &str,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE app_revisions SET state = $4, reason = $5, updated_at = $6 \
+             WHERE project_id = $1 AND app = $2 AND number = $3",
+        )
+        .bind(project.as_str())
+        .bind(app.as_str())
+        .bind(big(number))
+        .bind(state)
+        .bind(reason)
+        .bind(now.millis())
+        .execute(self.pool())
+        .await
+        .op("set an app revision's state")?;
+        Ok(())
+    }
+
+    /// Replaces where `app`'s replicas are placed.
+    pub async fn replace_app_replicas(
+        &self,
+        project: &ProjectId,
+        app: &Name,
+        replicas: &[AppReplicaRow],
+    ) -> StoreResult<()> {
+        let mut tx = self.begin("place an app's replicas").await?;
+        sqlx::query("DELETE FROM app_replicas WHERE project_id = $1 AND app = $2")
+            .bind(project.as_str())
+            .bind(app.as_str())
+            .execute(&mut *tx)
+            .await
+            .op("forget an app's placement")?;
+        for r in replicas {
+            sqlx::query(
+                "INSERT INTO app_replicas (project_id, app, workload, slot, revision, node_id, \
+                 state, ready, restarts, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            )
+            .bind(project.as_str())
+            .bind(app.as_str())
+            .bind(&r.workload)
+            .bind(i64::from(r.slot))
+            .bind(big(r.revision))
+            .bind(r.node_id.as_ref().map(|n| n.as_str()))
+            .bind(&r.state)
+            .bind(i64::from(r.ready))
+            .bind(i64::from(r.restarts))
+            .bind(r.updated_at.millis())
+            .execute(&mut *tx)
+            .await
+            .op("place an app replica")?;
+        }
+        tx.commit().await.op("place an app's replicas")?;
+        Ok(())
+    }
+
+    /// Where `app`'s replicas are, by workload and slot.
+    pub async fn list_app_replicas(
+        &self,
+        project: &ProjectId,
+        app: &Name,
+    ) -> StoreResult<Vec<AppReplicaRow>> {
+        let rows = sqlx::query(
+            "SELECT workload, slot, revision, node_id, state, ready, restarts, updated_at \
+             FROM app_replicas WHERE project_id = $1 AND app = $2 ORDER BY workload, slot",
+        )
+        .bind(project.as_str())
+        .bind(app.as_str())
+        .fetch_all(self.pool())
+        .await
+        .op("list an app's replicas")?;
+        rows.iter()
+            .map(|row| {
+                Ok(AppReplicaRow {
+                    workload: text(row, "app_replicas.workload")?,
+                    slot: uint32(row, "app_replicas.slot")?,
+                    revision: uint64(row, "app_replicas.revision")?,
+                    node_id: opt_parsed(row, "app_replicas.node_id")?,
+                    state: text(row, "app_replicas.state")?,
+                    ready: flag(row, "app_replicas.ready")?,
+                    restarts: uint32(row, "app_replicas.restarts")?,
+                    updated_at: time(row, "app_replicas.updated_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// CPU (millicores) and memory (bytes) that apps of `project` other than `except` hold
+    /// on each node, as `(node, cpu, memory)` summed by the caller from their documents.
+    pub async fn app_replicas_on_nodes(
+        &self,
+        project: &ProjectId,
+    ) -> StoreResult<Vec<(Name, String, u32, u64, NodeId)>> {
+        let rows = sqlx::query(
+            "SELECT app, workload, slot, revision, node_id FROM app_replicas \
+             WHERE project_id = $1 AND node_id IS NOT NULL",
+        )
+        .bind(project.as_str())
+        .fetch_all(self.pool())
+        .await
+        .op("list where a project's replicas run")?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    parsed(row, "app_replicas.app")?,
+                    text(row, "app_replicas.workload")?,
+                    uint32(row, "app_replicas.slot")?,
+                    uint64(row, "app_replicas.revision")?,
+                    parsed(row, "app_replicas.node_id")?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Removes `app`, its revisions and replicas; whether it existed.
+    pub async fn delete_app(&self, project: &ProjectId, app: &Name) -> StoreResult<bool> {
+        let mut tx = self.begin("remove an app").await?;
+        for sql in [
+            "DELETE FROM app_replicas WHERE project_id = $1 AND app = $2",
+            "DELETE FROM app_revisions WHERE project_id = $1 AND app = $2",
+        ] {
+            sqlx::query(sql)
+                .bind(project.as_str())
+                .bind(app.as_str())
+                .execute(&mut *tx)
+                .await
+                .op("remove an app's revisions and replicas")?;
+        }
+        let done = sqlx::query("DELETE FROM apps WHERE project_id = $1 AND name = $2")
+            .bind(project.as_str())
+            .bind(app.as_str())
+            .execute(&mut *tx)
+            .await
+            .op("remove an app")?;
+        tx.commit().await.op("remove an app")?;
+        Ok(done.rows_affected() > 0)
+    }
+}
