@@ -239,6 +239,84 @@ enum AppCommand {
     /// type, default and meaning.
     #[command(after_help = "Example: orc app schema > orc/App.pkl")]
     Schema,
+    /// Show what deploying an app file would change against what runs: the fields, the
+    /// images resolved to digests, and what could not be placed now.
+    #[command(after_help = "Example: orc app plan orch.pkl --project acme/web")]
+    Plan {
+        /// The app file [default: orch.pkl]
+        file: Option<PathBuf>,
+        /// ORG/PROJECT [default: the token's project]
+        #[arg(long)]
+        project: Option<String>,
+    },
+    /// Deploy an app file: a new revision with every image resolved to its digest (the same
+    /// resolved app again changes nothing).
+    #[command(after_help = "Example: orc app deploy orch.pkl")]
+    Deploy {
+        /// The app file [default: orch.pkl]
+        file: Option<PathBuf>,
+        /// ORG/PROJECT [default: the token's project]
+        #[arg(long)]
+        project: Option<String>,
+    },
+    /// List the project's apps with their revision, state and ready replicas.
+    #[command(name = "list", after_help = "Example: orc app list --project acme/web")]
+    List {
+        /// ORG/PROJECT [default: the token's project]
+        #[arg(long)]
+        project: Option<String>,
+    },
+    /// Show an app: its revision, state (and why when blocked), images and replicas.
+    #[command(after_help = "Example: orc app status shop")]
+    Status {
+        /// The app's name.
+        app: String,
+        /// ORG/PROJECT [default: the token's project]
+        #[arg(long)]
+        project: Option<String>,
+    },
+    /// List an app's revisions, newest first, with their deployments' states.
+    #[command(after_help = "Example: orc app history shop")]
+    History {
+        /// The app's name.
+        app: String,
+        /// ORG/PROJECT [default: the token's project]
+        #[arg(long)]
+        project: Option<String>,
+    },
+    /// Show what changed from one revision of an app to another.
+    #[command(after_help = "Example: orc app diff shop 3 4")]
+    Diff {
+        /// The app's name.
+        app: String,
+        /// The earlier revision.
+        from: u64,
+        /// The later revision.
+        to: u64,
+        /// ORG/PROJECT [default: the token's project]
+        #[arg(long)]
+        project: Option<String>,
+    },
+    /// Deploy an earlier revision again: a new revision with its app and image digests.
+    #[command(after_help = "Example: orc app rollback shop 3")]
+    Rollback {
+        /// The app's name.
+        app: String,
+        /// The revision to deploy again.
+        revision: u64,
+        /// ORG/PROJECT [default: the token's project]
+        #[arg(long)]
+        project: Option<String>,
+    },
+    /// Remove an app: its replicas stop; local volumes' data stays on their nodes.
+    #[command(after_help = "Example: orc app remove shop")]
+    Remove {
+        /// The app's name.
+        app: String,
+        /// ORG/PROJECT [default: the token's project]
+        #[arg(long)]
+        project: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -702,6 +780,33 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             AppCommand::Schema => {
                 commands::app::schema();
                 Ok(())
+            }
+            AppCommand::Plan { file, project } => {
+                commands::app::plan(&conn, file.as_deref(), project.as_deref()).await
+            }
+            AppCommand::Deploy { file, project } => {
+                commands::app::deploy(&conn, file.as_deref(), project.as_deref()).await
+            }
+            AppCommand::List { project } => commands::app::list(&conn, project.as_deref()).await,
+            AppCommand::Status { app, project } => {
+                commands::app::status(&conn, &app, project.as_deref()).await
+            }
+            AppCommand::History { app, project } => {
+                commands::app::history(&conn, &app, project.as_deref()).await
+            }
+            AppCommand::Diff {
+                app,
+                from,
+                to,
+                project,
+            } => commands::app::diff(&conn, &app, from, to, project.as_deref()).await,
+            AppCommand::Rollback {
+                app,
+                revision,
+                project,
+            } => commands::app::rollback(&conn, &app, revision, project.as_deref()).await,
+            AppCommand::Remove { app, project } => {
+                commands::app::remove(&conn, &app, project.as_deref()).await
             }
         },
         Command::Registry { command } => match command {

@@ -1068,3 +1068,166 @@ async fn a_workstation_connects_with_a_key_made_here_and_disconnects() {
     assert_eq!(listed, serde_json::json!([]));
     env.zone.shutdown().await;
 }
+
+/// Pushes a one-layer image through the registry's OCI API as the admin.
+async fn push_image(env: &TestZone, repository: &str, tag: &str, layer: &[u8]) {
+    use base64::Engine as _;
+    use orc_zone_model::registry::Digest;
+    let auth = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD
+            .encode(format!("admin:{}", env.zone.admin_token().expose()))
+    );
+    let config =
+        br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}"#;
+    for blob in [&config[..], layer] {
+        let r = env
+            .http
+            .post(format!(
+                "{}/v2/{repository}/blobs/uploads/?digest={}",
+                env.zone.url(),
+                Digest::of(blob)
+            ))
+            .header("authorization", &auth)
+            .body(blob.to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+    }
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": Digest::of(config).to_string(), "size": config.len()},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": Digest::of(layer).to_string(), "size": layer.len()}],
+    }))
+    .unwrap();
+    let r = env
+        .http
+        .put(format!(
+            "{}/v2/{repository}/manifests/{tag}",
+            env.zone.url()
+        ))
+        .header("authorization", &auth)
+        .header("content-type", "application/vnd.oci.image.manifest.v1+json")
+        .body(manifest)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apps_from_the_command_line() {
+    let env = start().await;
+    push_image(&env, "acme/shop", "1", b"layer one").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("orch.pkl");
+    let file_arg = file.to_str().unwrap();
+    let init = stdout(
+        &orc(
+            &env,
+            &[
+                "app",
+                "init",
+                "--name",
+                "shop",
+                "--image",
+                "acme/shop:1",
+                "--file",
+                file_arg,
+            ],
+        )
+        .await,
+    );
+    assert!(
+        init.contains("app shop, 2 replicas of acme/shop:1"),
+        "{init}"
+    );
+
+    let plan = stdout(&orc(&env, &["app", "plan", file_arg, "--project", "acme/web"]).await);
+    assert!(
+        plan.starts_with("App shop in acme/web, against nothing deployed yet:\n"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("  + services[\"shop\"].replicas: 2\n"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("It would be BLOCKED now:\n  shop: no_nodes"),
+        "{plan}"
+    );
+
+    // Blocked: said, and a failure for a script.
+    let deploy = orc(&env, &["app", "deploy", file_arg, "--project", "acme/web"]).await;
+    assert!(!deploy.status.success());
+    let said = String::from_utf8_lossy(&deploy.stdout);
+    assert!(
+        said.contains("App shop in acme/web: revision 1 is BLOCKED."),
+        "{said}"
+    );
+    let error = String::from_utf8_lossy(&deploy.stderr);
+    assert!(
+        error.contains("nothing of revision 1 was applied"),
+        "{error}"
+    );
+
+    let status = stdout(&orc(&env, &["app", "status", "shop", "--project", "acme/web"]).await);
+    assert!(
+        status.starts_with("App shop in acme/web: revision 1, BLOCKED, 0/2 replicas ready.\n"),
+        "{status}"
+    );
+    assert!(status.contains("acme/shop:1"), "{status}");
+
+    std::fs::write(
+        &file,
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("replicas = 2", "replicas = 3"),
+    )
+    .unwrap();
+    let _ = orc(&env, &["app", "deploy", file_arg, "--project", "acme/web"]).await;
+    let diff = stdout(
+        &orc(
+            &env,
+            &["app", "diff", "shop", "1", "2", "--project", "acme/web"],
+        )
+        .await,
+    );
+    assert_eq!(
+        diff,
+        "App shop, revision 1 -> 2:\n  ~ services[\"shop\"].replicas: 2 -> 3\n"
+    );
+    let back = stdout(
+        &orc(
+            &env,
+            &["app", "rollback", "shop", "1", "--project", "acme/web"],
+        )
+        .await,
+    );
+    assert!(
+        back.contains("revision 3 (the app and images of revision 1)"),
+        "{back}"
+    );
+    let history = stdout(&orc(&env, &["app", "history", "shop", "--project", "acme/web"]).await);
+    let origins: Vec<&str> = history
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    assert_eq!(origins, ["rollback:1", "deploy", "deploy"], "{history}");
+    let listed: serde_json::Value = serde_json::from_str(&stdout(
+        &orc(&env, &["app", "list", "--project", "acme/web", "--json"]).await,
+    ))
+    .unwrap();
+    assert_eq!(listed[0]["name"], "shop");
+    assert_eq!(listed[0]["revision"], 3);
+    let removed = stdout(&orc(&env, &["app", "remove", "shop", "--project", "acme/web"]).await);
+    assert!(
+        removed.starts_with("App shop removed from acme/web"),
+        "{removed}"
+    );
+    let none = stdout(&orc(&env, &["app", "list", "--project", "acme/web"]).await);
+    assert!(none.contains("runs no app yet"), "{none}");
+}

@@ -1,5 +1,7 @@
 //! `orc app`: a project's applications, from their `orch.pkl` files.
 //!
+//! `plan`, `deploy`, `list`, `status`, `history`, `diff`, `rollback` and `remove` talk to the
+//! zone; each takes `--project` (the token's project when left out) and `--json`.
 //! `init`, `check` and `schema` work without a zone: they write, evaluate and print app files
 //! on this machine. Evaluation is pure Rust (`orc_app_model::pkl`); what reaches a zone is
 //! the checked app as JSON, which the zone checks again.
@@ -8,8 +10,16 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use orc_app_model::init::Starter;
+use orc_app_model::revision::{ResolvedApp, ResolvedImage};
 use orc_app_model::schema::{Check, typed_module};
 use orc_app_model::{AppSpec, ImageRef, WorkloadKind, pkl};
+use orc_zone_api_types::views::{
+    AppPlanView, AppRevisionView, AppStatusView, ChangeView, DeployApp, ImageView, ProjectAppView,
+    RollbackApp,
+};
+
+use crate::ConnArgs;
+use crate::table::Table;
 
 /// The file `orc app` commands read when none is named.
 pub const DEFAULT_FILE: &str = "orch.pkl";
@@ -160,6 +170,313 @@ pub fn summary(file: &Path, spec: &AppSpec) -> String {
 /// `orc app schema`: prints the typed module app files amend.
 pub fn schema() {
     print!("{}", typed_module());
+}
+
+fn apps_url(org: &str, project: &str) -> String {
+    format!("{}/apps", super::project_url(org, project))
+}
+
+fn app_url(org: &str, project: &str, app: &str) -> String {
+    format!("{}/{}", apps_url(org, project), crate::client::segment(app))
+}
+
+fn changes_text(changes: &[ChangeView]) -> String {
+    if changes.is_empty() {
+        return "  (no change)\n".to_string();
+    }
+    let mut out = String::new();
+    for change in changes {
+        let line = match (&change.from, &change.to) {
+            (None, Some(to)) => format!("  + {}: {to}", change.field),
+            (Some(from), None) => format!("  - {}: {from}", change.field),
+            (Some(from), Some(to)) => format!("  ~ {}: {from} -> {to}", change.field),
+            (None, None) => format!("    {}", change.field),
+        };
+        out.push_str(&orc_common::text::printable(&line));
+        out.push('\n');
+    }
+    out
+}
+
+fn images_text(images: &[ImageView]) -> String {
+    let mut table = Table::new(&["WORKLOAD", "IMAGE", "DIGEST"]);
+    for image in images {
+        table.row(vec![
+            image.workload.clone(),
+            image.reference.clone(),
+            image.digest.clone(),
+        ]);
+    }
+    table.render()
+}
+
+/// `orc app plan FILE`: what a deploy would change, without deploying.
+pub async fn plan(
+    conn: &ConnArgs,
+    file: Option<&Path>,
+    project: Option<&str>,
+) -> anyhow::Result<()> {
+    let file = file.unwrap_or(Path::new(DEFAULT_FILE));
+    let spec = load(file)?;
+    let client = super::client(conn)?;
+    let (org, project) = super::project_of(&client, project).await?;
+    let body = DeployApp {
+        app: serde_json::to_value(&spec)?,
+    };
+    let view: AppPlanView = client
+        .post(&format!("{}/plan", apps_url(&org, &project)), &body)
+        .await?;
+    if conn.json {
+        return super::print_json(&view);
+    }
+    let against = view
+        .current_revision
+        .map_or("nothing deployed yet".to_string(), |r| {
+            format!("revision {r}")
+        });
+    if view.noop {
+        outln!(
+            "App {} in {org}/{project}: no change against {against}.",
+            view.app
+        );
+        return Ok(());
+    }
+    outln!("App {} in {org}/{project}, against {against}:", view.app);
+    out!("{}", changes_text(&view.changes));
+    outln!();
+    out!("{}", images_text(&view.images));
+    if !view.blocked.is_empty() {
+        outln!();
+        outln!("It would be BLOCKED now:");
+        for blocked in &view.blocked {
+            outln!("  {}: {}", blocked.workload, blocked.reason);
+        }
+    }
+    Ok(())
+}
+
+/// `orc app deploy FILE`: a new revision (or nothing, for the same resolved app).
+pub async fn deploy(
+    conn: &ConnArgs,
+    file: Option<&Path>,
+    project: Option<&str>,
+) -> anyhow::Result<()> {
+    let file = file.unwrap_or(Path::new(DEFAULT_FILE));
+    let spec = load(file)?;
+    let client = super::client(conn)?;
+    let (org, project) = super::project_of(&client, project).await?;
+    let body = DeployApp {
+        app: serde_json::to_value(&spec)?,
+    };
+    let view: AppRevisionView = client.post(&apps_url(&org, &project), &body).await?;
+    if conn.json {
+        return super::print_json(&view);
+    }
+    outln!(
+        "App {} in {org}/{project}: revision {} is {}.",
+        spec.name,
+        view.number,
+        view.state
+    );
+    if let Some(reason) = &view.reason {
+        outln!("  {reason}");
+    }
+    if view.state == "BLOCKED" {
+        anyhow::bail!(
+            "app {} is blocked: nothing of revision {} was applied",
+            spec.name,
+            view.number
+        );
+    }
+    Ok(())
+}
+
+/// `orc app list`: the project's apps.
+pub async fn list(conn: &ConnArgs, project: Option<&str>) -> anyhow::Result<()> {
+    let client = super::client(conn)?;
+    let (org, project) = super::project_of(&client, project).await?;
+    let apps: Vec<ProjectAppView> = client.get(&apps_url(&org, &project)).await?;
+    if conn.json {
+        return super::print_json(&apps);
+    }
+    if apps.is_empty() {
+        outln!("{org}/{project} runs no app yet (orc app init, then orc app deploy).");
+        return Ok(());
+    }
+    let mut table = Table::new(&["APP", "REVISION", "STATE", "READY", "UPDATED"]);
+    for app in &apps {
+        table.row(vec![
+            app.name.clone(),
+            app.revision.to_string(),
+            app.state.clone(),
+            format!("{}/{}", app.ready, app.replicas),
+            orc_common::time::format_time(orc_common::Timestamp(app.updated_at)),
+        ]);
+    }
+    out!("{}", table.render());
+    Ok(())
+}
+
+/// `orc app status APP`: the app's state and each replica.
+pub async fn status(conn: &ConnArgs, app: &str, project: Option<&str>) -> anyhow::Result<()> {
+    let client = super::client(conn)?;
+    let (org, project) = super::project_of(&client, project).await?;
+    let view: AppStatusView = client.get(&app_url(&org, &project, app)).await?;
+    if conn.json {
+        return super::print_json(&view);
+    }
+    out!("{}", status_text(&org, &project, &view));
+    Ok(())
+}
+
+pub(crate) fn status_text(org: &str, project: &str, view: &AppStatusView) -> String {
+    let app = &view.app;
+    let mut out = format!(
+        "App {} in {org}/{project}: revision {}, {}, {}/{} replicas ready.\n",
+        app.name, app.revision, app.state, app.ready, app.replicas
+    );
+    if let Some(reason) = &app.reason {
+        out.push_str(&format!("  {}\n", orc_common::text::printable(reason)));
+    }
+    out.push('\n');
+    out.push_str(&images_text(&view.images));
+    if !view.replicas.is_empty() {
+        out.push('\n');
+        let mut table = Table::new(&[
+            "WORKLOAD", "SLOT", "NODE", "STATE", "READY", "RESTARTS", "REVISION",
+        ]);
+        for r in &view.replicas {
+            table.row(vec![
+                r.workload.clone(),
+                r.slot.to_string(),
+                r.node.clone().unwrap_or_else(|| "-".into()),
+                r.state.clone(),
+                if r.ready { "yes" } else { "no" }.to_string(),
+                r.restarts.to_string(),
+                r.revision.to_string(),
+            ]);
+        }
+        out.push_str(&table.render());
+    }
+    out
+}
+
+/// `orc app history APP`: every revision, newest first.
+pub async fn history(conn: &ConnArgs, app: &str, project: Option<&str>) -> anyhow::Result<()> {
+    let client = super::client(conn)?;
+    let (org, project) = super::project_of(&client, project).await?;
+    let revisions: Vec<AppRevisionView> = client
+        .get(&format!("{}/revisions", app_url(&org, &project, app)))
+        .await?;
+    if conn.json {
+        return super::print_json(&revisions);
+    }
+    let mut table = Table::new(&["REVISION", "STATE", "ORIGIN", "BY", "CREATED", "DIGEST"]);
+    for r in &revisions {
+        table.row(vec![
+            r.number.to_string(),
+            r.state.clone(),
+            r.origin.clone(),
+            r.created_by.clone().unwrap_or_else(|| "-".into()),
+            orc_common::time::format_time(orc_common::Timestamp(r.created_at)),
+            r.digest.get(..19).unwrap_or(&r.digest).to_string(),
+        ]);
+    }
+    out!("{}", table.render());
+    Ok(())
+}
+
+/// `orc app diff APP REV1 REV2`: what changed from one revision to another.
+pub async fn diff(
+    conn: &ConnArgs,
+    app: &str,
+    from: u64,
+    to: u64,
+    project: Option<&str>,
+) -> anyhow::Result<()> {
+    let client = super::client(conn)?;
+    let (org, project) = super::project_of(&client, project).await?;
+    let revisions: Vec<AppRevisionView> = client
+        .get(&format!("{}/revisions", app_url(&org, &project, app)))
+        .await?;
+    let find = |n: u64| {
+        revisions
+            .iter()
+            .find(|r| r.number == n)
+            .ok_or_else(|| anyhow::anyhow!("app {app} has no revision {n}"))
+    };
+    let (a, b) = (find(from)?, find(to)?);
+    let resolved = |r: &AppRevisionView| -> anyhow::Result<ResolvedApp> {
+        Ok(ResolvedApp {
+            spec: serde_json::from_value(r.app.clone())?,
+            images: r
+                .images
+                .iter()
+                .map(|i| {
+                    (
+                        i.workload.clone(),
+                        ResolvedImage {
+                            reference: i.reference.clone(),
+                            digest: i.digest.clone(),
+                        },
+                    )
+                })
+                .collect(),
+        })
+    };
+    let changes: Vec<ChangeView> =
+        orc_app_model::revision::diff(Some(&resolved(a)?), &resolved(b)?)
+            .into_iter()
+            .map(|c| ChangeView {
+                field: c.field,
+                from: c.from,
+                to: c.to,
+            })
+            .collect();
+    if conn.json {
+        return super::print_json(&changes);
+    }
+    outln!("App {app}, revision {from} -> {to}:");
+    out!("{}", changes_text(&changes));
+    Ok(())
+}
+
+/// `orc app rollback APP REV`: a new revision with that revision's app and digests.
+pub async fn rollback(
+    conn: &ConnArgs,
+    app: &str,
+    revision: u64,
+    project: Option<&str>,
+) -> anyhow::Result<()> {
+    let client = super::client(conn)?;
+    let (org, project) = super::project_of(&client, project).await?;
+    let view: AppRevisionView = client
+        .post(
+            &format!("{}/rollback", app_url(&org, &project, app)),
+            &RollbackApp { revision },
+        )
+        .await?;
+    if conn.json {
+        return super::print_json(&view);
+    }
+    outln!(
+        "App {app} in {org}/{project}: revision {} (the app and images of revision {revision}) is {}.",
+        view.number,
+        view.state
+    );
+    if let Some(reason) = &view.reason {
+        outln!("  {reason}");
+    }
+    Ok(())
+}
+
+/// `orc app remove APP`: stops its replicas; local volumes' data stays on their nodes.
+pub async fn remove(conn: &ConnArgs, app: &str, project: Option<&str>) -> anyhow::Result<()> {
+    let client = super::client(conn)?;
+    let (org, project) = super::project_of(&client, project).await?;
+    let _: serde_json::Value = client.delete(&app_url(&org, &project, app)).await?;
+    outln!("App {app} removed from {org}/{project}; its replicas stop on their nodes.");
+    Ok(())
 }
 
 #[cfg(test)]
