@@ -202,9 +202,123 @@ pub fn valid_upload_id(id: &str) -> bool {
     id.len() == 32 && id.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f'))
 }
 
+/// The key the zone signs registry pull grants with: a node pulls the images of its
+/// project's org with a grant the zone sends it, `orcpull:v1:<org id>:<node id>:<expiry
+/// ms>:<HMAC-SHA256 hex>`, which reads that org's repositories and nothing else until it
+/// expires. The key is random per zone process; grants are sent again with every
+/// assignment, so a restarted zone's new key reaches every node it assigns to.
+pub struct PullKey([u8; 32]);
+
+impl std::fmt::Debug for PullKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PullKey(…)")
+    }
+}
+
+/// What a valid grant allows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullGrant {
+    /// The org whose images it reads.
+    pub org: crate::OrgId,
+    /// The node it was given to.
+    pub node: crate::NodeId,
+}
+
+const GRANT_PREFIX: &str = "orcpull:v1:";
+
+impl PullKey {
+    /// A fresh random key.
+    pub fn generate() -> Self {
+        Self(rand::random())
+    }
+
+    fn mac(&self, payload: &str) -> String {
+        use hmac::Mac as _;
+        let mut mac = <hmac::Hmac<sha2::Sha256> as hmac::Mac>::new_from_slice(&self.0)
+            .expect("HMAC takes a key of any length");
+        mac.update(payload.as_bytes());
+        mac.finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// A grant for `node` to read `org`'s images until `expires`.
+    pub fn grant(
+        &self,
+        org: &crate::OrgId,
+        node: &crate::NodeId,
+        expires: crate::Timestamp,
+    ) -> String {
+        let payload = format!("{GRANT_PREFIX}{org}:{node}:{}", expires.millis());
+        let mac = self.mac(&payload);
+        format!("{payload}:{mac}")
+    }
+
+    /// Whether `token` looks like a grant at all (so it is checked here, not as an API
+    /// token).
+    pub fn is_grant(token: &str) -> bool {
+        token.starts_with(GRANT_PREFIX)
+    }
+
+    /// What `token` allows at `now`; `None` for a forged, altered or expired grant.
+    pub fn check(&self, token: &str, now: crate::Timestamp) -> Option<PullGrant> {
+        let (payload, mac) = token.rsplit_once(':')?;
+        let expected = self.mac(payload);
+        // Compare in constant time.
+        if expected.len() != mac.len()
+            || expected
+                .bytes()
+                .zip(mac.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                != 0
+        {
+            return None;
+        }
+        let rest = payload.strip_prefix(GRANT_PREFIX)?;
+        let mut parts = rest.split(':');
+        let (org, node, expires) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() || expires.parse::<i64>().ok()? < now.millis() {
+            return None;
+        }
+        Some(PullGrant {
+            org: org.parse().ok()?,
+            node: node.parse().ok()?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pull_grant_reads_one_org_until_it_expires_and_cannot_be_altered() {
+        let key = PullKey::generate();
+        let org = crate::OrgId::from_counter(7);
+        let node: crate::NodeId = "n-000000000009".parse().expect("a node id");
+        let grant = key.grant(&org, &node, crate::Timestamp(10_000));
+        assert!(PullKey::is_grant(&grant));
+        let allowed = key.check(&grant, crate::Timestamp(9_000)).expect("valid");
+        assert_eq!((allowed.org, allowed.node), (org.clone(), node.clone()));
+        assert!(
+            key.check(&grant, crate::Timestamp(10_001)).is_none(),
+            "expired"
+        );
+        let other = crate::OrgId::from_counter(8);
+        let forged = grant.replace(org.as_str(), other.as_str());
+        assert!(
+            key.check(&forged, crate::Timestamp(9_000)).is_none(),
+            "altered"
+        );
+        assert!(
+            PullKey::generate()
+                .check(&grant, crate::Timestamp(9_000))
+                .is_none(),
+            "another key"
+        );
+    }
 
     fn digest(n: u8) -> String {
         format!("sha256:{}", format!("{n:02x}").repeat(32))

@@ -355,6 +355,67 @@ impl Store {
             .collect()
     }
 
+    /// Every replica placed on `node`: project, app, workload, slot and revision.
+    pub async fn app_replicas_of_node(
+        &self,
+        node: &NodeId,
+    ) -> StoreResult<Vec<(ProjectId, Name, String, u32, u64)>> {
+        let rows = sqlx::query(
+            "SELECT project_id, app, workload, slot, revision FROM app_replicas \
+             WHERE node_id = $1 ORDER BY project_id, app, workload, slot",
+        )
+        .bind(node.as_str())
+        .fetch_all(self.pool())
+        .await
+        .op("list a node's replicas")?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    parsed(row, "app_replicas.project_id")?,
+                    parsed(row, "app_replicas.app")?,
+                    text(row, "app_replicas.workload")?,
+                    uint32(row, "app_replicas.slot")?,
+                    uint64(row, "app_replicas.revision")?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Records what `node` reports of one of its replicas; a replica since placed elsewhere
+    /// is left alone. Whether a row changed.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn report_app_replica(
+        &self,
+        node: &NodeId,
+        project: &ProjectId,
+        app: &Name,
+        workload: &str,
+        slot: u32,
+        state: &str,
+        ready: bool,
+        restarts: u32,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE app_replicas SET state = $6, ready = $7, restarts = $8, updated_at = $9 \
+             WHERE project_id = $1 AND app = $2 AND workload = $3 AND slot = $4 AND node_id = $5 \
+             AND (state <> $6 OR ready <> $7 OR restarts <> $8)",
+        )
+        .bind(project.as_str())
+        .bind(app.as_str())
+        .bind(workload)
+        .bind(i64::from(slot))
+        .bind(node.as_str())
+        .bind(state)
+        .bind(i64::from(ready))
+        .bind(i64::from(restarts))
+        .bind(now.millis())
+        .execute(self.pool())
+        .await
+        .op("record a replica's report")?;
+        Ok(done.rows_affected() > 0)
+    }
+
     /// Removes `app`, its revisions and replicas; whether it existed.
     pub async fn delete_app(&self, project: &ProjectId, app: &Name) -> StoreResult<bool> {
         let mut tx = self.begin("remove an app").await?;

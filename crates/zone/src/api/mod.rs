@@ -135,6 +135,8 @@ pub struct ApiState {
     pub(crate) edge: Option<Arc<EdgeLinks>>,
     /// The app registry's binaries; `None` when the zone keeps no registry.
     pub(crate) blobs: Option<crate::apps::Blobs>,
+    /// What signs and checks the registry pull grants nodes carry.
+    pub(crate) pull_key: Arc<orc_zone_model::oci::PullKey>,
 }
 
 /// What the API tells about the access edge: its URL and where slots listen.
@@ -195,7 +197,14 @@ impl ApiState {
             access_keys: None,
             edge: None,
             blobs: None,
+            pull_key: Arc::new(orc_zone_model::oci::PullKey::generate()),
         }
+    }
+
+    /// Registry pull grants are checked with this key (the agent hub signs with it).
+    pub fn with_pull_key(mut self, key: Arc<orc_zone_model::oci::PullKey>) -> Self {
+        self.pull_key = key;
+        self
     }
 
     /// The access edge the zone runs, for endpoint URLs.

@@ -31,7 +31,7 @@ use crate::model::{Org, Role};
 use crate::store::ImageManifestRow;
 use orc_zone_api_types::error::ErrorCode;
 use orc_zone_model::access::Caller;
-use orc_zone_model::oci::{Manifest, Repository, valid_tag, valid_upload_id};
+use orc_zone_model::oci::{Manifest, PullGrant, PullKey, Repository, valid_tag, valid_upload_id};
 use orc_zone_model::registry::Digest;
 
 /// An error as the distribution spec writes it.
@@ -165,7 +165,14 @@ fn target(path: &str) -> Option<Target<'_>> {
     None
 }
 
-async fn authenticate(state: &ApiState, parts: &axum::http::request::Parts) -> OciResult<Caller> {
+/// Who asks: a person or app with an API token, or a node with the pull grant its
+/// assignment carries (it reads its org's images and nothing else).
+enum Who {
+    Caller(Box<Caller>),
+    Node(PullGrant),
+}
+
+async fn authenticate(state: &ApiState, parts: &axum::http::request::Parts) -> OciResult<Who> {
     let unauthorized = |message: &str| {
         OciError::new(
             StatusCode::UNAUTHORIZED,
@@ -202,8 +209,16 @@ async fn authenticate(state: &ApiState, parts: &axum::http::request::Parts) -> O
     if token.is_empty() {
         return Err(unauthorized("the token is empty"));
     }
+    if PullKey::is_grant(&token) {
+        return state
+            .pull_key
+            .check(&token, state.now())
+            .map(Who::Node)
+            .ok_or_else(|| unauthorized("the pull grant is altered or expired"));
+    }
     caller_of_token(state, parts, &token)
         .await
+        .map(|caller| Who::Caller(Box::new(caller)))
         .map_err(|e| match e.code {
             ErrorCode::Unauthenticated => unauthorized(&e.message),
             _ => e.into(),
@@ -227,19 +242,41 @@ fn repository(name: &str) -> OciResult<Repository> {
 /// The org of `repository`, if the caller may read it (`write`: push to it).
 async fn org_for(
     state: &ApiState,
-    caller: &Caller,
+    who: &Who,
     repository: &Repository,
     write: bool,
 ) -> OciResult<Org> {
+    let unknown = || {
+        OciError::new(
+            StatusCode::NOT_FOUND,
+            "NAME_UNKNOWN",
+            format!("repository {repository} is not known to this registry"),
+        )
+    };
+    let caller = match who {
+        Who::Caller(caller) => caller,
+        Who::Node(grant) => {
+            let org = state
+                .store
+                .org_by_name(&repository.org)
+                .await
+                .map_err(|_| unknown())?;
+            if org.id != grant.org {
+                return Err(unknown());
+            }
+            if write {
+                return Err(OciError::new(
+                    StatusCode::FORBIDDEN,
+                    "DENIED",
+                    format!("node {} pulls; it does not push", grant.node),
+                ));
+            }
+            return Ok(org);
+        }
+    };
     let org = visible_org(state, caller, repository.org.as_str())
         .await
-        .map_err(|_| {
-            OciError::new(
-                StatusCode::NOT_FOUND,
-                "NAME_UNKNOWN",
-                format!("repository {repository} is not known to this registry"),
-            )
-        })?;
+        .map_err(|_| unknown())?;
     if write {
         caller.require_org(&org, Role::Member).map_err(|e| {
             OciError::new(
@@ -278,7 +315,7 @@ fn query(uri: &axum::http::Uri, key: &str) -> Option<String> {
 
 async fn route(state: &ApiState, request: Request) -> OciResult<Response> {
     let (parts, body) = request.into_parts();
-    let caller = authenticate(state, &parts).await?;
+    let who = authenticate(state, &parts).await?;
     let path = parts.uri.path().to_string();
     let Some(target) = target(&path) else {
         return Err(OciError::new(
@@ -296,12 +333,12 @@ async fn route(state: &ApiState, request: Request) -> OciResult<Response> {
         )
             .into_response()),
         Target::Tags(name) if method == Method::GET => {
-            tags(state, &caller, &repository(name)?, &parts.uri).await
+            tags(state, &who, &repository(name)?, &parts.uri).await
         }
         Target::Blob(name, d) if method == Method::GET || method == Method::HEAD => {
             get_blob(
                 state,
-                &caller,
+                &who,
                 &repository(name)?,
                 &digest(d)?,
                 method == Method::HEAD,
@@ -309,14 +346,14 @@ async fn route(state: &ApiState, request: Request) -> OciResult<Response> {
             .await
         }
         Target::Blob(name, d) if method == Method::DELETE => {
-            delete_blob(state, &caller, &repository(name)?, &digest(d)?).await
+            delete_blob(state, &who, &repository(name)?, &digest(d)?).await
         }
         Target::Uploads(name) if method == Method::POST => {
-            start_upload(state, &caller, &repository(name)?, &parts.uri, body).await
+            start_upload(state, &who, &repository(name)?, &parts.uri, body).await
         }
         Target::Upload(name, id) => {
             let repository = repository(name)?;
-            let org = org_for(state, &caller, &repository, true).await?;
+            let org = org_for(state, &who, &repository, true).await?;
             let blobs = registry(state)?;
             let owner = owner(&org, &repository);
             let size = match valid_upload_id(id).then(|| blobs.upload(id)).flatten() {
@@ -355,19 +392,12 @@ async fn route(state: &ApiState, request: Request) -> OciResult<Response> {
             let repository = repository(name)?;
             match method {
                 Method::GET | Method::HEAD => {
-                    get_manifest(
-                        state,
-                        &caller,
-                        &repository,
-                        reference,
-                        method == Method::HEAD,
-                    )
-                    .await
+                    get_manifest(state, &who, &repository, reference, method == Method::HEAD).await
                 }
                 Method::PUT => {
-                    put_manifest(state, &caller, &repository, reference, &parts.headers, body).await
+                    put_manifest(state, &who, &repository, reference, &parts.headers, body).await
                 }
-                Method::DELETE => delete_manifest(state, &caller, &repository, reference).await,
+                Method::DELETE => delete_manifest(state, &who, &repository, reference).await,
                 _ => Err(OciError::unsupported(format!(
                     "{method} is not served on a manifest"
                 ))),
@@ -467,12 +497,12 @@ fn body_reader(body: Body) -> impl tokio::io::AsyncRead + Unpin {
 
 async fn get_blob(
     state: &ApiState,
-    caller: &Caller,
+    who: &Who,
     repository: &Repository,
     digest: &Digest,
     head: bool,
 ) -> OciResult<Response> {
-    let org = org_for(state, caller, repository, false).await?;
+    let org = org_for(state, who, repository, false).await?;
     let blobs = registry(state)?;
     let Some(size) = held(state, blobs, &org, digest).await? else {
         return Err(OciError::new(
@@ -511,11 +541,11 @@ async fn get_blob(
 
 async fn delete_blob(
     state: &ApiState,
-    caller: &Caller,
+    who: &Who,
     repository: &Repository,
     digest: &Digest,
 ) -> OciResult<Response> {
-    let org = org_for(state, caller, repository, true).await?;
+    let org = org_for(state, who, repository, true).await?;
     if state.store.image_blob_of(&org.id, digest).await?.is_some() {
         return Err(OciError::new(
             StatusCode::CONFLICT,
@@ -539,12 +569,12 @@ async fn delete_blob(
 
 async fn start_upload(
     state: &ApiState,
-    caller: &Caller,
+    who: &Who,
     repository: &Repository,
     uri: &axum::http::Uri,
     body: Body,
 ) -> OciResult<Response> {
-    let org = org_for(state, caller, repository, true).await?;
+    let org = org_for(state, who, repository, true).await?;
     let blobs = registry(state)?;
     if let Some(mounted) = query(uri, "mount") {
         let mounted = digest(&mounted)?;
@@ -680,12 +710,12 @@ async fn find_manifest(
 
 async fn get_manifest(
     state: &ApiState,
-    caller: &Caller,
+    who: &Who,
     repository: &Repository,
     reference: &str,
     head: bool,
 ) -> OciResult<Response> {
-    let org = org_for(state, caller, repository, false).await?;
+    let org = org_for(state, who, repository, false).await?;
     let blobs = registry(state)?;
     let manifest = find_manifest(state, &org, repository, reference).await?;
     let body = if head {
@@ -716,13 +746,13 @@ async fn get_manifest(
 
 async fn put_manifest(
     state: &ApiState,
-    caller: &Caller,
+    who: &Who,
     repository: &Repository,
     reference: &str,
     headers: &HeaderMap,
     body: Body,
 ) -> OciResult<Response> {
-    let org = org_for(state, caller, repository, true).await?;
+    let org = org_for(state, who, repository, true).await?;
     let blobs = registry(state)?;
     let by_digest = reference.starts_with("sha256:");
     if !by_digest && !valid_tag(reference) {
@@ -830,11 +860,11 @@ async fn put_manifest(
 
 async fn delete_manifest(
     state: &ApiState,
-    caller: &Caller,
+    who: &Who,
     repository: &Repository,
     reference: &str,
 ) -> OciResult<Response> {
-    let org = org_for(state, caller, repository, true).await?;
+    let org = org_for(state, who, repository, true).await?;
     let deleted = if reference.starts_with("sha256:") {
         state
             .store
@@ -860,11 +890,11 @@ async fn delete_manifest(
 
 async fn tags(
     state: &ApiState,
-    caller: &Caller,
+    who: &Who,
     repository: &Repository,
     uri: &axum::http::Uri,
 ) -> OciResult<Response> {
-    let org = org_for(state, caller, repository, false).await?;
+    let org = org_for(state, who, repository, false).await?;
     if !state
         .store
         .image_repository_exists(&org.id, &repository.name)

@@ -1,0 +1,273 @@
+//! Each node's workloads: what the zone assigns it (the replicas placed on it, from their
+//! apps' revisions) and what it reports back.
+//!
+//! A session looks at its node's assignment every [`WORKLOAD_POLL`] and sends it whole when
+//! it changed, with a generation taken from the zone's clock (so it only grows, also
+//! across zone restarts) and a fresh registry pull grant. The node reports each replica's
+//! phase, readiness and restarts; a revision whose replicas are all ready is `HEALTHY`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use orc_app_model::revision::{DeploymentState, ResolvedApp};
+use orc_app_model::spec::Restart;
+use orc_proto::agent_pb;
+use sha2::Digest as _;
+
+use super::AgentHub;
+use crate::model::{Name, NodeId, ProjectId};
+use crate::store::StoreError;
+
+/// How often a session checks its node's assignment.
+pub(super) const WORKLOAD_POLL: Duration = Duration::from_secs(2);
+
+/// How long a pull grant lasts; it is sent again with every assignment and refreshed well
+/// before it ends.
+const GRANT_LIFETIME_MS: i64 = 3_600_000;
+
+/// Which replica of which app an id on the node stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ReplicaKey {
+    project: ProjectId,
+    app: Name,
+    workload: String,
+    slot: u32,
+}
+
+/// A node's assignment as last computed.
+#[derive(Debug, Clone, Default)]
+pub(super) struct NodeWorkloads {
+    /// The message, without its generation and grant.
+    pub message: agent_pb::Workloads,
+    /// What identifies its content.
+    pub digest: String,
+    /// Replica ids on the node and what they stand for.
+    pub keys: BTreeMap<String, ReplicaKey>,
+    /// The org whose images the node pulls.
+    pub org: Option<crate::model::OrgId>,
+}
+
+fn restart_word(restart: Restart) -> &'static str {
+    match restart {
+        Restart::Always => "always",
+        Restart::OnFailure => "on-failure",
+        Restart::Never => "never",
+    }
+}
+
+impl AgentHub {
+    /// The assignment of `node` now.
+    pub(super) async fn node_workloads(&self, node: &NodeId) -> Result<NodeWorkloads, StoreError> {
+        let store = &self.inner.store;
+        let rows = store.app_replicas_of_node(node).await?;
+        let mut documents: BTreeMap<(ProjectId, Name, u64), Option<ResolvedApp>> = BTreeMap::new();
+        let mut out = NodeWorkloads::default();
+        for (project, app, workload, slot, revision) in rows {
+            let key = (project.clone(), app.clone(), revision);
+            if !documents.contains_key(&key) {
+                let row = store.app_revision(&project, &app, revision).await?;
+                let document = row.and_then(|r| serde_json::from_str(&r.document).ok());
+                documents.insert(key.clone(), document);
+            }
+            let Some(Some(document)) = documents.get(&key) else {
+                continue;
+            };
+            let Some((_, spec)) = document.spec.workload(&workload) else {
+                continue;
+            };
+            let Some(image) = document.image(&workload) else {
+                continue;
+            };
+            if out.org.is_none() {
+                out.org = Some(store.get_project(&project).await?.org_id);
+            }
+            let repository = orc_app_model::ImageRef::parse(&image.reference)
+                .map(|r| r.repository)
+                .unwrap_or_default();
+            let mut secret_env = std::collections::HashMap::new();
+            let mut secret_files = std::collections::HashMap::new();
+            for (variable, secret) in &spec.secret_env {
+                if let Some(value) = self.secret(&project, secret).await? {
+                    secret_env.insert(variable.clone(), value);
+                }
+            }
+            for secret in &spec.secret_files {
+                if let Some(value) = self.secret(&project, secret).await? {
+                    secret_files.insert(secret.clone(), value);
+                }
+            }
+            let service = document.spec.services.get(&workload.parse::<Name>().ok().unwrap_or_else(|| app.clone()));
+            let probe = match service {
+                Some(s) => match (&s.http, &s.tcp) {
+                    (Some(http), _) => agent_pb::Probe {
+                        kind: if http.health_path.is_some() { "http" } else { "tcp" }.into(),
+                        port: u32::from(http.port),
+                        path: http.health_path.clone().unwrap_or_default(),
+                    },
+                    (None, Some(tcp)) => agent_pb::Probe {
+                        kind: "tcp".into(),
+                        port: u32::from(tcp.port),
+                        path: String::new(),
+                    },
+                    (None, None) => agent_pb::Probe {
+                        kind: "none".into(),
+                        ..Default::default()
+                    },
+                },
+                None => agent_pb::Probe {
+                    kind: "none".into(),
+                    ..Default::default()
+                },
+            };
+            let id = format!("{app}-{workload}-{slot}");
+            out.message.replicas.push(agent_pb::Replica {
+                id: id.clone(),
+                app: app.to_string(),
+                workload: workload.clone(),
+                revision,
+                digest: image.digest.clone(),
+                repository,
+                command: spec.command.clone().unwrap_or_default(),
+                has_command: spec.command.is_some(),
+                args: spec.args.clone().unwrap_or_default(),
+                has_args: spec.args.is_some(),
+                env: spec.env.clone().into_iter().collect(),
+                secret_env,
+                secret_files,
+                volumes: spec
+                    .volumes
+                    .iter()
+                    .map(|(name, volume)| (name.to_string(), volume.path.clone()))
+                    .collect(),
+                restart: restart_word(spec.restart).into(),
+                cpu_millis: spec.resources.cpu_millis(),
+                memory_bytes: spec.resources.memory_bytes(),
+                address: String::new(),
+                probe: Some(probe),
+            });
+            out.keys.insert(
+                id,
+                ReplicaKey {
+                    project,
+                    app,
+                    workload,
+                    slot,
+                },
+            );
+        }
+        out.message.registry_url = self.inner.options.registry_url.clone().unwrap_or_default();
+        let bytes = prost::Message::encode_to_vec(&out.message);
+        let hash = sha2::Sha256::digest(&bytes);
+        out.digest = hash.iter().map(|b| format!("{b:02x}")).collect();
+        Ok(out)
+    }
+
+    async fn secret(&self, project: &ProjectId, name: &str) -> Result<Option<String>, StoreError> {
+        let Ok(name) = name.parse() else {
+            return Ok(None);
+        };
+        Ok(self
+            .inner
+            .store
+            .secret_value(project, &name)
+            .await?
+            .map(|value| value.expose().to_string()))
+    }
+
+    /// The message to send `node`: `workloads` with a generation and a fresh pull grant.
+    pub(super) fn workloads_message(
+        &self,
+        node: &NodeId,
+        workloads: &NodeWorkloads,
+        generation: u64,
+    ) -> agent_pb::Workloads {
+        let mut message = workloads.message.clone();
+        message.generation = generation;
+        if let Some(org) = &workloads.org {
+            let expires = self.now().plus_millis(GRANT_LIFETIME_MS);
+            message.registry_token = self.inner.options.pull_key.grant(org, node, expires);
+        }
+        message
+    }
+
+    /// Records what `node` reports of its replicas, and moves each app whose newest
+    /// revision now has every replica ready to `HEALTHY`.
+    pub(super) async fn record_workload_status(
+        &self,
+        node: &NodeId,
+        status: agent_pb::WorkloadStatus,
+        keys: &BTreeMap<String, ReplicaKey>,
+    ) {
+        let now = self.now();
+        let mut touched: BTreeMap<(ProjectId, Name), ()> = BTreeMap::new();
+        for replica in status.replicas {
+            let Some(key) = keys.get(&replica.id) else {
+                continue;
+            };
+            let changed = self
+                .inner
+                .store
+                .report_app_replica(
+                    node,
+                    &key.project,
+                    &key.app,
+                    &key.workload,
+                    key.slot,
+                    &replica.phase,
+                    replica.ready,
+                    replica.restarts,
+                    now,
+                )
+                .await;
+            match changed {
+                Ok(true) => {
+                    touched.insert((key.project.clone(), key.app.clone()), ());
+                }
+                Ok(false) => {}
+                Err(error) => tracing::warn!(%node, %error, "a replica's report was not recorded"),
+            }
+        }
+        for (project, app) in touched.into_keys() {
+            if let Err(error) = self.settle_app(&project, &app).await {
+                tracing::warn!(%app, %error, "an app's state was not updated");
+            }
+        }
+    }
+
+    async fn settle_app(&self, project: &ProjectId, app: &Name) -> Result<(), StoreError> {
+        let store = &self.inner.store;
+        let Some(newest) = store.list_app_revisions(project, app).await?.into_iter().next() else {
+            return Ok(());
+        };
+        if newest.state != DeploymentState::Deploying.as_str() {
+            return Ok(());
+        }
+        let replicas = store.list_app_replicas(project, app).await?;
+        let Ok(document) = serde_json::from_str::<ResolvedApp>(&newest.document) else {
+            return Ok(());
+        };
+        let wanted: usize = document
+            .spec
+            .workloads()
+            .map(|(_, _, w)| w.replicas as usize)
+            .sum();
+        let ready = replicas
+            .iter()
+            .filter(|r| r.revision == newest.number && r.ready)
+            .count();
+        if ready == wanted {
+            store
+                .set_app_revision_state(
+                    project,
+                    app,
+                    newest.number,
+                    DeploymentState::Healthy.as_str(),
+                    None,
+                    self.now(),
+                )
+                .await?;
+            tracing::info!(%app, revision = newest.number, "app healthy");
+        }
+        Ok(())
+    }
+}
