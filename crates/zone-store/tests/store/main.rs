@@ -64,4 +64,5 @@ on_both_engines!(
     a_sole_principal_serves_its_first_provider_only,
     mesh_projects_carry_their_org_and_project_names,
     images_keep_manifests_tags_and_what_they_name,
+    secrets_are_sealed_versioned_and_kept_per_project,
 );
