@@ -19,6 +19,7 @@ mod api_pools;
 mod api_providers;
 mod api_quote;
 mod api_registry;
+mod api_secrets;
 mod api_tenancy;
 mod console;
 mod edge;
