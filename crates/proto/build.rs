@@ -15,6 +15,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let descriptors = protox::compile(FILES, [ROOT])?;
     tonic_prost_build::configure()
+        // A replica's maps in a fixed order, so the same assignment encodes to the same
+        // bytes (the zone compares digests to send only changes).
+        .btree_map(".orc.agent.v1.Replica")
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;

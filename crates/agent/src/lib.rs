@@ -14,6 +14,7 @@
 //!    elsewhere, or its agent row was replaced), the agent rejoins if a new token file is
 //!    there, and otherwise says what to do and keeps trying.
 
+mod apps;
 mod assignment;
 pub mod connect;
 pub mod exec;
@@ -24,6 +25,7 @@ pub mod state;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use orc_proto::agent_pb::{self, agent_hub_client::AgentHubClient, agent_message, zone_message};
@@ -64,6 +66,11 @@ pub struct AgentOptions {
     /// gateway's NAT; needs root). Off, the agent reports no key and leaves the mesh part
     /// of its config alone. Default on.
     pub mesh: bool,
+    /// Whether to run the apps the zone assigns (through containerd and runc; needs root).
+    /// Default on; containerd starts only once the node has replicas to run.
+    pub apps: bool,
+    /// The containerd binary the agent starts for its own use. Default `containerd`.
+    pub containerd: String,
 }
 
 impl Default for AgentOptions {
@@ -79,6 +86,8 @@ impl Default for AgentOptions {
             max_backoff: Duration::from_secs(30),
             facts_interval: Duration::from_secs(60),
             mesh: true,
+            apps: true,
+            containerd: "containerd".to_string(),
         }
     }
 }
@@ -116,6 +125,10 @@ pub async fn run(
     } else {
         None
     };
+    let apps = options
+        .apps
+        .then(|| Arc::new(apps::Apps::new(state.path(), &options.containerd)));
+    let mut resumed = false;
     tokio::pin!(shutdown);
     let mut backoff = Redials::new(options.max_backoff);
     loop {
@@ -142,7 +155,16 @@ pub async fn run(
                 }
             }
         };
-        let session = Session::new(&options, &state, credentials, mesh.as_mut());
+        if let Some(apps) = &apps {
+            apps.trust(&credentials.ca_pem).await;
+            if !resumed {
+                // Replicas kept from before this start run again by their policy at once,
+                // whether or not the zone answers.
+                resumed = true;
+                apps.resume().await;
+            }
+        }
+        let session = Session::new(&options, &state, credentials, mesh.as_mut(), apps.clone());
         let outcome = tokio::select! {
             _ = &mut shutdown => {
                 if let Some(mesh) = mesh.as_mut() {
@@ -330,6 +352,8 @@ struct Session<'a> {
     credentials: Credentials,
     /// The mesh, kept across streams: a reconnect leaves the interfaces running.
     mesh: Option<&'a mut mesh::Mesh>,
+    /// The node's apps, kept across streams.
+    apps: Option<Arc<apps::Apps>>,
 }
 
 impl<'a> Session<'a> {
@@ -338,12 +362,14 @@ impl<'a> Session<'a> {
         state: &'a StateDir,
         credentials: Credentials,
         mesh: Option<&'a mut mesh::Mesh>,
+        apps: Option<Arc<apps::Apps>>,
     ) -> Self {
         Session {
             options,
             state,
             credentials,
             mesh,
+            apps,
         }
     }
 
@@ -412,6 +438,15 @@ impl<'a> Session<'a> {
         let mut welcomed = false;
         // What the zone assigns this node, kind by kind, as this stream received it.
         let mut assigned = Assignments::new(applied.generation);
+        // The replicas' states, sent whenever they change (and once on each new stream).
+        let mut replica_states = self.apps.as_ref().map(|apps| apps.watch());
+        if let Some(states) = replica_states.as_mut() {
+            let (generation, now) = states.borrow_and_update().clone();
+            let status = apps::status_message(generation, &now);
+            let _ = tx
+                .send(message(agent_message::Body::WorkloadStatus(status)))
+                .await;
+        }
         loop {
             let received = tokio::select! {
                 _ = keepalive.tick() => {
@@ -431,6 +466,21 @@ impl<'a> Session<'a> {
                 _ = facts.tick() => {
                     let now = self.facts();
                     let _ = tx.send(message(agent_message::Body::Facts(now))).await;
+                    continue;
+                }
+                changed = async {
+                    match replica_states.as_mut() {
+                        Some(states) => states.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if changed.is_ok()
+                        && let Some(states) = replica_states.as_mut()
+                    {
+                        let (generation, now) = states.borrow_and_update().clone();
+                        let status = apps::status_message(generation, &now);
+                        let _ = tx.send(message(agent_message::Body::WorkloadStatus(status))).await;
+                    }
                     continue;
                 }
                 () = assigned.mesh.tick() => {
@@ -503,6 +553,17 @@ impl<'a> Session<'a> {
                         leave.reason
                     ));
                 }
+                Some(zone_message::Body::Workloads(workloads)) => match &self.apps {
+                    Some(apps) => {
+                        let generation = workloads.generation;
+                        if let Err(error) = apps.assign(workloads).await {
+                            tracing::warn!(generation, %error, "the zone's workloads cannot be run");
+                        }
+                    }
+                    None => tracing::warn!(
+                        "the zone assigns workloads, but this agent runs no apps (--no-apps)"
+                    ),
+                },
                 Some(zone_message::Body::KeepAlive(_)) | None => {}
             }
         }

@@ -119,6 +119,12 @@ enum Command {
         #[command(subcommand)]
         command: MeshCommand,
     },
+    /// A project's secrets, which its apps read by name: set, list, delete. Values are
+    /// read from stdin or the terminal, never from the command line, and never shown again.
+    Secret {
+        #[command(subcommand)]
+        command: SecretCommand,
+    },
     /// Show a project's events, newest last (the newest --limit of them).
     #[command(after_help = "Example: orc events acme/web --pool db --since 1h")]
     Events {
@@ -396,6 +402,42 @@ enum MeshCommand {
         /// The workstation's name [default: this machine's host name].
         #[arg(long)]
         name: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SecretCommand {
+    /// Set a secret: asked on the terminal without echo, or all of stdin when it is a pipe
+    /// or a file (less one trailing newline). Setting a name again replaces its value and
+    /// counts its version up.
+    #[command(
+        after_help = "Example: orc secret set db-password --project acme/web\n  \
+                      or: orc secret set tls.key --project acme/web < tls.key"
+    )]
+    Set {
+        /// The secret's name: 1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a letter
+        /// or digit.
+        name: String,
+        /// ORG/PROJECT [default: the token's project].
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
+    },
+    /// List a project's secrets: name, version, when and by whom each was last set (never a
+    /// value).
+    #[command(after_help = "Example: orc secret list --project acme/web")]
+    List {
+        /// ORG/PROJECT [default: the token's project].
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
+    },
+    /// Delete a secret.
+    #[command(after_help = "Example: orc secret delete db-password --project acme/web")]
+    Delete {
+        /// The secret's name.
+        name: String,
+        /// ORG/PROJECT [default: the token's project].
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
     },
 }
 
@@ -726,6 +768,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             } => commands::mesh::connect(&conn, project.as_deref(), name, &output, force).await,
             MeshCommand::Disconnect { project, name } => {
                 commands::mesh::disconnect(&conn, project.as_deref(), name).await
+            }
+        },
+        Command::Secret { command } => match command {
+            SecretCommand::Set { name, project } => {
+                commands::secret::set(&conn, &name, project.as_deref()).await
+            }
+            SecretCommand::List { project } => {
+                commands::secret::list(&conn, project.as_deref()).await
+            }
+            SecretCommand::Delete { name, project } => {
+                commands::secret::delete(&conn, &name, project.as_deref()).await
             }
         },
         Command::Events {

@@ -1231,3 +1231,138 @@ async fn apps_from_the_command_line() {
     let none = stdout(&orc(&env, &["app", "list", "--project", "acme/web"]).await);
     assert!(none.contains("runs no app yet"), "{none}");
 }
+
+/// Runs `orc ARGS` as `token` with `input` on its stdin (a pipe, not a terminal).
+async fn orc_with_stdin(env: &TestZone, token: &str, args: &[&str], input: &[u8]) -> Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orc"));
+    cmd.args(args)
+        .env("ORC_URL", env.zone.url())
+        .env("ORC_TOKEN", token)
+        .env("ORC_DATA_DIR", env.dir())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let input = input.to_vec();
+    tokio::task::spawn_blocking(move || {
+        let mut child = cmd.spawn().unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), &input).unwrap();
+        drop(child.stdin.take());
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+/// A secret's value comes from stdin, less one line break, and no output shows it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_are_set_from_stdin_listed_and_deleted() {
+    let env = TestZone::start().await;
+    let t = tenancy(&env).await;
+    let set = ["secret", "set", "db-password", "--project", "acme/web"];
+    let value_of = || async {
+        let store = env.zone.store();
+        let project = store
+            .project_by_path(&"acme".parse().unwrap(), &"web".parse().unwrap())
+            .await
+            .unwrap();
+        store
+            .secret_value(&project.id, &"db-password".parse().unwrap())
+            .await
+            .unwrap()
+            .map(|v| v.to_string())
+    };
+
+    let first = orc_with_stdin(&env, &t.mia, &set, b"pa55-From-Stdin\n").await;
+    assert_eq!(
+        stdout(&first),
+        "Secret db-password set in acme/web (version 1).\n"
+    );
+    assert_eq!(value_of().await.as_deref(), Some("pa55-From-Stdin"));
+    let second = orc_with_stdin(&env, &t.mia, &set, b"line one\nline two\n\n").await;
+    assert_eq!(
+        stdout(&second),
+        "Secret db-password set in acme/web (version 2).\n"
+    );
+    assert_eq!(
+        value_of().await.as_deref(),
+        Some("line one\nline two\n"),
+        "one line break dropped, the rest kept"
+    );
+
+    // Nothing on stdin sets nothing.
+    let empty = orc_with_stdin(&env, &t.mia, &set, b"").await;
+    assert!(!empty.status.success());
+    let stderr = String::from_utf8_lossy(&empty.stderr);
+    assert!(stderr.contains("stdin held no value"), "{stderr}");
+    // A viewer may not set one, whatever the value.
+    let viewer = orc_with_stdin(&env, &t.vic, &set, b"viewer-Value\n").await;
+    assert!(!viewer.status.success());
+    let stderr = String::from_utf8_lossy(&viewer.stderr);
+    assert!(stderr.contains("needs the member role"), "{stderr}");
+    assert!(!stderr.contains("viewer-Value"), "{stderr}");
+    // A bad name is named.
+    let bad = orc_with_stdin(
+        &env,
+        &t.mia,
+        &["secret", "set", "Bad", "--project", "acme/web"],
+        b"fine\n",
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("(field: name)"), "{stderr}");
+
+    let table = stdout(&orc_as(&env, &t.vic, &["secret", "list", "--project", "acme/web"]).await);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 2, "{table}");
+    assert!(
+        lines[0].starts_with("NAME         VERSION  UPDATED"),
+        "{table}"
+    );
+    assert!(
+        lines[1].starts_with("db-password  2        ") && lines[1].ends_with("  mia"),
+        "{table}"
+    );
+    let json = stdout(
+        &orc_as(
+            &env,
+            &t.vic,
+            &["--json", "secret", "list", "--project", "acme/web"],
+        )
+        .await,
+    );
+    let listed: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(listed[0]["name"], "db-password");
+    assert_eq!(listed[0]["version"], 2);
+    for output in [&table, &json] {
+        assert!(
+            !output.contains("pa55") && !output.contains("line one"),
+            "{output}"
+        );
+    }
+
+    let deleted = stdout(
+        &orc_as(
+            &env,
+            &t.mia,
+            &["secret", "delete", "db-password", "--project", "acme/web"],
+        )
+        .await,
+    );
+    assert_eq!(deleted, "Secret db-password deleted from acme/web.\n");
+    assert_eq!(value_of().await, None);
+    let again = orc_as(
+        &env,
+        &t.mia,
+        &["secret", "delete", "db-password", "--project", "acme/web"],
+    )
+    .await;
+    assert!(!again.status.success());
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        stderr.contains("secret db-password not found in project acme/web"),
+        "{stderr}"
+    );
+    let none = stdout(&orc_as(&env, &t.vic, &["secret", "list", "--project", "acme/web"]).await);
+    assert_eq!(none, "No secrets in acme/web.\n");
+    env.zone.shutdown().await;
+}

@@ -28,6 +28,17 @@ pub struct AgentArgs {
     /// machine whose network someone else runs).
     #[arg(long, env = "ORC_AGENT_NO_MESH")]
     pub no_mesh: bool,
+    /// Run no apps: the zone's workloads are refused and no containerd is started.
+    #[arg(long, env = "ORC_AGENT_NO_APPS")]
+    pub no_apps: bool,
+    /// The containerd binary the agent starts for the apps it runs.
+    #[arg(
+        long,
+        env = "ORC_AGENT_CONTAINERD",
+        value_name = "PATH",
+        default_value = "containerd"
+    )]
+    pub containerd: String,
 }
 
 /// `orc agent`: runs until SIGTERM or Ctrl-C.
@@ -39,6 +50,8 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         state_dir: args.state_dir,
         product_uuid_file: args.product_uuid_file,
         mesh: !args.no_mesh,
+        apps: !args.no_apps,
+        containerd: args.containerd.clone(),
         ..orc_agent::AgentOptions::default()
     };
     orc_agent::run(options, crate::shutdown_signal()).await?;

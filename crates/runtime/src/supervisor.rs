@@ -224,6 +224,8 @@ pub struct Supervisor {
     images: ImageStore,
     assignment: Mutex<Assignment>,
     tracked: Mutex<HashMap<String, Tracked>>,
+    /// The registry credential, replaced with every assignment that brings one.
+    registry_token: Mutex<Option<String>>,
 }
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -239,12 +241,21 @@ impl Supervisor {
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .unwrap_or_default();
         let images = ImageStore::new(config.root.join("images"));
+        let registry_token = Mutex::new(config.registry_token.clone());
         Self {
             config,
             client,
             images,
             assignment: Mutex::new(assignment),
             tracked: Mutex::new(HashMap::new()),
+            registry_token,
+        }
+    }
+
+    /// Pulls from now on with `token`.
+    pub fn set_registry_token(&self, token: Option<String>) {
+        if let Ok(mut held) = self.registry_token.lock() {
+            *held = token;
         }
     }
 
@@ -515,7 +526,7 @@ impl Supervisor {
                 client: self.config.registry_client.clone(),
                 base: base.clone(),
                 repository: repository.clone(),
-                token: self.config.registry_token.clone(),
+                token: self.registry_token.lock().ok().and_then(|t| t.clone()),
             },
         };
         let image = self

@@ -1560,3 +1560,30 @@ pub struct AppRevisionView {
     #[schema(value_type = Object)]
     pub app: serde_json::Value,
 }
+
+/// `PUT /api/orgs/{org}/projects/{project}/secrets/{name}`.
+#[derive(Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetSecret {
+    /// The secret's value: text of 1 to 65,536 bytes (UTF-8). The zone seals it at rest and
+    /// never shows it again.
+    pub value: String,
+}
+
+/// Shows no value, so a body printed by mistake leaks nothing.
+impl std::fmt::Debug for SetSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SetSecret(<redacted>)")
+    }
+}
+
+/// A project's secret: its name, version and who set it, never its value.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SecretView {
+    pub name: String,
+    /// 1 when first set, one more at each set since.
+    pub version: u64,
+    pub updated_at: i64,
+    /// The name of the user who set it last (their id, `u-…`, once the user is deleted).
+    pub updated_by: String,
+}

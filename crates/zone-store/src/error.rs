@@ -26,6 +26,7 @@ pub enum Kind {
     Node,
     Event,
     UsageLine,
+    Secret,
 }
 
 impl fmt::Display for Kind {
@@ -42,6 +43,7 @@ impl fmt::Display for Kind {
             Kind::Node => "node",
             Kind::Event => "event",
             Kind::UsageLine => "usage line",
+            Kind::Secret => "secret",
         })
     }
 }

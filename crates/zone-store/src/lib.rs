@@ -20,10 +20,11 @@
 //! method says otherwise).
 //!
 //! This is the only zone crate that talks to a database. It depends on the pure model
-//! (`orc-zone-model`) only and must never import the API, the hub, the app supervisor or
-//! the controller; they all reach the database through [`Store`], which takes and returns
-//! model types only: no row, query or connection leaves this crate (a driver error appears
-//! only as the source of a [`StoreError`]).
+//! (`orc-zone-model`, and `orc-app-model` for the rule a secret's name follows) only and must
+//! never import the API, the hub, the app supervisor or the controller; they all reach the
+//! database through [`Store`], which takes and returns model types only: no row, query or
+//! connection leaves this crate (a driver error appears only as the source of a
+//! [`StoreError`]).
 
 mod access;
 mod agents;
@@ -41,6 +42,7 @@ mod providers;
 mod registry;
 mod rows;
 pub mod seal;
+mod secrets;
 mod sessions;
 mod sites;
 mod tenancy;
@@ -70,6 +72,7 @@ pub use mesh::{
 pub use nodes::{BatchOutcome, StatusWrite};
 pub use pools::PoolChange;
 pub use seal::{SealError, SealingKey};
+pub use secrets::{InvalidSecretName, SecretName, SecretRecord};
 pub use sites::{PoolAddress, ProviderSite, SiteInUse};
 
 /// Result of a store operation.
@@ -171,6 +174,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         19,
         "images: manifests, their references and tags",
         include_str!("../migrations/0019_images.sql"),
+    ),
+    (
+        20,
+        "project secrets, sealed",
+        include_str!("../migrations/0020_secrets.sql"),
     ),
     (
         21,

@@ -1,5 +1,6 @@
-//! Sealing of the secrets the store keeps: sensitive app params never reach the database in
-//! clear, so neither do they reach its files, its backups or a PostgreSQL replica.
+//! Sealing of the secrets the store keeps: sensitive app params, the access edge's private
+//! keys and projects' secrets never reach the database in clear, so neither do they reach its
+//! files, its backups or a PostgreSQL replica.
 //!
 //! Each value is sealed on its own with ChaCha20-Poly1305 under the zone's sealing key (32
 //! random bytes kept outside the database, see [`SealingKey`]), with a fresh random nonce, and

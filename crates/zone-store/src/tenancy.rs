@@ -519,8 +519,8 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes a project that holds no pool and no provider, with its memberships; tokens
-    /// that defaulted to it default to nothing. Its events and usage lines stay (history
+    /// Deletes a project that holds no pool and no provider, with its memberships and its
+    /// secrets; tokens that defaulted to it default to nothing. Its events and usage lines stay (history
     /// outlives what it names).
     pub async fn delete_project(&self, id: &ProjectId) -> StoreResult<()> {
         self.delete_when_empty(
@@ -536,9 +536,11 @@ impl Store {
                     "SELECT COUNT(*) FROM providers WHERE project_id = $1",
                     "provider(s)",
                 ),
+                ("SELECT COUNT(*) FROM apps WHERE project_id = $1", "app(s)"),
             ],
             &[
                 "DELETE FROM memberships WHERE project_id = $1",
+                "DELETE FROM secrets WHERE project_id = $1",
                 "UPDATE api_tokens SET default_project_id = NULL WHERE default_project_id = $1",
             ],
             "DELETE FROM projects WHERE id = $1",
@@ -566,6 +568,9 @@ impl Store {
             &[
                 "DELETE FROM memberships WHERE org_id = $1",
                 "DELETE FROM app_blob_uploads WHERE org_id = $1",
+                "DELETE FROM image_tags WHERE org_id = $1",
+                "DELETE FROM image_references WHERE org_id = $1",
+                "DELETE FROM image_manifests WHERE org_id = $1",
                 "DELETE FROM app_packages WHERE org_id = $1",
             ],
             "DELETE FROM orgs WHERE id = $1",

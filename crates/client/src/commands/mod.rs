@@ -20,6 +20,7 @@ pub mod prompt;
 pub mod providers;
 pub mod quote;
 pub mod registry;
+pub mod secret;
 pub mod shape;
 pub mod tenancy;
 pub mod usage;

@@ -11,7 +11,9 @@ use orc_zone_model::{
     Node, NodeId, NodeState, NodeStatus, PoolSpec, PricingStrategy, Project, ProviderId,
     ProviderScope, Role, SensitiveParams, Timestamp, TokenSecret, sys_org_id, sys_project_id,
 };
-use orc_zone_store::{Kind, SCHEMA_VERSION, StatusWrite, Store, StoreError};
+use orc_zone_store::{
+    Kind, SCHEMA_VERSION, SecretName, SecretRecord, StatusWrite, Store, StoreError,
+};
 use rust_decimal::Decimal;
 use sqlx::Row;
 
@@ -2894,4 +2896,186 @@ pub async fn apps_keep_revisions_states_and_placements(db: &TestDb) {
     assert!(store.delete_app(&project, &app).await.unwrap());
     assert!(!store.delete_app(&project, &app).await.unwrap());
     assert!(store.list_apps(&project).await.unwrap().is_empty());
+}
+
+pub async fn secrets_are_sealed_versioned_and_kept_per_project(db: &TestDb) {
+    let store = db.store().await;
+    let org = store.create_org(&name("acme"), T0).await.unwrap();
+    let web = store
+        .create_project(&org.id, &name("web"), T0)
+        .await
+        .unwrap();
+    let data = store
+        .create_project(&org.id, &name("data"), T0)
+        .await
+        .unwrap();
+    let mia = store.create_user(&name("mia"), T0).await.unwrap();
+    let olivia = store.create_user(&name("olivia"), T0).await.unwrap();
+    let db_password: SecretName = "db-password".parse().unwrap();
+    let t1 = T0.plus_millis(1_000);
+
+    // Set twice: the version counts, the creation time stays, the last setter is named.
+    let first = store
+        .set_secret(&web.id, &db_password, "first-Plain-Value", &mia.id, T0)
+        .await
+        .unwrap();
+    let second = store
+        .set_secret(&web.id, &db_password, "second-Plain-Value", &olivia.id, t1)
+        .await
+        .unwrap();
+    assert_eq!((first, second), (1, 2));
+    let listed = store.list_secrets(&web.id).await.unwrap();
+    assert_eq!(
+        listed,
+        [SecretRecord {
+            name: db_password.clone(),
+            version: 2,
+            created_at: T0,
+            updated_at: t1,
+            updated_by: olivia.id.clone(),
+            updated_by_name: Some(name("olivia")),
+        }]
+    );
+    assert!(
+        !format!("{listed:?}").contains("Plain-Value"),
+        "a listing holds no value: {listed:?}"
+    );
+    assert_eq!(
+        store
+            .secret_value(&web.id, &db_password)
+            .await
+            .unwrap()
+            .as_deref()
+            .map(String::as_str),
+        Some("second-Plain-Value")
+    );
+
+    // The database holds the value sealed, never in clear.
+    let mut raw = db.raw().await;
+    let stored: Vec<(String, String, String)> =
+        sqlx::query_as("SELECT project_id, name, sealed_value FROM secrets")
+            .fetch_all(&mut raw)
+            .await
+            .unwrap();
+    assert_eq!(stored.len(), 1);
+    let (project_id, stored_name, sealed) = &stored[0];
+    assert_eq!(
+        (project_id.as_str(), stored_name.as_str()),
+        (web.id.as_str(), "db-password")
+    );
+    assert!(sealed.starts_with("sealed:v1:"), "{sealed}");
+    assert!(!sealed.contains("Plain-Value"), "{sealed}");
+
+    // The same name in another project is another secret.
+    assert_eq!(
+        store.secret_value(&data.id, &db_password).await.unwrap(),
+        None
+    );
+    let in_data = store
+        .set_secret(&data.id, &db_password, "data-Plain-Value", &mia.id, t1)
+        .await
+        .unwrap();
+    assert_eq!(in_data, 1);
+    assert_eq!(store.list_secrets(&web.id).await.unwrap()[0].version, 2);
+    assert_eq!(
+        store
+            .secret_value(&data.id, &db_password)
+            .await
+            .unwrap()
+            .as_deref()
+            .map(String::as_str),
+        Some("data-Plain-Value")
+    );
+    // A sealed value copied into another project's row does not open there.
+    sqlx::query("UPDATE secrets SET sealed_value = $1 WHERE project_id = $2")
+        .bind(sealed)
+        .bind(data.id.as_str())
+        .execute(&mut raw)
+        .await
+        .unwrap();
+    let moved = store
+        .secret_value(&data.id, &db_password)
+        .await
+        .unwrap_err();
+    assert!(matches!(moved, StoreError::Seal(_)), "{moved}");
+    assert!(!moved.to_string().contains("Plain-Value"), "{moved}");
+
+    // Nor under another name of the same project.
+    let api_key: SecretName = "api-key".parse().unwrap();
+    store
+        .set_secret(&web.id, &api_key, "key-Plain-Value", &mia.id, t1)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE secrets SET sealed_value = $1 WHERE project_id = $2 AND name = $3")
+        .bind(sealed)
+        .bind(web.id.as_str())
+        .bind("api-key")
+        .execute(&mut raw)
+        .await
+        .unwrap();
+    assert!(store.secret_value(&web.id, &api_key).await.is_err());
+
+    // A deleted user's secrets stay, naming them by id only.
+    store.delete_user(&mia.id).await.unwrap();
+    let names: Vec<(String, Option<Name>, orc_zone_model::UserId)> = store
+        .list_secrets(&web.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.name.to_string(), s.updated_by_name, s.updated_by))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("api-key".to_string(), None, mia.id.clone()),
+            (
+                "db-password".to_string(),
+                Some(name("olivia")),
+                olivia.id.clone()
+            ),
+        ],
+        "listed by name"
+    );
+
+    // Delete: once it was there, then it is not.
+    assert!(store.delete_secret(&web.id, &db_password).await.unwrap());
+    assert!(!store.delete_secret(&web.id, &db_password).await.unwrap());
+    assert_eq!(
+        store.secret_value(&web.id, &db_password).await.unwrap(),
+        None
+    );
+    let left: Vec<String> = store
+        .list_secrets(&web.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name.to_string())
+        .collect();
+    assert_eq!(left, ["api-key"]);
+    // Set again after a delete, a name starts over.
+    let again = store
+        .set_secret(&web.id, &db_password, "third-Plain-Value", &olivia.id, t1)
+        .await
+        .unwrap();
+    assert_eq!(again, 1);
+
+    // A project that does not exist holds none.
+    let missing = orc_zone_model::ProjectId::from_counter(4242);
+    let err = store
+        .set_secret(&missing, &db_password, "lost-Plain-Value", &olivia.id, T0)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("secret refers to a missing project {missing}")
+    );
+
+    // A project's secrets go with it.
+    store.delete_project(&data.id).await.unwrap();
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM secrets WHERE project_id = $1")
+        .bind(data.id.as_str())
+        .fetch_one(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
 }

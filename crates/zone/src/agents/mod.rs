@@ -32,6 +32,7 @@
 pub mod bootstrap;
 mod join;
 mod session;
+mod workloads;
 
 pub use bootstrap::{AgentBinary, AgentBootstrap};
 
@@ -75,6 +76,11 @@ pub struct AgentHubOptions {
     pub mesh_wait: Duration,
     /// The clock for stored times.
     pub clock: SharedClock,
+    /// Where nodes pull images (`https://zone:7070`, the address they download the agent
+    /// from); `None` when nodes cannot reach the zone's API.
+    pub registry_url: Option<String>,
+    /// What signs the registry pull grants nodes get (the API checks them with the same).
+    pub pull_key: Arc<orc_zone_model::oci::PullKey>,
 }
 
 impl fmt::Debug for AgentHubOptions {
@@ -99,6 +105,8 @@ impl Default for AgentHubOptions {
             cert_lifetime: orc_tls::ca::NODE_CERT_LIFETIME,
             mesh_wait: Duration::from_secs(5),
             clock: Arc::new(SystemClock),
+            registry_url: None,
+            pull_key: Arc::new(orc_zone_model::oci::PullKey::generate()),
         }
     }
 }

@@ -94,6 +94,8 @@ enum SessionEvent {
     WriteDue,
     /// The zone's mesh plan changed: the agent may need a new config.
     Refresh,
+    /// Time to look at the node's workloads again.
+    Workloads,
 }
 
 /// How a session ended.
@@ -393,6 +395,10 @@ impl AgentHub {
         let mut last_written = Instant::now();
         // When the row of a config sent is written if no acknowledgement came first.
         let mut unwritten: Option<Instant> = None;
+        // The node's workloads as last sent, and when to look at them again.
+        let mut workloads_sent = super::workloads::NodeWorkloads::default();
+        let mut workloads_sent_once = false;
+        let mut workloads_due = Instant::now();
         loop {
             let own = async move {
                 let write_due = async move {
@@ -404,6 +410,7 @@ impl AgentHub {
                 tokio::select! {
                     () = write_due => SessionEvent::WriteDue,
                     () = session.refresh.notified() => SessionEvent::Refresh,
+                    () = tokio::time::sleep_until(workloads_due) => SessionEvent::Workloads,
                 }
             };
             let body = match stream_loop.next(own).await {
@@ -425,6 +432,25 @@ impl AgentHub {
                 Next::Own(SessionEvent::Refresh) => {
                     if self.refresh_config(agent, session) && unwritten.is_none() {
                         unwritten = Some(Instant::now() + WRITE_DEFER);
+                    }
+                    continue;
+                }
+                Next::Own(SessionEvent::Workloads) => {
+                    workloads_due = Instant::now() + super::workloads::WORKLOAD_POLL;
+                    match self.node_workloads(&agent.node_id).await {
+                        Ok(now) if !workloads_sent_once || now.digest != workloads_sent.digest => {
+                            let generation = u64::try_from(self.now().millis()).unwrap_or(0);
+                            let message = self.workloads_message(&agent.node_id, &now, generation);
+                            let _ = outbound.send(Ok(super::zone_message(
+                                zone_message::Body::Workloads(message),
+                            )));
+                            workloads_sent = now;
+                            workloads_sent_once = true;
+                        }
+                        Ok(_) => {}
+                        Err(error) => {
+                            tracing::warn!(node = %agent.node_id, %error, "a node's workloads cannot be read");
+                        }
                     }
                     continue;
                 }
@@ -502,6 +528,10 @@ impl AgentHub {
                 Some(agent_message::Body::MeshStatus(status)) => {
                     let report = super::MeshStatusReport::from_wire(status, now);
                     self.record_mesh_status(&agent.node_id, report);
+                }
+                Some(agent_message::Body::WorkloadStatus(status)) => {
+                    self.record_workload_status(&agent.node_id, status, &workloads_sent.keys)
+                        .await;
                 }
                 Some(agent_message::Body::KeepAlive(_)) | None => {}
                 Some(agent_message::Body::Hello(_)) => {

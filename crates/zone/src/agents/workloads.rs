@@ -84,8 +84,8 @@ impl AgentHub {
             let repository = orc_app_model::ImageRef::parse(&image.reference)
                 .map(|r| r.repository)
                 .unwrap_or_default();
-            let mut secret_env = std::collections::HashMap::new();
-            let mut secret_files = std::collections::HashMap::new();
+            let mut secret_env = BTreeMap::new();
+            let mut secret_files = BTreeMap::new();
             for (variable, secret) in &spec.secret_env {
                 if let Some(value) = self.secret(&project, secret).await? {
                     secret_env.insert(variable.clone(), value);
@@ -96,11 +96,19 @@ impl AgentHub {
                     secret_files.insert(secret.clone(), value);
                 }
             }
-            let service = document.spec.services.get(&workload.parse::<Name>().ok().unwrap_or_else(|| app.clone()));
+            let service = document
+                .spec
+                .services
+                .get(&workload.parse::<Name>().ok().unwrap_or_else(|| app.clone()));
             let probe = match service {
                 Some(s) => match (&s.http, &s.tcp) {
                     (Some(http), _) => agent_pb::Probe {
-                        kind: if http.health_path.is_some() { "http" } else { "tcp" }.into(),
+                        kind: if http.health_path.is_some() {
+                            "http"
+                        } else {
+                            "tcp"
+                        }
+                        .into(),
                         port: u32::from(http.port),
                         path: http.health_path.clone().unwrap_or_default(),
                     },
@@ -171,7 +179,7 @@ impl AgentHub {
             .store
             .secret_value(project, &name)
             .await?
-            .map(|value| value.expose().to_string()))
+            .map(|value| value.to_string()))
     }
 
     /// The message to send `node`: `workloads` with a generation and a fresh pull grant.
@@ -236,7 +244,12 @@ impl AgentHub {
 
     async fn settle_app(&self, project: &ProjectId, app: &Name) -> Result<(), StoreError> {
         let store = &self.inner.store;
-        let Some(newest) = store.list_app_revisions(project, app).await?.into_iter().next() else {
+        let Some(newest) = store
+            .list_app_revisions(project, app)
+            .await?
+            .into_iter()
+            .next()
+        else {
             return Ok(());
         };
         if newest.state != DeploymentState::Deploying.as_str() {

@@ -2,7 +2,7 @@
 //!
 //! Resources: orgs, projects, users and their API tokens, memberships (roles), providers
 //! (visibility, scope, pricing strategy, catalog and replicas), pools (create, resize,
-//! reconfigure, delete), nodes, events, usage (invoice lines) and quotes. `docs/zone/api.md`
+//! reconfigure, delete), nodes, a project's secrets, events, usage (invoice lines) and quotes. `docs/zone/api.md`
 //! describes them; `crates/zone/openapi.json` is the OpenAPI document generated from this
 //! module ([`openapi`]) and a test keeps it in step.
 //!
@@ -32,6 +32,7 @@ pub mod oci;
 mod pools;
 mod providers;
 pub mod registry;
+mod secrets;
 mod tenancy;
 
 use std::fmt;
@@ -448,6 +449,11 @@ pub fn router(state: ApiState) -> Router {
             &format!("{project}/mesh/workstations/{{name}}"),
             axum::routing::delete(mesh::disconnect_workstation),
         )
+        .route(&format!("{project}/secrets"), get(secrets::list_secrets))
+        .route(
+            &format!("{project}/secrets/{{name}}"),
+            put(secrets::set_secret).delete(secrets::delete_secret),
+        )
         .route(&format!("{project}/events"), get(pl::list_events))
         .route(&format!("{project}/usage"), get(pl::usage))
         .route(&format!("{project}/quote"), post(pl::quote))
@@ -582,6 +588,7 @@ impl Modify for BearerAuth {
         nodes::revoke_join_token, nodes::agent_binary, nodes::agent_binary_sha256,
         mesh::mesh_status, mesh::list_workstations, mesh::connect_workstation,
         mesh::disconnect_workstation,
+        secrets::list_secrets, secrets::set_secret, secrets::delete_secret,
         keys::jwks, keys::list_access_keys, keys::rotate_access_key,
         apps::plan_app, apps::deploy_app, apps::list_apps, apps::get_app, apps::list_revisions,
         apps::rollback_app, apps::remove_app,

@@ -42,8 +42,8 @@ use tokio::task::JoinHandle;
 pub use self::config::*;
 pub use self::files::prepare_data_dir;
 use self::parts::{
-    AgentSupply, ApiParts, Hubs, ListenerTls, Listeners, RunningEdge, StorePart, api_state,
-    check_plain_on_loopback, dialable, load_ca, wait_for_stop,
+    AgentSupply, ApiParts, Hubs, ListenerTls, Listeners, RegistryAccess, RunningEdge, StorePart,
+    api_state, check_plain_on_loopback, dialable, load_ca, wait_for_stop,
 };
 use self::seams::HubRegistrations;
 use crate::agents::AgentHub;
@@ -113,6 +113,8 @@ impl Zone {
         let scheme = if ca.is_some() { "https" } else { "http" };
         let tls = ListenerTls::issue(&config, ca.as_ref(), http_addr, grpc_addr)?;
         let (stop, stopped) = watch::channel(false);
+        // Nodes pull images with grants the agent hub signs and the API checks.
+        let pull_key = Arc::new(orc_zone_model::oci::PullKey::generate());
         let hubs = Hubs::start(
             &config,
             &store.store,
@@ -120,6 +122,10 @@ impl Zone {
             grpc,
             tls.grpc,
             stopped.clone(),
+            RegistryAccess {
+                url: AgentSupply::registry_url(&config, scheme, http_addr),
+                key: pull_key.clone(),
+            },
         );
         let endpoint = ZoneEndpoint {
             url: format!("{scheme}://{}", dialable(grpc_addr)),
@@ -172,6 +178,7 @@ impl Zone {
                 reconciler: reconcilers.reconciler().clone(),
                 access_keys: &store.access_keys,
                 agents: &agents,
+                pull_key,
                 clock,
             },
         );

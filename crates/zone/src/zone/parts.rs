@@ -224,6 +224,15 @@ pub struct Hubs {
     pub task: JoinHandle<std::io::Result<()>>,
 }
 
+/// Where nodes pull images and the key of their grants.
+#[derive(Debug)]
+pub struct RegistryAccess {
+    /// `https://zone:7070`, as nodes reach the API.
+    pub url: String,
+    /// Signs the grants (the API checks them with the same key).
+    pub key: Arc<orc_zone_model::oci::PullKey>,
+}
+
 impl Hubs {
     /// Starts both hubs over `store` and serves them on `listener` until `stopped`.
     pub fn start(
@@ -233,6 +242,7 @@ impl Hubs {
         listener: TcpListener,
         tls: Option<Arc<orc_tls::rustls::ServerConfig>>,
         stopped: watch::Receiver<bool>,
+        registry: RegistryAccess,
     ) -> Hubs {
         let mesh_signal = MeshSignal::default();
         let hub = Hub::new(
@@ -242,7 +252,12 @@ impl Hubs {
                 ..config.hub.clone()
             },
         );
-        let agents = AgentHub::new(store.clone(), ca, config.agents.clone());
+        let agent_options = crate::agents::AgentHubOptions {
+            registry_url: config.agents.registry_url.clone().or(Some(registry.url)),
+            pull_key: registry.key,
+            ..config.agents.clone()
+        };
+        let agents = AgentHub::new(store.clone(), ca, agent_options);
         let routes = tonic::service::Routes::new(hub.grpc_service())
             .add_service(agents.grpc_service())
             .prepare();
@@ -293,6 +308,7 @@ impl AgentSupply {
             .clone()
             .unwrap_or_else(|| format!("{scheme}://{}", dialable(grpc_addr)));
         let binary = match &config.agent_binary {
+            // (see also `registry_url`, which names the same host)
             Some(path) => {
                 let host = config
                     .agent_url
@@ -308,6 +324,17 @@ impl AgentSupply {
             None => None,
         };
         Ok(AgentSupply { endpoint, binary })
+    }
+
+    /// The API's address as nodes reach it: the host of `--agent-url` (or the HTTP
+    /// listener's) and the HTTP port. Nodes download the agent and pull images there.
+    pub fn registry_url(config: &ZoneConfig, scheme: &str, http_addr: SocketAddr) -> String {
+        let host = config
+            .agent_url
+            .as_deref()
+            .and_then(url_host)
+            .unwrap_or_else(|| dialable(http_addr).ip().to_string());
+        format!("{scheme}://{}", join_host_port(&host, http_addr.port()))
     }
 
     /// The bootstrap a deploy hands a node, with a zone of `ca`.
@@ -333,6 +360,8 @@ pub struct ApiParts<'a> {
     pub reconciler: Reconciler,
     pub access_keys: &'a Arc<AccessKeys>,
     pub agents: &'a AgentSupply,
+    /// Checks the registry pull grants the agent hub signs.
+    pub pull_key: Arc<orc_zone_model::oci::PullKey>,
     pub clock: SharedClock,
 }
 
@@ -350,6 +379,7 @@ pub fn api_state(config: &ZoneConfig, parts: ApiParts<'_>) -> ApiState {
         }))
         .with_apps(config.apps.clone())
         .with_registry(parts.apps.blobs().clone())
+        .with_pull_key(parts.pull_key)
         .with_mesh(config.mesh.clone(), parts.mesh.signal())
         .with_access_keys(parts.access_keys.clone())
         .with_waker({

@@ -689,7 +689,8 @@ impl Stream {
         self.tx.send(message).await.unwrap();
     }
 
-    /// The next message of the zone other than a keep-alive.
+    /// The next message of the zone other than a keep-alive or the node's workloads (a
+    /// hand-driven stream runs no apps; `apps_on_nodes` tests those).
     pub(crate) async fn next(&mut self) -> zone_message::Body {
         loop {
             let message = tokio::time::timeout(API_WAIT, self.inbound.message())
@@ -698,7 +699,7 @@ impl Stream {
                 .expect("the stream is whole")
                 .expect("the stream is open");
             match message.body.expect("a body") {
-                zone_message::Body::KeepAlive(_) => continue,
+                zone_message::Body::KeepAlive(_) | zone_message::Body::Workloads(_) => continue,
                 body => return body,
             }
         }

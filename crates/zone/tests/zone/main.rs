@@ -7,6 +7,7 @@
 //! own suites in `orc-zone-store` and `orc-zone-apps`.
 
 mod api_support;
+mod apps_on_nodes;
 mod hub_support;
 
 mod access_keys;
@@ -20,6 +21,7 @@ mod api_pools;
 mod api_providers;
 mod api_quote;
 mod api_registry;
+mod api_secrets;
 mod api_tenancy;
 mod console;
 mod edge;

@@ -300,6 +300,14 @@ async fn callers_without_the_role_get_403_whatever_the_body() {
         )
         .await;
     assert_eq!(pricing.status, StatusCode::FORBIDDEN, "{}", pricing.body);
+    let secret = z
+        .put(
+            &format!("{WEB}/secrets/Not-A-Name"),
+            &t.vic,
+            json!({ "value": 7 }),
+        )
+        .await;
+    assert_eq!(secret.status, StatusCode::FORBIDDEN, "{}", secret.body);
 
     // With the role, the same bodies are judged and named.
     let judged = z

@@ -1,0 +1,253 @@
+//! Apps on the node: the zone's workloads handed to the runtime's supervisor, which keeps
+//! them running (and restarting by their policy) whether or not the zone is there.
+//!
+//! Containerd is started only when the node has replicas to run: on the first assignment
+//! with any, or at start when the assignment kept on disk has some. The supervisor's pass
+//! runs every 2 s on a task of its own, beside the stream to the zone; the stream sends the
+//! replicas' states when they change.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use orc_proto::agent_pb;
+use orc_runtime::supervisor::{
+    Assignment, Config, ImageSource, Phase, Probe, ReplicaPlan, ReplicaStatus, RestartPolicy,
+    SecretValue, Supervisor,
+};
+use tokio::sync::{Mutex, watch};
+
+/// The containerd namespace orc's containers live in.
+pub const NAMESPACE: &str = "orc";
+
+/// How often the supervisor looks at the node's replicas.
+const PASS: Duration = Duration::from_secs(2);
+
+/// The node's apps: the supervisor once it runs, and the replicas' states it last saw.
+#[derive(Debug)]
+pub struct Apps {
+    root: PathBuf,
+    containerd: String,
+    ca_pem: Mutex<Option<String>>,
+    supervisor: Mutex<Option<Arc<Supervisor>>>,
+    states: watch::Sender<(u64, Vec<ReplicaStatus>)>,
+}
+
+impl Apps {
+    /// The apps of the agent whose state dir is `state_dir`; `containerd` is the binary.
+    pub fn new(state_dir: &std::path::Path, containerd: &str) -> Self {
+        Self {
+            root: state_dir.join("apps"),
+            containerd: containerd.to_string(),
+            ca_pem: Mutex::new(None),
+            supervisor: Mutex::new(None),
+            states: watch::channel((0, Vec::new())).0,
+        }
+    }
+
+    /// The replicas' states as the last pass saw them, with the generation held.
+    pub fn watch(&self) -> watch::Receiver<(u64, Vec<ReplicaStatus>)> {
+        self.states.subscribe()
+    }
+
+    /// Whether the assignment kept on disk has replicas (so the node runs apps before the
+    /// zone says anything).
+    pub fn has_kept_replicas(&self) -> bool {
+        std::fs::read(self.root.join("assignment.json"))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Assignment>(&bytes).ok())
+            .is_some_and(|a| !a.replicas.is_empty())
+    }
+
+    /// The zone's CA, for pulling from its registry.
+    pub async fn trust(&self, ca_pem: &str) {
+        *self.ca_pem.lock().await = Some(ca_pem.to_string());
+    }
+
+    /// The supervisor, started (with its containerd and its pass) the first time.
+    async fn supervisor(self: &Arc<Self>) -> Result<Arc<Supervisor>, String> {
+        let mut held = self.supervisor.lock().await;
+        if let Some(supervisor) = held.as_ref() {
+            return Ok(supervisor.clone());
+        }
+        let daemon = orc_runtime::daemon::DaemonDir::new(self.root.join("containerd"));
+        let client = orc_runtime::daemon::ensure(&daemon, &self.containerd, NAMESPACE)
+            .await
+            .map_err(|e| {
+                format!("{e} (the node runs apps with containerd and runc: apt-get install containerd runc)")
+            })?;
+        let mut http = reqwest::Client::builder().connect_timeout(Duration::from_secs(10));
+        if let Some(pem) = self.ca_pem.lock().await.as_deref()
+            && let Ok(cert) = reqwest::Certificate::from_pem(pem.as_bytes())
+        {
+            http = http
+                .tls_built_in_root_certs(false)
+                .add_root_certificate(cert);
+        }
+        let config = Config {
+            root: self.root.clone(),
+            secrets_root: PathBuf::from("/run/orc-agent/secrets"),
+            registry_client: http.build().map_err(|e| e.to_string())?,
+            registry_token: None,
+            stop_grace: Duration::from_secs(10),
+            log_limit: 10 << 20,
+            cgroup_parent: "/orc".into(),
+            netns_prefix: orc_runtime::network::DEFAULT_PREFIX.into(),
+        };
+        let supervisor = Arc::new(Supervisor::new(config, client));
+        let pass = supervisor.clone();
+        let states = self.states.clone();
+        tokio::spawn(async move {
+            loop {
+                let all = pass.reconcile().await;
+                let generation = pass.assignment().generation;
+                states.send_if_modified(|held| {
+                    let changed = held.0 != generation || held.1 != all;
+                    *held = (generation, all.clone());
+                    changed
+                });
+                tokio::time::sleep(PASS).await;
+            }
+        });
+        *held = Some(supervisor.clone());
+        Ok(supervisor)
+    }
+
+    /// Starts the supervisor when the kept assignment has replicas.
+    pub async fn resume(self: &Arc<Self>) {
+        if self.has_kept_replicas()
+            && let Err(error) = self.supervisor().await
+        {
+            tracing::warn!(%error, "the node's replicas cannot be kept");
+        }
+    }
+
+    /// Takes the zone's workloads: kept on disk, then run.
+    pub async fn assign(self: &Arc<Self>, workloads: agent_pb::Workloads) -> Result<(), String> {
+        let assignment = assignment_of(&workloads)?;
+        if assignment.replicas.is_empty() && self.supervisor.lock().await.is_none() {
+            // Nothing to run and nothing running: containerd is not started for nothing,
+            // but the empty assignment is kept so a restart resumes nothing.
+            std::fs::create_dir_all(&self.root).map_err(|e| e.to_string())?;
+            let path = self.root.join("assignment.json");
+            std::fs::write(&path, serde_json::to_vec(&assignment).unwrap_or_default())
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            self.states
+                .send_replace((assignment.generation, Vec::new()));
+            return Ok(());
+        }
+        let supervisor = self.supervisor().await?;
+        supervisor
+            .set_registry_token(Some(workloads.registry_token.clone()).filter(|t| !t.is_empty()));
+        supervisor
+            .assign(assignment)
+            .map_err(|e| format!("the assignment cannot be kept on disk: {e}"))?;
+        Ok(())
+    }
+}
+
+/// The message a node sends about its replicas.
+pub fn status_message(generation: u64, states: &[ReplicaStatus]) -> agent_pb::WorkloadStatus {
+    agent_pb::WorkloadStatus {
+        generation,
+        replicas: states
+            .iter()
+            .map(|s| agent_pb::ReplicaState {
+                id: s.id.clone(),
+                phase: match s.phase {
+                    Phase::Starting => "starting",
+                    Phase::Running => "running",
+                    Phase::BackingOff => "backing_off",
+                    Phase::Exited => "exited",
+                    Phase::Failed => "failed",
+                }
+                .into(),
+                ready: s.ready,
+                restarts: s.restarts,
+                exit_status: s.exit_status,
+                message: s.message.clone().unwrap_or_default(),
+            })
+            .collect(),
+    }
+}
+
+/// The runtime's assignment from the zone's message.
+pub fn assignment_of(workloads: &agent_pb::Workloads) -> Result<Assignment, String> {
+    let subnet = if workloads.subnet.is_empty() {
+        None
+    } else {
+        Some(workloads.subnet.parse().map_err(|_| {
+            format!(
+                "the workload subnet {:?} is not a network",
+                workloads.subnet
+            )
+        })?)
+    };
+    let mut replicas = Vec::new();
+    for r in &workloads.replicas {
+        let restart = match r.restart.as_str() {
+            "always" => RestartPolicy::Always,
+            "on-failure" => RestartPolicy::OnFailure,
+            "never" => RestartPolicy::Never,
+            other => return Err(format!("replica {}: no restart policy {other:?}", r.id)),
+        };
+        let probe = match r.probe.as_ref().map(|p| p.kind.as_str()) {
+            Some("http") => Probe::Http {
+                port: u16::try_from(r.probe.as_ref().map_or(0, |p| p.port)).unwrap_or(0),
+                path: r.probe.as_ref().map(|p| p.path.clone()).unwrap_or_default(),
+            },
+            Some("tcp") => Probe::Tcp {
+                port: u16::try_from(r.probe.as_ref().map_or(0, |p| p.port)).unwrap_or(0),
+            },
+            _ => Probe::None,
+        };
+        let address = if r.address.is_empty() {
+            None
+        } else {
+            Some(
+                r.address
+                    .parse()
+                    .map_err(|_| format!("replica {}: {:?} is not an address", r.id, r.address))?,
+            )
+        };
+        replicas.push(ReplicaPlan {
+            id: r.id.clone(),
+            app: r.app.clone(),
+            workload: r.workload.clone(),
+            revision: r.revision,
+            digest: r.digest.clone(),
+            source: ImageSource::Registry {
+                base: workloads.registry_url.clone(),
+                repository: r.repository.clone(),
+            },
+            command: r.has_command.then(|| r.command.clone()),
+            args: r.has_args.then(|| r.args.clone()),
+            env: r.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            secret_env: r
+                .secret_env
+                .iter()
+                .map(|(k, v)| (k.clone(), SecretValue(v.clone())))
+                .collect(),
+            secret_files: r
+                .secret_files
+                .iter()
+                .map(|(k, v)| (k.clone(), SecretValue(v.clone())))
+                .collect(),
+            volumes: r
+                .volumes
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            restart,
+            cpu_millis: r.cpu_millis,
+            memory_bytes: r.memory_bytes,
+            address,
+            probe,
+        });
+    }
+    Ok(Assignment {
+        generation: workloads.generation,
+        subnet,
+        replicas,
+    })
+}

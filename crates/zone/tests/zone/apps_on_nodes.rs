@@ -1,0 +1,264 @@
+//! An app deployed to a real node: an image built from Debian's static busybox is pushed to
+//! the zone's registry, a real agent joins a running node, the zone assigns the app's
+//! replicas to it, the agent pulls the image with the grant the assignment carries, runs it
+//! through containerd and runc, and reports it: the app becomes HEALTHY. Removing the app
+//! stops its containers.
+//!
+//! Privileged: root, containerd, runc and busybox-static (CI runs as root and installs
+//! them); it fails, not skips, without them. The node's containerd, its containers and
+//! their cgroups are removed at the end, also when the test fails.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine as _;
+use orc_agent::AgentOptions;
+use orc_runtime::containerd::{Containerd, TaskStatus};
+use orc_testkit::eventually;
+use orc_testkit::oci::{busybox_files, busybox_httpd, write_layout};
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::agents::{WEB, running_node};
+use crate::api_support::{API_WAIT, TestZone};
+
+/// Pushes every blob of an OCI layout and its manifest as `repository:tag`.
+async fn push_layout(
+    z: &TestZone,
+    token: &str,
+    layout: &orc_testkit::oci::Layout,
+    repository: &str,
+    tag: &str,
+) {
+    let auth = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("x:{token}"))
+    );
+    let blobs = layout.dir.join("blobs/sha256");
+    for entry in std::fs::read_dir(&blobs).expect("the layout's blobs") {
+        let path = entry.expect("a blob").path();
+        let digest = format!("sha256:{}", path.file_name().unwrap().to_string_lossy());
+        if digest == layout.manifest_digest {
+            continue;
+        }
+        let r = z
+            .http
+            .post(format!(
+                "{}/v2/{repository}/blobs/uploads/?digest={digest}",
+                z.zone.url()
+            ))
+            .header("authorization", &auth)
+            .body(std::fs::read(&path).expect("a blob's bytes"))
+            .send()
+            .await
+            .expect("an upload");
+        assert_eq!(r.status(), StatusCode::CREATED);
+    }
+    let manifest = std::fs::read(blobs.join(&layout.manifest_digest["sha256:".len()..]))
+        .expect("the manifest");
+    let r = z
+        .http
+        .put(format!("{}/v2/{repository}/manifests/{tag}", z.zone.url()))
+        .header("authorization", &auth)
+        .header("content-type", "application/vnd.oci.image.manifest.v1+json")
+        .body(manifest)
+        .send()
+        .await
+        .expect("a manifest put");
+    assert_eq!(r.status(), StatusCode::CREATED);
+}
+
+/// The node's containerd and containers, removed on drop.
+struct NodeRuntime {
+    apps: PathBuf,
+}
+
+impl Drop for NodeRuntime {
+    fn drop(&mut self) {
+        let socket = self.apps.join("containerd/containerd.sock");
+        let pid_file = self.apps.join("containerd/containerd.pid");
+        let _ = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async {
+                if let Ok(client) = Containerd::connect(&socket, orc_agent_namespace()).await {
+                    for (id, _) in client.containers().await.unwrap_or_default() {
+                        let _ = client.stop(&id, Duration::from_millis(200)).await;
+                        let _ = client.delete_task(&id).await;
+                        let _ = client.delete_container(&id).await;
+                    }
+                }
+            });
+        })
+        .join();
+        if let Ok(pid) = std::fs::read_to_string(pid_file) {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", pid.trim()])
+                .status();
+        }
+        if let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") {
+            let prefix = self.apps.display().to_string();
+            let mut ours: Vec<&str> = mounts
+                .lines()
+                .filter_map(|l| l.split_whitespace().nth(1))
+                .filter(|m| m.starts_with(&prefix))
+                .collect();
+            ours.sort_by_key(|m| std::cmp::Reverse(m.len()));
+            for mount in ours {
+                let _ = std::process::Command::new("umount")
+                    .args(["-l", mount])
+                    .status();
+            }
+        }
+        if let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") {
+            for controller in controllers.flatten() {
+                for id in ["shop-web-0", "shop-web-1"] {
+                    let _ = std::fs::remove_dir(controller.path().join("orc").join(id));
+                }
+                // The agents' parent cgroup, once empty.
+                let _ = std::fs::remove_dir(controller.path().join("orc"));
+            }
+        }
+    }
+}
+
+fn orc_agent_namespace() -> &'static str {
+    "orc"
+}
+
+fn require_tools() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "running apps on a node needs root (CI runs this test as root)"
+    );
+    for tool in ["containerd", "containerd-shim-runc-v2", "runc"] {
+        let found = std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(tool).is_file()));
+        assert!(found, "{tool} is missing: apt-get install containerd runc");
+    }
+}
+
+async fn running_containers(socket: &Path) -> Vec<String> {
+    let Ok(client) = Containerd::connect(socket, orc_agent_namespace()).await else {
+        return Vec::new();
+    };
+    let mut running = Vec::new();
+    for (id, _) in client.containers().await.unwrap_or_default() {
+        if let Ok(Some((_, TaskStatus::Running))) = client.task(&id).await {
+            running.push(id);
+        }
+    }
+    running.sort();
+    running
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_runs_on_a_joined_node_and_becomes_healthy() {
+    require_tools();
+    let z = TestZone::start_with(|c| {
+        c.agents.keepalive_interval = Duration::from_millis(500);
+    })
+    .await;
+    let running = running_node(&z).await;
+    let t = &running.t;
+    let node_id = running.node_id.clone();
+
+    let dir = tempfile::tempdir().expect("a temporary dir");
+    let layout = write_layout(
+        &dir.path().join("layout"),
+        "1",
+        &[busybox_files("shop\n")],
+        &busybox_httpd(8080),
+    );
+    push_layout(&z, &t.olivia, &layout, "acme/shop", "1").await;
+
+    let minted = z
+        .post(
+            &format!("{WEB}/nodes/{node_id}/join-tokens"),
+            &t.mia,
+            json!({ "ttl_seconds": 600 }),
+        )
+        .await;
+    assert_eq!(minted.status, StatusCode::CREATED, "{}", minted.body);
+    // Short: the node's containerd socket lives under the state dir.
+    let node_dir = PathBuf::from(format!("/tmp/orc-node-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&node_dir);
+    std::fs::create_dir_all(&node_dir).expect("the node's dir");
+    let _runtime = NodeRuntime {
+        apps: node_dir.join("state/apps"),
+    };
+    std::fs::write(
+        node_dir.join("join-token"),
+        minted.body["secret"].as_str().unwrap(),
+    )
+    .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let options = AgentOptions {
+        endpoint: Some(z.zone.grpc_url()),
+        node_id: Some(node_id.clone()),
+        token_file: node_dir.join("join-token"),
+        state_dir: node_dir.join("state"),
+        product_uuid_file: node_dir.join("product_uuid"),
+        connect_timeout: Duration::from_secs(2),
+        max_backoff: Duration::from_millis(300),
+        mesh: false,
+        ..AgentOptions::default()
+    };
+    let agent = tokio::spawn(orc_agent::run(options, async {
+        let _ = stopped.await;
+    }));
+    eventually("the node is ready", API_WAIT, || async {
+        let nodes = z.get(&format!("{WEB}/pools/db/nodes"), &t.vic).await;
+        nodes.body[0]["agent"]["state"] == "ready"
+    })
+    .await;
+
+    let app = json!({ "app": {
+        "name": "shop",
+        "services": { "web": {
+            "image": "acme/shop:1",
+            "replicas": 2,
+            "resources": { "cpu": "250m", "memory": "64Mi" },
+            "http": { "port": 8080, "healthPath": "/healthz" },
+        } },
+    }});
+    let deployed = z.post(&format!("{WEB}/apps"), &t.mia, app).await;
+    assert_eq!(deployed.status, StatusCode::CREATED, "{}", deployed.body);
+    assert_eq!(deployed.body["state"], "DEPLOYING", "{}", deployed.body);
+
+    let socket = node_dir.join("state/apps/containerd/containerd.sock");
+    eventually("the app is healthy", Duration::from_secs(90), || async {
+        let status = z.get(&format!("{WEB}/apps/shop"), &t.vic).await;
+        status.body["app"]["state"] == "HEALTHY"
+    })
+    .await;
+    let status = z.get(&format!("{WEB}/apps/shop"), &t.vic).await;
+    assert_eq!(status.body["app"]["ready"], 2, "{}", status.body);
+    for replica in status.body["replicas"].as_array().expect("replicas") {
+        assert_eq!(replica["node"], node_id.as_str(), "{}", status.body);
+        assert_eq!(replica["state"], "running", "{}", status.body);
+    }
+    assert_eq!(
+        running_containers(&socket).await,
+        ["shop-web-0", "shop-web-1"]
+    );
+
+    // Removed: the node stops its containers.
+    let removed = z.delete(&format!("{WEB}/apps/shop"), &t.mia).await;
+    assert_eq!(removed.status, StatusCode::NO_CONTENT);
+    eventually(
+        "the containers are gone",
+        Duration::from_secs(60),
+        || async { running_containers(&socket).await.is_empty() },
+    )
+    .await;
+
+    let _ = stop.send(());
+    let _ = agent.await;
+    drop(_runtime);
+    let _ = std::fs::remove_dir_all(&node_dir);
+}
