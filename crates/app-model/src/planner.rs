@@ -7,8 +7,9 @@
 //! 2. A workload with a local volume runs where its volume lives. If that node is gone, the
 //!    workload is blocked with `volume_node_lost` and nothing runs elsewhere; if the node is
 //!    only cordoned, it stays (a drain does not move data).
-//! 3. A replica that already runs on a node that is still eligible and still fits stays
-//!    there, so a new plan moves nothing that need not move.
+//! 3. A replica that already runs on a node that still has its labels and still fits stays
+//!    there, cordoned or not, so a new plan moves nothing that need not move (a drain moves
+//!    replicas by leaving them out of `current`).
 //! 4. Every other replica goes to the eligible node with room that runs the fewest replicas
 //!    of the same workload (spread), then the one with the most CPU and memory free, then
 //!    by name, so the same input always gives the same plan.
@@ -191,8 +192,8 @@ pub fn plan(input: &PlanInput) -> Plan {
                 continue;
             };
             let node = &input.nodes[i];
-            let pinned = matches!(&workload.volume, VolumeHome::On(home) if *home == node.name);
-            let eligible = (pinned || !node.cordoned) && matches_labels(node, workload);
+            // A cordon stops new placement, not what runs.
+            let eligible = matches_labels(node, workload);
             let volume_ok = match &workload.volume {
                 VolumeHome::On(home) => *home == node.name,
                 VolumeHome::NoVolume | VolumeHome::Unbound => true,
@@ -455,7 +456,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cordoned_node_takes_nothing_new_but_keeps_a_volume_bound_replica() {
+    fn a_cordoned_node_takes_nothing_new_but_keeps_what_it_runs() {
         let mut cordoned = node("a", 2000, 4 * GI, &[]);
         cordoned.cordoned = true;
         let mut web = workload("app/web", 2, 100, GI / 8);
@@ -469,7 +470,7 @@ mod tests {
             ..PlanInput::default()
         };
         let plan = plan(&input);
-        assert_eq!(nodes_of(&plan, "app/web"), ["b", "b"]);
+        assert_eq!(nodes_of(&plan, "app/web"), ["a", "b"]);
         assert_eq!(nodes_of(&plan, "app/db"), ["a"]);
         assert!(plan.is_complete());
     }

@@ -256,11 +256,18 @@ enum AppCommand {
         project: Option<String>,
     },
     /// Deploy an app file: a new revision with every image resolved to its digest (the same
-    /// resolved app again changes nothing).
-    #[command(after_help = "Example: orc app deploy orch.pkl")]
+    /// resolved app again changes nothing). With --wait, until it is HEALTHY.
+    #[command(after_help = "Example: orc app deploy orch.pkl --wait")]
     Deploy {
         /// The app file [default: orch.pkl]
         file: Option<PathBuf>,
+        /// Wait until the revision is HEALTHY, saying how many replicas are ready; fail
+        /// when it is blocked or failed, or after --timeout.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits.
+        #[arg(long, default_value = "10m", value_parser = commands::agent::parse_ttl)]
+        timeout: std::time::Duration,
         /// ORG/PROJECT [default: the token's project]
         #[arg(long)]
         project: Option<String>,
@@ -447,6 +454,58 @@ enum NodeCommand {
     Join {
         #[command(subcommand)]
         command: JoinCommand,
+    },
+    /// Show a node's labels (the zone's and the ones given it) and whether it is cordoned.
+    #[command(after_help = "Example: orc node placement n-7 --project acme/web")]
+    Placement {
+        /// The node (`n-…`).
+        node: String,
+        /// ORG/PROJECT the node is in [default: the token's project].
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
+    },
+    /// Give a node labels that services' `constraints` match, or take them away; the `orc.`
+    /// prefix is the zone's.
+    #[command(after_help = "Example: orc node label n-7 tier=front disk=ssd --remove old")]
+    Label {
+        /// The node (`n-…`).
+        node: String,
+        /// KEY=VALUE to set.
+        labels: Vec<String>,
+        /// A label to take away (repeatable).
+        #[arg(long, value_name = "KEY")]
+        remove: Vec<String>,
+        /// ORG/PROJECT the node is in [default: the token's project].
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
+    },
+    /// Cordon a node: it keeps what it runs and takes no new replicas.
+    #[command(after_help = "Example: orc node cordon n-7")]
+    Cordon {
+        /// The node (`n-…`).
+        node: String,
+        /// ORG/PROJECT the node is in [default: the token's project].
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
+    },
+    /// Lift a node's cordon.
+    #[command(after_help = "Example: orc node uncordon n-7")]
+    Uncordon {
+        /// The node (`n-…`).
+        node: String,
+        /// ORG/PROJECT the node is in [default: the token's project].
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
+    },
+    /// Drain a node for maintenance: cordon it and move every replica that may move; one
+    /// with a local volume stays, and is named.
+    #[command(after_help = "Example: orc node drain n-7")]
+    Drain {
+        /// The node (`n-…`).
+        node: String,
+        /// ORG/PROJECT the node is in [default: the token's project].
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
     },
 }
 
@@ -723,6 +782,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 project,
             } => commands::agent::join_revoke(&conn, &node, &token, project.as_deref()).await,
         },
+        Command::Node {
+            command: NodeCommand::Placement { node, project },
+        } => commands::placement::placement(&conn, &node, project.as_deref()).await,
+        Command::Node {
+            command:
+                NodeCommand::Label {
+                    node,
+                    labels,
+                    remove,
+                    project,
+                },
+        } => commands::placement::label(&conn, &node, &labels, &remove, project.as_deref()).await,
+        Command::Node {
+            command: NodeCommand::Cordon { node, project },
+        } => commands::placement::act(&conn, &node, "cordon", project.as_deref()).await,
+        Command::Node {
+            command: NodeCommand::Uncordon { node, project },
+        } => commands::placement::act(&conn, &node, "uncordon", project.as_deref()).await,
+        Command::Node {
+            command: NodeCommand::Drain { node, project },
+        } => commands::placement::act(&conn, &node, "drain", project.as_deref()).await,
         Command::Agent(args) => {
             orc_launch::init_tracing();
             orc_launch::agent::run_agent(args).await
@@ -837,8 +917,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             AppCommand::Plan { file, project } => {
                 commands::app::plan(&conn, file.as_deref(), project.as_deref()).await
             }
-            AppCommand::Deploy { file, project } => {
-                commands::app::deploy(&conn, file.as_deref(), project.as_deref()).await
+            AppCommand::Deploy {
+                file,
+                project,
+                wait,
+                timeout,
+            } => {
+                commands::app::deploy(
+                    &conn,
+                    file.as_deref(),
+                    project.as_deref(),
+                    wait.then_some(timeout),
+                )
+                .await
             }
             AppCommand::List { project } => commands::app::list(&conn, project.as_deref()).await,
             AppCommand::Status { app, project } => {

@@ -1587,3 +1587,30 @@ pub struct SecretView {
     /// The name of the user who set it last (their id, `u-…`, once the user is deleted).
     pub updated_by: String,
 }
+
+/// A label's value (`PUT …/nodes/{node}/labels/{name}`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetNodeLabel {
+    /// Up to 63 of A-Z, a-z, 0-9, '.', '_' and '-'.
+    pub value: String,
+}
+
+/// What placement knows of a node.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NodePlacementView {
+    /// The node.
+    pub node: String,
+    /// The labels the zone sets (`orc.pool`, `orc.site`, `orc.class`).
+    pub zone_labels: BTreeMap<String, String>,
+    /// The labels given to it.
+    pub labels: BTreeMap<String, String>,
+    /// Whether it takes no new replicas.
+    pub cordoned: bool,
+    /// A drain's moves, `app/workload[slot] -> node` (or `-> nowhere` when no node has room).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moved: Vec<String>,
+    /// Replicas a drain leaves, with why (a local volume lives on the node).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<String>,
+}

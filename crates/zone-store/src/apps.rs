@@ -416,6 +416,107 @@ impl Store {
         Ok(done.rows_affected() > 0)
     }
 
+    /// The labels given to `node`, by name.
+    pub async fn node_labels(
+        &self,
+        node: &NodeId,
+    ) -> StoreResult<std::collections::BTreeMap<String, String>> {
+        let rows =
+            sqlx::query("SELECT name, value FROM node_labels WHERE node_id = $1 ORDER BY name")
+                .bind(node.as_str())
+                .fetch_all(self.pool())
+                .await
+                .op("read a node's labels")?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    text(row, "node_labels.name")?,
+                    text(row, "node_labels.value")?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Gives `node` label `name` with `value` (replacing an earlier value).
+    pub async fn set_node_label(&self, node: &NodeId, name: &str, value: &str) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO node_labels (node_id, name, value) VALUES ($1, $2, $3) \
+             ON CONFLICT (node_id, name) DO UPDATE SET value = excluded.value",
+        )
+        .bind(node.as_str())
+        .bind(name)
+        .bind(value)
+        .execute(self.pool())
+        .await
+        .op("label a node")?;
+        Ok(())
+    }
+
+    /// Takes label `name` from `node`; whether it had it.
+    pub async fn remove_node_label(&self, node: &NodeId, name: &str) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM node_labels WHERE node_id = $1 AND name = $2")
+            .bind(node.as_str())
+            .bind(name)
+            .execute(self.pool())
+            .await
+            .op("take a node's label")?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Cordons `node` (`true`) or lifts its cordon; whether that changed anything.
+    pub async fn set_node_cordon(
+        &self,
+        node: &NodeId,
+        cordoned: bool,
+        by: Option<&str>,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        let done = if cordoned {
+            sqlx::query(
+                "INSERT INTO node_cordons (node_id, cordoned_by, cordoned_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (node_id) DO NOTHING",
+            )
+            .bind(node.as_str())
+            .bind(by)
+            .bind(now.millis())
+            .execute(self.pool())
+            .await
+            .op("cordon a node")?
+        } else {
+            sqlx::query("DELETE FROM node_cordons WHERE node_id = $1")
+                .bind(node.as_str())
+                .execute(self.pool())
+                .await
+                .op("lift a node's cordon")?
+        };
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Whether `node` is cordoned.
+    pub async fn node_cordoned(&self, node: &NodeId) -> StoreResult<bool> {
+        let row = sqlx::query("SELECT node_id FROM node_cordons WHERE node_id = $1")
+            .bind(node.as_str())
+            .fetch_optional(self.pool())
+            .await
+            .op("read a node's cordon")?;
+        Ok(row.is_some())
+    }
+
+    /// The apps of `project` with a replica on `node`.
+    pub async fn apps_on_node(&self, project: &ProjectId, node: &NodeId) -> StoreResult<Vec<Name>> {
+        let rows = sqlx::query(
+            "SELECT DISTINCT app FROM app_replicas WHERE project_id = $1 AND node_id = $2 ORDER BY app",
+        )
+        .bind(project.as_str())
+        .bind(node.as_str())
+        .fetch_all(self.pool())
+        .await
+        .op("list the apps on a node")?;
+        rows.iter()
+            .map(|row| parsed(row, "app_replicas.app"))
+            .collect()
+    }
+
     /// Removes `app`, its revisions and replicas; whether it existed.
     pub async fn delete_app(&self, project: &ProjectId, app: &Name) -> StoreResult<bool> {
         let mut tx = self.begin("remove an app").await?;

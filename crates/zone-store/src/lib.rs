@@ -185,10 +185,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "apps: revisions, deployments' states, replicas' placement",
         include_str!("../migrations/0021_apps.sql"),
     ),
+    (
+        22,
+        "node labels and cordons",
+        include_str!("../migrations/0022_node_placement.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 21;
+pub const SCHEMA_VERSION: i64 = 22;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

@@ -260,6 +260,7 @@ pub async fn deploy(
     conn: &ConnArgs,
     file: Option<&Path>,
     project: Option<&str>,
+    wait: Option<std::time::Duration>,
 ) -> anyhow::Result<()> {
     let file = file.unwrap_or(Path::new(DEFAULT_FILE));
     let spec = load(file)?;
@@ -288,7 +289,85 @@ pub async fn deploy(
             view.number
         );
     }
+    if let Some(timeout) = wait {
+        wait_healthy(
+            conn,
+            &client,
+            &org,
+            &project,
+            spec.name.as_str(),
+            view.number,
+            timeout,
+        )
+        .await?;
+    }
     Ok(())
+}
+
+async fn wait_healthy(
+    conn: &ConnArgs,
+    client: &crate::client::Client,
+    org: &str,
+    project: &str,
+    app: &str,
+    revision: u64,
+    timeout: std::time::Duration,
+) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let mut said = None;
+    loop {
+        let status: AppStatusView = client.get(&app_url(org, project, app)).await?;
+        let now = (
+            status.app.revision,
+            status.app.state.clone(),
+            status.app.ready,
+        );
+        if said.as_ref() != Some(&now) && !conn.json {
+            outln!(
+                "  revision {}: {}, {}/{} replicas ready",
+                status.app.revision,
+                status.app.state,
+                status.app.ready,
+                status.app.replicas
+            );
+            said = Some(now);
+        }
+        if status.app.revision != revision {
+            anyhow::bail!(
+                "app {app} moved on to revision {} while this one was rolling out",
+                status.app.revision
+            );
+        }
+        match status.app.state.as_str() {
+            "HEALTHY" => {
+                if !conn.json {
+                    outln!(
+                        "App {app} is HEALTHY: revision {revision}, {}/{} replicas ready, in {} s.",
+                        status.app.ready,
+                        status.app.replicas,
+                        started.elapsed().as_secs()
+                    );
+                }
+                return Ok(());
+            }
+            "BLOCKED" | "FAILED" => anyhow::bail!(
+                "app {app} is {}: {}",
+                status.app.state,
+                status.app.reason.as_deref().unwrap_or("see orc app status")
+            ),
+            _ => {}
+        }
+        if started.elapsed() >= timeout {
+            anyhow::bail!(
+                "app {app} is still {} after {} s with {}/{} replicas ready; `orc app status {app}` shows where each is",
+                status.app.state,
+                timeout.as_secs(),
+                status.app.ready,
+                status.app.replicas
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
 }
 
 /// `orc app list`: the project's apps.

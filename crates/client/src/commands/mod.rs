@@ -15,6 +15,7 @@ pub mod mesh;
 pub mod money;
 pub mod nodes;
 pub mod params;
+pub mod placement;
 pub mod pools;
 pub mod prompt;
 pub mod providers;

@@ -3079,3 +3079,38 @@ pub async fn secrets_are_sealed_versioned_and_kept_per_project(db: &TestDb) {
         .unwrap();
     assert_eq!(count, 0);
 }
+
+pub async fn node_labels_and_cordons(db: &TestDb) {
+    let store = db.store().await;
+    let node = NodeId::from_counter(store.allocate_ids(1).await.unwrap());
+    store.set_node_label(&node, "tier", "front").await.unwrap();
+    store.set_node_label(&node, "tier", "back").await.unwrap();
+    store.set_node_label(&node, "disk", "ssd").await.unwrap();
+    let labels = store.node_labels(&node).await.unwrap();
+    assert_eq!(
+        labels.into_iter().collect::<Vec<_>>(),
+        [
+            ("disk".to_string(), "ssd".to_string()),
+            ("tier".to_string(), "back".to_string())
+        ]
+    );
+    assert!(store.remove_node_label(&node, "disk").await.unwrap());
+    assert!(!store.remove_node_label(&node, "disk").await.unwrap());
+    assert!(!store.node_cordoned(&node).await.unwrap());
+    assert!(
+        store
+            .set_node_cordon(&node, true, Some("mia"), T0)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .set_node_cordon(&node, true, Some("mia"), T0)
+            .await
+            .unwrap(),
+        "once"
+    );
+    assert!(store.node_cordoned(&node).await.unwrap());
+    assert!(store.set_node_cordon(&node, false, None, T0).await.unwrap());
+    assert!(!store.node_cordoned(&node).await.unwrap());
+}

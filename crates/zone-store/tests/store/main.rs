@@ -65,5 +65,6 @@ on_both_engines!(
     mesh_projects_carry_their_org_and_project_names,
     images_keep_manifests_tags_and_what_they_name,
     apps_keep_revisions_states_and_placements,
+    node_labels_and_cordons,
     secrets_are_sealed_versioned_and_kept_per_project,
 );

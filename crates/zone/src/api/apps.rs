@@ -168,8 +168,24 @@ fn unreachable_tag(field: &str) -> ApiResult<String> {
     ))
 }
 
-/// The project's ready nodes as the planner sees them, and what apps other than `except`
-/// hold on them.
+/// The labels the zone sets on a node: its pool, its pool's region class, its site.
+pub(super) async fn zone_labels(
+    state: &ApiState,
+    node: &crate::model::Node,
+) -> ApiResult<BTreeMap<String, String>> {
+    let pool = state.store.get_pool(&node.pool_id).await?;
+    let mut labels = BTreeMap::from([
+        ("orc.pool".to_string(), pool.name.to_string()),
+        ("orc.class".to_string(), pool.spec.region_class.to_string()),
+    ]);
+    if let Some(site) = &node.status.site {
+        labels.insert("orc.site".to_string(), site.clone());
+    }
+    Ok(labels)
+}
+
+/// The project's ready nodes as the planner sees them (the zone's labels and the ones given
+/// them, cordons), and what apps other than `except` hold on them.
 async fn cluster(
     state: &ApiState,
     project: &Project,
@@ -186,13 +202,8 @@ async fn cluster(
             if !ready {
                 continue;
             }
-            let mut labels = BTreeMap::from([
-                ("orc.pool".to_string(), pool.name.to_string()),
-                ("orc.class".to_string(), pool.spec.region_class.to_string()),
-            ]);
-            if let Some(site) = &node.status.site {
-                labels.insert("orc.site".to_string(), site.clone());
-            }
+            let mut labels = state.store.node_labels(&node.id).await?;
+            labels.extend(zone_labels(state, &node).await?);
             nodes.push(PlanNode {
                 name: node.id.to_string(),
                 labels,
@@ -200,7 +211,7 @@ async fn cluster(
                     .saturating_sub(SYSTEM_CPU_MILLIS),
                 memory_bytes: (u64::from(pool.spec.shape.memory_gib) << 30)
                     .saturating_sub(SYSTEM_MEMORY_BYTES),
-                cordoned: false,
+                cordoned: state.store.node_cordoned(&node.id).await?,
             });
         }
     }
@@ -414,6 +425,77 @@ async fn deploy_resolved(
     app_event(state, org, project, "app.deployed", &words).await;
     tracing::info!(app = %name, revision = row.number, state = %deployment, "app revision made");
     Ok((StatusCode::CREATED, Json(revision_view(&row)?)))
+}
+
+/// Places `app`'s running revision again over the cluster as it is now: replicas on
+/// `evict` move where there is room (or wait with no node), unless their workload keeps a
+/// local volume there; the others stay. Never a new revision.
+pub(super) async fn replace_placement(
+    state: &ApiState,
+    project: &Project,
+    app: &Name,
+    evict: Option<&crate::model::NodeId>,
+) -> ApiResult<()> {
+    let current = state.store.list_app_replicas(&project.id, app).await?;
+    let Some(revision) = current.iter().map(|r| r.revision).max() else {
+        return Ok(());
+    };
+    let Some(row) = state.store.app_revision(&project.id, app, revision).await? else {
+        return Ok(());
+    };
+    let resolved = document_of(&row)?;
+    let (nodes, taken) = cluster(state, project, app).await?;
+    let staying: Vec<AppReplicaRow> = current
+        .iter()
+        .map(|r| {
+            let bound = resolved
+                .spec
+                .workload(&r.workload)
+                .is_some_and(|(_, w)| !w.volumes.is_empty());
+            if evict.is_some() && r.node_id.as_ref() == evict && !bound {
+                AppReplicaRow {
+                    node_id: None,
+                    ..r.clone()
+                }
+            } else {
+                r.clone()
+            }
+        })
+        .collect();
+    let plan = place(&resolved, nodes, taken, &staying);
+    let now = state.now();
+    let rows: Vec<AppReplicaRow> = plan
+        .placements
+        .iter()
+        .flat_map(|(workload, slots)| {
+            let current = &current;
+            slots.iter().enumerate().map(move |(slot, node)| {
+                let node_id: Option<crate::model::NodeId> =
+                    node.as_ref().and_then(|n| n.parse().ok());
+                let before = current
+                    .iter()
+                    .find(|r| &r.workload == workload && r.slot as usize == slot);
+                match before {
+                    Some(b) if b.node_id == node_id => b.clone(),
+                    _ => AppReplicaRow {
+                        workload: workload.clone(),
+                        slot: slot as u32,
+                        revision,
+                        node_id,
+                        state: "pending".into(),
+                        ready: false,
+                        restarts: 0,
+                        updated_at: now,
+                    },
+                }
+            })
+        })
+        .collect();
+    state
+        .store
+        .replace_app_replicas(&project.id, app, &rows)
+        .await?;
+    Ok(())
 }
 
 async fn app_event(state: &ApiState, org: &Org, project: &Project, kind: &str, words: &str) {

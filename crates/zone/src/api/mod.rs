@@ -29,6 +29,7 @@ mod keys;
 mod mesh;
 pub mod nodes;
 pub mod oci;
+mod placement;
 mod pools;
 mod providers;
 pub mod registry;
@@ -429,6 +430,26 @@ pub fn router(state: ApiState) -> Router {
             get(pl::pool_endpoints),
         )
         .route(
+            &format!("{project}/nodes/{{node}}/placement"),
+            get(placement::get_placement),
+        )
+        .route(
+            &format!("{project}/nodes/{{node}}/labels/{{name}}"),
+            put(placement::set_label).delete(placement::remove_label),
+        )
+        .route(
+            &format!("{project}/nodes/{{node}}/cordon"),
+            post(placement::cordon),
+        )
+        .route(
+            &format!("{project}/nodes/{{node}}/uncordon"),
+            post(placement::uncordon),
+        )
+        .route(
+            &format!("{project}/nodes/{{node}}/drain"),
+            post(placement::drain),
+        )
+        .route(
             &format!("{project}/nodes/{{node}}/exec"),
             post(nodes::exec_node),
         )
@@ -592,6 +613,8 @@ impl Modify for BearerAuth {
         keys::jwks, keys::list_access_keys, keys::rotate_access_key,
         apps::plan_app, apps::deploy_app, apps::list_apps, apps::get_app, apps::list_revisions,
         apps::rollback_app, apps::remove_app,
+        placement::get_placement, placement::set_label, placement::remove_label,
+        placement::cordon, placement::uncordon, placement::drain,
         registry::get_blob, registry::put_blob, registry::push_tag, registry::list_apps,
         registry::get_app, registry::delete_tag, registry::download,
     ),

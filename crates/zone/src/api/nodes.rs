@@ -36,7 +36,7 @@ const MAX_ARGS: usize = 1024;
 const MAX_ARG_BYTES: usize = 64 << 10;
 
 /// The node `id` of project `org/project`, if the caller holds `needed` there.
-async fn node_with_role(
+pub(super) async fn node_with_role(
     state: &ApiState,
     caller: &Caller,
     org: &str,

@@ -262,3 +262,256 @@ async fn an_app_runs_on_a_joined_node_and_becomes_healthy() {
     drop(_runtime);
     let _ = std::fs::remove_dir_all(&node_dir);
 }
+
+/// Joins an agent that runs no apps (placement is the zone's; nothing needs to run).
+async fn join_quiet_agent(
+    z: &TestZone,
+    token: &str,
+    node: &str,
+    dir: &Path,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), orc_agent::AgentError>>,
+) {
+    let minted = z
+        .post(
+            &format!("{WEB}/nodes/{node}/join-tokens"),
+            token,
+            json!({ "ttl_seconds": 600 }),
+        )
+        .await;
+    assert_eq!(minted.status, StatusCode::CREATED, "{}", minted.body);
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("join-token"),
+        minted.body["secret"].as_str().unwrap(),
+    )
+    .unwrap();
+    let options = AgentOptions {
+        endpoint: Some(z.zone.grpc_url()),
+        node_id: Some(node.to_string()),
+        token_file: dir.join("join-token"),
+        state_dir: dir.join("state"),
+        product_uuid_file: dir.join("product_uuid"),
+        connect_timeout: Duration::from_secs(2),
+        max_backoff: Duration::from_millis(300),
+        mesh: false,
+        apps: false,
+        ..AgentOptions::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(orc_agent::run(options, async {
+        let _ = stopped.await;
+    }));
+    (stop, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_constrain_placement_cordons_keep_new_replicas_off_and_a_drain_moves_them() {
+    let z = TestZone::start_with(|c| {
+        c.agents.keepalive_interval = Duration::from_millis(500);
+    })
+    .await;
+    let t = crate::api_support::tenancy_without_provider(&z).await;
+    let cloud = orc_provider_sdk::fake::FakeCloud::new();
+    let _provider = crate::api_support::start_replica(&z, &t.mia, "acme/web", &cloud);
+    eventually("the provider serves", API_WAIT, || async {
+        let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
+        list.body
+            .as_array()
+            .is_some_and(|ps| ps.iter().any(|p| p["replicas"][0]["role"] == "serving"))
+    })
+    .await;
+    let created = z
+        .post(
+            &format!("{WEB}/pools"),
+            &t.mia,
+            crate::api_support::pool_body("db", 2),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let nodes = eventually_nodes(&z, &t.vic, 2).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut agents = Vec::new();
+    for node in &nodes {
+        agents.push(join_quiet_agent(&z, &t.mia, node, &dir.path().join(node)).await);
+    }
+    eventually("both nodes are ready", API_WAIT, || async {
+        let list = z.get(&format!("{WEB}/pools/db/nodes"), &t.vic).await;
+        list.body
+            .as_array()
+            .is_some_and(|ns| ns.iter().filter(|n| n["agent"]["state"] == "ready").count() == 2)
+    })
+    .await;
+    let layout_dir = tempfile::tempdir().unwrap();
+    let layout = write_layout(
+        &layout_dir.path().join("layout"),
+        "1",
+        &[vec![orc_testkit::oci::Entry::File(
+            "hello".into(),
+            b"hi".to_vec(),
+            0o644,
+        )]],
+        &orc_testkit::oci::RunConfig::default(),
+    );
+    push_layout(&z, &t.olivia, &layout, "acme/shop", "1").await;
+    let (front, back) = (&nodes[0], &nodes[1]);
+
+    // A label the zone reserves is refused; a tenant's label is kept.
+    let reserved = z
+        .put(
+            &format!("{WEB}/nodes/{front}/labels/orc.site"),
+            &t.mia,
+            json!({ "value": "x" }),
+        )
+        .await;
+    assert_eq!(reserved.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reserved.field(), Some("name"));
+    let labelled = z
+        .put(
+            &format!("{WEB}/nodes/{front}/labels/tier"),
+            &t.mia,
+            json!({ "value": "front" }),
+        )
+        .await;
+    assert_eq!(labelled.status, StatusCode::OK, "{}", labelled.body);
+    assert_eq!(labelled.body["labels"]["tier"], "front");
+    assert_eq!(labelled.body["zone_labels"]["orc.pool"], "db");
+    let denied = z
+        .put(
+            &format!("{WEB}/nodes/{front}/labels/tier"),
+            &t.vic,
+            json!({ "value": "x" }),
+        )
+        .await;
+    assert_eq!(denied.status, StatusCode::FORBIDDEN);
+
+    let app = |constraints: serde_json::Value, replicas: u32| {
+        json!({ "app": {
+            "name": "shop",
+            "services": { "web": {
+                "image": "acme/shop:1",
+                "replicas": replicas,
+                "constraints": constraints,
+                "tcp": { "port": 8080 },
+            } },
+        }})
+    };
+    let deployed = z
+        .post(
+            &format!("{WEB}/apps"),
+            &t.mia,
+            app(json!({ "tier": "front" }), 2),
+        )
+        .await;
+    assert_eq!(deployed.body["state"], "DEPLOYING", "{}", deployed.body);
+    let placed = |body: &serde_json::Value| -> Vec<String> {
+        body["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["node"].as_str().unwrap_or("-").to_string())
+            .collect()
+    };
+    let status = z.get(&format!("{WEB}/apps/shop"), &t.vic).await;
+    assert_eq!(
+        placed(&status.body),
+        [front.clone(), front.clone()],
+        "only the labelled node is eligible"
+    );
+
+    // A drain cordons the node; with no other node labelled, the replicas have nowhere to go.
+    let drained = z
+        .post(&format!("{WEB}/nodes/{front}/drain"), &t.mia, json!({}))
+        .await;
+    assert_eq!(drained.status, StatusCode::OK, "{}", drained.body);
+    assert_eq!(drained.body["cordoned"], true);
+    assert!(
+        drained.body["moved"][0]
+            .as_str()
+            .unwrap()
+            .contains("-> nowhere"),
+        "{}",
+        drained.body
+    );
+    // Labelled too, the other node takes them at the next drain of the first.
+    z.put(
+        &format!("{WEB}/nodes/{back}/labels/tier"),
+        &t.mia,
+        json!({ "value": "front" }),
+    )
+    .await;
+    let drained = z
+        .post(&format!("{WEB}/nodes/{front}/drain"), &t.mia, json!({}))
+        .await;
+    let status = z.get(&format!("{WEB}/apps/shop"), &t.vic).await;
+    assert_eq!(
+        placed(&status.body),
+        [back.clone(), back.clone()],
+        "{}",
+        drained.body
+    );
+
+    // A cordoned node takes nothing new: a new revision spreads over the other only.
+    let uncordoned = z
+        .post(&format!("{WEB}/nodes/{front}/uncordon"), &t.mia, json!({}))
+        .await;
+    assert_eq!(uncordoned.body["cordoned"], false);
+    z.post(&format!("{WEB}/nodes/{back}/cordon"), &t.mia, json!({}))
+        .await;
+    let bigger = z
+        .post(
+            &format!("{WEB}/apps"),
+            &t.mia,
+            app(json!({ "tier": "front" }), 3),
+        )
+        .await;
+    assert_eq!(bigger.body["number"], 2, "{}", bigger.body);
+    let status = z.get(&format!("{WEB}/apps/shop"), &t.vic).await;
+    let mut nodes_now = placed(&status.body);
+    nodes_now.sort();
+    let mut expected = vec![back.clone(), back.clone(), front.clone()];
+    expected.sort();
+    assert_eq!(
+        nodes_now, expected,
+        "the two on the cordoned node stay, the third goes to the other"
+    );
+
+    let events = z.get(&format!("{WEB}/events?limit=100"), &t.vic).await;
+    let kinds: Vec<&str> = events
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    for kind in [
+        "node.labelled",
+        "node.drained",
+        "node.cordoned",
+        "node.uncordoned",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
+    }
+    for (stop, task) in agents {
+        let _ = stop.send(());
+        let _ = task.await;
+    }
+}
+
+async fn eventually_nodes(z: &TestZone, token: &str, count: usize) -> Vec<String> {
+    eventually("the nodes run", API_WAIT, || async {
+        let list = z.get(&format!("{WEB}/pools/db/nodes"), token).await;
+        list.body
+            .as_array()
+            .is_some_and(|ns| ns.iter().filter(|n| n["state"] == "running").count() == count)
+    })
+    .await;
+    let list = z.get(&format!("{WEB}/pools/db/nodes"), token).await;
+    list.body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap().to_string())
+        .collect()
+}

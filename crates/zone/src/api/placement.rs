@@ -1,0 +1,261 @@
+//! What placement knows of a node beyond its pool: labels, cordons and drains.
+//!
+//! Labels a tenant gives a node are matched by services' `constraints`; the `orc.` prefix
+//! is the zone's (`orc.pool`, `orc.site`, `orc.class`). A cordoned node runs what it runs
+//! and takes nothing new. A drain cordons the node and places every movable replica on it
+//! elsewhere at once; a replica with a local volume stays, and the answer says so.
+
+use axum::Json;
+use axum::extract::State;
+use orc_app_model::schema::Check;
+
+use super::ApiState;
+use super::apps::{replace_placement, zone_labels};
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{JsonBody, PathArgs};
+use super::nodes::node_with_role;
+use super::views::{NodePlacementView, SetNodeLabel};
+use crate::model::Project as ProjectRow;
+use crate::model::{Node, Org, Project, Role};
+use orc_zone_model::access::Caller;
+
+async fn view(state: &ApiState, node: &Node) -> ApiResult<NodePlacementView> {
+    Ok(NodePlacementView {
+        node: node.id.to_string(),
+        zone_labels: zone_labels(state, node).await?,
+        labels: state.store.node_labels(&node.id).await?,
+        cordoned: state.store.node_cordoned(&node.id).await?,
+        moved: Vec::new(),
+        kept: Vec::new(),
+    })
+}
+
+/// Places the replicas of `project` that wait for a node, now that one may have room or
+/// the labels they ask for.
+async fn place_waiting(state: &ApiState, project: &ProjectRow) -> ApiResult<()> {
+    for app in state.store.list_apps(&project.id).await? {
+        let replicas = state.store.list_app_replicas(&project.id, &app.app).await?;
+        if replicas.iter().any(|r| r.node_id.is_none()) {
+            replace_placement(state, project, &app.app, None).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn event(
+    state: &ApiState,
+    org: &Org,
+    project: &Project,
+    node: &Node,
+    kind: &str,
+    words: &str,
+) {
+    let scope = crate::model::EventScope {
+        org_id: Some(org.id.clone()),
+        project_id: Some(project.id.clone()),
+        provider_id: None,
+        pool_id: Some(node.pool_id.clone()),
+        node_id: Some(node.id.clone()),
+    };
+    if let Err(e) = state
+        .store
+        .record_event(&scope, kind, words, state.now())
+        .await
+    {
+        tracing::warn!(error = %e, kind, "node event not recorded");
+    }
+}
+
+/// A node's labels and cordon.
+#[utoipa::path(get, path = "/api/orgs/{org}/projects/{project}/nodes/{node}/placement", tag = "nodes",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("node" = String, Path, description = "Node id")),
+    responses((status = 200, body = NodePlacementView), (status = 404, body = ErrorBody)))]
+pub(super) async fn get_placement(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, node)): PathArgs<(String, String, String)>,
+) -> ApiResult<Json<NodePlacementView>> {
+    let (_, _, node) = node_with_role(&state, &caller, &org, &project, &node, Role::Viewer).await?;
+    Ok(Json(view(&state, &node).await?))
+}
+
+/// Gives a node a label (its value replaced if it had one).
+#[utoipa::path(put, path = "/api/orgs/{org}/projects/{project}/nodes/{node}/labels/{name}", tag = "nodes",
+    request_body = SetNodeLabel,
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("node" = String, Path, description = "Node id"),
+        ("name" = String, Path, description = "Label name")),
+    responses((status = 200, body = NodePlacementView), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(super) async fn set_label(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, node, name)): PathArgs<(String, String, String, String)>,
+    body: JsonBody<SetNodeLabel>,
+) -> ApiResult<Json<NodePlacementView>> {
+    let (org, project, node) =
+        node_with_role(&state, &caller, &org, &project, &node, Role::Member).await?;
+    Check::LabelKey
+        .test(&name)
+        .map_err(|why| ApiError::invalid("name", format!("label {name:?} {why}")))?;
+    let body = body.parse()?;
+    Check::LabelValue
+        .test(&body.value)
+        .map_err(|why| ApiError::invalid("value", format!("the value {why}")))?;
+    state
+        .store
+        .set_node_label(&node.id, &name, &body.value)
+        .await?;
+    let words = format!("label {name}={} given by {}", body.value, caller.user.name);
+    event(&state, &org, &project, &node, "node.labelled", &words).await;
+    place_waiting(&state, &project).await?;
+    Ok(Json(view(&state, &node).await?))
+}
+
+/// Takes a label from a node.
+#[utoipa::path(delete, path = "/api/orgs/{org}/projects/{project}/nodes/{node}/labels/{name}", tag = "nodes",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("node" = String, Path, description = "Node id"),
+        ("name" = String, Path, description = "Label name")),
+    responses((status = 200, body = NodePlacementView), (status = 404, body = ErrorBody)))]
+pub(super) async fn remove_label(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, node, name)): PathArgs<(String, String, String, String)>,
+) -> ApiResult<Json<NodePlacementView>> {
+    let (org, project, node) =
+        node_with_role(&state, &caller, &org, &project, &node, Role::Member).await?;
+    if !state.store.remove_node_label(&node.id, &name).await? {
+        return Err(ApiError::not_found(
+            "name",
+            format!("node {} has no label {name}", node.id),
+        ));
+    }
+    let words = format!("label {name} taken by {}", caller.user.name);
+    event(&state, &org, &project, &node, "node.unlabelled", &words).await;
+    Ok(Json(view(&state, &node).await?))
+}
+
+/// Cordons a node: it runs what it runs and takes nothing new.
+#[utoipa::path(post, path = "/api/orgs/{org}/projects/{project}/nodes/{node}/cordon", tag = "nodes",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("node" = String, Path, description = "Node id")),
+    responses((status = 200, body = NodePlacementView), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(super) async fn cordon(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, node)): PathArgs<(String, String, String)>,
+) -> ApiResult<Json<NodePlacementView>> {
+    let (org, project, node) =
+        node_with_role(&state, &caller, &org, &project, &node, Role::Member).await?;
+    if state
+        .store
+        .set_node_cordon(&node.id, true, Some(caller.user.name.as_str()), state.now())
+        .await?
+    {
+        event(
+            &state,
+            &org,
+            &project,
+            &node,
+            "node.cordoned",
+            &format!("cordoned by {}", caller.user.name),
+        )
+        .await;
+    }
+    Ok(Json(view(&state, &node).await?))
+}
+
+/// Lifts a node's cordon.
+#[utoipa::path(post, path = "/api/orgs/{org}/projects/{project}/nodes/{node}/uncordon", tag = "nodes",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("node" = String, Path, description = "Node id")),
+    responses((status = 200, body = NodePlacementView), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(super) async fn uncordon(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, node)): PathArgs<(String, String, String)>,
+) -> ApiResult<Json<NodePlacementView>> {
+    let (org, project, node) =
+        node_with_role(&state, &caller, &org, &project, &node, Role::Member).await?;
+    if state
+        .store
+        .set_node_cordon(&node.id, false, None, state.now())
+        .await?
+    {
+        event(
+            &state,
+            &org,
+            &project,
+            &node,
+            "node.uncordoned",
+            &format!("cordon lifted by {}", caller.user.name),
+        )
+        .await;
+    }
+    place_waiting(&state, &project).await?;
+    Ok(Json(view(&state, &node).await?))
+}
+
+/// Drains a node: cordons it and places every movable replica on it elsewhere at once.
+#[utoipa::path(post, path = "/api/orgs/{org}/projects/{project}/nodes/{node}/drain", tag = "nodes",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("node" = String, Path, description = "Node id")),
+    responses((status = 200, body = NodePlacementView), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(super) async fn drain(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, node)): PathArgs<(String, String, String)>,
+) -> ApiResult<Json<NodePlacementView>> {
+    let (org, project, node) =
+        node_with_role(&state, &caller, &org, &project, &node, Role::Member).await?;
+    state
+        .store
+        .set_node_cordon(&node.id, true, Some(caller.user.name.as_str()), state.now())
+        .await?;
+    let mut moved = Vec::new();
+    let mut kept = Vec::new();
+    for app in state.store.apps_on_node(&project.id, &node.id).await? {
+        let before = state.store.list_app_replicas(&project.id, &app).await?;
+        replace_placement(&state, &project, &app, Some(&node.id)).await?;
+        let after = state.store.list_app_replicas(&project.id, &app).await?;
+        for old in before
+            .iter()
+            .filter(|r| r.node_id.as_ref() == Some(&node.id))
+        {
+            let now = after
+                .iter()
+                .find(|r| r.workload == old.workload && r.slot == old.slot)
+                .and_then(|r| r.node_id.clone());
+            let name = format!("{app}/{}[{}]", old.workload, old.slot);
+            match now {
+                Some(n) if n == node.id => {
+                    kept.push(format!("{name}: its local volume lives on this node"))
+                }
+                Some(n) => moved.push(format!("{name} -> {n}")),
+                None => moved.push(format!("{name} -> nowhere (no eligible node has room)")),
+            }
+        }
+    }
+    let words = format!(
+        "drained by {}: {} replica(s) moved, {} kept",
+        caller.user.name,
+        moved.len(),
+        kept.len()
+    );
+    event(&state, &org, &project, &node, "node.drained", &words).await;
+    let mut out = view(&state, &node).await?;
+    out.moved = moved;
+    out.kept = kept;
+    Ok(Json(out))
+}
