@@ -189,20 +189,7 @@ async fn clean(dir: &std::path::Path, namespace: &str) {
         Duration::from_secs(2),
     )
     .await;
-    if let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") {
-        let prefix = dir.display().to_string();
-        let mut ours: Vec<&str> = mounts
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(1))
-            .filter(|m| m.starts_with(&prefix))
-            .collect();
-        ours.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for mount in ours {
-            let _ = std::process::Command::new("umount")
-                .args(["-l", mount])
-                .status();
-        }
-    }
+    orc_runtime::supervisor::unmount_under(dir);
     if let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") {
         for controller in controllers.flatten() {
             let root = controller.path().join(namespace);

@@ -730,7 +730,7 @@ fn write_secrets(dir: &Path, files: &[(String, SecretValue)]) -> Result<(), Stri
 }
 
 /// Unmounts whatever is mounted below `dir` (a replica's leftover mounts), deepest first.
-fn unmount_under(dir: &Path) {
+pub fn unmount_under(dir: &Path) {
     let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
         return;
     };

@@ -76,6 +76,15 @@ fn revision_from(row: &AnyRow) -> StoreResult<AppRevisionRow> {
     })
 }
 
+/// [`REVISION_COLUMNS`] of the table aliased `r`.
+fn qualified_columns() -> String {
+    REVISION_COLUMNS
+        .split(", ")
+        .map(|c| format!("r.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The states a revision leaves when a newer one is made.
 const IN_FLIGHT: &str = "('PENDING', 'DEPLOYING', 'BLOCKED')";
 
@@ -194,6 +203,28 @@ impl Store {
         row.as_ref().map(revision_from).transpose()
     }
 
+    /// The newest revision of `app` (the one its `apps` row names), without reading the
+    /// others.
+    pub async fn newest_app_revision(
+        &self,
+        project: &ProjectId,
+        app: &Name,
+    ) -> StoreResult<Option<AppRevisionRow>> {
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT {} FROM app_revisions r JOIN apps a \
+             ON a.project_id = r.project_id AND a.name = r.app AND a.revision = r.number \
+             WHERE r.project_id = $1 AND r.app = $2",
+            qualified_columns()
+        ));
+        let row = sqlx::query(sql)
+            .bind(project.as_str())
+            .bind(app.as_str())
+            .fetch_optional(self.pool())
+            .await
+            .op("read an app's newest revision")?;
+        row.as_ref().map(revision_from).transpose()
+    }
+
     /// Every revision of `app`, newest first.
     pub async fn list_app_revisions(
         &self,
@@ -219,11 +250,7 @@ impl Store {
             "SELECT {} FROM app_revisions r JOIN apps a \
              ON a.project_id = r.project_id AND a.name = r.app AND a.revision = r.number \
              WHERE r.project_id = $1 ORDER BY r.app",
-            REVISION_COLUMNS
-                .split(", ")
-                .map(|c| format!("r.{c}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            qualified_columns()
         ));
         let rows = sqlx::query(sql)
             .bind(project.as_str())

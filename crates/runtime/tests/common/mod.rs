@@ -81,17 +81,7 @@ impl Drop for Lab {
         // Anything left in the test's cgroups or held by its shims.
         kill_matching(&format!("-namespace\0{}\0", self.namespace));
         std::thread::sleep(Duration::from_millis(200));
-        if let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") {
-            let mut ours: Vec<&str> = mounts
-                .lines()
-                .filter_map(|l| l.split_whitespace().nth(1))
-                .filter(|m| m.starts_with(self.dir.to_str().unwrap_or("/nonexistent")))
-                .collect();
-            ours.sort_by_key(|m| std::cmp::Reverse(m.len()));
-            for mount in ours {
-                let _ = Command::new("umount").args(["-l", mount]).status();
-            }
-        }
+        orc_runtime::supervisor::unmount_under(&self.dir);
         let replicas = replica_prefix();
         let made_by_supervisors = std::fs::read_dir("/var/run/netns")
             .map(|entries| {

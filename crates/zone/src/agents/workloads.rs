@@ -99,30 +99,27 @@ impl AgentHub {
             let service = document
                 .spec
                 .services
-                .get(&workload.parse::<Name>().ok().unwrap_or_else(|| app.clone()));
-            let probe = match service {
-                Some(s) => match (&s.http, &s.tcp) {
-                    (Some(http), _) => agent_pb::Probe {
-                        kind: if http.health_path.is_some() {
-                            "http"
-                        } else {
-                            "tcp"
-                        }
-                        .into(),
-                        port: u32::from(http.port),
-                        path: http.health_path.clone().unwrap_or_default(),
-                    },
-                    (None, Some(tcp)) => agent_pb::Probe {
-                        kind: "tcp".into(),
-                        port: u32::from(tcp.port),
-                        path: String::new(),
-                    },
-                    (None, None) => agent_pb::Probe {
-                        kind: "none".into(),
-                        ..Default::default()
-                    },
+                .iter()
+                .find(|(name, _)| name.as_str() == workload)
+                .map(|(_, service)| service);
+            let probe = match service.map(|s| (&s.http, &s.tcp)) {
+                Some((Some(http), _)) => agent_pb::Probe {
+                    kind: if http.health_path.is_some() {
+                        "http"
+                    } else {
+                        "tcp"
+                    }
+                    .into(),
+                    port: u32::from(http.port),
+                    path: http.health_path.clone().unwrap_or_default(),
                 },
-                None => agent_pb::Probe {
+                Some((None, Some(tcp))) => agent_pb::Probe {
+                    kind: "tcp".into(),
+                    port: u32::from(tcp.port),
+                    path: String::new(),
+                },
+                // A worker, or a service with no endpoint: ready while it runs.
+                _ => agent_pb::Probe {
                     kind: "none".into(),
                     ..Default::default()
                 },
@@ -244,12 +241,7 @@ impl AgentHub {
 
     async fn settle_app(&self, project: &ProjectId, app: &Name) -> Result<(), StoreError> {
         let store = &self.inner.store;
-        let Some(newest) = store
-            .list_app_revisions(project, app)
-            .await?
-            .into_iter()
-            .next()
-        else {
+        let Some(newest) = store.newest_app_revision(project, app).await? else {
             return Ok(());
         };
         if newest.state != DeploymentState::Deploying.as_str() {

@@ -145,7 +145,8 @@ async fn resolve(state: &ApiState, org: &Org, spec: &AppSpec) -> ApiResult<Resol
                         ),
                     )
                 })?,
-            (None, None) => unreachable_tag(&field)?,
+            // `ImageRef::parse` names `latest` when the reference names neither.
+            (None, None) => unreachable!("an image reference has a tag or a digest"),
         };
         images.insert(
             name.to_string(),
@@ -161,19 +162,20 @@ async fn resolve(state: &ApiState, org: &Org, spec: &AppSpec) -> ApiResult<Resol
     })
 }
 
-fn unreachable_tag(field: &str) -> ApiResult<String> {
-    Err(ApiError::invalid(
-        field,
-        "the image names neither a tag nor a digest",
-    ))
-}
-
 /// The labels the zone sets on a node: its pool, its pool's region class, its site.
 pub(super) async fn zone_labels(
     state: &ApiState,
     node: &crate::model::Node,
 ) -> ApiResult<BTreeMap<String, String>> {
     let pool = state.store.get_pool(&node.pool_id).await?;
+    Ok(zone_labels_of(&pool, node))
+}
+
+/// [`zone_labels`] of a node of `pool`.
+fn zone_labels_of(
+    pool: &crate::model::Pool,
+    node: &crate::model::Node,
+) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::from([
         ("orc.pool".to_string(), pool.name.to_string()),
         ("orc.class".to_string(), pool.spec.region_class.to_string()),
@@ -181,7 +183,7 @@ pub(super) async fn zone_labels(
     if let Some(site) = &node.status.site {
         labels.insert("orc.site".to_string(), site.clone());
     }
-    Ok(labels)
+    labels
 }
 
 /// The project's ready nodes as the planner sees them (the zone's labels and the ones given
@@ -203,7 +205,7 @@ async fn cluster(
                 continue;
             }
             let mut labels = state.store.node_labels(&node.id).await?;
-            labels.extend(zone_labels(state, &node).await?);
+            labels.extend(zone_labels_of(&pool, &node));
             nodes.push(PlanNode {
                 name: node.id.to_string(),
                 labels,
@@ -301,12 +303,7 @@ async fn current_revision(
     project: &Project,
     app: &Name,
 ) -> ApiResult<Option<AppRevisionRow>> {
-    Ok(state
-        .store
-        .list_app_revisions(&project.id, app)
-        .await?
-        .into_iter()
-        .next())
+    Ok(state.store.newest_app_revision(&project.id, app).await?)
 }
 
 /// What deploying an app would change.

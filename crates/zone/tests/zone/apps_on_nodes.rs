@@ -100,20 +100,7 @@ impl Drop for NodeRuntime {
                 .args(["-KILL", pid.trim()])
                 .status();
         }
-        if let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") {
-            let prefix = self.apps.display().to_string();
-            let mut ours: Vec<&str> = mounts
-                .lines()
-                .filter_map(|l| l.split_whitespace().nth(1))
-                .filter(|m| m.starts_with(&prefix))
-                .collect();
-            ours.sort_by_key(|m| std::cmp::Reverse(m.len()));
-            for mount in ours {
-                let _ = std::process::Command::new("umount")
-                    .args(["-l", mount])
-                    .status();
-            }
-        }
+        orc_runtime::supervisor::unmount_under(&self.apps);
         if let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") {
             for controller in controllers.flatten() {
                 for id in ["shop-web-0", "shop-web-1"] {
