@@ -164,6 +164,7 @@ pub fn status_message(generation: u64, states: &[ReplicaStatus]) -> agent_pb::Wo
                 .into(),
                 ready: s.ready,
                 restarts: s.restarts,
+                revision: s.revision,
                 exit_status: s.exit_status,
                 message: s.message.clone().unwrap_or_default(),
             })

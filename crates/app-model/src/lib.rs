@@ -7,6 +7,7 @@
 //! - [`spec`]: the typed app and image references.
 //! - [`init`]: the starter file of `orc app init`.
 //! - [`planner`]: which node runs each replica, as a pure function.
+//! - [`rollout`]: the next step of a rolling update, as a pure function.
 //! - [`revision`]: apps with their images resolved, their digests and diffs, deployment states.
 //! - `pkl` (feature `pkl`): evaluating a file in pure Rust and placing each problem on its
 //!   file and line.
@@ -20,6 +21,7 @@ pub mod init;
 pub mod pkl;
 pub mod planner;
 pub mod revision;
+pub mod rollout;
 pub mod schema;
 pub mod spec;
 

@@ -45,6 +45,30 @@ impl ResolvedApp {
     pub fn image(&self, name: &str) -> Option<&ResolvedImage> {
         self.images.get(name)
     }
+
+    /// How workload `name` runs, apart from how many of it: its definition and its image's
+    /// digest. Two revisions with the same answer run the same containers, so instances of
+    /// one serve as the other's without a restart.
+    pub fn definition_of(&self, name: &str) -> Option<Value> {
+        let definition = match self.spec.services.iter().find(|(n, _)| n.as_str() == name) {
+            Some((_, service)) => serde_json::to_value(service),
+            None => serde_json::to_value(
+                self.spec
+                    .workers
+                    .iter()
+                    .find(|(n, _)| n.as_str() == name)?
+                    .1,
+            ),
+        };
+        let mut definition = definition.ok()?;
+        if let Some(fields) = definition.as_object_mut() {
+            fields.remove("replicas");
+        }
+        Some(serde_json::json!({
+            "definition": definition,
+            "image": self.image(name).map(|i| i.digest.clone()),
+        }))
+    }
 }
 
 /// One difference between two revisions.
@@ -261,5 +285,16 @@ mod tests {
             "{first:?}"
         );
         assert!(diff(Some(&a), &a).is_empty());
+    }
+
+    #[test]
+    fn a_workload_is_defined_alike_whatever_its_replicas() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let a = app(2, "acme/web:1", &digest);
+        let more = app(5, "acme/web:1", &digest);
+        assert_eq!(a.definition_of("web"), more.definition_of("web"));
+        let moved = app(2, "acme/web:1", &format!("sha256:{}", "b".repeat(64)));
+        assert_ne!(a.definition_of("web"), moved.definition_of("web"));
+        assert_eq!(a.definition_of("db"), None);
     }
 }

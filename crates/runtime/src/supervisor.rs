@@ -135,9 +135,15 @@ pub struct ReplicaPlan {
 }
 
 impl ReplicaPlan {
-    /// The digest of the plan: a container made for another plan is replaced.
+    /// The digest of the plan: a container made for another plan is replaced. The revision
+    /// is left out: a replica the zone relabels to a newer revision that runs it unchanged
+    /// keeps its container.
     pub fn digest(&self) -> String {
-        let bytes = serde_json::to_vec(self).unwrap_or_default();
+        let unlabelled = ReplicaPlan {
+            revision: 0,
+            ..self.clone()
+        };
+        let bytes = serde_json::to_vec(&unlabelled).unwrap_or_default();
         let hash = sha2::Sha256::digest(&bytes);
         hash.iter().take(16).map(|b| format!("{b:02x}")).collect()
     }
@@ -185,6 +191,8 @@ pub struct ReplicaStatus {
     pub exit_status: Option<u32>,
     /// Why it failed, in words.
     pub message: Option<String>,
+    /// The revision of the plan it runs.
+    pub revision: u64,
 }
 
 #[derive(Debug)]
@@ -331,6 +339,7 @@ impl Supervisor {
                     restarts: 0,
                     exit_status: None,
                     message: None,
+                    revision: 0,
                 },
                 started: Instant::now(),
                 backoff: FIRST_BACKOFF,
@@ -388,12 +397,18 @@ impl Supervisor {
         for plan in desired.values() {
             self.probe(plan).await;
             self.rotate_logs(&plan.id);
+            self.set(&plan.id, |t| t.status.revision = plan.revision);
         }
         self.statuses()
     }
 
     async fn remove(&self, id: &str) {
         tracing::info!(replica = id, "replica removed");
+        // What was known of the container goes with it: a replica made again in its place
+        // starts unready, with no restarts.
+        if let Ok(mut tracked) = self.tracked.lock() {
+            tracked.remove(id);
+        }
         let _ = self.client.stop(id, self.config.stop_grace).await;
         let _ = self.client.delete_task(id).await;
         if let Err(error) = self.client.delete_container(id).await

@@ -1607,9 +1607,14 @@ pub struct NodePlacementView {
     pub labels: BTreeMap<String, String>,
     /// Whether it takes no new replicas.
     pub cordoned: bool,
-    /// A drain's moves, `app/workload[slot] -> node` (or `-> nowhere` when no node has room).
+    /// Whether it is drained: what runs there moves to other nodes, within each app's
+    /// rollout budget.
+    #[serde(default)]
+    pub draining: bool,
+    /// Replicas a drain moves off the node, `app/workload[slot]`: each is replaced elsewhere
+    /// first when its app allows a surge, and stops once its replacement is ready.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub moved: Vec<String>,
+    pub moving: Vec<String>,
     /// Replicas a drain leaves, with why (a local volume lives on the node).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kept: Vec<String>,

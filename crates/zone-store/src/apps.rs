@@ -9,7 +9,7 @@ use orc_zone_model::{Name, NodeId, ProjectId, Timestamp};
 use sqlx::any::AnyRow;
 
 use super::error::OperationExt;
-use super::rows::{big, flag, opt_parsed, opt_text, parsed, text, time, uint32, uint64};
+use super::rows::{big, flag, opt_parsed, opt_text, opt_time, parsed, text, time, uint32, uint64};
 use super::{Store, StoreResult};
 
 /// A revision as the store keeps it.
@@ -35,6 +35,10 @@ pub struct AppRevisionRow {
     pub created_at: Timestamp,
     /// When its state last changed.
     pub updated_at: Timestamp,
+    /// When its rollout began; `None` while it has not (blocked, or never placed).
+    pub started_at: Option<Timestamp>,
+    /// When it first became healthy.
+    pub healthy_at: Option<Timestamp>,
 }
 
 /// Where one replica is and how it fares.
@@ -58,8 +62,31 @@ pub struct AppReplicaRow {
     pub updated_at: Timestamp,
 }
 
+/// One rollout step's changes to an app's replicas.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplicaChange {
+    /// Slots to remove, by workload.
+    pub remove: Vec<(String, u32)>,
+    /// Slots relabelled to a revision: workload, slot, revision.
+    pub adopt: Vec<(String, u32, u64)>,
+    /// New replicas.
+    pub add: Vec<AppReplicaRow>,
+    /// Waiting replicas given a node: workload, slot, node.
+    pub place: Vec<(String, u32, NodeId)>,
+}
+
+impl ReplicaChange {
+    /// Nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.remove.is_empty()
+            && self.adopt.is_empty()
+            && self.add.is_empty()
+            && self.place.is_empty()
+    }
+}
+
 const REVISION_COLUMNS: &str = "app, number, digest, document, origin, state, reason, \
-    created_by, created_at, updated_at";
+    created_by, created_at, updated_at, started_at, healthy_at";
 
 fn revision_from(row: &AnyRow) -> StoreResult<AppRevisionRow> {
     Ok(AppRevisionRow {
@@ -73,6 +100,8 @@ fn revision_from(row: &AnyRow) -> StoreResult<AppRevisionRow> {
         created_by: opt_text(row, "app_revisions.created_by")?,
         created_at: time(row, "app_revisions.created_at")?,
         updated_at: time(row, "app_revisions.updated_at")?,
+        started_at: opt_time(row, "app_revisions.started_at")?,
+        healthy_at: opt_time(row, "app_revisions.healthy_at")?,
     })
 }
 
@@ -141,8 +170,9 @@ impl Store {
             .op("supersede an app's revisions")?;
         sqlx::query(
             "INSERT INTO app_revisions (project_id, app, number, digest, document, origin, \
-             state, reason, created_by, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+             state, reason, created_by, created_at, updated_at, started_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, \
+             CASE WHEN $7 = 'DEPLOYING' THEN $10 END)",
         )
         .bind(project.as_str())
         .bind(app.as_str())
@@ -179,6 +209,8 @@ impl Store {
             created_by: created_by.map(str::to_string),
             created_at: now,
             updated_at: now,
+            started_at: (state == "DEPLOYING").then_some(now),
+            healthy_at: None,
         })
     }
 
@@ -260,7 +292,8 @@ impl Store {
         rows.iter().map(revision_from).collect()
     }
 
-    /// Sets the state of revision `number` of `app`.
+    /// Sets the state of revision `number` of `app`: its rollout begins when it first
+    /// turns `DEPLOYING`, and it counts as healthy from when it first turns `HEALTHY`.
     pub async fn set_app_revision_state(
         &self,
         project: &ProjectId,
@@ -271,7 +304,11 @@ impl Store {
         now: Timestamp,
     ) -> StoreResult<()> {
         sqlx::query(
-            "UPDATE app_revisions SET state = $4, reason = $5, updated_at = $6 \
+            "UPDATE app_revisions SET state = $4, reason = $5, updated_at = $6, \
+             started_at = CASE WHEN $4 = 'DEPLOYING' AND started_at IS NULL THEN $6 \
+             ELSE started_at END, \
+             healthy_at = CASE WHEN $4 = 'HEALTHY' AND healthy_at IS NULL THEN $6 \
+             ELSE healthy_at END \
              WHERE project_id = $1 AND app = $2 AND number = $3",
         )
         .bind(project.as_str())
@@ -283,44 +320,6 @@ impl Store {
         .execute(self.pool())
         .await
         .op("set an app revision's state")?;
-        Ok(())
-    }
-
-    /// Replaces where `app`'s replicas are placed.
-    pub async fn replace_app_replicas(
-        &self,
-        project: &ProjectId,
-        app: &Name,
-        replicas: &[AppReplicaRow],
-    ) -> StoreResult<()> {
-        let mut tx = self.begin("place an app's replicas").await?;
-        sqlx::query("DELETE FROM app_replicas WHERE project_id = $1 AND app = $2")
-            .bind(project.as_str())
-            .bind(app.as_str())
-            .execute(&mut *tx)
-            .await
-            .op("forget an app's placement")?;
-        for r in replicas {
-            sqlx::query(
-                "INSERT INTO app_replicas (project_id, app, workload, slot, revision, node_id, \
-                 state, ready, restarts, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            )
-            .bind(project.as_str())
-            .bind(app.as_str())
-            .bind(&r.workload)
-            .bind(i64::from(r.slot))
-            .bind(big(r.revision))
-            .bind(r.node_id.as_ref().map(|n| n.as_str()))
-            .bind(&r.state)
-            .bind(i64::from(r.ready))
-            .bind(i64::from(r.restarts))
-            .bind(r.updated_at.millis())
-            .execute(&mut *tx)
-            .await
-            .op("place an app replica")?;
-        }
-        tx.commit().await.op("place an app's replicas")?;
         Ok(())
     }
 
@@ -408,8 +407,8 @@ impl Store {
             .collect()
     }
 
-    /// Records what `node` reports of one of its replicas; a replica since placed elsewhere
-    /// is left alone. Whether a row changed.
+    /// Records what `node` reports of one of its replicas; a replica since placed elsewhere,
+    /// or whose slot now runs another revision, is left alone. Whether a row changed.
     #[allow(clippy::too_many_arguments)]
     pub async fn report_app_replica(
         &self,
@@ -418,6 +417,7 @@ impl Store {
         app: &Name,
         workload: &str,
         slot: u32,
+        revision: u64,
         state: &str,
         ready: bool,
         restarts: u32,
@@ -426,7 +426,7 @@ impl Store {
         let done = sqlx::query(
             "UPDATE app_replicas SET state = $6, ready = $7, restarts = $8, updated_at = $9 \
              WHERE project_id = $1 AND app = $2 AND workload = $3 AND slot = $4 AND node_id = $5 \
-             AND (state <> $6 OR ready <> $7 OR restarts <> $8)",
+             AND revision = $10 AND (state <> $6 OR ready <> $7 OR restarts <> $8)",
         )
         .bind(project.as_str())
         .bind(app.as_str())
@@ -437,6 +437,7 @@ impl Store {
         .bind(i64::from(ready))
         .bind(i64::from(restarts))
         .bind(now.millis())
+        .bind(big(revision))
         .execute(self.pool())
         .await
         .op("record a replica's report")?;
@@ -490,22 +491,27 @@ impl Store {
         Ok(done.rows_affected() > 0)
     }
 
-    /// Cordons `node` (`true`) or lifts its cordon; whether that changed anything.
+    /// Cordons `node` (`true`) or lifts its cordon (and its drain); whether that changed
+    /// anything. `drain` also moves what runs there; a cordon alone does not end a drain.
     pub async fn set_node_cordon(
         &self,
         node: &NodeId,
         cordoned: bool,
+        drain: bool,
         by: Option<&str>,
         now: Timestamp,
     ) -> StoreResult<bool> {
         let done = if cordoned {
             sqlx::query(
-                "INSERT INTO node_cordons (node_id, cordoned_by, cordoned_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (node_id) DO NOTHING",
+                "INSERT INTO node_cordons (node_id, cordoned_by, cordoned_at, draining) \
+                 VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (node_id) DO UPDATE SET draining = excluded.draining \
+                 WHERE node_cordons.draining < excluded.draining",
             )
             .bind(node.as_str())
             .bind(by)
             .bind(now.millis())
+            .bind(i64::from(drain))
             .execute(self.pool())
             .await
             .op("cordon a node")?
@@ -521,12 +527,131 @@ impl Store {
 
     /// Whether `node` is cordoned.
     pub async fn node_cordoned(&self, node: &NodeId) -> StoreResult<bool> {
-        let row = sqlx::query("SELECT node_id FROM node_cordons WHERE node_id = $1")
+        Ok(self.node_cordon(node).await?.is_some())
+    }
+
+    /// `node`'s cordon: `None` when it has none, else whether it drains.
+    pub async fn node_cordon(&self, node: &NodeId) -> StoreResult<Option<bool>> {
+        let row = sqlx::query("SELECT draining FROM node_cordons WHERE node_id = $1")
             .bind(node.as_str())
             .fetch_optional(self.pool())
             .await
             .op("read a node's cordon")?;
-        Ok(row.is_some())
+        row.as_ref()
+            .map(|row| flag(row, "node_cordons.draining"))
+            .transpose()
+    }
+
+    /// Every app of the zone, by project: what the rollout pass looks at.
+    pub async fn all_apps(&self) -> StoreResult<Vec<(ProjectId, Name)>> {
+        let rows = sqlx::query("SELECT project_id, name FROM apps ORDER BY project_id, name")
+            .fetch_all(self.pool())
+            .await
+            .op("list the zone's apps")?;
+        rows.iter()
+            .map(|row| Ok((parsed(row, "apps.project_id")?, parsed(row, "apps.name")?)))
+            .collect()
+    }
+
+    /// The newest revision of `app` below `before` that was ever healthy.
+    pub async fn last_healthy_app_revision(
+        &self,
+        project: &ProjectId,
+        app: &Name,
+        before: u64,
+    ) -> StoreResult<Option<AppRevisionRow>> {
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT {REVISION_COLUMNS} FROM app_revisions \
+             WHERE project_id = $1 AND app = $2 AND number < $3 AND healthy_at IS NOT NULL \
+             ORDER BY number DESC LIMIT 1"
+        ));
+        let row = sqlx::query(sql)
+            .bind(project.as_str())
+            .bind(app.as_str())
+            .bind(big(before))
+            .fetch_optional(self.pool())
+            .await
+            .op("read an app's last healthy revision")?;
+        row.as_ref().map(revision_from).transpose()
+    }
+
+    /// Applies one rollout step to `app`'s replicas in one transaction: removes slots,
+    /// relabels slots to a revision where they run, adds new ones, and places waiting ones
+    /// (only if they still wait). Reports recorded meanwhile are kept.
+    pub async fn change_app_replicas(
+        &self,
+        project: &ProjectId,
+        app: &Name,
+        change: &ReplicaChange,
+    ) -> StoreResult<()> {
+        if change.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.begin("roll an app's replicas").await?;
+        for (workload, slot) in &change.remove {
+            sqlx::query(
+                "DELETE FROM app_replicas \
+                 WHERE project_id = $1 AND app = $2 AND workload = $3 AND slot = $4",
+            )
+            .bind(project.as_str())
+            .bind(app.as_str())
+            .bind(workload)
+            .bind(i64::from(*slot))
+            .execute(&mut *tx)
+            .await
+            .op("remove an app replica")?;
+        }
+        for (workload, slot, revision) in &change.adopt {
+            sqlx::query(
+                "UPDATE app_replicas SET revision = $5 \
+                 WHERE project_id = $1 AND app = $2 AND workload = $3 AND slot = $4",
+            )
+            .bind(project.as_str())
+            .bind(app.as_str())
+            .bind(workload)
+            .bind(i64::from(*slot))
+            .bind(big(*revision))
+            .execute(&mut *tx)
+            .await
+            .op("relabel an app replica")?;
+        }
+        for r in &change.add {
+            sqlx::query(
+                "INSERT INTO app_replicas (project_id, app, workload, slot, revision, node_id, \
+                 state, ready, restarts, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            )
+            .bind(project.as_str())
+            .bind(app.as_str())
+            .bind(&r.workload)
+            .bind(i64::from(r.slot))
+            .bind(big(r.revision))
+            .bind(r.node_id.as_ref().map(|n| n.as_str()))
+            .bind(&r.state)
+            .bind(i64::from(r.ready))
+            .bind(i64::from(r.restarts))
+            .bind(r.updated_at.millis())
+            .execute(&mut *tx)
+            .await
+            .op("add an app replica")?;
+        }
+        for (workload, slot, node) in &change.place {
+            sqlx::query(
+                "UPDATE app_replicas SET node_id = $5 \
+                 WHERE project_id = $1 AND app = $2 AND workload = $3 AND slot = $4 \
+                 AND node_id IS NULL",
+            )
+            .bind(project.as_str())
+            .bind(app.as_str())
+            .bind(workload)
+            .bind(i64::from(*slot))
+            .bind(node.as_str())
+            .execute(&mut *tx)
+            .await
+            .op("place an app replica")?;
+        }
+        tx.commit().await.op("roll an app's replicas")?;
+        Ok(())
     }
 
     /// The apps of `project` with a replica on `node`.

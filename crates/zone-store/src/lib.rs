@@ -61,7 +61,7 @@ use sqlx::{Any, AnyPool, Executor, SqlSafeStr, Transaction};
 use orc_zone_model::{Timestamp, sys_org_id, sys_project_id};
 
 pub use agents::AgentUpdate;
-pub use apps::{AppReplicaRow, AppRevisionRow};
+pub use apps::{AppReplicaRow, AppRevisionRow, ReplicaChange};
 use error::OperationExt;
 pub use error::{Kind, StoreError};
 pub use images::ImageManifestRow;
@@ -190,10 +190,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "node labels and cordons",
         include_str!("../migrations/0022_node_placement.sql"),
     ),
+    (
+        23,
+        "rollouts: when a revision began and was healthy, draining cordons",
+        include_str!("../migrations/0023_rollouts.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 22;
+pub const SCHEMA_VERSION: i64 = 23;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

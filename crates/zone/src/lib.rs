@@ -5,6 +5,8 @@
 //!   (the hub for remote providers, the app supervisor for `core`);
 //! - [`hub`]: the zone's side of the provider protocol, over gRPC;
 //! - [`reconcile`]: the node state machine (pure) and the passes that carry it out;
+//! - [`rollouts`]: apps on nodes: rolling updates, placement of waiting replicas,
+//!   deadlines and automatic rollbacks;
 //! - [`api`]: the HTTP/JSON API's handlers and its OpenAPI document;
 //! - [`web`]: the zone's side of the web layer (`orc-web`: the access edge and the
 //!   console): the store as the edge uses it, the API as the console calls it;
@@ -22,6 +24,7 @@ pub mod backend;
 pub mod hub;
 pub mod mesh;
 pub mod reconcile;
+pub mod rollouts;
 mod streams;
 pub mod web;
 pub mod zone;

@@ -26,7 +26,9 @@ pub(crate) fn placement_text(view: &NodePlacementView) -> String {
     let mut out = format!(
         "Node {}{}\n  labels: {}\n  set by the zone: {}\n",
         view.node,
-        if view.cordoned {
+        if view.draining {
+            " (draining: takes no new replicas; what runs there moves to other nodes)"
+        } else if view.cordoned {
             " (cordoned: takes no new replicas)"
         } else {
             ""
@@ -34,8 +36,8 @@ pub(crate) fn placement_text(view: &NodePlacementView) -> String {
         labels_text(&view.labels),
         labels_text(&view.zone_labels)
     );
-    for line in &view.moved {
-        out.push_str(&format!("  moved {line}\n"));
+    for line in &view.moving {
+        out.push_str(&format!("  moving {line}\n"));
     }
     for line in &view.kept {
         out.push_str(&format!("  kept {line}\n"));

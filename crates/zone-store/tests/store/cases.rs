@@ -2816,7 +2816,7 @@ pub async fn images_keep_manifests_tags_and_what_they_name(db: &TestDb) {
 }
 
 pub async fn apps_keep_revisions_states_and_placements(db: &TestDb) {
-    use orc_zone_store::AppReplicaRow;
+    use orc_zone_store::{AppReplicaRow, ReplicaChange};
     let store = db.store().await;
     let (web, _provider) = tenant(&store).await;
     let project = web.id.clone();
@@ -2875,23 +2875,126 @@ pub async fn apps_keep_revisions_states_and_placements(db: &TestDb) {
     );
 
     let node: NodeId = "n-000000000001".parse().unwrap();
-    let rows = vec![AppReplicaRow {
+    let row = |slot: u32, revision: u64, node: Option<NodeId>| AppReplicaRow {
         workload: "web".into(),
-        slot: 0,
-        revision: 2,
-        node_id: Some(node.clone()),
+        slot,
+        revision,
+        node_id: node,
         state: "pending".into(),
-        ready: true,
-        restarts: 3,
+        ready: false,
+        restarts: 0,
         updated_at: T0,
-    }];
+    };
+    // A step adds two replicas, one placed and one waiting.
     store
-        .replace_app_replicas(&project, &app, &rows)
+        .change_app_replicas(
+            &project,
+            &app,
+            &ReplicaChange {
+                add: vec![row(0, 1, Some(node.clone())), row(1, 1, None)],
+                ..Default::default()
+            },
+        )
         .await
         .unwrap();
-    assert_eq!(store.list_app_replicas(&project, &app).await.unwrap(), rows);
+    // A report of another revision in the same slot is ignored; its own is kept.
+    let report = |revision: u64| {
+        store.report_app_replica(
+            &node, &project, &app, "web", 0, revision, "running", true, 2, T0,
+        )
+    };
+    assert!(!report(2).await.unwrap());
+    assert!(report(1).await.unwrap());
+    // The next step relabels the running one, places the waiting one, and adds a third;
+    // the report recorded meanwhile stays.
+    let other: NodeId = "n-000000000002".parse().unwrap();
+    store
+        .change_app_replicas(
+            &project,
+            &app,
+            &ReplicaChange {
+                adopt: vec![("web".into(), 0, 2)],
+                place: vec![
+                    ("web".into(), 1, other.clone()),
+                    ("web".into(), 0, other.clone()),
+                ],
+                add: vec![row(2, 2, Some(other.clone()))],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let listed = store.list_app_replicas(&project, &app).await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|r| (r.slot, r.revision, r.node_id.clone(), r.ready))
+            .collect::<Vec<_>>(),
+        [
+            (0, 2, Some(node.clone()), true),
+            (1, 1, Some(other.clone()), false),
+            (2, 2, Some(other.clone()), false),
+        ],
+        "a placed replica is not placed again"
+    );
+    store
+        .change_app_replicas(
+            &project,
+            &app,
+            &ReplicaChange {
+                remove: vec![("web".into(), 1), ("web".into(), 2)],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     let on_nodes = store.app_replicas_on_nodes(&project).await.unwrap();
     assert_eq!(on_nodes, [(app.clone(), "web".to_string(), 0, 2, node)]);
+
+    // A revision's rollout begins when it first deploys; it counts as healthy once.
+    let third = store
+        .create_app_revision(
+            &project,
+            &app,
+            &digest(3),
+            "{}",
+            "deploy",
+            "DEPLOYING",
+            None,
+            None,
+            T0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(third.started_at, Some(T0));
+    let later = T0.plus_millis(5_000);
+    for state in ["HEALTHY", "DEPLOYING", "HEALTHY"] {
+        store
+            .set_app_revision_state(&project, &app, 3, state, None, later)
+            .await
+            .unwrap();
+    }
+    let healthy = store
+        .last_healthy_app_revision(&project, &app, 4)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (healthy.number, healthy.started_at, healthy.healthy_at),
+        (3, Some(T0), Some(later))
+    );
+    assert!(
+        store
+            .last_healthy_app_revision(&project, &app, 3)
+            .await
+            .unwrap()
+            .is_some_and(|r| r.number == 2),
+        "revision 2 was healthy too"
+    );
+    assert_eq!(
+        store.all_apps().await.unwrap(),
+        [(project.clone(), app.clone())]
+    );
 
     assert!(store.delete_app(&project, &app).await.unwrap());
     assert!(!store.delete_app(&project, &app).await.unwrap());
@@ -3099,18 +3202,38 @@ pub async fn node_labels_and_cordons(db: &TestDb) {
     assert!(!store.node_cordoned(&node).await.unwrap());
     assert!(
         store
-            .set_node_cordon(&node, true, Some("mia"), T0)
+            .set_node_cordon(&node, true, false, Some("mia"), T0)
             .await
             .unwrap()
     );
     assert!(
         !store
-            .set_node_cordon(&node, true, Some("mia"), T0)
+            .set_node_cordon(&node, true, false, Some("mia"), T0)
             .await
             .unwrap(),
         "once"
     );
+    assert_eq!(store.node_cordon(&node).await.unwrap(), Some(false));
+    // A drain turns a cordon into a drain; a cordon again does not end it.
+    assert!(
+        store
+            .set_node_cordon(&node, true, true, Some("mia"), T0)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .set_node_cordon(&node, true, false, Some("mia"), T0)
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.node_cordon(&node).await.unwrap(), Some(true));
     assert!(store.node_cordoned(&node).await.unwrap());
-    assert!(store.set_node_cordon(&node, false, None, T0).await.unwrap());
+    assert!(
+        store
+            .set_node_cordon(&node, false, false, None, T0)
+            .await
+            .unwrap()
+    );
     assert!(!store.node_cordoned(&node).await.unwrap());
 }

@@ -81,6 +81,8 @@ pub struct AgentHubOptions {
     pub registry_url: Option<String>,
     /// What signs the registry pull grants nodes get (the API checks them with the same).
     pub pull_key: Arc<orc_zone_model::oci::PullKey>,
+    /// Woken when a node's report changes a replica, so rollouts go on at once.
+    pub rollouts: crate::rollouts::RolloutSignal,
 }
 
 impl fmt::Debug for AgentHubOptions {
@@ -107,6 +109,7 @@ impl Default for AgentHubOptions {
             clock: Arc::new(SystemClock),
             registry_url: None,
             pull_key: Arc::new(orc_zone_model::oci::PullKey::generate()),
+            rollouts: crate::rollouts::RolloutSignal::default(),
         }
     }
 }
@@ -459,6 +462,11 @@ impl AgentHub {
 
     fn next_id(&self) -> u64 {
         self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// What the hub wakes when a node's report changes a replica.
+    pub fn rollout_signal(&self) -> crate::rollouts::RolloutSignal {
+        self.inner.options.rollouts.clone()
     }
 
     /// The tonic service to mount beside the provider hub's.

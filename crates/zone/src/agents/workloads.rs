@@ -4,12 +4,12 @@
 //! A session looks at its node's assignment every [`WORKLOAD_POLL`] and sends it whole when
 //! it changed, with a generation taken from the zone's clock (so it only grows, also
 //! across zone restarts) and a fresh registry pull grant. The node reports each replica's
-//! phase, readiness and restarts; a revision whose replicas are all ready is `HEALTHY`.
+//! phase, readiness and restarts; the rollouts ([`crate::rollouts`]) take it from there.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use orc_app_model::revision::{DeploymentState, ResolvedApp};
+use orc_app_model::revision::ResolvedApp;
 use orc_app_model::spec::Restart;
 use orc_proto::agent_pb;
 use sha2::Digest as _;
@@ -195,8 +195,8 @@ impl AgentHub {
         message
     }
 
-    /// Records what `node` reports of its replicas, and moves each app whose newest
-    /// revision now has every replica ready to `HEALTHY`.
+    /// Records what `node` reports of its replicas (a report of another revision than the
+    /// slot now runs is ignored) and wakes the rollouts when anything changed.
     pub(super) async fn record_workload_status(
         &self,
         node: &NodeId,
@@ -204,7 +204,7 @@ impl AgentHub {
         keys: &BTreeMap<String, ReplicaKey>,
     ) {
         let now = self.now();
-        let mut touched: BTreeMap<(ProjectId, Name), ()> = BTreeMap::new();
+        let mut touched = false;
         for replica in status.replicas {
             let Some(key) = keys.get(&replica.id) else {
                 continue;
@@ -218,6 +218,7 @@ impl AgentHub {
                     &key.app,
                     &key.workload,
                     key.slot,
+                    replica.revision,
                     &replica.phase,
                     replica.ready,
                     replica.restarts,
@@ -225,54 +226,13 @@ impl AgentHub {
                 )
                 .await;
             match changed {
-                Ok(true) => {
-                    touched.insert((key.project.clone(), key.app.clone()), ());
-                }
+                Ok(true) => touched = true,
                 Ok(false) => {}
                 Err(error) => tracing::warn!(%node, %error, "a replica's report was not recorded"),
             }
         }
-        for (project, app) in touched.into_keys() {
-            if let Err(error) = self.settle_app(&project, &app).await {
-                tracing::warn!(%app, %error, "an app's state was not updated");
-            }
+        if touched {
+            self.inner.options.rollouts.wake();
         }
-    }
-
-    async fn settle_app(&self, project: &ProjectId, app: &Name) -> Result<(), StoreError> {
-        let store = &self.inner.store;
-        let Some(newest) = store.newest_app_revision(project, app).await? else {
-            return Ok(());
-        };
-        if newest.state != DeploymentState::Deploying.as_str() {
-            return Ok(());
-        }
-        let replicas = store.list_app_replicas(project, app).await?;
-        let Ok(document) = serde_json::from_str::<ResolvedApp>(&newest.document) else {
-            return Ok(());
-        };
-        let wanted: usize = document
-            .spec
-            .workloads()
-            .map(|(_, _, w)| w.replicas as usize)
-            .sum();
-        let ready = replicas
-            .iter()
-            .filter(|r| r.revision == newest.number && r.ready)
-            .count();
-        if ready == wanted {
-            store
-                .set_app_revision_state(
-                    project,
-                    app,
-                    newest.number,
-                    DeploymentState::Healthy.as_str(),
-                    None,
-                    self.now(),
-                )
-                .await?;
-            tracing::info!(%app, revision = newest.number, "app healthy");
-        }
-        Ok(())
     }
 }

@@ -2,17 +2,18 @@
 //!
 //! A deploy takes the app the client evaluated from its `orch.pkl`, checks it again, and
 //! resolves every image of the zone's registry to the digest its tag names now. The same
-//! resolved app again is a no-op; anything else makes a new, immutable revision. Placement
-//! is the pure planner's, over the project's ready nodes (their pool's shape, less what the
-//! node itself needs, and less what other apps hold); an app that cannot be placed is
-//! BLOCKED with the reason and nothing of it is applied.
+//! resolved app again is a no-op; anything else makes a new, immutable revision. Whether it
+//! can be placed is the pure planner's answer over the project's nodes (their pool's shape,
+//! less what the node itself needs, and less what other apps hold); one that cannot is
+//! BLOCKED with the reason and nothing of it is applied. Moving replicas is the rollout
+//! controller's ([`crate::rollouts`]), which a deploy wakes.
 
 use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use orc_app_model::planner::{self, PlanInput, PlanNode, PlanWorkload, VolumeHome};
+use orc_app_model::planner;
 use orc_app_model::revision::{DeploymentState, ResolvedApp, ResolvedImage, diff};
 use orc_app_model::{AppSpec, ImageRef};
 
@@ -24,22 +25,13 @@ use super::views::{
     AppPlanView, AppReplicaView, AppRevisionView, AppStatusView, BlockedView, ChangeView,
     DeployApp, ImageView, ProjectAppView, RollbackApp,
 };
-use crate::model::{AgentState, Name, NodeState, Org, Project, Role};
+use crate::model::{Name, Org, Project, Role};
+use crate::rollouts::{self, Cluster, Documents};
 use crate::store::{AppReplicaRow, AppRevisionRow};
 use orc_zone_model::access::Caller;
 
-/// CPU and memory a node keeps for itself and the agent.
-const SYSTEM_CPU_MILLIS: u64 = 200;
-const SYSTEM_MEMORY_BYTES: u64 = 256 << 20;
-
 fn document_of(row: &AppRevisionRow) -> ApiResult<ResolvedApp> {
-    serde_json::from_str(&row.document).map_err(|e| {
-        tracing::error!(app = %row.app, revision = row.number, error = %e, "a stored revision does not read");
-        ApiError::new(
-            orc_zone_api_types::error::ErrorCode::Internal,
-            format!("revision {} of app {} does not read", row.number, row.app),
-        )
-    })
+    Ok(rollouts::document(row)?)
 }
 
 fn images_of(app: &ResolvedApp) -> Vec<ImageView> {
@@ -168,123 +160,7 @@ pub(super) async fn zone_labels(
     node: &crate::model::Node,
 ) -> ApiResult<BTreeMap<String, String>> {
     let pool = state.store.get_pool(&node.pool_id).await?;
-    Ok(zone_labels_of(&pool, node))
-}
-
-/// [`zone_labels`] of a node of `pool`.
-fn zone_labels_of(
-    pool: &crate::model::Pool,
-    node: &crate::model::Node,
-) -> BTreeMap<String, String> {
-    let mut labels = BTreeMap::from([
-        ("orc.pool".to_string(), pool.name.to_string()),
-        ("orc.class".to_string(), pool.spec.region_class.to_string()),
-    ]);
-    if let Some(site) = &node.status.site {
-        labels.insert("orc.site".to_string(), site.clone());
-    }
-    labels
-}
-
-/// The project's ready nodes as the planner sees them (the zone's labels and the ones given
-/// them, cordons), and what apps other than `except` hold on them.
-async fn cluster(
-    state: &ApiState,
-    project: &Project,
-    except: &Name,
-) -> ApiResult<(Vec<PlanNode>, BTreeMap<String, (u64, u64)>)> {
-    let mut nodes = Vec::new();
-    for pool in state.store.list_pools(&project.id).await? {
-        let agents = state.store.node_agents_of_pool(&pool.id).await?;
-        for node in state.store.list_nodes_by_pool(&pool.id, false).await? {
-            let ready = node.status.state == NodeState::Running
-                && agents
-                    .iter()
-                    .any(|a| a.node_id == node.id && a.state == AgentState::Ready);
-            if !ready {
-                continue;
-            }
-            let mut labels = state.store.node_labels(&node.id).await?;
-            labels.extend(zone_labels_of(&pool, &node));
-            nodes.push(PlanNode {
-                name: node.id.to_string(),
-                labels,
-                cpu_millis: (u64::from(pool.spec.shape.vcpus) * 1000)
-                    .saturating_sub(SYSTEM_CPU_MILLIS),
-                memory_bytes: (u64::from(pool.spec.shape.memory_gib) << 30)
-                    .saturating_sub(SYSTEM_MEMORY_BYTES),
-                cordoned: state.store.node_cordoned(&node.id).await?,
-            });
-        }
-    }
-    let mut taken: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let mut documents: BTreeMap<(Name, u64), Option<ResolvedApp>> = BTreeMap::new();
-    for (app, workload, _slot, revision, node) in
-        state.store.app_replicas_on_nodes(&project.id).await?
-    {
-        if &app == except {
-            continue;
-        }
-        let key = (app.clone(), revision);
-        if !documents.contains_key(&key) {
-            let row = state
-                .store
-                .app_revision(&project.id, &app, revision)
-                .await?;
-            documents.insert(key.clone(), row.and_then(|r| document_of(&r).ok()));
-        }
-        if let Some(Some(doc)) = documents.get(&key)
-            && let Some((_, w)) = doc.spec.workload(&workload)
-        {
-            let entry = taken.entry(node.to_string()).or_default();
-            entry.0 += w.resources.cpu_millis();
-            entry.1 += w.resources.memory_bytes();
-        }
-    }
-    Ok((nodes, taken))
-}
-
-/// Places `app`'s workloads; replicas already placed stay where they can.
-fn place(
-    app: &ResolvedApp,
-    nodes: Vec<PlanNode>,
-    taken: BTreeMap<String, (u64, u64)>,
-    current: &[AppReplicaRow],
-) -> planner::Plan {
-    let workloads = app
-        .spec
-        .workloads()
-        .map(|(_, name, w)| {
-            let mut slots: Vec<Option<String>> = vec![None; w.replicas as usize];
-            for row in current.iter().filter(|r| r.workload == name.as_str()) {
-                if let Some(slot) = slots.get_mut(row.slot as usize) {
-                    *slot = row.node_id.as_ref().map(ToString::to_string);
-                }
-            }
-            let volume = if w.volumes.is_empty() {
-                VolumeHome::NoVolume
-            } else {
-                match slots.first().cloned().flatten() {
-                    Some(node) => VolumeHome::On(node),
-                    None => VolumeHome::Unbound,
-                }
-            };
-            PlanWorkload {
-                key: name.to_string(),
-                replicas: w.replicas,
-                cpu_millis: w.resources.cpu_millis(),
-                memory_bytes: w.resources.memory_bytes(),
-                constraints: w.constraints.clone(),
-                volume,
-                current: slots,
-            }
-        })
-        .collect();
-    planner::plan(&PlanInput {
-        nodes,
-        taken,
-        workloads,
-    })
+    Ok(rollouts::zone_labels_of(&pool, node))
 }
 
 fn blocked_views(plan: &planner::Plan) -> Vec<BlockedView> {
@@ -325,12 +201,12 @@ pub(super) async fn plan_app(
     let resolved = resolve(&state, &org, &spec).await?;
     let current = current_revision(&state, &project, &spec.name).await?;
     let old = current.as_ref().map(document_of).transpose()?;
-    let (nodes, taken) = cluster(&state, &project, &spec.name).await?;
+    let cluster = Cluster::read(&state.store, &mut Documents::default(), &project).await?;
     let replicas = state
         .store
         .list_app_replicas(&project.id, &spec.name)
         .await?;
-    let plan = place(&resolved, nodes, taken, &replicas);
+    let plan = rollouts::feasibility(&resolved, &cluster, &replicas);
     Ok(Json(AppPlanView {
         app: spec.name.to_string(),
         current_revision: current.as_ref().map(|c| c.number),
@@ -359,140 +235,23 @@ async fn deploy_resolved(
     origin: &str,
 ) -> ApiResult<(StatusCode, Json<AppRevisionView>)> {
     let name = resolved.spec.name.clone();
-    let (nodes, taken) = cluster(state, project, &name).await?;
-    let replicas = state.store.list_app_replicas(&project.id, &name).await?;
-    let plan = place(&resolved, nodes, taken, &replicas);
-    let (deployment, reason) = if plan.is_complete() {
-        (DeploymentState::Deploying, None)
-    } else {
-        let reasons: Vec<String> = plan
-            .blocked
-            .iter()
-            .map(|(w, r)| format!("{w}: {r}"))
-            .collect();
-        (DeploymentState::Blocked, Some(reasons.join("; ")))
-    };
-    let document = serde_json::to_string(&resolved).unwrap_or_default();
-    let now = state.now();
-    let row = state
-        .store
-        .create_app_revision(
-            &project.id,
-            &name,
-            &resolved.digest(),
-            &document,
-            origin,
-            deployment.as_str(),
-            reason.as_deref(),
-            Some(caller.user.name.as_str()),
-            now,
-        )
-        .await?;
-    if plan.is_complete() {
-        // Never half-applied: a blocked revision places nothing and the replicas that run
-        // stay as they are.
-        let rows: Vec<AppReplicaRow> = plan
-            .placements
-            .iter()
-            .flat_map(|(workload, slots)| {
-                slots
-                    .iter()
-                    .enumerate()
-                    .map(move |(slot, node)| AppReplicaRow {
-                        workload: workload.clone(),
-                        slot: slot as u32,
-                        revision: row.number,
-                        node_id: node.as_ref().and_then(|n| n.parse().ok()),
-                        state: "pending".into(),
-                        ready: false,
-                        restarts: 0,
-                        updated_at: now,
-                    })
-            })
-            .collect();
-        state
-            .store
-            .replace_app_replicas(&project.id, &name, &rows)
-            .await?;
-    }
-    let words = match &reason {
+    let row = rollouts::new_revision(
+        &state.store,
+        project,
+        &resolved,
+        origin,
+        Some(caller.user.name.as_str()),
+        state.now(),
+    )
+    .await?;
+    state.wake();
+    let words = match &row.reason {
         None => format!("app {name} revision {} is deploying", row.number),
         Some(reason) => format!("app {name} revision {} is blocked: {reason}", row.number),
     };
     app_event(state, org, project, "app.deployed", &words).await;
-    tracing::info!(app = %name, revision = row.number, state = %deployment, "app revision made");
+    tracing::info!(app = %name, revision = row.number, state = %row.state, "app revision made");
     Ok((StatusCode::CREATED, Json(revision_view(&row)?)))
-}
-
-/// Places `app`'s running revision again over the cluster as it is now: replicas on
-/// `evict` move where there is room (or wait with no node), unless their workload keeps a
-/// local volume there; the others stay. Never a new revision.
-pub(super) async fn replace_placement(
-    state: &ApiState,
-    project: &Project,
-    app: &Name,
-    evict: Option<&crate::model::NodeId>,
-) -> ApiResult<()> {
-    let current = state.store.list_app_replicas(&project.id, app).await?;
-    let Some(revision) = current.iter().map(|r| r.revision).max() else {
-        return Ok(());
-    };
-    let Some(row) = state.store.app_revision(&project.id, app, revision).await? else {
-        return Ok(());
-    };
-    let resolved = document_of(&row)?;
-    let (nodes, taken) = cluster(state, project, app).await?;
-    let staying: Vec<AppReplicaRow> = current
-        .iter()
-        .map(|r| {
-            let bound = resolved
-                .spec
-                .workload(&r.workload)
-                .is_some_and(|(_, w)| !w.volumes.is_empty());
-            if evict.is_some() && r.node_id.as_ref() == evict && !bound {
-                AppReplicaRow {
-                    node_id: None,
-                    ..r.clone()
-                }
-            } else {
-                r.clone()
-            }
-        })
-        .collect();
-    let plan = place(&resolved, nodes, taken, &staying);
-    let now = state.now();
-    let rows: Vec<AppReplicaRow> = plan
-        .placements
-        .iter()
-        .flat_map(|(workload, slots)| {
-            let current = &current;
-            slots.iter().enumerate().map(move |(slot, node)| {
-                let node_id: Option<crate::model::NodeId> =
-                    node.as_ref().and_then(|n| n.parse().ok());
-                let before = current
-                    .iter()
-                    .find(|r| &r.workload == workload && r.slot as usize == slot);
-                match before {
-                    Some(b) if b.node_id == node_id => b.clone(),
-                    _ => AppReplicaRow {
-                        workload: workload.clone(),
-                        slot: slot as u32,
-                        revision,
-                        node_id,
-                        state: "pending".into(),
-                        ready: false,
-                        restarts: 0,
-                        updated_at: now,
-                    },
-                }
-            })
-        })
-        .collect();
-    state
-        .store
-        .replace_app_replicas(&project.id, app, &rows)
-        .await?;
-    Ok(())
 }
 
 async fn app_event(state: &ApiState, org: &Org, project: &Project, kind: &str, words: &str) {

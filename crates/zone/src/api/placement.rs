@@ -2,46 +2,41 @@
 //!
 //! Labels a tenant gives a node are matched by services' `constraints`; the `orc.` prefix
 //! is the zone's (`orc.pool`, `orc.site`, `orc.class`). A cordoned node runs what it runs
-//! and takes nothing new. A drain cordons the node and places every movable replica on it
-//! elsewhere at once; a replica with a local volume stays, and the answer says so.
+//! and takes nothing new. A drain cordons the node and marks it draining: the rollout
+//! controller moves every movable replica on it elsewhere, within its app's rollout budget
+//! (a replacement first when the app allows a surge), and a replica with a local volume
+//! stays; the answer names both. Each change wakes the controller, which places replicas
+//! that wait for a node with room or the labels.
 
 use axum::Json;
 use axum::extract::State;
 use orc_app_model::schema::Check;
 
 use super::ApiState;
-use super::apps::{replace_placement, zone_labels};
+use super::apps::zone_labels;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{JsonBody, PathArgs};
 use super::nodes::node_with_role;
 use super::views::{NodePlacementView, SetNodeLabel};
-use crate::model::Project as ProjectRow;
 use crate::model::{Node, Org, Project, Role};
+use crate::rollouts::Documents;
 use orc_zone_model::access::Caller;
 
 async fn view(state: &ApiState, node: &Node) -> ApiResult<NodePlacementView> {
+    let cordon = state.store.node_cordon(&node.id).await?;
     Ok(NodePlacementView {
         node: node.id.to_string(),
         zone_labels: zone_labels(state, node).await?,
         labels: state.store.node_labels(&node.id).await?,
-        cordoned: state.store.node_cordoned(&node.id).await?,
-        moved: Vec::new(),
+        cordoned: cordon.is_some(),
+        draining: cordon == Some(true),
+        moving: Vec::new(),
         kept: Vec::new(),
     })
 }
 
 /// Places the replicas of `project` that wait for a node, now that one may have room or
 /// the labels they ask for.
-async fn place_waiting(state: &ApiState, project: &ProjectRow) -> ApiResult<()> {
-    for app in state.store.list_apps(&project.id).await? {
-        let replicas = state.store.list_app_replicas(&project.id, &app.app).await?;
-        if replicas.iter().any(|r| r.node_id.is_none()) {
-            replace_placement(state, project, &app.app, None).await?;
-        }
-    }
-    Ok(())
-}
-
 async fn event(
     state: &ApiState,
     org: &Org,
@@ -111,7 +106,7 @@ pub(super) async fn set_label(
         .await?;
     let words = format!("label {name}={} given by {}", body.value, caller.user.name);
     event(&state, &org, &project, &node, "node.labelled", &words).await;
-    place_waiting(&state, &project).await?;
+    state.wake();
     Ok(Json(view(&state, &node).await?))
 }
 
@@ -156,7 +151,13 @@ pub(super) async fn cordon(
         node_with_role(&state, &caller, &org, &project, &node, Role::Member).await?;
     if state
         .store
-        .set_node_cordon(&node.id, true, Some(caller.user.name.as_str()), state.now())
+        .set_node_cordon(
+            &node.id,
+            true,
+            false,
+            Some(caller.user.name.as_str()),
+            state.now(),
+        )
         .await?
     {
         event(
@@ -188,7 +189,7 @@ pub(super) async fn uncordon(
         node_with_role(&state, &caller, &org, &project, &node, Role::Member).await?;
     if state
         .store
-        .set_node_cordon(&node.id, false, None, state.now())
+        .set_node_cordon(&node.id, false, false, None, state.now())
         .await?
     {
         event(
@@ -201,11 +202,12 @@ pub(super) async fn uncordon(
         )
         .await;
     }
-    place_waiting(&state, &project).await?;
+    state.wake();
     Ok(Json(view(&state, &node).await?))
 }
 
-/// Drains a node: cordons it and places every movable replica on it elsewhere at once.
+/// Drains a node: cordons it and moves every movable replica on it to other nodes, each
+/// within its app's rollout budget.
 #[utoipa::path(post, path = "/api/orgs/{org}/projects/{project}/nodes/{node}/drain", tag = "nodes",
     params(("org" = String, Path, description = "Org name"),
         ("project" = String, Path, description = "Project name"),
@@ -221,41 +223,50 @@ pub(super) async fn drain(
         node_with_role(&state, &caller, &org, &project, &node, Role::Member).await?;
     state
         .store
-        .set_node_cordon(&node.id, true, Some(caller.user.name.as_str()), state.now())
+        .set_node_cordon(
+            &node.id,
+            true,
+            true,
+            Some(caller.user.name.as_str()),
+            state.now(),
+        )
         .await?;
-    let mut moved = Vec::new();
+    let mut moving = Vec::new();
     let mut kept = Vec::new();
     for app in state.store.apps_on_node(&project.id, &node.id).await? {
-        let before = state.store.list_app_replicas(&project.id, &app).await?;
-        replace_placement(&state, &project, &app, Some(&node.id)).await?;
-        let after = state.store.list_app_replicas(&project.id, &app).await?;
-        for old in before
+        let replicas = state.store.list_app_replicas(&project.id, &app).await?;
+        let mut documents = Documents::default();
+        for r in replicas
             .iter()
             .filter(|r| r.node_id.as_ref() == Some(&node.id))
         {
-            let now = after
-                .iter()
-                .find(|r| r.workload == old.workload && r.slot == old.slot)
-                .and_then(|r| r.node_id.clone());
-            let name = format!("{app}/{}[{}]", old.workload, old.slot);
-            match now {
-                Some(n) if n == node.id => {
-                    kept.push(format!("{name}: its local volume lives on this node"))
-                }
-                Some(n) => moved.push(format!("{name} -> {n}")),
-                None => moved.push(format!("{name} -> nowhere (no eligible node has room)")),
+            let bound = documents
+                .get(&state.store, &project.id, &app, r.revision)
+                .await?
+                .and_then(|d| {
+                    d.spec
+                        .workload(&r.workload)
+                        .map(|(_, w)| !w.volumes.is_empty())
+                })
+                .unwrap_or(false);
+            let name = format!("{app}/{}[{}]", r.workload, r.slot);
+            if bound {
+                kept.push(format!("{name}: its local volume lives on this node"));
+            } else {
+                moving.push(name);
             }
         }
     }
+    state.wake();
     let words = format!(
-        "drained by {}: {} replica(s) moved, {} kept",
+        "drained by {}: {} replica(s) move, {} stay",
         caller.user.name,
-        moved.len(),
+        moving.len(),
         kept.len()
     );
     event(&state, &org, &project, &node, "node.drained", &words).await;
     let mut out = view(&state, &node).await?;
-    out.moved = moved;
+    out.moving = moving;
     out.kept = kept;
     Ok(Json(out))
 }

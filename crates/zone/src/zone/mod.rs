@@ -54,6 +54,7 @@ use crate::hub::Hub;
 use crate::mesh::MeshHandle;
 use crate::model::TokenSecret;
 use crate::reconcile::{ReconcilerHandle, Reconcilers};
+use crate::rollouts::Rollouts;
 use crate::store::Store;
 
 /// A running zone. Stop it with [`Zone::shutdown`].
@@ -80,6 +81,8 @@ pub struct Zone {
     renew_task: Option<JoinHandle<()>>,
     /// Removes unused registry packages and binaries hourly.
     registry_sweeper: JoinHandle<()>,
+    /// Rolls apps out on the nodes.
+    rollouts: JoinHandle<()>,
 }
 
 impl Zone {
@@ -167,6 +170,9 @@ impl Zone {
             clock.clone(),
             reconcile,
         );
+        let rollout_signal = hubs.agents.rollout_signal();
+        let rollouts = Rollouts::new(store.store.clone(), clock.clone(), rollout_signal.clone())
+            .spawn(stopped.clone());
         let state = api_state(
             &config,
             ApiParts {
@@ -176,6 +182,7 @@ impl Zone {
                 apps: &apps,
                 mesh: &mesh,
                 reconciler: reconcilers.reconciler().clone(),
+                rollouts: rollout_signal,
                 access_keys: &store.access_keys,
                 agents: &agents,
                 pull_key,
@@ -250,6 +257,7 @@ impl Zone {
             ca,
             renew_task: tls.renew,
             registry_sweeper,
+            rollouts,
         })
     }
 
@@ -371,6 +379,7 @@ impl Zone {
             edge.shutdown().await;
         }
         self.reconcilers.shutdown().await;
+        let _ = self.rollouts.await;
         self.mesh.shutdown().await;
         self.apps.shutdown().await;
         self.hub.shutdown();

@@ -358,6 +358,8 @@ pub struct ApiParts<'a> {
     pub apps: &'a Apps,
     pub mesh: &'a MeshHandle,
     pub reconciler: Reconciler,
+    /// Wakes the rollout controller.
+    pub rollouts: crate::rollouts::RolloutSignal,
     pub access_keys: &'a Arc<AccessKeys>,
     pub agents: &'a AgentSupply,
     /// Checks the registry pull grants the agent hub signs.
@@ -368,6 +370,7 @@ pub struct ApiParts<'a> {
 /// The API's state over the zone's parts (edge links come once the edge runs).
 pub fn api_state(config: &ZoneConfig, parts: ApiParts<'_>) -> ApiState {
     let reconciler = parts.reconciler;
+    let rollouts = parts.rollouts;
     let clock = parts.clock;
     let state = ApiState::new(parts.store.clone())
         .with_backends(parts.backends)
@@ -386,6 +389,7 @@ pub fn api_state(config: &ZoneConfig, parts: ApiParts<'_>) -> ApiState {
             let mesh = parts.mesh.signal();
             move || {
                 reconciler.wake();
+                rollouts.wake();
                 mesh.changed(MeshChange::Everything);
             }
         })

@@ -23,7 +23,7 @@ use crate::agents::{WEB, running_node};
 use crate::api_support::{API_WAIT, TestZone};
 
 /// Pushes every blob of an OCI layout and its manifest as `repository:tag`.
-async fn push_layout(
+pub(crate) async fn push_layout(
     z: &TestZone,
     token: &str,
     layout: &orc_testkit::oci::Layout,
@@ -251,7 +251,7 @@ async fn an_app_runs_on_a_joined_node_and_becomes_healthy() {
 }
 
 /// Joins an agent that runs no apps (placement is the zone's; nothing needs to run).
-async fn join_quiet_agent(
+pub(crate) async fn join_quiet_agent(
     z: &TestZone,
     token: &str,
     node: &str,
@@ -400,50 +400,74 @@ async fn labels_constrain_placement_cordons_keep_new_replicas_off_and_a_drain_mo
             .map(|r| r["node"].as_str().unwrap_or("-").to_string())
             .collect()
     };
-    let status = z.get(&format!("{WEB}/apps/shop"), &t.vic).await;
-    assert_eq!(
-        placed(&status.body),
-        [front.clone(), front.clone()],
-        "only the labelled node is eligible"
-    );
+    let placed_on = |want: Vec<String>, what: &'static str| {
+        let z = &z;
+        let vic = t.vic.clone();
+        async move {
+            eventually(what, API_WAIT, || {
+                let want = want.clone();
+                let vic = vic.clone();
+                async move {
+                    let status = z.get(&format!("{WEB}/apps/shop"), &vic).await;
+                    let mut now = placed(&status.body);
+                    now.sort();
+                    let mut want = want;
+                    want.sort();
+                    now == want
+                }
+            })
+            .await;
+        }
+    };
+    placed_on(
+        vec![front.clone(), front.clone()],
+        "only the labelled node is eligible",
+    )
+    .await;
 
-    // A drain cordons the node; with no other node labelled, the replicas have nowhere to go.
+    // A drain cordons the node and moves what runs there; with no other node labelled, the
+    // replacements wait for one, and the app says why.
     let drained = z
         .post(&format!("{WEB}/nodes/{front}/drain"), &t.mia, json!({}))
         .await;
     assert_eq!(drained.status, StatusCode::OK, "{}", drained.body);
     assert_eq!(drained.body["cordoned"], true);
-    assert!(
-        drained.body["moved"][0]
-            .as_str()
-            .unwrap()
-            .contains("-> nowhere"),
+    assert_eq!(drained.body["draining"], true);
+    assert_eq!(
+        drained.body["moving"],
+        json!(["shop/web[0]", "shop/web[1]"]),
         "{}",
         drained.body
     );
-    // Labelled too, the other node takes them at the next drain of the first.
+    placed_on(vec!["-".into(), "-".into()], "the replicas wait for a node").await;
+    let status = z.get(&format!("{WEB}/apps/shop"), &t.vic).await;
+    assert!(
+        status.body["app"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("web: ")),
+        "{}",
+        status.body
+    );
+    // Labelled too, the other node takes them.
     z.put(
         &format!("{WEB}/nodes/{back}/labels/tier"),
         &t.mia,
         json!({ "value": "front" }),
     )
     .await;
-    let drained = z
-        .post(&format!("{WEB}/nodes/{front}/drain"), &t.mia, json!({}))
-        .await;
-    let status = z.get(&format!("{WEB}/apps/shop"), &t.vic).await;
-    assert_eq!(
-        placed(&status.body),
-        [back.clone(), back.clone()],
-        "{}",
-        drained.body
-    );
+    placed_on(
+        vec![back.clone(), back.clone()],
+        "the other node takes them",
+    )
+    .await;
 
-    // A cordoned node takes nothing new: a new revision spreads over the other only.
+    // A cordoned node takes nothing new: a new revision keeps the two that run (the same
+    // definition, only more of it) and places the third on the other node.
     let uncordoned = z
         .post(&format!("{WEB}/nodes/{front}/uncordon"), &t.mia, json!({}))
         .await;
     assert_eq!(uncordoned.body["cordoned"], false);
+    assert_eq!(uncordoned.body["draining"], false);
     z.post(&format!("{WEB}/nodes/{back}/cordon"), &t.mia, json!({}))
         .await;
     let bigger = z
@@ -454,14 +478,23 @@ async fn labels_constrain_placement_cordons_keep_new_replicas_off_and_a_drain_mo
         )
         .await;
     assert_eq!(bigger.body["number"], 2, "{}", bigger.body);
+    placed_on(
+        vec![back.clone(), back.clone(), front.clone()],
+        "the two on the cordoned node stay, the third goes to the other",
+    )
+    .await;
     let status = z.get(&format!("{WEB}/apps/shop"), &t.vic).await;
-    let mut nodes_now = placed(&status.body);
-    nodes_now.sort();
-    let mut expected = vec![back.clone(), back.clone(), front.clone()];
-    expected.sort();
+    let revisions: Vec<u64> = status.body["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["revision"].as_u64().unwrap())
+        .collect();
     assert_eq!(
-        nodes_now, expected,
-        "the two on the cordoned node stay, the third goes to the other"
+        revisions,
+        [2, 2, 2],
+        "taken over, not restarted: {}",
+        status.body
     );
 
     let events = z.get(&format!("{WEB}/events?limit=100"), &t.vic).await;
@@ -486,7 +519,7 @@ async fn labels_constrain_placement_cordons_keep_new_replicas_off_and_a_drain_mo
     }
 }
 
-async fn eventually_nodes(z: &TestZone, token: &str, count: usize) -> Vec<String> {
+pub(crate) async fn eventually_nodes(z: &TestZone, token: &str, count: usize) -> Vec<String> {
     eventually("the nodes run", API_WAIT, || async {
         let list = z.get(&format!("{WEB}/pools/db/nodes"), token).await;
         list.body

@@ -29,6 +29,7 @@ mod hub_failover;
 mod mesh;
 mod mesh_range;
 mod reconcile_nodes;
+mod rollouts;
 mod security;
 mod security_credentials;
 mod security_providers;

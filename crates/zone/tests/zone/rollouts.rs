@@ -1,0 +1,265 @@
+//! Rolling updates through the zone's rollout controller, on two joined nodes whose agents
+//! run no containers: a stand-in for the nodes reports each replica the zone places as
+//! ready, unless its image is the one marked bad, and records what it saw at every look.
+//! So the controller's steps, budgets, deadline and automatic rollback are checked against
+//! the real zone, store and API, without containers (the privileged tests run those).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use orc_testkit::eventually;
+use orc_testkit::oci::{Entry, RunConfig, write_layout};
+use orc_zone::model::{Name, NodeId};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::agents::WEB;
+use crate::api_support::{API_WAIT, TestZone};
+use crate::apps_on_nodes::{eventually_nodes, join_quiet_agent, push_layout};
+
+/// What the stand-in saw of the app at one look: replicas, and how many were ready.
+#[derive(Debug, Clone, Copy)]
+struct Look {
+    replicas: usize,
+    ready: usize,
+}
+
+/// Reports every placed replica of `app` ready on its node, unless it runs `bad`; keeps
+/// each look until stopped.
+fn stand_in_nodes(
+    z: &TestZone,
+    app: &str,
+    bad: String,
+) -> (
+    Arc<Mutex<Vec<Look>>>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let store = z.zone.store().clone();
+    let app: Name = app.parse().unwrap();
+    let looks = Arc::new(Mutex::new(Vec::new()));
+    let seen = looks.clone();
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let project = store
+            .project_by_path(&"acme".parse().unwrap(), &"web".parse().unwrap())
+            .await
+            .unwrap();
+        loop {
+            let replicas = store.list_app_replicas(&project.id, &app).await.unwrap();
+            for r in &replicas {
+                let Some(node) = &r.node_id else { continue };
+                let revision = store
+                    .app_revision(&project.id, &app, r.revision)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let document: Value = serde_json::from_str(&revision.document).unwrap();
+                let ready = document["images"][&r.workload]["digest"] != bad.as_str();
+                let node: &NodeId = node;
+                store
+                    .report_app_replica(
+                        node,
+                        &project.id,
+                        &app,
+                        &r.workload,
+                        r.slot,
+                        r.revision,
+                        "running",
+                        ready,
+                        0,
+                        orc_zone::model::Timestamp::from_unix_millis(0),
+                    )
+                    .await
+                    .unwrap();
+            }
+            seen.lock().unwrap().push(Look {
+                replicas: replicas.len(),
+                ready: replicas.iter().filter(|r| r.ready).count(),
+            });
+            tokio::select! {
+                _ = &mut stopped => break,
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+    });
+    (looks, stop, task)
+}
+
+async fn push_version(z: &TestZone, token: &str, version: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = write_layout(
+        &dir.path().join("layout"),
+        version,
+        &[vec![Entry::File(
+            "version".into(),
+            version.as_bytes().to_vec(),
+            0o644,
+        )]],
+        &RunConfig::default(),
+    );
+    push_layout(z, token, &layout, "acme/shop", version).await;
+    layout.manifest_digest.clone()
+}
+
+fn shop(version: &str, deadline: &str) -> Value {
+    json!({ "app": {
+        "name": "shop",
+        "services": { "web": {
+            "image": format!("acme/shop:{version}"),
+            "replicas": 3,
+            "tcp": { "port": 8080 },
+        } },
+        "deploy": { "maxSurge": 1, "maxUnavailable": 0, "deadline": deadline, "autoRollback": true },
+    }})
+}
+
+async fn revision_state(z: &TestZone, token: &str, number: u64) -> Option<Value> {
+    let history = z.get(&format!("{WEB}/apps/shop/revisions"), token).await;
+    history
+        .body
+        .as_array()?
+        .iter()
+        .find(|r| r["number"] == number)
+        .cloned()
+}
+
+async fn wait_for_state(z: &TestZone, token: &str, number: u64, state: &str) -> Value {
+    eventually(
+        &format!("revision {number} is {state}"),
+        API_WAIT * 2,
+        || async {
+            revision_state(z, token, number)
+                .await
+                .is_some_and(|r| r["state"] == state)
+        },
+    )
+    .await;
+    revision_state(z, token, number).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_update_keeps_its_budget_and_a_failed_one_rolls_back_by_itself() {
+    let z = TestZone::start_with(|c| {
+        c.agents.keepalive_interval = Duration::from_millis(500);
+    })
+    .await;
+    let t = crate::api_support::tenancy_without_provider(&z).await;
+    let cloud = orc_provider_sdk::fake::FakeCloud::new();
+    let _provider = crate::api_support::start_replica(&z, &t.mia, "acme/web", &cloud);
+    let created = z
+        .post(
+            &format!("{WEB}/pools"),
+            &t.mia,
+            crate::api_support::pool_body("db", 2),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let nodes = eventually_nodes(&z, &t.vic, 2).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut agents = Vec::new();
+    for node in &nodes {
+        agents.push(join_quiet_agent(&z, &t.mia, node, &dir.path().join(node)).await);
+    }
+    eventually("both nodes are ready", API_WAIT, || async {
+        let list = z.get(&format!("{WEB}/pools/db/nodes"), &t.vic).await;
+        list.body
+            .as_array()
+            .is_some_and(|ns| ns.iter().filter(|n| n["agent"]["state"] == "ready").count() == 2)
+    })
+    .await;
+    let v1 = push_version(&z, &t.olivia, "1").await;
+    let v2 = push_version(&z, &t.olivia, "2").await;
+    let bad = push_version(&z, &t.olivia, "3").await;
+    assert_ne!(v1, v2);
+    let (looks, stop, task) = stand_in_nodes(&z, "shop", bad.clone());
+
+    // The first revision starts every replica at once and turns healthy.
+    let first = z
+        .post(&format!("{WEB}/apps"), &t.mia, shop("1", "10m"))
+        .await;
+    assert_eq!(first.body["state"], "DEPLOYING", "{}", first.body);
+    let healthy = wait_for_state(&z, &t.vic, 1, "HEALTHY").await;
+    assert!(healthy["reason"].is_null(), "{healthy}");
+
+    // The second rolls one replica at a time: never more than 4, never fewer than 3 ready.
+    looks.lock().unwrap().clear();
+    let second = z
+        .post(&format!("{WEB}/apps"), &t.mia, shop("2", "10m"))
+        .await;
+    assert_eq!(second.body["number"], 2, "{}", second.body);
+    wait_for_state(&z, &t.vic, 2, "HEALTHY").await;
+    let seen = looks.lock().unwrap().clone();
+    assert!(
+        seen.iter().any(|l| l.replicas == 4),
+        "a surge replica was seen: {seen:?}"
+    );
+    for look in &seen {
+        assert!(look.replicas <= 4, "over the surge: {seen:?}");
+        assert!(look.ready >= 3, "below the replicas: {seen:?}");
+    }
+    let status = z.get(&format!("{WEB}/apps/shop"), &t.vic).await;
+    let replicas = status.body["replicas"].as_array().unwrap();
+    assert_eq!(replicas.len(), 3, "{}", status.body);
+    assert!(
+        replicas
+            .iter()
+            .all(|r| r["revision"] == 2 && r["ready"] == true),
+        "{}",
+        status.body
+    );
+    assert_eq!(status.body["images"][0]["digest"], v2.as_str());
+
+    // The third never becomes ready: it fails at its deadline, the second comes back as a
+    // new revision, and the second's replicas served throughout.
+    looks.lock().unwrap().clear();
+    let third = z
+        .post(&format!("{WEB}/apps"), &t.mia, shop("3", "3s"))
+        .await;
+    assert_eq!(third.body["state"], "DEPLOYING", "{}", third.body);
+    let failed = wait_for_state(&z, &t.vic, 3, "FAILED").await;
+    let reason = failed["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("deadline (3s)") && reason.contains("web 0 of 3 ready"),
+        "{failed}"
+    );
+    let rollback = wait_for_state(&z, &t.vic, 4, "HEALTHY").await;
+    assert_eq!(rollback["origin"], "auto-rollback:2", "{rollback}");
+    assert_eq!(rollback["digest"], second.body["digest"]);
+    let status = z.get(&format!("{WEB}/apps/shop"), &t.vic).await;
+    let replicas = status.body["replicas"].as_array().unwrap();
+    assert_eq!(
+        replicas.len(),
+        3,
+        "the bad surge replica is gone: {}",
+        status.body
+    );
+    assert!(
+        replicas.iter().all(|r| r["revision"] == 4),
+        "{}",
+        status.body
+    );
+    let seen = looks.lock().unwrap().clone();
+    assert!(
+        seen.iter().all(|l| l.ready >= 3),
+        "the old revision served throughout: {seen:?}"
+    );
+    let events = z.get(&format!("{WEB}/events?limit=100"), &t.vic).await;
+    let kinds: Vec<&str> = events
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    for kind in ["app.healthy", "app.failed", "app.rolled_back"] {
+        assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
+    }
+
+    let _ = stop.send(());
+    task.await.unwrap();
+    for (stop, task) in agents {
+        let _ = stop.send(());
+        let _ = task.await;
+    }
+}
