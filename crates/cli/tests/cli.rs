@@ -1169,7 +1169,7 @@ async fn apps_from_the_command_line() {
     );
     let error = String::from_utf8_lossy(&deploy.stderr);
     assert!(
-        error.contains("nothing of revision 1 was applied"),
+        error.contains("nothing of revision 1 is applied until it fits"),
         "{error}"
     );
 

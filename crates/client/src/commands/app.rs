@@ -284,7 +284,8 @@ pub async fn deploy(
     }
     if view.state == "BLOCKED" {
         anyhow::bail!(
-            "app {} is blocked: nothing of revision {} was applied",
+            "app {} is blocked: nothing of revision {} is applied until it fits; the zone \
+             deploys it by itself once it does (or deploy another revision)",
             spec.name,
             view.number
         );
@@ -333,6 +334,23 @@ async fn wait_healthy(
             said = Some(now);
         }
         if status.app.revision != revision {
+            let revisions: Vec<AppRevisionView> = client
+                .get(&format!("{}/revisions", app_url(org, project, app)))
+                .await?;
+            let ours = revisions.iter().find(|r| r.number == revision);
+            let newest = revisions.iter().find(|r| r.number == status.app.revision);
+            if let (Some(ours), Some(newest)) = (ours, newest)
+                && ours.state == "FAILED"
+                && newest.origin.starts_with("auto-rollback:")
+            {
+                anyhow::bail!(
+                    "app {app} revision {revision} FAILED: {}; it rolls back by itself to \
+                     revision {} as revision {} (`orc app status {app}`)",
+                    ours.reason.as_deref().unwrap_or("see orc app history"),
+                    newest.origin.trim_start_matches("auto-rollback:"),
+                    newest.number
+                );
+            }
             anyhow::bail!(
                 "app {app} moved on to revision {} while this one was rolling out",
                 status.app.revision
