@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use orc_proto::agent_pb;
 use orc_runtime::supervisor::{
-    Assignment, Config, ImageSource, Phase, Probe, ReplicaPlan, ReplicaStatus, RestartPolicy,
+    Assignment, Config, Dns, ImageSource, Phase, Probe, ReplicaPlan, ReplicaStatus, RestartPolicy,
     SecretValue, Supervisor,
 };
 use tokio::sync::{Mutex, watch};
@@ -31,18 +31,46 @@ pub struct Apps {
     ca_pem: Mutex<Option<String>>,
     supervisor: Mutex<Option<Arc<Supervisor>>>,
     states: watch::Sender<(u64, Vec<ReplicaStatus>)>,
+    /// The project's service names the node's name server answers.
+    services: crate::mesh::dns::ServiceNames,
 }
 
 impl Apps {
     /// The apps of the agent whose state dir is `state_dir`; `containerd` is the binary.
-    pub fn new(state_dir: &std::path::Path, containerd: &str) -> Self {
-        Self {
+    /// `services` is the table of service names the node's name server answers.
+    pub fn new(
+        state_dir: &std::path::Path,
+        containerd: &str,
+        services: crate::mesh::dns::ServiceNames,
+    ) -> Self {
+        let apps = Self {
             root: state_dir.join("apps"),
             containerd: containerd.to_string(),
             ca_pem: Mutex::new(None),
             supervisor: Mutex::new(None),
             states: watch::channel((0, Vec::new())).0,
+            services,
+        };
+        // The names last known answer while the zone is away.
+        if let Some(kept) = apps.kept() {
+            apps.name_services(&kept);
         }
+        apps
+    }
+
+    /// The assignment kept on disk.
+    fn kept(&self) -> Option<Assignment> {
+        std::fs::read(self.root.join("assignment.json"))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Assignment>(&bytes).ok())
+    }
+
+    /// Hands `assignment`'s service names to the node's name server.
+    fn name_services(&self, assignment: &Assignment) {
+        *self
+            .services
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = assignment.services.clone();
     }
 
     /// The replicas' states as the last pass saw them, with the generation held.
@@ -53,10 +81,7 @@ impl Apps {
     /// Whether the assignment kept on disk has replicas (so the node runs apps before the
     /// zone says anything).
     pub fn has_kept_replicas(&self) -> bool {
-        std::fs::read(self.root.join("assignment.json"))
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<Assignment>(&bytes).ok())
-            .is_some_and(|a| !a.replicas.is_empty())
+        self.kept().is_some_and(|a| !a.replicas.is_empty())
     }
 
     /// The zone's CA, for pulling from its registry.
@@ -125,6 +150,7 @@ impl Apps {
     /// Takes the zone's workloads: kept on disk, then run.
     pub async fn assign(self: &Arc<Self>, workloads: agent_pb::Workloads) -> Result<(), String> {
         let assignment = assignment_of(&workloads)?;
+        self.name_services(&assignment);
         if assignment.replicas.is_empty() && self.supervisor.lock().await.is_none() {
             // Nothing to run and nothing running: containerd is not started for nothing,
             // but the empty assignment is kept so a restart resumes nothing.
@@ -202,6 +228,22 @@ pub fn assignment_of(workloads: &agent_pb::Workloads) -> Result<Assignment, Stri
             },
             _ => Probe::None,
         };
+        let dns = match workloads.nameserver.parse() {
+            Ok(nameserver) if !r.dns_search.is_empty() => {
+                // The app's domain, then the project's (`<app>.<project>.<org>.internal`).
+                let project = r
+                    .dns_search
+                    .split_once('.')
+                    .map(|(_, rest)| rest.to_string());
+                Some(Dns {
+                    nameserver,
+                    search: std::iter::once(r.dns_search.clone())
+                        .chain(project)
+                        .collect(),
+                })
+            }
+            _ => None,
+        };
         let address = if r.address.is_empty() {
             None
         } else {
@@ -244,11 +286,22 @@ pub fn assignment_of(workloads: &agent_pb::Workloads) -> Result<Assignment, Stri
             memory_bytes: r.memory_bytes,
             address,
             probe,
+            dns,
         });
+    }
+    let mut services = std::collections::BTreeMap::new();
+    for service in &workloads.services {
+        let addresses = service
+            .addresses
+            .iter()
+            .filter_map(|a| a.parse().ok())
+            .collect();
+        services.insert(service.name.to_ascii_lowercase(), addresses);
     }
     Ok(Assignment {
         generation: workloads.generation,
         subnet,
         replicas,
+        services,
     })
 }

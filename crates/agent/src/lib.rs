@@ -118,16 +118,22 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), AgentError> {
     let state = StateDir::open(&options.state_dir)?;
+    let services = mesh::dns::ServiceNames::default();
     let mut mesh = if options.mesh {
-        Some(mesh::Mesh::new(mesh::MeshKey::load_or_create(
-            state.path(),
-        )?))
+        Some(mesh::Mesh::new(
+            mesh::MeshKey::load_or_create(state.path())?,
+            services.clone(),
+        ))
     } else {
         None
     };
-    let apps = options
-        .apps
-        .then(|| Arc::new(apps::Apps::new(state.path(), &options.containerd)));
+    let apps = options.apps.then(|| {
+        Arc::new(apps::Apps::new(
+            state.path(),
+            &options.containerd,
+            services.clone(),
+        ))
+    });
     let mut resumed = false;
     tokio::pin!(shutdown);
     let mut backoff = Redials::new(options.max_backoff);

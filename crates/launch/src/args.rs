@@ -52,6 +52,13 @@ pub struct MeshArgs {
     /// The prefix length of each project's mesh (24: 253 nodes and workstations).
     #[arg(long, value_name = "LEN", default_value_t = orc_mesh::range::DEFAULT_PROJECT_PREFIX_LEN)]
     pub mesh_project_prefix: u8,
+    /// The range replicas take their addresses from. Every project uses all of it (projects
+    /// never reach each other); it must overlap no other range of the zone's world.
+    #[arg(long, value_name = "CIDR", default_value = orc_mesh::range::DEFAULT_WORKLOAD_RANGE)]
+    pub workload_range: ipnet::Ipv4Net,
+    /// The prefix length of each node's workload subnet (24: 253 replicas per node).
+    #[arg(long, value_name = "LEN", default_value_t = orc_mesh::range::DEFAULT_WORKLOAD_PREFIX_LEN)]
+    pub workload_prefix: u8,
 }
 
 impl MeshArgs {
@@ -65,11 +72,25 @@ impl MeshArgs {
                     self.mesh_range, self.mesh_project_prefix
                 )
             })?;
+        let workloads = orc_mesh::WorkloadRange::new(self.workload_range, self.workload_prefix)
+            .with_context(|| {
+                format!(
+                    "--workload-range {} --workload-prefix {}",
+                    self.workload_range, self.workload_prefix
+                )
+            })?;
+        workloads.fits(&range).with_context(|| {
+            format!(
+                "--workload-range {} --workload-prefix {} with --mesh-project-prefix {}",
+                self.workload_range, self.workload_prefix, self.mesh_project_prefix
+            )
+        })?;
         let site_range = orc_partner_provider::naming::SITE_RANGE
             .parse()
             .expect("the partner's site range is a CIDR");
         Ok(orc_zone::mesh::MeshOptions {
             range,
+            workloads: Some(workloads),
             reserved: vec![("the partner's site range".to_string(), site_range)],
             ..Default::default()
         })

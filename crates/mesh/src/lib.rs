@@ -25,7 +25,7 @@ pub use key::PublicKey;
 pub use plan::{
     Member, MemberKind, PoolAddress, Project, Site, SiteRef, World, plan, plan_workstation,
 };
-pub use range::MeshRange;
+pub use range::{MeshRange, WorkloadRange};
 
 #[cfg(test)]
 mod plan_tests;

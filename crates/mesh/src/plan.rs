@@ -3,7 +3,10 @@
 //!
 //! The rules:
 //! - A node's project mesh has one peer per other member of its project that has a key and
-//!   an address; allowed IPs are the peer's mesh address alone.
+//!   an address; allowed IPs are the peer's mesh address and, for a node, its workload
+//!   subnet (when the zone has a workload range), so replicas reach each other across nodes
+//!   without NAT. Nodes and workstations route the workload range into the mesh; a node's
+//!   own subnet is on its replicas' bridge, a longer prefix.
 //! - A peer is reached at its site-private address when both are at the same site or at two
 //!   sites of the same provider (the backbone routes between them, without NAT); a node at a
 //!   site reached from anywhere else is reached through its gateway's stable address, on the
@@ -29,12 +32,14 @@ use crate::config::{
     PoolForward, Route, Shared, UdpForward,
 };
 use crate::key::PublicKey;
-use crate::range::MeshRange;
+use crate::range::{MeshRange, WorkloadRange};
 
 /// Everything the plan is computed from.
 #[derive(Debug, Clone, Default)]
 pub struct World {
     pub range: MeshRange,
+    /// Where replicas take their addresses; `None`: nodes have no workload subnets.
+    pub workloads: Option<WorkloadRange>,
     pub projects: Vec<Project>,
     pub sites: Vec<Site>,
     pub members: Vec<Member>,
@@ -313,7 +318,15 @@ impl<'w> Index<'w> {
                 listen_port: MESH_PORT,
                 peers: PeerList::shared(peers, member.key),
             }],
-            routes: Vec::new(),
+            routes: self
+                .world
+                .workloads
+                .map(|w| Route {
+                    destination: w.range(),
+                    interface: MESH_INTERFACE.to_string(),
+                })
+                .into_iter()
+                .collect(),
             gateway: None,
             hosts,
         }
@@ -326,6 +339,7 @@ impl<'w> Index<'w> {
             .by_project
             .get(project_id)
             .map_or(&[][..], Vec::as_slice);
+        let prefix = self.projects.get(project_id).map(|p| p.prefix);
         let mut peers: Vec<Peer> = members
             .iter()
             .filter_map(|other| {
@@ -334,11 +348,18 @@ impl<'w> Index<'w> {
                 let backbone = vantage.on_backbone(other);
                 let endpoint = self.endpoint(backbone, other);
                 let through_nat = vantage.behind_nat && !backbone;
+                let mut allowed_ips = vec![Ipv4Net::from(mesh)];
+                if matches!(other.kind, MemberKind::Node { .. })
+                    && let (Some(workloads), Some(prefix)) = (self.world.workloads, prefix)
+                    && let Some(subnet) = workloads.node_subnet(prefix, mesh)
+                {
+                    allowed_ips.push(subnet);
+                }
                 Some(Peer {
                     name: other.id.clone(),
                     public_key: key,
                     endpoint,
-                    allowed_ips: vec![Ipv4Net::from(mesh)],
+                    allowed_ips,
                     keepalive: (endpoint.is_some() && through_nat).then_some(KEEPALIVE_SECONDS),
                 })
             })

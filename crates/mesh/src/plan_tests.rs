@@ -70,6 +70,7 @@ fn gateway(id: &str, site: (&str, &str), underlay: &str, k: u8) -> Member {
 fn world() -> World {
     World {
         range: Default::default(),
+        workloads: None,
         projects: vec![
             Project {
                 id: "web".into(),
@@ -177,6 +178,57 @@ fn a_site_node_reaches_the_backbone_directly_and_everything_else_through_nat() {
         ]
     );
     assert!(eu.gateway.is_none() && eu.routes.is_empty());
+}
+
+#[test]
+fn with_a_workload_range_nodes_route_their_replicas_subnets_over_the_mesh() {
+    let mut w = world();
+    w.workloads = Some(crate::WorkloadRange::default());
+    let plans = plan(&w);
+    let eu = &plans["n-eu"];
+    let mesh = eu.interface(MESH_INTERFACE).unwrap();
+    let allowed: Vec<(String, Vec<Ipv4Net>)> = mesh
+        .peers
+        .to_vec()
+        .iter()
+        .map(|p| (p.name.clone(), p.allowed_ips.clone()))
+        .collect();
+    assert_eq!(
+        allowed,
+        [
+            (
+                "n-us".to_string(),
+                vec![net("10.88.0.3/32"), net("10.96.3.0/24")]
+            ),
+            (
+                "n-hz".to_string(),
+                vec![net("10.88.0.4/32"), net("10.96.4.0/24")]
+            ),
+            ("ws-1".to_string(), vec![net("10.88.0.5/32")]),
+        ],
+        "a node's subnet follows its mesh address; a workstation runs no replicas"
+    );
+    let routes: Vec<(Ipv4Net, &str)> = eu
+        .routes
+        .iter()
+        .map(|r| (r.destination, r.interface.as_str()))
+        .collect();
+    assert_eq!(routes, [(net("10.96.0.0/16"), MESH_INTERFACE)]);
+    let ws = plan_workstation(&w, "ws-1").expect("the workstation's plan");
+    assert_eq!(ws.routes.len(), 1, "a workstation reaches replicas too");
+    // The other project's node has the same subnet numbers but none of these peers.
+    let other = &plans["n-other"];
+    assert!(
+        other
+            .interface(MESH_INTERFACE)
+            .unwrap()
+            .peers
+            .to_vec()
+            .iter()
+            .all(|p| !p.allowed_ips.contains(&net("10.96.3.0/24"))),
+        "no route into another project"
+    );
+    assert!(plans["gw-eu"].interface(MESH_INTERFACE).is_none());
 }
 
 #[test]

@@ -132,6 +132,31 @@ pub struct ReplicaPlan {
     pub address: Option<Ipv4Addr>,
     /// How it shows it is ready.
     pub probe: Probe,
+    /// Where it resolves names; `None` keeps the image's `/etc/resolv.conf`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<Dns>,
+}
+
+/// A replica's resolver: the node's name server and its search domains.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dns {
+    /// The node's name server (its mesh address).
+    pub nameserver: Ipv4Addr,
+    /// Search domains, its app's first (`shop.web.acme.internal`), so a service's short
+    /// name resolves.
+    pub search: Vec<String>,
+}
+
+impl Dns {
+    /// The `resolv.conf` of a replica.
+    pub fn resolv_conf(&self) -> String {
+        let mut text = format!("nameserver {}\n", self.nameserver);
+        if !self.search.is_empty() {
+            text.push_str(&format!("search {}\n", self.search.join(" ")));
+        }
+        text.push_str("options ndots:1 timeout:2 attempts:2\n");
+        text
+    }
 }
 
 impl ReplicaPlan {
@@ -158,6 +183,10 @@ pub struct Assignment {
     pub subnet: Option<ipnet::Ipv4Net>,
     /// Every replica.
     pub replicas: Vec<ReplicaPlan>,
+    /// The project's service names and their ready replicas' addresses, as the zone last
+    /// said: the node answers them while the zone is away.
+    #[serde(default)]
+    pub services: BTreeMap<String, Vec<Ipv4Addr>>,
 }
 
 /// Where a replica is in its life.
@@ -576,6 +605,16 @@ impl Supervisor {
                 .map_err(|e| format!("{}: {e}", path.display()))?;
         }
         let mut binds = Vec::new();
+        if let Some(dns) = &plan.dns {
+            let path = dir.join("resolv.conf");
+            std::fs::write(&path, dns.resolv_conf())
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            binds.push(Bind {
+                source: path,
+                destination: "/etc/resolv.conf".into(),
+                read_only: true,
+            });
+        }
         if !plan.secret_files.is_empty() {
             let secrets = self.config.secrets_root.join(&plan.id);
             write_secrets(&secrets, &plan.secret_files)?;

@@ -56,6 +56,7 @@ fn plan(id: &str, workload: &str, layout: &std::path::Path, digest: &str) -> Rep
         memory_bytes: 32 << 20,
         address: None,
         probe: Probe::None,
+        dns: None,
     }
 }
 
@@ -122,9 +123,13 @@ fn replicas_run_restart_by_policy_and_survive_an_agent_restart() {
         command: Some(vec![
             "/bin/sh".into(),
             "-c".into(),
-            "echo done; cat /run/secrets/api-key".into(),
+            "echo done; cat /run/secrets/api-key; echo; cat /etc/resolv.conf".into(),
         ]),
         restart: RestartPolicy::Never,
+        dns: Some(orc_runtime::supervisor::Dns {
+            nameserver: Ipv4Addr::new(10, 88, 0, 2),
+            search: vec!["shop.web.acme.internal".into(), "web.acme.internal".into()],
+        }),
         secret_files: vec![("api-key".into(), SecretValue("s3cret".into()))],
         ..plan("shop-job-0", "job", &layout.dir, &layout.manifest_digest)
     };
@@ -142,6 +147,7 @@ fn replicas_run_restart_by_policy_and_survive_an_agent_restart() {
         generation: 1,
         subnet: Some(subnet),
         replicas: vec![web(0), web(1), job.clone(), crash],
+        services: Default::default(),
     };
     let dir = lab.dir.clone();
     let namespace = lab.namespace.clone();
@@ -191,7 +197,11 @@ fn replicas_run_restart_by_policy_and_survive_an_agent_restart() {
                     supervisor.replica_dir("shop-job-0").join("stdout.log"),
                 )
                 .expect("the job's log");
-                assert_eq!(job_out, "done\ns3cret");
+                assert_eq!(
+                    job_out,
+                    "done\ns3cret\nnameserver 10.88.0.2\nsearch shop.web.acme.internal web.acme.internal\noptions ndots:1 timeout:2 attempts:2\n",
+                    "the secret as a file, and the node's name server with the app's domain first"
+                );
 
                 // The replicas answer on their addresses, from the node.
                 for i in 0..2 {
@@ -264,6 +274,7 @@ fn replicas_run_restart_by_policy_and_survive_an_agent_restart() {
                         generation: 2,
                         subnet: Some(subnet),
                         replicas: kept,
+                        services: Default::default(),
                     })
                     .expect("generation 2");
                 let all = supervisor.reconcile().await;

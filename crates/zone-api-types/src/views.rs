@@ -1516,6 +1516,9 @@ pub struct AppReplicaView {
     /// Its node; absent while it has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// Its address in its node's workload subnet; absent until its node has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
     /// Its state as its node reports it (`pending` before any report).
     pub state: String,
     /// Whether its readiness check passes.

@@ -60,6 +60,8 @@ pub struct AppReplicaRow {
     pub restarts: u32,
     /// When this row last changed.
     pub updated_at: Timestamp,
+    /// Its address in its node's workload subnet, once the zone assigned it to the node.
+    pub address: Option<std::net::Ipv4Addr>,
 }
 
 /// One rollout step's changes to an app's replicas.
@@ -330,8 +332,9 @@ impl Store {
         app: &Name,
     ) -> StoreResult<Vec<AppReplicaRow>> {
         let rows = sqlx::query(
-            "SELECT workload, slot, revision, node_id, state, ready, restarts, updated_at \
-             FROM app_replicas WHERE project_id = $1 AND app = $2 ORDER BY workload, slot",
+            "SELECT workload, slot, revision, node_id, state, ready, restarts, updated_at, \
+             address FROM app_replicas WHERE project_id = $1 AND app = $2 \
+             ORDER BY workload, slot",
         )
         .bind(project.as_str())
         .bind(app.as_str())
@@ -349,6 +352,7 @@ impl Store {
                     ready: flag(row, "app_replicas.ready")?,
                     restarts: uint32(row, "app_replicas.restarts")?,
                     updated_at: time(row, "app_replicas.updated_at")?,
+                    address: opt_parsed(row, "app_replicas.address")?,
                 })
             })
             .collect()
@@ -442,6 +446,92 @@ impl Store {
         .await
         .op("record a replica's report")?;
         Ok(done.rows_affected() > 0)
+    }
+
+    /// Gives every replica on `node` that has none an address of `subnet` (the lowest free
+    /// one after the bridge's, the subnet's first), and returns each replica's address by
+    /// project, app, workload and slot. A replica keeps its address for its life.
+    pub async fn assign_replica_addresses(
+        &self,
+        node: &NodeId,
+        subnet: ipnet::Ipv4Net,
+    ) -> StoreResult<std::collections::BTreeMap<(ProjectId, Name, String, u32), std::net::Ipv4Addr>>
+    {
+        let mut tx = self.begin("address a node's replicas").await?;
+        let rows = sqlx::query(
+            "SELECT project_id, app, workload, slot, address FROM app_replicas \
+             WHERE node_id = $1 ORDER BY project_id, app, workload, slot",
+        )
+        .bind(node.as_str())
+        .fetch_all(&mut *tx)
+        .await
+        .op("read a node's replicas' addresses")?;
+        let mut out = std::collections::BTreeMap::new();
+        let mut waiting = Vec::new();
+        for row in &rows {
+            let key: (ProjectId, Name, String, u32) = (
+                parsed(row, "app_replicas.project_id")?,
+                parsed(row, "app_replicas.app")?,
+                text(row, "app_replicas.workload")?,
+                uint32(row, "app_replicas.slot")?,
+            );
+            let address: Option<std::net::Ipv4Addr> = opt_parsed(row, "app_replicas.address")?;
+            match address.filter(|a| subnet.contains(a)) {
+                Some(address) => {
+                    out.insert(key, address);
+                }
+                None => waiting.push(key),
+            }
+        }
+        let taken: std::collections::BTreeSet<std::net::Ipv4Addr> = out.values().copied().collect();
+        let mut free = subnet.hosts().skip(1).filter(|a| !taken.contains(a));
+        for key in waiting {
+            // A full subnet leaves the rest without one; the caller says so.
+            let Some(address) = free.next() else {
+                break;
+            };
+            sqlx::query(
+                "UPDATE app_replicas SET address = $6 WHERE project_id = $1 AND app = $2 \
+                 AND workload = $3 AND slot = $4 AND node_id = $5",
+            )
+            .bind(key.0.as_str())
+            .bind(key.1.as_str())
+            .bind(&key.2)
+            .bind(i64::from(key.3))
+            .bind(node.as_str())
+            .bind(address.to_string())
+            .execute(&mut *tx)
+            .await
+            .op("address a replica")?;
+            out.insert(key, address);
+        }
+        tx.commit().await.op("address a node's replicas")?;
+        Ok(out)
+    }
+
+    /// The addresses of `project`'s ready replicas: app, workload, address.
+    pub async fn ready_replica_addresses(
+        &self,
+        project: &ProjectId,
+    ) -> StoreResult<Vec<(Name, String, std::net::Ipv4Addr)>> {
+        let rows = sqlx::query(
+            "SELECT app, workload, address FROM app_replicas WHERE project_id = $1 \
+             AND ready = 1 AND node_id IS NOT NULL AND address IS NOT NULL \
+             ORDER BY app, workload, address",
+        )
+        .bind(project.as_str())
+        .fetch_all(self.pool())
+        .await
+        .op("read a project's ready replicas")?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    parsed(row, "app_replicas.app")?,
+                    text(row, "app_replicas.workload")?,
+                    parsed(row, "app_replicas.address")?,
+                ))
+            })
+            .collect()
     }
 
     /// The labels given to `node`, by name.

@@ -195,10 +195,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "rollouts: when a revision began and was healthy, draining cordons",
         include_str!("../migrations/0023_rollouts.sql"),
     ),
+    (
+        24,
+        "replicas' addresses in their nodes' workload subnets",
+        include_str!("../migrations/0024_replica_addresses.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 23;
+pub const SCHEMA_VERSION: i64 = 24;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

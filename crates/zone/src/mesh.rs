@@ -55,6 +55,10 @@ pub struct MeshOptions {
     /// The zone's mesh range and the prefix length of each project. Default
     /// `10.88.0.0/16`, a /24 per project.
     pub range: MeshRange,
+    /// Where replicas take their addresses, each node a subnet that follows from its mesh
+    /// address. Default `10.96.0.0/16`, a /24 per node; `None`: replicas have no network
+    /// beyond their own loopback.
+    pub workloads: Option<orc_mesh::WorkloadRange>,
     /// How long a released address or prefix waits before reuse. Default 1 h.
     pub quarantine: Duration,
     /// The longest time between two passes. Default 2 s.
@@ -68,6 +72,7 @@ impl Default for MeshOptions {
     fn default() -> Self {
         MeshOptions {
             range: MeshRange::default(),
+            workloads: Some(orc_mesh::WorkloadRange::default()),
             quarantine: Duration::from_secs(3600),
             interval: Duration::from_secs(2),
             reserved: Vec::new(),
@@ -464,6 +469,7 @@ impl Inputs {
         }
         Ok(World {
             range: options.range,
+            workloads: options.workloads,
             projects,
             sites: sites.values().cloned().collect(),
             members: world_members,
@@ -544,6 +550,8 @@ fn public_address(node: &MeshNode) -> Option<Ipv4Addr> {
 pub enum MeshRangeError {
     #[error(transparent)]
     Overlap(#[from] orc_mesh::range::Overlap),
+    #[error(transparent)]
+    Workloads(#[from] orc_mesh::range::WorkloadRangeError),
     #[error(
         "project {project} has mesh prefix {prefix}, which the mesh range ({range}) does not \
          hold; keep a range and project prefix length that hold every project's prefix"
@@ -580,11 +588,17 @@ pub async fn check_range(store: &Store, options: &MeshOptions) -> Result<(), Mes
             .unwrap_or_else(|| site.provider_id.to_string());
         ranges.push((format!("site {provider}/{}", site.site), prefix));
     }
-    // Only the mesh range against each other one: two sites never share a prefix, and
-    // reserved ranges may hold the sites' prefixes.
+    // Only the mesh and workload ranges against each other one: two sites never share a
+    // prefix, and reserved ranges may hold the sites' prefixes.
     let named: Vec<(&str, Ipv4Net)> = ranges.iter().map(|(n, r)| (n.as_str(), *r)).collect();
     for other in &named[1..] {
         orc_mesh::range::check_overlaps(&[named[0], *other])?;
+    }
+    if let Some(workloads) = &options.workloads {
+        workloads.fits(&options.range)?;
+        for other in &named {
+            orc_mesh::range::check_overlaps(&[("the workload range", workloads.range()), *other])?;
+        }
     }
     for (project, prefix) in store.mesh_prefixes().await.map_err(MeshRangeError::Store)? {
         if !options.range.holds_project(prefix) {

@@ -654,6 +654,7 @@ impl Rollouts {
                         ready: false,
                         restarts: 0,
                         updated_at: now,
+                        address: None,
                     });
                 } else if let Some(node) = chosen {
                     change.place.push((workload.clone(), *slot, node));

@@ -1,6 +1,8 @@
-//! The project's node names, answered by the agent: a small authoritative DNS server on the
+//! The project's names, answered by the agent: a small authoritative DNS server on the
 //! node's mesh address, UDP port 53, for the names of its config's `hosts`
-//! (`<node>.<project>.<org>.internal`, each at its mesh address).
+//! (`<node>.<project>.<org>.internal`, each at its mesh address) and the project's service
+//! names (`<service>.<app>.<project>.<org>.internal`, each with the addresses of its ready
+//! replicas, as the node's workloads last said; a service with none has no record).
 //!
 //! - A name of the table: its A record (TTL [`TTL`] seconds); another type of record for it
 //!   is an empty answer (NODATA), as for a name that has no such record.
@@ -33,11 +35,14 @@ pub const TTL: u32 = 5;
 pub const DOMAIN: &str = "internal";
 
 /// Names (lower case, without the final dot) and their addresses.
-pub type Hosts = BTreeMap<String, Ipv4Addr>;
+pub type Hosts = BTreeMap<String, Vec<Ipv4Addr>>;
 
-/// The answer to `request` from `hosts`; `None` when the request is not a DNS query at all
-/// (it is dropped, as a server drops noise).
-pub fn answer(request: &[u8], hosts: &Hosts) -> Option<Vec<u8>> {
+/// The service names, shared by the node's apps (which write them) and its name server.
+pub type ServiceNames = Arc<RwLock<Hosts>>;
+
+/// The answer to `request` from the first of `tables` that has the name; `None` when the
+/// request is not a DNS query at all (it is dropped, as a server drops noise).
+pub fn answer(request: &[u8], tables: &[&Hosts]) -> Option<Vec<u8>> {
     let request = Message::from_vec(request).ok()?;
     if request.metadata.message_type != MessageType::Query {
         return None;
@@ -50,15 +55,17 @@ pub fn answer(request: &[u8], hosts: &Hosts) -> Option<Vec<u8>> {
         (OpCode::Query, [query]) => {
             let name = query.name().to_lowercase().to_ascii();
             let name = name.trim_end_matches('.');
-            match hosts.get(name) {
-                Some(address) => {
+            match tables.iter().find_map(|t| t.get(name)) {
+                Some(addresses) => {
                     response.metadata.authoritative = true;
                     if matches!(query.query_type(), RecordType::A | RecordType::ANY) {
-                        response.answers.push(Record::from_rdata(
-                            query.name().clone(),
-                            TTL,
-                            RData::A(A(*address)),
-                        ));
+                        for address in addresses {
+                            response.answers.push(Record::from_rdata(
+                                query.name().clone(),
+                                TTL,
+                                RData::A(A(*address)),
+                            ));
+                        }
                     }
                     ResponseCode::NoError
                 }
@@ -80,7 +87,12 @@ pub fn answer(request: &[u8], hosts: &Hosts) -> Option<Vec<u8>> {
 pub fn hosts_of(entries: &[HostEntry]) -> Hosts {
     entries
         .iter()
-        .map(|h| (h.name.trim_end_matches('.').to_ascii_lowercase(), h.address))
+        .map(|h| {
+            (
+                h.name.trim_end_matches('.').to_ascii_lowercase(),
+                vec![h.address],
+            )
+        })
         .collect()
 }
 
@@ -88,6 +100,7 @@ pub fn hosts_of(entries: &[HostEntry]) -> Hosts {
 #[derive(Default)]
 pub struct NameServer {
     hosts: Arc<RwLock<Hosts>>,
+    services: ServiceNames,
     serving: Option<(Ipv4Addr, JoinHandle<()>)>,
 }
 
@@ -100,6 +113,15 @@ impl std::fmt::Debug for NameServer {
 }
 
 impl NameServer {
+    /// A server that also answers `services`.
+    pub fn new(services: ServiceNames) -> NameServer {
+        NameServer {
+            hosts: Arc::default(),
+            services,
+            serving: None,
+        }
+    }
+
     /// Serves `entries` on `address` (its mesh address), binding again when the address
     /// changed; `None` (no mesh) stops it.
     pub async fn apply(
@@ -121,8 +143,7 @@ impl NameServer {
             command: format!("listen for DNS on {at}"),
             output: e.to_string(),
         })?;
-        let hosts = self.hosts.clone();
-        let task = tokio::spawn(serve(socket, hosts));
+        let task = tokio::spawn(serve(socket, self.hosts.clone(), self.services.clone()));
         tracing::info!(%at, "answers the project's node names");
         self.serving = Some((address, task));
         resolved_link(interface, address).await;
@@ -143,7 +164,7 @@ impl Drop for NameServer {
     }
 }
 
-async fn serve(socket: UdpSocket, hosts: Arc<RwLock<Hosts>>) {
+async fn serve(socket: UdpSocket, hosts: Arc<RwLock<Hosts>>, services: ServiceNames) {
     let mut buffer = vec![0u8; 1232];
     loop {
         let (n, from) = match socket.recv_from(&mut buffer).await {
@@ -155,7 +176,8 @@ async fn serve(socket: UdpSocket, hosts: Arc<RwLock<Hosts>>) {
         };
         let reply = {
             let hosts = hosts.read().unwrap_or_else(PoisonError::into_inner);
-            answer(&buffer[..n], &hosts)
+            let services = services.read().unwrap_or_else(PoisonError::into_inner);
+            answer(&buffer[..n], &[&hosts, &services])
         };
         if let Some(reply) = reply {
             let _ = socket.send_to(&reply, from).await;
@@ -214,7 +236,7 @@ mod tests {
         let mut query = Message::query();
         query.metadata.recursion_desired = true;
         query.add_query(Query::query(Name::from_ascii(name).unwrap(), kind));
-        let reply = answer(&query.to_vec().unwrap(), &hosts()).expect("an answer");
+        let reply = answer(&query.to_vec().unwrap(), &[&hosts()]).expect("an answer");
         let reply = Message::from_vec(&reply).unwrap();
         assert_eq!(reply.metadata.id, query.metadata.id);
         assert_eq!(reply.metadata.message_type, MessageType::Response);
@@ -252,6 +274,47 @@ mod tests {
     }
 
     #[test]
+    fn a_service_name_is_answered_with_every_ready_replica_and_none_is_no_record() {
+        let services: Hosts = BTreeMap::from([
+            (
+                "web.shop.web.acme.internal".to_string(),
+                vec!["10.96.2.2".parse().unwrap(), "10.96.3.2".parse().unwrap()],
+            ),
+            ("db.shop.web.acme.internal".to_string(), Vec::new()),
+        ]);
+        let ask = |name: &str| {
+            let mut query = Message::query();
+            query.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+            let reply = answer(&query.to_vec().unwrap(), &[&hosts(), &services]).unwrap();
+            Message::from_vec(&reply).unwrap()
+        };
+        let web = ask("web.shop.web.acme.internal.");
+        assert_eq!(web.metadata.response_code, ResponseCode::NoError);
+        assert_eq!(
+            addresses(&web),
+            [
+                "10.96.2.2".parse::<Ipv4Addr>().unwrap(),
+                "10.96.3.2".parse().unwrap()
+            ]
+        );
+        let db = ask("db.shop.web.acme.internal.");
+        assert_eq!(db.metadata.response_code, ResponseCode::NoError);
+        assert!(
+            db.answers.is_empty(),
+            "no ready replica: the name exists, no record"
+        );
+        assert_eq!(
+            addresses(&ask("n-7.web.acme.internal.")),
+            ["10.88.0.2".parse::<Ipv4Addr>().unwrap()],
+            "node names still answer"
+        );
+        assert_eq!(
+            ask("api.shop.web.acme.internal.").metadata.response_code,
+            ResponseCode::NXDomain
+        );
+    }
+
+    #[test]
     fn another_record_type_of_a_known_name_is_an_empty_answer() {
         let reply = ask("n-7.web.acme.internal.", RecordType::AAAA);
         assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
@@ -271,12 +334,12 @@ mod tests {
 
     #[test]
     fn noise_is_dropped_and_a_response_is_not_answered() {
-        assert_eq!(answer(b"\x01\x02", &hosts()), None);
+        assert_eq!(answer(b"\x01\x02", &[&hosts()]), None);
         let mut response = Message::response(7, OpCode::Query);
         response.add_query(Query::query(
             Name::from_ascii("n-7.web.acme.internal.").unwrap(),
             RecordType::A,
         ));
-        assert_eq!(answer(&response.to_vec().unwrap(), &hosts()), None);
+        assert_eq!(answer(&response.to_vec().unwrap(), &[&hosts()]), None);
     }
 }

@@ -134,14 +134,15 @@ impl std::fmt::Debug for Mesh {
 }
 
 impl Mesh {
-    pub fn new(key: MeshKey) -> Mesh {
+    /// The mesh of the agent holding `key`; its name server also answers `services`.
+    pub fn new(key: MeshKey, services: dns::ServiceNames) -> Mesh {
         Mesh {
             key,
             devices: BTreeMap::new(),
             routes: BTreeSet::new(),
             gateway: None,
             pool_addresses: pool_addresses::PoolAddresses::default(),
-            names: dns::NameServer::default(),
+            names: dns::NameServer::new(services),
         }
     }
 

@@ -440,13 +440,14 @@ pub(crate) fn status_text(org: &str, project: &str, view: &AppStatusView) -> Str
     if !view.replicas.is_empty() {
         out.push('\n');
         let mut table = Table::new(&[
-            "WORKLOAD", "SLOT", "NODE", "STATE", "READY", "RESTARTS", "REVISION",
+            "WORKLOAD", "SLOT", "NODE", "ADDRESS", "STATE", "READY", "RESTARTS", "REVISION",
         ]);
         for r in &view.replicas {
             table.row(vec![
                 r.workload.clone(),
                 r.slot.to_string(),
                 r.node.clone().unwrap_or_else(|| "-".into()),
+                r.address.clone().unwrap_or_else(|| "-".into()),
                 r.state.clone(),
                 if r.ready { "yes" } else { "no" }.to_string(),
                 r.restarts.to_string(),

@@ -115,6 +115,8 @@ fn args(dir: &Path, partner: &Path) -> UpArgs {
             mesh: MeshArgs {
                 mesh_range: orc_mesh::range::DEFAULT_RANGE.parse().unwrap(),
                 mesh_project_prefix: orc_mesh::range::DEFAULT_PROJECT_PREFIX_LEN,
+                workload_range: orc_mesh::range::DEFAULT_WORKLOAD_RANGE.parse().unwrap(),
+                workload_prefix: orc_mesh::range::DEFAULT_WORKLOAD_PREFIX_LEN,
             },
         },
         hetzner_emu: any,

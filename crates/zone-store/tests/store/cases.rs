@@ -2884,6 +2884,7 @@ pub async fn apps_keep_revisions_states_and_placements(db: &TestDb) {
         ready: false,
         restarts: 0,
         updated_at: T0,
+        address: None,
     };
     // A step adds two replicas, one placed and one waiting.
     store
@@ -2949,7 +2950,61 @@ pub async fn apps_keep_revisions_states_and_placements(db: &TestDb) {
         .await
         .unwrap();
     let on_nodes = store.app_replicas_on_nodes(&project).await.unwrap();
-    assert_eq!(on_nodes, [(app.clone(), "web".to_string(), 0, 2, node)]);
+    assert_eq!(
+        on_nodes,
+        [(app.clone(), "web".to_string(), 0, 2, node.clone())]
+    );
+
+    // Replicas get the lowest free address after the bridge's, and keep it.
+    let subnet: ipnet::Ipv4Net = "10.96.2.0/24".parse().unwrap();
+    let addresses = store.assign_replica_addresses(&node, subnet).await.unwrap();
+    let key = (project.clone(), app.clone(), "web".to_string(), 0);
+    assert_eq!(addresses.get(&key), Some(&"10.96.2.2".parse().unwrap()));
+    store
+        .change_app_replicas(
+            &project,
+            &app,
+            &ReplicaChange {
+                add: vec![row(3, 2, Some(node.clone()))],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let addresses = store.assign_replica_addresses(&node, subnet).await.unwrap();
+    assert_eq!(addresses.get(&key), Some(&"10.96.2.2".parse().unwrap()));
+    assert_eq!(
+        addresses.get(&(project.clone(), app.clone(), "web".to_string(), 3)),
+        Some(&"10.96.2.3".parse().unwrap())
+    );
+    assert_eq!(
+        store.ready_replica_addresses(&project).await.unwrap(),
+        [(app.clone(), "web".to_string(), "10.96.2.2".parse().unwrap())],
+        "slot 0 reported ready; slot 3 has not"
+    );
+    assert!(
+        store
+            .report_app_replica(&node, &project, &app, "web", 3, 2, "running", true, 0, T0)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.ready_replica_addresses(&project).await.unwrap().len(),
+        2
+    );
+    let listed = store.list_app_replicas(&project, &app).await.unwrap();
+    assert_eq!(listed[1].address, Some("10.96.2.3".parse().unwrap()));
+    store
+        .change_app_replicas(
+            &project,
+            &app,
+            &ReplicaChange {
+                remove: vec![("web".into(), 3)],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
 
     // A revision's rollout begins when it first deploys; it counts as healthy once.
     let third = store

@@ -83,6 +83,9 @@ pub struct AgentHubOptions {
     pub pull_key: Arc<orc_zone_model::oci::PullKey>,
     /// Woken when a node's report changes a replica, so rollouts go on at once.
     pub rollouts: crate::rollouts::RolloutSignal,
+    /// Where replicas take their addresses (the zone's mesh options say); `None`: replicas
+    /// get no network beyond their own loopback.
+    pub workloads: Option<orc_mesh::WorkloadRange>,
 }
 
 impl fmt::Debug for AgentHubOptions {
@@ -110,6 +113,7 @@ impl Default for AgentHubOptions {
             registry_url: None,
             pull_key: Arc::new(orc_zone_model::oci::PullKey::generate()),
             rollouts: crate::rollouts::RolloutSignal::default(),
+            workloads: Some(orc_mesh::WorkloadRange::default()),
         }
     }
 }

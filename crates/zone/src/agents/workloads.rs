@@ -34,6 +34,15 @@ pub(super) struct ReplicaKey {
     slot: u32,
 }
 
+/// What a node's assignment says of the network.
+struct NodeNetwork {
+    subnet: ipnet::Ipv4Net,
+    nameserver: std::net::Ipv4Addr,
+    /// `<project>.<org>.internal`.
+    domain: String,
+    services: Vec<agent_pb::ServiceName>,
+}
+
 /// A node's assignment as last computed.
 #[derive(Debug, Clone, Default)]
 pub(super) struct NodeWorkloads {
@@ -62,6 +71,20 @@ impl AgentHub {
         let rows = store.app_replicas_of_node(node).await?;
         let mut documents: BTreeMap<(ProjectId, Name, u64), Option<ResolvedApp>> = BTreeMap::new();
         let mut out = NodeWorkloads::default();
+        // The node's subnet, its replicas' addresses, and the project's names.
+        let network = match rows.first() {
+            Some((project, ..)) => self.network(node, project).await?,
+            None => None,
+        };
+        let addresses = match &network {
+            Some(net) => store.assign_replica_addresses(node, net.subnet).await?,
+            None => BTreeMap::new(),
+        };
+        if let Some(net) = &network {
+            out.message.subnet = net.subnet.to_string();
+            out.message.nameserver = net.nameserver.to_string();
+            out.message.services = net.services.clone();
+        }
         for (project, app, workload, slot, revision) in rows {
             let key = (project.clone(), app.clone(), revision);
             if !documents.contains_key(&key) {
@@ -125,6 +148,17 @@ impl AgentHub {
                 },
             };
             let id = format!("{app}-{workload}-{slot}");
+            let address = addresses
+                .get(&(project.clone(), app.clone(), workload.clone(), slot))
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            if address.is_empty() && network.is_some() {
+                tracing::warn!(%node, %app, workload, slot, "the node's workload subnet is full: the replica runs without an address");
+            }
+            let dns_search = network
+                .as_ref()
+                .map(|n| format!("{app}.{}", n.domain))
+                .unwrap_or_default();
             out.message.replicas.push(agent_pb::Replica {
                 id: id.clone(),
                 app: app.to_string(),
@@ -147,8 +181,9 @@ impl AgentHub {
                 restart: restart_word(spec.restart).into(),
                 cpu_millis: spec.resources.cpu_millis(),
                 memory_bytes: spec.resources.memory_bytes(),
-                address: String::new(),
+                address,
                 probe: Some(probe),
+                dns_search,
             });
             out.keys.insert(
                 id,
@@ -165,6 +200,57 @@ impl AgentHub {
         let hash = sha2::Sha256::digest(&bytes);
         out.digest = hash.iter().map(|b| format!("{b:02x}")).collect();
         Ok(out)
+    }
+
+    /// The network of `node`, a node of `project`: its workload subnet (from its mesh
+    /// address), its mesh address (where it answers names), its project's domain and
+    /// service names. `None` without a workload range or a mesh address.
+    async fn network(
+        &self,
+        node: &NodeId,
+        project: &ProjectId,
+    ) -> Result<Option<NodeNetwork>, StoreError> {
+        let Some(range) = self.inner.options.workloads else {
+            return Ok(None);
+        };
+        let store = &self.inner.store;
+        let Some(prefix) = store.mesh_prefixes().await?.get(project).copied() else {
+            return Ok(None);
+        };
+        let members = store.mesh_members_of(project).await?;
+        let Some(member) = members.iter().find(|m| m.id == node.as_str()) else {
+            return Ok(None);
+        };
+        let Some(subnet) = range.node_subnet(prefix, member.address) else {
+            return Ok(None);
+        };
+        let row = store.get_project(project).await?;
+        let org = store.get_org(&row.org_id).await?;
+        let domain = format!("{}.{}.internal", row.name, org.name);
+        // Every service of the project's apps, with its ready replicas' addresses.
+        let mut services: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for app in store.list_apps(project).await? {
+            let Ok(document) = serde_json::from_str::<ResolvedApp>(&app.document) else {
+                continue;
+            };
+            for name in document.spec.services.keys() {
+                services.insert(format!("{name}.{}.{domain}", app.app), Vec::new());
+            }
+        }
+        for (app, workload, address) in store.ready_replica_addresses(project).await? {
+            if let Some(list) = services.get_mut(&format!("{workload}.{app}.{domain}")) {
+                list.push(address.to_string());
+            }
+        }
+        Ok(Some(NodeNetwork {
+            subnet,
+            nameserver: member.address,
+            domain,
+            services: services
+                .into_iter()
+                .map(|(name, addresses)| agent_pb::ServiceName { name, addresses })
+                .collect(),
+        }))
     }
 
     async fn secret(&self, project: &ProjectId, name: &str) -> Result<Option<String>, StoreError> {

@@ -388,6 +388,7 @@ pub(super) async fn get_app(
                 slot: r.slot,
                 revision: r.revision,
                 node: r.node_id.as_ref().map(ToString::to_string),
+                address: r.address.map(|a| a.to_string()),
                 state: r.state.clone(),
                 ready: r.ready,
                 restarts: r.restarts,

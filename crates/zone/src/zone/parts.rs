@@ -255,6 +255,7 @@ impl Hubs {
         let agent_options = crate::agents::AgentHubOptions {
             registry_url: config.agents.registry_url.clone().or(Some(registry.url)),
             pull_key: registry.key,
+            workloads: config.mesh.workloads,
             ..config.agents.clone()
         };
         let agents = AgentHub::new(store.clone(), ca, agent_options);

@@ -157,7 +157,10 @@ async fn joined_agents_of_a_project_become_each_others_peers_and_part_again() {
     assert_ne!(a_address, b_address);
     let a_ip = a_address.split('/').next().unwrap();
     let b_ip = b_address.split('/').next().unwrap();
-    assert_eq!(b_peers, [(1, vec![format!("{a_ip}/32")])]);
+    // Each peer's mesh address and its workload subnet, the n-th /24 of 10.96.0.0/16 for the
+    // n-th address of the project prefix.
+    let subnet = |ip: &str| format!("10.96.{}.0/24", ip.rsplit('.').next().unwrap());
+    assert_eq!(b_peers, [(1, vec![format!("{a_ip}/32"), subnet(a_ip)])]);
     let changes = config(&mut a).await;
     assert_eq!(changed_peers(&changes), (1, 0), "only the new peer travels");
     let names = &changes.mesh_changes.as_ref().unwrap().hosts_set;
@@ -166,7 +169,10 @@ async fn joined_agents_of_a_project_become_each_others_peers_and_part_again() {
     assert_eq!(names[0].name, format!("{second}.web.acme.internal"));
     let with_b = follow(&mut held, &changes);
     assert_eq!(with_b.generation, alone.generation + 1);
-    assert_eq!(mesh(&with_b).1, [(2, vec![format!("{b_ip}/32")])]);
+    assert_eq!(
+        mesh(&with_b).1,
+        [(2, vec![format!("{b_ip}/32"), subnet(b_ip)])]
+    );
 
     // The second node ends: the first loses its peer, and the address is quarantined.
     let shrunk = z
@@ -308,9 +314,13 @@ async fn a_workstation_joins_the_mesh_its_nodes_see_it_and_the_status_says_so() 
         peers[0]["public_key"],
         orc_mesh::PublicKey([1; 32]).to_string()
     );
+    // The node's mesh address, and its workload subnet, which follows from it (the n-th
+    // address of the project prefix has the n-th /24 of 10.96.0.0/16).
+    let a_ip = a_address.split('/').next().unwrap();
+    let host = a_ip.rsplit('.').next().unwrap();
     assert_eq!(
         peers[0]["allowed_ips"],
-        json!([format!("{}/32", a_address.split('/').next().unwrap())])
+        json!([format!("{a_ip}/32"), format!("10.96.{host}.0/24")])
     );
     let again = z
         .post(

@@ -24,6 +24,7 @@ async fn a_mesh_range_overlapping_a_reserved_range_is_refused_naming_both() {
     let mut config = ZoneConfig::ephemeral(tmp.path().join("zone"));
     config.mesh = MeshOptions {
         range: orc_mesh::MeshRange::parse("10.64.0.0/10", 24).unwrap(),
+        workloads: Some(orc_mesh::WorkloadRange::parse("10.200.0.0/16", 24).unwrap()),
         reserved: vec![(
             "the partner's site range".to_string(),
             "10.128.0.0/10".parse().unwrap(),
@@ -34,7 +35,24 @@ async fn a_mesh_range_overlapping_a_reserved_range_is_refused_naming_both() {
     let zone = Zone::start(config.clone()).await.unwrap();
     zone.shutdown().await;
 
+    // A workload range inside the mesh range, or too small for a project, is refused too.
+    let mut inside = config.clone();
+    inside.mesh.workloads = Some(orc_mesh::WorkloadRange::parse("10.96.0.0/16", 24).unwrap());
+    let text = chain(&Zone::start(inside).await.unwrap_err());
+    assert!(
+        text.contains(
+            "the workload range 10.96.0.0/16 overlaps the mesh range 10.64.0.0/10; \
+             choose ranges that do not overlap"
+        ),
+        "{text}"
+    );
+    let mut small = config.clone();
+    small.mesh.workloads = Some(orc_mesh::WorkloadRange::parse("10.200.0.0/20", 24).unwrap());
+    let text = chain(&Zone::start(small).await.unwrap_err());
+    assert!(text.contains("holds 16 node subnets of /24"), "{text}");
+
     config.mesh.range = orc_mesh::MeshRange::parse("10.0.0.0/8", 24).unwrap();
+    config.mesh.workloads = None;
     let err = Zone::start(config).await.unwrap_err();
     let text = chain(&err);
     assert!(text.contains("the mesh range cannot be used"), "{text}");
