@@ -138,6 +138,11 @@ impl Apps {
         Ok(supervisor)
     }
 
+    /// The supervisor, when it runs.
+    pub async fn running(&self) -> Option<Arc<Supervisor>> {
+        self.supervisor.lock().await.clone()
+    }
+
     /// Starts the supervisor when the kept assignment has replicas.
     pub async fn resume(self: &Arc<Self>) {
         if self.has_kept_replicas()

@@ -1,5 +1,8 @@
 //! Commands the zone runs on the node (`orc exec`): started without a shell, stdin closed,
 //! output sent as it comes in chunks, killed at the timeout or when the zone cancels.
+//! The same messages carry a command run inside a replica's container (`orc app exec`,
+//! its output sent once it ends) and a replica's output read from its log files
+//! (`orc app logs`, the end of each stream, then what it writes while followed).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -49,6 +52,142 @@ async fn pump(
             }
         }
     }
+}
+
+async fn send_output(
+    to: &mpsc::Sender<agent_pb::AgentMessage>,
+    exec_id: u64,
+    stream: agent_pb::OutputStream,
+    data: &[u8],
+) -> bool {
+    for chunk in data.chunks(CHUNK_BYTES) {
+        let output = agent_pb::ExecOutput {
+            exec_id,
+            stream: stream as i32,
+            data: chunk.to_vec(),
+        };
+        if to
+            .send(message(agent_message::Body::ExecOutput(output)))
+            .await
+            .is_err()
+        {
+            return false;
+        }
+    }
+    true
+}
+
+/// Runs `start.argv` inside replica `start.replica` of `supervisor`.
+pub async fn run_in_replica(
+    supervisor: Option<std::sync::Arc<orc_runtime::supervisor::Supervisor>>,
+    start: agent_pb::ExecStart,
+    to: mpsc::Sender<agent_pb::AgentMessage>,
+    cancel: oneshot::Receiver<()>,
+) {
+    let exec_id = start.exec_id;
+    let Some(supervisor) = supervisor else {
+        let _ = to
+            .send(exit(exec_id, None, "this node runs no replicas"))
+            .await;
+        return;
+    };
+    let timeout = Duration::from_secs(u64::from(start.timeout_seconds.max(1)));
+    let ran = tokio::select! {
+        ran = supervisor.exec_in(&start.replica, &start.argv, timeout) => ran,
+        _ = cancel => Err("cancelled".to_string()),
+    };
+    let message = match ran {
+        Ok((status, stdout, stderr)) => {
+            if !send_output(&to, exec_id, agent_pb::OutputStream::Stdout, &stdout).await
+                || !send_output(&to, exec_id, agent_pb::OutputStream::Stderr, &stderr).await
+            {
+                return;
+            }
+            exit(exec_id, i32::try_from(status).ok(), "")
+        }
+        Err(error) => exit(exec_id, None, error),
+    };
+    let _ = to.send(message).await;
+}
+
+/// How often a followed log is looked at again.
+const FOLLOW_EVERY: Duration = Duration::from_millis(250);
+
+/// Sends the end of replica `start.replica`'s stdout and stderr (`tail_bytes` of each, or
+/// all that is kept), then, when following, what it writes until cancelled or the timeout.
+/// A file that shrank was rotated: it is read again from its start.
+pub async fn read_logs(
+    supervisor: Option<std::sync::Arc<orc_runtime::supervisor::Supervisor>>,
+    start: agent_pb::ExecStart,
+    to: mpsc::Sender<agent_pb::AgentMessage>,
+    mut cancel: oneshot::Receiver<()>,
+) {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let exec_id = start.exec_id;
+    let Some(supervisor) = supervisor else {
+        let _ = to
+            .send(exit(exec_id, None, "this node runs no replicas"))
+            .await;
+        return;
+    };
+    let logs = start.logs.unwrap_or_default();
+    let (stdout, stderr) = supervisor.log_paths(&start.replica);
+    if !stdout.exists() {
+        let _ = to
+            .send(exit(
+                exec_id,
+                None,
+                format!("replica {} has no output on this node", start.replica),
+            ))
+            .await;
+        return;
+    }
+    let mut files = [
+        (stdout, agent_pb::OutputStream::Stdout, 0u64),
+        (stderr, agent_pb::OutputStream::Stderr, 0u64),
+    ];
+    for (path, _, offset) in &mut files {
+        let len = std::fs::metadata(&*path).map(|m| m.len()).unwrap_or(0);
+        *offset = match logs.tail_bytes {
+            0 => 0,
+            tail => len.saturating_sub(tail),
+        };
+    }
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_secs(u64::from(start.timeout_seconds.max(1)));
+    loop {
+        for (path, stream, offset) in &mut files {
+            let Ok(mut file) = std::fs::File::open(&*path) else {
+                continue;
+            };
+            let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+            if len < *offset {
+                *offset = 0;
+            }
+            if len == *offset {
+                continue;
+            }
+            let mut data = Vec::new();
+            if file.seek(SeekFrom::Start(*offset)).is_err()
+                || file.take(len - *offset).read_to_end(&mut data).is_err()
+            {
+                continue;
+            }
+            *offset += data.len() as u64;
+            if !send_output(&to, exec_id, *stream, &data).await {
+                return;
+            }
+        }
+        if !logs.follow {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(FOLLOW_EVERY) => {}
+            _ = tokio::time::sleep_until(deadline) => break,
+            _ = &mut cancel => break,
+        }
+    }
+    let _ = to.send(exit(exec_id, Some(0), "")).await;
 }
 
 /// Runs `start` to its end, sending its output and exit to `to`. `cancel` kills it.
@@ -141,6 +280,7 @@ mod tests {
             exec_id: 9,
             argv: argv.iter().map(|s| s.to_string()).collect(),
             timeout_seconds,
+            ..Default::default()
         };
         tokio::spawn(run(start, tx, cancelled));
         let (mut out, mut err) = (Vec::new(), Vec::new());

@@ -540,8 +540,25 @@ impl<'a> Session<'a> {
                     execs.retain(|_, cancel| !cancel.is_closed());
                     let (cancel, cancelled) = oneshot::channel();
                     execs.insert(start.exec_id, cancel);
-                    tracing::info!(exec = start.exec_id, program = %start.argv.first().map(String::as_str).unwrap_or(""), "running a command for the zone");
-                    tokio::spawn(exec::run(start, tx.clone(), cancelled));
+                    let supervisor = match &self.apps {
+                        Some(apps) => apps.running().await,
+                        None => None,
+                    };
+                    if start.logs.is_some() {
+                        tracing::info!(exec = start.exec_id, replica = %start.replica, "reading a replica's output for the zone");
+                        tokio::spawn(exec::read_logs(supervisor, start, tx.clone(), cancelled));
+                    } else if !start.replica.is_empty() {
+                        tracing::info!(exec = start.exec_id, replica = %start.replica, program = %start.argv.first().map(String::as_str).unwrap_or(""), "running a command in a replica for the zone");
+                        tokio::spawn(exec::run_in_replica(
+                            supervisor,
+                            start,
+                            tx.clone(),
+                            cancelled,
+                        ));
+                    } else {
+                        tracing::info!(exec = start.exec_id, program = %start.argv.first().map(String::as_str).unwrap_or(""), "running a command for the zone");
+                        tokio::spawn(exec::run(start, tx.clone(), cancelled));
+                    }
                 }
                 Some(zone_message::Body::ExecCancel(cancel)) => {
                     if let Some(cancel) = execs.remove(&cancel.exec_id) {

@@ -330,6 +330,46 @@ enum AppCommand {
         #[arg(long)]
         project: Option<String>,
     },
+    /// Print the output of an app's replicas, each line named by its replica (`web[0] |`
+    /// for stdout, `web[0] !` for stderr).
+    #[command(after_help = "Example: orc app logs shop web --follow")]
+    Logs {
+        /// The app's name.
+        app: String,
+        /// Only this service or worker [default: every one].
+        workload: Option<String>,
+        /// Go on printing what the replicas write (until Ctrl-C, or an hour).
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// How much of the end of each replica's stdout and stderr, in bytes (0: all the
+        /// node keeps).
+        #[arg(long, default_value_t = 16384)]
+        tail: u64,
+        /// ORG/PROJECT [default: the token's project]
+        #[arg(long)]
+        project: Option<String>,
+    },
+    /// Run a command inside a replica of an app (the first ready one, or --slot), with its
+    /// environment, without a shell; exit with the command's exit code.
+    #[command(after_help = "Example: orc app exec shop web -- cat /etc/resolv.conf")]
+    Exec {
+        /// The app's name.
+        app: String,
+        /// The service or worker.
+        workload: String,
+        /// The replica's slot, as `orc app status` shows it.
+        #[arg(long)]
+        slot: Option<u32>,
+        /// Kill the command after this long (1s to 1h).
+        #[arg(long, default_value = "10m", value_parser = commands::agent::parse_ttl)]
+        timeout: std::time::Duration,
+        /// ORG/PROJECT [default: the token's project]
+        #[arg(long)]
+        project: Option<String>,
+        /// The program and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        argv: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -951,6 +991,42 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             } => commands::app::rollback(&conn, &app, revision, project.as_deref()).await,
             AppCommand::Remove { app, project } => {
                 commands::app::remove(&conn, &app, project.as_deref()).await
+            }
+            AppCommand::Logs {
+                app,
+                workload,
+                follow,
+                tail,
+                project,
+            } => {
+                commands::app::logs(
+                    &conn,
+                    &app,
+                    workload.as_deref(),
+                    project.as_deref(),
+                    follow,
+                    tail,
+                )
+                .await
+            }
+            AppCommand::Exec {
+                app,
+                workload,
+                slot,
+                timeout,
+                project,
+                argv,
+            } => {
+                commands::app::exec(
+                    &conn,
+                    &app,
+                    &workload,
+                    slot,
+                    project.as_deref(),
+                    argv,
+                    timeout,
+                )
+                .await
             }
         },
         Command::Registry { command } => match command {

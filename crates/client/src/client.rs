@@ -212,6 +212,25 @@ impl Client {
         Err(api_error(status, &bytes))
     }
 
+    /// `GET path`, its answer left to be read as it comes.
+    pub async fn get_streaming(&self, path: &str) -> Result<reqwest::Response, CallError> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.http.get(&url);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.map_err(|e| CallError::Unreachable {
+            url: self.base.clone(),
+            detail: error_chain(&e),
+        })?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let bytes = response.bytes().await.unwrap_or_default();
+        Err(api_error(status, &bytes))
+    }
+
     /// `PUT path` with `bytes` as an `application/octet-stream` body.
     pub async fn put_bytes<T: DeserializeOwned>(
         &self,

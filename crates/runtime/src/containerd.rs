@@ -362,6 +362,20 @@ impl Containerd {
         Ok(reply.into_inner().exit_status)
     }
 
+    /// Sends `signal` to exec `exec_id` of container `id`'s task.
+    pub async fn kill_exec(&self, id: &str, exec_id: &str, signal: u32) -> Result<()> {
+        TasksClient::new(self.channel.clone())
+            .kill(self.request(api::tasks::KillRequest {
+                container_id: id.to_string(),
+                exec_id: exec_id.to_string(),
+                signal,
+                all: false,
+            }))
+            .await
+            .map_err(call("signal a command"))?;
+        Ok(())
+    }
+
     /// Runs `process` (an OCI runtime spec's `process`) in container `id`'s task as exec
     /// `exec_id`, its output appended to the files named; returns its exit status.
     pub async fn exec(

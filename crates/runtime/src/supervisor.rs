@@ -344,6 +344,75 @@ impl Supervisor {
         all
     }
 
+    /// Runs `argv` inside replica `id`'s running container, with the replica's environment
+    /// (secrets included) as root, no shell, stdin closed; returns its exit status and
+    /// output. Killed after `timeout`.
+    pub async fn exec_in(
+        &self,
+        id: &str,
+        argv: &[String],
+        timeout: Duration,
+    ) -> Result<(u32, Vec<u8>, Vec<u8>), String> {
+        let assignment = self.assignment();
+        let plan = assignment
+            .replicas
+            .iter()
+            .find(|r| r.id == id)
+            .ok_or_else(|| format!("this node runs no replica {id}"))?;
+        if self.tracked_field(id, |t| t.status.phase) != Some(Phase::Running) {
+            return Err(format!("replica {id} is not running"));
+        }
+        let mut env =
+            vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string()];
+        env.extend(plan.env.iter().map(|(k, v)| format!("{k}={v}")));
+        env.extend(plan.secret_env.iter().map(|(k, v)| format!("{k}={}", v.0)));
+        let process = serde_json::json!({
+            "args": argv,
+            "cwd": "/",
+            "env": env,
+            "user": { "uid": 0, "gid": 0 },
+            "terminal": false,
+        });
+        let exec_id = format!(
+            "exec-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default()
+        );
+        let dir = self.replica_dir(id);
+        let (out, err) = (
+            dir.join(format!("{exec_id}.out")),
+            dir.join(format!("{exec_id}.err")),
+        );
+        for path in [&out, &err] {
+            std::fs::write(path, b"").map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let ran = tokio::time::timeout(
+            timeout,
+            self.client.exec(id, &exec_id, &process, &out, &err),
+        )
+        .await;
+        let result = match ran {
+            Ok(Ok(status)) => Ok((
+                status,
+                std::fs::read(&out).unwrap_or_default(),
+                std::fs::read(&err).unwrap_or_default(),
+            )),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(_) => {
+                let _ = self.client.kill_exec(id, &exec_id, 9).await;
+                Err(format!(
+                    "killed after its timeout of {} s",
+                    timeout.as_secs()
+                ))
+            }
+        };
+        let _ = std::fs::remove_file(&out);
+        let _ = std::fs::remove_file(&err);
+        result
+    }
+
     /// The directory of replica `id`: its logs and writable layer.
     pub fn replica_dir(&self, id: &str) -> PathBuf {
         self.config.root.join("replicas").join(id)
@@ -554,7 +623,9 @@ impl Supervisor {
         (dir.join("upper"), dir.join("work"))
     }
 
-    fn log_paths(&self, id: &str) -> (PathBuf, PathBuf) {
+    /// The files replica `id` writes its output to: stdout, stderr (each rotated to
+    /// `*.log.1` past the log limit).
+    pub fn log_paths(&self, id: &str) -> (PathBuf, PathBuf) {
         let dir = self.replica_dir(id);
         (dir.join("stdout.log"), dir.join("stderr.log"))
     }

@@ -1149,6 +1149,56 @@ pub enum ExecLine {
     },
 }
 
+/// `POST …/apps/{app}/exec`: a command to run inside one replica of a workload, without a
+/// shell.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppExecRequest {
+    /// The service or worker.
+    pub workload: String,
+    /// Its replica by slot; by default the first ready one.
+    #[serde(default)]
+    pub slot: Option<u32>,
+    /// The program and its arguments, looked up in the container's `PATH`.
+    pub argv: Vec<String>,
+    /// The command is killed after this long: 1 to 3600 s, 600 by default.
+    #[serde(default)]
+    pub timeout_seconds: Option<u32>,
+}
+
+/// Query of `GET …/apps/{app}/logs`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct AppLogsQuery {
+    /// Only this service or worker; every workload by default.
+    pub workload: Option<String>,
+    /// At most this many bytes of the end of each replica's stdout and stderr (default
+    /// 16384; `0` for all the node keeps).
+    pub tail: Option<String>,
+    /// `true`: go on with what the replicas write, for up to an hour.
+    pub follow: Option<String>,
+}
+
+/// One line of `GET …/apps/{app}/logs` (`application/x-ndjson`): each replica's output as
+/// it comes, and one `end` per replica.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AppLogLine {
+    /// A chunk of a replica's output, base64 (standard alphabet, padded).
+    Output {
+        /// `web[0]`: the workload and slot.
+        replica: String,
+        /// `stdout` or `stderr`.
+        stream: String,
+        data: String,
+    },
+    /// A replica's output ends here; `error` says why it could not be read.
+    End {
+        replica: String,
+        error: Option<String>,
+    },
+}
+
 /// `POST …/nodes/{node}/join-tokens`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -50,7 +50,13 @@ pub async fn exec(
         project_url(&org, &project),
         segment(node)
     );
-    let mut response = client.post_streaming(&path, &body).await?;
+    let response = client.post_streaming(&path, &body).await?;
+    print_exec(response, &format!("on {node}")).await
+}
+
+/// Prints an exec's answer as it comes (stdout and stderr to this process's), and returns
+/// as the command exited: with [`RemoteExit`] for a non-zero code.
+pub(crate) async fn print_exec(mut response: reqwest::Response, place: &str) -> anyhow::Result<()> {
     let mut pending: Vec<u8> = Vec::new();
     let mut exit: Option<(Option<i32>, Option<String>)> = None;
     let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
@@ -90,7 +96,7 @@ pub async fn exec(
             Err(RemoteExit(u8::try_from(code.clamp(1, 255)).unwrap_or(1)).into())
         }
         Some((None, error)) => bail!(
-            "the command on {node} did not finish: {}",
+            "the command {place} did not finish: {}",
             error.unwrap_or_else(|| "no reason given".into())
         ),
     }

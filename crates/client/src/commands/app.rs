@@ -9,13 +9,14 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use base64::Engine as _;
 use orc_app_model::init::Starter;
 use orc_app_model::revision::{ResolvedApp, ResolvedImage};
 use orc_app_model::schema::{Check, typed_module};
 use orc_app_model::{AppSpec, ImageRef, WorkloadKind, pkl};
 use orc_zone_api_types::views::{
-    AppPlanView, AppRevisionView, AppStatusView, ChangeView, DeployApp, ImageView, ProjectAppView,
-    RollbackApp,
+    AppExecRequest, AppLogLine, AppPlanView, AppRevisionView, AppStatusView, ChangeView, DeployApp,
+    ImageView, ProjectAppView, RollbackApp,
 };
 
 use crate::ConnArgs;
@@ -574,6 +575,127 @@ pub async fn remove(conn: &ConnArgs, app: &str, project: Option<&str>) -> anyhow
     let (org, project) = super::project_of(&client, project).await?;
     let _: serde_json::Value = client.delete(&app_url(&org, &project, app)).await?;
     outln!("App {app} removed from {org}/{project}; its replicas stop on their nodes.");
+    Ok(())
+}
+
+/// `orc app exec APP WORKLOAD [--slot N] -- CMD…`: runs CMD inside a replica and exits with
+/// its exit code.
+pub async fn exec(
+    conn: &ConnArgs,
+    app: &str,
+    workload: &str,
+    slot: Option<u32>,
+    project: Option<&str>,
+    argv: Vec<String>,
+    timeout: std::time::Duration,
+) -> anyhow::Result<()> {
+    if argv.is_empty() {
+        bail!("name the command to run after `--`: orc app exec {app} {workload} -- ls /");
+    }
+    let client = super::client(conn)?;
+    let (org, project) = super::project_of(&client, project).await?;
+    let body = AppExecRequest {
+        workload: workload.to_string(),
+        slot,
+        argv,
+        timeout_seconds: Some(u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX)),
+    };
+    let response = client
+        .post_streaming(&format!("{}/exec", app_url(&org, &project, app)), &body)
+        .await?;
+    super::agent::print_exec(response, &format!("in {app}/{workload}")).await
+}
+
+/// `orc app logs APP [WORKLOAD] [--follow] [--tail BYTES]`: each replica's output, its lines
+/// named by the replica (`web[0] | …`; stderr's `web[0] ! …`).
+pub async fn logs(
+    conn: &ConnArgs,
+    app: &str,
+    workload: Option<&str>,
+    project: Option<&str>,
+    follow: bool,
+    tail: u64,
+) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let client = super::client(conn)?;
+    let (org, project) = super::project_of(&client, project).await?;
+    let mut query = format!("tail={tail}&follow={follow}");
+    if let Some(workload) = workload {
+        query.push_str(&format!("&workload={}", crate::client::segment(workload)));
+    }
+    let mut response = client
+        .get_streaming(&format!("{}/logs?{query}", app_url(&org, &project, app)))
+        .await?;
+    let mut pending: Vec<u8> = Vec::new();
+    // What each replica's stream wrote after its last newline, kept for the next chunk.
+    let mut partial: std::collections::BTreeMap<(String, String), Vec<u8>> = Default::default();
+    let mut failed = Vec::new();
+    let mut out = std::io::stdout();
+    let lost = |e: reqwest::Error| anyhow::anyhow!("the connection to the zone broke: {e}");
+    let mut write_lines = |replica: &str, stream: &str, text: &[u8]| -> std::io::Result<()> {
+        let mark = if stream == "stderr" { '!' } else { '|' };
+        for line in text.split(|b| *b == b'\n') {
+            let line = String::from_utf8_lossy(line);
+            writeln!(
+                out,
+                "{replica} {mark} {}",
+                orc_common::text::printable(&line)
+            )?;
+        }
+        out.flush()
+    };
+    while let Some(chunk) = response.chunk().await.map_err(lost)? {
+        pending.extend_from_slice(&chunk);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let line: AppLogLine = serde_json::from_slice(&line[..end])
+                .context("the zone sent a line that is not a log event")?;
+            let written = match line {
+                AppLogLine::Output {
+                    replica,
+                    stream,
+                    data,
+                } => {
+                    let data = base64::engine::general_purpose::STANDARD
+                        .decode(data)
+                        .context("the zone sent output that is not base64")?;
+                    let held = partial
+                        .entry((replica.clone(), stream.clone()))
+                        .or_default();
+                    held.extend_from_slice(&data);
+                    match held.iter().rposition(|b| *b == b'\n') {
+                        Some(last) => {
+                            let whole: Vec<u8> = held.drain(..=last).collect();
+                            write_lines(&replica, &stream, &whole[..whole.len() - 1])
+                        }
+                        None => Ok(()),
+                    }
+                }
+                AppLogLine::End { replica, error } => {
+                    let mut result = Ok(());
+                    for stream in ["stdout", "stderr"] {
+                        if let Some(rest) = partial.remove(&(replica.clone(), stream.to_string()))
+                            && !rest.is_empty()
+                        {
+                            result = result.and(write_lines(&replica, stream, &rest));
+                        }
+                    }
+                    if let Some(error) = error {
+                        failed.push(format!("{replica}: {error}"));
+                    }
+                    result
+                }
+            };
+            match written {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                Err(e) => return Err(e).context("cannot write the replicas' output"),
+            }
+        }
+    }
+    if !failed.is_empty() {
+        bail!("some output could not be read: {}", failed.join("; "));
+    }
     Ok(())
 }
 

@@ -140,6 +140,22 @@ pub enum ExecEvent {
     },
 }
 
+/// What an exec on a node runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecWhat {
+    /// A command on the node (`orc exec`).
+    Node(Vec<String>),
+    /// A command inside a replica's container (`orc app exec`).
+    Replica { replica: String, argv: Vec<String> },
+    /// A replica's output (`orc app logs`): the end of each stream (`tail_bytes`, 0 for all
+    /// that is kept), then, when `follow`, what it writes.
+    Logs {
+        replica: String,
+        tail_bytes: u64,
+        follow: bool,
+    },
+}
+
 /// Why a command could not be started.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExecError {
@@ -497,15 +513,28 @@ impl AgentHub {
         })
     }
 
-    /// Starts `argv` on `node`'s agent, to be stopped after `timeout`. Output and the exit
+    /// Starts `what` on `node`'s agent, to be stopped after `timeout`. Output and the exit
     /// come on the receiver; dropping it cancels the command.
     pub fn exec(
         &self,
         node: &NodeId,
-        argv: Vec<String>,
+        what: ExecWhat,
         timeout: Duration,
     ) -> Result<mpsc::Receiver<ExecEvent>, ExecError> {
-        if argv.first().is_none_or(|a| a.is_empty()) {
+        let (argv, replica, logs) = match what {
+            ExecWhat::Node(argv) => (argv, String::new(), None),
+            ExecWhat::Replica { replica, argv } => (argv, replica, None),
+            ExecWhat::Logs {
+                replica,
+                tail_bytes,
+                follow,
+            } => (
+                Vec::new(),
+                replica,
+                Some(agent_pb::LogsRequest { tail_bytes, follow }),
+            ),
+        };
+        if logs.is_none() && argv.first().is_none_or(|a| a.is_empty()) {
             return Err(ExecError::EmptyCommand);
         }
         let exec_id = self.next_id();
@@ -520,6 +549,8 @@ impl AgentHub {
             exec_id,
             argv,
             timeout_seconds: u32::try_from(timeout.as_secs().max(1)).unwrap_or(u32::MAX),
+            replica,
+            logs,
         };
         let _ = attached
             .outbound

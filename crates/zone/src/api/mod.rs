@@ -22,6 +22,7 @@
 //! `orc-zone-api-types`, re-exported as [`views`] and in [`error`].
 
 pub mod access;
+mod app_exec;
 mod apps;
 pub mod error;
 pub mod extract;
@@ -99,11 +100,11 @@ pub trait LogSource: Send + Sync + 'static {
 pub trait AgentAccess: Send + Sync + 'static {
     /// The last contact of `node`'s open agent stream, if it has one.
     fn live(&self, node: &crate::model::NodeId) -> Option<Timestamp>;
-    /// Starts `argv` on `node`'s agent; see [`crate::agents::AgentHub::exec`].
+    /// Starts `what` on `node`'s agent; see [`crate::agents::AgentHub::exec`].
     fn exec(
         &self,
         node: &crate::model::NodeId,
-        argv: Vec<String>,
+        what: crate::agents::ExecWhat,
         timeout: Duration,
     ) -> Result<tokio::sync::mpsc::Receiver<crate::agents::ExecEvent>, crate::agents::ExecError>;
     /// The fingerprint of the CA join tokens pin; `None` on a plain zone.
@@ -384,6 +385,14 @@ pub fn router(state: ApiState) -> Router {
             &format!("{project}/apps/{{app}}/rollback"),
             post(apps::rollback_app),
         )
+        .route(
+            &format!("{project}/apps/{{app}}/exec"),
+            post(app_exec::exec_app),
+        )
+        .route(
+            &format!("{project}/apps/{{app}}/logs"),
+            get(app_exec::app_logs),
+        )
         .route(&format!("{project}/providers"), get(pv::list_providers))
         .route(
             &format!("{project}/providers/{{provider}}"),
@@ -612,7 +621,7 @@ impl Modify for BearerAuth {
         secrets::list_secrets, secrets::set_secret, secrets::delete_secret,
         keys::jwks, keys::list_access_keys, keys::rotate_access_key,
         apps::plan_app, apps::deploy_app, apps::list_apps, apps::get_app, apps::list_revisions,
-        apps::rollback_app, apps::remove_app,
+        apps::rollback_app, apps::remove_app, app_exec::exec_app, app_exec::app_logs,
         placement::get_placement, placement::set_label, placement::remove_label,
         placement::cordon, placement::uncordon, placement::drain,
         registry::get_blob, registry::put_blob, registry::push_tag, registry::list_apps,

@@ -139,7 +139,7 @@ pub(super) async fn exec_node(
     let events = agents
         .exec(
             &node.id,
-            body.argv.clone(),
+            crate::agents::ExecWhat::Node(body.argv.clone()),
             Duration::from_secs(u64::from(seconds)),
         )
         .map_err(|e| match e {

@@ -56,10 +56,10 @@ impl AgentAccess for AgentDirectory {
     fn exec(
         &self,
         node: &crate::model::NodeId,
-        argv: Vec<String>,
+        what: crate::agents::ExecWhat,
         timeout: Duration,
     ) -> Result<tokio::sync::mpsc::Receiver<ExecEvent>, ExecError> {
-        self.hub.exec(node, argv, timeout)
+        self.hub.exec(node, what, timeout)
     }
 
     fn ca_fingerprint(&self) -> Option<String> {

@@ -103,7 +103,7 @@ impl Drop for NodeRuntime {
         orc_runtime::supervisor::unmount_under(&self.apps);
         if let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") {
             for controller in controllers.flatten() {
-                for id in ["shop-web-0", "shop-web-1"] {
+                for id in ["shop-web-0", "shop-web-1", "shop-ticker-0"] {
                     let _ = std::fs::remove_dir(controller.path().join("orc").join(id));
                 }
                 // The agents' parent cgroup, once empty.
@@ -216,6 +216,11 @@ async fn an_app_runs_on_a_joined_node_and_becomes_healthy() {
             "resources": { "cpu": "250m", "memory": "64Mi" },
             "http": { "port": 8080, "healthPath": "/healthz" },
         } },
+        "workers": { "ticker": {
+            "image": "acme/shop:1",
+            "command": ["/bin/sh", "-c", "while true; do echo tick; echo tock >&2; sleep 1; done"],
+            "resources": { "cpu": "100m", "memory": "32Mi" },
+        } },
     }});
     let deployed = z.post(&format!("{WEB}/apps"), &t.mia, app).await;
     assert_eq!(deployed.status, StatusCode::CREATED, "{}", deployed.body);
@@ -228,14 +233,87 @@ async fn an_app_runs_on_a_joined_node_and_becomes_healthy() {
     })
     .await;
     let status = z.get(&format!("{WEB}/apps/shop"), &t.vic).await;
-    assert_eq!(status.body["app"]["ready"], 2, "{}", status.body);
+    assert_eq!(status.body["app"]["ready"], 3, "{}", status.body);
     for replica in status.body["replicas"].as_array().expect("replicas") {
         assert_eq!(replica["node"], node_id.as_str(), "{}", status.body);
         assert_eq!(replica["state"], "running", "{}", status.body);
     }
+    let mut containers = running_containers(&socket).await;
+    containers.sort();
+    assert_eq!(containers, ["shop-ticker-0", "shop-web-0", "shop-web-1"]);
+
+    // A command inside a replica: its output, and its exit code.
+    let ran = ndjson(
+        &z,
+        &t.mia,
+        reqwest::Method::POST,
+        &format!("{WEB}/apps/shop/exec"),
+        Some(json!({
+            "workload": "web",
+            "argv": ["/bin/sh", "-c", "echo out; echo err >&2; hostname; exit 3"],
+        })),
+        1,
+    )
+    .await;
+    assert_eq!(output_of(&ran, "stdout"), "out\nweb\n", "{ran:?}");
+    assert_eq!(output_of(&ran, "stderr"), "err\n", "{ran:?}");
     assert_eq!(
-        running_containers(&socket).await,
-        ["shop-web-0", "shop-web-1"]
+        ran.last().unwrap(),
+        &json!({ "type": "exit", "code": 3, "error": null })
+    );
+    let nowhere = z
+        .post(
+            &format!("{WEB}/apps/shop/exec"),
+            &t.mia,
+            json!({ "workload": "db", "argv": ["true"] }),
+        )
+        .await;
+    assert_eq!(nowhere.status, StatusCode::BAD_REQUEST, "{}", nowhere.body);
+    assert_eq!(nowhere.field(), Some("workload"));
+    let denied = z
+        .post(
+            &format!("{WEB}/apps/shop/exec"),
+            &t.vic,
+            json!({ "workload": "web", "argv": ["true"] }),
+        )
+        .await;
+    assert_eq!(
+        denied.status,
+        StatusCode::FORBIDDEN,
+        "a viewer runs nothing"
+    );
+
+    // The worker's output: its stdout and stderr, named by replica, then its end.
+    let logs = ndjson(
+        &z,
+        &t.vic,
+        reqwest::Method::GET,
+        &format!("{WEB}/apps/shop/logs?workload=ticker&tail=0"),
+        None,
+        1,
+    )
+    .await;
+    assert!(output_of(&logs, "stdout").starts_with("tick\n"), "{logs:?}");
+    assert!(output_of(&logs, "stderr").starts_with("tock\n"), "{logs:?}");
+    assert!(logs.iter().all(|l| l["replica"] == "ticker[0]"), "{logs:?}");
+    assert_eq!(
+        logs.last().unwrap(),
+        &json!({ "type": "end", "replica": "ticker[0]", "error": null })
+    );
+    // Followed, it goes on: more ticks arrive than were there.
+    let before = output_of(&logs, "stdout").matches("tick").count();
+    let followed = ndjson(
+        &z,
+        &t.vic,
+        reqwest::Method::GET,
+        &format!("{WEB}/apps/shop/logs?workload=ticker&tail=0&follow=true"),
+        None,
+        usize::MAX,
+    )
+    .await;
+    assert!(
+        output_of(&followed, "stdout").matches("tick").count() > before + 1,
+        "{followed:?}"
     );
 
     // Removed: the node stops its containers.
@@ -252,6 +330,66 @@ async fn an_app_runs_on_a_joined_node_and_becomes_healthy() {
     let _ = agent.await;
     drop(_runtime);
     let _ = std::fs::remove_dir_all(&node_dir);
+}
+
+/// The lines of an `application/x-ndjson` answer, read until `ends` lines of type `exit` or
+/// `end` arrived, or (for a followed answer, `ends = usize::MAX`) for 4 s.
+async fn ndjson(
+    z: &TestZone,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+    ends: usize,
+) -> Vec<serde_json::Value> {
+    let mut request = z
+        .http
+        .request(method, format!("{}{path}", z.zone.url()))
+        .bearer_auth(token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let mut response = request.send().await.expect("an answer");
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut lines = Vec::new();
+    let mut pending = Vec::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(4);
+    loop {
+        let chunk = if ends == usize::MAX {
+            match tokio::time::timeout_at(until, response.chunk()).await {
+                Ok(chunk) => chunk.expect("a chunk"),
+                Err(_) => return lines,
+            }
+        } else {
+            response.chunk().await.expect("a chunk")
+        };
+        let Some(chunk) = chunk else { return lines };
+        pending.extend_from_slice(&chunk);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            lines.push(serde_json::from_slice(&line).expect("a JSON line"));
+        }
+        let done = lines
+            .iter()
+            .filter(|l| l["type"] == "exit" || l["type"] == "end")
+            .count();
+        if done >= ends {
+            return lines;
+        }
+    }
+}
+
+/// The output of `stream` in `lines`, decoded.
+fn output_of(lines: &[serde_json::Value], stream: &str) -> String {
+    let mut out = Vec::new();
+    for line in lines.iter().filter(|l| l["stream"] == stream) {
+        out.extend(
+            base64::engine::general_purpose::STANDARD
+                .decode(line["data"].as_str().unwrap())
+                .unwrap(),
+        );
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Joins an agent that runs no apps (placement is the zone's; nothing needs to run).
