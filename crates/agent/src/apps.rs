@@ -113,6 +113,10 @@ impl Apps {
             root: self.root.clone(),
             secrets_root: PathBuf::from("/run/orc-agent/secrets"),
             registry_client: http.build().map_err(|e| e.to_string())?,
+            other_registries_client: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .map_err(|e| e.to_string())?,
             registry_token: None,
             stop_grace: Duration::from_secs(10),
             log_limit: 10 << 20,
@@ -264,9 +268,23 @@ pub fn assignment_of(workloads: &agent_pb::Workloads) -> Result<Assignment, Stri
             workload: r.workload.clone(),
             revision: r.revision,
             digest: r.digest.clone(),
-            source: ImageSource::Registry {
-                base: workloads.registry_url.clone(),
-                repository: r.repository.clone(),
+            source: if r.registry_url.is_empty() {
+                ImageSource::Registry {
+                    base: workloads.registry_url.clone(),
+                    repository: r.repository.clone(),
+                    login: None,
+                }
+            } else {
+                ImageSource::Registry {
+                    base: r.registry_url.clone(),
+                    repository: r.repository.clone(),
+                    login: (!r.registry_username.is_empty()).then(|| {
+                        (
+                            r.registry_username.clone(),
+                            SecretValue(r.registry_password.clone()),
+                        )
+                    }),
+                }
             },
             command: r.has_command.then(|| r.command.clone()),
             args: r.has_args.then(|| r.args.clone()),

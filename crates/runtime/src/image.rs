@@ -84,8 +84,8 @@ pub enum Source {
         base: String,
         /// `org/name`.
         repository: String,
-        /// The credential, sent as `Authorization: Bearer`.
-        token: Option<String>,
+        /// What it shows the registry.
+        auth: crate::registry::RegistryAuth,
     },
     /// An OCI image layout on disk (`blobs/sha256/…`).
     Layout(PathBuf),
@@ -188,10 +188,7 @@ struct RootFs {
     diff_ids: Vec<String>,
 }
 
-const ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, \
-    application/vnd.oci.image.index.v1+json, \
-    application/vnd.docker.distribution.manifest.v2+json, \
-    application/vnd.docker.distribution.manifest.list.v2+json";
+const ACCEPT: &str = crate::registry::MANIFEST_ACCEPT;
 
 fn hex_of(digest: &str) -> Option<&str> {
     digest
@@ -385,20 +382,17 @@ impl ImageStore {
                 client,
                 base,
                 repository,
-                token,
+                auth,
             } => {
                 let kind = if what == "manifest" {
                     "manifests"
                 } else {
                     "blobs"
                 };
-                let mut request = client
-                    .get(format!("{base}/v2/{repository}/{kind}/{digest}"))
-                    .header("accept", ACCEPT);
-                if let Some(token) = token {
-                    request = request.bearer_auth(token);
-                }
-                let response = request.send().await.map_err(|e| fail(e.to_string()))?;
+                let url = format!("{base}/v2/{repository}/{kind}/{digest}");
+                let response = crate::registry::get(client, &url, ACCEPT, auth)
+                    .await
+                    .map_err(fail)?;
                 if !response.status().is_success() {
                     let status = response.status();
                     let body = response.text().await.unwrap_or_default();

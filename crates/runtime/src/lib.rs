@@ -7,6 +7,7 @@
 //! - [`image`]: images pulled by digest from a registry (or read from an OCI layout), every
 //!   blob checked against its digest, layers unpacked once each.
 //! - [`spec`]: the OCI runtime spec of a replica.
+//! - [`registry`]: an OCI registry's credentials and challenges, as any client answers them.
 //! - [`network`]: each replica's network namespace and address on the node's bridge.
 //! - [`supervisor`]: the node's replicas kept as the last assignment says: created,
 //!   restarted by their policy, probed, adopted after an agent restart.
@@ -17,5 +18,6 @@ pub mod containerd;
 pub mod daemon;
 pub mod image;
 pub mod network;
+pub mod registry;
 pub mod spec;
 pub mod supervisor;

@@ -28,6 +28,7 @@ use sha2::Digest as _;
 use crate::containerd::{Containerd, TaskStatus};
 use crate::image::{ImageStore, Source};
 use crate::network::{self, Subnet};
+use crate::registry::RegistryAuth;
 use crate::spec::{self, Bind, Replica};
 
 /// The label a container carries with its plan's digest.
@@ -77,6 +78,10 @@ pub enum ImageSource {
         base: String,
         /// The repository.
         repository: String,
+        /// Another registry's user name and password; `None`: the zone's registry, with
+        /// the pull grant the assignment carries.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        login: Option<(String, SecretValue)>,
     },
     /// An OCI layout on the node (tests).
     Layout {
@@ -239,8 +244,10 @@ pub struct Config {
     pub root: PathBuf,
     /// Where secret files are written: a tmpfs (`/run/...`).
     pub secrets_root: PathBuf,
-    /// The HTTP client for registries (with the zone's CA).
+    /// The HTTP client for the zone's registry (trusting the zone's CA).
     pub registry_client: reqwest::Client,
+    /// The HTTP client for other registries (trusting the usual public roots).
+    pub other_registries_client: reqwest::Client,
     /// The credential for registries.
     pub registry_token: Option<String>,
     /// How long a stopping replica has before SIGKILL.
@@ -637,11 +644,29 @@ impl Supervisor {
     ) -> Result<(), String> {
         let source = match &plan.source {
             ImageSource::Layout { dir } => Source::Layout(dir.clone()),
-            ImageSource::Registry { base, repository } => Source::Registry {
-                client: self.config.registry_client.clone(),
+            ImageSource::Registry {
+                base,
+                repository,
+                login,
+            } => Source::Registry {
+                client: match login {
+                    Some(_) => self.config.other_registries_client.clone(),
+                    None => self.config.registry_client.clone(),
+                },
                 base: base.clone(),
                 repository: repository.clone(),
-                token: self.registry_token.lock().ok().and_then(|t| t.clone()),
+                auth: match login {
+                    Some((username, password)) => RegistryAuth::Basic {
+                        username: username.clone(),
+                        password: password.0.clone(),
+                    },
+                    None => self
+                        .registry_token
+                        .lock()
+                        .ok()
+                        .and_then(|t| t.clone())
+                        .map_or(RegistryAuth::Anonymous, RegistryAuth::Bearer),
+                },
             },
         };
         let image = self

@@ -155,6 +155,7 @@ fn replicas_run_restart_by_policy_and_survive_an_agent_restart() {
         root: dir.join("agent"),
         secrets_root: dir.join("secrets"),
         registry_client: reqwest::Client::new(),
+        other_registries_client: reqwest::Client::new(),
         registry_token: None,
         stop_grace: Duration::from_millis(300),
         log_limit: 1 << 20,

@@ -104,9 +104,23 @@ impl AgentHub {
             if out.org.is_none() {
                 out.org = Some(store.get_project(&project).await?.org_id);
             }
-            let repository = orc_app_model::ImageRef::parse(&image.reference)
-                .map(|r| r.repository)
+            let reference = orc_app_model::ImageRef::parse(&image.reference).ok();
+            let repository = reference
+                .as_ref()
+                .map(|r| r.repository.clone())
                 .unwrap_or_default();
+            // An image of another registry: its URL, and the login the app gives for it.
+            let (mut registry_url, mut registry_username, mut registry_password) =
+                (String::new(), String::new(), String::new());
+            if let Some(host) = reference.as_ref().and_then(|r| r.host.as_deref()) {
+                registry_url = orc_runtime::registry::base_url(host);
+                if let Some(login) = document.spec.registries.get(host)
+                    && let Some(password) = self.secret(&project, &login.password_secret).await?
+                {
+                    registry_username = login.username.clone();
+                    registry_password = password;
+                }
+            }
             let mut secret_env = BTreeMap::new();
             let mut secret_files = BTreeMap::new();
             for (variable, secret) in &spec.secret_env {
@@ -184,6 +198,9 @@ impl AgentHub {
                 address,
                 probe: Some(probe),
                 dns_search,
+                registry_url,
+                registry_username,
+                registry_password,
             });
             out.keys.insert(
                 id,

@@ -16,9 +16,10 @@ use axum::http::StatusCode;
 use orc_app_model::planner;
 use orc_app_model::revision::{DeploymentState, ResolvedApp, ResolvedImage, diff};
 use orc_app_model::{AppSpec, ImageRef};
+use orc_runtime::registry::{self, RegistryAuth};
 
 use super::ApiState;
-use super::error::{ApiError, ApiResult, ErrorBody};
+use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs};
 use super::tenancy::{parse_name, project_with_role};
 use super::views::{
@@ -62,26 +63,155 @@ fn checked(body: &DeployApp) -> ApiResult<AppSpec> {
     })
 }
 
+/// The login an app gives for registry `host`: its user name and the value of the secret
+/// it names; `None` when it names none (an anonymous pull).
+async fn registry_login(
+    state: &ApiState,
+    project: &Project,
+    spec: &AppSpec,
+    host: &str,
+) -> ApiResult<Option<(String, String)>> {
+    let Some(registry) = spec.registries.get(host) else {
+        return Ok(None);
+    };
+    let field = format!("app.registries[\"{host}\"].passwordSecret");
+    let name: orc_zone_store::SecretName = registry
+        .password_secret
+        .parse()
+        .map_err(|e| ApiError::invalid(field.clone(), format!("{e}")))?;
+    let value = state
+        .store
+        .secret_value(&project.id, &name)
+        .await?
+        .ok_or_else(|| {
+            ApiError::invalid(
+                field,
+                format!(
+                    "secret {name} is not set in project {}: set it with `orc secret set {name}`",
+                    project.name
+                ),
+            )
+        })?;
+    Ok(Some((registry.username.clone(), value.to_string())))
+}
+
+/// Resolves an image of another registry to the digest its tag names now (or checks that
+/// its digest exists), with the login the app gives for that registry.
+async fn resolve_other(
+    state: &ApiState,
+    project: &Project,
+    spec: &AppSpec,
+    reference: &ImageRef,
+    field: &str,
+) -> ApiResult<String> {
+    let host = reference.host.clone().unwrap_or_default();
+    let login = registry_login(state, project, spec, &host).await?;
+    let auth = match login {
+        Some((username, password)) => RegistryAuth::Basic { username, password },
+        None => RegistryAuth::Anonymous,
+    };
+    let wanted = reference
+        .digest
+        .clone()
+        .or_else(|| reference.tag.clone())
+        .unwrap_or_else(|| "latest".into());
+    let url = format!(
+        "{}/v2/{}/manifests/{wanted}",
+        registry::base_url(&host),
+        reference.repository
+    );
+    let client = reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
+    let unreachable = |why: String| {
+        ApiError::invalid(
+            field.to_string(),
+            format!(
+                "registry {host} cannot tell what {} names: {why}",
+                reference
+            ),
+        )
+    };
+    let response = registry::get(&client, &url, registry::MANIFEST_ACCEPT, &auth)
+        .await
+        .map_err(unreachable)?;
+    let status = response.status();
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        return Err(ApiError::invalid(
+            field.to_string(),
+            format!(
+                "registry {host} refused to show {reference} ({status}): give its login in \
+                 `registries[\"{host}\"]` with the password in a secret"
+            ),
+        ));
+    }
+    if status == StatusCode::NOT_FOUND {
+        return Err(ApiError::invalid(
+            field.to_string(),
+            format!("registry {host} has no image {reference}"),
+        ));
+    }
+    if !status.is_success() {
+        return Err(unreachable(status.to_string()));
+    }
+    let header = response
+        .headers()
+        .get("docker-content-digest")
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string);
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    let computed = {
+        use sha2::Digest as _;
+        let hash = sha2::Sha256::digest(&body);
+        let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+        format!("sha256:{hex}")
+    };
+    if let Some(said) = header
+        && said != computed
+    {
+        return Err(unreachable(format!(
+            "it said {said}, but the manifest it sent is {computed}"
+        )));
+    }
+    if let Some(digest) = &reference.digest
+        && digest != &computed
+    {
+        return Err(unreachable(format!(
+            "the manifest it sent for {digest} is {computed}"
+        )));
+    }
+    Ok(computed)
+}
+
 /// Resolves every workload's image to a digest: a tag of the zone's registry to the
-/// manifest it names now, a digest to itself once the registry is known to hold it.
-async fn resolve(state: &ApiState, org: &Org, spec: &AppSpec) -> ApiResult<ResolvedApp> {
+/// manifest it names now, a digest to itself once the registry is known to hold it; an
+/// image of another registry as that registry answers, with the app's login for it.
+async fn resolve(
+    state: &ApiState,
+    org: &Org,
+    project: &Project,
+    spec: &AppSpec,
+) -> ApiResult<ResolvedApp> {
     let mut images = BTreeMap::new();
     for (kind, name, workload) in spec.workloads() {
         let field = format!("app.{}[\"{name}\"].image", kind.property());
         let reference = ImageRef::parse(&workload.image)
             .map_err(|e| ApiError::invalid(field.clone(), e.to_string()))?;
         let Some(image_org) = reference.org() else {
-            return Err(ApiError::invalid(
-                field,
-                format!(
-                    "{} is in another registry ({}); this zone deploys images of its own \
-                     registry: copy it in with `skopeo copy docker://{} docker://<zone>/{}/…`",
-                    workload.image,
-                    reference.host.as_deref().unwrap_or(""),
-                    workload.image,
-                    org.name
-                ),
-            ));
+            let digest = resolve_other(state, project, spec, &reference, &field).await?;
+            images.insert(
+                name.to_string(),
+                ResolvedImage {
+                    reference: workload.image.clone(),
+                    digest,
+                },
+            );
+            continue;
         };
         if image_org != org.name.as_str() {
             return Err(ApiError::invalid(
@@ -198,7 +328,7 @@ pub(super) async fn plan_app(
     let (org, project) = project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
     let body = body.parse()?;
     let spec = checked(&body)?;
-    let resolved = resolve(&state, &org, &spec).await?;
+    let resolved = resolve(&state, &org, &project, &spec).await?;
     let current = current_revision(&state, &project, &spec.name).await?;
     let old = current.as_ref().map(document_of).transpose()?;
     let cluster = Cluster::read(&state.store, &mut Documents::default(), &project).await?;
@@ -301,7 +431,7 @@ pub(super) async fn deploy_app(
     let (org, project) = project_with_role(&state, &caller, &org, &project, Role::Member).await?;
     let body = body.parse()?;
     let spec = checked(&body)?;
-    let resolved = resolve(&state, &org, &spec).await?;
+    let resolved = resolve(&state, &org, &project, &spec).await?;
     if let Some(current) = current_revision(&state, &project, &spec.name).await?
         && current.digest == resolved.digest()
         && current.state != DeploymentState::Failed.as_str()

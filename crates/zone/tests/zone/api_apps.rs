@@ -217,3 +217,110 @@ async fn apps_are_planned_deployed_rolled_back_and_removed() {
     let stranger = z.get(APPS, &t.stan).await;
     assert_eq!(stranger.status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_of_another_registry_resolves_with_the_login_the_app_gives() {
+    let z = TestZone::start().await;
+    let t = tenancy(&z).await;
+    let other = crate::other_registry::OtherRegistry::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let layout = orc_testkit::oci::write_layout(
+        &dir.path().join("layout"),
+        "7",
+        &[vec![orc_testkit::oci::Entry::File(
+            "tool".into(),
+            b"v7".to_vec(),
+            0o644,
+        )]],
+        &orc_testkit::oci::RunConfig::default(),
+    );
+    other
+        .push(&layout.dir, &layout.manifest_digest, "team/tool", "7")
+        .await;
+    let host = other.host.clone();
+    let with = |image: String, login: bool| {
+        let mut app = json!({ "app": {
+            "name": "tool",
+            "workers": { "tool": { "image": image } },
+        }});
+        if login {
+            app["app"]["registries"] = json!({ host.clone(): {
+                "username": other.username, "passwordSecret": "tool-registry",
+            } });
+        }
+        app
+    };
+    let image = format!("{host}/team/tool:7");
+
+    // Without a login, the registry refuses, and the answer says where a login goes.
+    let refused = z
+        .post(&format!("{APPS}/plan"), &t.vic, with(image.clone(), false))
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    assert_eq!(refused.field(), Some("app.workers[\"tool\"].image"));
+    assert!(
+        refused.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("refused to show {image}")),
+        "{}",
+        refused.body
+    );
+    // A login whose secret is not set names the secret.
+    let unset = z
+        .post(&format!("{APPS}/plan"), &t.vic, with(image.clone(), true))
+        .await;
+    assert_eq!(unset.status, StatusCode::BAD_REQUEST, "{}", unset.body);
+    assert_eq!(
+        unset.field().map(str::to_string),
+        Some(format!("app.registries[\"{host}\"].passwordSecret"))
+    );
+    let set = z
+        .put(
+            "/api/orgs/acme/projects/web/secrets/tool-registry",
+            &t.mia,
+            json!({ "value": other.password }),
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::OK, "{}", set.body);
+
+    // With it, the tag resolves to the manifest's digest; a missing tag is named.
+    let plan = z
+        .post(&format!("{APPS}/plan"), &t.vic, with(image.clone(), true))
+        .await;
+    assert_eq!(plan.status, StatusCode::OK, "{}", plan.body);
+    assert_eq!(plan.body["images"][0]["digest"], layout.manifest_digest);
+    assert_eq!(plan.body["images"][0]["reference"], image);
+    let missing = z
+        .post(
+            &format!("{APPS}/plan"),
+            &t.vic,
+            with(format!("{host}/team/tool:8"), true),
+        )
+        .await;
+    assert_eq!(missing.status, StatusCode::BAD_REQUEST, "{}", missing.body);
+    assert!(
+        missing.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has no image"),
+        "{}",
+        missing.body
+    );
+    // A wrong password is refused too.
+    z.put(
+        "/api/orgs/acme/projects/web/secrets/tool-registry",
+        &t.mia,
+        json!({ "value": "not-the-password" }),
+    )
+    .await;
+    let wrong = z
+        .post(&format!("{APPS}/plan"), &t.vic, with(image.clone(), true))
+        .await;
+    assert_eq!(wrong.status, StatusCode::BAD_REQUEST, "{}", wrong.body);
+    assert!(
+        !wrong.body.to_string().contains("not-the-password"),
+        "no password in an answer: {}",
+        wrong.body
+    );
+}

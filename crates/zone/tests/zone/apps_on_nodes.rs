@@ -166,6 +166,32 @@ async fn an_app_runs_on_a_joined_node_and_becomes_healthy() {
         &busybox_httpd(8080),
     );
     push_layout(&z, &t.olivia, &layout, "acme/shop", "1").await;
+    // The worker's image (of its own, so nothing of it is on the node) comes from another
+    // registry, with the login the app gives.
+    let other = crate::other_registry::OtherRegistry::start().await;
+    let worker_layout = write_layout(
+        &dir.path().join("worker-layout"),
+        "1",
+        &[busybox_files("ticker\n")],
+        &busybox_httpd(8080),
+    );
+    assert_ne!(worker_layout.manifest_digest, layout.manifest_digest);
+    other
+        .push(
+            &worker_layout.dir,
+            &worker_layout.manifest_digest,
+            "team/shop",
+            "1",
+        )
+        .await;
+    let set = z
+        .put(
+            &format!("{WEB}/secrets/team-registry"),
+            &t.mia,
+            json!({ "value": other.password }),
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::OK, "{}", set.body);
 
     let minted = z
         .post(
@@ -216,8 +242,11 @@ async fn an_app_runs_on_a_joined_node_and_becomes_healthy() {
             "resources": { "cpu": "250m", "memory": "64Mi" },
             "http": { "port": 8080, "healthPath": "/healthz" },
         } },
+        "registries": { other.host.clone(): {
+            "username": other.username, "passwordSecret": "team-registry",
+        } },
         "workers": { "ticker": {
-            "image": "acme/shop:1",
+            "image": format!("{}/team/shop:1", other.host),
             "command": ["/bin/sh", "-c", "while true; do echo tick; echo tock >&2; sleep 1; done"],
             "resources": { "cpu": "100m", "memory": "32Mi" },
         } },

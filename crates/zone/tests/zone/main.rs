@@ -9,6 +9,7 @@
 mod api_support;
 mod apps_on_nodes;
 mod hub_support;
+mod other_registry;
 
 mod access_keys;
 mod agents;
