@@ -261,8 +261,65 @@ pub(crate) fn blocked_words(plan: &planner::Plan) -> Option<String> {
     )
 }
 
-/// Makes a revision of `resolved`: `DEPLOYING` when every replica can be placed, else
-/// `BLOCKED` with why (and nothing of it is applied until it fits).
+/// Each workload of `app` that names a secret `project` does not hold, with why:
+/// `(workload, "missing_secret: …")`.
+pub(crate) async fn missing_secrets(
+    store: &Store,
+    project: &ProjectId,
+    app: &ResolvedApp,
+) -> StoreResult<Vec<(String, String)>> {
+    let known: BTreeSet<String> = store
+        .list_secrets(project)
+        .await?
+        .into_iter()
+        .map(|s| s.name.to_string())
+        .collect();
+    Ok(app
+        .spec
+        .workloads()
+        .filter_map(|(_, name, w)| {
+            let missing: Vec<&str> = w
+                .secrets()
+                .into_iter()
+                .filter(|s| !known.contains(*s))
+                .collect();
+            (!missing.is_empty()).then(|| {
+                (
+                    name.to_string(),
+                    format!(
+                        "missing_secret: {} not set in the project (orc secret set NAME)",
+                        missing.join(", ")
+                    ),
+                )
+            })
+        })
+        .collect())
+}
+
+/// Why `app` cannot roll out now: what cannot be placed and what secrets are missing;
+/// `None` when nothing stands in the way.
+async fn blocking_reason(
+    store: &Store,
+    project: &ProjectId,
+    app: &ResolvedApp,
+    cluster: &Cluster,
+    current: &[AppReplicaRow],
+) -> StoreResult<Option<String>> {
+    let mut words: Vec<String> = blocked_words(&feasibility(app, cluster, current))
+        .into_iter()
+        .collect();
+    words.extend(
+        missing_secrets(store, project, app)
+            .await?
+            .into_iter()
+            .map(|(w, why)| format!("{w}: {why}")),
+    );
+    Ok((!words.is_empty()).then(|| words.join("; ")))
+}
+
+/// Makes a revision of `resolved`: `DEPLOYING` when every replica can be placed and every
+/// secret it names is set, else `BLOCKED` with why (and nothing of it is applied until
+/// then).
 pub(crate) async fn new_revision(
     store: &Store,
     project: &Project,
@@ -275,7 +332,7 @@ pub(crate) async fn new_revision(
     let mut documents = Documents::default();
     let cluster = Cluster::read(store, &mut documents, project).await?;
     let current = store.list_app_replicas(&project.id, name).await?;
-    let reason = blocked_words(&feasibility(resolved, &cluster, &current));
+    let reason = blocking_reason(store, &project.id, resolved, &cluster, &current).await?;
     let state = match reason {
         None => DeploymentState::Deploying,
         Some(_) => DeploymentState::Blocked,
@@ -464,7 +521,7 @@ impl Rollouts {
         let replicas = store.list_app_replicas(&project.id, app).await?;
         let state = newest.state.as_str();
         if state == DeploymentState::Blocked.as_str() {
-            match blocked_words(&feasibility(&target, cluster, &replicas)) {
+            match blocking_reason(store, &project.id, &target, cluster, &replicas).await? {
                 Some(reason) => {
                     self.set_state(project, &newest, DeploymentState::Blocked, Some(&reason))
                         .await?;

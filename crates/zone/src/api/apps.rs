@@ -337,6 +337,17 @@ pub(super) async fn plan_app(
         .list_app_replicas(&project.id, &spec.name)
         .await?;
     let plan = rollouts::feasibility(&resolved, &cluster, &replicas);
+    let mut blocked = blocked_views(&plan);
+    blocked.extend(
+        rollouts::missing_secrets(&state.store, &project.id, &resolved)
+            .await?
+            .into_iter()
+            .map(|(workload, reason)| BlockedView {
+                workload,
+                code: "missing_secret".into(),
+                reason,
+            }),
+    );
     Ok(Json(AppPlanView {
         app: spec.name.to_string(),
         current_revision: current.as_ref().map(|c| c.number),
@@ -352,7 +363,7 @@ pub(super) async fn plan_app(
             })
             .collect(),
         images: images_of(&resolved),
-        blocked: blocked_views(&plan),
+        blocked,
     }))
 }
 

@@ -134,6 +134,8 @@ pub(super) async fn set_secret(
         caller.user.name
     );
     secret_event(&state, &org_row, &project_row, "secret.set", &words).await;
+    // A revision blocked on this secret may roll out now.
+    state.wake();
     Ok(Json(SecretView {
         name: name.to_string(),
         version,

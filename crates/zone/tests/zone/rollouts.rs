@@ -147,6 +147,13 @@ async fn a_rolling_update_keeps_its_budget_and_a_failed_one_rolls_back_by_itself
     let t = crate::api_support::tenancy_without_provider(&z).await;
     let cloud = orc_provider_sdk::fake::FakeCloud::new();
     let _provider = crate::api_support::start_replica(&z, &t.mia, "acme/web", &cloud);
+    eventually("the provider serves", API_WAIT, || async {
+        let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
+        list.body
+            .as_array()
+            .is_some_and(|ps| ps.iter().any(|p| p["replicas"][0]["role"] == "serving"))
+    })
+    .await;
     let created = z
         .post(
             &format!("{WEB}/pools"),
@@ -255,6 +262,50 @@ async fn a_rolling_update_keeps_its_budget_and_a_failed_one_rolls_back_by_itself
     for kind in ["app.healthy", "app.failed", "app.rolled_back"] {
         assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
     }
+
+    // A revision naming a secret the project does not hold is blocked, and says which; it
+    // rolls out once the secret is set.
+    let vault = json!({ "app": {
+        "name": "vault",
+        "workers": { "keeper": { "image": "acme/shop:1", "secretEnv": { "KEY": "vault-key" } } },
+    }});
+    let plan = z
+        .post(&format!("{WEB}/apps/plan"), &t.vic, vault.clone())
+        .await;
+    assert_eq!(
+        plan.body["blocked"][0]["code"], "missing_secret",
+        "{}",
+        plan.body
+    );
+    let blocked = z.post(&format!("{WEB}/apps"), &t.mia, vault).await;
+    assert_eq!(blocked.body["state"], "BLOCKED", "{}", blocked.body);
+    assert!(
+        blocked.body["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("keeper: missing_secret: vault-key")),
+        "{}",
+        blocked.body
+    );
+    let vault_state = || async {
+        let status = z.get(&format!("{WEB}/apps/vault"), &t.vic).await;
+        status.body["app"]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(vault_state().await, "BLOCKED");
+    let set = z
+        .put(
+            &format!("{WEB}/secrets/vault-key"),
+            &t.mia,
+            json!({ "value": "v-Secret-1" }),
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::OK, "{}", set.body);
+    eventually("the blocked revision rolls out", API_WAIT, || async {
+        vault_state().await == "DEPLOYING"
+    })
+    .await;
 
     let _ = stop.send(());
     task.await.unwrap();
