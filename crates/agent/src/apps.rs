@@ -3,8 +3,9 @@
 //!
 //! Containerd is started only when the node has replicas to run: on the first assignment
 //! with any, or at start when the assignment kept on disk has some. The supervisor's pass
-//! runs every 2 s on a task of its own, beside the stream to the zone; the stream sends the
-//! replicas' states when they change.
+//! runs on a task of its own, beside the stream to the zone: at once when an assignment
+//! arrives, every 250 ms while its new replicas are not ready (for up to 30 s), else every
+//! 2 s; the stream sends the replicas' states when they change.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +23,10 @@ pub const NAMESPACE: &str = "orc";
 
 /// How often the supervisor looks at the node's replicas.
 const PASS: Duration = Duration::from_secs(2);
+/// How often it looks while replicas of a new assignment are not ready yet.
+const QUICK_PASS: Duration = Duration::from_millis(250);
+/// How long after an assignment it looks that often.
+const QUICK_FOR: Duration = Duration::from_secs(30);
 
 /// The node's apps: the supervisor once it runs, and the replicas' states it last saw.
 #[derive(Debug)]
@@ -31,6 +36,8 @@ pub struct Apps {
     ca_pem: Mutex<Option<String>>,
     supervisor: Mutex<Option<Arc<Supervisor>>>,
     states: watch::Sender<(u64, Vec<ReplicaStatus>)>,
+    /// Asks the supervisor for a pass now (a new assignment came).
+    kick: Arc<tokio::sync::Notify>,
     /// The project's service names the node's name server answers.
     services: crate::mesh::dns::ServiceNames,
 }
@@ -49,6 +56,7 @@ impl Apps {
             ca_pem: Mutex::new(None),
             supervisor: Mutex::new(None),
             states: watch::channel((0, Vec::new())).0,
+            kick: Arc::new(tokio::sync::Notify::new()),
             services,
         };
         // The names last known answer while the zone is away.
@@ -126,16 +134,31 @@ impl Apps {
         let supervisor = Arc::new(Supervisor::new(config, client));
         let pass = supervisor.clone();
         let states = self.states.clone();
+        let kick = self.kick.clone();
         tokio::spawn(async move {
+            // Quick passes for a while after each assignment, so a new replica is seen ready
+            // (and reported) soon after it is.
+            let mut quick_until = tokio::time::Instant::now() + QUICK_FOR;
             loop {
                 let all = pass.reconcile().await;
                 let generation = pass.assignment().generation;
+                let settling = all
+                    .iter()
+                    .any(|s| !s.ready && matches!(s.phase, Phase::Starting | Phase::Running));
                 states.send_if_modified(|held| {
                     let changed = held.0 != generation || held.1 != all;
                     *held = (generation, all.clone());
                     changed
                 });
-                tokio::time::sleep(PASS).await;
+                let wait = if settling && tokio::time::Instant::now() < quick_until {
+                    QUICK_PASS
+                } else {
+                    PASS
+                };
+                tokio::select! {
+                    () = kick.notified() => quick_until = tokio::time::Instant::now() + QUICK_FOR,
+                    () = tokio::time::sleep(wait) => {}
+                }
             }
         });
         *held = Some(supervisor.clone());
@@ -177,6 +200,7 @@ impl Apps {
         supervisor
             .assign(assignment)
             .map_err(|e| format!("the assignment cannot be kept on disk: {e}"))?;
+        self.kick.notify_one();
         Ok(())
     }
 }

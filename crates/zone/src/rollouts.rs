@@ -375,6 +375,7 @@ struct Inner {
     store: Store,
     clock: SharedClock,
     signal: RolloutSignal,
+    assignments: crate::agents::AssignmentSignal,
     documents: Mutex<Documents>,
 }
 
@@ -386,13 +387,20 @@ struct WorkloadStep {
 }
 
 impl Rollouts {
-    /// A controller over `store`, woken by `signal`.
-    pub fn new(store: Store, clock: SharedClock, signal: RolloutSignal) -> Rollouts {
+    /// A controller over `store`, woken by `signal`; it tells nodes' sessions through
+    /// `assignments` when it moved replicas.
+    pub fn new(
+        store: Store,
+        clock: SharedClock,
+        signal: RolloutSignal,
+        assignments: crate::agents::AssignmentSignal,
+    ) -> Rollouts {
         Rollouts {
             inner: Arc::new(Inner {
                 store,
                 clock,
                 signal,
+                assignments,
                 documents: Mutex::new(Documents::default()),
             }),
         }
@@ -743,6 +751,7 @@ impl Rollouts {
         let changed = !change.is_empty();
         if changed {
             store.change_app_replicas(&project.id, app, &change).await?;
+            self.inner.assignments.changed();
             tracing::info!(
                 %app,
                 revision = newest.number,

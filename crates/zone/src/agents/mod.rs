@@ -34,6 +34,8 @@ mod join;
 mod session;
 mod workloads;
 
+pub use workloads::AssignmentSignal;
+
 pub use bootstrap::{AgentBinary, AgentBootstrap};
 
 use std::collections::BTreeMap;
@@ -83,6 +85,8 @@ pub struct AgentHubOptions {
     pub pull_key: Arc<orc_zone_model::oci::PullKey>,
     /// Woken when a node's report changes a replica, so rollouts go on at once.
     pub rollouts: crate::rollouts::RolloutSignal,
+    /// Says that assignments may have changed, so sessions send them at once.
+    pub assignments: AssignmentSignal,
     /// Where replicas take their addresses (the zone's mesh options say); `None`: replicas
     /// get no network beyond their own loopback.
     pub workloads: Option<orc_mesh::WorkloadRange>,
@@ -113,6 +117,7 @@ impl Default for AgentHubOptions {
             registry_url: None,
             pull_key: Arc::new(orc_zone_model::oci::PullKey::generate()),
             rollouts: crate::rollouts::RolloutSignal::default(),
+            assignments: AssignmentSignal::default(),
             workloads: Some(orc_mesh::WorkloadRange::default()),
         }
     }
@@ -487,6 +492,11 @@ impl AgentHub {
     /// What the hub wakes when a node's report changes a replica.
     pub fn rollout_signal(&self) -> crate::rollouts::RolloutSignal {
         self.inner.options.rollouts.clone()
+    }
+
+    /// What tells the hub's sessions that assignments may have changed.
+    pub fn assignment_signal(&self) -> AssignmentSignal {
+        self.inner.options.assignments.clone()
     }
 
     /// The tonic service to mount beside the provider hub's.

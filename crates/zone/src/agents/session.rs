@@ -399,7 +399,9 @@ impl AgentHub {
         let mut workloads_sent = super::workloads::NodeWorkloads::default();
         let mut workloads_sent_once = false;
         let mut workloads_due = Instant::now();
+        let mut assignments = options.assignments.subscribe();
         loop {
+            let assignments = &mut assignments;
             let own = async move {
                 let write_due = async move {
                     match unwritten {
@@ -411,6 +413,7 @@ impl AgentHub {
                     () = write_due => SessionEvent::WriteDue,
                     () = session.refresh.notified() => SessionEvent::Refresh,
                     () = tokio::time::sleep_until(workloads_due) => SessionEvent::Workloads,
+                    Ok(()) = assignments.changed() => SessionEvent::Workloads,
                 }
             };
             let body = match stream_loop.next(own).await {

@@ -18,8 +18,30 @@ use super::AgentHub;
 use crate::model::{Name, NodeId, ProjectId};
 use crate::store::StoreError;
 
-/// How often a session checks its node's assignment.
+/// How often a session checks its node's assignment when nothing says it changed.
 pub(super) const WORKLOAD_POLL: Duration = Duration::from_secs(2);
+
+/// Says that nodes' assignments may have changed (a rollout step, a replica's readiness and
+/// so a service name's addresses): every session looks at its node's at once.
+#[derive(Debug, Clone)]
+pub struct AssignmentSignal(std::sync::Arc<tokio::sync::watch::Sender<u64>>);
+
+impl Default for AssignmentSignal {
+    fn default() -> Self {
+        AssignmentSignal(std::sync::Arc::new(tokio::sync::watch::channel(0).0))
+    }
+}
+
+impl AssignmentSignal {
+    /// Tells every session.
+    pub fn changed(&self) {
+        self.0.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    pub(super) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.subscribe()
+    }
+}
 
 /// How long a pull grant lasts; it is sent again with every assignment and refreshed well
 /// before it ends.
@@ -336,6 +358,9 @@ impl AgentHub {
         }
         if touched {
             self.inner.options.rollouts.wake();
+            // Readiness moves service names' addresses, which every node of the project
+            // answers.
+            self.inner.options.assignments.changed();
         }
     }
 }

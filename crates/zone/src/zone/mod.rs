@@ -171,8 +171,13 @@ impl Zone {
             reconcile,
         );
         let rollout_signal = hubs.agents.rollout_signal();
-        let rollouts = Rollouts::new(store.store.clone(), clock.clone(), rollout_signal.clone())
-            .spawn(stopped.clone());
+        let rollouts = Rollouts::new(
+            store.store.clone(),
+            clock.clone(),
+            rollout_signal.clone(),
+            hubs.agents.assignment_signal(),
+        )
+        .spawn(stopped.clone());
         let state = api_state(
             &config,
             ApiParts {
