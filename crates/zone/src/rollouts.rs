@@ -20,7 +20,7 @@
 //! runs when woken and at least every [`PASS_INTERVAL`].
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use orc_app_model::planner::{self, PlanInput, PlanNode, PlanWorkload, VolumeHome};
@@ -64,7 +64,8 @@ pub(crate) fn zone_labels_of(pool: &Pool, node: &Node) -> BTreeMap<String, Strin
     labels
 }
 
-/// Revisions' documents, read once: revisions never change.
+/// Revisions' documents, each read once in a pass. Kept no longer: an app removed and made
+/// again starts its revision numbers anew.
 #[derive(Debug, Default)]
 pub(crate) struct Documents {
     read: BTreeMap<(ProjectId, Name, u64), Option<Arc<ResolvedApp>>>,
@@ -94,11 +95,6 @@ impl Documents {
         };
         self.read.insert(key, document.clone());
         Ok(document)
-    }
-
-    /// Forgets the documents of `app`.
-    fn forget(&mut self, project: &ProjectId, app: &Name) {
-        self.read.retain(|(p, a, _), _| !(p == project && a == app));
     }
 }
 
@@ -376,7 +372,6 @@ struct Inner {
     clock: SharedClock,
     signal: RolloutSignal,
     assignments: crate::agents::AssignmentSignal,
-    documents: Mutex<Documents>,
 }
 
 /// One workload's step, worked out before anything is written.
@@ -401,7 +396,6 @@ impl Rollouts {
                 clock,
                 signal,
                 assignments,
-                documents: Mutex::new(Documents::default()),
             }),
         }
     }
@@ -436,36 +430,21 @@ impl Rollouts {
         for (project, app) in store.all_apps().await? {
             by_project.entry(project).or_default().push(app);
         }
-        let mut documents = std::mem::take(
-            &mut *self
-                .inner
-                .documents
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        let result = async {
-            for (project, apps) in by_project {
-                let project = store.get_project(&project).await?;
-                let mut cluster = Cluster::read(store, &mut documents, &project).await?;
-                for app in apps {
-                    if self
-                        .app_pass(&project, &app, &mut cluster, &mut documents)
-                        .await?
-                    {
-                        // Placements changed what the nodes hold.
-                        cluster = Cluster::read(store, &mut documents, &project).await?;
-                    }
+        let mut documents = Documents::default();
+        for (project, apps) in by_project {
+            let project = store.get_project(&project).await?;
+            let mut cluster = Cluster::read(store, &mut documents, &project).await?;
+            for app in apps {
+                if self
+                    .app_pass(&project, &app, &mut cluster, &mut documents)
+                    .await?
+                {
+                    // Placements changed what the nodes hold.
+                    cluster = Cluster::read(store, &mut documents, &project).await?;
                 }
             }
-            Ok(())
         }
-        .await;
-        *self
-            .inner
-            .documents
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = documents;
-        result
+        Ok(())
     }
 
     async fn event(&self, project: &Project, kind: &str, words: &str) {
@@ -517,7 +496,6 @@ impl Rollouts {
     ) -> StoreResult<bool> {
         let store = &self.inner.store;
         let Some(newest) = store.newest_app_revision(&project.id, app).await? else {
-            documents.forget(&project.id, app);
             return Ok(false);
         };
         let Some(target) = documents

@@ -307,6 +307,27 @@ async fn a_rolling_update_keeps_its_budget_and_a_failed_one_rolls_back_by_itself
     })
     .await;
 
+    // Removed and made again at once under the same name (its revisions numbered from 1
+    // again), the app rolls out what it is now, not what it was.
+    let removed = z.delete(&format!("{WEB}/apps/vault"), &t.mia).await;
+    assert_eq!(removed.status, StatusCode::NO_CONTENT);
+    let again = json!({ "app": {
+        "name": "vault",
+        "workers": { "guard": { "image": "acme/shop:1", "replicas": 2 } },
+    }});
+    let made = z.post(&format!("{WEB}/apps"), &t.mia, again).await;
+    assert_eq!(made.body["number"], 1, "{}", made.body);
+    eventually("the new app's replicas are placed", API_WAIT, || async {
+        let status = z.get(&format!("{WEB}/apps/vault"), &t.vic).await;
+        status.body["replicas"].as_array().is_some_and(|rs| {
+            rs.len() == 2
+                && rs
+                    .iter()
+                    .all(|r| r["workload"] == "guard" && r["node"].is_string())
+        })
+    })
+    .await;
+
     let _ = stop.send(());
     task.await.unwrap();
     for (stop, task) in agents {
