@@ -196,26 +196,21 @@ impl Client {
         body: &B,
     ) -> Result<reqwest::Response, CallError> {
         let url = format!("{}{path}", self.base);
-        let mut request = self.http.post(&url).json(body);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        let response = request.send().await.map_err(|e| CallError::Unreachable {
-            url: self.base.clone(),
-            detail: error_chain(&e),
-        })?;
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
-        }
-        let bytes = response.bytes().await.unwrap_or_default();
-        Err(api_error(status, &bytes))
+        self.send_streaming(self.http.post(&url).json(body)).await
     }
 
     /// `GET path`, its answer left to be read as it comes.
     pub async fn get_streaming(&self, path: &str) -> Result<reqwest::Response, CallError> {
         let url = format!("{}{path}", self.base);
-        let mut request = self.http.get(&url);
+        self.send_streaming(self.http.get(&url)).await
+    }
+
+    /// Sends `request` with the token; a success is returned unread, anything else read
+    /// as the API's error.
+    async fn send_streaming(
+        &self,
+        mut request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, CallError> {
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }

@@ -281,3 +281,52 @@ pub async fn tenancy_without_provider(z: &TestZone) -> Tenancy {
     z.grant("acme", Some("web"), "vic", "viewer").await;
     t
 }
+
+#[cfg(feature = "oci")]
+impl TestZone {
+    /// Pushes every blob of `layout` and its manifest as `repository:tag` through the zone's
+    /// OCI API, with `token` as the registry password.
+    pub async fn push_layout(
+        &self,
+        token: &str,
+        layout: &crate::oci::Layout,
+        repository: &str,
+        tag: &str,
+    ) {
+        let blobs = layout.dir.join("blobs/sha256");
+        for entry in std::fs::read_dir(&blobs).expect("the layout's blobs") {
+            let path = entry.expect("a blob").path();
+            let digest = format!("sha256:{}", path.file_name().unwrap().to_string_lossy());
+            if digest == layout.manifest_digest {
+                continue;
+            }
+            let r = self
+                .http
+                .post(format!(
+                    "{}/v2/{repository}/blobs/uploads/?digest={digest}",
+                    self.zone.url()
+                ))
+                .basic_auth("x", Some(token))
+                .body(std::fs::read(&path).expect("a blob's bytes"))
+                .send()
+                .await
+                .expect("an upload");
+            assert_eq!(r.status(), StatusCode::CREATED, "{digest}");
+        }
+        let manifest = std::fs::read(blobs.join(&layout.manifest_digest["sha256:".len()..]))
+            .expect("the manifest");
+        let r = self
+            .http
+            .put(format!(
+                "{}/v2/{repository}/manifests/{tag}",
+                self.zone.url()
+            ))
+            .basic_auth("x", Some(token))
+            .header("content-type", "application/vnd.oci.image.manifest.v1+json")
+            .body(manifest)
+            .send()
+            .await
+            .expect("a manifest put");
+        assert_eq!(r.status(), StatusCode::CREATED);
+    }
+}

@@ -15,7 +15,6 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use orc_agent::AgentOptions;
 use orc_runtime::containerd::Containerd;
 use orc_testkit::eventually;
@@ -106,45 +105,6 @@ fn start_provider(z: &TestZone, token: &str) -> tokio::sync::oneshot::Sender<()>
         let _ = stopped.await;
     }));
     stop
-}
-
-async fn push(z: &TestZone, token: &str, layout: &orc_testkit::oci::Layout, tag: &str) {
-    let auth = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("x:{token}"))
-    );
-    let blobs = layout.dir.join("blobs/sha256");
-    for entry in std::fs::read_dir(&blobs).expect("the layout's blobs") {
-        let path = entry.expect("a blob").path();
-        let digest = format!("sha256:{}", path.file_name().unwrap().to_string_lossy());
-        if digest == layout.manifest_digest {
-            continue;
-        }
-        let r = z
-            .http
-            .post(format!(
-                "{}/v2/acme/shop/blobs/uploads/?digest={digest}",
-                z.zone.url()
-            ))
-            .header("authorization", &auth)
-            .body(std::fs::read(&path).expect("a blob's bytes"))
-            .send()
-            .await
-            .expect("an upload");
-        assert!(r.status().is_success(), "{}", r.status());
-    }
-    let manifest = std::fs::read(blobs.join(&layout.manifest_digest["sha256:".len()..]))
-        .expect("the manifest");
-    let r = z
-        .http
-        .put(format!("{}/v2/acme/shop/manifests/{tag}", z.zone.url()))
-        .header("authorization", &auth)
-        .header("content-type", "application/vnd.oci.image.manifest.v1+json")
-        .body(manifest)
-        .send()
-        .await
-        .expect("a manifest put");
-    assert!(r.status().is_success(), "{}", r.status());
 }
 
 fn app(tag: &str) -> Value {
@@ -305,7 +265,7 @@ async fn main() {
         );
         size = walk_size(&layout.dir);
         let tag = format!("r{round}");
-        push(&z, &t.olivia, &layout, &tag).await;
+        z.push_layout(&t.olivia, &layout, "acme/shop", &tag).await;
         uncached.push(deploy_to_healthy(&z, &t.mia, &tag, &socket).await);
         cached.push(deploy_to_healthy(&z, &t.mia, &tag, &socket).await);
     }

@@ -495,7 +495,7 @@ impl Rollouts {
         documents: &mut Documents,
     ) -> StoreResult<bool> {
         let store = &self.inner.store;
-        let Some(newest) = store.newest_app_revision(&project.id, app).await? else {
+        let Some(mut newest) = store.newest_app_revision(&project.id, app).await? else {
             return Ok(false);
         };
         let Some(target) = documents
@@ -516,6 +516,10 @@ impl Rollouts {
                 None => {
                     self.set_state(project, &newest, DeploymentState::Deploying, None)
                         .await?;
+                    // As the store now has it: deploying, its rollout begun.
+                    newest.state = DeploymentState::Deploying.as_str().to_string();
+                    newest.reason = None;
+                    newest.started_at = newest.started_at.or(Some(self.now()));
                     self.event(
                         project,
                         "app.deploying",
@@ -532,10 +536,6 @@ impl Rollouts {
         {
             return Ok(false);
         }
-        let newest = store
-            .newest_app_revision(&project.id, app)
-            .await?
-            .unwrap_or(newest);
 
         // Each workload's step.
         let mut steps = Vec::new();

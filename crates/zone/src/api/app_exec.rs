@@ -9,10 +9,8 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use base64::Engine as _;
 use orc_common::text::quoted;
 use tokio_stream::StreamExt as _;
@@ -20,10 +18,12 @@ use tokio_stream::StreamExt as _;
 use super::ApiState;
 use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs, QueryArgs};
-use super::nodes::{DEFAULT_EXEC_SECONDS, MAX_EXEC_SECONDS};
+use super::nodes::{
+    DEFAULT_EXEC_SECONDS, MAX_EXEC_SECONDS, exec_answer, exec_error, ndjson, stream_word,
+};
 use super::tenancy::{parse_name, project_with_role};
 use super::views::{AppExecRequest, AppLogLine, AppLogsQuery, ExecLine};
-use crate::agents::{ExecError, ExecEvent, ExecStream, ExecWhat};
+use crate::agents::{ExecEvent, ExecWhat};
 use crate::model::{EventScope, Role};
 use crate::store::AppReplicaRow;
 use orc_zone_model::access::Caller;
@@ -33,22 +33,23 @@ const DEFAULT_TAIL_BYTES: u64 = 16 << 10;
 /// How long logs are followed at most.
 const FOLLOW_SECONDS: u64 = 3600;
 
-fn stream_word(stream: ExecStream) -> String {
-    match stream {
-        ExecStream::Stdout => "stdout",
-        ExecStream::Stderr => "stderr",
+/// The replicas of app `app` of `project`; not found when it has no revision.
+async fn replicas_of(
+    state: &ApiState,
+    project: &crate::model::Project,
+    app: &str,
+) -> ApiResult<(crate::model::Name, Vec<AppReplicaRow>)> {
+    let name = parse_name("app", app)?;
+    if state
+        .store
+        .newest_app_revision(&project.id, &name)
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::not_found("app", format!("app {app} not found")));
     }
-    .to_string()
-}
-
-fn not_connected(e: ExecError) -> ApiError {
-    match e {
-        ExecError::NotConnected(_) => ApiError::new(
-            ErrorCode::Unavailable,
-            format!("{e}; `orc nodes` shows when it was last heard from"),
-        ),
-        ExecError::EmptyCommand => ApiError::invalid("argv", e.to_string()),
-    }
+    let replicas = state.store.list_app_replicas(&project.id, &name).await?;
+    Ok((name, replicas))
 }
 
 /// The replica id on its node, as the zone assigns it.
@@ -74,7 +75,6 @@ pub(super) async fn exec_app(
     body: JsonBody<AppExecRequest>,
 ) -> ApiResult<Response> {
     let (org, project) = project_with_role(&state, &caller, &org, &project, Role::Member).await?;
-    let name = parse_name("app", &app)?;
     let body = body.parse()?;
     let Some(program) = body.argv.first().filter(|p| !p.is_empty()).cloned() else {
         return Err(ApiError::invalid("argv", "argv must name a program"));
@@ -86,15 +86,7 @@ pub(super) async fn exec_app(
             format!("timeout_seconds must be 1 to {MAX_EXEC_SECONDS}, not {seconds}"),
         ));
     }
-    if state
-        .store
-        .newest_app_revision(&project.id, &name)
-        .await?
-        .is_none()
-    {
-        return Err(ApiError::not_found("app", format!("app {app} not found")));
-    }
-    let replicas = state.store.list_app_replicas(&project.id, &name).await?;
+    let (name, replicas) = replicas_of(&state, &project, &app).await?;
     let of_workload: Vec<&AppReplicaRow> = replicas
         .iter()
         .filter(|r| r.workload == body.workload)
@@ -146,7 +138,7 @@ pub(super) async fn exec_app(
             },
             Duration::from_secs(u64::from(seconds)),
         )
-        .map_err(not_connected)?;
+        .map_err(exec_error)?;
     let scope = EventScope {
         org_id: Some(org.id.clone()),
         project_id: Some(project.id.clone()),
@@ -168,24 +160,7 @@ pub(super) async fn exec_app(
     {
         tracing::warn!(error = %e, "app event not recorded");
     }
-    let lines = tokio_stream::wrappers::ReceiverStream::new(events).map(|event| {
-        let line = match event {
-            ExecEvent::Output { stream, data } => ExecLine::Output {
-                stream: stream_word(stream),
-                data: base64::engine::general_purpose::STANDARD.encode(data),
-            },
-            ExecEvent::Exit { code, error } => ExecLine::Exit { code, error },
-        };
-        let mut text = serde_json::to_vec(&line).unwrap_or_default();
-        text.push(b'\n');
-        Ok::<_, std::convert::Infallible>(text)
-    });
-    Ok((
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/x-ndjson")],
-        Body::from_stream(lines),
-    )
-        .into_response())
+    Ok(exec_answer(events))
 }
 
 /// The output of an app's replicas.
@@ -203,7 +178,6 @@ pub(super) async fn app_logs(
     QueryArgs(query): QueryArgs<AppLogsQuery>,
 ) -> ApiResult<Response> {
     let (_, project) = project_with_role(&state, &caller, &org, &project, Role::Viewer).await?;
-    let name = parse_name("app", &app)?;
     let tail = match query.tail.as_deref() {
         None => DEFAULT_TAIL_BYTES,
         Some(text) => text.parse::<u64>().map_err(|_| {
@@ -223,15 +197,7 @@ pub(super) async fn app_logs(
             ));
         }
     };
-    if state
-        .store
-        .newest_app_revision(&project.id, &name)
-        .await?
-        .is_none()
-    {
-        return Err(ApiError::not_found("app", format!("app {app} not found")));
-    }
-    let replicas = state.store.list_app_replicas(&project.id, &name).await?;
+    let (name, replicas) = replicas_of(&state, &project, &app).await?;
     let chosen: Vec<&AppReplicaRow> = replicas
         .iter()
         .filter(|r| query.workload.as_ref().is_none_or(|w| &r.workload == w))
@@ -283,15 +249,5 @@ pub(super) async fn app_logs(
         },
         ExecEvent::Exit { error, .. } => AppLogLine::End { replica, error },
     });
-    let lines = first.chain(rest).map(|line| {
-        let mut text = serde_json::to_vec(&line).unwrap_or_default();
-        text.push(b'\n');
-        Ok::<_, std::convert::Infallible>(text)
-    });
-    Ok((
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/x-ndjson")],
-        Body::from_stream(lines),
-    )
-        .into_response())
+    Ok(ndjson(first.chain(rest)))
 }

@@ -142,13 +142,7 @@ pub(super) async fn exec_node(
             crate::agents::ExecWhat::Node(body.argv.clone()),
             Duration::from_secs(u64::from(seconds)),
         )
-        .map_err(|e| match e {
-            ExecError::NotConnected(_) => ApiError::new(
-                ErrorCode::Unavailable,
-                format!("{e}; `orc nodes` shows when it was last heard from"),
-            ),
-            ExecError::EmptyCommand => ApiError::invalid("argv", e.to_string()),
-        })?;
+        .map_err(exec_error)?;
     let words = format!(
         "{} ran {} with {} argument(s) (timeout {seconds} s)",
         caller.user.name,
@@ -163,28 +157,58 @@ pub(super) async fn exec_node(
     )
     .await;
     tracing::info!(node = %node.id, user = %caller.user.name, program = %program, args = body.argv.len() - 1, "exec");
-    let lines = tokio_stream::wrappers::ReceiverStream::new(events).map(|event| {
-        let line = match event {
-            ExecEvent::Output { stream, data } => ExecLine::Output {
-                stream: match stream {
-                    ExecStream::Stdout => "stdout",
-                    ExecStream::Stderr => "stderr",
-                }
-                .to_string(),
-                data: base64::engine::general_purpose::STANDARD.encode(data),
-            },
-            ExecEvent::Exit { code, error } => ExecLine::Exit { code, error },
-        };
+    Ok(exec_answer(events))
+}
+
+/// `stdout` or `stderr`.
+pub(super) fn stream_word(stream: ExecStream) -> String {
+    match stream {
+        ExecStream::Stdout => "stdout",
+        ExecStream::Stderr => "stderr",
+    }
+    .to_string()
+}
+
+/// An `application/x-ndjson` answer: each of `lines` as JSON on a line of its own, sent as
+/// it comes.
+pub(super) fn ndjson<T: serde::Serialize>(
+    lines: impl tokio_stream::Stream<Item = T> + Send + 'static,
+) -> Response {
+    let lines = lines.map(|line| {
         let mut text = serde_json::to_vec(&line).unwrap_or_default();
         text.push(b'\n');
         Ok::<_, std::convert::Infallible>(text)
     });
-    Ok((
+    (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/x-ndjson")],
         Body::from_stream(lines),
     )
-        .into_response())
+        .into_response()
+}
+
+/// An exec's events as its answer: output lines, then the exit.
+pub(super) fn exec_answer(events: tokio::sync::mpsc::Receiver<ExecEvent>) -> Response {
+    ndjson(
+        tokio_stream::wrappers::ReceiverStream::new(events).map(|event| match event {
+            ExecEvent::Output { stream, data } => ExecLine::Output {
+                stream: stream_word(stream),
+                data: base64::engine::general_purpose::STANDARD.encode(data),
+            },
+            ExecEvent::Exit { code, error } => ExecLine::Exit { code, error },
+        }),
+    )
+}
+
+/// Why an exec could not start, as the API says it.
+pub(super) fn exec_error(e: ExecError) -> ApiError {
+    match e {
+        ExecError::NotConnected(_) => ApiError::new(
+            ErrorCode::Unavailable,
+            format!("{e}; `orc nodes` shows when it was last heard from"),
+        ),
+        ExecError::EmptyCommand => ApiError::invalid("argv", e.to_string()),
+    }
 }
 
 /// Mints a join token for the node (revoking its earlier live ones). The answer carries

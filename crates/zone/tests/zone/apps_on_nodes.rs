@@ -22,52 +22,6 @@ use serde_json::json;
 use crate::agents::{WEB, running_node};
 use crate::api_support::{API_WAIT, TestZone};
 
-/// Pushes every blob of an OCI layout and its manifest as `repository:tag`.
-pub(crate) async fn push_layout(
-    z: &TestZone,
-    token: &str,
-    layout: &orc_testkit::oci::Layout,
-    repository: &str,
-    tag: &str,
-) {
-    let auth = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("x:{token}"))
-    );
-    let blobs = layout.dir.join("blobs/sha256");
-    for entry in std::fs::read_dir(&blobs).expect("the layout's blobs") {
-        let path = entry.expect("a blob").path();
-        let digest = format!("sha256:{}", path.file_name().unwrap().to_string_lossy());
-        if digest == layout.manifest_digest {
-            continue;
-        }
-        let r = z
-            .http
-            .post(format!(
-                "{}/v2/{repository}/blobs/uploads/?digest={digest}",
-                z.zone.url()
-            ))
-            .header("authorization", &auth)
-            .body(std::fs::read(&path).expect("a blob's bytes"))
-            .send()
-            .await
-            .expect("an upload");
-        assert_eq!(r.status(), StatusCode::CREATED);
-    }
-    let manifest = std::fs::read(blobs.join(&layout.manifest_digest["sha256:".len()..]))
-        .expect("the manifest");
-    let r = z
-        .http
-        .put(format!("{}/v2/{repository}/manifests/{tag}", z.zone.url()))
-        .header("authorization", &auth)
-        .header("content-type", "application/vnd.oci.image.manifest.v1+json")
-        .body(manifest)
-        .send()
-        .await
-        .expect("a manifest put");
-    assert_eq!(r.status(), StatusCode::CREATED);
-}
-
 /// The node's containerd and containers, removed on drop.
 struct NodeRuntime {
     apps: PathBuf,
@@ -165,7 +119,7 @@ async fn an_app_runs_on_a_joined_node_and_becomes_healthy() {
         &[busybox_files("shop\n")],
         &busybox_httpd(8080),
     );
-    push_layout(&z, &t.olivia, &layout, "acme/shop", "1").await;
+    z.push_layout(&t.olivia, &layout, "acme/shop", "1").await;
     // The worker's image (of its own, so nothing of it is on the node) comes from another
     // registry, with the login the app gives.
     let other = crate::other_registry::OtherRegistry::start().await;
@@ -422,15 +376,7 @@ fn output_of(lines: &[serde_json::Value], stream: &str) -> String {
 }
 
 /// Joins an agent that runs no apps (placement is the zone's; nothing needs to run).
-pub(crate) async fn join_quiet_agent(
-    z: &TestZone,
-    token: &str,
-    node: &str,
-    dir: &Path,
-) -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<Result<(), orc_agent::AgentError>>,
-) {
+async fn join_quiet_agent(z: &TestZone, token: &str, node: &str, dir: &Path) -> QuietAgent {
     let minted = z
         .post(
             &format!("{WEB}/nodes/{node}/join-tokens"),
@@ -464,43 +410,81 @@ pub(crate) async fn join_quiet_agent(
     (stop, task)
 }
 
+/// A quiet agent: what stops it, and its task.
+type QuietAgent = (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), orc_agent::AgentError>>,
+);
+
+/// Two running nodes of pool `db` of `acme/web`, on a fake provider, whose agents joined and
+/// run no apps (placement is the zone's; nothing needs to run).
+pub(crate) struct QuietNodes {
+    pub t: orc_testkit::zone::Tenancy,
+    pub nodes: Vec<String>,
+    agents: Vec<QuietAgent>,
+    _provider: tokio::sync::oneshot::Sender<()>,
+    _dir: tempfile::TempDir,
+}
+
+impl QuietNodes {
+    pub(crate) async fn start(z: &TestZone) -> QuietNodes {
+        let t = crate::api_support::tenancy_without_provider(z).await;
+        let cloud = orc_provider_sdk::fake::FakeCloud::new();
+        let provider = crate::api_support::start_replica(z, &t.mia, "acme/web", &cloud);
+        eventually("the provider serves", API_WAIT, || async {
+            let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
+            list.body
+                .as_array()
+                .is_some_and(|ps| ps.iter().any(|p| p["replicas"][0]["role"] == "serving"))
+        })
+        .await;
+        let created = z
+            .post(
+                &format!("{WEB}/pools"),
+                &t.mia,
+                crate::api_support::pool_body("db", 2),
+            )
+            .await;
+        assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+        let nodes = eventually_nodes(z, &t.vic, 2).await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut agents = Vec::new();
+        for node in &nodes {
+            agents.push(join_quiet_agent(z, &t.mia, node, &dir.path().join(node)).await);
+        }
+        eventually("both nodes are ready", API_WAIT, || async {
+            let list = z.get(&format!("{WEB}/pools/db/nodes"), &t.vic).await;
+            list.body
+                .as_array()
+                .is_some_and(|ns| ns.iter().filter(|n| n["agent"]["state"] == "ready").count() == 2)
+        })
+        .await;
+        QuietNodes {
+            t,
+            nodes,
+            agents,
+            _provider: provider,
+            _dir: dir,
+        }
+    }
+
+    /// Stops the agents.
+    pub(crate) async fn stop(self) {
+        for (stop, task) in self.agents {
+            let _ = stop.send(());
+            let _ = task.await;
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn labels_constrain_placement_cordons_keep_new_replicas_off_and_a_drain_moves_them() {
     let z = TestZone::start_with(|c| {
         c.agents.keepalive_interval = Duration::from_millis(500);
     })
     .await;
-    let t = crate::api_support::tenancy_without_provider(&z).await;
-    let cloud = orc_provider_sdk::fake::FakeCloud::new();
-    let _provider = crate::api_support::start_replica(&z, &t.mia, "acme/web", &cloud);
-    eventually("the provider serves", API_WAIT, || async {
-        let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
-        list.body
-            .as_array()
-            .is_some_and(|ps| ps.iter().any(|p| p["replicas"][0]["role"] == "serving"))
-    })
-    .await;
-    let created = z
-        .post(
-            &format!("{WEB}/pools"),
-            &t.mia,
-            crate::api_support::pool_body("db", 2),
-        )
-        .await;
-    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
-    let nodes = eventually_nodes(&z, &t.vic, 2).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut agents = Vec::new();
-    for node in &nodes {
-        agents.push(join_quiet_agent(&z, &t.mia, node, &dir.path().join(node)).await);
-    }
-    eventually("both nodes are ready", API_WAIT, || async {
-        let list = z.get(&format!("{WEB}/pools/db/nodes"), &t.vic).await;
-        list.body
-            .as_array()
-            .is_some_and(|ns| ns.iter().filter(|n| n["agent"]["state"] == "ready").count() == 2)
-    })
-    .await;
+    let quiet = QuietNodes::start(&z).await;
+    let (t, nodes) = (&quiet.t, quiet.nodes.clone());
     let layout_dir = tempfile::tempdir().unwrap();
     let layout = write_layout(
         &layout_dir.path().join("layout"),
@@ -512,7 +496,7 @@ async fn labels_constrain_placement_cordons_keep_new_replicas_off_and_a_drain_mo
         )]],
         &orc_testkit::oci::RunConfig::default(),
     );
-    push_layout(&z, &t.olivia, &layout, "acme/shop", "1").await;
+    z.push_layout(&t.olivia, &layout, "acme/shop", "1").await;
     let (front, back) = (&nodes[0], &nodes[1]);
 
     // A label the zone reserves is refused; a tenant's label is kept.
@@ -684,13 +668,10 @@ async fn labels_constrain_placement_cordons_keep_new_replicas_off_and_a_drain_mo
     ] {
         assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
     }
-    for (stop, task) in agents {
-        let _ = stop.send(());
-        let _ = task.await;
-    }
+    quiet.stop().await;
 }
 
-pub(crate) async fn eventually_nodes(z: &TestZone, token: &str, count: usize) -> Vec<String> {
+async fn eventually_nodes(z: &TestZone, token: &str, count: usize) -> Vec<String> {
     eventually("the nodes run", API_WAIT, || async {
         let list = z.get(&format!("{WEB}/pools/db/nodes"), token).await;
         list.body

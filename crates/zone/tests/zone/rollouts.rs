@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::agents::WEB;
 use crate::api_support::{API_WAIT, TestZone};
-use crate::apps_on_nodes::{eventually_nodes, join_quiet_agent, push_layout};
+use crate::apps_on_nodes::QuietNodes;
 
 /// What the stand-in saw of the app at one look: replicas, and how many were ready.
 #[derive(Debug, Clone, Copy)]
@@ -98,7 +98,7 @@ async fn push_version(z: &TestZone, token: &str, version: &str) -> String {
         )]],
         &RunConfig::default(),
     );
-    push_layout(z, token, &layout, "acme/shop", version).await;
+    z.push_layout(token, &layout, "acme/shop", version).await;
     layout.manifest_digest.clone()
 }
 
@@ -144,37 +144,8 @@ async fn a_rolling_update_keeps_its_budget_and_a_failed_one_rolls_back_by_itself
         c.agents.keepalive_interval = Duration::from_millis(500);
     })
     .await;
-    let t = crate::api_support::tenancy_without_provider(&z).await;
-    let cloud = orc_provider_sdk::fake::FakeCloud::new();
-    let _provider = crate::api_support::start_replica(&z, &t.mia, "acme/web", &cloud);
-    eventually("the provider serves", API_WAIT, || async {
-        let list = z.get(&format!("{WEB}/providers"), &t.vic).await;
-        list.body
-            .as_array()
-            .is_some_and(|ps| ps.iter().any(|p| p["replicas"][0]["role"] == "serving"))
-    })
-    .await;
-    let created = z
-        .post(
-            &format!("{WEB}/pools"),
-            &t.mia,
-            crate::api_support::pool_body("db", 2),
-        )
-        .await;
-    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
-    let nodes = eventually_nodes(&z, &t.vic, 2).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut agents = Vec::new();
-    for node in &nodes {
-        agents.push(join_quiet_agent(&z, &t.mia, node, &dir.path().join(node)).await);
-    }
-    eventually("both nodes are ready", API_WAIT, || async {
-        let list = z.get(&format!("{WEB}/pools/db/nodes"), &t.vic).await;
-        list.body
-            .as_array()
-            .is_some_and(|ns| ns.iter().filter(|n| n["agent"]["state"] == "ready").count() == 2)
-    })
-    .await;
+    let quiet = QuietNodes::start(&z).await;
+    let t = &quiet.t;
     let v1 = push_version(&z, &t.olivia, "1").await;
     let v2 = push_version(&z, &t.olivia, "2").await;
     let bad = push_version(&z, &t.olivia, "3").await;
@@ -330,8 +301,5 @@ async fn a_rolling_update_keeps_its_budget_and_a_failed_one_rolls_back_by_itself
 
     let _ = stop.send(());
     task.await.unwrap();
-    for (stop, task) in agents {
-        let _ = stop.send(());
-        let _ = task.await;
-    }
+    quiet.stop().await;
 }
