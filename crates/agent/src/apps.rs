@@ -28,12 +28,30 @@ const QUICK_PASS: Duration = Duration::from_millis(250);
 /// How long after an assignment it looks that often.
 const QUICK_FOR: Duration = Duration::from_secs(30);
 
+/// The cgroup the replicas of node `node_id` live under: `/orc/<node id>`, so that
+/// several nodes on one host (emulated servers) keep apart, and `/orc` before the node has
+/// an id.
+fn cgroup_parent(node_id: Option<&str>) -> String {
+    match node_id.filter(|id| {
+        !id.is_empty()
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && !id.starts_with('.')
+    }) {
+        Some(id) => format!("/{NAMESPACE}/{id}"),
+        None => format!("/{NAMESPACE}"),
+    }
+}
+
 /// The node's apps: the supervisor once it runs, and the replicas' states it last saw.
 #[derive(Debug)]
 pub struct Apps {
     root: PathBuf,
     containerd: String,
     ca_pem: Mutex<Option<String>>,
+    /// The node's id, which names the cgroup its replicas live under (`/orc/<node id>`).
+    node_id: Mutex<Option<String>>,
     supervisor: Mutex<Option<Arc<Supervisor>>>,
     states: watch::Sender<(u64, Vec<ReplicaStatus>)>,
     /// Asks the supervisor for a pass now (a new assignment came).
@@ -54,6 +72,7 @@ impl Apps {
             root: state_dir.join("apps"),
             containerd: containerd.to_string(),
             ca_pem: Mutex::new(None),
+            node_id: Mutex::new(None),
             supervisor: Mutex::new(None),
             states: watch::channel((0, Vec::new())).0,
             kick: Arc::new(tokio::sync::Notify::new()),
@@ -92,8 +111,10 @@ impl Apps {
         self.kept().is_some_and(|a| !a.replicas.is_empty())
     }
 
-    /// The zone's CA, for pulling from its registry.
-    pub async fn trust(&self, ca_pem: &str) {
+    /// Who the node is: its id (which names its replicas' cgroup) and the zone's CA (for
+    /// pulling from its registry).
+    pub async fn identify(&self, node_id: &str, ca_pem: &str) {
+        *self.node_id.lock().await = Some(node_id.to_string());
         *self.ca_pem.lock().await = Some(ca_pem.to_string());
     }
 
@@ -128,7 +149,7 @@ impl Apps {
             registry_token: None,
             stop_grace: Duration::from_secs(10),
             log_limit: 10 << 20,
-            cgroup_parent: "/orc".into(),
+            cgroup_parent: cgroup_parent(self.node_id.lock().await.as_deref()),
             netns_prefix: orc_runtime::network::DEFAULT_PREFIX.into(),
         };
         let supervisor = Arc::new(Supervisor::new(config, client));
@@ -351,4 +372,19 @@ pub fn assignment_of(workloads: &agent_pb::Workloads) -> Result<Assignment, Stri
         replicas,
         services,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replicas_live_under_their_nodes_cgroup() {
+        assert_eq!(cgroup_parent(Some("n-7f3a")), "/orc/n-7f3a");
+        assert_eq!(cgroup_parent(None), "/orc");
+        // Anything that is not a plain name stays out of the path.
+        assert_eq!(cgroup_parent(Some("../etc")), "/orc");
+        assert_eq!(cgroup_parent(Some("a/b")), "/orc");
+        assert_eq!(cgroup_parent(Some("")), "/orc");
+    }
 }

@@ -162,7 +162,8 @@ pub async fn run(
             }
         };
         if let Some(apps) = &apps {
-            apps.trust(&credentials.ca_pem).await;
+            apps.identify(&credentials.membership.node_id, &credentials.ca_pem)
+                .await;
             if !resumed {
                 // Replicas kept from before this start run again by their policy at once,
                 // whether or not the zone answers.

@@ -754,6 +754,12 @@ impl Fabric {
         setup.push_str(&format!(
             "mount -t tmpfs -o mode=0700 tmpfs {PRIVATE_HOME}\n"
         ));
+        // `ip netns exec` mounted a sysfs of the namespace over /sys, which hides the cgroup
+        // file systems; a server has them, and its containers need them.
+        setup.push_str(&cgroup_mounts(
+            &std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default(),
+            &cgroup_links(),
+        ));
         setup.push_str("echo ready\nexec sleep infinity\n");
         let mut child = Command::new("ip")
             .args([
@@ -1090,10 +1096,13 @@ impl Fabric {
     }
 }
 
-/// Kills every process in namespace `ns` but `spare`: SIGTERM, then SIGKILL after 2 s.
-/// Returns how many there were.
+/// Kills every process in namespace `ns` but `spare`, with everything they started, even
+/// in namespaces of their own (a server's containers): SIGTERM, then SIGKILL after 2 s.
+/// Then removes the cgroups those processes were in that are now empty (a server's
+/// containers' cgroups and the ones above them) but never one this process is in.
+/// Returns how many processes there were.
 fn kill_all(ns: &str, spare: Option<u32>) -> usize {
-    let pids = |ns: &str| -> Vec<i32> {
+    let in_ns = |ns: &str| -> Vec<i32> {
         ip(&["netns", "pids", ns])
             .unwrap_or_default()
             .split_whitespace()
@@ -1101,23 +1110,201 @@ fn kill_all(ns: &str, spare: Option<u32>) -> usize {
             .filter(|p| Some(*p as u32) != spare)
             .collect()
     };
-    let first = pids(ns);
+    let first = with_descendants(&in_ns(ns));
+    let cgroups: std::collections::BTreeSet<String> =
+        first.iter().flat_map(|pid| cgroups_of(*pid)).collect();
     let signal = |pid: i32, sig: rustix::process::Signal| {
         if let Some(pid) = rustix::process::Pid::from_raw(pid) {
             let _ = rustix::process::kill_process(pid, sig);
         }
     };
+    let alive = |pids: &[i32]| -> Vec<i32> {
+        pids.iter()
+            .copied()
+            .filter(|p| Path::new(&format!("/proc/{p}")).exists())
+            .collect()
+    };
     for pid in &first {
         signal(*pid, rustix::process::Signal::TERM);
     }
     let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline && !pids(ns).is_empty() {
+    while Instant::now() < deadline && !alive(&first).is_empty() {
         std::thread::sleep(Duration::from_millis(50));
     }
-    for pid in pids(ns) {
+    // What is left, and anything started meanwhile.
+    let mut rest = alive(&first);
+    rest.extend(with_descendants(&in_ns(ns)));
+    for pid in with_descendants(&rest) {
         signal(pid, rustix::process::Signal::KILL);
     }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline && !alive(&rest).is_empty() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    remove_cgroups(&cgroups);
     first.len()
+}
+
+/// `roots` and every process below them (by parent), each once.
+fn with_descendants(roots: &[i32]) -> Vec<i32> {
+    let mut children: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // `pid (comm) state ppid …`: the name may hold spaces and parentheses.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok())
+        {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut queue: Vec<i32> = roots.to_vec();
+    let mut all = Vec::new();
+    while let Some(pid) = queue.pop() {
+        if seen.insert(pid) {
+            all.push(pid);
+            queue.extend(children.get(&pid).into_iter().flatten());
+        }
+    }
+    all
+}
+
+/// The cgroup paths process `pid` is in, one per hierarchy (`/orc/n-1/abc`).
+fn cgroups_of(pid: i32) -> Vec<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.splitn(3, ':').nth(2))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Removes `paths` (cgroup paths, as `/proc/PID/cgroup` names them) in every cgroup
+/// hierarchy mounted under `/sys/fs/cgroup`, with the parents they leave empty; never the
+/// root, nor a cgroup this process or one above it is in. A cgroup still in use stays
+/// (the kernel refuses to remove it).
+fn remove_cgroups(paths: &std::collections::BTreeSet<String>) {
+    let own: Vec<String> = cgroups_of(std::process::id() as i32);
+    let kept = |path: &str| {
+        path == "/"
+            || own.iter().any(|mine| {
+                mine == path
+                    || mine
+                        .strip_prefix(path)
+                        .is_some_and(|rest| rest.starts_with('/'))
+            })
+    };
+    let mounts: Vec<PathBuf> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(CgroupMount::parse)
+        .filter(|m| m.fstype != "tmpfs")
+        .map(|m| PathBuf::from(m.point))
+        .collect();
+    for path in paths {
+        for mount in &mounts {
+            let mut at = path.as_str();
+            while !kept(at) {
+                if std::fs::remove_dir(mount.join(at.trim_start_matches('/'))).is_err() {
+                    break;
+                }
+                at = match at.rsplit_once('/') {
+                    Some(("", _)) | None => "/",
+                    Some((parent, _)) => parent,
+                };
+            }
+        }
+    }
+}
+
+/// A file system mounted at or below `/sys/fs/cgroup`, from a line of `mountinfo`.
+#[derive(Debug, PartialEq, Eq)]
+struct CgroupMount<'a> {
+    point: &'a str,
+    fstype: &'a str,
+    source: &'a str,
+    options: &'a str,
+}
+
+impl<'a> CgroupMount<'a> {
+    /// `id parent major:minor root point options [optional…] - fstype source super-options`.
+    fn parse(line: &'a str) -> Option<CgroupMount<'a>> {
+        let (head, tail) = line.split_once(" - ")?;
+        let point = head.split_whitespace().nth(4)?;
+        let mut tail = tail.split_whitespace();
+        let (fstype, source, options) = (tail.next()?, tail.next()?, tail.next()?);
+        let under = point == "/sys/fs/cgroup" || point.starts_with("/sys/fs/cgroup/");
+        let kind = matches!(fstype, "cgroup" | "cgroup2")
+            || (fstype == "tmpfs" && point == "/sys/fs/cgroup");
+        (under && kind).then_some(CgroupMount {
+            point,
+            fstype,
+            source,
+            options,
+        })
+    }
+}
+
+/// The symbolic links in `/sys/fs/cgroup` (`cpu -> cpu,cpuacct` on some hosts).
+fn cgroup_links() -> Vec<(String, String)> {
+    std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let target = std::fs::read_link(entry.path()).ok()?;
+            Some((
+                entry.file_name().to_str()?.to_string(),
+                target.to_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Shell lines that mount the cgroup file systems of `mountinfo` (the host's) again at
+/// their places, with the links among them: the v1 hierarchies on their tmpfs, or the one
+/// v2 hierarchy.
+fn cgroup_mounts(mountinfo: &str, links: &[(String, String)]) -> String {
+    let mut lines = String::new();
+    for mount in mountinfo.lines().filter_map(CgroupMount::parse) {
+        if ![mount.point, mount.source, mount.options]
+            .iter()
+            .all(|part| {
+                shell_safe(part)
+                    || part
+                        .split(',')
+                        .all(|p| shell_safe(p.replace('=', "_").as_str()))
+            })
+        {
+            continue;
+        }
+        lines.push_str(&format!(
+            "mkdir -p {point}\nmount -t {fstype} -o {options} {source} {point}\n",
+            point = mount.point,
+            fstype = mount.fstype,
+            options = mount.options,
+            source = mount.source,
+        ));
+    }
+    if !lines.is_empty() {
+        for (name, target) in links {
+            if shell_safe(name) && target.split(',').all(shell_safe) {
+                lines.push_str(&format!("ln -sfn {target} /sys/fs/cgroup/{name}\n"));
+            }
+        }
+    }
+    lines
 }
 
 /// Text that sits in a shell line as it is: a path without quotes, spaces or expansions.
@@ -1234,6 +1421,49 @@ mod tests {
             Some(Ipv4Addr::new(198, 18, 0, 16))
         );
         assert_eq!(Plan::new(1).unwrap().host(), Ipv4Addr::new(198, 19, 255, 6));
+    }
+
+    #[test]
+    fn a_server_gets_the_hosts_cgroup_file_systems_again() {
+        let v1 = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
+                  32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n\
+                  40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd\n\
+                  41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n\
+                  50 23 0:40 / /tmp rw - tmpfs tmpfs rw\n";
+        assert_eq!(
+            cgroup_mounts(v1, &[("cpuacct".into(), "cpu,cpuacct".into())]),
+            "mkdir -p /sys/fs/cgroup\nmount -t tmpfs -o rw,mode=755 tmpfs /sys/fs/cgroup\n\
+             mkdir -p /sys/fs/cgroup/cpu\nmount -t cgroup -o rw,cpu cgroup /sys/fs/cgroup/cpu\n\
+             mkdir -p /sys/fs/cgroup/systemd\nmount -t cgroup -o rw,name=systemd cgroup /sys/fs/cgroup/systemd\n\
+             mkdir -p /sys/fs/cgroup/unified\nmount -t cgroup2 -o rw cgroup2 /sys/fs/cgroup/unified\n\
+             ln -sfn cpu,cpuacct /sys/fs/cgroup/cpuacct\n"
+        );
+        let v2 = "30 23 0:27 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
+        assert_eq!(
+            cgroup_mounts(v2, &[]),
+            "mkdir -p /sys/fs/cgroup\nmount -t cgroup2 -o rw,nsdelegate cgroup2 /sys/fs/cgroup\n"
+        );
+        // Nothing odd reaches the shell.
+        assert_eq!(
+            cgroup_mounts(
+                "1 2 0:1 / /sys/fs/cgroup/x$(id) rw - cgroup cgroup rw,cpu\n",
+                &[]
+            ),
+            ""
+        );
+    }
+
+    #[test]
+    fn a_process_tree_is_found_from_its_roots() {
+        // This test's own process has no children it did not start; a child it starts is
+        // found below it.
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let me = std::process::id() as i32;
+        let tree = with_descendants(&[me]);
+        assert_eq!(tree[0], me);
+        assert!(tree.contains(&(child.id() as i32)), "{tree:?}");
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[test]

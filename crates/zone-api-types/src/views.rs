@@ -1575,6 +1575,9 @@ pub struct AppReplicaView {
     pub ready: bool,
     /// How often it was started again.
     pub restarts: u32,
+    /// Why it failed or waits, as its node says (`cannot fetch …`); absent when all is well.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// An app with its replicas.

@@ -41,6 +41,9 @@ pub struct AppRevisionRow {
     pub healthy_at: Option<Timestamp>,
 }
 
+/// How many characters of what a node says of a replica are kept.
+pub const MESSAGE_CHARS: usize = 300;
+
 /// Where one replica is and how it fares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppReplicaRow {
@@ -62,6 +65,8 @@ pub struct AppReplicaRow {
     pub updated_at: Timestamp,
     /// Its address in its node's workload subnet, once the zone assigned it to the node.
     pub address: Option<std::net::Ipv4Addr>,
+    /// Why it failed or waits, as its node last said; `None` when there is nothing to say.
+    pub message: Option<String>,
 }
 
 /// One rollout step's changes to an app's replicas.
@@ -333,7 +338,7 @@ impl Store {
     ) -> StoreResult<Vec<AppReplicaRow>> {
         let rows = sqlx::query(
             "SELECT workload, slot, revision, node_id, state, ready, restarts, updated_at, \
-             address FROM app_replicas WHERE project_id = $1 AND app = $2 \
+             address, message FROM app_replicas WHERE project_id = $1 AND app = $2 \
              ORDER BY workload, slot",
         )
         .bind(project.as_str())
@@ -353,6 +358,7 @@ impl Store {
                     restarts: uint32(row, "app_replicas.restarts")?,
                     updated_at: time(row, "app_replicas.updated_at")?,
                     address: opt_parsed(row, "app_replicas.address")?,
+                    message: opt_text(row, "app_replicas.message")?,
                 })
             })
             .collect()
@@ -425,12 +431,22 @@ impl Store {
         state: &str,
         ready: bool,
         restarts: u32,
+        message: Option<&str>,
         now: Timestamp,
     ) -> StoreResult<bool> {
+        // What a node says is kept short: a line, not a log.
+        let message = message.map(str::trim).filter(|m| !m.is_empty()).map(|m| {
+            match m.char_indices().nth(MESSAGE_CHARS) {
+                Some((end, _)) => format!("{}…", &m[..end]),
+                None => m.to_string(),
+            }
+        });
         let done = sqlx::query(
-            "UPDATE app_replicas SET state = $6, ready = $7, restarts = $8, updated_at = $9 \
+            "UPDATE app_replicas SET state = $6, ready = $7, restarts = $8, updated_at = $9, \
+             message = $11 \
              WHERE project_id = $1 AND app = $2 AND workload = $3 AND slot = $4 AND node_id = $5 \
-             AND revision = $10 AND (state <> $6 OR ready <> $7 OR restarts <> $8)",
+             AND revision = $10 AND (state <> $6 OR ready <> $7 OR restarts <> $8 \
+             OR COALESCE(message, '') <> COALESCE($11, ''))",
         )
         .bind(project.as_str())
         .bind(app.as_str())
@@ -442,6 +458,7 @@ impl Store {
         .bind(i64::from(restarts))
         .bind(now.millis())
         .bind(big(revision))
+        .bind(message)
         .execute(self.pool())
         .await
         .op("record a replica's report")?;

@@ -61,7 +61,7 @@ use sqlx::{Any, AnyPool, Executor, SqlSafeStr, Transaction};
 use orc_zone_model::{Timestamp, sys_org_id, sys_project_id};
 
 pub use agents::AgentUpdate;
-pub use apps::{AppReplicaRow, AppRevisionRow, ReplicaChange};
+pub use apps::{AppReplicaRow, AppRevisionRow, MESSAGE_CHARS, ReplicaChange};
 use error::OperationExt;
 pub use error::{Kind, StoreError};
 pub use images::ImageManifestRow;
@@ -200,10 +200,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "replicas' addresses in their nodes' workload subnets",
         include_str!("../migrations/0024_replica_addresses.sql"),
     ),
+    (
+        25,
+        "what a replica's node says of it when it fails or waits",
+        include_str!("../migrations/0025_replica_messages.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 24;
+pub const SCHEMA_VERSION: i64 = 25;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

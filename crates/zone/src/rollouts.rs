@@ -120,6 +120,10 @@ impl Cluster {
         let mut nodes = Vec::new();
         let mut draining = BTreeSet::new();
         for pool in store.list_pools(&project.id).await? {
+            // A site's gateway carries the site's traffic and runs no app.
+            if orc_zone_model::gateway::gateway_pool_site(&pool).is_some() {
+                continue;
+            }
             let agents = store.node_agents_of_pool(&pool.id).await?;
             for node in store.list_nodes_by_pool(&pool.id, false).await? {
                 // Replicas run on running nodes only; one that is destroying, ended or lost
@@ -698,6 +702,7 @@ impl Rollouts {
                         restarts: 0,
                         updated_at: now,
                         address: None,
+                        message: None,
                     });
                 } else if let Some(node) = chosen {
                     change.place.push((workload.clone(), *slot, node));

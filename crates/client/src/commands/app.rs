@@ -456,6 +456,24 @@ pub(crate) fn status_text(org: &str, project: &str, view: &AppStatusView) -> Str
             ]);
         }
         out.push_str(&table.render());
+        // What nodes say of replicas that fail or wait, one line each under the table.
+        let said: Vec<String> = view
+            .replicas
+            .iter()
+            .filter_map(|r| {
+                let message = r.message.as_deref()?;
+                Some(format!(
+                    "  {} {}: {}\n",
+                    r.workload,
+                    r.slot,
+                    orc_common::text::printable(message)
+                ))
+            })
+            .collect();
+        if !said.is_empty() {
+            out.push('\n');
+            out.push_str(&said.concat());
+        }
     }
     out
 }

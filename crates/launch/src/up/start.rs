@@ -178,6 +178,11 @@ impl Up {
             // Nodes reach the zone through the fabric's uplink, at the host's end of it; a
             // node whose agent does not join is replaced, as on a real cloud.
             config.grpc_addr = SocketAddr::from((fabric.host_address(), args.zone.grpc.port()));
+            // They pull images from the API there too.
+            config.node_http_addr = Some(SocketAddr::from((
+                fabric.host_address(),
+                args.zone.http.port(),
+            )));
             config.reconcile.join_grace = Some(Duration::from_secs(600));
             config.mesh.reserved.push((
                 "the emulated internet".to_string(),

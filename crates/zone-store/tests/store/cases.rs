@@ -2885,6 +2885,7 @@ pub async fn apps_keep_revisions_states_and_placements(db: &TestDb) {
         restarts: 0,
         updated_at: T0,
         address: None,
+        message: None,
     };
     // A step adds two replicas, one placed and one waiting.
     store
@@ -2901,7 +2902,7 @@ pub async fn apps_keep_revisions_states_and_placements(db: &TestDb) {
     // A report of another revision in the same slot is ignored; its own is kept.
     let report = |revision: u64| {
         store.report_app_replica(
-            &node, &project, &app, "web", 0, revision, "running", true, 2, T0,
+            &node, &project, &app, "web", 0, revision, "running", true, 2, None, T0,
         )
     };
     assert!(!report(2).await.unwrap());
@@ -2984,7 +2985,9 @@ pub async fn apps_keep_revisions_states_and_placements(db: &TestDb) {
     );
     assert!(
         store
-            .report_app_replica(&node, &project, &app, "web", 3, 2, "running", true, 0, T0)
+            .report_app_replica(
+                &node, &project, &app, "web", 3, 2, "running", true, 0, None, T0
+            )
             .await
             .unwrap()
     );
@@ -2994,6 +2997,58 @@ pub async fn apps_keep_revisions_states_and_placements(db: &TestDb) {
     );
     let listed = store.list_app_replicas(&project, &app).await.unwrap();
     assert_eq!(listed[1].address, Some("10.96.2.3".parse().unwrap()));
+    assert_eq!(listed[1].message, None, "nothing said, nothing kept");
+    // What the node says of a failing replica is kept, a line long at most; a report that
+    // only says it again changes nothing.
+    let long = format!("cannot fetch sha256:{}", "0".repeat(400));
+    let fail = || {
+        store.report_app_replica(
+            &node,
+            &project,
+            &app,
+            "web",
+            3,
+            2,
+            "failed",
+            false,
+            0,
+            Some(long.as_str()),
+            T0,
+        )
+    };
+    assert!(fail().await.unwrap());
+    assert!(!fail().await.unwrap());
+    let listed = store.list_app_replicas(&project, &app).await.unwrap();
+    let kept = listed[1].message.as_deref().unwrap();
+    assert!(kept.starts_with("cannot fetch sha256:000"), "{kept}");
+    assert_eq!(
+        kept.chars().count(),
+        orc_zone_store::MESSAGE_CHARS + 1,
+        "{kept}"
+    );
+    assert!(
+        store
+            .report_app_replica(
+                &node,
+                &project,
+                &app,
+                "web",
+                3,
+                2,
+                "running",
+                true,
+                0,
+                Some(""),
+                T0
+            )
+            .await
+            .unwrap()
+    );
+    let listed = store.list_app_replicas(&project, &app).await.unwrap();
+    assert_eq!(
+        listed[1].message, None,
+        "a replica that runs again has nothing to say"
+    );
     store
         .change_app_replicas(
             &project,

@@ -347,6 +347,7 @@ impl AgentHub {
                     &replica.phase,
                     replica.ready,
                     replica.restarts,
+                    Some(replica.message.as_str()),
                     now,
                 )
                 .await;

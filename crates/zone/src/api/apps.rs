@@ -533,6 +533,7 @@ pub(super) async fn get_app(
                 state: r.state.clone(),
                 ready: r.ready,
                 restarts: r.restarts,
+                message: r.message.clone(),
             })
             .collect(),
     }))

@@ -116,6 +116,10 @@ pub struct ZoneConfig {
     pub http_addr: SocketAddr,
     /// Where providers dial in over gRPC (port 0 picks a free port).
     pub grpc_addr: SocketAddr,
+    /// A second address the HTTP API listens on, for nodes that cannot reach `http_addr`
+    /// (`orc up --netns`: the host's end of the emulated internet). Nodes download the agent
+    /// and pull images there. `None`: nodes use `http_addr` (or `agent_url`'s host).
+    pub node_http_addr: Option<SocketAddr>,
     /// The built-in `core` provider: which binaries apps run.
     pub apps: AppsConfig,
     /// Timings of the reconcilers.
@@ -153,6 +157,7 @@ impl ZoneConfig {
             sealing_key_file: None,
             http_addr: SocketAddr::from(([127, 0, 0, 1], 7070)),
             grpc_addr: SocketAddr::from(([127, 0, 0, 1], 7400)),
+            node_http_addr: None,
             apps: AppsConfig::default(),
             reconcile: ReconcileOptions::default(),
             hub: HubOptions::default(),

@@ -74,6 +74,8 @@ pub struct Zone {
     mesh: MeshHandle,
     stop: watch::Sender<bool>,
     http_task: JoinHandle<std::io::Result<()>>,
+    /// The API's listener for nodes, when it has one.
+    node_http_task: Option<JoinHandle<std::io::Result<()>>>,
     grpc_task: JoinHandle<std::io::Result<()>>,
     edge: Option<RunningEdge>,
     web_url: String,
@@ -113,8 +115,17 @@ impl Zone {
         let listeners = Listeners::bind(&config, ca.is_some()).await?;
         let (http, http_addr) = listeners.http;
         let (grpc, grpc_addr) = listeners.grpc;
+        let node_http_addr = listeners.node_http.as_ref().map(|(_, addr)| *addr);
         let scheme = if ca.is_some() { "https" } else { "http" };
-        let tls = ListenerTls::issue(&config, ca.as_ref(), http_addr, grpc_addr)?;
+        let tls = ListenerTls::issue(
+            &config,
+            ca.as_ref(),
+            &[Some(http_addr), Some(grpc_addr), node_http_addr]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>(),
+        )?;
+        let nodes_api = AgentSupply::nodes_api(&config, scheme, http_addr, node_http_addr);
         let (stop, stopped) = watch::channel(false);
         // Nodes pull images with grants the agent hub signs and the API checks.
         let pull_key = Arc::new(orc_zone_model::oci::PullKey::generate());
@@ -126,7 +137,7 @@ impl Zone {
             tls.grpc,
             stopped.clone(),
             RegistryAccess {
-                url: AgentSupply::registry_url(&config, scheme, http_addr),
+                url: nodes_api.clone(),
                 key: pull_key.clone(),
             },
         );
@@ -150,7 +161,7 @@ impl Zone {
             }
         };
         apps.watch_registrations(Arc::new(HubRegistrations(hubs.hub.clone())));
-        let agents = AgentSupply::new(&config, scheme, http_addr, grpc_addr).await?;
+        let agents = AgentSupply::new(&config, scheme, &nodes_api, grpc_addr).await?;
 
         let clock: SharedClock = Arc::new(SystemClock);
         let mesh = MeshHandle::spawn(
@@ -222,6 +233,16 @@ impl Zone {
             state.clone(),
             Duration::from_secs(3600),
         ));
+        // Nodes that cannot reach the API's address reach the same API at a second one.
+        let node_http_task = listeners.node_http.map(|(listener, _)| {
+            tokio::spawn(api::serve(
+                listener,
+                state.clone(),
+                config.limits.serve_options(tls.api.clone()),
+                config.limits.api.clone(),
+                wait_for_stop(stopped.clone()),
+            ))
+        });
         let http_task = tokio::spawn(api::serve(
             http,
             state,
@@ -256,6 +277,7 @@ impl Zone {
             mesh,
             stop,
             http_task,
+            node_http_task,
             grpc_task: hubs.task,
             edge,
             web_url,
@@ -375,10 +397,12 @@ impl Zone {
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         self.registry_sweeper.abort();
-        match self.http_task.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "the API server ended with an error"),
-            Err(e) => tracing::warn!(error = %e, "the API server task failed"),
+        for task in std::iter::once(self.http_task).chain(self.node_http_task) {
+            match task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "the API server ended with an error"),
+                Err(e) => tracing::warn!(error = %e, "the API server task failed"),
+            }
         }
         if let Some(edge) = self.edge {
             edge.shutdown().await;

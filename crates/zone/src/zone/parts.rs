@@ -38,9 +38,13 @@ use crate::web::{ApiInProcess, StoreForEdge};
 pub fn check_plain_on_loopback(config: &ZoneConfig) -> Result<(), ZoneError> {
     if config.tls.plain {
         for (what, addr) in [
-            ("API", config.http_addr),
-            ("provider endpoint", config.grpc_addr),
-        ] {
+            ("API", Some(config.http_addr)),
+            ("provider endpoint", Some(config.grpc_addr)),
+            ("API for nodes", config.node_http_addr),
+        ]
+        .into_iter()
+        .filter_map(|(what, addr)| Some((what, addr?)))
+        {
             if !addr.ip().is_loopback() {
                 return Err(ZoneError::PlainOffLoopback { what, addr });
             }
@@ -150,6 +154,8 @@ impl StorePart {
 pub struct Listeners {
     pub http: (TcpListener, SocketAddr),
     pub grpc: (TcpListener, SocketAddr),
+    /// The API's second listener, for nodes (`ZoneConfig::node_http_addr`).
+    pub node_http: Option<(TcpListener, SocketAddr)>,
     /// The access edge's; `None` when it runs none (or the zone is plain).
     pub edge: Option<(TcpListener, SocketAddr)>,
 }
@@ -159,6 +165,10 @@ impl Listeners {
     pub async fn bind(config: &ZoneConfig, tls: bool) -> Result<Listeners, ZoneError> {
         let http = bind("HTTP API", config.http_addr).await?;
         let grpc = bind("provider gRPC endpoint", config.grpc_addr).await?;
+        let node_http = match config.node_http_addr {
+            Some(addr) => Some(bind("HTTP API for nodes", addr).await?),
+            None => None,
+        };
         let edge = match (&config.edge, tls) {
             (Some(edge), true) => Some(bind("access edge", edge.addr).await?),
             (Some(_), false) => {
@@ -167,7 +177,12 @@ impl Listeners {
             }
             (None, _) => None,
         };
-        Ok(Listeners { http, grpc, edge })
+        Ok(Listeners {
+            http,
+            grpc,
+            node_http,
+            edge,
+        })
     }
 }
 
@@ -186,8 +201,7 @@ impl ListenerTls {
     pub fn issue(
         config: &ZoneConfig,
         ca: Option<&Arc<ZoneCa>>,
-        http_addr: SocketAddr,
-        grpc_addr: SocketAddr,
+        addrs: &[SocketAddr],
     ) -> Result<ListenerTls, ZoneError> {
         let Some(ca) = ca else {
             return Ok(ListenerTls::default());
@@ -195,7 +209,7 @@ impl ListenerTls {
         let mut extra = config.tls.names.clone();
         // Nodes check the name they dial.
         extra.extend(config.agent_url.as_deref().and_then(url_host));
-        let names = server_names(&extra, [http_addr, grpc_addr]);
+        let names = server_names(&extra, addrs);
         let cert = orc_tls::RenewingCert::new(ca.issue_server(&names, config.tls.cert_lifetime)?)?;
         let renew = tokio::spawn(cert.clone().keep_renewed(
             ca.clone(),
@@ -297,11 +311,12 @@ pub struct AgentSupply {
 }
 
 impl AgentSupply {
-    /// The endpoint and binary of `config`, for listeners at `http_addr` and `grpc_addr`.
+    /// The endpoint and binary of `config`, for the API as nodes reach it (`nodes_api`,
+    /// from [`AgentSupply::nodes_api`]) and the gRPC listener at `grpc_addr`.
     pub async fn new(
         config: &ZoneConfig,
         scheme: &str,
-        http_addr: SocketAddr,
+        nodes_api: &str,
         grpc_addr: SocketAddr,
     ) -> Result<AgentSupply, ZoneError> {
         let endpoint = config
@@ -309,33 +324,27 @@ impl AgentSupply {
             .clone()
             .unwrap_or_else(|| format!("{scheme}://{}", dialable(grpc_addr)));
         let binary = match &config.agent_binary {
-            // (see also `registry_url`, which names the same host)
-            Some(path) => {
-                let host = config
-                    .agent_url
-                    .as_deref()
-                    .and_then(url_host)
-                    .unwrap_or_else(|| dialable(http_addr).ip().to_string());
-                let url = format!(
-                    "{scheme}://{}/api/agent/orc",
-                    join_host_port(&host, http_addr.port())
-                );
-                Some(served_binary(path, url).await?)
-            }
+            Some(path) => Some(served_binary(path, format!("{nodes_api}/api/agent/orc")).await?),
             None => None,
         };
         Ok(AgentSupply { endpoint, binary })
     }
 
-    /// The API's address as nodes reach it: the host of `--agent-url` (or the HTTP
-    /// listener's) and the HTTP port. Nodes download the agent and pull images there.
-    pub fn registry_url(config: &ZoneConfig, scheme: &str, http_addr: SocketAddr) -> String {
-        let host = config
-            .agent_url
-            .as_deref()
-            .and_then(url_host)
-            .unwrap_or_else(|| dialable(http_addr).ip().to_string());
-        format!("{scheme}://{}", join_host_port(&host, http_addr.port()))
+    /// The API's URL as nodes reach it, where they download the agent and pull images:
+    /// the host of `--agent-url` with the API's port; else the API's listener for nodes
+    /// (`node_http`); else the API's own (`http_addr`).
+    pub fn nodes_api(
+        config: &ZoneConfig,
+        scheme: &str,
+        http_addr: SocketAddr,
+        node_http: Option<SocketAddr>,
+    ) -> String {
+        let at = match (config.agent_url.as_deref().and_then(url_host), node_http) {
+            (Some(host), _) => join_host_port(&host, http_addr.port()),
+            (None, Some(addr)) => dialable(addr).to_string(),
+            (None, None) => dialable(http_addr).to_string(),
+        };
+        format!("{scheme}://{at}")
     }
 
     /// The bootstrap a deploy hands a node, with a zone of `ca`.
@@ -529,7 +538,7 @@ async fn served_binary(
 
 /// The names a server certificate carries: loopback, the listen addresses that are not
 /// wildcards, and the operator's names.
-fn server_names(extra: &[String], addrs: [SocketAddr; 2]) -> Vec<String> {
+fn server_names(extra: &[String], addrs: &[SocketAddr]) -> Vec<String> {
     let mut names = vec![
         "localhost".to_string(),
         "127.0.0.1".to_string(),

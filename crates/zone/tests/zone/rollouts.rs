@@ -68,6 +68,7 @@ fn stand_in_nodes(
                         "running",
                         ready,
                         0,
+                        None,
                         orc_zone::model::Timestamp::from_unix_millis(0),
                     )
                     .await
