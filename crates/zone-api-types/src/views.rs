@@ -1569,7 +1569,8 @@ pub struct AppReplicaView {
     /// Its address in its node's workload subnet; absent until its node has it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
-    /// Its state as its node reports it (`pending` before any report).
+    /// Its state as its node reports it (`pending` before any report), or `draining` once a
+    /// rollout took it out of its service's names to stop it.
     pub state: String,
     /// Whether its readiness check passes.
     pub ready: bool,

@@ -67,6 +67,8 @@ pub struct AppReplicaRow {
     pub address: Option<std::net::Ipv4Addr>,
     /// Why it failed or waits, as its node last said; `None` when there is nothing to say.
     pub message: Option<String>,
+    /// When a rollout took it out of its service's names to stop it; `None` while it serves.
+    pub draining_at: Option<Timestamp>,
 }
 
 /// One rollout step's changes to an app's replicas.
@@ -80,6 +82,8 @@ pub struct ReplicaChange {
     pub add: Vec<AppReplicaRow>,
     /// Waiting replicas given a node: workload, slot, node.
     pub place: Vec<(String, u32, NodeId)>,
+    /// Replicas taken out of their service's names to stop later: workload, slot, since.
+    pub drain: Vec<(String, u32, Timestamp)>,
 }
 
 impl ReplicaChange {
@@ -89,6 +93,7 @@ impl ReplicaChange {
             && self.adopt.is_empty()
             && self.add.is_empty()
             && self.place.is_empty()
+            && self.drain.is_empty()
     }
 }
 
@@ -338,7 +343,7 @@ impl Store {
     ) -> StoreResult<Vec<AppReplicaRow>> {
         let rows = sqlx::query(
             "SELECT workload, slot, revision, node_id, state, ready, restarts, updated_at, \
-             address, message FROM app_replicas WHERE project_id = $1 AND app = $2 \
+             address, message, draining_at FROM app_replicas WHERE project_id = $1 AND app = $2 \
              ORDER BY workload, slot",
         )
         .bind(project.as_str())
@@ -359,6 +364,7 @@ impl Store {
                     updated_at: time(row, "app_replicas.updated_at")?,
                     address: opt_parsed(row, "app_replicas.address")?,
                     message: opt_text(row, "app_replicas.message")?,
+                    draining_at: opt_time(row, "app_replicas.draining_at")?,
                 })
             })
             .collect()
@@ -534,7 +540,7 @@ impl Store {
         let rows = sqlx::query(
             "SELECT app, workload, address FROM app_replicas WHERE project_id = $1 \
              AND ready = 1 AND node_id IS NOT NULL AND address IS NOT NULL \
-             ORDER BY app, workload, address",
+             AND draining_at IS NULL ORDER BY app, workload, address",
         )
         .bind(project.as_str())
         .fetch_all(self.pool())
@@ -756,6 +762,21 @@ impl Store {
             .execute(&mut *tx)
             .await
             .op("place an app replica")?;
+        }
+        for (workload, slot, since) in &change.drain {
+            sqlx::query(
+                "UPDATE app_replicas SET draining_at = $5 \
+                 WHERE project_id = $1 AND app = $2 AND workload = $3 AND slot = $4 \
+                 AND draining_at IS NULL",
+            )
+            .bind(project.as_str())
+            .bind(app.as_str())
+            .bind(workload)
+            .bind(i64::from(*slot))
+            .bind(since.millis())
+            .execute(&mut *tx)
+            .await
+            .op("drain an app replica")?;
         }
         tx.commit().await.op("roll an app's replicas")?;
         Ok(())

@@ -202,7 +202,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
     (
         25,
-        "what a replica's node says of it when it fails or waits",
+        "replicas' messages from their nodes, and draining before they stop",
         include_str!("../migrations/0025_replica_messages.sql"),
     ),
 ];

@@ -376,7 +376,14 @@ struct Inner {
     clock: SharedClock,
     signal: RolloutSignal,
     assignments: crate::agents::AssignmentSignal,
+    /// How long a replica taken out of its service's names runs on before it stops.
+    drain: Duration,
 }
+
+/// How long a replica a rollout takes away keeps running after it left its service's
+/// names: long enough for every node to answer without it (they are told at once and
+/// answer with a TTL of 0 s) and for requests that found it before to finish.
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(5);
 
 /// One workload's step, worked out before anything is written.
 struct WorkloadStep {
@@ -387,12 +394,14 @@ struct WorkloadStep {
 
 impl Rollouts {
     /// A controller over `store`, woken by `signal`; it tells nodes' sessions through
-    /// `assignments` when it moved replicas.
+    /// `assignments` when it moved replicas. Replicas it takes away drain for `drain`
+    /// ([`DEFAULT_DRAIN`] unless tests want it shorter) before they stop.
     pub fn new(
         store: Store,
         clock: SharedClock,
         signal: RolloutSignal,
         assignments: crate::agents::AssignmentSignal,
+        drain: Duration,
     ) -> Rollouts {
         Rollouts {
             inner: Arc::new(Inner {
@@ -400,6 +409,7 @@ impl Rollouts {
                 clock,
                 signal,
                 assignments,
+                drain,
             }),
         }
     }
@@ -508,7 +518,12 @@ impl Rollouts {
         else {
             return Ok(false);
         };
-        let replicas = store.list_app_replicas(&project.id, app).await?;
+        // Replicas draining are out of the rollout: they only wait to stop.
+        let (draining, replicas): (Vec<AppReplicaRow>, Vec<AppReplicaRow>) = store
+            .list_app_replicas(&project.id, app)
+            .await?
+            .into_iter()
+            .partition(|r| r.draining_at.is_some());
         let state = newest.state.as_str();
         if state == DeploymentState::Blocked.as_str() {
             match blocking_reason(store, &project.id, &target, cluster, &replicas).await? {
@@ -598,16 +613,43 @@ impl Rollouts {
         // What the steps change, then placement of every target instance without a node.
         let now = self.now();
         let mut change = ReplicaChange::default();
-        for gone in replicas
+        let drain_millis = i64::try_from(self.inner.drain.as_millis()).unwrap_or(i64::MAX);
+        for done in draining.iter().filter(|r| {
+            r.draining_at
+                .is_some_and(|at| now.millis().saturating_sub(at.millis()) >= drain_millis)
+        }) {
+            change.remove.push((done.workload.clone(), done.slot));
+        }
+        let mut leaving: Vec<(String, u32)> = replicas
             .iter()
             .filter(|r| target.spec.workload(&r.workload).is_none())
-        {
-            change.remove.push((gone.workload.clone(), gone.slot));
+            .map(|r| (r.workload.clone(), r.slot))
+            .collect();
+        for s in &steps {
+            leaving.extend(s.step.remove.iter().map(|slot| (s.name.clone(), *slot)));
+        }
+        // A replica that serves drains first; one that serves nothing (not ready, its node
+        // gone) goes at once, and so does one bound to a local volume, which its successor
+        // needs.
+        for (workload, slot) in &leaving {
+            let serving = replicas
+                .iter()
+                .find(|r| &r.workload == workload && r.slot == *slot)
+                .is_some_and(|r| {
+                    r.ready
+                        && r.node_id.as_ref().is_some_and(|n| cluster.has(n.as_str()))
+                        && !target
+                            .spec
+                            .workload(workload)
+                            .is_some_and(|(_, w)| !w.volumes.is_empty())
+                });
+            if serving && !self.inner.drain.is_zero() {
+                change.drain.push((workload.clone(), *slot, now));
+            } else {
+                change.remove.push((workload.clone(), *slot));
+            }
         }
         for s in &steps {
-            change
-                .remove
-                .extend(s.step.remove.iter().map(|slot| (s.name.clone(), *slot)));
             change.adopt.extend(
                 s.step
                     .adopt
@@ -615,7 +657,7 @@ impl Rollouts {
                     .map(|slot| (s.name.clone(), *slot, newest.number)),
             );
         }
-        let removed: BTreeSet<(String, u32)> = change.remove.iter().cloned().collect();
+        let removed: BTreeSet<(String, u32)> = leaving.iter().cloned().collect();
         let adopted: BTreeSet<(String, u32)> = change
             .adopt
             .iter()
@@ -629,7 +671,20 @@ impl Rollouts {
             r.revision == newest.number || adopted.contains(&(r.workload.clone(), r.slot))
         };
         let mut taken = cluster.taken_by_others(app);
-        for r in staying.iter().filter(|r| !is_target(r)) {
+        let drained: Vec<&AppReplicaRow> = draining
+            .iter()
+            .chain(replicas.iter().filter(|r| {
+                change
+                    .drain
+                    .iter()
+                    .any(|(w, s, _)| *w == r.workload && *s == r.slot)
+            }))
+            .collect();
+        for r in staying
+            .iter()
+            .filter(|r| !is_target(r))
+            .chain(drained.iter())
+        {
             if let (Some(node), Some(doc)) = (
                 &r.node_id,
                 documents.get(store, &project.id, app, r.revision).await?,
@@ -703,6 +758,7 @@ impl Rollouts {
                         updated_at: now,
                         address: None,
                         message: None,
+                        draining_at: None,
                     });
                 } else if let Some(node) = chosen {
                     change.place.push((workload.clone(), *slot, node));
@@ -739,6 +795,7 @@ impl Rollouts {
                 %app,
                 revision = newest.number,
                 removed = change.remove.len(),
+                drained = change.drain.len(),
                 adopted = change.adopt.len(),
                 added = change.add.len(),
                 placed = change.place.len(),

@@ -2886,6 +2886,7 @@ pub async fn apps_keep_revisions_states_and_placements(db: &TestDb) {
         updated_at: T0,
         address: None,
         message: None,
+        draining_at: None,
     };
     // A step adds two replicas, one placed and one waiting.
     store
@@ -3048,6 +3049,29 @@ pub async fn apps_keep_revisions_states_and_placements(db: &TestDb) {
     assert_eq!(
         listed[1].message, None,
         "a replica that runs again has nothing to say"
+    );
+    // A draining replica leaves its service's names at once and keeps the time it began.
+    let drain = |at: i64| ReplicaChange {
+        drain: vec![("web".into(), 3, Timestamp::from_unix_millis(at))],
+        ..Default::default()
+    };
+    store
+        .change_app_replicas(&project, &app, &drain(5_000))
+        .await
+        .unwrap();
+    store
+        .change_app_replicas(&project, &app, &drain(9_000))
+        .await
+        .unwrap();
+    let listed = store.list_app_replicas(&project, &app).await.unwrap();
+    assert_eq!(
+        listed[1].draining_at,
+        Some(Timestamp::from_unix_millis(5_000))
+    );
+    assert_eq!(
+        store.ready_replica_addresses(&project).await.unwrap(),
+        [(app.clone(), "web".to_string(), "10.96.2.2".parse().unwrap())],
+        "a draining replica is no service's address"
     );
     store
         .change_app_replicas(

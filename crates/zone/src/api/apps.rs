@@ -530,7 +530,12 @@ pub(super) async fn get_app(
                 revision: r.revision,
                 node: r.node_id.as_ref().map(ToString::to_string),
                 address: r.address.map(|a| a.to_string()),
-                state: r.state.clone(),
+                // A replica leaving its service's names is draining, whatever it runs.
+                state: if r.draining_at.is_some() {
+                    "draining".to_string()
+                } else {
+                    r.state.clone()
+                },
                 ready: r.ready,
                 restarts: r.restarts,
                 message: r.message.clone(),

@@ -120,6 +120,9 @@ pub struct ZoneConfig {
     /// (`orc up --netns`: the host's end of the emulated internet). Nodes download the agent
     /// and pull images there. `None`: nodes use `http_addr` (or `agent_url`'s host).
     pub node_http_addr: Option<SocketAddr>,
+    /// How long a replica a rollout takes away keeps running after it left its service's
+    /// names, so requests that found it finish. Default 5 s.
+    pub replica_drain: Duration,
     /// The built-in `core` provider: which binaries apps run.
     pub apps: AppsConfig,
     /// Timings of the reconcilers.
@@ -158,6 +161,7 @@ impl ZoneConfig {
             http_addr: SocketAddr::from(([127, 0, 0, 1], 7070)),
             grpc_addr: SocketAddr::from(([127, 0, 0, 1], 7400)),
             node_http_addr: None,
+            replica_drain: crate::rollouts::DEFAULT_DRAIN,
             apps: AppsConfig::default(),
             reconcile: ReconcileOptions::default(),
             hub: HubOptions::default(),

@@ -187,6 +187,7 @@ impl Zone {
             clock.clone(),
             rollout_signal.clone(),
             hubs.agents.assignment_signal(),
+            config.replica_drain,
         )
         .spawn(stopped.clone());
         let state = api_state(

@@ -17,11 +17,13 @@ use crate::agents::WEB;
 use crate::api_support::{API_WAIT, TestZone};
 use crate::apps_on_nodes::QuietNodes;
 
-/// What the stand-in saw of the app at one look: replicas, and how many were ready.
+/// What the stand-in saw of the app at one look: replicas that serve (not draining), how
+/// many of them were ready, and how many drained.
 #[derive(Debug, Clone, Copy)]
 struct Look {
     replicas: usize,
     ready: usize,
+    draining: usize,
 }
 
 /// Reports every placed replica of `app` ready on its node, unless it runs `bad`; keeps
@@ -74,9 +76,11 @@ fn stand_in_nodes(
                     .await
                     .unwrap();
             }
+            let serving = || replicas.iter().filter(|r| r.draining_at.is_none());
             seen.lock().unwrap().push(Look {
-                replicas: replicas.len(),
-                ready: replicas.iter().filter(|r| r.ready).count(),
+                replicas: serving().count(),
+                ready: serving().filter(|r| r.ready).count(),
+                draining: replicas.len() - serving().count(),
             });
             tokio::select! {
                 _ = &mut stopped => break,
@@ -143,6 +147,7 @@ async fn wait_for_state(z: &TestZone, token: &str, number: u64, state: &str) -> 
 async fn a_rolling_update_keeps_its_budget_and_a_failed_one_rolls_back_by_itself() {
     let z = TestZone::start_with(|c| {
         c.agents.keepalive_interval = Duration::from_millis(500);
+        c.replica_drain = Duration::from_millis(600);
     })
     .await;
     let quiet = QuietNodes::start(&z).await;
@@ -173,10 +178,20 @@ async fn a_rolling_update_keeps_its_budget_and_a_failed_one_rolls_back_by_itself
         seen.iter().any(|l| l.replicas == 4),
         "a surge replica was seen: {seen:?}"
     );
+    assert!(
+        seen.iter().any(|l| l.draining > 0),
+        "old replicas drained before they went: {seen:?}"
+    );
     for look in &seen {
         assert!(look.replicas <= 4, "over the surge: {seen:?}");
         assert!(look.ready >= 3, "below the replicas: {seen:?}");
     }
+    // The drained ones go once their drain is over.
+    eventually("the old replicas are gone", API_WAIT, || async {
+        let status = z.get(&format!("{WEB}/apps/shop"), &t.vic).await;
+        status.body["replicas"].as_array().map(Vec::len) == Some(3)
+    })
+    .await;
     let status = z.get(&format!("{WEB}/apps/shop"), &t.vic).await;
     let replicas = status.body["replicas"].as_array().unwrap();
     assert_eq!(replicas.len(), 3, "{}", status.body);
