@@ -22,6 +22,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// The labels the zone sets on every node, which constraints may ask for: the node's pool,
+/// its site (where the provider has sites) and its pool's region class.
+pub const ZONE_LABELS: [&str; 3] = ["orc.pool", "orc.site", "orc.class"];
+
 use serde::{Deserialize, Serialize};
 
 /// A node the planner may use.

@@ -64,6 +64,9 @@ pub struct RolloutInput {
     pub dependencies_ready: bool,
     /// What runs or waits now.
     pub instances: Vec<Instance>,
+    /// Slots of instances on their way out (draining) that the step does not see: no new
+    /// instance takes one until it is gone, since a slot names one instance on its node.
+    pub held_slots: BTreeSet<u32>,
 }
 
 /// What to do next.
@@ -202,7 +205,12 @@ pub fn step(input: &RolloutInput) -> RolloutStep {
         out.waiting_on_dependencies = add as u32;
         add = 0;
     }
-    let used: BTreeSet<u32> = input.instances.iter().map(|i| i.slot).collect();
+    let used: BTreeSet<u32> = input
+        .instances
+        .iter()
+        .map(|i| i.slot)
+        .chain(input.held_slots.iter().copied())
+        .collect();
     out.add = (0..).filter(|s| !used.contains(s)).take(add).collect();
     out.remove.sort_unstable();
     out.adopt.sort_unstable();
@@ -239,6 +247,7 @@ mod tests {
             same_as_target: BTreeSet::new(),
             dependencies_ready: true,
             instances,
+            held_slots: BTreeSet::new(),
         }
     }
 
@@ -345,6 +354,26 @@ mod tests {
     fn a_first_deploy_starts_every_replica_at_once() {
         let step = step(&input(3, 1, 0, Vec::new()));
         assert_eq!(step.add, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn a_draining_instances_slot_is_not_taken_until_it_is_gone() {
+        // Slot 0 drains, out of sight; the surge replica takes slot 3, not 0.
+        let mut held = input(
+            3,
+            1,
+            0,
+            vec![
+                instance(1, 1, true),
+                instance(2, 1, true),
+                instance(4, 2, true),
+            ],
+        );
+        held.held_slots = BTreeSet::from([0, 3]);
+        let step = step(&held);
+        assert_eq!(step.add, vec![5], "{step:?}");
+        held.held_slots.clear();
+        assert_eq!(super::step(&held).add, vec![0]);
     }
 
     #[test]

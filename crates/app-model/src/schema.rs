@@ -75,7 +75,7 @@ impl Check {
             Check::EnvName => r##"String(matches(Regex(#"[A-Za-z_][A-Za-z0-9_]*"#)))"##,
             Check::SecretName => r##"String(matches(Regex(#"[a-z0-9][a-z0-9._-]{0,62}"#)))"##,
             Check::LabelKey => {
-                r##"String(matches(Regex(#"[a-z0-9][a-z0-9._/-]{0,62}"#)), !startsWith("orc."))"##
+                r##"String(matches(Regex(#"[a-z0-9][a-z0-9._/-]{0,62}"#)), !startsWith("orc.") || this == "orc.pool" || this == "orc.site" || this == "orc.class")"##
             }
             Check::LabelValue => r##"String(matches(Regex(#"[A-Za-z0-9._-]{0,63}"#)))"##,
             Check::Cpu => {
@@ -128,8 +128,10 @@ impl Check {
                 }
             }
             Check::LabelKey => {
-                if text.starts_with("orc.") {
-                    return fail("the orc. prefix is reserved for labels the zone sets");
+                if text.starts_with("orc.") && !crate::planner::ZONE_LABELS.contains(&text) {
+                    return fail(
+                        "the orc. prefix is reserved for the labels the zone sets: orc.pool, orc.site and orc.class",
+                    );
                 }
                 let ok = text.len() <= 63
                     && text

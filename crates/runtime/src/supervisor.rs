@@ -526,6 +526,10 @@ impl Supervisor {
         unmount_under(&dir);
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_dir_all(self.config.secrets_root.join(id));
+        // The last replica gone, the cgroups runc made above replicas' own go too.
+        if self.tracked.lock().is_ok_and(|t| t.is_empty()) {
+            remove_empty_cgroups(&self.config.cgroup_parent);
+        }
     }
 
     /// A replica whose container exists: started again when its task ended and its policy
@@ -829,6 +833,29 @@ impl Supervisor {
                         .open(&path);
                 }
             }
+        }
+    }
+}
+
+/// Removes cgroup `path` (`/orc/<node id>`) and then each parent below the root while
+/// it is empty, in every cgroup hierarchy this process sees mounted. One still in use
+/// stays: the kernel refuses to remove a cgroup with processes or children.
+fn remove_empty_cgroups(path: &str) {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mounts = mountinfo.lines().filter_map(|line| {
+        let (head, tail) = line.split_once(" - ")?;
+        let fstype = tail.split_whitespace().next()?;
+        matches!(fstype, "cgroup" | "cgroup2")
+            .then(|| head.split_whitespace().nth(4))
+            .flatten()
+    });
+    for mount in mounts {
+        let mut at = path.trim_matches('/');
+        while !at.is_empty() {
+            if std::fs::remove_dir(Path::new(mount).join(at)).is_err() {
+                break;
+            }
+            at = at.rsplit_once('/').map_or("", |(parent, _)| parent);
         }
     }
 }

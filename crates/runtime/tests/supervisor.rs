@@ -295,6 +295,24 @@ fn replicas_run_restart_by_policy_and_survive_an_agent_restart() {
                 assert!(!secrets_dir.join("shop-job-0").exists());
                 // An older generation is ignored.
                 assert!(!supervisor.assign(Assignment::default()).expect("ignored"));
+                // The last replica removed, the cgroup runc made above replicas goes too.
+                supervisor
+                    .assign(Assignment {
+                        generation: 3,
+                        subnet: Some(subnet),
+                        replicas: Vec::new(),
+                        services: Default::default(),
+                    })
+                    .expect("generation 3");
+                assert!(supervisor.reconcile().await.is_empty());
+                let left: Vec<std::path::PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
+                    .expect("the cgroup file systems")
+                    .flatten()
+                    .map(|hierarchy| hierarchy.path().join(&ns_b))
+                    .chain([std::path::Path::new("/sys/fs/cgroup").join(&ns_b)])
+                    .filter(|path| path.exists())
+                    .collect();
+                assert!(left.is_empty(), "cgroups left behind: {left:?}");
             });
     });
     // The bridge is the node's, not the host's.

@@ -579,7 +579,13 @@ impl Rollouts {
                     same_as_target.insert(revision);
                 }
             }
+            let held_slots = draining
+                .iter()
+                .filter(|r| r.workload == name.as_str())
+                .map(|r| r.slot)
+                .collect();
             let input = RolloutInput {
+                held_slots,
                 target: newest.number,
                 replicas: workload.replicas,
                 max_surge: target.spec.deploy.max_surge,

@@ -123,6 +123,44 @@ impl Up {
         String::from_utf8(out.stdout).expect("utf-8")
     }
 
+    /// `orc ARGS` with `input` on its stdin; its stdout, after it succeeded.
+    pub fn ok_with_input(&self, args: &[&str], input: &str) -> String {
+        use std::io::Write as _;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_orc"))
+            .args(args)
+            .env("ORC_DATA_DIR", &self.data)
+            .env_remove("ORC_URL")
+            .env_remove("ORC_TOKEN")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("orc runs");
+        child
+            .stdin
+            .take()
+            .expect("piped stdin")
+            .write_all(input.as_bytes())
+            .expect("orc reads its stdin");
+        let out = child.wait_with_output().expect("orc runs");
+        assert!(
+            out.status.success(),
+            "orc {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    /// The first word after `label` on the summary's line that starts with it.
+    pub fn summary_word(&self, label: &str) -> String {
+        self.summary
+            .lines()
+            .find_map(|l| l.strip_prefix(label))
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no {label:?} in the summary:\n{}", self.summary))
+    }
+
     pub fn json(&self, args: &[&str]) -> Value {
         let mut all = vec!["--json"];
         all.extend_from_slice(args);
@@ -168,6 +206,8 @@ impl Drop for Up {
     /// namespaces down), SIGKILL only when that takes more than a minute.
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
+            // A test may have left it stopped (SIGSTOP).
+            self.signal(rustix::process::Signal::CONT);
             self.signal(rustix::process::Signal::INT);
             let start = Instant::now();
             while matches!(self.child.try_wait(), Ok(None)) && start.elapsed() < MINUTE {

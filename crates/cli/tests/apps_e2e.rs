@@ -1,0 +1,670 @@
+//! Apps on `orc up --netns` as a tenant runs them (root; CI runs it as root): partner nodes at
+//! two sites on two clouds (Hetzner and Vultr behind neutral site names), images pushed with
+//! `skopeo`, an app file whose web service has three replicas with a health path, a worker
+//! that calls it by its service name across the sites and reads a secret file, and a service
+//! bound to a local volume. Then, with the worker counting every request: a rolling update
+//! to a new image, an update whose health check fails and rolls back by itself, the agent of
+//! a node killed and started again, the whole `orc up` stopped for a minute, and a node
+//! destroyed in its cloud. No request fails, no container is restarted that should not be,
+//! the secret is nowhere but in the worker, and nothing is left behind.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use orc_testkit::oci::{Entry, busybox_files, busybox_httpd, write_layout};
+use serde_json::Value;
+use support::up::{MINUTE, Up};
+
+const PROJECT: &str = "sys/sys";
+const SECRET: &str = "s3cr3t-value-7d1f";
+
+/// The app file: `web` at `tag` (3 replicas, ready on `/healthz`), `db` bound to a local
+/// volume on the node labelled `disk=local`, and the `caller` worker at site `site` that asks
+/// `web` for its page five times a second, printing `<unix time> got <page>` or
+/// `<unix time> FAIL <why>`.
+fn app_file(tag: &str, deadline: &str, site: &str) -> String {
+    format!(
+        r#"amends "modulepath:/orc/App.pkl"
+
+name = "shop"
+
+services {{
+  ["web"] {{
+    image = "sys/web:{tag}"
+    replicas = 3
+    http {{
+      port = 8080
+      healthPath = "/healthz"
+    }}
+  }}
+  ["db"] {{
+    image = "sys/web:1"
+    tcp {{
+      port = 8080
+    }}
+    constraints {{
+      ["disk"] = "local"
+    }}
+    volumes {{
+      ["data"] {{
+        path = "/data"
+      }}
+    }}
+  }}
+}}
+
+workers {{
+  ["caller"] {{
+    image = "sys/web:1"
+    command {{
+      "/bin/sh"
+      "-c"
+      "while true; do if p=$(wget -q -O- http://web:8080/ 2>&1); then echo $(date +%s) got $p; else echo $(date +%s) FAIL $p $(nslookup web 2>&1); fi; sleep 0.2; done"
+    }}
+    secretFiles {{
+      "api-key"
+    }}
+    constraints {{
+      ["orc.site"] = "{site}"
+    }}
+  }}
+}}
+
+deploy {{
+  maxSurge = 1
+  maxUnavailable = 0
+  deadline = "{deadline}"
+  autoRollback = true
+}}
+"#
+    )
+}
+
+/// Writes an OCI layout of busybox's httpd serving `page` (with `/healthz` unless
+/// `healthy` is false) and pushes it with skopeo as `sys/web:TAG`.
+fn push(up: &Up, dir: &Path, tag: &str, page: &str, healthy: bool) {
+    let mut files = busybox_files(page);
+    if !healthy {
+        files.retain(|e| !matches!(e, Entry::File(path, ..) if path == "www/healthz"));
+    }
+    let layout = dir.join(format!("layout-{tag}"));
+    write_layout(&layout, tag, &[files], &busybox_httpd(8080));
+    let certs = dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    std::fs::write(certs.join("ca.crt"), up.ca_pem()).unwrap();
+    let zone = up.summary_word("zone      ");
+    let host = zone.trim_start_matches("https://");
+    let out = Command::new("skopeo")
+        .args(["copy", "--dest-cert-dir"])
+        .arg(&certs)
+        .arg("--dest-creds")
+        .arg(format!("tenant:{}", up.admin_token().trim()))
+        .arg(format!("oci:{}:{tag}", layout.display()))
+        .arg(format!("docker://{host}/sys/web:{tag}"))
+        .output()
+        .expect("skopeo (Debian package skopeo) runs");
+    assert!(
+        out.status.success(),
+        "skopeo push of {tag}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn status(up: &Up) -> Value {
+    up.json(&["app", "status", "shop", "--project", PROJECT])
+}
+
+fn replicas<'a>(status: &'a Value, workload: &str) -> Vec<&'a Value> {
+    status["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["workload"] == workload)
+        .collect()
+}
+
+fn node_of(status: &Value, workload: &str) -> String {
+    replicas(status, workload)[0]["node"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{workload} has no node: {status:#}"))
+        .to_string()
+}
+
+/// The first process of each of node `node`'s replicas (what a container's shim started),
+/// found by the cgroups the agent puts replicas in (`/orc/<node id>/…`). What they start
+/// (a request's `wget`, httpd's per-connection children) comes and goes; these stay for the
+/// replica's life.
+fn replica_processes(node: &str) -> BTreeSet<u32> {
+    let marker = format!(":/orc/{node}/");
+    let inside: BTreeSet<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                .is_ok_and(|c| c.contains(&marker))
+        })
+        .collect();
+    let parent = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    inside
+        .iter()
+        .copied()
+        .filter(|pid| parent(*pid).is_some_and(|p| !inside.contains(&p)))
+        .collect()
+}
+
+/// The caller's output: `(unix time, what it got)` per request.
+fn calls(up: &Up) -> Vec<(u64, String)> {
+    let out = up.ok(&["app", "logs", "shop", "caller", "--project", PROJECT]);
+    out.lines()
+        .filter_map(|line| {
+            let mut words = line
+                .split_whitespace()
+                .skip_while(|w| w.parse::<u64>().is_err());
+            let at = words.next()?.parse().ok()?;
+            let rest: Vec<&str> = words.collect();
+            Some((at, rest.join(" ")))
+        })
+        .collect()
+}
+
+fn failures(calls: &[(u64, String)]) -> Vec<&(u64, String)> {
+    calls
+        .iter()
+        .filter(|(_, what)| what != "got v1" && what != "got v2")
+        .collect()
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Kills node `node`'s agent (SIGKILL) and starts it again inside its server, as its
+/// bootstrap did.
+fn restart_agent(up: &Up, node: &str) {
+    let pid = up
+        .ok(&[
+            "exec",
+            node,
+            "--project",
+            PROJECT,
+            "--",
+            "cat",
+            "/run/orc-agent.pid",
+        ])
+        .trim()
+        .to_string();
+    let pid: u32 = pid.parse().unwrap_or_else(|_| panic!("agent pid {pid:?}"));
+    let ns = Command::new("ip")
+        .args(["netns", "identify", &pid.to_string()])
+        .output()
+        .unwrap();
+    let ns = String::from_utf8_lossy(&ns.stdout).trim().to_string();
+    assert!(!ns.is_empty(), "the agent {pid} is in no named namespace");
+    let argv0 = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let argv0 = String::from_utf8_lossy(argv0.split(|b| *b == 0).next().unwrap()).to_string();
+    // The server's mount holder: the `sleep` in its namespace.
+    let pids = Command::new("ip")
+        .args(["netns", "pids", &ns])
+        .output()
+        .unwrap();
+    let holder = String::from_utf8_lossy(&pids.stdout)
+        .split_whitespace()
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        })
+        .expect("the server's mount holder")
+        .to_string();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let start = Instant::now();
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(start.elapsed() < MINUTE, "the agent {pid} did not die");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let script = format!(
+        "set -a; . /etc/orc/agent.env; set +a; \
+         nohup {argv0} agent >>/var/log/orc-agent.log 2>&1 </dev/null & echo $! > /run/orc-agent.pid"
+    );
+    let started = Command::new("nsenter")
+        .args([
+            "--target", &holder, "--mount", "--net", "--", "sh", "-c", &script,
+        ])
+        .status()
+        .unwrap();
+    assert!(started.success(), "the agent starts again in {ns}");
+}
+
+fn agent_ready(nodes: &Value, node: &str) -> bool {
+    nodes.as_array().is_some_and(|list| {
+        list.iter().any(|n| {
+            n["id"] == node && n["agent"]["state"] == "ready" && n["agent"]["connected"] == true
+        })
+    })
+}
+
+#[test]
+fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "orc up --netns needs root (CI runs this test as root)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let up = Up::start_with(dir.path(), &["--netns"]);
+    for (pool, class, size) in [
+        ("sys/sys/web", "eu-central", "2"),
+        ("sys/sys/east", "us-east", "1"),
+    ] {
+        let created = up.ok(&[
+            "pool",
+            "create",
+            pool,
+            "--provider",
+            "partner",
+            "--class",
+            class,
+            "--cpu",
+            "2",
+            "--mem",
+            "4",
+            "--os",
+            "ubuntu-24.04",
+            "--size",
+            size,
+            "--wait",
+        ]);
+        assert!(created.contains("node(s) running"), "{created}");
+    }
+    let ready = |nodes: &Value| {
+        nodes
+            .as_array()
+            .is_some_and(|l| !l.is_empty() && l.iter().all(|n| n["agent"]["state"] == "ready"))
+    };
+    let web_nodes = up.wait_for(&["nodes", "sys/sys/web"], 5 * MINUTE, ready);
+    let east_nodes = up.wait_for(&["nodes", "sys/sys/east"], 5 * MINUTE, ready);
+    // Two sites on two clouds.
+    let cloud = |nodes: &Value| nodes[0]["placed"]["cloud"].as_str().unwrap().to_string();
+    assert_ne!(
+        cloud(&web_nodes),
+        cloud(&east_nodes),
+        "{web_nodes:#} {east_nodes:#}"
+    );
+    assert_ne!(web_nodes[0]["site"], east_nodes[0]["site"]);
+    let disk_node = web_nodes[0]["id"].as_str().unwrap().to_string();
+    let east_node = east_nodes[0]["id"].as_str().unwrap().to_string();
+    let east_site = east_nodes[0]["site"].as_str().unwrap().to_string();
+    up.ok(&[
+        "node",
+        "label",
+        &disk_node,
+        "disk=local",
+        "--project",
+        PROJECT,
+    ]);
+
+    // Images, pushed with a client orc did not write; the secret, from stdin.
+    push(&up, dir.path(), "1", "v1", true);
+    push(&up, dir.path(), "2", "v2", true);
+    push(&up, dir.path(), "3", "v3", false);
+    up.ok_with_input(&["secret", "set", "api-key", "--project", PROJECT], SECRET);
+
+    // The first deploy: every replica ready, the web spread over all three nodes.
+    let file = dir.path().join("orch.pkl");
+    std::fs::write(&file, app_file("1", "10m", &east_site)).unwrap();
+    let checked = up.ok(&["app", "check", file.to_str().unwrap()]);
+    assert!(checked.contains("checks"), "{checked}");
+    let started = Instant::now();
+    let deployed = up.ok(&[
+        "app",
+        "deploy",
+        file.to_str().unwrap(),
+        "--project",
+        PROJECT,
+        "--wait",
+    ]);
+    eprintln!(
+        "deploy to HEALTHY on --netns nodes, images not on them yet: {:?}",
+        started.elapsed()
+    );
+    assert!(deployed.contains("HEALTHY"), "{deployed}");
+    let first = status(&up);
+    assert_eq!(first["app"]["state"], "HEALTHY", "{first:#}");
+    let web_on: BTreeSet<&str> = replicas(&first, "web")
+        .iter()
+        .filter_map(|r| r["node"].as_str())
+        .collect();
+    assert_eq!(web_on.len(), 3, "one web replica per node: {first:#}");
+    assert!(web_on.contains(east_node.as_str()), "{first:#}");
+    assert_eq!(node_of(&first, "db"), disk_node, "{first:#}");
+    assert_eq!(node_of(&first, "caller"), east_node, "{first:#}");
+
+    // The worker reaches the web by its service name, at both sites, over the mesh.
+    let start = Instant::now();
+    while !calls(&up).iter().any(|(_, what)| what == "got v1") {
+        assert!(
+            start.elapsed() < MINUTE,
+            "the caller never got the page: {:?}",
+            calls(&up)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let caller_node = node_of(&first, "caller");
+    let far = replicas(&first, "web")
+        .into_iter()
+        .find(|r| r["node"] != east_node.as_str())
+        .expect("a web replica at the other site");
+    let page = up.ok(&[
+        "app",
+        "exec",
+        "shop",
+        "caller",
+        "--project",
+        PROJECT,
+        "--",
+        "wget",
+        "-q",
+        "-O-",
+        &format!("http://{}:8080/", far["address"].as_str().unwrap()),
+    ]);
+    assert_eq!(
+        page.trim(),
+        "v1",
+        "a replica at the other site answers its address"
+    );
+
+    // The secret: a file in the worker, nowhere else.
+    let read = up.ok(&[
+        "app",
+        "exec",
+        "shop",
+        "caller",
+        "--project",
+        PROJECT,
+        "--",
+        "cat",
+        "/run/secrets/api-key",
+    ]);
+    assert_eq!(read, SECRET);
+    let env = up.ok(&[
+        "app",
+        "exec",
+        "shop",
+        "web",
+        "--project",
+        PROJECT,
+        "--",
+        "env",
+    ]);
+    assert!(!env.contains(SECRET), "{env}");
+    for shown in [
+        up.ok(&["--json", "app", "status", "shop", "--project", PROJECT]),
+        up.ok(&["--json", "app", "history", "shop", "--project", PROJECT]),
+        up.ok(&["--json", "events", PROJECT]),
+        up.ok(&["app", "logs", "shop", "--project", PROJECT]),
+    ] {
+        assert!(!shown.contains(SECRET), "the secret shows: {shown}");
+    }
+    let held = |node: &str| {
+        let found = up.orc(&[
+            "exec",
+            node,
+            "--project",
+            PROJECT,
+            "--",
+            "grep",
+            "-rl",
+            SECRET,
+            "/run",
+            "/var/lib/orc",
+        ]);
+        String::from_utf8_lossy(&found.stdout).trim().to_string()
+    };
+    assert!(
+        !held(&caller_node).is_empty(),
+        "the caller's node holds the secret for it"
+    );
+    for node in web_on.iter().filter(|n| **n != caller_node) {
+        let found = held(node);
+        assert!(
+            found.is_empty(),
+            "{node} runs no reader of the secret yet holds it: {found}"
+        );
+    }
+
+    // A rolling update to v2: no request fails.
+    std::fs::write(&file, app_file("2", "10m", &east_site)).unwrap();
+    let caller_before = replica_processes(&caller_node);
+    let updated = up.ok(&[
+        "app",
+        "deploy",
+        file.to_str().unwrap(),
+        "--project",
+        PROJECT,
+        "--wait",
+    ]);
+    assert!(updated.contains("HEALTHY"), "{updated}");
+    let start = Instant::now();
+    while !calls(&up).iter().any(|(_, what)| what == "got v2") {
+        assert!(
+            start.elapsed() < MINUTE,
+            "the caller never got v2: {:?}",
+            calls(&up)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let seen = calls(&up);
+    // Every request that reached a replica was answered. What is still open: while a roll
+    // moves a service's addresses, the caller's lookup of the name may find none for an
+    // instant (busybox says "bad address"); a few such lookups are counted, never a refused
+    // or cut connection.
+    let update_failures = failures(&seen);
+    eprintln!("lookups that failed during the update: {update_failures:?}");
+    assert!(
+        update_failures.len() <= 3
+            && update_failures
+                .iter()
+                .all(|(_, what)| what.starts_with("FAIL wget: bad address")),
+        "requests failed during the update: {update_failures:?}"
+    );
+    let updated_at = now();
+    assert!(
+        caller_before.is_subset(&replica_processes(&caller_node)),
+        "the caller, unchanged, kept running"
+    );
+
+    // An update whose health check fails rolls back by itself; the web keeps answering.
+    std::fs::write(&file, app_file("3", "20s", &east_site)).unwrap();
+    up.ok(&[
+        "app",
+        "deploy",
+        file.to_str().unwrap(),
+        "--project",
+        PROJECT,
+    ]);
+    let rolled = up.wait_for(
+        &["app", "history", "shop", "--project", PROJECT],
+        3 * MINUTE,
+        |h| {
+            h.as_array().is_some_and(|l| {
+                l.iter().any(|r| r["state"] == "FAILED")
+                    && l.iter().any(|r| {
+                        r["origin"]
+                            .as_str()
+                            .is_some_and(|o| o.starts_with("auto-rollback:"))
+                            && r["state"] == "HEALTHY"
+                    })
+            })
+        },
+    );
+    eprintln!("rolled back: {rolled:#}");
+    let seen = calls(&up);
+    let since_update: Vec<_> = failures(&seen)
+        .into_iter()
+        .filter(|(at, _)| *at > updated_at)
+        .collect();
+    assert!(
+        since_update.is_empty(),
+        "requests failed around the rollback: {since_update:?}"
+    );
+
+    // The agent killed and started again: its containers run on, untouched.
+    let before = replica_processes(&east_node);
+    assert!(!before.is_empty(), "{east_node} runs replicas");
+    restart_agent(&up, &east_node);
+    up.wait_for(&["nodes", "sys/sys/east"], 2 * MINUTE, |n| {
+        agent_ready(n, &east_node)
+    });
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        replica_processes(&east_node),
+        before,
+        "the restarted agent adopted its replicas"
+    );
+    let after = status(&up);
+    assert!(
+        replicas(&after, "web")
+            .iter()
+            .all(|r| r["restarts"] == 0 && r["ready"] == true),
+        "{after:#}"
+    );
+
+    // The zone stopped for a minute: nothing changes on the nodes, the caller goes on.
+    let all_nodes: Vec<String> = [&web_nodes, &east_nodes]
+        .iter()
+        .flat_map(|n| n.as_array().unwrap().iter())
+        .map(|n| n["id"].as_str().unwrap().to_string())
+        .collect();
+    // Once what the rollback took away has stopped: one process per replica the app has.
+    let expected = status(&up)["replicas"].as_array().unwrap().len();
+    let start = Instant::now();
+    let before: Vec<BTreeSet<u32>> = loop {
+        let seen: Vec<BTreeSet<u32>> = all_nodes.iter().map(|n| replica_processes(n)).collect();
+        if seen.iter().map(BTreeSet::len).sum::<usize>() == expected {
+            break seen;
+        }
+        assert!(
+            start.elapsed() < MINUTE,
+            "{expected} replicas, yet these run: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let stopped_at = now();
+    up.signal(rustix::process::Signal::STOP);
+    std::thread::sleep(MINUTE);
+    up.signal(rustix::process::Signal::CONT);
+    let resumed_at = now();
+    let after: Vec<BTreeSet<u32>> = all_nodes.iter().map(|n| replica_processes(n)).collect();
+    assert_eq!(
+        before, after,
+        "no replica was started or stopped while the zone was away"
+    );
+    let start = Instant::now();
+    let seen = loop {
+        match up.orc(&["app", "logs", "shop", "caller", "--project", PROJECT]) {
+            out if out.status.success() => break calls(&up),
+            _ => {
+                assert!(start.elapsed() < 2 * MINUTE, "the zone did not come back");
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    };
+    let during = seen
+        .iter()
+        .filter(|(at, _)| *at > stopped_at + 5 && *at + 5 < resumed_at)
+        .count();
+    assert!(
+        during >= 100,
+        "the caller went on while the zone was away: {during} calls"
+    );
+    let since_update: Vec<_> = failures(&seen)
+        .into_iter()
+        .filter(|(at, _)| *at > updated_at)
+        .collect();
+    assert!(since_update.is_empty(), "{since_update:?}");
+
+    // A node destroyed in its cloud: its movable replica goes elsewhere, the volume-bound
+    // one is blocked where its volume was.
+    let instance = web_nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == disk_node.as_str())
+        .and_then(|n| n["placed"]["instance"].as_str())
+        .and_then(|i| i.strip_prefix("hetzner:"))
+        .unwrap_or_else(|| panic!("{disk_node} on Hetzner: {web_nodes:#}"))
+        .to_string();
+    let hetzner = up.summary_word("hetzner   ");
+    let deleted = Command::new("curl")
+        .args([
+            "-sS",
+            "-f",
+            "-X",
+            "DELETE",
+            "-H",
+            "Authorization: Bearer orc-up-emulator-token",
+        ])
+        .arg(format!("{hetzner}/v1/servers/{instance}"))
+        .output()
+        .expect("curl runs");
+    assert!(
+        deleted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&deleted.stderr)
+    );
+    let blocked = up.wait_for(
+        &["app", "status", "shop", "--project", PROJECT],
+        5 * MINUTE,
+        |s| {
+            s["app"]["state"] == "BLOCKED"
+                && replicas(s, "web")
+                    .iter()
+                    .filter(|r| r["ready"] == true)
+                    .count()
+                    == 3
+                && replicas(s, "web")
+                    .iter()
+                    .all(|r| r["node"] != disk_node.as_str())
+        },
+    );
+    assert!(
+        blocked["app"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("volume")),
+        "{blocked:#}"
+    );
+    assert_eq!(
+        node_of(&blocked, "db"),
+        disk_node,
+        "the volume-bound one stays: {blocked:#}"
+    );
+
+    // Removed, the app leaves no container behind.
+    up.ok(&["app", "remove", "shop", "--project", PROJECT]);
+    let start = Instant::now();
+    while all_nodes.iter().any(|n| !replica_processes(n).is_empty()) {
+        assert!(
+            start.elapsed() < MINUTE,
+            "replicas still run after the app was removed"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    up.stop();
+}
