@@ -235,7 +235,13 @@ struct Tracked {
     started: Instant,
     backoff: Duration,
     retry_at: Option<Instant>,
+    /// Probes that failed in a row.
+    probe_failures: u32,
 }
+
+/// A ready replica is taken as unready once this many probes in a row fail: one slow
+/// answer on a busy node does not take it out of its service's names.
+pub const UNREADY_AFTER: u32 = 3;
 
 /// How the supervisor is set up.
 #[derive(Debug, Clone)]
@@ -449,6 +455,7 @@ impl Supervisor {
                 started: Instant::now(),
                 backoff: FIRST_BACKOFF,
                 retry_at: None,
+                probe_failures: 0,
             });
             change(entry);
         }
@@ -816,7 +823,17 @@ impl Supervisor {
             }
             (Probe::Http { port, path }, Some(address)) => http_ok(address, *port, path).await,
         };
-        self.set(&plan.id, |t| t.status.ready = ready);
+        self.set(&plan.id, |t| {
+            if ready {
+                t.probe_failures = 0;
+                t.status.ready = true;
+            } else {
+                t.probe_failures += 1;
+                if t.probe_failures >= UNREADY_AFTER {
+                    t.status.ready = false;
+                }
+            }
+        });
     }
 
     fn rotate_logs(&self, id: &str) {

@@ -224,6 +224,30 @@ fn replicas_run_restart_by_policy_and_survive_an_agent_restart() {
                 })
                 .await;
                 assert_eq!(status(&all, "shop-web-1").restarts, 0);
+
+                // A ready replica whose health path stops answering stays ready through two
+                // failed probes and is taken out at the third; answering again, it is back.
+                let run = |argv: &[&str]| {
+                    let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+                    let supervisor = &supervisor;
+                    async move {
+                        let (code, _, err) = supervisor
+                            .exec_in("shop-web-0", &argv, Duration::from_secs(10))
+                            .await
+                            .expect("a command in web-0");
+                        assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
+                    }
+                };
+                run(&["/bin/busybox", "rm", "/www/healthz"]).await;
+                for pass in 1..orc_runtime::supervisor::UNREADY_AFTER {
+                    let all = supervisor.reconcile().await;
+                    assert!(status(&all, "shop-web-0").ready, "after {pass} failed probe(s)");
+                }
+                let all = supervisor.reconcile().await;
+                assert!(!status(&all, "shop-web-0").ready);
+                run(&["/bin/sh", "-c", "echo ok > /www/healthz"]).await;
+                let all = supervisor.reconcile().await;
+                assert!(status(&all, "shop-web-0").ready);
                 let pid = client
                     .task("shop-web-1")
                     .await
