@@ -311,12 +311,18 @@ enum AppCommand {
         project: Option<String>,
     },
     /// Deploy an earlier revision again: a new revision with its app and image digests.
-    #[command(after_help = "Example: orc app rollback shop 3")]
+    #[command(after_help = "Example: orc app rollback shop 3 --wait")]
     Rollback {
         /// The app's name.
         app: String,
         /// The revision to deploy again.
         revision: u64,
+        /// Wait until the new revision is HEALTHY, as `orc app deploy --wait` does.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits.
+        #[arg(long, default_value = "10m", value_parser = commands::agent::parse_ttl)]
+        timeout: std::time::Duration,
         /// ORG/PROJECT [default: the token's project]
         #[arg(long)]
         project: Option<String>,
@@ -987,8 +993,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             AppCommand::Rollback {
                 app,
                 revision,
+                wait,
+                timeout,
                 project,
-            } => commands::app::rollback(&conn, &app, revision, project.as_deref()).await,
+            } => {
+                commands::app::rollback(
+                    &conn,
+                    &app,
+                    revision,
+                    project.as_deref(),
+                    wait.then_some(timeout),
+                )
+                .await
+            }
             AppCommand::Remove { app, project } => {
                 commands::app::remove(&conn, &app, project.as_deref()).await
             }

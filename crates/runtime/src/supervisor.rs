@@ -276,6 +276,9 @@ pub struct Supervisor {
     tracked: Mutex<HashMap<String, Tracked>>,
     /// The registry credential, replaced with every assignment that brings one.
     registry_token: Mutex<Option<String>>,
+    /// Containers told to stop (SIGTERM) and when: each pass removes the ones whose task
+    /// ended or whose grace is over, so a slow stop holds up no other replica.
+    stopping: Mutex<HashMap<String, Instant>>,
 }
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -298,6 +301,7 @@ impl Supervisor {
             images,
             assignment: Mutex::new(assignment),
             tracked: Mutex::new(HashMap::new()),
+            stopping: Mutex::new(HashMap::new()),
             registry_token,
         }
     }
@@ -481,13 +485,17 @@ impl Supervisor {
             }
         };
         let mut present: BTreeMap<String, String> = BTreeMap::new();
+        // A container gone by other means is no longer stopping.
+        if let Ok(mut stopping) = self.stopping.lock() {
+            stopping.retain(|id, _| existing.iter().any(|(e, _)| e == id));
+        }
         for (id, labels) in existing {
             let plan_digest = labels.get(PLAN_LABEL).cloned().unwrap_or_default();
             match desired.get(id.as_str()) {
                 Some(plan) if plan.digest() == plan_digest => {
                     present.insert(id, plan_digest);
                 }
-                _ => self.remove(&id).await,
+                _ => self.retire(&id).await,
             }
         }
         if let Some(net) = assignment.subnet
@@ -496,10 +504,16 @@ impl Supervisor {
         {
             tracing::warn!(%error, "cannot set up the replicas' bridge");
         }
+        let stopping: Vec<String> = self
+            .stopping
+            .lock()
+            .map(|s| s.keys().cloned().collect())
+            .unwrap_or_default();
         for plan in desired.values() {
             if present.contains_key(&plan.id) {
                 self.keep(plan).await;
-            } else {
+            } else if !stopping.contains(&plan.id) {
+                // (One whose old container is still stopping starts once it is gone.)
                 self.create(plan, assignment.subnet).await;
             }
         }
@@ -514,6 +528,39 @@ impl Supervisor {
         self.statuses()
     }
 
+    /// A container the assignment no longer wants: SIGTERM the first time, then removed
+    /// once its task ended or its grace is over (SIGKILL), each step in a pass of its own.
+    async fn retire(&self, id: &str) {
+        const SIGTERM: u32 = 15;
+        let since = match self.stopping.lock() {
+            Ok(mut stopping) => stopping.get(id).copied().or_else(|| {
+                stopping.insert(id.to_string(), Instant::now());
+                None
+            }),
+            Err(_) => None,
+        };
+        let ended = !matches!(
+            self.client.task(id).await,
+            Ok(Some((_, TaskStatus::Running | TaskStatus::Created)))
+        );
+        match since {
+            None if !ended => {
+                tracing::info!(replica = id, "replica stopping");
+                if let Ok(mut tracked) = self.tracked.lock() {
+                    tracked.remove(id);
+                }
+                let _ = self.client.kill(id, SIGTERM).await;
+            }
+            Some(at) if !ended && at.elapsed() < self.config.stop_grace => {}
+            _ => {
+                self.remove(id).await;
+                if let Ok(mut stopping) = self.stopping.lock() {
+                    stopping.remove(id);
+                }
+            }
+        }
+    }
+
     async fn remove(&self, id: &str) {
         tracing::info!(replica = id, "replica removed");
         // What was known of the container goes with it: a replica made again in its place
@@ -521,7 +568,8 @@ impl Supervisor {
         if let Ok(mut tracked) = self.tracked.lock() {
             tracked.remove(id);
         }
-        let _ = self.client.stop(id, self.config.stop_grace).await;
+        // (Its grace was given by `retire`.)
+        let _ = self.client.stop(id, Duration::ZERO).await;
         let _ = self.client.delete_task(id).await;
         if let Err(error) = self.client.delete_container(id).await
             && !error.is_not_found()

@@ -302,16 +302,30 @@ fn replicas_run_restart_by_policy_and_survive_an_agent_restart() {
                         services: Default::default(),
                     })
                     .expect("generation 2");
+                // web-1 is told to stop and reported no more at once; it is removed by a
+                // later pass, once it ended (busybox httpd, PID 1 of its container, ignores
+                // SIGTERM, so after its grace).
                 let all = supervisor.reconcile().await;
                 assert_eq!(all.len(), 1);
-                let ids: Vec<String> = client
-                    .containers()
-                    .await
-                    .expect("a list")
-                    .into_iter()
-                    .map(|(id, _)| id)
-                    .collect();
-                assert_eq!(ids, ["shop-web-0"]);
+                let containers = || async {
+                    client
+                        .containers()
+                        .await
+                        .expect("a list")
+                        .into_iter()
+                        .map(|(id, _)| id)
+                        .collect::<Vec<String>>()
+                };
+                let start = std::time::Instant::now();
+                while containers().await != ["shop-web-0"] {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(20),
+                        "web-1 was not removed: {:?}",
+                        containers().await
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    supervisor.reconcile().await;
+                }
                 assert!(
                     !orc_runtime::network::namespace_path(&common::replica_prefix(), "shop-web-1")
                         .exists()
@@ -329,6 +343,12 @@ fn replicas_run_restart_by_policy_and_survive_an_agent_restart() {
                     })
                     .expect("generation 3");
                 assert!(supervisor.reconcile().await.is_empty());
+                let start = std::time::Instant::now();
+                while !containers().await.is_empty() {
+                    assert!(start.elapsed() < Duration::from_secs(20), "web-0 stays");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    supervisor.reconcile().await;
+                }
                 let left: Vec<std::path::PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
                     .expect("the cgroup file systems")
                     .flatten()

@@ -644,10 +644,10 @@ impl Rollouts {
                 .is_some_and(|r| {
                     r.ready
                         && r.node_id.as_ref().is_some_and(|n| cluster.has(n.as_str()))
-                        && !target
+                        && target
                             .spec
                             .workload(workload)
-                            .is_some_and(|(_, w)| !w.volumes.is_empty())
+                            .is_none_or(|(_, w)| w.volumes.is_empty())
                 });
             if serving && !self.inner.drain.is_zero() {
                 change.drain.push((workload.clone(), *slot, now));

@@ -564,6 +564,7 @@ pub async fn rollback(
     app: &str,
     revision: u64,
     project: Option<&str>,
+    wait: Option<std::time::Duration>,
 ) -> anyhow::Result<()> {
     let client = super::client(conn)?;
     let (org, project) = super::project_of(&client, project).await?;
@@ -583,6 +584,9 @@ pub async fn rollback(
     );
     if let Some(reason) = &view.reason {
         outln!("  {reason}");
+    }
+    if let Some(timeout) = wait {
+        wait_healthy(conn, &client, &org, &project, app, view.number, timeout).await?;
     }
     Ok(())
 }

@@ -93,6 +93,15 @@ pub(super) async fn set_label(
 ) -> ApiResult<Json<NodePlacementView>> {
     let (org, project, node) =
         node_with_role(&state, &caller, &org, &project, &node, Role::Member).await?;
+    // Constraints may ask for the zone's labels; only the zone sets them.
+    if name.starts_with("orc.") {
+        return Err(ApiError::invalid(
+            "name",
+            format!(
+                "label {name:?} is refused: the orc. prefix is reserved for the labels the zone sets"
+            ),
+        ));
+    }
     Check::LabelKey
         .test(&name)
         .map_err(|why| ApiError::invalid("name", format!("label {name:?} {why}")))?;
