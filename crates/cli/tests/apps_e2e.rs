@@ -192,6 +192,19 @@ fn calls(up: &Up) -> Vec<(u64, String)> {
         .collect()
 }
 
+/// Waits (a minute at most) until the caller has printed `what`.
+fn wait_for_call(up: &Up, what: &str) {
+    let start = Instant::now();
+    while !calls(up).iter().any(|(_, said)| said == what) {
+        assert!(
+            start.elapsed() < MINUTE,
+            "the caller never printed {what:?}: {:?}",
+            calls(up)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 fn failures(calls: &[(u64, String)]) -> Vec<&(u64, String)> {
     calls
         .iter()
@@ -375,15 +388,7 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
     assert_eq!(node_of(&first, "caller"), east_node, "{first:#}");
 
     // The worker reaches the web by its service name, at both sites, over the mesh.
-    let start = Instant::now();
-    while !calls(&up).iter().any(|(_, what)| what == "got v1") {
-        assert!(
-            start.elapsed() < MINUTE,
-            "the caller never got the page: {:?}",
-            calls(&up)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    wait_for_call(&up, "got v1");
     let caller_node = node_of(&first, "caller");
     let far = replicas(&first, "web")
         .into_iter()
@@ -479,15 +484,7 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
         "--wait",
     ]);
     assert!(updated.contains("HEALTHY"), "{updated}");
-    let start = Instant::now();
-    while !calls(&up).iter().any(|(_, what)| what == "got v2") {
-        assert!(
-            start.elapsed() < MINUTE,
-            "the caller never got v2: {:?}",
-            calls(&up)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    wait_for_call(&up, "got v2");
     let seen = calls(&up);
     assert!(
         failures(&seen).is_empty(),
