@@ -25,6 +25,7 @@ fn input(nodes: usize, workloads: usize, replicas: u32) -> PlanInput {
             })
             .collect(),
         taken: BTreeMap::new(),
+        ports_taken: BTreeMap::new(),
         workloads: (0..workloads)
             .map(|i| PlanWorkload {
                 key: format!("app{}/w{i}", i / 10),
@@ -37,6 +38,7 @@ fn input(nodes: usize, workloads: usize, replicas: u32) -> PlanInput {
                 )]),
                 volume: VolumeHome::NoVolume,
                 current: Vec::new(),
+                ports: Vec::new(),
             })
             .collect(),
     }

@@ -11,7 +11,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use crate::schema::{Fallback, MODULE_CLASS, Ty, schema};
-use crate::spec::{AppSpec, ImageRef};
+use crate::spec::{AppSpec, ImageRef, Protocol, RESERVED_TCP_PORTS};
 
 /// One step into a value: a property, a mapping's key, or a listing's index.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -444,6 +444,7 @@ fn cross_field(spec: &AppSpec, problems: &mut Vec<Problem>) {
             );
         }
     }
+    ingress_rules(spec, problems);
     if spec.deploy.max_surge == 0 && spec.deploy.max_unavailable == 0 {
         problem(
             problems,
@@ -460,4 +461,127 @@ fn cross_field(spec: &AppSpec, problems: &mut Vec<Problem>) {
             format!("dependsOn goes in a circle: {}", cycle.join(" -> ")),
         );
     }
+}
+
+/// Rules of what a service opens to the world: names, the catch-all and ports, each taken
+/// once in the app; reserved ports; node ports and the rollout budget.
+fn ingress_rules(spec: &AppSpec, problems: &mut Vec<Problem>) {
+    let services = FieldPath::root().property("services");
+    let mut domains: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut public: Option<&str> = None;
+    let mut public_ports: BTreeMap<u16, &str> = BTreeMap::new();
+    let mut node_ports: BTreeMap<(Protocol, u16), &str> = BTreeMap::new();
+    for (name, service) in &spec.services {
+        let name = name.as_str();
+        let here = services.key(name);
+        if let Some(http) = &service.http {
+            let http_path = here.property("http");
+            for (i, domain) in http.domains.iter().enumerate() {
+                if let Some(other) = domains.insert(domain.as_str(), name) {
+                    let whose = if other == name {
+                        "this service".to_string()
+                    } else {
+                        format!("service {other}")
+                    };
+                    problem(
+                        problems,
+                        &http_path.property("domains").index(i),
+                        format!("{domain} is already a domain of {whose}"),
+                    );
+                }
+            }
+            if http.public {
+                match public {
+                    Some(other) => problem(
+                        problems,
+                        &http_path.property("public"),
+                        format!(
+                            "service {other} is already the catch-all; an app has one public service"
+                        ),
+                    ),
+                    None => public = Some(name),
+                }
+            }
+            if http.private && (http.public || !http.domains.is_empty()) {
+                problem(
+                    problems,
+                    &http_path.property("private"),
+                    "a private service is reached through the access edge only: no domains, not public",
+                );
+            }
+        }
+        if service.udp.is_some() && service.http.is_none() && service.tcp.is_none() {
+            problem(
+                problems,
+                &here.property("udp"),
+                "udp needs http or tcp on the same service: that endpoint tells when an instance is ready",
+            );
+        }
+        if let Some(port) = service.public_port() {
+            let path = here.property("tcp").property("publicPort");
+            if RESERVED_TCP_PORTS.contains(&port) {
+                problem(problems, &path, reserved(Protocol::Tcp, port));
+            } else if let Some(other) = public_ports.insert(port, name) {
+                problem(
+                    problems,
+                    &path,
+                    format!("service {other} already opens public port {port}"),
+                );
+            }
+        }
+        for (protocol, port, _) in service.node_ports() {
+            let path = here.property(protocol.as_str()).property("nodePort");
+            if protocol.reserved_ports().contains(&port) {
+                problem(problems, &path, reserved(protocol, port));
+                continue;
+            }
+            if let Some(other) = node_ports.insert((protocol, port), name) {
+                problem(
+                    problems,
+                    &path,
+                    format!(
+                        "service {other} already publishes {protocol} port {port} on its nodes"
+                    ),
+                );
+            }
+            if protocol == Protocol::Tcp && service.public_port() == Some(port) {
+                problem(
+                    problems,
+                    &path,
+                    format!("{port} is also the service's publicPort; a port is one or the other"),
+                );
+            }
+        }
+    }
+    for ((protocol, port), name) in &node_ports {
+        if public_ports.contains_key(port) && *protocol == Protocol::Tcp {
+            let owner = public_ports[port];
+            if owner != *name {
+                problem(
+                    problems,
+                    &services.key(name).property("tcp").property("nodePort"),
+                    format!("service {owner} opens {port} as its publicPort"),
+                );
+            }
+        }
+    }
+    if !node_ports.is_empty() && spec.deploy.max_surge != 0 {
+        let (_, first) = node_ports.iter().next().expect("not empty");
+        problem(
+            problems,
+            &FieldPath::root().property("deploy").property("maxSurge"),
+            format!(
+                "must be 0: service {first} publishes a node port, and an old instance must stop before its replacement can take the port"
+            ),
+        );
+    }
+}
+
+fn reserved(protocol: Protocol, port: u16) -> String {
+    let why = match (protocol, port) {
+        (_, 53) => "the node's name server",
+        (Protocol::Tcp, _) => "the ingress proxy",
+        (Protocol::Udp, _) => "WireGuard",
+    };
+    format!("{protocol} port {port} is reserved for {why}")
 }

@@ -13,13 +13,16 @@
 //! 4. Every other replica goes to the eligible node with room that runs the fewest replicas
 //!    of the same workload (spread), then the one with the most CPU and memory free, then
 //!    by name, so the same input always gives the same plan.
+//! 5. A replica that publishes node ports (`tcp/25565`) goes only to a node where no other
+//!    replica, of any app, holds one of them: one per node per port. When no node is left,
+//!    the workload is blocked with `node_port_in_use`.
 //!
 //! A workload that cannot place all its replicas is reported blocked with why; the replicas
 //! that did fit are in the plan, and the caller decides whether a partial placement is
 //! acceptable (a new deployment is not applied at all; a lost node's replicas move where
 //! they can).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// The labels the zone sets on every node, which constraints may ask for: the node's pool,
@@ -72,6 +75,9 @@ pub struct PlanWorkload {
     pub volume: VolumeHome,
     /// The node each replica runs on now, by replica index, if it runs.
     pub current: Vec<Option<String>>,
+    /// The node ports each replica publishes (`tcp/25565`, `udp/3478`).
+    #[serde(default)]
+    pub ports: Vec<String>,
 }
 
 /// Why a workload could not place every replica.
@@ -97,6 +103,16 @@ pub enum BlockReason {
         /// That node.
         node: String,
     },
+    /// Eligible nodes with room exist, but another replica holds a node port it publishes
+    /// on each of them.
+    NodePortInUse {
+        /// The ports it publishes.
+        ports: Vec<String>,
+        /// Replicas that found a node.
+        placed: u32,
+        /// Replicas asked for.
+        wanted: u32,
+    },
 }
 
 impl BlockReason {
@@ -107,6 +123,7 @@ impl BlockReason {
             BlockReason::LabelMismatch { .. } => "label_mismatch",
             BlockReason::MissingCapacity { .. } => "missing_capacity",
             BlockReason::VolumeNodeLost { .. } => "volume_node_lost",
+            BlockReason::NodePortInUse { .. } => "node_port_in_use",
         }
     }
 }
@@ -129,6 +146,15 @@ impl fmt::Display for BlockReason {
             BlockReason::VolumeNodeLost { node } => write!(
                 f,
                 "volume_node_lost: its local volume is on {node}, which is gone"
+            ),
+            BlockReason::NodePortInUse {
+                ports,
+                placed,
+                wanted,
+            } => write!(
+                f,
+                "node_port_in_use: {placed} of {wanted} replicas found a node where {} is free",
+                ports.join(" and ")
             ),
         }
     }
@@ -157,6 +183,9 @@ pub struct PlanInput {
     pub nodes: Vec<PlanNode>,
     /// CPU and memory already taken on each node by workloads outside this plan.
     pub taken: BTreeMap<String, (u64, u64)>,
+    /// Node ports already held on each node by replicas outside this plan.
+    #[serde(default)]
+    pub ports_taken: BTreeMap<String, BTreeSet<String>>,
     /// What to place, in order of priority.
     pub workloads: Vec<PlanWorkload>,
 }
@@ -164,6 +193,7 @@ pub struct PlanInput {
 struct Room {
     cpu: u64,
     memory: u64,
+    ports: BTreeSet<String>,
 }
 
 /// Places every workload of `input`.
@@ -182,6 +212,11 @@ pub fn plan(input: &PlanInput) -> Plan {
             Room {
                 cpu: node.cpu_millis.saturating_sub(cpu),
                 memory: node.memory_bytes.saturating_sub(memory),
+                ports: input
+                    .ports_taken
+                    .get(&node.name)
+                    .cloned()
+                    .unwrap_or_default(),
             }
         })
         .collect();
@@ -263,10 +298,15 @@ fn place(
             count[at] += 1;
         }
     }
+    let mut ports_in_the_way = false;
     for slot in slots.iter_mut().filter(|slot| slot.is_none()) {
         let mut best: Option<(usize, u32, f64)> = None;
         for (at, &i) in candidates.iter().enumerate() {
-            if !fits(&room[i], workload) {
+            if !fits_resources(&room[i], workload) {
+                continue;
+            }
+            if !ports_free(&room[i], workload) {
+                ports_in_the_way = true;
                 continue;
             }
             let share = free_share(&room[i], &input.nodes[i]);
@@ -287,7 +327,17 @@ fn place(
         *slot = Some(i);
     }
     let placed = slots.iter().filter(|s| s.is_some()).count() as u32;
-    (placed < wanted).then_some(BlockReason::MissingCapacity { placed, wanted })
+    if placed == wanted {
+        None
+    } else if ports_in_the_way {
+        Some(BlockReason::NodePortInUse {
+            ports: workload.ports.clone(),
+            placed,
+            wanted,
+        })
+    } else {
+        Some(BlockReason::MissingCapacity { placed, wanted })
+    }
 }
 
 fn matches_labels(node: &PlanNode, workload: &PlanWorkload) -> bool {
@@ -298,12 +348,21 @@ fn matches_labels(node: &PlanNode, workload: &PlanWorkload) -> bool {
 }
 
 fn fits(room: &Room, workload: &PlanWorkload) -> bool {
+    fits_resources(room, workload) && ports_free(room, workload)
+}
+
+fn fits_resources(room: &Room, workload: &PlanWorkload) -> bool {
     room.cpu >= workload.cpu_millis && room.memory >= workload.memory_bytes
+}
+
+fn ports_free(room: &Room, workload: &PlanWorkload) -> bool {
+    workload.ports.iter().all(|p| !room.ports.contains(p))
 }
 
 fn take(room: &mut Room, workload: &PlanWorkload) {
     room.cpu -= workload.cpu_millis;
     room.memory -= workload.memory_bytes;
+    room.ports.extend(workload.ports.iter().cloned());
 }
 
 /// The smaller of the free CPU and memory shares: how much room the tighter one has.
@@ -341,6 +400,7 @@ mod tests {
             constraints: BTreeMap::new(),
             volume: VolumeHome::NoVolume,
             current: Vec::new(),
+            ports: Vec::new(),
         }
     }
 
@@ -349,6 +409,71 @@ mod tests {
             .iter()
             .map(|n| n.clone().unwrap_or_else(|| "-".into()))
             .collect()
+    }
+
+    #[test]
+    fn node_ports_put_one_replica_per_node_and_block_naming_the_port() {
+        let nodes = vec![
+            node("a", 4000, 8 * GI, &[]),
+            node("b", 4000, 8 * GI, &[]),
+            node("c", 4000, 8 * GI, &[]),
+        ];
+        let game = PlanWorkload {
+            ports: vec!["tcp/25565".into(), "udp/19132".into()],
+            ..workload("game/server", 3, 100, GI / 8)
+        };
+        // Another app holds udp/19132 on c: two of three fit.
+        let input = PlanInput {
+            nodes: nodes.clone(),
+            ports_taken: [("c".to_string(), ["udp/19132".to_string()].into())].into(),
+            workloads: vec![game.clone()],
+            ..PlanInput::default()
+        };
+        let plan = plan(&input);
+        let mut placed = nodes_of(&plan, "game/server");
+        placed.sort();
+        assert_eq!(placed, ["-", "a", "b"]);
+        assert_eq!(plan.blocked["game/server"].code(), "node_port_in_use");
+        assert_eq!(
+            plan.blocked["game/server"].to_string(),
+            "node_port_in_use: 2 of 3 replicas found a node where tcp/25565 and udp/19132 is free"
+        );
+        // With the port free everywhere, each node runs one, never two.
+        let plan = super::plan(&PlanInput {
+            nodes,
+            workloads: vec![game],
+            ..PlanInput::default()
+        });
+        let mut placed = nodes_of(&plan, "game/server");
+        placed.sort();
+        assert_eq!(placed, ["a", "b", "c"]);
+        assert!(plan.is_complete());
+    }
+
+    #[test]
+    fn a_full_node_is_missing_capacity_not_a_port_in_use() {
+        let game = PlanWorkload {
+            ports: vec!["tcp/7777".into()],
+            ..workload("game/server", 2, 3000, GI)
+        };
+        let plan = plan(&PlanInput {
+            nodes: vec![node("a", 4000, 8 * GI, &[])],
+            workloads: vec![game],
+            ..PlanInput::default()
+        });
+        // The second replica misses both the room and the port on a: room is what it needs
+        // first, so room is what is said.
+        assert_eq!(plan.blocked["game/server"].code(), "missing_capacity");
+        let small = PlanWorkload {
+            ports: vec!["tcp/7777".into()],
+            ..workload("game/server", 2, 100, GI / 8)
+        };
+        let plan = super::plan(&PlanInput {
+            nodes: vec![node("a", 4000, 8 * GI, &[])],
+            workloads: vec![small],
+            ..PlanInput::default()
+        });
+        assert_eq!(plan.blocked["game/server"].code(), "node_port_in_use");
     }
 
     #[test]
@@ -403,6 +528,7 @@ mod tests {
             nodes: vec![node("a", 1000, 4 * GI, &[]), node("b", 1000, 4 * GI, &[])],
             taken: [("b".to_string(), (600, 0))].into(),
             workloads: vec![workload("app/web", 5, 400, GI / 8)],
+            ..PlanInput::default()
         };
         let plan = plan(&input);
         // a holds 2 (800m), b holds 1 (600m taken + 400m).

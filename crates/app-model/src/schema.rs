@@ -44,6 +44,8 @@ pub enum Check {
     HttpPath,
     /// A registry host, with an optional port.
     Host,
+    /// A public domain name, fully qualified, in lower case.
+    Domain,
 }
 
 impl Check {
@@ -63,6 +65,7 @@ impl Check {
             Check::AbsPath => "AbsolutePath",
             Check::HttpPath => "HttpPath",
             Check::Host => "RegistryHost",
+            Check::Domain => "Domain",
         }
     }
 
@@ -87,6 +90,9 @@ impl Check {
             Check::HttpPath => r##"String(startsWith("/"), !contains(" "))"##,
             Check::Host => {
                 r##"String(matches(Regex(#"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?"#)))"##
+            }
+            Check::Domain => {
+                r##"String(length <= 253, matches(Regex(#"([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]([a-z0-9-]{0,61}[a-z0-9])?"#)), !endsWith(".internal"), !endsWith(".localhost"))"##
             }
         }
     }
@@ -206,6 +212,7 @@ impl Check {
                     fail("must be a registry host in lower case, with an optional :port")
                 }
             }
+            Check::Domain => domain_rule(text),
         }
     }
 }
@@ -227,6 +234,38 @@ fn label_rule(text: &str) -> Result<(), String> {
                 .into(),
         )
     }
+}
+
+/// A public domain: at most 253 characters, two or more dot-separated labels of `a-z`,
+/// `0-9` and `-` (none starting or ending with `-`, the last starting with a letter), and
+/// not under `internal` or `localhost`, which never reach an ingress node.
+fn domain_rule(text: &str) -> Result<(), String> {
+    let labels: Vec<&str> = text.split('.').collect();
+    let label_ok = |label: &&str| {
+        (1..=63).contains(&label.len())
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    let ok = text.len() <= 253
+        && labels.len() >= 2
+        && labels.iter().all(label_ok)
+        && labels
+            .last()
+            .is_some_and(|l| l.starts_with(|c: char| c.is_ascii_lowercase()));
+    if !ok {
+        return Err(
+            "must be a fully qualified domain in lower case, like \"shop.example.com\"".into(),
+        );
+    }
+    if matches!(labels.last(), Some(&"internal" | &"localhost")) {
+        return Err(
+            "is not a public name: internal and localhost never reach an ingress node".into(),
+        );
+    }
+    Ok(())
 }
 
 /// Millicores of a CPU amount: `250m` or `0.5` (at most three decimals) or `2`.
@@ -611,6 +650,15 @@ fn build() -> Schema {
                             "The service speaks TCP on this port. A service has `http` or `tcp`, not both.",
                         )
                     },
+                    Field {
+                        pkl_constraint: Some("(this == null || http != null || tcp != null)"),
+                        ..field(
+                            "udp",
+                            optional(Ty::Class("Udp")),
+                            Null,
+                            "A UDP port published on each node that runs an instance. The service also needs `http` or `tcp`: an instance is published once that endpoint is ready (UDP itself is not probed).",
+                        )
+                    },
                 ],
             },
             Class {
@@ -658,6 +706,27 @@ fn build() -> Schema {
                         Null,
                         "A path that answers 2xx or 3xx when the instance is ready; asked every 2 s. Without it, readiness is a TCP connection.",
                     ),
+                    field(
+                        "domains",
+                        listing(text(Check::Domain)),
+                        Empty,
+                        "Public names served over HTTPS (and plain HTTP until a certificate is issued) on the project's ingress nodes, once the service is ready. Certificates are requested and renewed automatically. Point each name's DNS at the ingress nodes.",
+                    ),
+                    field(
+                        "public",
+                        Ty::Bool,
+                        Fallback::Value(false.into()),
+                        "Makes the service the catch-all of plain HTTP on port 80 of the project's ingress nodes: every request whose name has no route of its own. One service of a project may be it.",
+                    ),
+                    Field {
+                        pkl_constraint: Some("(!this || (domains.isEmpty && !public))"),
+                        ..field(
+                            "private",
+                            Ty::Bool,
+                            Fallback::Value(false.into()),
+                            "Reached only through the zone's access edge, at `<project>--<app>-<service>` under the org's edge domain, by the project's members signed in; each request carries the edge's signed access assertion. Not with `domains` or `public`.",
+                        )
+                    },
                 ],
             },
             Class {
@@ -665,12 +734,55 @@ fn build() -> Schema {
                 doc: "A TCP endpoint.",
                 parent: None,
                 is_abstract: false,
-                fields: vec![field(
-                    "port",
-                    Ty::Int { min: 1, max: 65535 },
-                    Required,
-                    "The port the container listens on; readiness is a TCP connection.",
-                )],
+                fields: vec![
+                    field(
+                        "port",
+                        Ty::Int { min: 1, max: 65535 },
+                        Required,
+                        "The port the container listens on; readiness is a TCP connection.",
+                    ),
+                    Field {
+                        pkl_constraint: Some("(this == null || !List(53, 80, 443).contains(this))"),
+                        ..field(
+                            "publicPort",
+                            optional(Ty::Int { min: 1, max: 65535 }),
+                            Null,
+                            "A port opened on the project's ingress nodes that forwards bytes to the service's ready instances, with no HTTP or TLS. Not 53, 80 or 443.",
+                        )
+                    },
+                    Field {
+                        pkl_constraint: Some("(this == null || !List(53, 80, 443).contains(this))"),
+                        ..field(
+                            "nodePort",
+                            optional(Ty::Int { min: 1, max: 65535 }),
+                            Null,
+                            "A port published on each node that runs an instance, straight to the container, which sees the client's own address. One instance per node; the app needs `maxSurge = 0`. Not 53, 80 or 443.",
+                        )
+                    },
+                ],
+            },
+            Class {
+                name: "Udp",
+                doc: "A UDP port published on the nodes that run the service.",
+                parent: None,
+                is_abstract: false,
+                fields: vec![
+                    field(
+                        "port",
+                        Ty::Int { min: 1, max: 65535 },
+                        Required,
+                        "The port the container listens on.",
+                    ),
+                    Field {
+                        pkl_constraint: Some("(!List(53, 51820).contains(this))"),
+                        ..field(
+                            "nodePort",
+                            Ty::Int { min: 1, max: 65535 },
+                            Required,
+                            "The port published on each node that runs an instance; the container sees the client's own address. One instance per node; the app needs `maxSurge = 0`. Not 53 or 51820.",
+                        )
+                    },
+                ],
             },
             Class {
                 name: "Volume",
@@ -778,6 +890,7 @@ pub fn typed_module() -> String {
         Check::AbsPath,
         Check::HttpPath,
         Check::Host,
+        Check::Domain,
     ];
     for check in checks {
         let _ = writeln!(out, "typealias {} = {}", check.alias(), check.pkl());

@@ -174,6 +174,9 @@ pub struct Service {
     /// A TCP endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<Tcp>,
+    /// A UDP port published on the nodes that run it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<Udp>,
 }
 
 impl Service {
@@ -184,7 +187,81 @@ impl Service {
             .map(|h| h.port)
             .or(self.tcp.as_ref().map(|t| t.port))
     }
+
+    /// Its public names (HTTPS on ingress nodes).
+    pub fn domains(&self) -> &[String] {
+        self.http.as_ref().map_or(&[], |h| h.domains.as_slice())
+    }
+
+    /// Whether it is the catch-all of plain HTTP on ingress nodes.
+    pub fn is_public(&self) -> bool {
+        self.http.as_ref().is_some_and(|h| h.public)
+    }
+
+    /// Whether it is reached only through the zone's access edge.
+    pub fn is_private(&self) -> bool {
+        self.http.as_ref().is_some_and(|h| h.private)
+    }
+
+    /// The TCP port it opens on ingress nodes.
+    pub fn public_port(&self) -> Option<u16> {
+        self.tcp.as_ref().and_then(|t| t.public_port)
+    }
+
+    /// The ports it publishes on the nodes that run it: (protocol, node port, container
+    /// port), TCP first.
+    pub fn node_ports(&self) -> Vec<(Protocol, u16, u16)> {
+        let tcp = self
+            .tcp
+            .as_ref()
+            .and_then(|t| t.node_port.map(|n| (Protocol::Tcp, n, t.port)));
+        let udp = self
+            .udp
+            .as_ref()
+            .map(|u| (Protocol::Udp, u.node_port, u.port));
+        tcp.into_iter().chain(udp).collect()
+    }
 }
+
+/// A transport protocol of a published port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
+impl Protocol {
+    /// `tcp` or `udp`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        }
+    }
+
+    /// The ports no app may publish on a node with this protocol: the node's name server
+    /// (53), the ingress proxy (TCP 80 and 443) and WireGuard (UDP 51820).
+    pub fn reserved_ports(self) -> &'static [u16] {
+        match self {
+            Protocol::Tcp => &RESERVED_TCP_PORTS,
+            Protocol::Udp => &RESERVED_UDP_PORTS,
+        }
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// TCP ports kept for the node's name server and the ingress proxy.
+pub const RESERVED_TCP_PORTS: [u16; 3] = [53, 80, 443];
+/// UDP ports kept for the node's name server and WireGuard.
+pub const RESERVED_UDP_PORTS: [u16; 2] = [53, 51820];
 
 /// What services and workers share.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -281,13 +358,44 @@ pub struct Http {
     /// The readiness path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_path: Option<String>,
+    /// Public names served over HTTPS on the project's ingress nodes, with certificates
+    /// requested automatically.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<String>,
+    /// The project's one catch-all of plain HTTP on port 80 of its ingress nodes.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub public: bool,
+    /// Reached only through the zone's access edge, by the project's members signed in.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub private: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !value
 }
 
 /// A TCP endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Tcp {
     /// The container's port.
     pub port: u16,
+    /// A port opened on the project's ingress nodes that forwards bytes to the service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_port: Option<u16>,
+    /// A port published on each node that runs a replica, straight to the container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_port: Option<u16>,
+}
+
+/// A UDP port, published on each node that runs a replica.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Udp {
+    /// The container's port.
+    pub port: u16,
+    /// The node's port.
+    pub node_port: u16,
 }
 
 /// A local volume's mount.

@@ -553,6 +553,22 @@ enum NodeCommand {
         #[arg(long, value_name = "ORG/PROJECT")]
         project: Option<String>,
     },
+    /// Whether a node accepts public ingress: its agent's proxy serves the project's
+    /// domains (HTTPS), its plain-HTTP catch-all and its public TCP ports. The first node
+    /// of a project to join accepts it by itself.
+    #[command(
+        after_help = "Examples:\n  orc node ingress enable n-7\n  orc node ingress disable n-7"
+    )]
+    Ingress {
+        /// `enable` or `disable`.
+        #[arg(value_parser = ["enable", "disable"])]
+        action: String,
+        /// The node (`n-…`).
+        node: String,
+        /// ORG/PROJECT the node is in [default: the token's project].
+        #[arg(long, value_name = "ORG/PROJECT")]
+        project: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -849,6 +865,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Node {
             command: NodeCommand::Drain { node, project },
         } => commands::placement::act(&conn, &node, "drain", project.as_deref()).await,
+        Command::Node {
+            command:
+                NodeCommand::Ingress {
+                    action,
+                    node,
+                    project,
+                },
+        } => {
+            let verb = format!("ingress/{action}");
+            commands::placement::act(&conn, &node, &verb, project.as_deref()).await
+        }
         Command::Agent(args) => {
             orc_launch::init_tracing();
             orc_launch::agent::run_agent(args).await

@@ -282,6 +282,7 @@ pub fn nodes(count: u32) -> Vec<NodeView> {
                     apply_error: None,
                     cert_not_after: NOW_MS + 86_400_000,
                 }),
+                ingress: slot == 0,
             }
         })
         .collect()

@@ -622,6 +622,10 @@ pub struct NodeView {
     /// The node's agent, once it joined.
     #[serde(default)]
     pub agent: Option<AgentView>,
+    /// Whether it accepts public ingress: its proxy serves the project's domains, HTTP
+    /// catch-all and public TCP ports.
+    #[serde(default)]
+    pub ingress: bool,
 }
 
 impl NodeView {
@@ -714,6 +718,7 @@ impl From<&Node> for NodeView {
             updated_at: n.updated_at.millis(),
             ended_at: s.ended_at.map(|t| t.millis()),
             agent: None,
+            ingress: false,
         }
     }
 }
@@ -1664,6 +1669,9 @@ pub struct NodePlacementView {
     pub labels: BTreeMap<String, String>,
     /// Whether it takes no new replicas.
     pub cordoned: bool,
+    /// Whether it accepts public ingress.
+    #[serde(default)]
+    pub ingress: bool,
     /// Whether it is drained: what runs there moves to other nodes, within each app's
     /// rollout budget.
     #[serde(default)]

@@ -12,6 +12,21 @@ use super::error::OperationExt;
 use super::rows::{big, flag, opt_parsed, opt_text, opt_time, parsed, text, time, uint32, uint64};
 use super::{Store, StoreResult};
 
+/// A ready replica and where it answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadyReplica {
+    /// Its app.
+    pub app: Name,
+    /// Its workload.
+    pub workload: String,
+    /// The revision it runs.
+    pub revision: u64,
+    /// The node it runs on.
+    pub node: NodeId,
+    /// Its address in the node's workload subnet.
+    pub address: std::net::Ipv4Addr,
+}
+
 /// A revision as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppRevisionRow {
@@ -532,15 +547,17 @@ impl Store {
         Ok(out)
     }
 
-    /// The addresses of `project`'s ready replicas: app, workload, address.
+    /// `project`'s ready replicas that have an address and are not draining: what its
+    /// service names and ingress routes lead to.
     pub async fn ready_replica_addresses(
         &self,
         project: &ProjectId,
-    ) -> StoreResult<Vec<(Name, String, std::net::Ipv4Addr)>> {
+    ) -> StoreResult<Vec<ReadyReplica>> {
         let rows = sqlx::query(
-            "SELECT app, workload, address FROM app_replicas WHERE project_id = $1 \
-             AND ready = 1 AND node_id IS NOT NULL AND address IS NOT NULL \
-             AND draining_at IS NULL ORDER BY app, workload, address",
+            "SELECT app, workload, revision, node_id, address FROM app_replicas \
+             WHERE project_id = $1 AND ready = 1 AND node_id IS NOT NULL \
+             AND address IS NOT NULL AND draining_at IS NULL \
+             ORDER BY app, workload, address",
         )
         .bind(project.as_str())
         .fetch_all(self.pool())
@@ -548,11 +565,13 @@ impl Store {
         .op("read a project's ready replicas")?;
         rows.iter()
             .map(|row| {
-                Ok((
-                    parsed(row, "app_replicas.app")?,
-                    text(row, "app_replicas.workload")?,
-                    parsed(row, "app_replicas.address")?,
-                ))
+                Ok(ReadyReplica {
+                    app: parsed(row, "app_replicas.app")?,
+                    workload: text(row, "app_replicas.workload")?,
+                    revision: uint64(row, "app_replicas.revision")?,
+                    node: parsed(row, "app_replicas.node_id")?,
+                    address: parsed(row, "app_replicas.address")?,
+                })
             })
             .collect()
     }

@@ -33,6 +33,7 @@ mod billed_usage;
 mod error;
 mod events;
 mod images;
+mod ingress;
 mod joins;
 mod mesh;
 mod nodes;
@@ -61,7 +62,7 @@ use sqlx::{Any, AnyPool, Executor, SqlSafeStr, Transaction};
 use orc_zone_model::{Timestamp, sys_org_id, sys_project_id};
 
 pub use agents::AgentUpdate;
-pub use apps::{AppReplicaRow, AppRevisionRow, MESSAGE_CHARS, ReplicaChange};
+pub use apps::{AppReplicaRow, AppRevisionRow, MESSAGE_CHARS, ReadyReplica, ReplicaChange};
 use error::OperationExt;
 pub use error::{Kind, StoreError};
 pub use images::ImageManifestRow;
@@ -205,10 +206,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "replicas' messages from their nodes, and draining before they stop",
         include_str!("../migrations/0025_replica_messages.sql"),
     ),
+    (
+        26,
+        "which nodes accept public ingress",
+        include_str!("../migrations/0026_node_ingress.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 25;
+pub const SCHEMA_VERSION: i64 = 26;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

@@ -106,8 +106,8 @@ pub(crate) struct Cluster {
     pub nodes: Vec<PlanNode>,
     /// Nodes being drained.
     pub draining: BTreeSet<String>,
-    /// Each placed replica: app, workload, CPU and memory, node.
-    placed: Vec<(Name, String, u64, u64, String)>,
+    /// Each placed replica: app, workload, CPU and memory, node, node ports.
+    placed: Vec<(Name, String, u64, u64, String, Vec<String>)>,
 }
 
 impl Cluster {
@@ -159,12 +159,14 @@ impl Cluster {
                 continue;
             };
             if let Some((_, w)) = doc.spec.workload(&workload) {
+                let ports = node_ports_of(&doc, &workload);
                 placed.push((
                     app,
                     workload,
                     w.resources.cpu_millis(),
                     w.resources.memory_bytes(),
                     node.to_string(),
+                    ports,
                 ));
             }
         }
@@ -183,7 +185,7 @@ impl Cluster {
     /// What the replicas of apps other than `app` hold on each node.
     fn taken_by_others(&self, app: &Name) -> BTreeMap<String, (u64, u64)> {
         let mut taken: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        for (other, _, cpu, memory, node) in &self.placed {
+        for (other, _, cpu, memory, node, _) in &self.placed {
             if other != app {
                 let entry = taken.entry(node.clone()).or_default();
                 entry.0 += cpu;
@@ -192,6 +194,37 @@ impl Cluster {
         }
         taken
     }
+
+    /// The node ports the replicas of apps other than `app` hold on each node.
+    fn ports_taken_by_others(&self, app: &Name) -> BTreeMap<String, BTreeSet<String>> {
+        let mut taken: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (other, _, _, _, node, ports) in &self.placed {
+            if other != app && !ports.is_empty() {
+                taken
+                    .entry(node.clone())
+                    .or_default()
+                    .extend(ports.iter().cloned());
+            }
+        }
+        taken
+    }
+}
+
+/// The node ports a replica of `workload` publishes, as the planner names them
+/// (`tcp/25565`).
+fn node_ports_of(app: &ResolvedApp, workload: &str) -> Vec<String> {
+    app.spec
+        .services
+        .iter()
+        .find(|(name, _)| name.as_str() == workload)
+        .map(|(_, service)| {
+            service
+                .node_ports()
+                .into_iter()
+                .map(|(protocol, port, _)| format!("{protocol}/{port}"))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Where the local volume of `workload` lives, from the instances that run it.
@@ -237,12 +270,14 @@ pub(crate) fn feasibility(
                 constraints: w.constraints.clone(),
                 volume: volume_home(app, name.as_str(), current),
                 current: slots,
+                ports: node_ports_of(app, name.as_str()),
             }
         })
         .collect();
     planner::plan(&PlanInput {
         nodes: cluster.nodes.clone(),
         taken: cluster.taken_by_others(&app.spec.name),
+        ports_taken: cluster.ports_taken_by_others(&app.spec.name),
         workloads,
     })
 }
@@ -296,8 +331,109 @@ pub(crate) async fn missing_secrets(
         .collect())
 }
 
-/// Why `app` cannot roll out now: what cannot be placed and what secrets are missing;
-/// `None` when nothing stands in the way.
+/// What `app` opens to the world that another app holds already: each as (workload, code,
+/// words). A domain is the zone's to give once; the catch-all, a public port and a node
+/// port are the project's. Another app holds what its newest revision declares unless that
+/// revision is blocked; an app of another project is not named.
+pub(crate) async fn claims_taken(
+    store: &Store,
+    project: &ProjectId,
+    app: &ResolvedApp,
+) -> StoreResult<Vec<(String, &'static str, String)>> {
+    let name = &app.spec.name;
+    let wants_domain = app.spec.services.values().any(|s| !s.domains().is_empty());
+    let mut holders: Vec<(bool, Name, ResolvedApp)> = Vec::new();
+    let projects: BTreeSet<ProjectId> = if wants_domain {
+        store
+            .all_apps()
+            .await?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect()
+    } else {
+        BTreeSet::from([project.clone()])
+    };
+    for other_project in projects {
+        let same = &other_project == project;
+        for row in store.list_apps(&other_project).await? {
+            if (same && &row.app == name) || row.state == DeploymentState::Blocked.as_str() {
+                continue;
+            }
+            if let Ok(document) = document(&row) {
+                holders.push((same, row.app.clone(), document));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (workload, service) in &app.spec.services {
+        let workload = workload.to_string();
+        for domain in service.domains() {
+            if let Some((same, other, _)) = holders.iter().find(|(_, _, d)| {
+                d.spec
+                    .services
+                    .values()
+                    .any(|s| s.domains().contains(domain))
+            }) {
+                let whose = if *same {
+                    format!("app {other}")
+                } else {
+                    "an app of another project".to_string()
+                };
+                out.push((
+                    workload.clone(),
+                    "domain_taken",
+                    format!("domain_taken: {domain} belongs to {whose}"),
+                ));
+            }
+        }
+        let same_project = holders.iter().filter(|(same, _, _)| *same);
+        for (_, other, document) in same_project {
+            if service.is_public()
+                && let Some((owner, _)) = document.spec.services.iter().find(|(_, s)| s.is_public())
+            {
+                out.push((
+                    workload.clone(),
+                    "catch_all_taken",
+                    format!(
+                        "catch_all_taken: service {owner} of app {other} is the project's catch-all on port 80"
+                    ),
+                ));
+            }
+            if let Some(port) = service.public_port()
+                && document
+                    .spec
+                    .services
+                    .values()
+                    .any(|s| s.public_port() == Some(port))
+            {
+                out.push((
+                    workload.clone(),
+                    "public_port_taken",
+                    format!(
+                        "public_port_taken: app {other} opens tcp port {port} on the ingress nodes"
+                    ),
+                ));
+            }
+            for (protocol, port, _) in service.node_ports() {
+                if document.spec.services.values().any(|s| {
+                    s.node_ports()
+                        .iter()
+                        .any(|(p, n, _)| *p == protocol && *n == port)
+                }) {
+                    out.push((
+                        workload.clone(),
+                        "node_port_taken",
+                        format!("node_port_taken: app {other} publishes {protocol} port {port} on its nodes"),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Why `app` cannot roll out now: what cannot be placed, what secrets are missing and what
+/// another app holds; `None` when nothing stands in the way.
 async fn blocking_reason(
     store: &Store,
     project: &ProjectId,
@@ -313,6 +449,12 @@ async fn blocking_reason(
             .await?
             .into_iter()
             .map(|(w, why)| format!("{w}: {why}")),
+    );
+    words.extend(
+        claims_taken(store, project, app)
+            .await?
+            .into_iter()
+            .map(|(w, _, why)| format!("{w}: {why}")),
     );
     Ok((!words.is_empty()).then(|| words.join("; ")))
 }
@@ -677,6 +819,7 @@ impl Rollouts {
             r.revision == newest.number || adopted.contains(&(r.workload.clone(), r.slot))
         };
         let mut taken = cluster.taken_by_others(app);
+        let mut ports_taken = cluster.ports_taken_by_others(app);
         let drained: Vec<&AppReplicaRow> = draining
             .iter()
             .chain(replicas.iter().filter(|r| {
@@ -699,6 +842,13 @@ impl Rollouts {
                 let entry = taken.entry(node.to_string()).or_default();
                 entry.0 += w.resources.cpu_millis();
                 entry.1 += w.resources.memory_bytes();
+                let ports = node_ports_of(&doc, &r.workload);
+                if !ports.is_empty() {
+                    ports_taken
+                        .entry(node.to_string())
+                        .or_default()
+                        .extend(ports);
+                }
             }
         }
         // Per workload, the target instances by slot: existing ones, then the new.
@@ -734,12 +884,14 @@ impl Rollouts {
                         constraints: w.constraints.clone(),
                         volume: volume_home(&target, name.as_str(), &replicas),
                         current: list.iter().map(|(_, node, _)| node.clone()).collect(),
+                        ports: node_ports_of(&target, name.as_str()),
                     })
                 })
                 .collect();
             plan = planner::plan(&PlanInput {
                 nodes: cluster.nodes.clone(),
                 taken,
+                ports_taken,
                 workloads,
             });
         }

@@ -1,5 +1,5 @@
-//! Nodes: the `orc nodes` table of a pool's nodes with their state, site, price and
-//! addresses.
+//! Nodes: the `orc nodes` table of a pool's nodes with their state, site, price,
+//! addresses and whether they accept public ingress.
 
 use orc_zone_api_types::views::NodeView;
 
@@ -59,6 +59,7 @@ pub(crate) fn nodes_table(nodes: &[NodeView]) -> String {
         "GATEWAY",
         "PRICE",
         "PUBLIC",
+        "INGRESS",
         "AGENT",
         "LAST CONTACT",
     ];
@@ -87,6 +88,7 @@ pub(crate) fn nodes_table(nodes: &[NodeView]) -> String {
             } else {
                 public.join(",")
             },
+            if n.ingress { "yes" } else { "-" }.to_string(),
             agent_text(n),
             contact_text(n),
         ];
@@ -149,6 +151,7 @@ pub(crate) mod golden {
             updated_at: 0,
             ended_at: None,
             agent: None,
+            ingress: false,
         }
     }
 
@@ -186,6 +189,7 @@ pub(crate) mod golden {
         };
         let mut ready = running.clone();
         ready.agent = Some(agent("ready", true));
+        ready.ingress = true;
         let mut away = unpriced.clone();
         away.agent = Some(agent("ready", false));
         let mut joined = node(4, "n-00000000000q", "running");

@@ -1,4 +1,5 @@
-//! `orc node label|cordon|uncordon|drain|placement`: what placement knows of a node.
+//! `orc node label|cordon|uncordon|drain|ingress|placement`: what placement knows of a
+//! node, and whether it accepts public ingress.
 
 use orc_zone_api_types::views::{NodePlacementView, SetNodeLabel};
 
@@ -24,7 +25,7 @@ fn labels_text(labels: &std::collections::BTreeMap<String, String>) -> String {
 /// The view in words.
 pub(crate) fn placement_text(view: &NodePlacementView) -> String {
     let mut out = format!(
-        "Node {}{}\n  labels: {}\n  set by the zone: {}\n",
+        "Node {}{}\n  labels: {}\n  set by the zone: {}\n  ingress: {}\n",
         view.node,
         if view.draining {
             " (draining: takes no new replicas; what runs there moves to other nodes)"
@@ -34,7 +35,12 @@ pub(crate) fn placement_text(view: &NodePlacementView) -> String {
             ""
         },
         labels_text(&view.labels),
-        labels_text(&view.zone_labels)
+        labels_text(&view.zone_labels),
+        if view.ingress {
+            "accepts public ingress (its proxy serves the project's domains and public ports)"
+        } else {
+            "none"
+        }
     );
     for line in &view.moving {
         out.push_str(&format!("  moving {line}\n"));

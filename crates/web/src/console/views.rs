@@ -381,7 +381,10 @@ pub fn pool_progress(frame: &Frame, pool: &PoolView, nodes: &[NodeView]) -> Mark
                         tr {
                             td { (n.slot) }
                             td { a href={ (node_url(pool, &n.id)) } { code { (n.id) } } }
-                            td { (n.shown_state()) }
+                            td {
+                                (n.shown_state())
+                                @if n.ingress { " · " abbr title="accepts public ingress: its proxy serves the project's domains and public ports" { "ingress" } }
+                            }
                             td { (n.site.clone().unwrap_or_else(|| "-".into())) }
                             td { (price_line(pool)) }
                             td { (node_price(n)) }

@@ -2980,7 +2980,13 @@ pub async fn apps_keep_revisions_states_and_placements(db: &TestDb) {
         Some(&"10.96.2.3".parse().unwrap())
     );
     assert_eq!(
-        store.ready_replica_addresses(&project).await.unwrap(),
+        store
+            .ready_replica_addresses(&project)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.app.clone(), r.workload.clone(), r.address))
+            .collect::<Vec<_>>(),
         [(app.clone(), "web".to_string(), "10.96.2.2".parse().unwrap())],
         "slot 0 reported ready; slot 3 has not"
     );
@@ -3069,7 +3075,13 @@ pub async fn apps_keep_revisions_states_and_placements(db: &TestDb) {
         Some(Timestamp::from_unix_millis(5_000))
     );
     assert_eq!(
-        store.ready_replica_addresses(&project).await.unwrap(),
+        store
+            .ready_replica_addresses(&project)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.app.clone(), r.workload.clone(), r.address))
+            .collect::<Vec<_>>(),
         [(app.clone(), "web".to_string(), "10.96.2.2".parse().unwrap())],
         "a draining replica is no service's address"
     );

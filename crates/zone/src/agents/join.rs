@@ -53,6 +53,34 @@ impl AgentHub {
         }
     }
 
+    /// Makes `node` accept public ingress when it is the first of its project to join (no
+    /// live node of the project accepts it, and no person chose for the project). A site's
+    /// gateway never does.
+    async fn take_first_ingress(&self, node: &NodeId, record: &crate::model::Node) {
+        let store = &self.inner.store;
+        let Ok(pool) = store.get_pool(&record.pool_id).await else {
+            return;
+        };
+        if orc_zone_model::gateway::gateway_pool_site(&pool).is_some() {
+            return;
+        }
+        match store
+            .take_first_ingress(node, &pool.project_id, self.now())
+            .await
+        {
+            Ok(true) => {
+                self.node_event(
+                    node,
+                    "node.ingress_enabled",
+                    "accepts public ingress: the first node of its project to join",
+                )
+                .await;
+            }
+            Ok(false) => {}
+            Err(error) => tracing::warn!(%node, %error, "a node's ingress was not set"),
+        }
+    }
+
     async fn refuse(&self, node: &NodeId, refusal: JoinRefusal) -> Status {
         tracing::info!(%node, reason = refusal.reason(), "a join was refused");
         let words = format!("a join was refused: {refusal}");
@@ -148,6 +176,7 @@ impl AgentHub {
             utc_minute(not_after)
         );
         self.node_event(&node, "node.joined", &words).await;
+        self.take_first_ingress(&node, &record).await;
         Ok(agent_pb::JoinReply {
             node_id: node.to_string(),
             certificate_chain_pem: cert.chain_pem,

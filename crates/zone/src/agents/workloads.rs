@@ -6,10 +6,10 @@
 //! across zone restarts) and a fresh registry pull grant. The node reports each replica's
 //! phase, readiness and restarts; the rollouts ([`crate::rollouts`]) take it from there.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use orc_app_model::revision::ResolvedApp;
+use orc_app_model::revision::{DeploymentState, ResolvedApp};
 use orc_app_model::spec::Restart;
 use orc_proto::agent_pb;
 use sha2::Digest as _;
@@ -93,9 +93,22 @@ impl AgentHub {
         let rows = store.app_replicas_of_node(node).await?;
         let mut documents: BTreeMap<(ProjectId, Name, u64), Option<ResolvedApp>> = BTreeMap::new();
         let mut out = NodeWorkloads::default();
+        // An ingress node serves its project's routes, with or without replicas of its own.
+        let ingress_project = if store.node_ingress(node).await? {
+            self.project_of(node).await?
+        } else {
+            None
+        };
+        if let Some(project) = &ingress_project {
+            out.message.ingress = Some(self.ingress(project).await?);
+        }
         // The node's subnet, its replicas' addresses, and the project's names.
-        let network = match rows.first() {
-            Some((project, ..)) => self.network(node, project).await?,
+        let project = rows
+            .first()
+            .map(|(project, ..)| project.clone())
+            .or(ingress_project);
+        let network = match &project {
+            Some(project) => self.network(node, project).await?,
             None => None,
         };
         let addresses = match &network {
@@ -195,6 +208,16 @@ impl AgentHub {
                 .as_ref()
                 .map(|n| format!("{app}.{}", n.domain))
                 .unwrap_or_default();
+            let node_ports = service
+                .map(|s| s.node_ports())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(protocol, port, container_port)| agent_pb::NodePort {
+                    protocol: protocol.as_str().into(),
+                    port: u32::from(port),
+                    container_port: u32::from(container_port),
+                })
+                .collect();
             out.message.replicas.push(agent_pb::Replica {
                 id: id.clone(),
                 app: app.to_string(),
@@ -223,6 +246,7 @@ impl AgentHub {
                 registry_url,
                 registry_username,
                 registry_password,
+                node_ports,
             });
             out.keys.insert(
                 id,
@@ -276,9 +300,10 @@ impl AgentHub {
                 services.insert(format!("{name}.{}.{domain}", app.app), Vec::new());
             }
         }
-        for (app, workload, address) in store.ready_replica_addresses(project).await? {
-            if let Some(list) = services.get_mut(&format!("{workload}.{app}.{domain}")) {
-                list.push(address.to_string());
+        for ready in store.ready_replica_addresses(project).await? {
+            let name = format!("{}.{}.{domain}", ready.workload, ready.app);
+            if let Some(list) = services.get_mut(&name) {
+                list.push(ready.address.to_string());
             }
         }
         Ok(Some(NodeNetwork {
@@ -290,6 +315,50 @@ impl AgentHub {
                 .map(|(name, addresses)| agent_pb::ServiceName { name, addresses })
                 .collect(),
         }))
+    }
+
+    /// The project of `node`, through its pool.
+    async fn project_of(&self, node: &NodeId) -> Result<Option<ProjectId>, StoreError> {
+        let store = &self.inner.store;
+        let record = match store.get_node(node).await {
+            Ok(record) => record,
+            Err(StoreError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(Some(store.get_pool(&record.pool_id).await?.project_id))
+    }
+
+    /// What an ingress node of `project` serves: each route an app declares (in its newest
+    /// revision that is not blocked, or in the revision a ready replica runs), with the
+    /// ready replicas whose own revision declares it as backends. A route whose replicas
+    /// are all unready stays, with no backend, so it answers 503 rather than 404.
+    async fn ingress(&self, project: &ProjectId) -> Result<agent_pb::Ingress, StoreError> {
+        let store = &self.inner.store;
+        let mut documents: BTreeMap<(Name, u64), Option<ResolvedApp>> = BTreeMap::new();
+        let mut table = RouteTable::default();
+        for row in store.list_apps(project).await? {
+            if row.state == DeploymentState::Blocked.as_str() {
+                continue;
+            }
+            if let Ok(document) = serde_json::from_str::<ResolvedApp>(&row.document) {
+                table.declare(&row.app, &document, None);
+                documents.insert((row.app.clone(), row.number), Some(document));
+            }
+        }
+        for ready in store.ready_replica_addresses(project).await? {
+            let key = (ready.app.clone(), ready.revision);
+            if !documents.contains_key(&key) {
+                let row = store
+                    .app_revision(project, &ready.app, ready.revision)
+                    .await?;
+                let document = row.and_then(|r| serde_json::from_str(&r.document).ok());
+                documents.insert(key.clone(), document);
+            }
+            if let Some(Some(document)) = documents.get(&key) {
+                table.declare(&ready.app, document, Some((&ready.workload, ready.address)));
+            }
+        }
+        Ok(table.into_message())
     }
 
     async fn secret(&self, project: &ProjectId, name: &str) -> Result<Option<String>, StoreError> {
@@ -363,5 +432,183 @@ impl AgentHub {
             // answers.
             self.inner.options.assignments.changed();
         }
+    }
+}
+
+/// A project's ingress routes as they are gathered: each key (a domain, the catch-all, a
+/// TCP port) belongs to the first app that declares it, by name; later claims of another
+/// app are left out (a deploy that makes one is blocked, so this only settles a race).
+#[derive(Debug, Default)]
+struct RouteTable {
+    domains: BTreeMap<String, (String, BTreeSet<String>)>,
+    catch_all: Option<(String, BTreeSet<String>)>,
+    tcp: BTreeMap<u16, (String, BTreeSet<String>)>,
+}
+
+impl RouteTable {
+    /// Adds the routes `document` of `app` declares; with a replica (its workload and
+    /// address), adds it as a backend of the routes of its workload.
+    fn declare(
+        &mut self,
+        app: &Name,
+        document: &ResolvedApp,
+        replica: Option<(&str, std::net::Ipv4Addr)>,
+    ) {
+        for (name, service) in &document.spec.services {
+            let backend = match replica {
+                Some((workload, address)) if workload == name.as_str() => {
+                    let Some(port) = service.port() else { continue };
+                    Some(format!("{address}:{port}"))
+                }
+                Some(_) => continue,
+                None => None,
+            };
+            let owner = format!("{app}/{name}");
+            let add = |entry: &mut (String, BTreeSet<String>)| {
+                if entry.0 == owner
+                    && let Some(backend) = &backend
+                {
+                    entry.1.insert(backend.clone());
+                }
+            };
+            for domain in service.domains() {
+                add(self
+                    .domains
+                    .entry(domain.clone())
+                    .or_insert_with(|| (owner.clone(), BTreeSet::new())));
+            }
+            if service.is_public() {
+                add(self
+                    .catch_all
+                    .get_or_insert_with(|| (owner.clone(), BTreeSet::new())));
+            }
+            if let Some(port) = service.public_port() {
+                add(self
+                    .tcp
+                    .entry(port)
+                    .or_insert_with(|| (owner.clone(), BTreeSet::new())));
+            }
+        }
+    }
+
+    fn into_message(self) -> agent_pb::Ingress {
+        agent_pb::Ingress {
+            routes: self
+                .domains
+                .into_iter()
+                .map(|(domain, (service, backends))| agent_pb::HttpRoute {
+                    domain,
+                    service,
+                    backends: backends.into_iter().collect(),
+                })
+                .collect(),
+            catch_all: self
+                .catch_all
+                .map(|(service, backends)| agent_pb::HttpRoute {
+                    domain: String::new(),
+                    service,
+                    backends: backends.into_iter().collect(),
+                }),
+            tcp: self
+                .tcp
+                .into_iter()
+                .map(|(port, (service, backends))| agent_pb::TcpRoute {
+                    port: u32::from(port),
+                    service,
+                    backends: backends.into_iter().collect(),
+                })
+                .collect(),
+            certificates: Vec::new(),
+            challenges: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(value: serde_json::Value) -> ResolvedApp {
+        ResolvedApp {
+            spec: orc_app_model::check::check(&value).expect("a good app"),
+            images: BTreeMap::new(),
+        }
+    }
+
+    fn shop(domains: &[&str]) -> ResolvedApp {
+        app(serde_json::json!({
+            "name": "shop",
+            "services": {
+                "web": { "image": "acme/web:1", "http": { "port": 8080, "domains": domains, "public": true } },
+                "db": { "image": "acme/db:1", "tcp": { "port": 5432, "publicPort": 15432 } },
+            },
+        }))
+    }
+
+    #[test]
+    fn routes_lead_to_the_ready_replicas_of_the_revision_that_declares_them() {
+        let name: Name = "shop".parse().unwrap();
+        let v1 = shop(&["shop.example.com"]);
+        let v2 = shop(&["shop.example.com", "www.example.com"]);
+        let mut table = RouteTable::default();
+        table.declare(&name, &v2, None);
+        // One replica of each revision is ready; the old one leads only to the old name.
+        table.declare(&name, &v1, Some(("web", "10.96.1.2".parse().unwrap())));
+        table.declare(&name, &v2, Some(("web", "10.96.2.2".parse().unwrap())));
+        table.declare(&name, &v2, Some(("db", "10.96.2.3".parse().unwrap())));
+        let message = table.into_message();
+        let routes: Vec<(String, String, Vec<String>)> = message
+            .routes
+            .iter()
+            .map(|r| (r.domain.clone(), r.service.clone(), r.backends.clone()))
+            .collect();
+        assert_eq!(
+            routes,
+            [
+                (
+                    "shop.example.com".to_string(),
+                    "shop/web".to_string(),
+                    vec!["10.96.1.2:8080".to_string(), "10.96.2.2:8080".to_string()]
+                ),
+                (
+                    "www.example.com".to_string(),
+                    "shop/web".to_string(),
+                    vec!["10.96.2.2:8080".to_string()]
+                ),
+            ]
+        );
+        let catch_all = message.catch_all.expect("web is public");
+        assert_eq!(catch_all.service, "shop/web");
+        assert_eq!(catch_all.backends.len(), 2);
+        assert_eq!(message.tcp.len(), 1);
+        assert_eq!(message.tcp[0].port, 15432);
+        assert_eq!(message.tcp[0].backends, ["10.96.2.3:5432"]);
+    }
+
+    #[test]
+    fn a_declared_route_without_ready_replicas_stays_and_a_later_claim_is_left_out() {
+        let mut table = RouteTable::default();
+        table.declare(
+            &"alpha".parse().unwrap(),
+            &shop(&["shop.example.com"]),
+            None,
+        );
+        let beta = shop(&["shop.example.com"]);
+        let beta_name: Name = "beta".parse().unwrap();
+        table.declare(&beta_name, &beta, None);
+        table.declare(
+            &beta_name,
+            &beta,
+            Some(("web", "10.96.9.9".parse().unwrap())),
+        );
+        let message = table.into_message();
+        assert_eq!(message.routes.len(), 1);
+        assert_eq!(message.routes[0].service, "alpha/web");
+        assert!(
+            message.routes[0].backends.is_empty(),
+            "beta's replica is no backend of alpha's route"
+        );
+        assert_eq!(message.catch_all.unwrap().service, "alpha/web");
+        assert_eq!(message.tcp[0].service, "alpha/db");
     }
 }

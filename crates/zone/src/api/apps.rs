@@ -348,6 +348,16 @@ pub(super) async fn plan_app(
                 reason,
             }),
     );
+    blocked.extend(
+        rollouts::claims_taken(&state.store, &project.id, &resolved)
+            .await?
+            .into_iter()
+            .map(|(workload, code, reason)| BlockedView {
+                workload,
+                code: code.into(),
+                reason,
+            }),
+    );
     Ok(Json(AppPlanView {
         app: spec.name.to_string(),
         current_revision: current.as_ref().map(|c| c.number),

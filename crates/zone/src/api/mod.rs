@@ -115,6 +115,9 @@ pub trait AgentAccess: Send + Sync + 'static {
     fn mesh_of(&self, node: &crate::model::NodeId) -> orc_mesh::MeshConfig;
     /// The latest mesh status `node`'s agent reported to this controller.
     fn mesh_status(&self, node: &crate::model::NodeId) -> Option<crate::agents::MeshStatusReport>;
+    /// Says that nodes' assignments may have changed (a node's ingress): every session
+    /// looks at its node's at once.
+    fn assignments_changed(&self);
 }
 
 type Waker = Arc<dyn Fn() + Send + Sync>;
@@ -455,6 +458,14 @@ pub fn router(state: ApiState) -> Router {
             post(placement::uncordon),
         )
         .route(
+            &format!("{project}/nodes/{{node}}/ingress/enable"),
+            post(placement::enable_ingress),
+        )
+        .route(
+            &format!("{project}/nodes/{{node}}/ingress/disable"),
+            post(placement::disable_ingress),
+        )
+        .route(
             &format!("{project}/nodes/{{node}}/drain"),
             post(placement::drain),
         )
@@ -624,6 +635,7 @@ impl Modify for BearerAuth {
         apps::rollback_app, apps::remove_app, app_exec::exec_app, app_exec::app_logs,
         placement::get_placement, placement::set_label, placement::remove_label,
         placement::cordon, placement::uncordon, placement::drain,
+        placement::enable_ingress, placement::disable_ingress,
         registry::get_blob, registry::put_blob, registry::push_tag, registry::list_apps,
         registry::get_app, registry::delete_tag, registry::download,
     ),

@@ -1,4 +1,5 @@
-//! What placement knows of a node beyond its pool: labels, cordons and drains.
+//! What placement knows of a node beyond its pool: labels, cordons, drains, and whether it
+//! accepts public ingress.
 //!
 //! Labels a tenant gives a node are matched by services' `constraints`; the `orc.` prefix
 //! is the zone's (`orc.pool`, `orc.site`, `orc.class`). A cordoned node runs what it runs
@@ -6,7 +7,12 @@
 //! controller moves every movable replica on it elsewhere, within its app's rollout budget
 //! (a replacement first when the app allows a surge), and a replica with a local volume
 //! stays; the answer names both. Each change wakes the controller, which places replicas
-//! that wait for a node with room or the labels.
+//! that wait for a node with room or the labels they ask for.
+//!
+//! An ingress node runs the project's routes in its agent's proxy: HTTPS for services'
+//! domains, the plain-HTTP catch-all and public TCP ports. The first node of a project to
+//! join accepts ingress by itself (`crate::agents`); a person enables or disables it on any
+//! node of the project but a site's gateway.
 
 use axum::Json;
 use axum::extract::State;
@@ -29,6 +35,7 @@ async fn view(state: &ApiState, node: &Node) -> ApiResult<NodePlacementView> {
         zone_labels: zone_labels(state, node).await?,
         labels: state.store.node_labels(&node.id).await?,
         cordoned: cordon.is_some(),
+        ingress: state.store.node_ingress(&node.id).await?,
         draining: cordon == Some(true),
         moving: Vec::new(),
         kept: Vec::new(),
@@ -278,4 +285,86 @@ pub(super) async fn drain(
     out.moving = moving;
     out.kept = kept;
     Ok(Json(out))
+}
+
+/// Makes a node accept public ingress: its agent's proxy serves the project's domains, its
+/// plain-HTTP catch-all and its public TCP ports.
+#[utoipa::path(post, path = "/api/orgs/{org}/projects/{project}/nodes/{node}/ingress/enable", tag = "nodes",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("node" = String, Path, description = "Node id")),
+    responses((status = 200, body = NodePlacementView), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(super) async fn enable_ingress(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, node)): PathArgs<(String, String, String)>,
+) -> ApiResult<Json<NodePlacementView>> {
+    set_ingress(state, caller, (org, project, node), true).await
+}
+
+/// Stops a node accepting public ingress; its proxy closes its listeners.
+#[utoipa::path(post, path = "/api/orgs/{org}/projects/{project}/nodes/{node}/ingress/disable", tag = "nodes",
+    params(("org" = String, Path, description = "Org name"),
+        ("project" = String, Path, description = "Project name"),
+        ("node" = String, Path, description = "Node id")),
+    responses((status = 200, body = NodePlacementView), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(super) async fn disable_ingress(
+    State(state): State<ApiState>,
+    caller: Caller,
+    PathArgs((org, project, node)): PathArgs<(String, String, String)>,
+) -> ApiResult<Json<NodePlacementView>> {
+    set_ingress(state, caller, (org, project, node), false).await
+}
+
+async fn set_ingress(
+    state: ApiState,
+    caller: Caller,
+    (org, project, node): (String, String, String),
+    enabled: bool,
+) -> ApiResult<Json<NodePlacementView>> {
+    let (org, project, node) =
+        node_with_role(&state, &caller, &org, &project, &node, Role::Member).await?;
+    let pool = state.store.get_pool(&node.pool_id).await?;
+    if enabled && orc_zone_model::gateway::gateway_pool_site(&pool).is_some() {
+        return Err(ApiError::invalid(
+            "node",
+            format!(
+                "node {} is a site's gateway: it carries the site's traffic and serves no app",
+                node.id
+            ),
+        ));
+    }
+    if state
+        .store
+        .set_node_ingress(
+            &node.id,
+            &project.id,
+            enabled,
+            caller.user.name.as_str(),
+            state.now(),
+        )
+        .await?
+    {
+        let (kind, words) = if enabled {
+            (
+                "node.ingress_enabled",
+                format!("accepts public ingress, as {} chose", caller.user.name),
+            )
+        } else {
+            (
+                "node.ingress_disabled",
+                format!(
+                    "no longer accepts public ingress, as {} chose",
+                    caller.user.name
+                ),
+            )
+        };
+        event(&state, &org, &project, &node, kind, &words).await;
+        if let Some(agents) = &state.agents {
+            agents.assignments_changed();
+        }
+    }
+    Ok(Json(view(&state, &node).await?))
 }

@@ -77,6 +77,10 @@ impl AgentAccess for AgentDirectory {
     fn mesh_status(&self, node: &crate::model::NodeId) -> Option<crate::agents::MeshStatusReport> {
         self.hub.mesh_status(node)
     }
+
+    fn assignments_changed(&self) {
+        self.hub.assignment_signal().changed();
+    }
 }
 
 /// The API's view of the app slots' logs.

@@ -27,6 +27,7 @@ mod api_tenancy;
 mod console;
 mod edge;
 mod hub_failover;
+mod ingress;
 mod mesh;
 mod mesh_range;
 mod reconcile_nodes;

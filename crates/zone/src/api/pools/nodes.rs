@@ -38,6 +38,12 @@ pub(in crate::api) async fn list_nodes(
     // Where a node went is the zone operators' to see; a tenant sees the neutral site. The
     // markup is its provider's project's and the operators': a tenant's price includes it.
     let operator = caller.zone_role().is_some();
+    let ingress: BTreeSet<NodeId> = state
+        .store
+        .ingress_nodes(&pool.project_id)
+        .await?
+        .into_iter()
+        .collect();
     let sees_markup = provider.project_id == pool.project_id || caller.is_operator();
     Ok(Json(
         nodes
@@ -59,6 +65,7 @@ pub(in crate::api) async fn list_nodes(
                     let live = state.agents.as_ref().and_then(|a| a.live(&n.id));
                     AgentView::of(agent, live.map(|t| t.millis()))
                 });
+                view.ingress = ingress.contains(&n.id);
                 view
             })
             .collect(),
