@@ -58,18 +58,24 @@ pub struct Apps {
     kick: Arc<tokio::sync::Notify>,
     /// The project's service names the node's name server answers.
     services: crate::mesh::dns::ServiceNames,
+    /// The node's ingress proxy, when the agent may run one.
+    ingress: Option<crate::ingress::Ingress>,
 }
 
 impl Apps {
     /// The apps of the agent whose state dir is `state_dir`; `containerd` is the binary.
-    /// `services` is the table of service names the node's name server answers.
+    /// `services` is the table of service names the node's name server answers; `ingress`
+    /// where the node's proxy listens when the node accepts public ingress (`None`: never).
     pub fn new(
         state_dir: &std::path::Path,
         containerd: &str,
         services: crate::mesh::dns::ServiceNames,
+        ingress: Option<crate::ingress::IngressListen>,
     ) -> Self {
+        let root = state_dir.join("apps");
         let apps = Self {
-            root: state_dir.join("apps"),
+            ingress: ingress.map(|listen| crate::ingress::Ingress::new(listen, &root)),
+            root,
             containerd: containerd.to_string(),
             ca_pem: Mutex::new(None),
             node_id: Mutex::new(None),
@@ -191,8 +197,12 @@ impl Apps {
         self.supervisor.lock().await.clone()
     }
 
-    /// Starts the supervisor when the kept assignment has replicas.
+    /// Starts the supervisor when the kept assignment has replicas, and serves the kept
+    /// ingress routes.
     pub async fn resume(self: &Arc<Self>) {
+        if let Some(ingress) = &self.ingress {
+            ingress.resume().await;
+        }
         if self.has_kept_replicas()
             && let Err(error) = self.supervisor().await
         {
@@ -204,6 +214,19 @@ impl Apps {
     pub async fn assign(self: &Arc<Self>, workloads: agent_pb::Workloads) -> Result<(), String> {
         let assignment = assignment_of(&workloads)?;
         self.name_services(&assignment);
+        match &self.ingress {
+            Some(ingress) => {
+                if let Err(error) = ingress.apply(workloads.ingress.as_ref()).await {
+                    tracing::warn!(%error, "the node's ingress is not whole");
+                }
+            }
+            None if workloads.ingress.is_some() => {
+                tracing::warn!(
+                    "the zone sends ingress routes, but this agent runs no proxy (--no-ingress)"
+                );
+            }
+            None => {}
+        }
         if assignment.replicas.is_empty() && self.supervisor.lock().await.is_none() {
             // Nothing to run and nothing running: containerd is not started for nothing,
             // but the empty assignment is kept so a restart resumes nothing.

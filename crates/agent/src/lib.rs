@@ -19,6 +19,7 @@ mod assignment;
 pub mod connect;
 pub mod exec;
 pub mod facts;
+pub mod ingress;
 pub mod mesh;
 pub mod state;
 
@@ -71,6 +72,9 @@ pub struct AgentOptions {
     pub apps: bool,
     /// The containerd binary the agent starts for its own use. Default `containerd`.
     pub containerd: String,
+    /// Where the ingress proxy listens while the node accepts public ingress; `None`: the
+    /// agent runs no proxy. Default `None` (`orc agent` listens on ports 80 and 443).
+    pub ingress: Option<ingress::IngressListen>,
 }
 
 impl Default for AgentOptions {
@@ -88,6 +92,7 @@ impl Default for AgentOptions {
             mesh: true,
             apps: true,
             containerd: "containerd".to_string(),
+            ingress: None,
         }
     }
 }
@@ -132,6 +137,7 @@ pub async fn run(
             state.path(),
             &options.containerd,
             services.clone(),
+            options.ingress,
         ))
     });
     let mut resumed = false;

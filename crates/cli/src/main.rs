@@ -556,9 +556,7 @@ enum NodeCommand {
     /// Whether a node accepts public ingress: its agent's proxy serves the project's
     /// domains (HTTPS), its plain-HTTP catch-all and its public TCP ports. The first node
     /// of a project to join accepts it by itself.
-    #[command(
-        after_help = "Examples:\n  orc node ingress enable n-7\n  orc node ingress disable n-7"
-    )]
+    #[command(after_help = "Example: orc node ingress enable n-7")]
     Ingress {
         /// `enable` or `disable`.
         #[arg(value_parser = ["enable", "disable"])]

@@ -112,7 +112,7 @@ async fn pools_nodes_and_providers_print_stable_tables() {
     let lines: Vec<&str> = nodes.lines().collect();
     assert_eq!(
         lines[0],
-        "SLOT  NODE            STATE    SITE  PRIVATE  GATEWAY  PRICE     PUBLIC  AGENT  LAST CONTACT  WORDS",
+        "SLOT  NODE            STATE    SITE  PRIVATE  GATEWAY  PRICE     PUBLIC  INGRESS  AGENT  LAST CONTACT  WORDS",
         "{nodes}"
     );
     assert_eq!(lines.len(), 4, "{nodes}");

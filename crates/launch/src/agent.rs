@@ -39,6 +39,26 @@ pub struct AgentArgs {
         default_value = "containerd"
     )]
     pub containerd: String,
+    /// Run no ingress proxy, even when the zone makes the node an ingress node.
+    #[arg(long, env = "ORC_AGENT_NO_INGRESS")]
+    pub no_ingress: bool,
+    /// Where the ingress proxy serves plain HTTP (ACME challenges, redirects to HTTPS, the
+    /// catch-all) while the node accepts public ingress.
+    #[arg(
+        long,
+        env = "ORC_AGENT_INGRESS_HTTP",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:80"
+    )]
+    pub ingress_http: std::net::SocketAddr,
+    /// Where the ingress proxy serves HTTPS; public TCP ports open on the same address.
+    #[arg(
+        long,
+        env = "ORC_AGENT_INGRESS_HTTPS",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:443"
+    )]
+    pub ingress_https: std::net::SocketAddr,
 }
 
 /// `orc agent`: runs until SIGTERM or Ctrl-C.
@@ -52,6 +72,10 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         mesh: !args.no_mesh,
         apps: !args.no_apps,
         containerd: args.containerd.clone(),
+        ingress: (!args.no_ingress).then_some(orc_agent::ingress::IngressListen {
+            http: args.ingress_http,
+            https: args.ingress_https,
+        }),
         ..orc_agent::AgentOptions::default()
     };
     orc_agent::run(options, crate::shutdown_signal()).await?;

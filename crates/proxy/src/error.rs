@@ -31,7 +31,7 @@ pub enum StartError {
         problem: &'static str,
     },
     /// rustls refused the TLS settings.
-    #[error("the HTTPS listener's TLS settings")]
+    #[error("rustls refused the HTTPS listener's TLS settings")]
     Tls(#[source] rustls::Error),
 }
 

@@ -312,10 +312,10 @@ impl Proxy {
         self.shared.registry.snapshot(self.shared.limit.open())
     }
 
-    /// Stops accepting on every listener (their sockets are closed when this returns or
-    /// soon after the first phase), lets HTTP connections finish their requests in flight,
-    /// and lets TCP connections and upgraded tunnels run, for up to `drain`; then closes
-    /// whatever is left.
+    /// Shuts the proxy down gracefully. Every listener stops accepting and closes its
+    /// socket first; then, for up to `drain`, HTTP connections finish their requests in
+    /// flight (and close), while TCP connections and upgraded tunnels run on; whatever is
+    /// still open at the deadline is closed, and counted in the report.
     pub async fn shutdown(mut self, drain: Duration) -> ShutdownReport {
         let shared = self.shared.clone();
         shared.lifecycle.advance(Stage::Draining);
