@@ -60,6 +60,58 @@ pub struct Apps {
     services: crate::mesh::dns::ServiceNames,
     /// The node's ingress proxy, when the agent may run one.
     ingress: Option<crate::ingress::Ingress>,
+    /// Each replica's address and node ports (protocol, node port, container port), from
+    /// the last assignment.
+    ports: Arc<std::sync::Mutex<PortPlans>>,
+}
+
+/// Each replica's address and the node ports it publishes, by replica id.
+type PortPlans = std::collections::BTreeMap<String, (std::net::Ipv4Addr, Vec<(String, u16, u16)>)>;
+
+/// Publishes the node ports of the replicas in `all` that are ready and whose ports no
+/// process of the node holds; a replica whose port is held is marked unready with
+/// `node_port_unavailable`.
+async fn publish_ports(
+    all: &mut [ReplicaStatus],
+    plans: &PortPlans,
+    table: &crate::node_ports::NodePorts,
+) {
+    use crate::node_ports::{Published, port_free};
+    let mut published = std::collections::BTreeSet::new();
+    for status in all.iter_mut() {
+        let Some((address, ports)) = plans.get(&status.id) else {
+            continue;
+        };
+        if !status.ready || ports.is_empty() {
+            continue;
+        }
+        let held: Vec<String> = ports
+            .iter()
+            .filter(|(protocol, port, _)| !port_free(protocol, *port))
+            .map(|(protocol, port, _)| format!("{protocol} port {port}"))
+            .collect();
+        if !held.is_empty() {
+            status.ready = false;
+            status.message = Some(format!(
+                "node_port_unavailable: {} held by a process of the node",
+                held.join(" and ")
+            ));
+            continue;
+        }
+        published.extend(
+            ports
+                .iter()
+                .map(|(protocol, port, container_port)| Published {
+                    protocol: protocol.clone(),
+                    port: *port,
+                    address: *address,
+                    container_port: *container_port,
+                }),
+        );
+    }
+    if let Err(error) = table.publish(published).await {
+        tracing::warn!(%error, "the node's ports cannot be published");
+    }
 }
 
 impl Apps {
@@ -83,6 +135,7 @@ impl Apps {
             states: watch::channel((0, Vec::new())).0,
             kick: Arc::new(tokio::sync::Notify::new()),
             services,
+            ports: Arc::default(),
         };
         // The names last known answer while the zone is away.
         if let Some(kept) = apps.kept() {
@@ -162,12 +215,19 @@ impl Apps {
         let pass = supervisor.clone();
         let states = self.states.clone();
         let kick = self.kick.clone();
+        let ports = self.ports.clone();
+        let table = crate::node_ports::NodePorts::default();
         tokio::spawn(async move {
             // Quick passes for a while after each assignment, so a new replica is seen ready
             // (and reported) soon after it is.
             let mut quick_until = tokio::time::Instant::now() + QUICK_FOR;
             loop {
-                let all = pass.reconcile().await;
+                let mut all = pass.reconcile().await;
+                let plans = ports
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone();
+                publish_ports(&mut all, &plans, &table).await;
                 let generation = pass.assignment().generation;
                 let settling = all
                     .iter()
@@ -214,6 +274,10 @@ impl Apps {
     pub async fn assign(self: &Arc<Self>, workloads: agent_pb::Workloads) -> Result<(), String> {
         let assignment = assignment_of(&workloads)?;
         self.name_services(&assignment);
+        *self
+            .ports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = port_plans(&workloads);
         match &self.ingress {
             Some(ingress) => {
                 if let Err(error) = ingress.apply(workloads.ingress.as_ref()).await {
@@ -247,6 +311,31 @@ impl Apps {
         self.kick.notify_one();
         Ok(())
     }
+}
+
+/// Each replica's address and node ports from the zone's message; a replica without an
+/// address publishes nothing.
+fn port_plans(workloads: &agent_pb::Workloads) -> PortPlans {
+    workloads
+        .replicas
+        .iter()
+        .filter(|r| !r.node_ports.is_empty())
+        .filter_map(|r| {
+            let address = r.address.parse().ok()?;
+            let ports = r
+                .node_ports
+                .iter()
+                .filter_map(|p| {
+                    Some((
+                        p.protocol.clone(),
+                        u16::try_from(p.port).ok()?,
+                        u16::try_from(p.container_port).ok()?,
+                    ))
+                })
+                .collect();
+            Some((r.id.clone(), (address, ports)))
+        })
+        .collect()
 }
 
 /// The message a node sends about its replicas.

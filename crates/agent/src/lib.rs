@@ -21,6 +21,7 @@ pub mod exec;
 pub mod facts;
 pub mod ingress;
 pub mod mesh;
+pub mod node_ports;
 pub mod state;
 
 use std::collections::BTreeMap;

@@ -1584,6 +1584,20 @@ pub struct AppReplicaView {
     /// Why it failed or waits, as its node says (`cannot fetch …`); absent when all is well.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The ports it publishes on its node (`tcp/25565`), reached at the node's address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_ports: Vec<String>,
+}
+
+/// What an app opens on its project's ingress nodes.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AppRouteView {
+    /// `https` (a domain), `http` (the catch-all) or `tcp` (a public port).
+    pub kind: String,
+    /// The domain, `*` for the catch-all, or the port.
+    pub name: String,
+    /// The service it leads to.
+    pub service: String,
 }
 
 /// An app with its replicas.
@@ -1595,6 +1609,13 @@ pub struct AppStatusView {
     pub images: Vec<ImageView>,
     /// Each replica.
     pub replicas: Vec<AppReplicaView>,
+    /// What its newest revision opens on the project's ingress nodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<AppRouteView>,
+    /// Where the project's ingress is reached (point DNS here): each ingress node's public
+    /// address, or for a node without one its public pool's address, with the node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ingress_addresses: Vec<String>,
 }
 
 /// A revision of an app.

@@ -402,7 +402,7 @@ async fn set_forwarding() -> Result<(), MeshError> {
     })
 }
 
-async fn nft(script: &str) -> Result<(), MeshError> {
+pub(crate) async fn nft(script: &str) -> Result<(), MeshError> {
     use tokio::io::AsyncWriteExt as _;
     let mut child = Command::new("nft")
         .args(["-f", "-"])

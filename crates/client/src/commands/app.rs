@@ -438,13 +438,36 @@ pub(crate) fn status_text(org: &str, project: &str, view: &AppStatusView) -> Str
     }
     out.push('\n');
     out.push_str(&images_text(&view.images));
+    if !view.routes.is_empty() {
+        out.push('\n');
+        let mut table = Table::new(&["ROUTE", "NAME", "SERVICE"]);
+        for r in &view.routes {
+            table.row(vec![r.kind.clone(), r.name.clone(), r.service.clone()]);
+        }
+        out.push_str(&table.render());
+        if view.ingress_addresses.is_empty() {
+            out.push_str(
+                "  No node of the project accepts ingress yet: orc node ingress enable NODE\n",
+            );
+        } else {
+            out.push_str(&format!(
+                "  Point DNS at: {}\n",
+                view.ingress_addresses.join(", ")
+            ));
+        }
+    }
     if !view.replicas.is_empty() {
         out.push('\n');
-        let mut table = Table::new(&[
+        let ports = view.replicas.iter().any(|r| !r.node_ports.is_empty());
+        let mut head = vec![
             "WORKLOAD", "SLOT", "NODE", "ADDRESS", "STATE", "READY", "RESTARTS", "REVISION",
-        ]);
+        ];
+        if ports {
+            head.push("NODE PORTS");
+        }
+        let mut table = Table::new(&head);
         for r in &view.replicas {
-            table.row(vec![
+            let mut row = vec![
                 r.workload.clone(),
                 r.slot.to_string(),
                 r.node.clone().unwrap_or_else(|| "-".into()),
@@ -453,7 +476,15 @@ pub(crate) fn status_text(org: &str, project: &str, view: &AppStatusView) -> Str
                 if r.ready { "yes" } else { "no" }.to_string(),
                 r.restarts.to_string(),
                 r.revision.to_string(),
-            ]);
+            ];
+            if ports {
+                row.push(if r.node_ports.is_empty() {
+                    "-".to_string()
+                } else {
+                    r.node_ports.join(" ")
+                });
+            }
+            table.row(row);
         }
         out.push_str(&table.render());
         // What nodes say of replicas that fail or wait, one line each under the table.
@@ -773,6 +804,74 @@ mod tests {
         assert!(
             error.starts_with("--image: \"Acme/Shop\" is not an image reference"),
             "{error}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod status_golden {
+    use super::*;
+    use orc_zone_api_types::views::{AppReplicaView, AppRouteView, ImageView, ProjectAppView};
+
+    fn replica(workload: &str, slot: u32, node: &str, ports: &[&str]) -> AppReplicaView {
+        AppReplicaView {
+            workload: workload.into(),
+            slot,
+            revision: 2,
+            node: Some(node.into()),
+            address: Some(format!("10.96.{slot}.2")),
+            state: "running".into(),
+            ready: true,
+            restarts: 0,
+            message: None,
+            node_ports: ports.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn app_status_lists_routes_where_to_point_dns_and_node_ports() {
+        let route = |kind: &str, name: &str, service: &str| AppRouteView {
+            kind: kind.into(),
+            name: name.into(),
+            service: service.into(),
+        };
+        let mut view = AppStatusView {
+            app: ProjectAppView {
+                name: "shop".into(),
+                revision: 2,
+                state: "HEALTHY".into(),
+                reason: None,
+                ready: 3,
+                replicas: 3,
+                updated_at: 0,
+            },
+            images: vec![ImageView {
+                workload: "web".into(),
+                reference: "acme/shop:2".into(),
+                digest: format!("sha256:{}", "ab".repeat(32)),
+            }],
+            replicas: vec![
+                replica("game", 0, "n-00000000000k", &["tcp/25565", "udp/19132"]),
+                replica("web", 0, "n-00000000000k", &[]),
+                replica("web", 1, "n-00000000000m", &[]),
+            ],
+            routes: vec![
+                route("https", "shop.example.com", "web"),
+                route("http", "*", "web"),
+                route("tcp", "5432", "db"),
+            ],
+            ingress_addresses: vec![
+                "198.51.100.7 (n-00000000000k)".into(),
+                "198.18.0.9 (n-00000000000m, through its pool's address)".into(),
+            ],
+        };
+        crate::commands::check_golden("app-status-ingress", &status_text("acme", "web", &view));
+        view.ingress_addresses.clear();
+        assert!(
+            status_text("acme", "web", &view).contains(
+                "No node of the project accepts ingress yet: orc node ingress enable NODE"
+            ),
+            "a route nobody serves says what to do"
         );
     }
 }

@@ -23,10 +23,10 @@ use super::error::{ApiError, ApiResult, ErrorBody, ErrorCode};
 use super::extract::{JsonBody, PathArgs};
 use super::tenancy::{parse_name, project_with_role};
 use super::views::{
-    AppPlanView, AppReplicaView, AppRevisionView, AppStatusView, BlockedView, ChangeView,
-    DeployApp, ImageView, ProjectAppView, RollbackApp,
+    AppPlanView, AppReplicaView, AppRevisionView, AppRouteView, AppStatusView, BlockedView,
+    ChangeView, DeployApp, ImageView, ProjectAppView, RollbackApp,
 };
-use crate::model::{Name, Org, Project, Role};
+use crate::model::{Name, Org, Project, ProjectId, Role};
 use crate::rollouts::{self, Cluster, Documents};
 use crate::store::{AppReplicaRow, AppRevisionRow};
 use orc_zone_model::access::Caller;
@@ -529,12 +529,43 @@ pub(super) async fn get_app(
     let (name, row) = app_rows(&state, &project, &app).await?;
     let replicas = state.store.list_app_replicas(&project.id, &name).await?;
     let document = document_of(&row)?;
+    let mut documents = Documents::default();
+    let mut node_ports: Vec<Vec<String>> = Vec::with_capacity(replicas.len());
+    for r in &replicas {
+        let ports = documents
+            .get(&state.store, &project.id, &name, r.revision)
+            .await?
+            .and_then(|d| {
+                d.spec
+                    .services
+                    .iter()
+                    .find(|(n, _)| n.as_str() == r.workload)
+                    .map(|(_, s)| {
+                        s.node_ports()
+                            .into_iter()
+                            .map(|(protocol, port, _)| format!("{protocol}/{port}"))
+                            .collect()
+                    })
+            })
+            .unwrap_or_default();
+        node_ports.push(ports);
+    }
+    let routes = routes_of(&document);
+    let ingress_addresses = if routes.is_empty() {
+        Vec::new()
+    } else {
+        ingress_addresses(&state, &project.id).await?
+    };
     Ok(Json(AppStatusView {
         app: app_view(&row, &replicas, &document),
         images: images_of(&document),
+        routes,
+        ingress_addresses,
         replicas: replicas
             .iter()
-            .map(|r| AppReplicaView {
+            .zip(node_ports)
+            .map(|(r, node_ports)| AppReplicaView {
+                node_ports,
                 workload: r.workload.clone(),
                 slot: r.slot,
                 revision: r.revision,
@@ -552,6 +583,67 @@ pub(super) async fn get_app(
             })
             .collect(),
     }))
+}
+
+/// What `document` opens on the ingress nodes, domains first.
+fn routes_of(document: &ResolvedApp) -> Vec<AppRouteView> {
+    let mut out = Vec::new();
+    for (name, service) in &document.spec.services {
+        for domain in service.domains() {
+            out.push(AppRouteView {
+                kind: "https".into(),
+                name: domain.clone(),
+                service: name.to_string(),
+            });
+        }
+    }
+    for (name, service) in &document.spec.services {
+        if service.is_public() {
+            out.push(AppRouteView {
+                kind: "http".into(),
+                name: "*".into(),
+                service: name.to_string(),
+            });
+        }
+        if let Some(port) = service.public_port() {
+            out.push(AppRouteView {
+                kind: "tcp".into(),
+                name: port.to_string(),
+                service: name.to_string(),
+            });
+        }
+    }
+    out
+}
+
+/// Where `project`'s ingress is reached: each ingress node's public IPv4 (`198.51.100.7
+/// (n-…)`), or, for a node without one (a partner node), its pool's public address when
+/// the pool has one; a node reached neither way is named with why.
+async fn ingress_addresses(state: &ApiState, project: &ProjectId) -> ApiResult<Vec<String>> {
+    let mut out = Vec::new();
+    for id in state.store.ingress_nodes(project).await? {
+        let node = state.store.get_node(&id).await?;
+        let private = orc_zone_api_types::views::private_address(&node.status.addresses);
+        let public: Vec<&String> = node
+            .status
+            .addresses
+            .iter()
+            .filter(|a| Some(*a) != private.as_ref())
+            .filter(|a| a.parse::<std::net::Ipv4Addr>().is_ok())
+            .collect();
+        if !public.is_empty() {
+            for address in public {
+                out.push(format!("{address} ({id})"));
+            }
+        } else if let Some(pool) = state.store.pool_address(&node.pool_id).await? {
+            out.push(format!("{} ({id}, through its pool's address)", pool.ipv4));
+        } else {
+            out.push(format!(
+                "none for {id}: it has no public IPv4 and its pool no public address (make the pool public with ports 80 and 443)"
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// Every revision of an app, newest first.

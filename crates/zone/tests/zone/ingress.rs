@@ -136,6 +136,31 @@ async fn the_first_node_takes_ingress_a_member_moves_it_and_what_an_app_opens_is
         .await;
     assert_eq!(site.status, StatusCode::CREATED, "{}", site.body);
     assert_ne!(newest(&z, &t.vic, "site").await["state"], "BLOCKED");
+    let status = z.get(&format!("{WEB}/apps/site"), &t.vic).await;
+    assert_eq!(status.status, StatusCode::OK, "{}", status.body);
+    let routes: Vec<(String, String, String)> = status.body["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let text = |k: &str| r[k].as_str().unwrap().to_string();
+            (text("kind"), text("name"), text("service"))
+        })
+        .collect();
+    let route = |k: &str, n: &str, s: &str| (k.to_string(), n.to_string(), s.to_string());
+    assert_eq!(
+        routes,
+        [
+            route("https", "shop.example.com", "web"),
+            route("tcp", "7777", "game"),
+            route("http", "*", "web"),
+        ]
+    );
+    let addresses = status.body["ingress_addresses"].to_string();
+    assert!(
+        addresses.contains(&other) && !addresses.contains(&first),
+        "only the ingress node is where DNS points: {addresses}"
+    );
 
     // A second app asking for the same is blocked, naming the first, and its plan says why.
     let plan = z
