@@ -39,6 +39,8 @@ services {{
     http {{
       port = 8080
       healthPath = "/healthz"
+      domains {{ "shop.example.com" }}
+      public = true
     }}
   }}
   ["db"] {{
@@ -219,6 +221,27 @@ fn now() -> u64 {
         .as_secs()
 }
 
+/// What the ingress proxy on `node` answers on the node's port 80 for `host`.
+fn through_ingress(up: &Up, node: &str, host: &str) -> String {
+    let header = format!("Host: {host}");
+    let argv = [
+        "exec",
+        node,
+        "--project",
+        PROJECT,
+        "--",
+        "busybox",
+        "wget",
+        "-q",
+        "-O-",
+        "--header",
+        &header,
+        "http://127.0.0.1/",
+    ];
+    let out = up.orc(&argv);
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// Kills node `node`'s agent (SIGKILL) and starts it again inside its server, as its
 /// bootstrap did.
 fn restart_agent(up: &Up, node: &str) {
@@ -387,6 +410,48 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
     assert_eq!(node_of(&first, "db"), disk_node, "{first:#}");
     assert_eq!(node_of(&first, "caller"), east_node, "{first:#}");
 
+    // Ingress: the first tenant node to join (never a site's gateway) accepts it; its
+    // proxy serves the web's domain and the catch-all from the web's replicas at both
+    // sites, and the status says what the app opens.
+    let ingress: Vec<&str> = [&web_nodes, &east_nodes]
+        .iter()
+        .flat_map(|n| n.as_array().unwrap().iter())
+        .filter(|n| n["ingress"] == true)
+        .filter_map(|n| n["id"].as_str())
+        .collect();
+    assert_eq!(
+        ingress.len(),
+        1,
+        "one ingress node: {web_nodes:#} {east_nodes:#}"
+    );
+    let ingress_node = ingress[0].to_string();
+    let opened: Vec<String> = first["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["kind"].as_str().unwrap(),
+                r["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(opened, ["https shop.example.com", "http *"], "{first:#}");
+    let started = Instant::now();
+    while through_ingress(&up, &ingress_node, "shop.example.com") != "v1" {
+        assert!(
+            started.elapsed() < MINUTE,
+            "the ingress proxy on {ingress_node} never served shop.example.com"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(
+        through_ingress(&up, &ingress_node, "anything.example.net"),
+        "v1",
+        "any other name goes to the catch-all"
+    );
+
     // The worker reaches the web by its service name, at both sites, over the mesh.
     wait_for_call(&up, "got v1");
     let caller_node = node_of(&first, "caller");
@@ -485,6 +550,14 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
     ]);
     assert!(updated.contains("HEALTHY"), "{updated}");
     wait_for_call(&up, "got v2");
+    let started = Instant::now();
+    while through_ingress(&up, &ingress_node, "shop.example.com") != "v2" {
+        assert!(
+            started.elapsed() < MINUTE,
+            "the ingress routes never moved to the new replicas"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let seen = calls(&up);
     assert!(
         failures(&seen).is_empty(),
