@@ -221,6 +221,16 @@ fn now() -> u64 {
         .as_secs()
 }
 
+/// The prefix of the emulated servers' namespaces (the echo host is `<prefix>echo`).
+fn fabric_of(up: &Up) -> String {
+    up.summary
+        .split("netns     servers are namespaces ")
+        .nth(1)
+        .and_then(|rest| rest.split_once("-* on 198."))
+        .map(|(prefix, _)| format!("{prefix}-"))
+        .unwrap_or_else(|| panic!("no fabric in the summary: {}", up.summary))
+}
+
 /// What the ingress proxy on `node` answers on the node's port 80 for `host`.
 fn through_ingress(up: &Up, node: &str, host: &str) -> String {
     let header = format!("Host: {host}");
@@ -317,11 +327,20 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
     );
     let dir = tempfile::tempdir().unwrap();
     let up = Up::start_with(dir.path(), &["--netns"]);
-    for (pool, class, size) in [
-        ("sys/sys/web", "eu-central", "2"),
-        ("sys/sys/east", "us-east", "1"),
+    // The web's pool is public with the ingress ports: its address at its site forwards
+    // them to its nodes, which have no public address of their own.
+    let ingress_ports: &[&str] = &[
+        "--public",
+        "--endpoint",
+        "http=tcp:80",
+        "--endpoint",
+        "https=tcp:443",
+    ];
+    for (pool, class, size, extra) in [
+        ("sys/sys/web", "eu-central", "2", ingress_ports),
+        ("sys/sys/east", "us-east", "1", &[][..]),
     ] {
-        let created = up.ok(&[
+        let mut argv = vec![
             "pool",
             "create",
             pool,
@@ -338,7 +357,9 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
             "--size",
             size,
             "--wait",
-        ]);
+        ];
+        argv.extend_from_slice(extra);
+        let created = up.ok(&argv);
         assert!(created.contains("node(s) running"), "{created}");
     }
     let ready = |nodes: &Value| {
@@ -451,6 +472,62 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
         "v1",
         "any other name goes to the catch-all"
     );
+    // From the emulated internet: both web nodes accept ingress, and the web pool's public
+    // address, which the status names as where to point DNS, reaches their proxies.
+    for node in web_nodes.as_array().unwrap() {
+        let id = node["id"].as_str().unwrap();
+        let shown = up.ok(&["node", "ingress", "enable", id, "--project", PROJECT]);
+        assert!(shown.contains("accepts public ingress"), "{shown}");
+    }
+    let pool = up.wait_for(&["pool", "show", "sys/sys/web"], 3 * MINUTE, |p| {
+        p["pool"]["address"]["ipv4"].is_string()
+    });
+    let address = pool["pool"]["address"]["ipv4"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let dns = up.wait_for(
+        &["app", "status", "shop", "--project", PROJECT],
+        MINUTE,
+        |s| s["ingress_addresses"].to_string().contains(&address),
+    );
+    eprintln!("point DNS at: {}", dns["ingress_addresses"]);
+    let echo_ns = format!("{}echo", fabric_of(&up));
+    let from_internet = |host: &str| -> Option<String> {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &echo_ns,
+                "curl",
+                "-sf",
+                "--max-time",
+                "3",
+                "-H",
+            ])
+            .arg(format!("Host: {host}"))
+            .arg(format!("http://{address}/"))
+            .output()
+            .expect("curl in the echo host's namespace");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let started = Instant::now();
+    while from_internet("shop.example.com").as_deref() != Some("v1") {
+        assert!(
+            started.elapsed() < 2 * MINUTE,
+            "the web pool's address {address} does not reach the ingress proxies"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for _ in 0..10 {
+        assert_eq!(
+            from_internet("shop.example.com").as_deref(),
+            Some("v1"),
+            "every request through the pool's address is served"
+        );
+    }
 
     // The worker reaches the web by its service name, at both sites, over the mesh.
     wait_for_call(&up, "got v1");

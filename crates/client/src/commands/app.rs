@@ -862,7 +862,7 @@ mod status_golden {
             ],
             ingress_addresses: vec![
                 "198.51.100.7 (n-00000000000k)".into(),
-                "198.18.0.9 (n-00000000000m, through its pool's address)".into(),
+                "198.18.0.9 (the pool address of n-00000000000m, n-00000000000n)".into(),
             ],
         };
         crate::commands::check_golden("app-status-ingress", &status_text("acme", "web", &view));

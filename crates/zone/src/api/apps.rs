@@ -618,9 +618,11 @@ fn routes_of(document: &ResolvedApp) -> Vec<AppRouteView> {
 
 /// Where `project`'s ingress is reached: each ingress node's public IPv4 (`198.51.100.7
 /// (n-…)`), or, for a node without one (a partner node), its pool's public address when
-/// the pool has one; a node reached neither way is named with why.
+/// the pool has one, once with every node behind it; a node reached neither way is named
+/// with why.
 async fn ingress_addresses(state: &ApiState, project: &ProjectId) -> ApiResult<Vec<String>> {
     let mut out = Vec::new();
+    let mut pools: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for id in state.store.ingress_nodes(project).await? {
         let node = state.store.get_node(&id).await?;
         let private = orc_zone_api_types::views::private_address(&node.status.addresses);
@@ -636,12 +638,18 @@ async fn ingress_addresses(state: &ApiState, project: &ProjectId) -> ApiResult<V
                 out.push(format!("{address} ({id})"));
             }
         } else if let Some(pool) = state.store.pool_address(&node.pool_id).await? {
-            out.push(format!("{} ({id}, through its pool's address)", pool.ipv4));
+            pools.entry(pool.ipv4).or_default().push(id.to_string());
         } else {
             out.push(format!(
                 "none for {id}: it has no public IPv4 and its pool no public address (make the pool public with ports 80 and 443)"
             ));
         }
+    }
+    for (address, nodes) in pools {
+        out.push(format!(
+            "{address} (the pool address of {})",
+            nodes.join(", ")
+        ));
     }
     Ok(out)
 }
