@@ -15,6 +15,10 @@ pub struct Starter {
     pub port: u16,
     /// The readiness path, or none for a TCP check.
     pub health: Option<String>,
+    /// Public names served over HTTPS on the project's ingress nodes.
+    pub domains: Vec<String>,
+    /// Whether the service is the project's plain-HTTP catch-all on port 80.
+    pub public: bool,
 }
 
 impl Default for Starter {
@@ -25,6 +29,8 @@ impl Default for Starter {
             replicas: 2,
             port: 8080,
             health: Some("/healthz".into()),
+            domains: Vec::new(),
+            public: false,
         }
     }
 }
@@ -57,6 +63,22 @@ impl Starter {
         let _ = writeln!(out, "      port = {}", self.port);
         if let Some(path) = &self.health {
             let _ = writeln!(out, "      healthPath = {path:?}");
+        }
+        if !self.domains.is_empty() {
+            let quoted: Vec<String> = self.domains.iter().map(|d| format!("{d:?}")).collect();
+            let _ = writeln!(
+                out,
+                "      // Served on the project's ingress nodes: point each name's DNS where"
+            );
+            let _ = writeln!(out, "      // `orc app status` says.");
+            let _ = writeln!(out, "      domains {{ {} }}", quoted.join(" "));
+        }
+        if self.public {
+            let _ = writeln!(
+                out,
+                "      // Every other request to port 80 of the project's ingress nodes."
+            );
+            out.push_str("      public = true\n");
         }
         out.push_str("    }\n");
         out.push_str("    resources {\n      cpu = \"100m\"\n      memory = \"128Mi\"\n    }\n");

@@ -710,7 +710,7 @@ fn build() -> Schema {
                         "domains",
                         listing(text(Check::Domain)),
                         Empty,
-                        "Public names served over HTTPS (and plain HTTP until a certificate is issued) on the project's ingress nodes, once the service is ready. Certificates are requested and renewed automatically. Point each name's DNS at the ingress nodes.",
+                        "Public names served on the project's ingress nodes once the service is ready: over HTTPS when the zone holds a certificate for the name, and over plain HTTP on port 80 until it does. Point each name's DNS where `orc app status` says.",
                     ),
                     field(
                         "public",

@@ -358,8 +358,8 @@ pub struct Http {
     /// The readiness path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_path: Option<String>,
-    /// Public names served over HTTPS on the project's ingress nodes, with certificates
-    /// requested automatically.
+    /// Public names served on the project's ingress nodes: over HTTPS with a certificate
+    /// for the name, over plain HTTP until there is one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub domains: Vec<String>,
     /// The project's one catch-all of plain HTTP on port 80 of its ingress nodes.

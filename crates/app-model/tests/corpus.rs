@@ -168,6 +168,8 @@ fn the_starter_file_checks_and_says_what_it_was_given() {
         replicas: 3,
         port: 9000,
         health: Some("/ready".into()),
+        domains: vec!["shop.example.com".into(), "www.example.com".into()],
+        public: true,
     };
     let file = dir.path().join("orch.pkl");
     std::fs::write(&file, starter.render()).expect("writing the starter");
@@ -181,6 +183,8 @@ fn the_starter_file_checks_and_says_what_it_was_given() {
         (http.port, http.health_path.as_deref()),
         (9000, Some("/ready"))
     );
+    assert_eq!(http.domains, ["shop.example.com", "www.example.com"]);
+    assert!(http.public, "reachable from outside as it stands");
     assert!(spec.deploy.auto_rollback);
 
     let without_health = Starter {
@@ -193,6 +197,12 @@ fn the_starter_file_checks_and_says_what_it_was_given() {
         spec.services
             .values()
             .all(|s| s.http.as_ref().is_some_and(|h| h.health_path.is_none()))
+    );
+    assert!(
+        spec.services
+            .values()
+            .all(|s| !s.is_public() && s.domains().is_empty()),
+        "nothing is opened unless asked"
     );
 }
 

@@ -227,6 +227,14 @@ enum AppCommand {
         /// Check readiness with a TCP connection instead of an HTTP path.
         #[arg(long)]
         no_health: bool,
+        /// Make the service the project's plain-HTTP catch-all on port 80 of its ingress
+        /// nodes.
+        #[arg(long)]
+        public: bool,
+        /// A public name served on the project's ingress nodes (repeat for more): HTTPS
+        /// with a certificate for it, plain HTTP until then.
+        #[arg(long = "domain", value_name = "NAME")]
+        domains: Vec<String>,
         /// Where to write.
         #[arg(long, default_value = orc_client::commands::app::DEFAULT_FILE)]
         file: PathBuf,
@@ -969,6 +977,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 port,
                 health,
                 no_health,
+                public,
+                domains,
                 file,
                 force,
             } => commands::app::init(&commands::app::InitArgs {
@@ -978,6 +988,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 replicas,
                 port,
                 health: (!no_health).then_some(health),
+                domains,
+                public,
                 force,
             }),
             AppCommand::Check { file } => commands::app::check(file.as_deref(), conn.json),

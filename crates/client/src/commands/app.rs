@@ -40,6 +40,10 @@ pub struct InitArgs {
     pub port: u16,
     /// The readiness path; `None` for a TCP check.
     pub health: Option<String>,
+    /// Public names served over HTTPS.
+    pub domains: Vec<String>,
+    /// The project's plain-HTTP catch-all.
+    pub public: bool,
     /// Replace an existing file.
     pub force: bool,
 }
@@ -63,6 +67,11 @@ pub fn init(args: &InitArgs) -> anyhow::Result<()> {
     {
         bail!("--health {path:?} {why}");
     }
+    for domain in &args.domains {
+        if let Err(why) = Check::Domain.test(domain) {
+            bail!("--domain {domain:?} {why}");
+        }
+    }
     if args.file.exists() && !args.force {
         bail!(
             "{} already exists; pass --force to replace it",
@@ -79,6 +88,8 @@ pub fn init(args: &InitArgs) -> anyhow::Result<()> {
         replicas: args.replicas,
         port: args.port,
         health: args.health.clone(),
+        domains: args.domains.clone(),
+        public: args.public,
     };
     std::fs::write(&args.file, starter.render())
         .with_context(|| format!("cannot write {}", args.file.display()))?;
@@ -99,6 +110,19 @@ pub fn init(args: &InitArgs) -> anyhow::Result<()> {
         starter.image,
         starter.port,
     );
+    if !starter.domains.is_empty() || starter.public {
+        let mut reached = Vec::new();
+        if !starter.domains.is_empty() {
+            reached.push(starter.domains.join(", "));
+        }
+        if starter.public {
+            reached.push("port 80 of any other name".to_string());
+        }
+        println!(
+            "Reached from outside at {} on the project's ingress nodes (orc app status says where).",
+            reached.join(" and ")
+        );
+    }
     if placeholder {
         println!(
             "The image is a placeholder: edit it, or run again with --image ORG/NAME:TAG --force."
@@ -768,6 +792,8 @@ mod tests {
             replicas: 3,
             port: 8080,
             health: None,
+            domains: Vec::new(),
+            public: false,
             force: false,
         };
         init(&args).expect("init writes a file");
@@ -790,6 +816,8 @@ mod tests {
             replicas: 1,
             port: 8080,
             health: None,
+            domains: Vec::new(),
+            public: false,
             force: false,
         };
         let error = init(&args).expect_err("a bad name is refused").to_string();
@@ -797,12 +825,27 @@ mod tests {
         let error = init(&InitArgs {
             name: "shop".into(),
             image: Some("Acme/Shop".into()),
+            file: args.file.clone(),
+            health: None,
+            domains: Vec::new(),
             ..args
         })
         .expect_err("a bad image is refused")
         .to_string();
         assert!(
             error.starts_with("--image: \"Acme/Shop\" is not an image reference"),
+            "{error}"
+        );
+        let error = init(&InitArgs {
+            name: "shop".into(),
+            image: None,
+            domains: vec!["shop.internal".into()],
+            ..args
+        })
+        .expect_err("a domain that is no public name is refused")
+        .to_string();
+        assert!(
+            error.starts_with("--domain \"shop.internal\" is not a public name"),
             "{error}"
         );
     }
