@@ -81,7 +81,7 @@ impl Ingress {
                 if let Some(dir) = self.kept.parent() {
                     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
                 }
-                write_private(&self.kept, &ingress.encode_to_vec())
+                crate::state::write_private(&self.kept, ingress.encode_to_vec())
                     .map_err(|e| format!("{}: {e}", self.kept.display()))?;
             }
             None => match std::fs::remove_file(&self.kept) {
@@ -182,24 +182,6 @@ pub fn routes_of(ingress: &agent_pb::Ingress) -> Result<Routes, String> {
             .insert(c.token.clone(), c.key_authorization.clone());
     }
     Ok(routes)
-}
-
-/// Writes `bytes` to `path` readable by its owner only, through a file beside it.
-fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -188,8 +188,8 @@ impl StateDir {
     }
 }
 
-/// Writes `text` to `path` 0600 through a temporary file and a rename.
-pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+/// Writes `contents` to `path` 0600 through a temporary file and a rename.
+pub fn write_private(path: &Path, contents: impl AsRef<[u8]>) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
@@ -201,7 +201,7 @@ pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
         options.mode(0o600);
     }
     let mut file = options.open(&tmp)?;
-    file.write_all(text.as_bytes())?;
+    file.write_all(contents.as_ref())?;
     file.sync_all()?;
     std::fs::rename(&tmp, path)
 }

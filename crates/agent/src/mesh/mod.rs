@@ -89,7 +89,7 @@ impl MeshKey {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let key = orc_wg::generate_private_key().map_err(|e| bad(e.to_string()))?;
-                crate::state::write_private(&path, &orc_mesh::PublicKey(key).to_string())
+                crate::state::write_private(&path, orc_mesh::PublicKey(key).to_string())
                     .map_err(|e| bad(e.to_string()))?;
                 key
             }

@@ -1,22 +1,12 @@
 //! What the backend learns about the client: the address the proxy saw, never a claim.
 
-use std::collections::BTreeMap;
-
-use orc_proxy::Routes;
-
-use crate::support::{Backend, client_to, proxy, route};
+use crate::support::{Backend, client_to, proxy, route_to_app};
 
 #[tokio::test]
 async fn the_backend_sees_the_clients_address_even_when_the_client_forged_one() {
     let proxy = proxy().await;
     let app = Backend::start("app").await;
-    proxy
-        .set_routes(Routes {
-            http: BTreeMap::from([("app.example.com".into(), route("a/app", &[&app]))]),
-            ..Routes::default()
-        })
-        .await
-        .unwrap();
+    route_to_app(&proxy, &app).await;
     let client = client_to(proxy.http_addr(), &["app.example.com"]);
     let port = proxy.http_addr().port();
     let response = client

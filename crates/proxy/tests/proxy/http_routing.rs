@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use orc_proxy::Routes;
 use reqwest::StatusCode;
 
-use crate::support::{Backend, TestCa, client_to, proxy, route};
+use crate::support::{Backend, TestCa, client_to, proxy, route, route_to_app};
 
 #[tokio::test]
 async fn domain_routes_win_over_the_catch_all_which_takes_every_other_host() {
@@ -45,13 +45,7 @@ async fn domain_routes_win_over_the_catch_all_which_takes_every_other_host() {
 async fn without_a_catch_all_an_unknown_host_gets_a_404_naming_it() {
     let proxy = proxy().await;
     let app = Backend::start("app").await;
-    proxy
-        .set_routes(Routes {
-            http: BTreeMap::from([("app.example.com".into(), route("a/app", &[&app]))]),
-            ..Routes::default()
-        })
-        .await
-        .unwrap();
+    route_to_app(&proxy, &app).await;
     let client = client_to(proxy.http_addr(), &["other.example.com"]);
     let port = proxy.http_addr().port();
     let response = client

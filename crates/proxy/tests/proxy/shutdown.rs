@@ -8,20 +8,15 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 use crate::support::{
-    Backend, EchoServer, PATIENCE, client_to, echo_through, eventually, free_port, proxy, route,
+    Backend, EchoServer, PATIENCE, client_to, echo_through, eventually, free_port, proxy,
+    route_to_app,
 };
 
 #[tokio::test]
 async fn shutdown_stops_accepting_and_lets_a_request_in_flight_finish() {
     let proxy = proxy().await;
     let app = Backend::start("app").await;
-    proxy
-        .set_routes(Routes {
-            http: BTreeMap::from([("app.example.com".into(), route("a/app", &[&app]))]),
-            ..Routes::default()
-        })
-        .await
-        .unwrap();
+    route_to_app(&proxy, &app).await;
     let http_addr = proxy.http_addr();
     let client = client_to(http_addr, &["app.example.com"]);
     let mut response = client

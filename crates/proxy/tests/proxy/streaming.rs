@@ -1,12 +1,9 @@
 //! Bodies stream through the proxy both ways: large ones arrive whole, and a slow answer's
 //! first bytes arrive before the backend has finished.
 
-use std::collections::BTreeMap;
-
-use orc_proxy::Routes;
 use reqwest::StatusCode;
 
-use crate::support::{Backend, PATIENCE, client_to, pattern, proxy, route};
+use crate::support::{Backend, PATIENCE, client_to, pattern, proxy, route_to_app};
 
 const EIGHT_MIB: usize = 8 * 1024 * 1024;
 
@@ -14,13 +11,7 @@ const EIGHT_MIB: usize = 8 * 1024 * 1024;
 async fn a_large_body_arrives_intact_both_ways() {
     let proxy = proxy().await;
     let app = Backend::start("app").await;
-    proxy
-        .set_routes(Routes {
-            http: BTreeMap::from([("app.example.com".into(), route("a/app", &[&app]))]),
-            ..Routes::default()
-        })
-        .await
-        .unwrap();
+    route_to_app(&proxy, &app).await;
     let client = client_to(proxy.http_addr(), &["app.example.com"]);
     let port = proxy.http_addr().port();
     let sent = pattern(EIGHT_MIB);
@@ -55,13 +46,7 @@ async fn a_large_body_arrives_intact_both_ways() {
 async fn a_slow_answers_first_bytes_reach_the_client_before_the_backend_finishes() {
     let proxy = proxy().await;
     let app = Backend::start("app").await;
-    proxy
-        .set_routes(Routes {
-            http: BTreeMap::from([("app.example.com".into(), route("a/app", &[&app]))]),
-            ..Routes::default()
-        })
-        .await
-        .unwrap();
+    route_to_app(&proxy, &app).await;
     let client = client_to(proxy.http_addr(), &["app.example.com"]);
     let port = proxy.http_addr().port();
     let mut response = client

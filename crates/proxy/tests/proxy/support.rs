@@ -1,6 +1,7 @@
 //! What the proxy's tests share: a proxy on loopback, backends that say who they are and
 //! what they saw, a TCP echo server, a test CA and clients.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -16,7 +17,7 @@ use hyper::header::HeaderValue;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use orc_proxy::{Certificate, Proxy, ProxyConfig, Route};
+use orc_proxy::{Certificate, Proxy, ProxyConfig, Route, Routes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
@@ -28,6 +29,17 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 /// A proxy listening on loopback ports of its own.
 pub async fn proxy() -> Proxy {
     proxy_with(|_| {}).await
+}
+
+/// Gives `proxy` one route: `app.example.com` to `app` (as `a/app`).
+pub async fn route_to_app(proxy: &Proxy, app: &Backend) {
+    proxy
+        .set_routes(Routes {
+            http: BTreeMap::from([("app.example.com".into(), route("a/app", &[app]))]),
+            ..Routes::default()
+        })
+        .await
+        .unwrap();
 }
 
 /// A proxy listening on loopback ports of its own, its config changed by `change`.

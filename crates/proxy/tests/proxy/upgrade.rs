@@ -1,12 +1,9 @@
 //! Upgrades: the `101` passes through and the two upgraded connections are joined.
 
-use std::collections::BTreeMap;
-
-use orc_proxy::Routes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::{Backend, PATIENCE, echo_through, proxy, route};
+use crate::support::{Backend, PATIENCE, echo_through, proxy, route_to_app};
 
 /// Reads an HTTP/1 answer head, byte by byte so nothing after it is consumed.
 async fn read_head(tcp: &mut TcpStream) -> String {
@@ -27,13 +24,7 @@ async fn read_head(tcp: &mut TcpStream) -> String {
 async fn an_upgraded_connection_echoes_through_the_proxy() {
     let proxy = proxy().await;
     let app = Backend::start("app").await;
-    proxy
-        .set_routes(Routes {
-            http: BTreeMap::from([("app.example.com".into(), route("a/app", &[&app]))]),
-            ..Routes::default()
-        })
-        .await
-        .unwrap();
+    route_to_app(&proxy, &app).await;
     let mut tcp = TcpStream::connect(proxy.http_addr()).await.unwrap();
     tcp.write_all(
         b"GET /upgrade HTTP/1.1\r\nHost: app.example.com\r\n\

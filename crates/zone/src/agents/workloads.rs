@@ -16,7 +16,7 @@ use sha2::Digest as _;
 
 use super::AgentHub;
 use crate::model::{Name, NodeId, ProjectId};
-use crate::store::StoreError;
+use crate::store::{AppRevisionRow, ReadyReplica, StoreError};
 
 /// How often a session checks its node's assignment when nothing says it changed.
 pub(super) const WORKLOAD_POLL: Duration = Duration::from_secs(2);
@@ -94,22 +94,24 @@ impl AgentHub {
         let mut documents: BTreeMap<(ProjectId, Name, u64), Option<ResolvedApp>> = BTreeMap::new();
         let mut out = NodeWorkloads::default();
         // An ingress node serves its project's routes, with or without replicas of its own.
-        let ingress_project = if store.node_ingress(node).await? {
-            self.project_of(node).await?
-        } else {
-            None
+        let ingress = store.node_ingress(node).await?;
+        let project = match rows.first() {
+            Some((project, ..)) => Some(project.clone()),
+            None if ingress => self.project_of(node).await?,
+            None => None,
         };
-        if let Some(project) = &ingress_project {
-            out.message.ingress = Some(self.ingress(project).await?);
+        // The project's apps and ready replicas, read once for its names and its routes.
+        let apps = match &project {
+            Some(project) => Some(ProjectApps::read(store, project).await?),
+            None => None,
+        };
+        if let Some(apps) = apps.as_ref().filter(|_| ingress) {
+            out.message.ingress = Some(apps.ingress(store).await?);
         }
         // The node's subnet, its replicas' addresses, and the project's names.
-        let project = rows
-            .first()
-            .map(|(project, ..)| project.clone())
-            .or(ingress_project);
-        let network = match &project {
-            Some(project) => self.network(node, project).await?,
-            None => None,
+        let network = match (&project, &apps) {
+            (Some(project), Some(apps)) => self.network(node, project, apps).await?,
+            _ => None,
         };
         let addresses = match &network {
             Some(net) => store.assign_replica_addresses(node, net.subnet).await?,
@@ -272,6 +274,7 @@ impl AgentHub {
         &self,
         node: &NodeId,
         project: &ProjectId,
+        apps: &ProjectApps,
     ) -> Result<Option<NodeNetwork>, StoreError> {
         let Some(range) = self.inner.options.workloads else {
             return Ok(None);
@@ -292,15 +295,12 @@ impl AgentHub {
         let domain = format!("{}.{}.internal", row.name, org.name);
         // Every service of the project's apps, with its ready replicas' addresses.
         let mut services: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for app in store.list_apps(project).await? {
-            let Ok(document) = serde_json::from_str::<ResolvedApp>(&app.document) else {
-                continue;
-            };
+        for (app, document) in &apps.apps {
             for name in document.spec.services.keys() {
                 services.insert(format!("{name}.{}.{domain}", app.app), Vec::new());
             }
         }
-        for ready in store.ready_replica_addresses(project).await? {
+        for ready in &apps.ready {
             let name = format!("{}.{}.{domain}", ready.workload, ready.app);
             if let Some(list) = services.get_mut(&name) {
                 list.push(ready.address.to_string());
@@ -326,39 +326,6 @@ impl AgentHub {
             Err(e) => return Err(e),
         };
         Ok(Some(store.get_pool(&record.pool_id).await?.project_id))
-    }
-
-    /// What an ingress node of `project` serves: each route an app declares (in its newest
-    /// revision that is not blocked, or in the revision a ready replica runs), with the
-    /// ready replicas whose own revision declares it as backends. A route whose replicas
-    /// are all unready stays, with no backend, so it answers 503 rather than 404.
-    async fn ingress(&self, project: &ProjectId) -> Result<agent_pb::Ingress, StoreError> {
-        let store = &self.inner.store;
-        let mut documents: BTreeMap<(Name, u64), Option<ResolvedApp>> = BTreeMap::new();
-        let mut table = RouteTable::default();
-        for row in store.list_apps(project).await? {
-            if row.state == DeploymentState::Blocked.as_str() {
-                continue;
-            }
-            if let Ok(document) = serde_json::from_str::<ResolvedApp>(&row.document) {
-                table.declare(&row.app, &document, None);
-                documents.insert((row.app.clone(), row.number), Some(document));
-            }
-        }
-        for ready in store.ready_replica_addresses(project).await? {
-            let key = (ready.app.clone(), ready.revision);
-            if !documents.contains_key(&key) {
-                let row = store
-                    .app_revision(project, &ready.app, ready.revision)
-                    .await?;
-                let document = row.and_then(|r| serde_json::from_str(&r.document).ok());
-                documents.insert(key.clone(), document);
-            }
-            if let Some(Some(document)) = documents.get(&key) {
-                table.declare(&ready.app, document, Some((&ready.workload, ready.address)));
-            }
-        }
-        Ok(table.into_message())
     }
 
     async fn secret(&self, project: &ProjectId, name: &str) -> Result<Option<String>, StoreError> {
@@ -432,6 +399,71 @@ impl AgentHub {
             // answers.
             self.inner.options.assignments.changed();
         }
+    }
+}
+
+/// A project's apps, each with its newest revision's document, and its ready replicas:
+/// what both its service names and its ingress routes come from.
+struct ProjectApps {
+    project: ProjectId,
+    apps: Vec<(AppRevisionRow, ResolvedApp)>,
+    ready: Vec<ReadyReplica>,
+}
+
+impl ProjectApps {
+    async fn read(store: &crate::store::Store, project: &ProjectId) -> Result<Self, StoreError> {
+        let apps = store
+            .list_apps(project)
+            .await?
+            .into_iter()
+            .filter_map(|row| {
+                let document = serde_json::from_str::<ResolvedApp>(&row.document).ok()?;
+                Some((row, document))
+            })
+            .collect();
+        Ok(ProjectApps {
+            project: project.clone(),
+            apps,
+            ready: store.ready_replica_addresses(project).await?,
+        })
+    }
+
+    /// What an ingress node of the project serves: each route an app declares (in its
+    /// newest revision that is not blocked, or in the revision a ready replica runs), with
+    /// the ready replicas whose own revision declares it as backends. A route whose
+    /// replicas are all unready stays, with no backend, so it answers 503 rather than 404.
+    async fn ingress(&self, store: &crate::store::Store) -> Result<agent_pb::Ingress, StoreError> {
+        let mut documents: BTreeMap<(&Name, u64), Option<ResolvedApp>> = BTreeMap::new();
+        let mut table = RouteTable::default();
+        for (row, document) in &self.apps {
+            if row.state != DeploymentState::Blocked.as_str() {
+                table.declare(&row.app, document, None);
+            }
+        }
+        for ready in &self.ready {
+            let newest = self
+                .apps
+                .iter()
+                .find(|(row, _)| row.app == ready.app && row.number == ready.revision)
+                .map(|(_, document)| document);
+            let document = match newest {
+                Some(document) => Some(document),
+                None => {
+                    let key = (&ready.app, ready.revision);
+                    if let std::collections::btree_map::Entry::Vacant(slot) = documents.entry(key) {
+                        let row = store
+                            .app_revision(&self.project, &ready.app, ready.revision)
+                            .await?;
+                        slot.insert(row.and_then(|r| serde_json::from_str(&r.document).ok()));
+                    }
+                    documents.get(&key).and_then(Option::as_ref)
+                }
+            };
+            if let Some(document) = document {
+                table.declare(&ready.app, document, Some((&ready.workload, ready.address)));
+            }
+        }
+        Ok(table.into_message())
     }
 }
 
