@@ -27,6 +27,8 @@ pub enum Kind {
     Event,
     UsageLine,
     Secret,
+    Certificate,
+    AcmeAccount,
 }
 
 impl fmt::Display for Kind {
@@ -44,6 +46,8 @@ impl fmt::Display for Kind {
             Kind::Event => "event",
             Kind::UsageLine => "usage line",
             Kind::Secret => "secret",
+            Kind::Certificate => "certificate",
+            Kind::AcmeAccount => "ACME account",
         })
     }
 }

@@ -30,6 +30,7 @@ mod access;
 mod agents;
 mod apps;
 mod billed_usage;
+mod certificates;
 mod error;
 mod events;
 mod images;
@@ -62,6 +63,7 @@ use sqlx::{Any, AnyPool, Executor, SqlSafeStr, Transaction};
 use orc_zone_model::{Timestamp, sys_org_id, sys_project_id};
 
 pub use agents::AgentUpdate;
+pub use certificates::{AcmeChallenge, CertificateRow, IssuedCertificate};
 pub use apps::{AppReplicaRow, AppRevisionRow, MESSAGE_CHARS, ReadyReplica, ReplicaChange};
 use error::OperationExt;
 pub use error::{Kind, StoreError};
@@ -211,10 +213,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "which nodes accept public ingress",
         include_str!("../migrations/0026_node_ingress.sql"),
     ),
+    (
+        27,
+        "certificates obtained by ACME, the zone's ACME accounts and challenges",
+        include_str!("../migrations/0027_certificates.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 26;
+pub const SCHEMA_VERSION: i64 = 27;
 
 fn migrator(up_to: i64) -> Migrator {
     Migrator::with_migrations(

@@ -3383,3 +3383,127 @@ pub async fn node_labels_and_cordons(db: &TestDb) {
     );
     assert!(!store.node_cordoned(&node).await.unwrap());
 }
+
+pub async fn certificates_are_sealed_and_follow_their_domain(db: &TestDb) {
+    let store = db.store().await;
+    let web = orc_zone_model::ProjectId::from_counter(7001);
+    let shop = orc_zone_model::ProjectId::from_counter(7002);
+    let domain = "shop.example.com";
+
+    // A domain new to the store is due at once, with nothing issued.
+    let row = store.want_certificate(domain, &web, T0).await.unwrap();
+    assert_eq!(
+        (row.project.clone(), row.chain_pem.clone(), row.attempts),
+        (web.clone(), None, 0)
+    );
+    assert_eq!(row.next_attempt_at, T0);
+    assert!(store.issued_certificates(&web, T0).await.unwrap().is_empty());
+
+    // Issued: the key is sealed in the database and opens for the project's nodes.
+    let key_pem = "-----BEGIN PRIVATE KEY-----\nsecret-key-bytes\n-----END PRIVATE KEY-----\n";
+    let not_after = T0.plus_millis(90 * 86_400_000);
+    let renew_at = T0.plus_millis(60 * 86_400_000);
+    let kept = store
+        .record_certificate_issued(domain, &web, "CHAIN", key_pem, not_after, renew_at, T0)
+        .await
+        .unwrap();
+    assert!(kept);
+    let mut raw = db.raw().await;
+    let stored: String =
+        sqlx::query_scalar("SELECT sealed_key FROM certificates WHERE domain = 'shop.example.com'")
+            .fetch_one(&mut raw)
+            .await
+            .unwrap();
+    assert!(!stored.contains("secret-key-bytes"), "the key is stored sealed");
+    let issued = store.issued_certificates(&web, T0).await.unwrap();
+    assert_eq!(issued.len(), 1);
+    assert_eq!(
+        (issued[0].domain.as_str(), issued[0].chain_pem.as_str()),
+        (domain, "CHAIN")
+    );
+    assert_eq!(issued[0].key_pem.as_str(), key_pem);
+    assert!(!format!("{:?}", issued[0]).contains("secret-key-bytes"));
+    // An ended certificate is not handed out.
+    assert!(store.issued_certificates(&web, not_after).await.unwrap().is_empty());
+
+    // A failed renewal keeps the certificate and says why.
+    let retry = T0.plus_millis(120_000);
+    store
+        .record_certificate_failed(domain, &web, "the challenge failed: 404", retry, T0)
+        .await
+        .unwrap();
+    let row = store.certificate(domain).await.unwrap().unwrap();
+    assert_eq!(row.error.as_deref(), Some("the challenge failed: 404"));
+    assert_eq!((row.attempts, row.next_attempt_at), (1, retry));
+    assert_eq!(row.chain_pem.as_deref(), Some("CHAIN"));
+    assert_eq!(store.issued_certificates(&web, T0).await.unwrap().len(), 1);
+
+    // Wanted again by the same project: nothing changes but the time.
+    let t1 = T0.plus_millis(1000);
+    let row = store.want_certificate(domain, &web, t1).await.unwrap();
+    assert_eq!((row.wanted_at, row.attempts), (t1, 1));
+    assert_eq!(row.chain_pem.as_deref(), Some("CHAIN"));
+
+    // The domain moves to another project: it starts over, and the key stays behind.
+    let row = store.want_certificate(domain, &shop, t1).await.unwrap();
+    assert_eq!(
+        (row.project.clone(), row.chain_pem.clone(), row.error.clone()),
+        (shop.clone(), None, None)
+    );
+    assert_eq!((row.attempts, row.next_attempt_at), (0, t1));
+    assert!(store.issued_certificates(&shop, t1).await.unwrap().is_empty());
+    assert!(store.issued_certificates(&web, t1).await.unwrap().is_empty());
+    // A late success for the former owner is not kept.
+    let kept = store
+        .record_certificate_issued(domain, &web, "CHAIN", key_pem, not_after, renew_at, t1)
+        .await
+        .unwrap();
+    assert!(!kept);
+    assert_eq!(store.project_certificates(&shop).await.unwrap().len(), 1);
+    assert!(store.project_certificates(&web).await.unwrap().is_empty());
+
+    // Not wanted for long: removed.
+    store.want_certificate("old.example.com", &web, T0).await.unwrap();
+    let gone = store.forget_certificates(t1).await.unwrap();
+    assert_eq!(gone, ["old.example.com"]);
+    assert_eq!(store.certificates().await.unwrap().len(), 1);
+
+    // The ACME account: sealed, and the first kept wins.
+    let dir = "https://acme.example/dir";
+    assert!(store.acme_account(dir).await.unwrap().is_none());
+    let first = store.keep_acme_account(dir, "{\"id\":\"one\"}", T0).await.unwrap();
+    let second = store.keep_acme_account(dir, "{\"id\":\"two\"}", t1).await.unwrap();
+    assert_eq!((first.as_str(), second.as_str()), ("{\"id\":\"one\"}", "{\"id\":\"one\"}"));
+    let stored: String = sqlx::query_scalar("SELECT sealed_credentials FROM acme_accounts")
+        .fetch_one(&mut raw)
+        .await
+        .unwrap();
+    assert!(!stored.contains("one"));
+
+    // Challenges: answered by the project's nodes until they end.
+    let challenge = orc_zone_store::AcmeChallenge {
+        token: "tok-1".into(),
+        domain: domain.into(),
+        key_authorization: "tok-1.thumb".into(),
+    };
+    store
+        .put_acme_challenge(&challenge, &shop, T0.plus_millis(60_000))
+        .await
+        .unwrap();
+    assert_eq!(store.acme_challenges(&shop, T0).await.unwrap(), [challenge.clone()]);
+    assert!(store.acme_challenges(&web, T0).await.unwrap().is_empty());
+    assert!(
+        store
+            .acme_challenges(&shop, T0.plus_millis(60_000))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.expire_acme_challenges(T0.plus_millis(60_000)).await.unwrap(),
+        1
+    );
+    store.put_acme_challenge(&challenge, &shop, t1).await.unwrap();
+    store.delete_acme_challenge("tok-1").await.unwrap();
+    assert!(store.acme_challenges(&shop, T0).await.unwrap().is_empty());
+}

@@ -58,6 +58,7 @@ on_both_engines!(
     lost_nodes_and_free_slots,
     mesh_addresses_are_unique_and_quarantined_before_reuse,
     access_keys_rotate_sealed_and_retire_on_time,
+    certificates_are_sealed_and_follow_their_domain,
     sessions_hold_until_signed_out_idle_expired_or_their_token_ends,
     app_registry_tags_move_and_unused_packages_go,
     app_binaries_belong_to_the_orgs_that_hold_them,
