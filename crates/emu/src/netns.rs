@@ -187,6 +187,8 @@ struct State {
     /// A network's router: its namespace and the routes it holds, by network key.
     routers: BTreeMap<String, (String, Vec<(String, Ipv4Addr)>)>,
     next_port: u32,
+    /// Processes the fabric started on its hosts (the ACME server and its DNS).
+    children: Vec<Child>,
 }
 
 /// One emulated world of namespaces. See the module docs.
@@ -1345,6 +1347,10 @@ impl Drop for Fabric {
         for ns in routers {
             let _ = ip(&["netns", "del", &ns]);
         }
+        for mut child in std::mem::take(&mut self.state().children) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         self.stop_echo.store(true, Ordering::Relaxed);
         if let Some(echo) = self.echo.take() {
             let _ = echo.join();
@@ -1472,5 +1478,173 @@ mod tests {
         assert!(!shell_safe("/tmp/a b"));
         assert!(!shell_safe("/tmp/$(reboot)"));
         assert!(!shell_safe(""));
+    }
+}
+
+/// The emulated internet's certificate authority: Debian's `pebble` (an ACME server for
+/// tests) and `pebble-challtestsrv` as the internet's DNS, both on the echo host.
+#[derive(Debug, Clone)]
+pub struct AcmeServer {
+    /// The ACME directory (`https://<echo>:14000/dir`).
+    pub directory: String,
+    /// The CA of the directory's own HTTPS (not of the certificates it issues: those chain
+    /// to a root pebble makes at each start, at `<management>/roots/0`).
+    pub ca_pem: String,
+    /// Pebble's management interface (`https://<echo>:15000`).
+    pub management: String,
+    /// The DNS server's management interface (`http://<echo>:8055`): `POST /add-a` with
+    /// `{"host": "shop.example.com.", "addresses": ["198.18.0.9"]}` points a name.
+    pub dns_management: String,
+    /// The DNS server (`<echo>:53`).
+    pub dns: SocketAddr,
+}
+
+/// Whether this host has what [`Fabric::start_acme`] runs.
+pub fn acme_available() -> bool {
+    on_path("pebble") && on_path("pebble-challtestsrv")
+}
+
+/// The CA and the certificate of the ACME server's HTTPS listener for `ip`.
+fn acme_listener_certificate(ip: Ipv4Addr) -> Result<(String, String, String), NetnsError> {
+    let fail = |e: rcgen::Error| NetnsError::Command {
+        command: "generating the ACME server's certificate".into(),
+        stderr: e.to_string(),
+    };
+    let ca_key = rcgen::KeyPair::generate().map_err(fail)?;
+    let mut ca_params = rcgen::CertificateParams::default();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "orc emulated internet CA");
+    ca_params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+    ];
+    let ca_cert = ca_params.self_signed(&ca_key).map_err(fail)?;
+    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+    let key = rcgen::KeyPair::generate().map_err(fail)?;
+    let mut params = rcgen::CertificateParams::default();
+    params.subject_alt_names = vec![rcgen::SanType::IpAddress(std::net::IpAddr::V4(ip))];
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, ip.to_string());
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params.signed_by(&key, &issuer).map_err(fail)?;
+    Ok((ca_cert.pem(), cert.pem(), key.serialize_pem()))
+}
+
+impl Fabric {
+    /// Starts the emulated internet's ACME server and DNS on the echo host, and waits until
+    /// the directory answers. Names resolve only as [`AcmeServer::dns_management`] is told.
+    pub fn start_acme(&self) -> Result<AcmeServer, NetnsError> {
+        let echo = self.plan.echo();
+        let dir = self.dir.path().join("acme");
+        std::fs::create_dir_all(&dir).map_err(io("creating the ACME server's directory"))?;
+        let (ca_pem, cert_pem, key_pem) = acme_listener_certificate(echo)?;
+        let write = |name: &str, text: &str| -> Result<PathBuf, NetnsError> {
+            let path = dir.join(name);
+            std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
+            Ok(path)
+        };
+        let cert = write("cert.pem", &cert_pem)?;
+        let key = write("key.pem", &key_pem)?;
+        let config = serde_json::json!({
+            "pebble": {
+                "listenAddress": format!("{echo}:14000"),
+                "managementListenAddress": format!("{echo}:15000"),
+                "certificate": cert,
+                "privateKey": key,
+                "httpPort": 80,
+                "tlsPort": 443,
+                "ocspResponderURL": "",
+                "externalAccountBindingRequired": false,
+            }
+        });
+        let config = write("pebble.json", &config.to_string())?;
+        let log = |name: &str| -> Result<Stdio, NetnsError> {
+            let path = dir.join(name);
+            let file = std::fs::File::create(&path)
+                .map_err(io(format!("creating {}", path.display())))?;
+            Ok(Stdio::from(file))
+        };
+        let dns = SocketAddr::from((echo, 53));
+        let spawn = |program: &str, args: &[&str], out: &str| -> Result<Child, NetnsError> {
+            let mut command = Command::new("ip");
+            command
+                .args(["netns", "exec", &self.echo_ns, program])
+                .args(args)
+                .env("PEBBLE_VA_NOSLEEP", "1")
+                .env("PEBBLE_WFE_NONCEREJECT", "0")
+                .env("PEBBLE_AUTHZREUSE", "0")
+                .stdin(Stdio::null())
+                .stdout(log(out)?)
+                .stderr(log(out)?);
+            command
+                .spawn()
+                .map_err(io(format!("starting {program} on the echo host")))
+        };
+        let management = format!("{echo}:8055");
+        let dns_server = spawn(
+            "pebble-challtestsrv",
+            &[
+                "-dns01",
+                &dns.to_string(),
+                "-http01",
+                "",
+                "-https01",
+                "",
+                "-tlsalpn01",
+                "",
+                "-management",
+                &management,
+                "-defaultIPv4",
+                "",
+                "-defaultIPv6",
+                "",
+            ],
+            "dns.log",
+        )?;
+        let pebble = spawn(
+            "pebble",
+            &[
+                "-config",
+                &config.display().to_string(),
+                "-dnsserver",
+                &dns.to_string(),
+            ],
+            "pebble.log",
+        )?;
+        self.state().children.extend([dns_server, pebble]);
+        // Both listen within a second or so.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for addr in [
+            SocketAddr::from((echo, 14000)),
+            SocketAddr::from((echo, 8055)),
+        ] {
+            loop {
+                if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+                {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    let pebble_log = std::fs::read_to_string(dir.join("pebble.log"))
+                        .unwrap_or_default();
+                    let dns_log =
+                        std::fs::read_to_string(dir.join("dns.log")).unwrap_or_default();
+                    return Err(NetnsError::Command {
+                        command: format!("waiting for the ACME server at {addr}"),
+                        stderr: format!("{pebble_log}{dns_log}"),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Ok(AcmeServer {
+            directory: format!("https://{echo}:14000/dir"),
+            ca_pem,
+            management: format!("https://{echo}:15000"),
+            dns_management: format!("http://{management}"),
+            dns,
+        })
     }
 }

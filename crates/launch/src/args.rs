@@ -25,6 +25,8 @@ pub struct ZoneArgs {
     pub edge: EdgeArgs,
     #[command(flatten)]
     pub mesh: MeshArgs,
+    #[command(flatten)]
+    pub acme: AcmeArgs,
 }
 
 impl ZoneArgs {
@@ -38,7 +40,65 @@ impl ZoneArgs {
         config.edge = self.edge.config()?;
         config.web_url = self.edge.web_url.clone();
         config.mesh = self.mesh.options()?;
+        config.acme = self.acme.config(config.acme.take())?;
         Ok(())
+    }
+}
+
+/// Where certificates for apps' domains come from (`orc zone serve`, `orc up`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct AcmeArgs {
+    /// The ACME directory certificates for apps' domains come from [default: Let's
+    /// Encrypt for `orc zone serve`; for `orc up --netns` the emulated internet's own ACME
+    /// server when pebble is installed, none otherwise].
+    #[arg(long, value_name = "URL")]
+    pub acme_directory: Option<String>,
+    /// An e-mail address for the zone's ACME account (the directory's expiry notices).
+    #[arg(long, value_name = "EMAIL")]
+    pub acme_email: Option<String>,
+    /// CA certificates (PEM) the directory's HTTPS is checked against besides the web's
+    /// roots, for a private ACME server.
+    #[arg(long, value_name = "FILE")]
+    pub acme_ca_file: Option<std::path::PathBuf>,
+    /// Obtain no certificates: apps' domains are served over plain HTTP only.
+    #[arg(long, conflicts_with_all = ["acme_directory", "acme_email", "acme_ca_file"])]
+    pub no_acme: bool,
+}
+
+impl AcmeArgs {
+    /// The zone's ACME config for these arguments, `default` where they say nothing.
+    pub fn config(
+        &self,
+        default: Option<orc_zone::certificates::AcmeConfig>,
+    ) -> anyhow::Result<Option<orc_zone::certificates::AcmeConfig>> {
+        if self.no_acme {
+            return Ok(None);
+        }
+        let mut config = match &self.acme_directory {
+            Some(url) => {
+                let parsed = url::Url::parse(url)
+                    .with_context(|| format!("--acme-directory {url:?} is not a URL"))?;
+                if parsed.scheme() != "https" || parsed.host_str().is_none() {
+                    anyhow::bail!("--acme-directory {url:?} must be an https:// URL with a host");
+                }
+                Some(orc_zone::certificates::AcmeConfig::new(url))
+            }
+            None => default,
+        };
+        if let Some(config) = config.as_mut() {
+            if let Some(email) = &self.acme_email {
+                if !email.contains('@') || email.chars().any(char::is_whitespace) {
+                    anyhow::bail!("--acme-email {email:?} is not an e-mail address");
+                }
+                config.contact = Some(email.clone());
+            }
+            if let Some(file) = &self.acme_ca_file {
+                let pem = std::fs::read_to_string(file)
+                    .with_context(|| format!("--acme-ca-file {}", file.display()))?;
+                config.ca_pem = Some(pem);
+            }
+        }
+        Ok(config)
     }
 }
 

@@ -1598,6 +1598,11 @@ pub struct AppRouteView {
     pub name: String,
     /// The service it leads to.
     pub service: String,
+    /// For a domain: its certificate in words (`valid until 2027-03-07`, `being obtained`,
+    /// or why the last attempt failed and when the zone tries again); `None` when the zone
+    /// obtains none for it (no ACME, or no ingress node yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<String>,
 }
 
 /// An app with its replicas.

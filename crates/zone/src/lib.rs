@@ -21,6 +21,7 @@
 pub mod agents;
 pub mod api;
 pub mod backend;
+pub mod certificates;
 pub mod hub;
 pub mod mesh;
 pub mod reconcile;

@@ -464,9 +464,19 @@ pub(crate) fn status_text(org: &str, project: &str, view: &AppStatusView) -> Str
     out.push_str(&images_text(&view.images));
     if !view.routes.is_empty() {
         out.push('\n');
-        let mut table = Table::new(&["ROUTE", "NAME", "SERVICE"]);
+        let mut table = Table::new(&["ROUTE", "NAME", "SERVICE", "CERTIFICATE"]);
         for r in &view.routes {
-            table.row(vec![r.kind.clone(), r.name.clone(), r.service.clone()]);
+            let certificate = match (&r.certificate, r.kind.as_str()) {
+                (Some(words), _) => orc_common::text::printable(words).into_owned(),
+                (None, "https") => "none (plain HTTP only)".to_string(),
+                (None, _) => "-".to_string(),
+            };
+            table.row(vec![
+                r.kind.clone(),
+                r.name.clone(),
+                r.service.clone(),
+                certificate,
+            ]);
         }
         out.push_str(&table.render());
         if view.ingress_addresses.is_empty() {
@@ -877,6 +887,7 @@ mod status_golden {
             kind: kind.into(),
             name: name.into(),
             service: service.into(),
+            certificate: None,
         };
         let mut view = AppStatusView {
             app: ProjectAppView {
@@ -899,7 +910,18 @@ mod status_golden {
                 replica("web", 1, "n-00000000000m", &[]),
             ],
             routes: vec![
-                route("https", "shop.example.com", "web"),
+                AppRouteView {
+                    certificate: Some("valid until 2027-03-07".into()),
+                    ..route("https", "shop.example.com", "web")
+                },
+                AppRouteView {
+                    certificate: Some(
+                        "failed: the HTTP-01 challenge failed: no A record for shop.example.net \
+                         (next try 2026-12-08 10:04 UTC)"
+                            .into(),
+                    ),
+                    ..route("https", "shop.example.net", "web")
+                },
                 route("http", "*", "web"),
                 route("tcp", "5432", "db"),
             ],

@@ -59,6 +59,9 @@ pub const UP_INVENTORY_SECS: u64 = 5;
 pub const UP_LOST_REPLACE_AFTER: Duration = Duration::from_secs(20);
 /// The emulators' one account. A local tool's credential, not a secret.
 const EMULATOR_ACCOUNT: &str = "orc-up";
+/// The CA of the emulated ACME server's HTTPS, in the data dir (to fetch the root its
+/// certificates chain to from `<management>/roots/0`).
+pub const EMULATED_ACME_CA_FILE: &str = "emulated-acme-ca.pem";
 const EMULATOR_TOKEN: &str = "orc-up-emulator-token";
 /// A second key of the same emulated account, for trying a key rotation.
 pub const EMULATOR_ROTATED_TOKEN: &str = "orc-up-emulator-token-2";
@@ -177,6 +180,8 @@ pub struct Up {
     static_hosts: Option<orc_emu::static_hosts::StaticHosts>,
     /// Materialised mode's namespaces; dropped last, which removes them.
     fabric: Option<std::sync::Arc<orc_emu::netns::Fabric>>,
+    /// The emulated internet's ACME server, when the zone obtains certificates from it.
+    acme: Option<orc_emu::netns::AcmeServer>,
     data_dir: PathBuf,
     pool: Pool,
     pool_created: bool,

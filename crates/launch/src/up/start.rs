@@ -11,6 +11,7 @@ use orc_zone::apps::AppsConfig;
 use orc_zone::model::{AppSpec, Name, NodeState, Pool};
 use orc_zone::store::Store;
 
+use orc_zone::certificates::AcmeConfig;
 use orc_zone::zone::{Zone, ZoneConfig};
 
 use super::binaries::{partner_binary, provider_binary};
@@ -23,7 +24,7 @@ use super::publish::{
 };
 use super::secrets::Secrets;
 use super::{
-    EMULATOR_ACCOUNT, EMULATOR_ROTATED_TOKEN, EMULATOR_TOKEN, PARTNER_APP, PARTNER_POOL,
+    EMULATED_ACME_CA_FILE, EMULATOR_ACCOUNT, EMULATOR_ROTATED_TOKEN, EMULATOR_TOKEN, PARTNER_APP, PARTNER_POOL,
     PARTNER_REPLICAS, PARTNER_RESOURCE, UP_INVENTORY_SECS, UP_LOST_REPLACE_AFTER, Up, UpArgs,
 };
 
@@ -57,6 +58,28 @@ impl Up {
             Some(std::sync::Arc::new(fabric))
         } else {
             None
+        };
+        // The emulated internet's ACME server, which certificates for apps' domains come
+        // from unless told otherwise.
+        let acme = match &fabric {
+            Some(fabric) if args.zone.acme.acme_directory.is_none() && !args.zone.acme.no_acme => {
+                if orc_emu::netns::acme_available() {
+                    report("starting the emulated internet's ACME server (pebble)");
+                    let server = fabric
+                        .start_acme()
+                        .context("cannot start the emulated ACME server")?;
+                    let ca_file = data_dir.join(EMULATED_ACME_CA_FILE);
+                    std::fs::write(&ca_file, &server.ca_pem)
+                        .with_context(|| format!("cannot write {}", ca_file.display()))?;
+                    Some(server)
+                } else {
+                    report(
+                        "no ACME server: pebble is not installed (apt install pebble); apps' domains are served over plain HTTP",
+                    );
+                    None
+                }
+            }
+            _ => None,
         };
 
         report("starting the cloud emulators");
@@ -168,6 +191,14 @@ impl Up {
             });
         }
         let mut config = ZoneConfig::new(&data_dir);
+        // A local platform obtains certificates from its emulated internet only.
+        config.acme = acme.as_ref().map(|server| AcmeConfig {
+            ca_pem: Some(server.ca_pem.clone()),
+            interval: Duration::from_secs(2),
+            // The emulated internet has no rate limits: a fixed name is tried again soon.
+            retry_first: Duration::from_secs(10),
+            ..AcmeConfig::new(&server.directory)
+        });
         args.zone.configure(&mut config)?;
         // The emulators' inventory is complete and read every few seconds: a node missing
         // from it is gone, and its slot need not wait the minutes a real cloud's may.
@@ -252,6 +283,7 @@ impl Up {
             emulators,
             static_hosts,
             fabric,
+            acme,
             data_dir,
             pool,
             pool_created,
@@ -310,6 +342,7 @@ impl Up {
             emulators,
             static_hosts,
             fabric,
+            acme,
             data_dir: dir,
             pool,
             pool_created,
@@ -330,6 +363,7 @@ impl Up {
             emulators,
             static_hosts,
             fabric,
+            acme,
             data_dir: dir,
             pool,
             pool_created,

@@ -49,6 +49,15 @@ impl Up {
                 fabric.echo_address()
             ));
         }
+        if let Some(acme) = &self.acme {
+            text.push_str(&format!(
+                "acme      {} (pebble; its HTTPS CA in {}, the issued certificates' root at {}/roots/0); names resolve as told: POST {}/add-a {{\"host\":\"NAME.\",\"addresses\":[\"ADDR\"]}}\n",
+                acme.directory,
+                self.data_dir.join(super::EMULATED_ACME_CA_FILE).display(),
+                acme.management,
+                acme.dns_management,
+            ));
+        }
         if let Some(hosts) = &self.static_hosts {
             let list: Vec<String> = hosts
                 .hosts()

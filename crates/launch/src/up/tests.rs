@@ -12,7 +12,7 @@ use super::providers::partner_app;
 use super::publish::{name, partner_manifest, standalone_manifest};
 use super::start::{check_port, running_nodes};
 use super::*;
-use crate::args::{EdgeArgs, ListenArgs, MeshArgs, TlsArgs};
+use crate::args::{AcmeArgs, EdgeArgs, ListenArgs, MeshArgs, TlsArgs};
 
 /// The params the partner declares sensitive: its cloud keys, as its manifest says.
 fn partner_sensitive_params() -> BTreeSet<String> {
@@ -118,6 +118,7 @@ fn args(dir: &Path, partner: &Path) -> UpArgs {
                 workload_range: orc_mesh::range::DEFAULT_WORKLOAD_RANGE.parse().unwrap(),
                 workload_prefix: orc_mesh::range::DEFAULT_WORKLOAD_PREFIX_LEN,
             },
+            acme: AcmeArgs::default(),
         },
         hetzner_emu: any,
         vultr_emu: any,

@@ -38,7 +38,7 @@ pub use workloads::AssignmentSignal;
 
 pub use bootstrap::{AgentBinary, AgentBootstrap};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::collections::btree_map::Entry;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -198,6 +198,9 @@ struct HubState {
     mesh: BTreeMap<NodeId, (MeshConfig, String)>,
     /// The latest mesh status each node's agent reported.
     mesh_status: BTreeMap<NodeId, MeshStatusReport>,
+    /// The ACME challenges each node's agent holds: those of the last assignment it said
+    /// it applied.
+    challenges: BTreeMap<NodeId, BTreeSet<String>>,
 }
 
 /// A node's latest report of its WireGuard interfaces.
@@ -263,6 +266,8 @@ struct Inner {
     closing: watch::Sender<bool>,
     /// How many mesh plans were published (0: none yet).
     mesh_planned: watch::Sender<u64>,
+    /// Bumped whenever a node's held challenges change.
+    challenges_held: watch::Sender<u64>,
     /// Told when an agent reported something the mesh plan depends on (its key).
     mesh_wake: Notify,
     /// The changes between the shared peer tables of the last plan and the one before,
@@ -429,6 +434,7 @@ impl AgentHub {
                 next_id: AtomicU64::new(1),
                 closing: watch::Sender::new(false),
                 mesh_planned: watch::Sender::new(0),
+                challenges_held: watch::Sender::new(0),
                 mesh_wake: Notify::new(),
                 mesh_changes: ChangeCache::default(),
                 writes,
@@ -497,6 +503,56 @@ impl AgentHub {
     /// What tells the hub's sessions that assignments may have changed.
     pub fn assignment_signal(&self) -> AssignmentSignal {
         self.inner.options.assignments.clone()
+    }
+
+    /// Records that `node`'s agent applied an assignment holding `challenges`.
+    pub(super) fn hold_challenges(&self, node: &NodeId, challenges: BTreeSet<String>) {
+        let changed = {
+            let mut state = self.state();
+            let held = state.challenges.entry(node.clone()).or_default();
+            let changed = *held != challenges;
+            *held = challenges;
+            changed
+        };
+        if changed {
+            self.inner.challenges_held.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Waits until the agent of every node of `nodes` that is attached holds every challenge
+    /// of `tokens`, at most `timeout`; the attached nodes that did not by then.
+    pub async fn wait_for_challenges(
+        &self,
+        nodes: &[NodeId],
+        tokens: &BTreeSet<String>,
+        timeout: Duration,
+    ) -> Vec<NodeId> {
+        let mut held = self.inner.challenges_held.subscribe();
+        let missing = |hub: &AgentHub| -> Vec<NodeId> {
+            let state = hub.state();
+            nodes
+                .iter()
+                .filter(|node| state.attached.contains_key(*node))
+                .filter(|node| {
+                    state
+                        .challenges
+                        .get(*node)
+                        .is_none_or(|have| !tokens.is_subset(have))
+                })
+                .cloned()
+                .collect()
+        };
+        let deadline = Instant::now() + timeout;
+        loop {
+            let late = missing(self);
+            if late.is_empty() {
+                return late;
+            }
+            tokio::select! {
+                changed = held.changed() => if changed.is_err() { return late; },
+                () = tokio::time::sleep_until(deadline) => return missing(self),
+            }
+        }
     }
 
     /// The tonic service to mount beside the provider hub's.

@@ -398,6 +398,8 @@ impl AgentHub {
         // The node's workloads as last sent, and when to look at them again.
         let mut workloads_sent = super::workloads::NodeWorkloads::default();
         let mut workloads_sent_once = false;
+        // The generation of the workloads sent last (the zone's clock, in milliseconds).
+        let mut workloads_generation = 0u64;
         let mut workloads_due = Instant::now();
         let mut assignments = options.assignments.subscribe();
         loop {
@@ -444,6 +446,7 @@ impl AgentHub {
                         Ok(now) if !workloads_sent_once || now.digest != workloads_sent.digest => {
                             let generation = u64::try_from(self.now().millis()).unwrap_or(0);
                             let message = self.workloads_message(&agent.node_id, &now, generation);
+                            workloads_generation = generation;
                             let _ = outbound.send(Ok(super::zone_message(
                                 zone_message::Body::Workloads(message),
                             )));
@@ -533,6 +536,16 @@ impl AgentHub {
                     self.record_mesh_status(&agent.node_id, report);
                 }
                 Some(agent_message::Body::WorkloadStatus(status)) => {
+                    if workloads_sent_once && status.generation >= workloads_generation {
+                        let held = workloads_sent
+                            .message
+                            .ingress
+                            .iter()
+                            .flat_map(|ingress| ingress.challenges.iter())
+                            .map(|challenge| challenge.token.clone())
+                            .collect();
+                        self.hold_challenges(&agent.node_id, held);
+                    }
                     self.record_workload_status(&agent.node_id, status, &workloads_sent.keys)
                         .await;
                 }

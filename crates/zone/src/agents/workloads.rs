@@ -38,7 +38,7 @@ impl AssignmentSignal {
         self.0.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    pub(super) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+    pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.0.subscribe()
     }
 }
@@ -106,7 +106,7 @@ impl AgentHub {
             None => None,
         };
         if let Some(apps) = apps.as_ref().filter(|_| ingress) {
-            out.message.ingress = Some(apps.ingress(store).await?);
+            out.message.ingress = Some(apps.ingress(store, self.now()).await?);
         }
         // The node's subnet, its replicas' addresses, and the project's names.
         let network = match (&project, &apps) {
@@ -432,7 +432,14 @@ impl ProjectApps {
     /// newest revision that is not blocked, or in the revision a ready replica runs), with
     /// the ready replicas whose own revision declares it as backends. A route whose
     /// replicas are all unready stays, with no backend, so it answers 503 rather than 404.
-    async fn ingress(&self, store: &crate::store::Store) -> Result<agent_pb::Ingress, StoreError> {
+    ///
+    /// With them go the certificates the zone holds for the routed domains and the ACME
+    /// challenges being answered for the project.
+    async fn ingress(
+        &self,
+        store: &crate::store::Store,
+        now: crate::model::Timestamp,
+    ) -> Result<agent_pb::Ingress, StoreError> {
         let mut documents: BTreeMap<(&Name, u64), Option<ResolvedApp>> = BTreeMap::new();
         let mut table = RouteTable::default();
         for (row, document) in &self.apps {
@@ -463,7 +470,28 @@ impl ProjectApps {
                 table.declare(&ready.app, document, Some((&ready.workload, ready.address)));
             }
         }
-        Ok(table.into_message())
+        let mut message = table.into_message();
+        message.certificates = store
+            .issued_certificates(&self.project, now)
+            .await?
+            .into_iter()
+            .filter(|c| message.routes.iter().any(|r| r.domain == c.domain))
+            .map(|c| agent_pb::Certificate {
+                domain: c.domain,
+                chain_pem: c.chain_pem,
+                key_pem: c.key_pem.to_string(),
+            })
+            .collect();
+        message.challenges = store
+            .acme_challenges(&self.project, now)
+            .await?
+            .into_iter()
+            .map(|c| agent_pb::Challenge {
+                token: c.token,
+                key_authorization: c.key_authorization,
+            })
+            .collect();
+        Ok(message)
     }
 }
 

@@ -550,7 +550,18 @@ pub(super) async fn get_app(
             .unwrap_or_default();
         node_ports.push(ports);
     }
-    let routes = routes_of(&document);
+    let mut routes = routes_of(&document);
+    let certificates = state
+        .store
+        .project_certificates(&project.id)
+        .await
+        .map_err(ApiError::from)?;
+    for route in routes.iter_mut().filter(|r| r.kind == "https") {
+        route.certificate = certificates
+            .iter()
+            .find(|c| c.domain == route.name)
+            .map(|c| certificate_words(c, state.now()));
+    }
     let ingress_addresses = if routes.is_empty() {
         Vec::new()
     } else {
@@ -585,6 +596,36 @@ pub(super) async fn get_app(
     }))
 }
 
+/// A domain's certificate in words, as `orc app status` shows it.
+fn certificate_words(row: &crate::store::CertificateRow, now: crate::model::Timestamp) -> String {
+    let day = |t: crate::model::Timestamp| {
+        chrono::DateTime::from_timestamp_millis(t.millis())
+            .map(|t| t.format("%Y-%m-%d").to_string())
+            .unwrap_or_default()
+    };
+    let when = |t: crate::model::Timestamp| {
+        chrono::DateTime::from_timestamp_millis(t.millis())
+            .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+            .unwrap_or_default()
+    };
+    let valid = row
+        .not_after
+        .filter(|end| *end > now && row.chain_pem.is_some());
+    match (valid, &row.error) {
+        (Some(end), None) => format!("valid until {}", day(end)),
+        (Some(end), Some(error)) => format!(
+            "valid until {}; renewal failed: {error} (next try {})",
+            day(end),
+            when(row.next_attempt_at)
+        ),
+        (None, Some(error)) => format!(
+            "failed: {error} (next try {})",
+            when(row.next_attempt_at)
+        ),
+        (None, None) => "being obtained".to_string(),
+    }
+}
+
 /// What `document` opens on the ingress nodes, domains first.
 fn routes_of(document: &ResolvedApp) -> Vec<AppRouteView> {
     let mut out = Vec::new();
@@ -594,6 +635,7 @@ fn routes_of(document: &ResolvedApp) -> Vec<AppRouteView> {
                 kind: "https".into(),
                 name: domain.clone(),
                 service: name.to_string(),
+                certificate: None,
             });
         }
     }
@@ -603,6 +645,7 @@ fn routes_of(document: &ResolvedApp) -> Vec<AppRouteView> {
                 kind: "http".into(),
                 name: "*".into(),
                 service: name.to_string(),
+                certificate: None,
             });
         }
         if let Some(port) = service.public_port() {
@@ -610,6 +653,7 @@ fn routes_of(document: &ResolvedApp) -> Vec<AppRouteView> {
                 kind: "tcp".into(),
                 name: port.to_string(),
                 service: name.to_string(),
+                certificate: None,
             });
         }
     }

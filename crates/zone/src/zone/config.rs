@@ -149,6 +149,9 @@ pub struct ZoneConfig {
     /// the issuer of the edge's assertions, whose JWKS apps fetch (their `access_keys_url`
     /// is this URL with `/.well-known/orc-access/jwks.json`). `None`: the API's own URL.
     pub web_url: Option<String>,
+    /// Where certificates for apps' domains come from (ACME); `None` obtains none, and
+    /// domains are served over plain HTTP only. Let's Encrypt unless told otherwise.
+    pub acme: Option<crate::certificates::AcmeConfig>,
 }
 
 impl ZoneConfig {
@@ -173,6 +176,7 @@ impl ZoneConfig {
             limits: ListenLimits::default(),
             edge: Some(EdgeConfig::default()),
             web_url: None,
+            acme: Some(crate::certificates::AcmeConfig::lets_encrypt()),
         }
     }
 
@@ -185,6 +189,8 @@ impl ZoneConfig {
                 addr: SocketAddr::from(([127, 0, 0, 1], 0)),
                 ..EdgeConfig::default()
             }),
+            // Tests never reach a real directory.
+            acme: None,
             ..ZoneConfig::new(data_dir)
         }
     }
@@ -193,6 +199,9 @@ impl ZoneConfig {
 /// Why a zone could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ZoneError {
+    /// The ACME directory cannot be used as configured (its CA file).
+    #[error("ACME: {0}")]
+    Acme(String),
     /// The data dir or a file in it could not be created, read or written.
     #[error("cannot use {path}")]
     DataDir {

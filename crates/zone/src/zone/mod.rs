@@ -54,6 +54,8 @@ use crate::hub::Hub;
 use crate::mesh::MeshHandle;
 use crate::model::TokenSecret;
 use crate::reconcile::{ReconcilerHandle, Reconcilers};
+use crate::certificates::Certificates;
+use crate::certificates::client::Directory;
 use crate::rollouts::Rollouts;
 use crate::store::Store;
 
@@ -85,6 +87,8 @@ pub struct Zone {
     registry_sweeper: JoinHandle<()>,
     /// Rolls apps out on the nodes.
     rollouts: JoinHandle<()>,
+    /// Obtains and renews certificates for apps' domains; `None` without ACME.
+    certificates: Option<JoinHandle<()>>,
 }
 
 impl Zone {
@@ -112,6 +116,15 @@ impl Zone {
         ca: Option<Arc<ZoneCa>>,
         store: &StorePart,
     ) -> Result<impl FnOnce(StorePart) -> Zone + use<>, ZoneError> {
+        // A directory whose CA file is unusable fails the start before anything runs.
+        let acme = match &config.acme {
+            Some(acme) => Some((
+                Directory::new(&acme.directory, acme.contact.clone(), acme.ca_pem.as_deref())
+                    .map_err(ZoneError::Acme)?,
+                acme.clone(),
+            )),
+            None => None,
+        };
         let listeners = Listeners::bind(&config, ca.is_some()).await?;
         let (http, http_addr) = listeners.http;
         let (grpc, grpc_addr) = listeners.grpc;
@@ -190,6 +203,16 @@ impl Zone {
             config.replica_drain,
         )
         .spawn(stopped.clone());
+        let certificates = acme.map(|(directory, acme)| {
+            Certificates::new(
+                store.store.clone(),
+                clock.clone(),
+                directory,
+                &acme,
+                hubs.agents.clone(),
+            )
+            .spawn(stopped.clone())
+        });
         let state = api_state(
             &config,
             ApiParts {
@@ -286,6 +309,7 @@ impl Zone {
             renew_task: tls.renew,
             registry_sweeper,
             rollouts,
+            certificates,
         })
     }
 
@@ -410,6 +434,10 @@ impl Zone {
         }
         self.reconcilers.shutdown().await;
         let _ = self.rollouts.await;
+        if let Some(certificates) = self.certificates {
+            certificates.abort();
+            let _ = certificates.await;
+        }
         self.mesh.shutdown().await;
         self.apps.shutdown().await;
         self.hub.shutdown();
