@@ -2,5 +2,6 @@
 
 #![allow(dead_code)]
 
+pub mod load;
 pub mod roll;
 pub mod up;
