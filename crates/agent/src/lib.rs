@@ -23,6 +23,7 @@ pub mod ingress;
 pub mod mesh;
 pub mod node_ports;
 pub mod state;
+mod tunnels;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -448,6 +449,8 @@ impl<'a> Session<'a> {
         let mut facts = tokio::time::interval(self.options.facts_interval);
         facts.tick().await;
         let mut execs: BTreeMap<u64, oneshot::Sender<()>> = BTreeMap::new();
+        // Connections relayed for the zone, by id; they end with the stream.
+        let tunnels = tunnels::Tunnels::default();
         let mut renewing: Option<NodeIdentity> = None;
         let mut welcomed = false;
         // What the zone assigns this node, kind by kind, as this stream received it.
@@ -567,6 +570,19 @@ impl<'a> Session<'a> {
                         tracing::info!(exec = start.exec_id, program = %start.argv.first().map(String::as_str).unwrap_or(""), "running a command for the zone");
                         tokio::spawn(exec::run(start, tx.clone(), cancelled));
                     }
+                }
+                Some(zone_message::Body::TunnelOpen(open)) => {
+                    let subnet = match &self.apps {
+                        Some(apps) => apps.running().await.and_then(|s| s.assignment().subnet),
+                        None => None,
+                    };
+                    tunnels.open(open, subnet, tx.clone());
+                }
+                Some(zone_message::Body::TunnelData(data)) => {
+                    tunnels.data(data.tunnel_id, data.data).await;
+                }
+                Some(zone_message::Body::TunnelClose(end)) => {
+                    tunnels.close(end.tunnel_id, &end.error).await;
                 }
                 Some(zone_message::Body::ExecCancel(cancel)) => {
                     if let Some(cancel) = execs.remove(&cancel.exec_id) {

@@ -46,8 +46,9 @@ services {{
   }}
   ["db"] {{
     image = "sys/web:1"
-    tcp {{
+    http {{
       port = 8080
+      private = true
     }}
     constraints {{
       ["disk"] = "local"
@@ -90,10 +91,60 @@ deploy {{
     )
 }
 
+/// A second app: `echo` gives back what it reads on public TCP port 7000 of the ingress
+/// nodes; `whoami`, on the node labelled `disk=local`, answers on the node's port 8081 with
+/// the address its client came from.
+const TOOLS_APP: &str = r#"amends "modulepath:/orc/App.pkl"
+
+name = "tools"
+
+services {
+  ["echo"] {
+    image = "sys/web:1"
+    command {
+      "/bin/busybox"
+      "nc"
+      "-ll"
+      "-p"
+      "7000"
+      "-e"
+      "/bin/busybox"
+      "cat"
+    }
+    tcp {
+      port = 7000
+      publicPort = 7000
+    }
+  }
+  ["whoami"] {
+    image = "sys/web:1"
+    tcp {
+      port = 8080
+      nodePort = 8081
+    }
+    constraints {
+      ["disk"] = "local"
+    }
+  }
+}
+
+deploy {
+  maxSurge = 0
+  maxUnavailable = 1
+}
+"#;
+
 /// Writes an OCI layout of busybox's httpd serving `page` (with `/healthz` unless
 /// `healthy` is false) and pushes it with skopeo as `sys/web:TAG`.
 fn push(up: &Up, dir: &Path, tag: &str, page: &str, healthy: bool) {
     let mut files = busybox_files(page);
+    // A CGI script that says where its request came from.
+    files.push(Entry::Dir("www/cgi-bin".into()));
+    files.push(Entry::File(
+        "www/cgi-bin/whoami".into(),
+        b"#!/bin/sh\necho Content-Type: text/plain\necho\necho \"$REMOTE_ADDR\"\n".to_vec(),
+        0o755,
+    ));
     if !healthy {
         files.retain(|e| !matches!(e, Entry::File(path, ..) if path == "www/healthz"));
     }
@@ -145,14 +196,23 @@ fn node_of(status: &Value, workload: &str) -> String {
 /// (a request's `wget`, httpd's per-connection children) comes and goes; these stay for the
 /// replica's life.
 fn replica_processes(node: &str) -> BTreeSet<u32> {
-    let marker = format!(":/orc/{node}/");
+    processes_under(&format!(":/orc/{node}/"))
+}
+
+/// The processes of the replicas of `workload` of the shop on `node` (the tops of their
+/// process trees).
+fn workload_processes(node: &str, workload: &str) -> BTreeSet<u32> {
+    processes_under(&format!(":/orc/{node}/shop-{workload}-"))
+}
+
+/// The processes whose cgroup path holds `marker` and whose parent's does not.
+fn processes_under(marker: &str) -> BTreeSet<u32> {
     let inside: BTreeSet<u32> = std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-                .is_ok_and(|c| c.contains(&marker))
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|c| c.contains(marker))
         })
         .collect();
     let parent = |pid: u32| -> Option<u32> {
@@ -346,6 +406,8 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
         "http=tcp:80",
         "--endpoint",
         "https=tcp:443",
+        "--endpoint",
+        "echo=tcp:7000",
     ];
     for (pool, class, size, extra) in [
         ("sys/sys/web", "eu-central", "2", ingress_ports),
@@ -598,7 +660,16 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
     assert!(fetched.success(), "the ACME server gives its root");
     let https = |path: &str| -> Option<String> {
         let out = Command::new("ip")
-            .args(["netns", "exec", &echo_ns, "curl", "-sf", "--max-time", "3", "--cacert"])
+            .args([
+                "netns",
+                "exec",
+                &echo_ns,
+                "curl",
+                "-sf",
+                "--max-time",
+                "3",
+                "--cacert",
+            ])
             .arg(&root)
             .arg("--resolve")
             .arg(format!("shop.example.com:443:{address}"))
@@ -618,12 +689,22 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
         std::thread::sleep(Duration::from_millis(500));
     }
     for _ in 0..10 {
-        assert_eq!(https("/").as_deref(), Some("v1"), "every HTTPS request is served");
+        assert_eq!(
+            https("/").as_deref(),
+            Some("v1"),
+            "every HTTPS request is served"
+        );
     }
     // Plain HTTP to the domain now moves to HTTPS; other names stay on the catch-all.
     let redirect = Command::new("ip")
         .args(["netns", "exec", &echo_ns, "curl", "-s", "--max-time", "3"])
-        .args(["-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", "-H"])
+        .args([
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{redirect_url}",
+            "-H",
+        ])
         .arg("Host: shop.example.com")
         .arg(format!("http://{address}/"))
         .output()
@@ -633,6 +714,139 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
         "308 https://shop.example.com/"
     );
     assert_eq!(from_internet("anything.example.net").as_deref(), Some("v1"));
+
+    // The db is private: no route leads to it, and the zone's access edge reaches it on
+    // its node (through the node's agent) for a signed-in person only.
+    let edge_port = up.edge_url().rsplit(':').next().unwrap().to_string();
+    let db_url = format!("https://sys--shop-db.sys.orc.localhost:{edge_port}/");
+    let through_edge = |token: Option<&str>| -> (String, String) {
+        let mut curl = Command::new("curl");
+        curl.args(["-s", "--max-time", "10", "--cacert"])
+            .arg(up.data.join("ca.pem"))
+            .args(["-w", "\n%{http_code}"]);
+        if let Some(token) = token {
+            curl.arg("-H").arg(format!("Authorization: Bearer {token}"));
+        }
+        let out = curl.arg(&db_url).output().expect("curl runs");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", text.as_str()));
+        (body.trim().to_string(), code.to_string())
+    };
+    let admin = up.admin_token();
+    let started = Instant::now();
+    loop {
+        let (body, code) = through_edge(Some(&admin));
+        if (body.as_str(), code.as_str()) == ("v1", "200") {
+            break;
+        }
+        assert!(
+            started.elapsed() < MINUTE,
+            "the private db is not reached through the edge: {code} {body}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for token in [None, Some("orc_not-a-token")] {
+        let (body, code) = through_edge(token);
+        assert_eq!(code, "401", "a stranger is refused: {body}");
+        assert!(!body.contains("v1"), "{body}");
+    }
+
+    // A public TCP port through the pool's address, and a node port whose replica sees
+    // its client's own address.
+    let tools = dir.path().join("tools.pkl");
+    std::fs::write(&tools, TOOLS_APP).unwrap();
+    let deployed = up.ok(&[
+        "app",
+        "deploy",
+        tools.to_str().unwrap(),
+        "--project",
+        PROJECT,
+        "--wait",
+    ]);
+    assert!(deployed.contains("HEALTHY"), "{deployed}");
+    let echoed = |text: &str| -> String {
+        let mut nc = Command::new("ip")
+            .args([
+                "netns", "exec", &echo_ns, "busybox", "nc", "-w", "2", &address, "7000",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("busybox nc in the echo host's namespace");
+        use std::io::Write as _;
+        nc.stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{text}\n").as_bytes())
+            .unwrap();
+        let out = nc.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let started = Instant::now();
+    while echoed("bytes over tcp") != "bytes over tcp" {
+        assert!(
+            started.elapsed() < MINUTE,
+            "public TCP port 7000 does not reach the echo service"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let tools_status = up.json(&["app", "status", "tools", "--project", PROJECT]);
+    let whoami = replicas(&tools_status, "whoami");
+    assert_eq!(whoami.len(), 1, "{tools_status:#}");
+    assert_eq!(whoami[0]["node"], disk_node.as_str(), "{tools_status:#}");
+    assert_eq!(
+        whoami[0]["node_ports"],
+        serde_json::json!(["tcp/8081"]),
+        "{tools_status:#}"
+    );
+    let private_address = |id: &str| -> String {
+        web_nodes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == id)
+            .and_then(|n| n["private_address"].as_str())
+            .unwrap_or_else(|| panic!("{id} has a private address: {web_nodes:#}"))
+            .to_string()
+    };
+    let neighbour = web_nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["id"].as_str())
+        .find(|id| *id != disk_node)
+        .expect("a second node at the web's site")
+        .to_string();
+    let url = format!("http://{}:8081/cgi-bin/whoami", private_address(&disk_node));
+    let seen = up.ok(&[
+        "exec",
+        &neighbour,
+        "--project",
+        PROJECT,
+        "--",
+        "busybox",
+        "wget",
+        "-q",
+        "-O-",
+        &url,
+    ]);
+    assert_eq!(
+        seen.trim(),
+        private_address(&neighbour),
+        "the replica behind the node port sees its client's own address"
+    );
+    up.ok(&["app", "remove", "tools", "--project", PROJECT]);
+    let started = Instant::now();
+    while [&disk_node, &neighbour, &east_node]
+        .iter()
+        .any(|n| !processes_under(&format!(":/orc/{n}/tools-")).is_empty())
+    {
+        assert!(
+            started.elapsed() < MINUTE,
+            "the tools app's replicas still run after it was removed"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 
     // The worker reaches the web by its service name, at both sites, over the mesh.
     wait_for_call(&up, "got v1");
@@ -723,7 +937,11 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
     // 600 a second over HTTPS through the pool's address and the ingress proxies.
     let load = Load::start("shop.example.com", &address, &root, 600);
     std::fs::write(&file, app_file("2", "10m", &east_site)).unwrap();
-    let caller_before = replica_processes(&caller_node);
+    let caller_before = workload_processes(&caller_node, "caller");
+    assert!(
+        !caller_before.is_empty(),
+        "the caller runs on {caller_node}"
+    );
     let updated = up.ok(&[
         "app",
         "deploy",
@@ -780,8 +998,9 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
         "requests failed during the update: {:?}",
         failures(&seen)
     );
-    assert!(
-        caller_before.is_subset(&replica_processes(&caller_node)),
+    let caller_after = workload_processes(&caller_node, "caller");
+    assert_eq!(
+        caller_before, caller_after,
         "the caller, unchanged, kept running"
     );
 

@@ -1563,8 +1563,8 @@ impl Fabric {
         let config = write("pebble.json", &config.to_string())?;
         let log = |name: &str| -> Result<Stdio, NetnsError> {
             let path = dir.join(name);
-            let file = std::fs::File::create(&path)
-                .map_err(io(format!("creating {}", path.display())))?;
+            let file =
+                std::fs::File::create(&path).map_err(io(format!("creating {}", path.display())))?;
             Ok(Stdio::from(file))
         };
         let dns = SocketAddr::from((echo, 53));
@@ -1622,15 +1622,13 @@ impl Fabric {
             SocketAddr::from((echo, 8055)),
         ] {
             loop {
-                if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
-                {
+                if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
                     break;
                 }
                 if Instant::now() > deadline {
-                    let pebble_log = std::fs::read_to_string(dir.join("pebble.log"))
-                        .unwrap_or_default();
-                    let dns_log =
-                        std::fs::read_to_string(dir.join("dns.log")).unwrap_or_default();
+                    let pebble_log =
+                        std::fs::read_to_string(dir.join("pebble.log")).unwrap_or_default();
+                    let dns_log = std::fs::read_to_string(dir.join("dns.log")).unwrap_or_default();
                     return Err(NetnsError::Command {
                         command: format!("waiting for the ACME server at {addr}"),
                         stderr: format!("{pebble_log}{dns_log}"),

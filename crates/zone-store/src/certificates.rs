@@ -266,13 +266,12 @@ impl Store {
         let key = self
             .sealing_key()
             .ok_or(StoreError::NoSealingKey { operation: "read" })?;
-        let sealed: Option<String> = sqlx::query_scalar(
-            "SELECT sealed_credentials FROM acme_accounts WHERE directory = $1",
-        )
-        .bind(directory)
-        .fetch_optional(self.pool())
-        .await
-        .op("read the ACME account")?;
+        let sealed: Option<String> =
+            sqlx::query_scalar("SELECT sealed_credentials FROM acme_accounts WHERE directory = $1")
+                .bind(directory)
+                .fetch_optional(self.pool())
+                .await
+                .op("read the ACME account")?;
         let Some(sealed) = sealed.map(Zeroizing::new) else {
             return Ok(None);
         };

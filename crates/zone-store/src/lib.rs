@@ -63,8 +63,8 @@ use sqlx::{Any, AnyPool, Executor, SqlSafeStr, Transaction};
 use orc_zone_model::{Timestamp, sys_org_id, sys_project_id};
 
 pub use agents::AgentUpdate;
-pub use certificates::{AcmeChallenge, CertificateRow, IssuedCertificate};
 pub use apps::{AppReplicaRow, AppRevisionRow, MESSAGE_CHARS, ReadyReplica, ReplicaChange};
+pub use certificates::{AcmeChallenge, CertificateRow, IssuedCertificate};
 use error::OperationExt;
 pub use error::{Kind, StoreError};
 pub use images::ImageManifestRow;

@@ -85,7 +85,7 @@ async fn run(client: reqwest::Client, url: String, rate: u32, stop: Arc<AtomicBo
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let mut requests = tokio::task::JoinSet::new();
     let mut report = LoadReport::default();
-    let mut count = |report: &mut LoadReport, outcome: Result<String, String>| match outcome {
+    let count = |report: &mut LoadReport, outcome: Result<String, String>| match outcome {
         Ok(page) => *report.pages.entry(page).or_default() += 1,
         Err(why) => *report.failures.entry(why).or_default() += 1,
     };

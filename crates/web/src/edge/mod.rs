@@ -34,6 +34,7 @@ mod identity;
 mod pages;
 mod proxy;
 mod recent;
+mod services;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -48,6 +49,7 @@ use orc_access::names::{self, EdgeName, EdgePool, NameError};
 
 pub use certs::EdgeCerts;
 pub use identity::SESSION_COOKIE;
+pub use services::{NoPrivateServices, PrivateReplica, PrivateServices};
 
 use crate::visitor::{Person, from_own_pages};
 
@@ -107,6 +109,8 @@ struct Inner {
     store: Arc<dyn EdgeStore>,
     keys: Arc<AccessKeys>,
     endpoints: Arc<dyn EndpointDirectory>,
+    /// Apps' private services and the way to their replicas.
+    services: Arc<dyn PrivateServices>,
     /// The zone's web URL, written as `iss` in assertions.
     issuer: String,
     domain: String,
@@ -129,6 +133,8 @@ struct Inner {
 struct OrgPools {
     org: Org,
     pools: Vec<(Project, Pool)>,
+    /// Its apps' private services.
+    services: Vec<services::OrgService>,
 }
 
 impl std::fmt::Debug for EdgeState {
@@ -164,6 +170,7 @@ impl EdgeState {
                 config,
                 clock: Arc::new(Timestamp::now),
                 client: proxy::client(),
+                services: Arc::new(NoPrivateServices),
                 people: recent::Recent::new(recent::PERSON_TTL_MS),
                 orgs: recent::Recent::new(recent::ORG_TTL_MS),
                 console: None,
@@ -175,6 +182,14 @@ impl EdgeState {
     pub fn with_clock(mut self, clock: impl Fn() -> Timestamp + Send + Sync + 'static) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.clock = Arc::new(clock);
+        }
+        self
+    }
+
+    /// Apps' private services, reached through `services`.
+    pub fn with_services(mut self, services: Arc<dyn PrivateServices>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.services = services;
         }
         self
     }
@@ -474,6 +489,30 @@ async fn reachable_endpoints(
                     });
                 }
             }
+            // Apps' private services, named as a pool `<app>-<service>` would be.
+            let services = match edge.inner.services.private_services(&project.id).await {
+                Ok(services) => services,
+                Err(error) => {
+                    tracing::warn!(project = %project.id, %error, "a project's private services cannot be read");
+                    Vec::new()
+                }
+            };
+            for (app, service) in services {
+                let name = EdgeName {
+                    project: project.name.to_string(),
+                    pool: format!("{app}-{service}"),
+                    endpoint: None,
+                    slot: None,
+                };
+                list.push(Reachable {
+                    pool: format!("{}/{}/{app} (app)", org.name, project.name),
+                    endpoint: service,
+                    url: format!(
+                        "{}/",
+                        edge.url_of(&name.host(org.name.as_str(), &edge.inner.domain))
+                    ),
+                });
+            }
         }
     }
     Ok(list)
@@ -551,15 +590,26 @@ async fn endpoint_request(
         Some(person) => person,
         None => return Ok(identity::ask_to_sign_in(edge, host, &request)),
     };
-    let Some(OrgPools { org, pools }) = org_pools(edge, &org_name)
+    let Some(OrgPools {
+        org,
+        pools,
+        services,
+    }) = org_pools(edge, &org_name)
         .await
         .map_err(|e| store_failure(&e))?
     else {
         return Err(no_endpoint(edge, host));
     };
+    // A private service reads as a pool named `<app>-<service>` with one endpoint.
     let edge_pools: Vec<EdgePool> = pools
         .iter()
         .map(|(project, pool)| edge_pool(project, pool))
+        .chain(services.iter().map(|s| EdgePool {
+            project: s.project.name.to_string(),
+            pool: s.label(),
+            endpoints: Vec::new(),
+            slots: 0,
+        }))
         .collect();
     let name = match names::resolve(org.name.as_str(), &label, &edge_pools) {
         Ok(name) => name,
@@ -578,28 +628,20 @@ async fn endpoint_request(
         }
         Err(_) => return Err(no_endpoint(edge, host)),
     };
+    if let Some(service) = services
+        .into_iter()
+        .find(|s| s.project.name.as_str() == name.project && s.label() == name.pool)
+    {
+        check_role(edge, host, &person, &org, &service.project)?;
+        return service_request(edge, host, request, &person, &org, service).await;
+    }
     let Some((project, pool)) = pools
         .into_iter()
         .find(|(p, pool)| p.name.as_str() == name.project && pool.name.as_str() == name.pool)
     else {
         return Err(no_endpoint(edge, host));
     };
-    match project_role_in(&person.memberships, &project) {
-        None => return Err(no_endpoint(edge, host)),
-        Some(role) if !may_open(Some(role)) => {
-            return Err(pages::refusal(
-                StatusCode::FORBIDDEN,
-                "Not for viewers",
-                &format!(
-                    "Opening endpoints of project {}/{} needs the member or owner role there; \
-                     you are {role}.",
-                    org.name, project.name
-                ),
-                Some(&edge.url()),
-            ));
-        }
-        Some(_) => {}
-    }
+    check_role(edge, host, &person, &org, &project)?;
     let endpoint = endpoint_of(&name, &pool).ok_or_else(|| no_endpoint(edge, host))?;
     let slots: Vec<(u32, SocketAddr)> = edge
         .inner
@@ -637,6 +679,83 @@ async fn endpoint_request(
     Ok(proxy::forward(edge, request, &slots, forward).await)
 }
 
+/// Whether `person` may open what `project` serves at the edge: a 404 for no role there (as
+/// for a name that leads nowhere), a 403 for a viewer.
+fn check_role(
+    edge: &EdgeState,
+    host: &str,
+    person: &Person,
+    org: &Org,
+    project: &Project,
+) -> Result<(), Response> {
+    match project_role_in(&person.memberships, project) {
+        None => Err(no_endpoint(edge, host)),
+        Some(role) if !may_open(Some(role)) => Err(pages::refusal(
+            StatusCode::FORBIDDEN,
+            "Not for viewers",
+            &format!(
+                "Opening endpoints of project {}/{} needs the member or owner role there; \
+                 you are {role}.",
+                org.name, project.name
+            ),
+            Some(&edge.url()),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+/// A request to an app's private service: to one of its ready replicas, through the node
+/// that runs it.
+async fn service_request(
+    edge: &EdgeState,
+    host: &str,
+    request: Request,
+    person: &Person,
+    org: &Org,
+    service: services::OrgService,
+) -> Result<Response, Response> {
+    let what = format!(
+        "service {} of app {} in {}/{}",
+        service.service, service.app, org.name, service.project.name
+    );
+    let replicas = edge
+        .inner
+        .services
+        .replicas(&service.project.id, &service.app, &service.service)
+        .await
+        .map_err(|error| {
+            tracing::warn!(%error, "a private service's replicas cannot be read");
+            pages::refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again shortly",
+                "The zone could not look this up right now.",
+                None,
+            )
+        })?;
+    if replicas.is_empty() {
+        return Err(pages::refusal(
+            StatusCode::BAD_GATEWAY,
+            "Not serving right now",
+            &format!("The {what} has no ready replica right now. Try again shortly."),
+            Some(&edge.url()),
+        ));
+    }
+    let audience = format!(
+        "{}/{}/{}",
+        service.project.name, service.app, service.service
+    );
+    let assertion = identity::assertion(edge, person, org, &audience).map_err(|e| *e)?;
+    let forward = proxy::Forward {
+        host: host.to_string(),
+        port: edge.port(),
+        client: client_ip(&request),
+        assertion,
+        drop_authorization: person.by_bearer,
+        pool: what,
+    };
+    Ok(proxy::forward_to_replicas(edge, request, &replicas, forward).await)
+}
+
 /// An org's pools that serve http endpoints (kept for [`recent::ORG_TTL_MS`]); `None` when
 /// there is no such org.
 async fn org_pools(edge: &EdgeState, name: &str) -> Result<Option<OrgPools>, StoreFailure> {
@@ -649,12 +768,29 @@ async fn org_pools(edge: &EdgeState, name: &str) -> Result<Option<OrgPools>, Sto
         None => None,
         Some(org) => {
             let mut pools = Vec::new();
+            let mut services = Vec::new();
             for project in store.projects(&org.id).await? {
                 for pool in http_pools(store, &project).await? {
                     pools.push((project.clone(), pool));
                 }
+                match edge.inner.services.private_services(&project.id).await {
+                    Ok(found) => services.extend(found.into_iter().map(|(app, service)| {
+                        services::OrgService {
+                            project: project.clone(),
+                            app,
+                            service,
+                        }
+                    })),
+                    Err(error) => {
+                        tracing::warn!(project = %project.id, %error, "a project's private services cannot be read");
+                    }
+                }
             }
-            Some(OrgPools { org, pools })
+            Some(OrgPools {
+                org,
+                pools,
+                services,
+            })
         }
     };
     edge.inner.orgs.put(name.to_string(), found.clone(), now);

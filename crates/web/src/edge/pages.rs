@@ -102,11 +102,11 @@ pub(super) fn home(
         }
         h1 { "Your endpoints" }
         @if endpoints.is_empty() {
-            p { "No pool you may open has an http endpoint yet." }
+            p { "Nothing you may open is served here yet: no pool with an http endpoint, no app with a private service." }
         } @else {
             table {
                 caption.visually-hidden { "Endpoints you may open" }
-                thead { tr { th scope="col" { "Pool" } th scope="col" { "Endpoint" } th scope="col" { "Address" } } }
+                thead { tr { th scope="col" { "Pool or app" } th scope="col" { "Endpoint or service" } th scope="col" { "Address" } } }
                 tbody {
                     @for e in endpoints {
                         tr {

@@ -255,6 +255,110 @@ pub(super) async fn forward(
     .into_response()
 }
 
+/// Sends `request` to the first of `replicas` whose node connects to it, over a stream the
+/// zone relays through that node's agent, and its answer back. Replicas are tried from a
+/// different one each time, so requests spread over them.
+pub(super) async fn forward_to_replicas(
+    edge: &EdgeState,
+    request: Request,
+    replicas: &[super::PrivateReplica],
+    forward: Forward,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let headers = forwarded_headers(&parts.headers, &forward);
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let Ok(uri) = path.parse::<Uri>() else {
+        return pages::refusal(
+            StatusCode::BAD_REQUEST,
+            "Bad path",
+            "The request's path cannot be forwarded.",
+            None,
+        );
+    };
+    let resend = may_resend(&parts.method);
+    let mut body = Some(body);
+    let mut last_error = String::new();
+    let start = usize::from(round_robin()) % replicas.len().max(1);
+    for replica in replicas.iter().cycle().skip(start).take(replicas.len()) {
+        let stream = match edge
+            .inner
+            .services
+            .connect(&replica.node, &replica.address)
+            .await
+        {
+            Ok(stream) => stream,
+            Err(error) if resend => {
+                tracing::debug!(service = %forward.pool, slot = replica.slot, %error, "a replica could not be reached; trying the next");
+                last_error = format!("replica {} could not be reached: {error}", replica.slot);
+                continue;
+            }
+            Err(error) => {
+                last_error = format!("replica {} could not be reached: {error}", replica.slot);
+                break;
+            }
+        };
+        let mut outgoing = axum::http::Request::new(body.take().unwrap_or_else(Body::empty));
+        *outgoing.method_mut() = parts.method.clone();
+        *outgoing.uri_mut() = uri.clone();
+        *outgoing.version_mut() = Version::HTTP_11;
+        *outgoing.headers_mut() = headers.clone();
+        let exchange = async {
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+            tokio::spawn(async move {
+                let _ = connection.with_upgrades().await;
+            });
+            sender.send_request(outgoing).await
+        };
+        match tokio::time::timeout(ANSWER_TIMEOUT, exchange).await {
+            Ok(Ok(answer)) => {
+                let (mut parts, incoming) = answer.into_parts();
+                answered_headers(&mut parts.headers);
+                return Response::from_parts(parts, Body::new(incoming));
+            }
+            Ok(Err(e)) => {
+                tracing::info!(service = %forward.pool, slot = replica.slot, error = %e, "forwarding to a replica failed");
+                last_error = format!("replica {} did not answer", replica.slot);
+                break;
+            }
+            Err(_) => {
+                return pages::refusal(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "No answer in time",
+                    &format!(
+                        "Replica {} of the {} did not start answering within {} s.",
+                        replica.slot,
+                        forward.pool,
+                        ANSWER_TIMEOUT.as_secs()
+                    ),
+                    None,
+                );
+            }
+        }
+    }
+    pages::refusal(
+        StatusCode::BAD_GATEWAY,
+        "Not serving right now",
+        &format!(
+            "The {}: {last_error}. It may be restarting; try again shortly.",
+            forward.pool
+        ),
+        None,
+    )
+    .into_response()
+}
+
+/// Where the next request starts among replicas: round robin over the edge.
+fn round_robin() -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3397,7 +3397,13 @@ pub async fn certificates_are_sealed_and_follow_their_domain(db: &TestDb) {
         (web.clone(), None, 0)
     );
     assert_eq!(row.next_attempt_at, T0);
-    assert!(store.issued_certificates(&web, T0).await.unwrap().is_empty());
+    assert!(
+        store
+            .issued_certificates(&web, T0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // Issued: the key is sealed in the database and opens for the project's nodes.
     let key_pem = "-----BEGIN PRIVATE KEY-----\nsecret-key-bytes\n-----END PRIVATE KEY-----\n";
@@ -3414,7 +3420,10 @@ pub async fn certificates_are_sealed_and_follow_their_domain(db: &TestDb) {
             .fetch_one(&mut raw)
             .await
             .unwrap();
-    assert!(!stored.contains("secret-key-bytes"), "the key is stored sealed");
+    assert!(
+        !stored.contains("secret-key-bytes"),
+        "the key is stored sealed"
+    );
     let issued = store.issued_certificates(&web, T0).await.unwrap();
     assert_eq!(issued.len(), 1);
     assert_eq!(
@@ -3424,7 +3433,13 @@ pub async fn certificates_are_sealed_and_follow_their_domain(db: &TestDb) {
     assert_eq!(issued[0].key_pem.as_str(), key_pem);
     assert!(!format!("{:?}", issued[0]).contains("secret-key-bytes"));
     // An ended certificate is not handed out.
-    assert!(store.issued_certificates(&web, not_after).await.unwrap().is_empty());
+    assert!(
+        store
+            .issued_certificates(&web, not_after)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // A failed renewal keeps the certificate and says why.
     let retry = T0.plus_millis(120_000);
@@ -3447,12 +3462,28 @@ pub async fn certificates_are_sealed_and_follow_their_domain(db: &TestDb) {
     // The domain moves to another project: it starts over, and the key stays behind.
     let row = store.want_certificate(domain, &shop, t1).await.unwrap();
     assert_eq!(
-        (row.project.clone(), row.chain_pem.clone(), row.error.clone()),
+        (
+            row.project.clone(),
+            row.chain_pem.clone(),
+            row.error.clone()
+        ),
         (shop.clone(), None, None)
     );
     assert_eq!((row.attempts, row.next_attempt_at), (0, t1));
-    assert!(store.issued_certificates(&shop, t1).await.unwrap().is_empty());
-    assert!(store.issued_certificates(&web, t1).await.unwrap().is_empty());
+    assert!(
+        store
+            .issued_certificates(&shop, t1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .issued_certificates(&web, t1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // A late success for the former owner is not kept.
     let kept = store
         .record_certificate_issued(domain, &web, "CHAIN", key_pem, not_after, renew_at, t1)
@@ -3463,7 +3494,10 @@ pub async fn certificates_are_sealed_and_follow_their_domain(db: &TestDb) {
     assert!(store.project_certificates(&web).await.unwrap().is_empty());
 
     // Not wanted for long: removed.
-    store.want_certificate("old.example.com", &web, T0).await.unwrap();
+    store
+        .want_certificate("old.example.com", &web, T0)
+        .await
+        .unwrap();
     let gone = store.forget_certificates(t1).await.unwrap();
     assert_eq!(gone, ["old.example.com"]);
     assert_eq!(store.certificates().await.unwrap().len(), 1);
@@ -3471,9 +3505,18 @@ pub async fn certificates_are_sealed_and_follow_their_domain(db: &TestDb) {
     // The ACME account: sealed, and the first kept wins.
     let dir = "https://acme.example/dir";
     assert!(store.acme_account(dir).await.unwrap().is_none());
-    let first = store.keep_acme_account(dir, "{\"id\":\"one\"}", T0).await.unwrap();
-    let second = store.keep_acme_account(dir, "{\"id\":\"two\"}", t1).await.unwrap();
-    assert_eq!((first.as_str(), second.as_str()), ("{\"id\":\"one\"}", "{\"id\":\"one\"}"));
+    let first = store
+        .keep_acme_account(dir, "{\"id\":\"one\"}", T0)
+        .await
+        .unwrap();
+    let second = store
+        .keep_acme_account(dir, "{\"id\":\"two\"}", t1)
+        .await
+        .unwrap();
+    assert_eq!(
+        (first.as_str(), second.as_str()),
+        ("{\"id\":\"one\"}", "{\"id\":\"one\"}")
+    );
     let stored: String = sqlx::query_scalar("SELECT sealed_credentials FROM acme_accounts")
         .fetch_one(&mut raw)
         .await
@@ -3490,7 +3533,10 @@ pub async fn certificates_are_sealed_and_follow_their_domain(db: &TestDb) {
         .put_acme_challenge(&challenge, &shop, T0.plus_millis(60_000))
         .await
         .unwrap();
-    assert_eq!(store.acme_challenges(&shop, T0).await.unwrap(), [challenge.clone()]);
+    assert_eq!(
+        store.acme_challenges(&shop, T0).await.unwrap(),
+        [challenge.clone()]
+    );
     assert!(store.acme_challenges(&web, T0).await.unwrap().is_empty());
     assert!(
         store
@@ -3500,10 +3546,16 @@ pub async fn certificates_are_sealed_and_follow_their_domain(db: &TestDb) {
             .is_empty()
     );
     assert_eq!(
-        store.expire_acme_challenges(T0.plus_millis(60_000)).await.unwrap(),
+        store
+            .expire_acme_challenges(T0.plus_millis(60_000))
+            .await
+            .unwrap(),
         1
     );
-    store.put_acme_challenge(&challenge, &shop, t1).await.unwrap();
+    store
+        .put_acme_challenge(&challenge, &shop, t1)
+        .await
+        .unwrap();
     store.delete_acme_challenge("tok-1").await.unwrap();
     assert!(store.acme_challenges(&shop, T0).await.unwrap().is_empty());
 }

@@ -32,14 +32,17 @@
 pub mod bootstrap;
 mod join;
 mod session;
+mod tunnels;
 mod workloads;
+
+pub use tunnels::TunnelError;
 
 pub use workloads::AssignmentSignal;
 
 pub use bootstrap::{AgentBinary, AgentBootstrap};
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -187,6 +190,8 @@ struct Attached {
     last_contact: Timestamp,
     /// Commands running on it, by exec id.
     execs: BTreeMap<u64, mpsc::Sender<ExecEvent>>,
+    /// Connections it relays, by tunnel id.
+    tunnels: BTreeMap<u64, mpsc::Sender<tunnels::TunnelEvent>>,
     /// Told when the node's mesh config changed, so the session sends its new config.
     refresh: Arc<Notify>,
 }
@@ -515,7 +520,9 @@ impl AgentHub {
             changed
         };
         if changed {
-            self.inner.challenges_held.send_modify(|n| *n = n.wrapping_add(1));
+            self.inner
+                .challenges_held
+                .send_modify(|n| *n = n.wrapping_add(1));
         }
     }
 

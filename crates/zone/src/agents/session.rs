@@ -135,6 +135,7 @@ impl AgentHub {
                 since: now,
                 last_contact: now,
                 execs: Default::default(),
+                tunnels: Default::default(),
                 refresh: refresh.clone(),
             },
         );
@@ -547,6 +548,17 @@ impl AgentHub {
                         self.hold_challenges(&agent.node_id, held);
                     }
                     self.record_workload_status(&agent.node_id, status, &workloads_sent.keys)
+                        .await;
+                }
+                Some(agent_message::Body::TunnelData(data)) => {
+                    let event = super::tunnels::TunnelEvent::Data(data.data);
+                    self.tunnel_event(&agent.node_id, data.tunnel_id, event)
+                        .await;
+                }
+                Some(agent_message::Body::TunnelClose(end)) => {
+                    let why = Some(end.error).filter(|e| !e.is_empty());
+                    let event = super::tunnels::TunnelEvent::End(why);
+                    self.tunnel_event(&agent.node_id, end.tunnel_id, event)
                         .await;
                 }
                 Some(agent_message::Body::KeepAlive(_)) | None => {}

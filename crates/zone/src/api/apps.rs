@@ -618,10 +618,7 @@ fn certificate_words(row: &crate::store::CertificateRow, now: crate::model::Time
             day(end),
             when(row.next_attempt_at)
         ),
-        (None, Some(error)) => format!(
-            "failed: {error} (next try {})",
-            when(row.next_attempt_at)
-        ),
+        (None, Some(error)) => format!("failed: {error} (next try {})", when(row.next_attempt_at)),
         (None, None) => "being obtained".to_string(),
     }
 }

@@ -185,7 +185,11 @@ const VALIDATION: Duration = Duration::from_secs(120);
 /// Obtains a certificate for `domain` on `account`, answering its HTTP-01 challenges with
 /// `answer`. The error says in words what failed, with the directory's own reason when it
 /// gives one.
-pub async fn obtain(account: &Account, domain: &str, answer: &impl Answer) -> Result<Issued, String> {
+pub async fn obtain(
+    account: &Account,
+    domain: &str,
+    answer: &impl Answer,
+) -> Result<Issued, String> {
     let identifiers = [Identifier::Dns(domain.to_string())];
     let mut order = account
         .new_order(&NewOrder::new(&identifiers))

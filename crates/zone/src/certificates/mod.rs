@@ -167,7 +167,9 @@ impl Certificates {
     /// One pass: records what is wanted, orders what is due.
     pub async fn pass(&self) -> Result<(), String> {
         let now = self.now();
-        let wanted = wanted_domains(&self.store).await.map_err(|e| e.to_string())?;
+        let wanted = wanted_domains(&self.store)
+            .await
+            .map_err(|e| e.to_string())?;
         let mut due = Vec::new();
         for (domain, project) in &wanted {
             let row = self
@@ -266,7 +268,9 @@ impl Certificates {
                     Ok(false) => {
                         tracing::info!(%domain, "a certificate came for a domain that moved to another project; not kept");
                     }
-                    Err(error) => tracing::warn!(%domain, %error, "an issued certificate was not kept"),
+                    Err(error) => {
+                        tracing::warn!(%domain, %error, "an issued certificate was not kept")
+                    }
                 }
             }
             Err(reason) => {

@@ -50,12 +50,12 @@ use crate::agents::AgentHub;
 use crate::api;
 use crate::apps::{Apps, ZoneEndpoint};
 use crate::backend::Backends;
+use crate::certificates::Certificates;
+use crate::certificates::client::Directory;
 use crate::hub::Hub;
 use crate::mesh::MeshHandle;
 use crate::model::TokenSecret;
 use crate::reconcile::{ReconcilerHandle, Reconcilers};
-use crate::certificates::Certificates;
-use crate::certificates::client::Directory;
 use crate::rollouts::Rollouts;
 use crate::store::Store;
 
@@ -119,8 +119,12 @@ impl Zone {
         // A directory whose CA file is unusable fails the start before anything runs.
         let acme = match &config.acme {
             Some(acme) => Some((
-                Directory::new(&acme.directory, acme.contact.clone(), acme.ca_pem.as_deref())
-                    .map_err(ZoneError::Acme)?,
+                Directory::new(
+                    &acme.directory,
+                    acme.contact.clone(),
+                    acme.ca_pem.as_deref(),
+                )
+                .map_err(ZoneError::Acme)?,
                 acme.clone(),
             )),
             None => None,
@@ -243,6 +247,7 @@ impl Zone {
                 ca,
                 store,
                 &apps,
+                &hubs.agents,
                 &state,
                 web_url.clone(),
                 stopped.clone(),

@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 
 use super::config::{CA_KEY_FILE, SEALING_KEY_FILE, ZoneConfig, ZoneError};
 use super::files::{ensure_admin, tighten_files, touch_private};
-use super::seams::{AgentDirectory, AppsLogs, HubDirectory};
+use super::seams::{AgentDirectory, AppsLogs, HubDirectory, ServicesThroughAgents};
 use crate::agents::{AgentBinary, AgentBootstrap, AgentHub};
 use crate::api::{self, ApiState};
 use crate::apps::Apps;
@@ -433,6 +433,7 @@ impl RunningEdge {
         ca: &Arc<ZoneCa>,
         store: &StorePart,
         apps: &Apps,
+        agents: &AgentHub,
         state: &ApiState,
         issuer: String,
         stopped: watch::Receiver<bool>,
@@ -462,9 +463,13 @@ impl RunningEdge {
             Arc::new(ApiInProcess(api::router(console_api.clone()))),
             move || console_api.now(),
         );
+        let services = Arc::new(ServicesThroughAgents {
+            store: store.store.clone(),
+            agents: agents.clone(),
+        });
         let task = tokio::spawn(orc_web::edge::serve(
             listener,
-            edge_state.with_console(console),
+            edge_state.with_console(console).with_services(services),
             config.limits.serve_options(Some(certs.server_config())),
             wait_for_stop(stopped),
         ));

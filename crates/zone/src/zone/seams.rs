@@ -104,3 +104,96 @@ impl LogSource for AppsLogs {
         })
     }
 }
+
+/// The edge's view of apps' private services: what the store says of them, and a stream to
+/// a replica through its node's agent.
+pub(super) struct ServicesThroughAgents {
+    pub(super) store: crate::store::Store,
+    pub(super) agents: AgentHub,
+}
+
+#[async_trait::async_trait]
+impl orc_web::edge::PrivateServices for ServicesThroughAgents {
+    async fn private_services(
+        &self,
+        project: &crate::model::ProjectId,
+    ) -> Result<Vec<(String, String)>, String> {
+        let apps = self
+            .store
+            .list_apps(project)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(apps
+            .iter()
+            .filter_map(|row| Some((row, crate::rollouts::document(row).ok()?)))
+            .flat_map(|(row, document)| {
+                document
+                    .spec
+                    .services
+                    .iter()
+                    .filter(|(_, service)| service.is_private())
+                    .map(|(name, _)| (row.app.to_string(), name.to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .collect())
+    }
+
+    async fn replicas(
+        &self,
+        project: &crate::model::ProjectId,
+        app: &str,
+        service: &str,
+    ) -> Result<Vec<orc_web::edge::PrivateReplica>, String> {
+        let store = &self.store;
+        let Ok(app) = app.parse::<crate::model::Name>() else {
+            return Ok(Vec::new());
+        };
+        let rows = store
+            .list_app_replicas(project, &app)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut ports: std::collections::BTreeMap<u64, Option<u16>> = Default::default();
+        let mut out = Vec::new();
+        for row in rows.iter().filter(|r| {
+            r.workload == service && r.ready && r.draining_at.is_none() && r.node_id.is_some()
+        }) {
+            let (Some(node), Some(address)) = (&row.node_id, row.address) else {
+                continue;
+            };
+            // The port the replica's own revision gives the service.
+            if !ports.contains_key(&row.revision) {
+                let port = store
+                    .app_revision(project, &app, row.revision)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .and_then(|r| crate::rollouts::document(&r).ok())
+                    .and_then(|document| {
+                        document
+                            .spec
+                            .services
+                            .iter()
+                            .find(|(name, s)| name.as_str() == service && s.is_private())
+                            .and_then(|(_, s)| s.port())
+                    });
+                ports.insert(row.revision, port);
+            }
+            let Some(Some(port)) = ports.get(&row.revision) else {
+                continue;
+            };
+            out.push(orc_web::edge::PrivateReplica {
+                slot: row.slot,
+                node: node.to_string(),
+                address: format!("{address}:{port}"),
+            });
+        }
+        Ok(out)
+    }
+
+    async fn connect(&self, node: &str, address: &str) -> Result<tokio::io::DuplexStream, String> {
+        let node: crate::model::NodeId = node.parse().map_err(|_| format!("no node {node}"))?;
+        self.agents
+            .tunnel(&node, address)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}

@@ -13,7 +13,10 @@ use std::time::Duration;
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use orc_access::{KeySource, Verifier, VerifierOptions};
-use orc_web::edge::{EdgeCerts, EdgeConfig, EdgeState, EndpointDirectory, SessionPolicy};
+use orc_web::edge::{
+    EdgeCerts, EdgeConfig, EdgeState, EndpointDirectory, PrivateReplica, PrivateServices,
+    SessionPolicy,
+};
 use orc_zone::model::{PoolId, Timestamp};
 use reqwest::StatusCode;
 use reqwest::header::{self, HeaderValue};
@@ -115,8 +118,65 @@ impl EndpointDirectory for Slots {
     }
 }
 
+/// Private service `admin` of app `shop` in acme/web, with one ready replica (slot 0) on a
+/// node, reached over a stream as the zone relays one through the node's agent: here a
+/// loopback connection to an echo app.
+struct Services {
+    /// acme/web's id.
+    web: orc_zone::model::ProjectId,
+    replica: SocketAddr,
+    /// The streams opened, by node and address.
+    opened: Mutex<Vec<(String, String)>>,
+}
+
+#[async_trait::async_trait]
+impl PrivateServices for Services {
+    async fn private_services(
+        &self,
+        project: &orc_zone::model::ProjectId,
+    ) -> Result<Vec<(String, String)>, String> {
+        Ok(if *project == self.web {
+            vec![("shop".into(), "admin".into())]
+        } else {
+            Vec::new()
+        })
+    }
+
+    async fn replicas(
+        &self,
+        _: &orc_zone::model::ProjectId,
+        app: &str,
+        service: &str,
+    ) -> Result<Vec<PrivateReplica>, String> {
+        assert_eq!((app, service), ("shop", "admin"));
+        Ok(vec![PrivateReplica {
+            slot: 0,
+            node: "n-000000000042".into(),
+            address: "10.96.0.2:8080".into(),
+        }])
+    }
+
+    async fn connect(&self, node: &str, address: &str) -> Result<tokio::io::DuplexStream, String> {
+        self.opened
+            .lock()
+            .unwrap()
+            .push((node.to_string(), address.to_string()));
+        let mut upstream = tokio::net::TcpStream::connect(self.replica)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (ours, mut theirs) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(async move {
+            let _ = tokio::io::copy_bidirectional(&mut theirs, &mut upstream).await;
+        });
+        Ok(ours)
+    }
+}
+
 struct Setup {
     z: TestZone,
+    services: Arc<Services>,
+    /// What the private service's replica saw.
+    service_seen: Seen,
     edge: SocketAddr,
     port: u16,
     clock: Arc<AtomicI64>,
@@ -229,6 +289,14 @@ async fn setup(policy: SessionPolicy) -> Setup {
         }
         slots.0.lock().unwrap().insert(id, listening);
     }
+    let project = z.get("/api/orgs/acme/projects/web", &t.olivia).await;
+    assert_eq!(project.status, StatusCode::OK, "{}", project.body);
+    let service_seen: Seen = Arc::default();
+    let services = Arc::new(Services {
+        web: project.body["id"].as_str().unwrap().parse().unwrap(),
+        replica: echo_app(0, service_seen.clone(), release.clone()).await,
+        opened: Mutex::new(Vec::new()),
+    });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let edge = listener.local_addr().unwrap();
     let clock = Arc::new(AtomicI64::new(Timestamp::now().millis()));
@@ -250,7 +318,8 @@ async fn setup(policy: SessionPolicy) -> Setup {
     .with_clock({
         let clock = clock.clone();
         move || Timestamp(clock.load(Ordering::SeqCst))
-    });
+    })
+    .with_services(services.clone());
     let certs = Arc::new(EdgeCerts::new(
         z.zone.ca().unwrap().clone(),
         DOMAIN,
@@ -268,6 +337,8 @@ async fn setup(policy: SessionPolicy) -> Setup {
     ));
     Setup {
         z,
+        services,
+        service_seen,
         edge,
         port: edge.port(),
         clock,
@@ -318,6 +389,7 @@ const SITE_1: &str = "web--site-1.acme.orc.localhost";
 const DB: &str = "data--db.acme.orc.localhost";
 const API_ADMIN: &str = "web--api-admin.acme.orc.localhost";
 const API: &str = "web--api.acme.orc.localhost";
+const SHOP_ADMIN: &str = "web--shop-admin.acme.orc.localhost";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_get_in_with_one_signed_assertion_and_nothing_of_theirs_reaches_the_app() {
@@ -948,4 +1020,54 @@ async fn every_answer_of_the_edge_pins_https_for_the_domain_and_its_names() {
             "{what} ({status})"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_service_opens_to_members_through_its_replicas_node() {
+    let s = setup(SessionPolicy::default()).await;
+    let client = s.client(&[SHOP_ADMIN]);
+    let get = |token: Option<&str>| {
+        let mut request = client.get(s.url(SHOP_ADMIN, "/orders"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+
+    // Strangers: nobody gets 401, a person with no role there the same 404 as a name that
+    // leads nowhere, a viewer 403; none reaches the replica or opens a stream.
+    let (status, _, _) = s.read(get(None).await.unwrap()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, body) = s.read(get(Some(&s.stan)).await.unwrap()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, _, body) = s.read(get(Some(&s.vic)).await.unwrap()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(s.service_seen.lock().unwrap().is_empty());
+    assert!(s.services.opened.lock().unwrap().is_empty());
+
+    // A member: through the replica's node to its address, with one assertion for the
+    // service and not her token.
+    let (status, _, body) = s.read(get(Some(&s.mia)).await.unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        s.services.opened.lock().unwrap().as_slice(),
+        [("n-000000000042".to_string(), "10.96.0.2:8080".to_string())]
+    );
+    let seen: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(seen["authorization"], Value::Null);
+    assert_eq!(seen["host"], format!("{SHOP_ADMIN}:{}", s.port));
+    let assertions = seen["assertions"].as_array().unwrap();
+    assert_eq!(assertions.len(), 1, "{assertions:?}");
+    let checked = verifier(&s, "web/shop/admin")
+        .verify_token(assertions[0].as_str().unwrap(), now_secs())
+        .await
+        .unwrap();
+    assert_eq!(checked.name.as_str(), "mia");
+    // An assertion for the service is no good for a pool's endpoint.
+    assert!(
+        verifier(&s, "web/site/www")
+            .verify_token(assertions[0].as_str().unwrap(), now_secs())
+            .await
+            .is_err()
+    );
 }
