@@ -33,6 +33,9 @@ pub enum StartError {
     /// rustls refused the TLS settings.
     #[error("rustls refused the HTTPS listener's TLS settings")]
     Tls(#[source] rustls::Error),
+    /// A serving thread or its runtime could not be started.
+    #[error("cannot start a serving thread")]
+    Runtime(#[source] io::Error),
 }
 
 /// One part of a route table that [`Proxy::set_routes`](crate::Proxy::set_routes) left out.

@@ -22,47 +22,49 @@ use tokio::net::TcpStream;
 use crate::body::ProxyBody;
 use crate::listen::ClientConn;
 use crate::pages;
-use crate::proxy::Shared;
+use crate::proxy::Worker;
 use crate::routing::{Decision, decide, host_of};
 use crate::stats::RouteCounters;
 use crate::table::Upstream;
 
 /// Serves a plain-HTTP connection.
-pub(crate) async fn serve_http(shared: Arc<Shared>, tcp: TcpStream, conn: ClientConn) {
-    serve(shared, tcp, Arc::new(conn)).await;
+pub(crate) async fn serve_http(worker: Arc<Worker>, tcp: TcpStream, conn: ClientConn) {
+    serve(worker, tcp, Arc::new(conn)).await;
 }
 
 /// Shakes hands, then serves an HTTPS connection.
-pub(crate) async fn serve_https(shared: Arc<Shared>, tcp: TcpStream, conn: ClientConn) {
+pub(crate) async fn serve_https(worker: Arc<Worker>, tcp: TcpStream, conn: ClientConn) {
     let mut stage = conn.stage.clone();
+    let shared = &worker.shared;
     let handshake = tokio::time::timeout(shared.handshake_timeout, shared.tls.accept(tcp));
     let tls = tokio::select! {
         tls = handshake => tls,
         () = stage.draining() => return,
     };
     match tls {
-        Ok(Ok(tls)) => serve(shared, tls, Arc::new(conn)).await,
+        Ok(Ok(tls)) => serve(worker, tls, Arc::new(conn)).await,
         Ok(Err(e)) => tracing::debug!(peer = %conn.peer, error = %e, "TLS handshake failed"),
         Err(_) => tracing::debug!(peer = %conn.peer, "TLS handshake timed out"),
     }
 }
 
-async fn serve<I>(shared: Arc<Shared>, io: I, conn: Arc<ClientConn>)
+async fn serve<I>(worker: Arc<Worker>, io: I, conn: Arc<ClientConn>)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let mut stage = conn.stage.clone();
     let peer = conn.peer;
     let service = {
-        let shared = shared.clone();
+        let worker = worker.clone();
         service_fn(move |request| {
-            let shared = shared.clone();
+            let worker = worker.clone();
             let conn = conn.clone();
-            async move { Ok::<_, Infallible>(answer(&shared, &conn, request).await) }
+            async move { Ok::<_, Infallible>(answer(&worker, &conn, request).await) }
         })
     };
     let mut connection = pin!(
-        shared
+        worker
+            .shared
             .http
             .serve_connection_with_upgrades(TokioIo::new(io), service)
     );
@@ -89,10 +91,11 @@ enum Way {
 }
 
 async fn answer(
-    shared: &Shared,
+    worker: &Worker,
     conn: &Arc<ClientConn>,
     request: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    let shared = &worker.shared;
     let way = {
         // HTTP/2's `:authority` and an absolute-form target name the host in the URI; else
         // the `Host` header does.
@@ -138,6 +141,6 @@ async fn answer(
     };
     match way {
         Way::Answer(response) => response,
-        Way::Forward(upstream) => shared.forwarder.forward(conn, &upstream, request).await,
+        Way::Forward(upstream) => worker.forwarder.forward(conn, &upstream, request).await,
     }
 }

@@ -9,8 +9,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use rustls::crypto::CryptoProvider;
 use tokio::net::TcpListener;
-use tokio::sync::Mutex;
-use tokio::task::JoinHandle;
+use tokio::sync::{Mutex, oneshot};
 use tokio_rustls::TlsAcceptor;
 
 use crate::certs::SniResolver;
@@ -59,6 +58,11 @@ pub struct ProxyConfig {
     /// HTTP/2 keep-alive ping interval; a connection whose ping goes unanswered as long is
     /// closed. Default 20 s.
     pub http2_keep_alive_interval: Duration,
+    /// Threads serving HTTP and HTTPS, each with its own runtime, its own listening
+    /// sockets on the same ports (`SO_REUSEPORT`: the kernel spreads new connections over
+    /// them) and its own backend connections, so a request never leaves the thread that
+    /// accepted it. Default: one per core.
+    pub workers: usize,
 }
 
 impl Default for ProxyConfig {
@@ -77,6 +81,7 @@ impl Default for ProxyConfig {
             header_read_timeout: Duration::from_secs(30),
             http2_max_concurrent_streams: 256,
             http2_keep_alive_interval: Duration::from_secs(20),
+            workers: std::thread::available_parallelism().map_or(1, usize::from),
         }
     }
 }
@@ -101,6 +106,9 @@ impl ProxyConfig {
         if self.http2_max_concurrent_streams == 0 {
             return problem("http2_max_concurrent_streams", "must be at least 1");
         }
+        if self.workers == 0 || self.workers > 256 {
+            return problem("workers", "must be between 1 and 256");
+        }
         Ok(())
     }
 }
@@ -108,7 +116,6 @@ impl ProxyConfig {
 /// What every listener and connection task shares.
 pub(crate) struct Shared {
     pub table: Arc<ArcSwap<Table>>,
-    pub forwarder: Forwarder,
     pub http: auto::Builder<TokioExecutor>,
     pub tls: TlsAcceptor,
     pub limit: ConnectionLimit,
@@ -127,6 +134,13 @@ impl std::fmt::Debug for Shared {
             .field("tcp_bind_ip", &self.tcp_bind_ip)
             .finish_non_exhaustive()
     }
+}
+
+/// What one serving thread holds: the shared state and its own backend connections.
+#[derive(Debug)]
+pub(crate) struct Worker {
+    pub shared: Arc<Shared>,
+    pub forwarder: Forwarder,
 }
 
 /// What only `set_routes` and `shutdown` touch, one call at a time.
@@ -150,7 +164,8 @@ pub struct Proxy {
     shared: Arc<Shared>,
     http_addr: SocketAddr,
     https_addr: SocketAddr,
-    listeners: Vec<JoinHandle<()>>,
+    /// One per worker thread: told when its listeners have stopped and closed.
+    listening: Vec<oneshot::Receiver<()>>,
     control: Mutex<Control>,
 }
 
@@ -160,26 +175,19 @@ impl Proxy {
     /// Must be called within a tokio runtime, which runs every task of the proxy.
     pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         config.validate()?;
-        let listen = |listener: &'static str, addr: SocketAddr| async move {
-            TcpListener::bind(addr)
-                .await
+        let http_listeners = bind_all("HTTP", config.http_addr, config.workers)?;
+        let https_listeners = bind_all("HTTPS", config.https_addr, config.workers)?;
+        let local = |listeners: &[std::net::TcpListener], name, addr| {
+            listeners[0]
+                .local_addr()
                 .map_err(|source| StartError::Listen {
-                    listener,
+                    listener: name,
                     addr,
                     source,
                 })
         };
-        let http_listener = listen("HTTP", config.http_addr).await?;
-        let https_listener = listen("HTTPS", config.https_addr).await?;
-        let local = |listener: &TcpListener, name, addr| {
-            listener.local_addr().map_err(|source| StartError::Listen {
-                listener: name,
-                addr,
-                source,
-            })
-        };
-        let http_addr = local(&http_listener, "HTTP", config.http_addr)?;
-        let https_addr = local(&https_listener, "HTTPS", config.https_addr)?;
+        let http_addr = local(&http_listeners, "HTTP", config.http_addr)?;
+        let https_addr = local(&https_listeners, "HTTPS", config.https_addr)?;
 
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let table = Arc::new(ArcSwap::from_pointee(Table::default()));
@@ -203,7 +211,6 @@ impl Proxy {
 
         let shared = Arc::new(Shared {
             table,
-            forwarder: Forwarder::new(&config),
             http,
             tls: TlsAcceptor::from(Arc::new(tls)),
             limit: ConnectionLimit::new(config.max_connections),
@@ -215,34 +222,29 @@ impl Proxy {
             provider,
         });
 
-        let listeners = [
-            (http_listener, "HTTP", Scheme::Http),
-            (https_listener, "HTTPS", Scheme::Https),
-        ]
-        .into_iter()
-        .map(|(listener, what, scheme)| {
-            let shared = shared.clone();
-            tokio::spawn(accept_loop(
-                listener,
-                what,
-                shared.limit.clone(),
-                shared.lifecycle.watch(),
-                move |tcp, peer, slot| {
-                    let conn = ClientConn::new(peer, scheme, shared.lifecycle.watch(), slot);
-                    match scheme {
-                        Scheme::Http => tokio::spawn(serve_http(shared.clone(), tcp, conn)),
-                        Scheme::Https => tokio::spawn(serve_https(shared.clone(), tcp, conn)),
-                    };
-                },
-            ))
-        })
-        .collect();
+        let mut listening = Vec::new();
+        for (index, (http, https)) in http_listeners.into_iter().zip(https_listeners).enumerate() {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(StartError::Runtime)?;
+            let worker = Arc::new(Worker {
+                shared: shared.clone(),
+                forwarder: Forwarder::new(&config),
+            });
+            let (done, listened) = oneshot::channel();
+            std::thread::Builder::new()
+                .name(format!("orc-proxy-{index}"))
+                .spawn(move || runtime.block_on(serve_worker(worker, http, https, done)))
+                .map_err(StartError::Runtime)?;
+            listening.push(listened);
+        }
 
         Ok(Proxy {
             shared,
             http_addr,
             https_addr,
-            listeners,
+            listening,
             control: Mutex::new(Control::default()),
         })
     }
@@ -319,8 +321,8 @@ impl Proxy {
     pub async fn shutdown(mut self, drain: Duration) -> ShutdownReport {
         let shared = self.shared.clone();
         shared.lifecycle.advance(Stage::Draining);
-        for listener in self.listeners.drain(..) {
-            let _ = listener.await;
+        for listened in self.listening.drain(..) {
+            let _ = listened.await;
         }
         self.control.lock().await.ports.close_others(&[]).await;
         let drained = tokio::time::timeout(drain, shared.limit.all_free())
@@ -341,5 +343,89 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.shared.lifecycle.advance(Stage::Closing);
+    }
+}
+
+/// `count` listening sockets on `addr` (port 0: one free port for all), each with
+/// `SO_REUSEPORT` so the kernel spreads new connections over them.
+fn bind_all(
+    listener: &'static str,
+    addr: SocketAddr,
+    count: usize,
+) -> Result<Vec<std::net::TcpListener>, StartError> {
+    let fail = |source| StartError::Listen {
+        listener,
+        addr,
+        source,
+    };
+    let mut bound = addr;
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(bound),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )
+        .map_err(fail)?;
+        socket.set_reuse_address(true).map_err(fail)?;
+        socket.set_reuse_port(true).map_err(fail)?;
+        socket.set_nonblocking(true).map_err(fail)?;
+        socket.bind(&bound.into()).map_err(fail)?;
+        socket.listen(1024).map_err(fail)?;
+        let std: std::net::TcpListener = socket.into();
+        bound = std.local_addr().map_err(fail)?;
+        out.push(std);
+    }
+    Ok(out)
+}
+
+/// One serving thread: accepts on its HTTP and HTTPS sockets and serves what it accepted,
+/// until the proxy drains (then `done` is told) and its connections are done or the proxy
+/// closes.
+async fn serve_worker(
+    worker: Arc<Worker>,
+    http: std::net::TcpListener,
+    https: std::net::TcpListener,
+    done: oneshot::Sender<()>,
+) {
+    let accept = |listener: std::net::TcpListener, what: &'static str, scheme: Scheme| {
+        let worker = worker.clone();
+        async move {
+            let listener = match TcpListener::from_std(listener) {
+                Ok(listener) => listener,
+                Err(e) => {
+                    tracing::warn!(listener = what, error = %e, "a listening socket cannot be used");
+                    return;
+                }
+            };
+            let shared = worker.shared.clone();
+            accept_loop(
+                listener,
+                what,
+                shared.limit.clone(),
+                shared.lifecycle.watch(),
+                move |tcp, peer, slot| {
+                    let conn = ClientConn::new(peer, scheme, shared.lifecycle.watch(), slot);
+                    match scheme {
+                        Scheme::Http => tokio::spawn(serve_http(worker.clone(), tcp, conn)),
+                        Scheme::Https => tokio::spawn(serve_https(worker.clone(), tcp, conn)),
+                    };
+                },
+            )
+            .await;
+        }
+    };
+    tokio::join!(
+        accept(http, "HTTP", Scheme::Http),
+        accept(https, "HTTPS", Scheme::Https)
+    );
+    let _ = done.send(());
+    // What this thread accepted is served here: keep going until it is all done, or the
+    // proxy closes (and dropping the runtime cuts what is left).
+    let shared = &worker.shared;
+    let mut stage = shared.lifecycle.watch();
+    tokio::select! {
+        () = shared.limit.all_free() => {}
+        () = stage.closing() => {}
     }
 }
