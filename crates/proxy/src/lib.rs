@@ -33,7 +33,12 @@
 //!
 //! # Forwarding
 //!
-//! HTTP/1.1 to the route's backends through one pooled client; bodies stream both ways,
+//! HTTP and HTTPS are served by [`ProxyConfig::workers`] threads (one per core by default),
+//! each with its own runtime, its own listening sockets on the same ports (`SO_REUSEPORT`)
+//! and its own pool of backend connections, so a request stays on the thread that
+//! accepted its connection.
+//!
+//! HTTP/1.1 to the route's backends through the thread's pooled client; bodies stream both ways,
 //! whatever their size. Round robin per route; a backend that cannot be connected to is
 //! skipped (the request was never sent, so any method may go on to the next); all fail:
 //! `502 no replica of APP/SERVICE answered`; no backends: `503 APP/SERVICE has no ready

@@ -172,7 +172,8 @@ pub struct Proxy {
 impl Proxy {
     /// Binds the HTTP and HTTPS listeners and starts serving, with an empty table: every
     /// request is a `404` and every TLS handshake fails until [`Proxy::set_routes`].
-    /// Must be called within a tokio runtime, which runs every task of the proxy.
+    /// HTTP and HTTPS are served by the proxy's own threads ([`ProxyConfig::workers`]); the
+    /// tokio runtime this is called in runs the TCP ports.
     pub async fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         config.validate()?;
         let http_listeners = bind_all("HTTP", config.http_addr, config.workers)?;

@@ -632,7 +632,7 @@ async fn endpoint_request(
         .into_iter()
         .find(|s| s.project.name.as_str() == name.project && s.label() == name.pool)
     {
-        check_role(edge, host, &person, &org, &service.project)?;
+        check_role(edge, host, &person, &org, &service.project).map_err(|e| *e)?;
         return service_request(edge, host, request, &person, &org, service).await;
     }
     let Some((project, pool)) = pools
@@ -641,7 +641,7 @@ async fn endpoint_request(
     else {
         return Err(no_endpoint(edge, host));
     };
-    check_role(edge, host, &person, &org, &project)?;
+    check_role(edge, host, &person, &org, &project).map_err(|e| *e)?;
     let endpoint = endpoint_of(&name, &pool).ok_or_else(|| no_endpoint(edge, host))?;
     let slots: Vec<(u32, SocketAddr)> = edge
         .inner
@@ -687,10 +687,10 @@ fn check_role(
     person: &Person,
     org: &Org,
     project: &Project,
-) -> Result<(), Response> {
+) -> Result<(), Box<Response>> {
     match project_role_in(&person.memberships, project) {
-        None => Err(no_endpoint(edge, host)),
-        Some(role) if !may_open(Some(role)) => Err(pages::refusal(
+        None => Err(Box::new(no_endpoint(edge, host))),
+        Some(role) if !may_open(Some(role)) => Err(Box::new(pages::refusal(
             StatusCode::FORBIDDEN,
             "Not for viewers",
             &format!(
@@ -699,7 +699,7 @@ fn check_role(
                 org.name, project.name
             ),
             Some(&edge.url()),
-        )),
+        ))),
         Some(_) => Ok(()),
     }
 }

@@ -3535,7 +3535,7 @@ pub async fn certificates_are_sealed_and_follow_their_domain(db: &TestDb) {
         .unwrap();
     assert_eq!(
         store.acme_challenges(&shop, T0).await.unwrap(),
-        [challenge.clone()]
+        std::slice::from_ref(&challenge)
     );
     assert!(store.acme_challenges(&web, T0).await.unwrap().is_empty());
     assert!(

@@ -161,7 +161,7 @@ impl orc_web::edge::PrivateServices for ServicesThroughAgents {
                 continue;
             };
             // The port the replica's own revision gives the service.
-            if !ports.contains_key(&row.revision) {
+            if let std::collections::btree_map::Entry::Vacant(slot) = ports.entry(row.revision) {
                 let port = store
                     .app_revision(project, &app, row.revision)
                     .await
@@ -175,7 +175,7 @@ impl orc_web::edge::PrivateServices for ServicesThroughAgents {
                             .find(|(name, s)| name.as_str() == service && s.is_private())
                             .and_then(|(_, s)| s.port())
                     });
-                ports.insert(row.revision, port);
+                slot.insert(port);
             }
             let Some(Some(port)) = ports.get(&row.revision) else {
                 continue;
