@@ -92,8 +92,9 @@ deploy {{
 }
 
 /// A second app: `echo` gives back what it reads on public TCP port 7000 of the ingress
-/// nodes; `whoami`, on the node labelled `disk=local`, answers on the node's port 8081 with
-/// the address its client came from.
+/// nodes; `site` serves `tools.example.com` from the two nodes labelled `edge=yes` (a
+/// partner node and a one-cloud node); `whoami`, on the node labelled `disk=local`, answers
+/// on the node's port 8081 with the address its client came from.
 const TOOLS_APP: &str = r#"amends "modulepath:/orc/App.pkl"
 
 name = "tools"
@@ -114,6 +115,17 @@ services {
     tcp {
       port = 7000
       publicPort = 7000
+    }
+  }
+  ["site"] {
+    image = "sys/web:1"
+    replicas = 2
+    http {
+      port = 8080
+      domains { "tools.example.com" }
+    }
+    constraints {
+      ["edge"] = "yes"
     }
   }
   ["whoami"] {
@@ -751,6 +763,47 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
         assert!(!body.contains("v1"), "{body}");
     }
 
+    // A one-cloud node beside the partner's: a Hetzner Cloud server, with a public
+    // address of its own, accepting ingress.
+    let created = up.ok(&[
+        "pool",
+        "create",
+        "sys/sys/solo",
+        "--provider",
+        "hetzner",
+        "--location",
+        "fsn1",
+        "--plan",
+        "cx23",
+        "--cpu",
+        "2",
+        "--mem",
+        "4",
+        "--os",
+        "ubuntu-24.04",
+        "--size",
+        "1",
+        "--wait",
+    ]);
+    assert!(created.contains("1 of 1 node(s) running"), "{created}");
+    let solo_nodes = up.wait_for(&["nodes", "sys/sys/solo"], 5 * MINUTE, ready);
+    let solo = solo_nodes[0]["id"].as_str().unwrap().to_string();
+    let solo_address = solo_nodes[0]["addresses"][0].as_str().unwrap().to_string();
+    for node in [&solo, &disk_node] {
+        up.ok(&["node", "label", node, "edge=yes", "--project", PROJECT]);
+    }
+    up.ok(&["node", "ingress", "enable", &solo, "--project", PROJECT]);
+    // tools.example.com points at both: the partner pool's address and the server's own.
+    let added = Command::new("curl")
+        .args(["-sf", "--max-time", "5", "-X", "POST", "-d"])
+        .arg(format!(
+            r#"{{"host":"tools.example.com.","addresses":["{address}","{solo_address}"]}}"#
+        ))
+        .arg(format!("{dns}/add-a"))
+        .status()
+        .expect("curl runs");
+    assert!(added.success(), "the emulated DNS took the name");
+
     // A public TCP port through the pool's address, and a node port whose replica sees
     // its client's own address.
     let tools = dir.path().join("tools.pkl");
@@ -789,6 +842,59 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
             "public TCP port 7000 does not reach the echo service"
         );
         std::thread::sleep(Duration::from_millis(500));
+    }
+    // HTTPS for tools.example.com, with its own certificate, from replicas on a partner node
+    // and on the one-cloud node, through either address.
+    let tools_issued = up.wait_for(
+        &["app", "status", "tools", "--project", PROJECT],
+        2 * MINUTE,
+        |s| {
+            s["routes"].as_array().into_iter().flatten().any(|r| {
+                r["name"] == "tools.example.com"
+                    && r["certificate"]
+                        .as_str()
+                        .is_some_and(|c| c.starts_with("valid until "))
+            })
+        },
+    );
+    let sites: BTreeSet<&str> = replicas(&tools_issued, "site")
+        .iter()
+        .filter_map(|r| r["node"].as_str())
+        .collect();
+    assert_eq!(
+        sites,
+        BTreeSet::from([solo.as_str(), disk_node.as_str()]),
+        "{tools_issued:#}"
+    );
+    for at in [&address, &solo_address] {
+        let answered = || {
+            let out = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &echo_ns,
+                    "curl",
+                    "-sf",
+                    "--max-time",
+                    "3",
+                    "--cacert",
+                ])
+                .arg(&root)
+                .arg("--resolve")
+                .arg(format!("tools.example.com:443:{at}"))
+                .arg("https://tools.example.com/")
+                .output()
+                .expect("curl in the echo host's namespace");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        let started = Instant::now();
+        while answered() != "v1" {
+            assert!(
+                started.elapsed() < MINUTE,
+                "tools.example.com is not served over HTTPS at {at}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
     }
     let tools_status = up.json(&["app", "status", "tools", "--project", PROJECT]);
     let whoami = replicas(&tools_status, "whoami");
@@ -843,7 +949,7 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
     );
     up.ok(&["app", "remove", "tools", "--project", PROJECT]);
     let started = Instant::now();
-    while [&disk_node, &neighbour, &east_node]
+    while [&disk_node, &neighbour, &east_node, &solo]
         .iter()
         .any(|n| !processes_under(&format!(":/orc/{n}/tools-")).is_empty())
     {
@@ -853,6 +959,13 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    // The one-cloud node goes again, so the shop's later updates stay on the partner's.
+    up.ok(&["pool", "resize", "sys/sys/solo", "0"]);
+    up.wait_for(&["nodes", "sys/sys/solo", "--all"], 2 * MINUTE, |nodes| {
+        nodes
+            .as_array()
+            .is_some_and(|l| l.iter().all(|n| n["state"] == "ended"))
+    });
 
     // The worker reaches the web by its service name, at both sites, over the mesh.
     wait_for_call(&up, "got v1");
