@@ -325,6 +325,44 @@ fn through_ingress(up: &Up, node: &str, host: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Points `name` at `addresses` in the emulated internet's DNS, whose management interface
+/// is at `dns`.
+fn point_dns(dns: &str, name: &str, addresses: &[&str]) {
+    let addresses = serde_json::json!({ "host": format!("{name}."), "addresses": addresses });
+    let added = Command::new("curl")
+        .args(["-sf", "--max-time", "5", "-X", "POST", "-d"])
+        .arg(addresses.to_string())
+        .arg(format!("{dns}/add-a"))
+        .status()
+        .expect("curl runs");
+    assert!(added.success(), "the emulated DNS took {name}");
+}
+
+/// What `https://{name}{path}` answers the emulated internet's echo host (namespace
+/// `echo_ns`) at `address`, checked against `root`; `None` when the request fails.
+fn https_from(echo_ns: &str, root: &Path, name: &str, address: &str, path: &str) -> Option<String> {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            echo_ns,
+            "curl",
+            "-sf",
+            "--max-time",
+            "3",
+            "--cacert",
+        ])
+        .arg(root)
+        .arg("--resolve")
+        .arg(format!("{name}:443:{address}"))
+        .arg(format!("https://{name}{path}"))
+        .output()
+        .expect("curl in the echo host's namespace");
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
 /// The text of `summary` between `before` and the next `after`.
 fn summary_after(summary: &str, before: &str, after: &str) -> String {
     summary
@@ -641,15 +679,7 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
     );
     // Pointed at the pool's address, the domain gets its certificate on the next try.
     let dns = summary_after(&up.summary, "names resolve as told: POST ", "/add-a");
-    let added = Command::new("curl")
-        .args(["-sf", "--max-time", "5", "-X", "POST", "-d"])
-        .arg(format!(
-            r#"{{"host":"shop.example.com.","addresses":["{address}"]}}"#
-        ))
-        .arg(format!("{dns}/add-a"))
-        .status()
-        .expect("curl runs");
-    assert!(added.success(), "the emulated DNS took the name");
+    point_dns(&dns, "shop.example.com", &[&address]);
     let issued = up.wait_for(
         &["app", "status", "shop", "--project", PROJECT],
         2 * MINUTE,
@@ -670,28 +700,7 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
         .status()
         .expect("curl runs");
     assert!(fetched.success(), "the ACME server gives its root");
-    let https = |path: &str| -> Option<String> {
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &echo_ns,
-                "curl",
-                "-sf",
-                "--max-time",
-                "3",
-                "--cacert",
-            ])
-            .arg(&root)
-            .arg("--resolve")
-            .arg(format!("shop.example.com:443:{address}"))
-            .arg(format!("https://shop.example.com{path}"))
-            .output()
-            .expect("curl in the echo host's namespace");
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-    };
+    let https = |path: &str| https_from(&echo_ns, &root, "shop.example.com", &address, path);
     let started = Instant::now();
     while https("/").as_deref() != Some("v1") {
         assert!(
@@ -794,15 +803,7 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
     }
     up.ok(&["node", "ingress", "enable", &solo, "--project", PROJECT]);
     // tools.example.com points at both: the partner pool's address and the server's own.
-    let added = Command::new("curl")
-        .args(["-sf", "--max-time", "5", "-X", "POST", "-d"])
-        .arg(format!(
-            r#"{{"host":"tools.example.com.","addresses":["{address}","{solo_address}"]}}"#
-        ))
-        .arg(format!("{dns}/add-a"))
-        .status()
-        .expect("curl runs");
-    assert!(added.success(), "the emulated DNS took the name");
+    point_dns(&dns, "tools.example.com", &[&address, &solo_address]);
 
     // A public TCP port through the pool's address, and a node port whose replica sees
     // its client's own address.
@@ -867,28 +868,9 @@ fn apps_roll_across_two_clouds_and_outlive_their_agent_the_zone_and_a_node() {
         "{tools_issued:#}"
     );
     for at in [&address, &solo_address] {
-        let answered = || {
-            let out = Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    &echo_ns,
-                    "curl",
-                    "-sf",
-                    "--max-time",
-                    "3",
-                    "--cacert",
-                ])
-                .arg(&root)
-                .arg("--resolve")
-                .arg(format!("tools.example.com:443:{at}"))
-                .arg("https://tools.example.com/")
-                .output()
-                .expect("curl in the echo host's namespace");
-            String::from_utf8_lossy(&out.stdout).trim().to_string()
-        };
+        let answered = || https_from(&echo_ns, &root, "tools.example.com", at, "/");
         let started = Instant::now();
-        while answered() != "v1" {
+        while answered().as_deref() != Some("v1") {
             assert!(
                 started.elapsed() < MINUTE,
                 "tools.example.com is not served over HTTPS at {at}"

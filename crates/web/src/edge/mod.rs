@@ -667,15 +667,9 @@ async fn endpoint_request(
         ));
     }
     let audience = format!("{}/{}/{endpoint}", project.name, pool.name);
-    let assertion = identity::assertion(edge, &person, &org, &audience).map_err(|e| *e)?;
-    let forward = proxy::Forward {
-        host: host.to_string(),
-        port: edge.port(),
-        client: client_ip(&request),
-        assertion,
-        drop_authorization: person.by_bearer,
-        pool: format!("{}/{}/{}", org.name, project.name, pool.name),
-    };
+    let what = format!("{}/{}/{}", org.name, project.name, pool.name);
+    let forward =
+        forward_for(edge, host, &request, &person, &org, &audience, what).map_err(|e| *e)?;
     Ok(proxy::forward(edge, request, &slots, forward).await)
 }
 
@@ -744,16 +738,32 @@ async fn service_request(
         "{}/{}/{}",
         service.project.name, service.app, service.service
     );
-    let assertion = identity::assertion(edge, person, org, &audience).map_err(|e| *e)?;
-    let forward = proxy::Forward {
+    let forward =
+        forward_for(edge, host, &request, person, org, &audience, what).map_err(|e| *e)?;
+    Ok(proxy::forward_to_replicas(edge, request, &replicas, forward).await)
+}
+
+/// What the edge adds to `request` as it forwards it for `person`: one assertion for
+/// `audience`, and where the request came from; `what` names the destination in logs and
+/// pages.
+fn forward_for(
+    edge: &EdgeState,
+    host: &str,
+    request: &Request,
+    person: &Person,
+    org: &Org,
+    audience: &str,
+    what: String,
+) -> Result<proxy::Forward, Box<Response>> {
+    let assertion = identity::assertion(edge, person, org, audience)?;
+    Ok(proxy::Forward {
         host: host.to_string(),
         port: edge.port(),
-        client: client_ip(&request),
+        client: client_ip(request),
         assertion,
         drop_authorization: person.by_bearer,
         pool: what,
-    };
-    Ok(proxy::forward_to_replicas(edge, request, &replicas, forward).await)
+    })
 }
 
 /// An org's pools that serve http endpoints (kept for [`recent::ORG_TTL_MS`]); `None` when

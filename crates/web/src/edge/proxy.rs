@@ -180,6 +180,87 @@ fn may_resend(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
+/// A client's request on its way out, to one backend after another.
+struct Outgoing {
+    method: Method,
+    /// The path and query.
+    path: String,
+    headers: HeaderMap,
+    /// Taken by the first attempt.
+    body: Option<Body>,
+    /// Whether it may go to a second backend (GET, HEAD, OPTIONS).
+    resend: bool,
+}
+
+impl Outgoing {
+    fn new(request: Request, forward: &Forward) -> Outgoing {
+        let (parts, body) = request.into_parts();
+        Outgoing {
+            headers: forwarded_headers(&parts.headers, forward),
+            path: parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string(),
+            resend: may_resend(&parts.method),
+            method: parts.method,
+            body: Some(body),
+        }
+    }
+
+    /// The request of one attempt, to `uri`. Only a request that can be sent again reaches
+    /// a second backend, and then without the body (GET, HEAD and OPTIONS carry none in
+    /// practice).
+    fn attempt(&mut self, uri: Uri) -> axum::http::Request<Body> {
+        let mut outgoing = axum::http::Request::new(self.body.take().unwrap_or_else(Body::empty));
+        *outgoing.method_mut() = self.method.clone();
+        *outgoing.uri_mut() = uri;
+        *outgoing.version_mut() = Version::HTTP_11;
+        *outgoing.headers_mut() = self.headers.clone();
+        outgoing
+    }
+}
+
+/// A backend's answer as the client gets it.
+fn answered(answer: axum::http::Response<hyper::body::Incoming>) -> Response {
+    let (mut parts, incoming) = answer.into_parts();
+    answered_headers(&mut parts.headers);
+    Response::from_parts(parts, Body::new(incoming))
+}
+
+fn bad_path() -> Response {
+    pages::refusal(
+        StatusCode::BAD_REQUEST,
+        "Bad path",
+        "The request's path cannot be forwarded.",
+        None,
+    )
+}
+
+/// `who` (`Slot 0 of pool …`) did not start answering in time.
+fn no_answer_in_time(who: &str) -> Response {
+    pages::refusal(
+        StatusCode::GATEWAY_TIMEOUT,
+        "No answer in time",
+        &format!(
+            "{who} did not start answering within {} s.",
+            ANSWER_TIMEOUT.as_secs()
+        ),
+        None,
+    )
+}
+
+/// No backend of `what` (`Pool …`) answered; the last said `last_error`.
+fn not_serving(what: &str, last_error: &str) -> Response {
+    pages::refusal(
+        StatusCode::BAD_GATEWAY,
+        "Not serving right now",
+        &format!("{what}: {last_error}. It may be restarting; try again shortly."),
+        None,
+    )
+    .into_response()
+}
+
 /// Sends `request` to the first of `slots` that takes it, and its answer back.
 pub(super) async fn forward(
     edge: &EdgeState,
@@ -187,39 +268,16 @@ pub(super) async fn forward(
     slots: &[(u32, SocketAddr)],
     forward: Forward,
 ) -> Response {
-    let (parts, body) = request.into_parts();
-    let headers = forwarded_headers(&parts.headers, &forward);
-    let path = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
-    let resend = may_resend(&parts.method);
-    let mut body = Some(body);
+    let mut outgoing = Outgoing::new(request, &forward);
     let mut last_error = String::new();
     for (slot, addr) in slots {
-        let Ok(uri) = format!("http://{addr}{path}").parse::<Uri>() else {
-            return pages::refusal(
-                StatusCode::BAD_REQUEST,
-                "Bad path",
-                "The request's path cannot be forwarded.",
-                None,
-            );
+        let Ok(uri) = format!("http://{addr}{}", outgoing.path).parse::<Uri>() else {
+            return bad_path();
         };
-        // Only a request that can be sent again reaches a second slot, and then without
-        // the body (GET, HEAD and OPTIONS carry none in practice).
-        let mut outgoing = axum::http::Request::new(body.take().unwrap_or_else(Body::empty));
-        *outgoing.method_mut() = parts.method.clone();
-        *outgoing.uri_mut() = uri;
-        *outgoing.version_mut() = Version::HTTP_11;
-        *outgoing.headers_mut() = headers.clone();
-        match tokio::time::timeout(ANSWER_TIMEOUT, edge.inner.client.request(outgoing)).await {
-            Ok(Ok(answer)) => {
-                let (mut parts, incoming) = answer.into_parts();
-                answered_headers(&mut parts.headers);
-                return Response::from_parts(parts, Body::new(incoming));
-            }
-            Ok(Err(e)) if e.is_connect() && resend => {
+        let request = outgoing.attempt(uri);
+        match tokio::time::timeout(ANSWER_TIMEOUT, edge.inner.client.request(request)).await {
+            Ok(Ok(answer)) => return answered(answer),
+            Ok(Err(e)) if e.is_connect() && outgoing.resend => {
                 tracing::debug!(pool = %forward.pool, slot, error = %e, "a slot refused the connection; trying the next");
                 last_error = format!("slot {slot} did not take the connection");
             }
@@ -230,29 +288,11 @@ pub(super) async fn forward(
             }
             Err(_) => {
                 tracing::info!(pool = %forward.pool, slot, "a slot did not answer in time");
-                return pages::refusal(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "No answer in time",
-                    &format!(
-                        "Slot {slot} of pool {} did not start answering within {} s.",
-                        forward.pool,
-                        ANSWER_TIMEOUT.as_secs()
-                    ),
-                    None,
-                );
+                return no_answer_in_time(&format!("Slot {slot} of pool {}", forward.pool));
             }
         }
     }
-    pages::refusal(
-        StatusCode::BAD_GATEWAY,
-        "Not serving right now",
-        &format!(
-            "Pool {}: {last_error}. It may be restarting; try again shortly.",
-            forward.pool
-        ),
-        None,
-    )
-    .into_response()
+    not_serving(&format!("Pool {}", forward.pool), &last_error)
 }
 
 /// Sends `request` to the first of `replicas` whose node connects to it, over a stream the
@@ -264,23 +304,10 @@ pub(super) async fn forward_to_replicas(
     replicas: &[super::PrivateReplica],
     forward: Forward,
 ) -> Response {
-    let (parts, body) = request.into_parts();
-    let headers = forwarded_headers(&parts.headers, &forward);
-    let path = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
-    let Ok(uri) = path.parse::<Uri>() else {
-        return pages::refusal(
-            StatusCode::BAD_REQUEST,
-            "Bad path",
-            "The request's path cannot be forwarded.",
-            None,
-        );
+    let mut outgoing = Outgoing::new(request, &forward);
+    let Ok(uri) = outgoing.path.parse::<Uri>() else {
+        return bad_path();
     };
-    let resend = may_resend(&parts.method);
-    let mut body = Some(body);
     let mut last_error = String::new();
     let start = usize::from(round_robin()) % replicas.len().max(1);
     for replica in replicas.iter().cycle().skip(start).take(replicas.len()) {
@@ -291,65 +318,40 @@ pub(super) async fn forward_to_replicas(
             .await
         {
             Ok(stream) => stream,
-            Err(error) if resend => {
-                tracing::debug!(service = %forward.pool, slot = replica.slot, %error, "a replica could not be reached; trying the next");
-                last_error = format!("replica {} could not be reached: {error}", replica.slot);
-                continue;
-            }
             Err(error) => {
                 last_error = format!("replica {} could not be reached: {error}", replica.slot);
-                break;
+                if !outgoing.resend {
+                    break;
+                }
+                tracing::debug!(service = %forward.pool, slot = replica.slot, %error, "a replica could not be reached; trying the next");
+                continue;
             }
         };
-        let mut outgoing = axum::http::Request::new(body.take().unwrap_or_else(Body::empty));
-        *outgoing.method_mut() = parts.method.clone();
-        *outgoing.uri_mut() = uri.clone();
-        *outgoing.version_mut() = Version::HTTP_11;
-        *outgoing.headers_mut() = headers.clone();
+        let request = outgoing.attempt(uri.clone());
         let exchange = async {
             let (mut sender, connection) =
                 hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
             tokio::spawn(async move {
                 let _ = connection.with_upgrades().await;
             });
-            sender.send_request(outgoing).await
+            sender.send_request(request).await
         };
         match tokio::time::timeout(ANSWER_TIMEOUT, exchange).await {
-            Ok(Ok(answer)) => {
-                let (mut parts, incoming) = answer.into_parts();
-                answered_headers(&mut parts.headers);
-                return Response::from_parts(parts, Body::new(incoming));
-            }
+            Ok(Ok(answer)) => return answered(answer),
             Ok(Err(e)) => {
                 tracing::info!(service = %forward.pool, slot = replica.slot, error = %e, "forwarding to a replica failed");
                 last_error = format!("replica {} did not answer", replica.slot);
                 break;
             }
             Err(_) => {
-                return pages::refusal(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "No answer in time",
-                    &format!(
-                        "Replica {} of the {} did not start answering within {} s.",
-                        replica.slot,
-                        forward.pool,
-                        ANSWER_TIMEOUT.as_secs()
-                    ),
-                    None,
-                );
+                return no_answer_in_time(&format!(
+                    "Replica {} of the {}",
+                    replica.slot, forward.pool
+                ));
             }
         }
     }
-    pages::refusal(
-        StatusCode::BAD_GATEWAY,
-        "Not serving right now",
-        &format!(
-            "The {}: {last_error}. It may be restarting; try again shortly.",
-            forward.pool
-        ),
-        None,
-    )
-    .into_response()
+    not_serving(&format!("The {}", forward.pool), &last_error)
 }
 
 /// Where the next request starts among replicas: round robin over the edge.

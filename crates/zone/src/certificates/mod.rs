@@ -74,6 +74,10 @@ const PUBLISH_WAIT: Duration = Duration::from_secs(20);
 const RETRY_MAX_MS: i64 = 6 * 3_600_000;
 /// How long a domain no app routes keeps its certificate.
 const FORGET_AFTER_MS: i64 = 24 * 3_600_000;
+/// How often a domain still routed is marked wanted again (well within [`FORGET_AFTER_MS`]).
+const WANTED_REFRESH_MS: i64 = 3_600_000;
+/// The least time between two passes: assignments change with every replica's readiness.
+const PASS_GAP: Duration = Duration::from_secs(1);
 /// How many domains are ordered at once.
 const AT_ONCE: usize = 4;
 
@@ -152,6 +156,10 @@ impl Certificates {
                     tracing::warn!(%error, "certificate pass failed");
                 }
                 tokio::select! {
+                    () = tokio::time::sleep(PASS_GAP) => {}
+                    _ = stopped.changed() => {}
+                }
+                tokio::select! {
                     _ = assignments.changed() => {}
                     _ = tokio::time::sleep(this.interval) => {}
                     _ = stopped.changed() => {}
@@ -170,13 +178,28 @@ impl Certificates {
         let wanted = wanted_domains(&self.store)
             .await
             .map_err(|e| e.to_string())?;
+        let mut known: BTreeMap<String, CertificateRow> = self
+            .store
+            .certificates()
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|row| (row.domain.clone(), row))
+            .collect();
         let mut due = Vec::new();
         for (domain, project) in &wanted {
-            let row = self
-                .store
-                .want_certificate(domain, project, now)
-                .await
-                .map_err(|e| e.to_string())?;
+            // A row of the same project marked wanted within the hour needs no write.
+            let fresh = known.remove(domain).filter(|row| {
+                &row.project == project && row.wanted_at.millis() > now.millis() - WANTED_REFRESH_MS
+            });
+            let row = match fresh {
+                Some(row) => row,
+                None => self
+                    .store
+                    .want_certificate(domain, project, now)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            };
             if row.next_attempt_at <= now {
                 due.push(row);
             }
